@@ -1,0 +1,28 @@
+import type { Metadata } from "next";
+import Link from "next/link";
+import type { ReactNode } from "react";
+import { Providers } from "@/components/trpc";
+import "./globals.css";
+
+export const metadata: Metadata = { title: "Stepwise", description: "Plan review and live execution for AI agents" };
+
+export default function RootLayout({ children }: { children: ReactNode }) {
+  return (
+    <html lang="en">
+      <body>
+        <header className="topbar">
+          <Link href="/" className="brand">
+            Stepwise
+          </Link>
+          <nav>
+            <Link href="/">Plans</Link>
+            <Link href="/plans/new">New plan</Link>
+          </nav>
+        </header>
+        <main className="page">
+          <Providers>{children}</Providers>
+        </main>
+      </body>
+    </html>
+  );
+}

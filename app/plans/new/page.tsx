@@ -1,0 +1,5 @@
+import { NewPlanForm } from "@/components/plans/new-plan-form";
+
+export default function NewPlanPage() {
+  return <NewPlanForm />;
+}

@@ -1,0 +1,61 @@
+"use client";
+
+import { useQuery } from "@tanstack/react-query";
+import Link from "next/link";
+import { useTRPC } from "@/components/trpc";
+import { ErrorMessage } from "@/components/ui/error-message";
+import { StatusBadge } from "@/components/ui/status-badge";
+
+export function PlanList() {
+  const trpc = useTRPC();
+  const plans = useQuery(trpc.plans.list.queryOptions());
+  if (plans.isPending) return <p aria-busy="true">Loading plans…</p>;
+  if (plans.error) return <ErrorMessage error={plans.error} />;
+  return (
+    <section>
+      <div className="row spread">
+        <h1>Plans</h1>
+        <Link className="button primary" href="/plans/new">
+          New plan
+        </Link>
+      </div>
+      {plans.data.length === 0 ? (
+        <div className="empty">
+          <p>No plans yet.</p>
+          <p>
+            Create one with <Link href="/plans/new">New plan</Link> by pasting a plan as JSON, or let an agent create one
+            through the API.
+          </p>
+        </div>
+      ) : (
+        <table className="table">
+          <thead>
+            <tr>
+              <th>Goal</th>
+              <th>Steps</th>
+              <th>Version</th>
+              <th>Source</th>
+              <th>Last run</th>
+              <th>Updated</th>
+            </tr>
+          </thead>
+          <tbody>
+            {plans.data.map((plan) => (
+              <tr key={plan.id}>
+                <td>
+                  <Link href={`/plans/${plan.id}`}>{plan.goal}</Link>
+                  <div className="muted mono">{plan.id}</div>
+                </td>
+                <td>{plan.steps}</td>
+                <td>v{plan.version}</td>
+                <td>{plan.source}</td>
+                <td>{plan.lastRun ? <StatusBadge status={plan.lastRun.status} /> : <span className="muted">never run</span>}</td>
+                <td>{new Date(plan.updatedAt).toLocaleString()}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}

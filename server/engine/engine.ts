@@ -1,0 +1,549 @@
+import { randomUUID } from "node:crypto";
+import type pg from "pg";
+import { inTransaction } from "../db";
+import { AppError } from "../errors";
+import { appendEvents } from "../events/store";
+import type { NewEvent } from "../events/types";
+import { ReferenceError, resolveReferences } from "../plans/references";
+import type { Step, StepResult, StepStatus } from "../plans/schema";
+import { validatePlan } from "../plans/validate";
+import type { ToolRegistry } from "../tools/registry";
+import { RetryableToolError } from "../tools/types";
+import { RunGraphCache, type RunGraph } from "./graph";
+import { enqueueStepJobs, type StepJob } from "./queue";
+import { decidePending, freeSlots, retryDelayMs } from "./scheduler";
+import type { RunStatus } from "./state-machine";
+
+type Client = pg.PoolClient;
+
+export interface EngineDeps {
+  pool: pg.Pool;
+  tools: ToolRegistry;
+  graphs: RunGraphCache;
+  /** Aborts in-flight steps of runs cancelled from this or another process. */
+  cancellations: Map<string, Set<AbortController>>;
+  now?: () => Date;
+  random?: () => number;
+}
+
+export function createEngineDeps(pool: pg.Pool, tools: ToolRegistry): EngineDeps {
+  return { pool, tools, graphs: new RunGraphCache(), cancellations: new Map() };
+}
+
+interface RunRow {
+  id: string;
+  plan_id: string;
+  plan_version: number;
+  status: RunStatus;
+  max_parallel: number;
+  trace_id: string;
+  workspace_root: string;
+  open_steps: number;
+  active_steps: number;
+}
+
+/** Everything one engine transaction knows and changes about a run; written back once at the end. */
+class RunTransaction {
+  readonly events: NewEvent[] = [];
+  readonly jobs: StepJob[] = [];
+  readonly statuses = new Map<string, StepStatus>();
+  private readonly updates = new Map<string, { status: StepStatus; reason?: string | null }>();
+
+  constructor(
+    readonly client: Client,
+    readonly run: RunRow,
+    readonly graph: RunGraph,
+  ) {}
+
+  setStatus(stepId: string, status: StepStatus, reason?: string, data: Record<string, unknown> = {}): void {
+    this.statuses.set(stepId, status);
+    this.updates.set(stepId, { status, reason: reason ?? null });
+    this.events.push({ type: `step.${status}`, stepId, data: { status, ...(reason && { reason }), ...data } });
+  }
+
+  async loadStatuses(stepIds: Iterable<string>): Promise<void> {
+    const missing = [...new Set(stepIds)].filter((id) => !this.statuses.has(id));
+    if (missing.length === 0) return;
+    const rows = await this.client.query<{ step_id: string; status: StepStatus }>(
+      "select step_id, status from run_steps where run_id = $1 and step_id = any($2)",
+      [this.run.id, missing],
+    );
+    for (const row of rows.rows) this.statuses.set(row.step_id, row.status);
+  }
+
+  /** Writes step status changes made so far, so that queries in this transaction see them. */
+  async flushStatusesOnly(): Promise<void> {
+    if (this.updates.size > 0) {
+      await this.client.query(
+        `update run_steps rs set status = u.status, reason = coalesce(u.reason, rs.reason),
+           finished_at = case when u.status in ('completed','failed','blocked','skipped','cancelled') then now() else rs.finished_at end
+         from jsonb_to_recordset($2::jsonb) as u(step_id text, status text, reason text)
+         where rs.run_id = $1 and rs.step_id = u.step_id`,
+        [this.run.id, JSON.stringify([...this.updates].map(([step_id, u]) => ({ step_id, ...u })))],
+      );
+      this.updates.clear();
+    }
+  }
+
+  async flush(): Promise<void> {
+    await this.flushStatusesOnly();
+    await this.client.query(
+      `update runs set status = $2, open_steps = $3, active_steps = $4,
+         finished_at = case when $2 in ('completed','failed','cancelled') then coalesce(finished_at, now()) else finished_at end
+       where id = $1`,
+      [this.run.id, this.run.status, this.run.open_steps, this.run.active_steps],
+    );
+    await enqueueStepJobs(this.client, this.jobs.splice(0));
+    await appendEvents(
+      this.client,
+      { streamId: this.run.id, planId: this.run.plan_id, runId: this.run.id, traceId: this.run.trace_id },
+      this.events.splice(0),
+    );
+  }
+}
+
+async function loadPlanSteps(client: Pick<pg.ClientBase, "query">, planId: string, version: number): Promise<Step[]> {
+  const row = await client.query<{ steps: Step[] }>("select steps from plan_versions where plan_id = $1 and version = $2", [
+    planId,
+    version,
+  ]);
+  if (row.rowCount === 0) throw new AppError("not_found", `Plan ${planId} has no version ${version}`);
+  return row.rows[0]!.steps;
+}
+
+/** Locks the run row: every engine transaction on a run is serialised by this lock. */
+async function openRunTransaction(deps: EngineDeps, client: Client, runId: string): Promise<RunTransaction | undefined> {
+  const result = await client.query<RunRow>(
+    `select id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps
+     from runs where id = $1 for update`,
+    [runId],
+  );
+  const run = result.rows[0];
+  if (!run) return undefined;
+  const graph = await deps.graphs.get(run.plan_id, run.plan_version, () => loadPlanSteps(client, run.plan_id, run.plan_version));
+  return new RunTransaction(client, run, graph);
+}
+
+const SETTLED = new Set<StepStatus>(["completed", "failed", "blocked", "skipped", "cancelled"]);
+
+/**
+ * Propagates the consequences of steps that just settled: dependents become ready, wait for
+ * approval, are blocked or skipped — transitively — then free slots are filled and the run is
+ * finished when nothing is left open.
+ */
+async function advance(tx: RunTransaction, settled: string[], alsoConsider: string[] = []): Promise<void> {
+  let frontier = settled;
+  let extra = alsoConsider;
+  while (frontier.length > 0 || extra.length > 0) {
+    const candidates = [...new Set([...extra, ...frontier.flatMap((id) => tx.graph.dependents.get(id) ?? [])])];
+    extra = [];
+    await tx.loadStatuses(candidates.flatMap((id) => [id, ...tx.graph.steps.get(id)!.dependsOn]));
+    const next: string[] = [];
+    for (const id of candidates) {
+      if (tx.statuses.get(id) !== "pending") continue;
+      const decision = decidePending(tx.graph.steps.get(id)!, (dep) => tx.statuses.get(dep));
+      if (decision.kind === "wait") continue;
+      if (decision.kind === "blocked" || decision.kind === "skipped") {
+        tx.setStatus(id, decision.kind, decision.reason);
+        tx.run.open_steps--;
+        next.push(id);
+      } else if (decision.kind === "awaiting_approval") {
+        tx.setStatus(id, "awaiting_approval");
+        tx.events.push({ type: "approval.requested", stepId: id, data: { planVersion: tx.run.plan_version } });
+      } else {
+        tx.setStatus(id, "ready");
+      }
+    }
+    frontier = next;
+  }
+  await dispatch(tx);
+  await finishIfDone(tx);
+}
+
+/** Queues ready steps, in plan order, up to the run's parallelism limit. */
+async function dispatch(tx: RunTransaction): Promise<void> {
+  if (tx.run.status !== "running") return;
+  const slots = freeSlots(tx.run.max_parallel, tx.run.active_steps);
+  if (slots === 0) return;
+  // Steps made ready in this transaction are not in the table yet.
+  await tx.flushStatusesOnly();
+  const ready = await tx.client.query<{ step_id: string; attempt: number }>(
+    `update run_steps set queued = true where run_id = $1 and step_id in (
+       select step_id from run_steps where run_id = $1 and status = 'ready' and not queued order by position limit $2
+     ) returning step_id, attempt`,
+    [tx.run.id, slots],
+  );
+  for (const row of ready.rows) {
+    tx.jobs.push({ runId: tx.run.id, stepId: row.step_id, attempt: row.attempt + 1 });
+  }
+  tx.run.active_steps += ready.rows.length;
+}
+
+async function finishIfDone(tx: RunTransaction): Promise<void> {
+  const { run } = tx;
+  if (run.status === "completed" || run.status === "failed" || run.status === "cancelled") return;
+  if (run.status === "failing" && run.active_steps === 0) {
+    await cancelOpenSteps(tx, "A critical step failed");
+    run.status = "failed";
+    tx.events.push({ type: "run.failed", data: { status: "failed", reason: "A critical step failed" } });
+    return;
+  }
+  if (run.open_steps > 0) return;
+  const failed = await tx.client.query("select 1 from run_steps where run_id = $1 and status in ('failed','blocked') limit 1", [run.id]);
+  run.status = failed.rowCount ? "failed" : "completed";
+  tx.events.push({ type: `run.${run.status}`, data: { status: run.status } });
+}
+
+async function cancelOpenSteps(tx: RunTransaction, reason: string): Promise<void> {
+  await tx.flushStatusesOnly();
+  const open = await tx.client.query<{ step_id: string }>(
+    `select step_id from run_steps where run_id = $1 and status in ('pending','ready','awaiting_approval','running') order by position`,
+    [tx.run.id],
+  );
+  for (const row of open.rows) tx.setStatus(row.step_id, "cancelled", reason);
+  tx.run.open_steps -= open.rows.length;
+}
+
+export interface StartRunInput {
+  planId: string;
+  version: number;
+  actor: string;
+  workspaceRoot: string;
+  maxParallel?: number;
+}
+
+/** Approving a plan version starts a run of exactly that version. */
+export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<{ runId: string; traceId: string }> {
+  const runId = randomUUID();
+  const traceId = randomUUID();
+  await inTransaction(deps.pool, async (client) => {
+    const steps = await loadPlanSteps(client, input.planId, input.version);
+    const issues = validatePlan({ steps }, deps.tools);
+    if (issues.length > 0) throw new AppError("invalid_plan", "The plan is not valid and cannot run", issues);
+    const initial = steps.map((step) => (step.skipped ? "skipped" : "pending"));
+    await client.query(
+      `insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root, open_steps, active_steps, started_at)
+       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now())`,
+      [runId, input.planId, input.version, input.maxParallel ?? 8, traceId, input.actor, input.workspaceRoot,
+        initial.filter((s) => s === "pending").length],
+    );
+    await client.query(
+      `insert into run_steps (run_id, step_id, position, tool, status, depends_on, reason)
+       select $1, s.id, s.position, s.tool, s.status, s.depends_on, s.reason
+       from jsonb_to_recordset($2::jsonb) as s(id text, position int, tool text, status text, depends_on text[], reason text)`,
+      [runId, JSON.stringify(steps.map((step, index) => ({
+        id: step.id, position: index, tool: step.tool, status: initial[index], depends_on: step.dependsOn,
+        reason: step.skipped ? "Skipped by the reviewer" : null,
+      })))],
+    );
+    await client.query(
+      "insert into audit_entries (actor, action, plan_id, plan_version, run_id, detail) values ($1, 'plan.approved', $2, $3, $4, '{}')",
+      [input.actor, input.planId, input.version, runId],
+    );
+    const tx = (await openRunTransaction(deps, client, runId))!;
+    tx.events.push({ type: "run.started", data: { status: "running", planVersion: input.version, approvedBy: input.actor, steps: steps.map((s) => ({ id: s.id, status: s.skipped ? "skipped" : "pending" })) } });
+    steps.forEach((step, index) => tx.statuses.set(step.id, initial[index]!));
+    // Roots have no dependencies to wait for; evaluate them like any dependent.
+    const roots = steps.filter((s) => !s.skipped && s.dependsOn.length === 0).map((s) => s.id);
+    await advance(tx, steps.filter((s) => s.skipped).map((s) => s.id), roots);
+    await tx.flush();
+  });
+  return { runId, traceId };
+}
+
+interface ClaimedStep {
+  step: Step;
+  attempt: number;
+  args: unknown;
+  run: RunRow;
+}
+
+/**
+ * The body of a `run_step` job. Claims the step (ready → running), runs the tool outside any
+ * transaction, then records the outcome and advances the run in one transaction.
+ * A job whose step is no longer in the state it expects (cancelled, already done) does nothing.
+ */
+export async function executeStepJob(deps: EngineDeps, job: { runId: string; stepId: string; attempt: number }): Promise<void> {
+  const claimed = await inTransaction(deps.pool, (client) => claimStep(deps, client, job));
+  if (!claimed) return;
+  const { step, attempt, run } = claimed;
+  const started = Date.now();
+  const controller = new AbortController();
+  const timeout = setTimeout(
+    () => controller.abort(new StepTimeoutError(`Timed out after ${step.timeoutSeconds}s`)),
+    step.timeoutSeconds * 1000,
+  );
+  const inFlight = deps.cancellations.get(run.id) ?? new Set();
+  inFlight.add(controller);
+  deps.cancellations.set(run.id, inFlight);
+  const reporter = new ProgressReporter(deps.pool, run, step.id);
+  let outcome: { ok: true; value: unknown } | { ok: false; error: string; retryable: boolean };
+  try {
+    const tool = deps.tools.get(step.tool);
+    if (!tool) throw new Error(`Unknown tool: ${step.tool}`);
+    const input = tool.inputSchema.parse(claimed.args);
+    const value = await raceAbort(
+      tool.execute(input, {
+        signal: controller.signal,
+        workspaceRoot: run.workspace_root,
+        runId: run.id,
+        stepId: step.id,
+        attempt,
+        idempotencyKey: `${run.id}:${step.id}:${attempt}`,
+        reportProgress: (percent, message) => reporter.progress(percent, message),
+        log: (message, level) => reporter.log(message, level ?? "info"),
+      }),
+      controller.signal,
+    );
+    outcome = { ok: true, value: value === undefined ? null : value };
+  } catch (error) {
+    const reason = controller.signal.aborted ? controller.signal.reason : error;
+    outcome = { ok: false, error: errorMessage(reason), retryable: isRetryable(reason) };
+  } finally {
+    clearTimeout(timeout);
+    inFlight.delete(controller);
+    if (inFlight.size === 0) deps.cancellations.delete(run.id);
+    await reporter.close();
+  }
+  const duration = Date.now() - started;
+  await inTransaction(deps.pool, (client) => recordOutcome(deps, client, job, attempt, outcome, duration));
+}
+
+async function claimStep(deps: EngineDeps, client: Client, job: { runId: string; stepId: string; attempt: number }): Promise<ClaimedStep | undefined> {
+  const tx = await openRunTransaction(deps, client, job.runId);
+  if (!tx || (tx.run.status !== "running" && tx.run.status !== "failing" && tx.run.status !== "paused")) return undefined;
+  const row = await client.query<{ status: StepStatus; attempt: number }>(
+    "select status, attempt from run_steps where run_id = $1 and step_id = $2",
+    [job.runId, job.stepId],
+  );
+  const current = row.rows[0];
+  if (!current || current.status !== "ready" || current.attempt !== job.attempt - 1) return undefined;
+  const step = tx.graph.steps.get(job.stepId)!;
+  await client.query(
+    "update run_steps set status = 'running', attempt = $3, queued = false, started_at = now(), progress = 0 where run_id = $1 and step_id = $2",
+    [job.runId, job.stepId, job.attempt],
+  );
+  tx.events.push({ type: "step.running", stepId: step.id, data: { status: "running", attempt: job.attempt } });
+  let args: unknown = step.args;
+  let referenceError: string | undefined;
+  if (step.references.size > 0) {
+    const outputs = await client.query<{ step_id: string; result: StepResult | null }>(
+      "select step_id, result from run_steps where run_id = $1 and step_id = any($2)",
+      [job.runId, [...step.references]],
+    );
+    const values = new Map(outputs.rows.filter((r) => r.result?.ok).map((r) => [r.step_id, r.result!.value]));
+    try {
+      args = resolveReferences(step.args, values);
+    } catch (error) {
+      if (!(error instanceof ReferenceError)) throw error;
+      referenceError = error.message;
+    }
+  }
+  await tx.flush();
+  if (referenceError) {
+    // Not retryable: the referenced output will not change.
+    await recordOutcomeIn(tx, job.stepId, job.attempt, { ok: false, error: referenceError, retryable: false }, 0, deps);
+    await tx.flush();
+    return undefined;
+  }
+  return { step, attempt: job.attempt, args, run: tx.run };
+}
+
+type Outcome = { ok: true; value: unknown } | { ok: false; error: string; retryable: boolean };
+
+async function recordOutcome(
+  deps: EngineDeps,
+  client: Client,
+  job: { runId: string; stepId: string },
+  attempt: number,
+  outcome: Outcome,
+  duration: number,
+): Promise<void> {
+  const tx = await openRunTransaction(deps, client, job.runId);
+  if (!tx) return;
+  const row = await client.query<{ status: StepStatus; attempt: number }>(
+    "select status, attempt from run_steps where run_id = $1 and step_id = $2",
+    [job.runId, job.stepId],
+  );
+  // Cancelled (or otherwise moved on) while the tool ran: the result is not recorded.
+  if (row.rows[0]?.status !== "running" || row.rows[0].attempt !== attempt) return;
+  await recordOutcomeIn(tx, job.stepId, attempt, outcome, duration, deps);
+  await tx.flush();
+}
+
+async function recordOutcomeIn(tx: RunTransaction, stepId: string, attempt: number, outcome: Outcome, duration: number, deps: EngineDeps): Promise<void> {
+  const step = tx.graph.steps.get(stepId)!;
+  const timestamp = (deps.now?.() ?? new Date()).toISOString();
+  if (!outcome.ok && outcome.retryable && attempt < step.retry.maxAttempts && tx.run.status === "running") {
+    const delayMs = retryDelayMs(attempt, step.retry.backoffMs, deps.random);
+    await tx.client.query(
+      "update run_steps set status = 'ready', queued = true, error = $3 where run_id = $1 and step_id = $2",
+      [tx.run.id, stepId, outcome.error],
+    );
+    tx.statuses.set(stepId, "ready");
+    tx.jobs.push({ runId: tx.run.id, stepId, attempt: attempt + 1, runAt: new Date(Date.now() + delayMs) });
+    tx.events.push({ type: "step.retrying", stepId, data: { status: "ready", attempt, error: outcome.error, delayMs } });
+    return;
+  }
+  const result: StepResult = outcome.ok
+    ? { ok: true, value: outcome.value, duration, timestamp }
+    : { ok: false, error: outcome.error, duration, timestamp };
+  await tx.client.query(
+    "update run_steps set result = $3::jsonb, error = $4, progress = case when $5 then 100 else progress end where run_id = $1 and step_id = $2",
+    [tx.run.id, stepId, JSON.stringify(result), outcome.ok ? null : outcome.error, outcome.ok],
+  );
+  const status = outcome.ok ? "completed" : "failed";
+  tx.setStatus(stepId, status, undefined, { attempt, result });
+  tx.run.open_steps--;
+  tx.run.active_steps--;
+  if (!outcome.ok && step.critical && tx.run.status === "running") {
+    tx.run.status = "failing";
+    tx.events.push({ type: "run.failing", data: { status: "failing", reason: `Critical step ${stepId} failed` } });
+  }
+  await advance(tx, [stepId]);
+}
+
+class StepTimeoutError extends Error {}
+
+function isRetryable(error: unknown): boolean {
+  if (error instanceof RetryableToolError || error instanceof StepTimeoutError) return true;
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code !== undefined && ["ECONNRESET", "ECONNREFUSED", "ETIMEDOUT", "EAI_AGAIN", "EBUSY", "EPIPE"].includes(code);
+}
+
+function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name;
+  return String(error);
+}
+
+/** A tool that ignores its abort signal still cannot hold the step past its timeout. */
+function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
+/**
+ * Progress and log lines are buffered and written at most every PROGRESS_INTERVAL_MS, so a chatty
+ * tool costs a bounded number of transactions however often it reports.
+ */
+const PROGRESS_INTERVAL_MS = 200;
+
+class ProgressReporter {
+  private latest: { percent: number; message?: string } | undefined;
+  private logs: { message: string; level: string; at: string }[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly run: RunRow,
+    private readonly stepId: string,
+  ) {}
+
+  progress(percent: number, message?: string): void {
+    this.latest = { percent: Math.max(0, Math.min(100, Math.round(percent))), ...(message && { message }) };
+    this.schedule();
+  }
+
+  log(message: string, level: string): void {
+    if (this.logs.length < 1000) this.logs.push({ message: message.slice(0, 2000), level, at: new Date().toISOString() });
+    this.schedule();
+  }
+
+  private schedule(): void {
+    this.timer ??= setTimeout(() => {
+      this.timer = undefined;
+      this.writing = this.writing.then(() => this.write());
+    }, PROGRESS_INTERVAL_MS);
+  }
+
+  private async write(): Promise<void> {
+    const progress = this.latest;
+    const logs = this.logs;
+    this.latest = undefined;
+    this.logs = [];
+    if (!progress && logs.length === 0) return;
+    const events: NewEvent[] = [];
+    if (progress) events.push({ type: "step.progress", stepId: this.stepId, data: { progress: progress.percent, ...(progress.message && { message: progress.message }) } });
+    if (logs.length) events.push({ type: "step.log", stepId: this.stepId, data: { lines: logs } });
+    await inTransaction(this.pool, async (client) => {
+      const still = await client.query(
+        `update run_steps set progress = coalesce($3, progress) where run_id = $1 and step_id = $2 and status = 'running'`,
+        [this.run.id, this.stepId, progress?.percent ?? null],
+      );
+      if (still.rowCount === 0) return;
+      await appendEvents(client, { streamId: this.run.id, planId: this.run.plan_id, runId: this.run.id, traceId: this.run.trace_id }, events);
+    }).catch(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.writing;
+    await this.write();
+  }
+}
+
+/** Approve or deny a gated step. Enforced here, whatever the client: only awaiting steps can be decided. */
+export async function decideApproval(
+  deps: EngineDeps,
+  input: { runId: string; stepId: string; approve: boolean; actor: string; comment?: string },
+): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await openRunTransaction(deps, client, input.runId);
+    if (!tx) throw new AppError("not_found", `No run ${input.runId}`);
+    await tx.loadStatuses([input.stepId]);
+    const status = tx.statuses.get(input.stepId);
+    if (status === undefined) throw new AppError("not_found", `Run has no step ${input.stepId}`);
+    if (status !== "awaiting_approval") throw new AppError("invalid_state", `${input.stepId} is ${status}, not awaiting approval`);
+    await client.query(
+      `insert into approvals (run_id, step_id, plan_version, decision, actor, comment) values ($1, $2, $3, $4, $5, $6)`,
+      [input.runId, input.stepId, tx.run.plan_version, input.approve ? "approved" : "denied", input.actor, input.comment ?? null],
+    );
+    await client.query(
+      "insert into audit_entries (actor, action, plan_id, plan_version, run_id, step_id, detail) values ($1, $2, $3, $4, $5, $6, $7)",
+      [input.actor, input.approve ? "step.approved" : "step.denied", tx.run.plan_id, tx.run.plan_version, input.runId, input.stepId,
+        JSON.stringify({ comment: input.comment ?? null })],
+    );
+    tx.events.push({ type: "approval.decided", stepId: input.stepId, data: { decision: input.approve ? "approved" : "denied", actor: input.actor, comment: input.comment ?? null } });
+    if (input.approve) {
+      tx.setStatus(input.stepId, "ready");
+      await dispatch(tx);
+    } else {
+      tx.setStatus(input.stepId, "skipped", `Approval denied by ${input.actor}${input.comment ? `: ${input.comment}` : ""}`);
+      tx.run.open_steps--;
+      await advance(tx, [input.stepId]);
+    }
+    await tx.flush();
+  });
+}
+
+/** Cancels a run: running steps are aborted, every other open step becomes cancelled. */
+export async function cancelRun(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await openRunTransaction(deps, client, input.runId);
+    if (!tx) throw new AppError("not_found", `No run ${input.runId}`);
+    if (tx.run.status === "completed" || tx.run.status === "failed" || tx.run.status === "cancelled") {
+      throw new AppError("invalid_state", `The run is already ${tx.run.status}`);
+    }
+    await cancelOpenSteps(tx, `Cancelled by ${input.actor}`);
+    tx.run.status = "cancelled";
+    tx.run.active_steps = 0;
+    tx.events.push({ type: "run.cancelled", data: { status: "cancelled", actor: input.actor } });
+    await client.query(
+      "insert into audit_entries (actor, action, plan_id, plan_version, run_id) values ($1, 'run.cancelled', $2, $3, $4)",
+      [input.actor, tx.run.plan_id, tx.run.plan_version, input.runId],
+    );
+    await tx.flush();
+    await client.query("select pg_notify('stepwise_cancel', $1)", [input.runId]);
+  });
+}
+
+/** Aborts this process's in-flight steps of a cancelled run. */
+export function abortRunLocally(deps: EngineDeps, runId: string): void {
+  for (const controller of deps.cancellations.get(runId) ?? []) controller.abort(new Error("Run cancelled"));
+}

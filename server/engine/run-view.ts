@@ -1,0 +1,76 @@
+import type { PrismaClient } from "../generated/prisma/client";
+import { AppError } from "../errors";
+import type { StepResult, StepStatus } from "../plans/schema";
+import type { RunStatus } from "./state-machine";
+
+export interface RunStepView {
+  stepId: string;
+  status: StepStatus;
+  attempt: number;
+  progress: number;
+  result: StepResult | null;
+  error: string | null;
+  reason: string | null;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+export interface RunView {
+  id: string;
+  planId: string;
+  planVersion: number;
+  status: RunStatus;
+  traceId: string;
+  approvedBy: string;
+  maxParallel: number;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  /** Sequence number of the last event reflected in this snapshot; stream from here. */
+  lastSeq: number;
+  steps: RunStepView[];
+}
+
+export async function getRun(prisma: PrismaClient, runId: string): Promise<RunView> {
+  const [run, stream] = await prisma.$transaction([
+    prisma.run.findUnique({ where: { id: runId }, include: { steps: { orderBy: { position: "asc" } } } }),
+    prisma.eventStream.findUnique({ where: { id: runId } }),
+  ]);
+  if (!run) throw new AppError("not_found", `No run ${runId}`);
+  return {
+    id: run.id,
+    planId: run.planId,
+    planVersion: run.planVersion,
+    status: run.status as RunStatus,
+    traceId: run.traceId,
+    approvedBy: run.approvedBy,
+    maxParallel: run.maxParallel,
+    createdAt: run.createdAt.toISOString(),
+    startedAt: run.startedAt?.toISOString() ?? null,
+    finishedAt: run.finishedAt?.toISOString() ?? null,
+    lastSeq: stream?.lastSeq ?? 0,
+    steps: run.steps.map((step) => ({
+      stepId: step.stepId,
+      status: step.status as StepStatus,
+      attempt: step.attempt,
+      progress: step.progress,
+      result: step.result as StepResult | null,
+      error: step.error,
+      reason: step.reason,
+      startedAt: step.startedAt?.toISOString() ?? null,
+      finishedAt: step.finishedAt?.toISOString() ?? null,
+    })),
+  };
+}
+
+export async function listRuns(prisma: PrismaClient, planId: string) {
+  const runs = await prisma.run.findMany({ where: { planId }, orderBy: { createdAt: "desc" }, take: 50 });
+  return runs.map((run) => ({
+    id: run.id,
+    planVersion: run.planVersion,
+    status: run.status as RunStatus,
+    approvedBy: run.approvedBy,
+    createdAt: run.createdAt.toISOString(),
+    finishedAt: run.finishedAt?.toISOString() ?? null,
+  }));
+}

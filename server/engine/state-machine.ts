@@ -1,0 +1,44 @@
+import type { StepStatus } from "../plans/schema";
+
+/**
+ * The step state machine — the one place that says which status may follow which.
+ *
+ *   pending ──deps satisfied──▶ ready ──picked by a worker──▶ running ──▶ completed
+ *      │                          ▲                              │  ╲
+ *      │ gated                    │ approved                     │   ╲ retryable error, attempts left
+ *      ▼                          │                              │    ▶ ready (re-queued with backoff)
+ *   awaiting_approval ────────────┘                              ▼
+ *      │ denied / timed out                                    failed ──user retry──▶ ready
+ *      ▼                                                         │ user skip
+ *   skipped ◀────────────────────────────────────────────────────┘
+ *
+ *   pending ──a dependency failed──▶ blocked ──the dependency is retried──▶ pending
+ *   pending ──a skipped dependency's output is referenced──▶ skipped
+ *   any non-final state ──run cancelled──▶ cancelled
+ *
+ * "Final" states end a step's part in a run: completed, skipped, cancelled, and — until a person
+ * intervenes — failed and blocked.
+ */
+export const STEP_TRANSITIONS: Readonly<Record<StepStatus, readonly StepStatus[]>> = {
+  pending: ["ready", "awaiting_approval", "blocked", "skipped", "cancelled"],
+  awaiting_approval: ["ready", "skipped", "cancelled"],
+  ready: ["running", "skipped", "cancelled"],
+  running: ["completed", "failed", "ready", "cancelled"],
+  failed: ["ready", "skipped"],
+  blocked: ["pending", "cancelled"],
+  completed: [],
+  skipped: [],
+  cancelled: [],
+};
+
+export const SETTLED_STATUSES: ReadonlySet<StepStatus> = new Set(["completed", "failed", "blocked", "skipped", "cancelled"]);
+
+export function canTransition(from: StepStatus, to: StepStatus): boolean {
+  return STEP_TRANSITIONS[from].includes(to);
+}
+
+export const RUN_STATUSES = ["running", "paused", "failing", "completed", "failed", "cancelled"] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
+/** Run states in which no step will ever start again. */
+export const FINISHED_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["completed", "failed", "cancelled"]);

@@ -1,0 +1,45 @@
+import path from "node:path";
+
+/** Configuration read once from the environment; every knob a user can turn is listed here. */
+export interface AppConfig {
+  /** External PostgreSQL; when absent an embedded server is started. */
+  databaseUrl: string | undefined;
+  /** Where the embedded database and other local state live. */
+  dataDir: string;
+  /** Port of the embedded PostgreSQL (an unusual one: 5432 is often taken). */
+  embeddedPgPort: number;
+  host: string;
+  port: number;
+  /** Directory registered as the default workspace. */
+  workspaceDir: string;
+  /** Steps a worker process executes at once. */
+  workerConcurrency: number;
+  /** Run workers inside the web process. */
+  inProcessWorker: boolean;
+  accessToken: string | undefined;
+}
+
+function intFromEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) {
+    throw new Error(`${name} must be a positive integer, got "${raw}"`);
+  }
+  return value;
+}
+
+export function readConfig(): AppConfig {
+  const dataDir = path.resolve(process.env.STEPWISE_DATA_DIR ?? "data");
+  return {
+    databaseUrl: process.env.DATABASE_URL || undefined,
+    dataDir,
+    embeddedPgPort: intFromEnv("STEPWISE_PG_PORT", 54329),
+    host: process.env.HOST ?? "127.0.0.1",
+    port: intFromEnv("PORT", 3000),
+    workspaceDir: path.resolve(process.env.STEPWISE_WORKSPACE ?? process.cwd()),
+    workerConcurrency: intFromEnv("STEPWISE_WORKER_CONCURRENCY", 16),
+    inProcessWorker: process.env.STEPWISE_IN_PROCESS_WORKER !== "0",
+    accessToken: process.env.STEPWISE_ACCESS_TOKEN || undefined,
+  };
+}

@@ -1,0 +1,125 @@
+import { z } from "zod";
+
+/**
+ * One schema for plans and steps, shared by the server, client forms, the HTTP API and MCP.
+ * `*InputSchema` is what authors send (most fields optional); the normalised types carry every
+ * field filled in, with tool metadata as defaults.
+ */
+
+export const STEP_STATUSES = [
+  "pending",
+  "blocked",
+  "ready",
+  "running",
+  "awaiting_approval",
+  "completed",
+  "failed",
+  "skipped",
+  "cancelled",
+] as const;
+export const stepStatusSchema = z.enum(STEP_STATUSES);
+export type StepStatus = z.infer<typeof stepStatusSchema>;
+
+export const PLAN_SOURCES = ["llm", "manual", "agent", "template", "import"] as const;
+export const riskSchema = z.enum(["low", "medium", "high"]);
+export const stepTypeSchema = z.enum(["feature", "bugfix", "chore", "test", "docs", "refactor", "research", "ops"]);
+
+export const retryPolicySchema = z.object({
+  maxAttempts: z.number().int().min(1).max(20).default(3),
+  backoffMs: z.number().int().min(0).max(600_000).default(500),
+});
+export type RetryPolicy = z.infer<typeof retryPolicySchema>;
+
+export const stepResultSchema = z.object({
+  ok: z.boolean(),
+  value: z.unknown().optional(),
+  error: z.string().optional(),
+  duration: z.number(),
+  timestamp: z.string(),
+});
+export type StepResult = z.infer<typeof stepResultSchema>;
+
+const MAX_TEXT = 10_000;
+
+export const stepInputSchema = z.object({
+  id: z.string().min(1).max(64),
+  order: z.number().int().optional(),
+  title: z.string().max(200).optional(),
+  description: z.string().max(MAX_TEXT).default(""),
+  tool: z.string().min(1).max(100),
+  args: z.record(z.string(), z.unknown()).default({}),
+  dependsOn: z.array(z.string()).default([]),
+  approvalRequired: z.boolean().optional(),
+  capability: z.string().optional(),
+  capabilityLabel: z.string().optional(),
+  labels: z.array(z.string()).default([]),
+  timeoutSeconds: z.number().int().min(1).max(86_400).optional(),
+  risk: riskSchema.optional(),
+  critical: z.boolean().default(false),
+  retry: retryPolicySchema.partial().optional(),
+  contextHints: z.array(z.string()).default([]),
+  relevantFilePaths: z.array(z.string()).default([]),
+  type: stepTypeSchema.optional(),
+  skipped: z.boolean().default(false),
+});
+export type StepInput = z.input<typeof stepInputSchema>;
+
+export interface Step {
+  id: string;
+  order: number;
+  title?: string;
+  description: string;
+  tool: string;
+  args: Record<string, unknown>;
+  dependsOn: string[];
+  approvalRequired: boolean;
+  capability: string;
+  capabilityLabel: string;
+  labels: string[];
+  timeoutSeconds: number;
+  risk: z.infer<typeof riskSchema>;
+  critical: boolean;
+  retry: RetryPolicy;
+  contextHints: string[];
+  relevantFilePaths: string[];
+  type?: z.infer<typeof stepTypeSchema>;
+  /** Skipped by the reviewer before the run: the engine marks it skipped without executing it. */
+  skipped: boolean;
+}
+
+export const planDraftSchema = z.object({
+  goal: z.string().trim().min(1, "A plan needs a goal").max(MAX_TEXT),
+  summary: z.string().max(MAX_TEXT).optional(),
+  steps: z.array(stepInputSchema).max(20_000),
+  successCriteria: z.array(z.string()).default([]),
+  questions: z.array(z.string()).default([]),
+  contextNotes: z.string().max(MAX_TEXT).optional(),
+  estimatedDuration: z.number().int().min(0).optional(),
+});
+export type PlanDraft = z.input<typeof planDraftSchema>;
+export type ParsedPlanDraft = z.output<typeof planDraftSchema>;
+
+export interface PlanContent {
+  goal: string;
+  summary?: string;
+  steps: Step[];
+  successCriteria: string[];
+  questions: string[];
+  contextNotes?: string;
+  estimatedDuration?: number;
+}
+
+export type PlanSource = (typeof PLAN_SOURCES)[number];
+
+/** A plan version as every interface shows it. */
+export interface Plan extends PlanContent {
+  id: string;
+  taskId: string;
+  version: number;
+  source: PlanSource;
+  model?: string;
+  usage?: { inputTokens: number; outputTokens: number };
+  traceId: string;
+  author: string;
+  createdAt: string;
+}

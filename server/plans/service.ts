@@ -1,0 +1,150 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { prismaQueryable } from "../db";
+import type { PrismaClient } from "../generated/prisma/client";
+import { AppError } from "../errors";
+import { appendEvents } from "../events/store";
+import type { ToolRegistry } from "../tools/registry";
+import type { Plan, PlanContent, PlanSource, Step } from "./schema";
+import { checkPlanDraft } from "./validate";
+
+export function newPlanId(): string {
+  return `plan-${randomBytes(4).toString("hex")}`;
+}
+
+export interface CreatePlanInput {
+  draft: unknown;
+  source: PlanSource;
+  author: string;
+  workspaceId?: string;
+  model?: string;
+  usage?: { inputTokens: number; outputTokens: number };
+}
+
+function highestStepNumber(content: PlanContent): number {
+  return Math.max(0, ...content.steps.map((step) => Number(/^step_(\d+)$/.exec(step.id)?.[1] ?? 0)));
+}
+
+/**
+ * Validates a draft and stores it as version 1 of a new plan in a new task. Invalid drafts are
+ * refused with every issue and store nothing.
+ */
+export async function createPlan(prisma: PrismaClient, tools: ToolRegistry, input: CreatePlanInput): Promise<Plan> {
+  const checked = checkPlanDraft(input.draft, tools);
+  if (!checked.ok) throw new AppError("invalid_plan", "The plan has problems", checked.issues);
+  const content = checked.plan;
+  const id = newPlanId();
+  const traceId = randomUUID();
+  await prisma.$transaction(async (db) => {
+    const task = await db.task.create({ data: { goal: content.goal, workspaceId: input.workspaceId ?? null } });
+    await db.plan.create({ data: { id, taskId: task.id, currentVersion: 1, lastStepNumber: highestStepNumber(content) } });
+    await db.planVersion.create({
+      data: {
+        planId: id,
+        version: 1,
+        goal: content.goal,
+        summary: content.summary ?? null,
+        steps: content.steps as object[],
+        successCriteria: content.successCriteria,
+        questions: content.questions,
+        contextNotes: content.contextNotes ?? null,
+        estimatedDuration: content.estimatedDuration ?? null,
+        source: input.source,
+        model: input.model ?? null,
+        usage: input.usage ?? undefined,
+        traceId,
+        author: input.author,
+        changeNote: "Created",
+      },
+    });
+    await db.auditEntry.create({ data: { actor: input.author, action: "plan.created", planId: id, planVersion: 1 } });
+    // Seed 001: a new plan announces each of its steps as queued on the plan's event stream.
+    await appendEvents(prismaQueryable(db), { streamId: id, planId: id, runId: null, traceId }, [
+      { type: "plan.created", data: { version: 1, goal: content.goal, source: input.source } },
+      ...content.steps.map((step) => ({ type: "plan.step", stepId: step.id, data: { step: { ...stepMetadata(step), state: "queued" } } })),
+    ]);
+  });
+  return getPlan(prisma, id);
+}
+
+/** The step fields seed 001 publishes to observers (no arguments: they may hold content). */
+export function stepMetadata(step: Step) {
+  return {
+    id: step.id,
+    action: step.title ?? step.description,
+    tool: step.tool,
+    capability: step.capability,
+    capabilityLabel: step.capabilityLabel,
+    labels: step.labels,
+    timeoutSeconds: step.timeoutSeconds,
+    approvalRequired: step.approvalRequired,
+  };
+}
+
+type PlanVersionRow = Awaited<ReturnType<PrismaClient["planVersion"]["findFirstOrThrow"]>>;
+
+function toPlan(taskId: string, row: PlanVersionRow): Plan {
+  return {
+    id: row.planId,
+    taskId,
+    version: row.version,
+    goal: row.goal,
+    ...(row.summary !== null && { summary: row.summary }),
+    steps: row.steps as unknown as Step[],
+    successCriteria: row.successCriteria as string[],
+    questions: row.questions as string[],
+    ...(row.contextNotes !== null && { contextNotes: row.contextNotes }),
+    ...(row.estimatedDuration !== null && { estimatedDuration: row.estimatedDuration }),
+    source: row.source as PlanSource,
+    ...(row.model !== null && { model: row.model }),
+    ...(row.usage !== null && { usage: row.usage as Plan["usage"] }),
+    traceId: row.traceId,
+    author: row.author,
+    createdAt: row.createdAt.toISOString(),
+  };
+}
+
+/** A plan at `version`, or at its current version. */
+export async function getPlan(prisma: PrismaClient, planId: string, version?: number): Promise<Plan> {
+  const plan = await prisma.plan.findUnique({ where: { id: planId } });
+  if (!plan) throw new AppError("not_found", `No plan ${planId}`);
+  const row = await prisma.planVersion.findUnique({
+    where: { planId_version: { planId, version: version ?? plan.currentVersion } },
+  });
+  if (!row) throw new AppError("not_found", `Plan ${planId} has no version ${version}`);
+  return toPlan(plan.taskId, row);
+}
+
+export interface PlanSummary {
+  id: string;
+  goal: string;
+  version: number;
+  steps: number;
+  source: string;
+  updatedAt: string;
+  lastRun: { id: string; status: string } | null;
+}
+
+export async function listPlans(prisma: PrismaClient, options: { limit?: number } = {}): Promise<PlanSummary[]> {
+  const plans = await prisma.plan.findMany({
+    orderBy: { updatedAt: "desc" },
+    take: options.limit ?? 100,
+    include: { runs: { orderBy: { createdAt: "desc" }, take: 1, select: { id: true, status: true } } },
+  });
+  const versions = await prisma.planVersion.findMany({
+    where: { OR: plans.map((plan) => ({ planId: plan.id, version: plan.currentVersion })) },
+    select: { planId: true, goal: true, steps: true, source: true },
+  });
+  const byPlan = new Map(versions.map((version) => [version.planId, version]));
+  return plans.map((plan) => {
+    const version = byPlan.get(plan.id);
+    return {
+      id: plan.id,
+      goal: version?.goal ?? "",
+      version: plan.currentVersion,
+      steps: Array.isArray(version?.steps) ? version.steps.length : 0,
+      source: version?.source ?? "manual",
+      updatedAt: plan.updatedAt.toISOString(),
+      lastRun: plan.runs[0] ?? null,
+    };
+  });
+}

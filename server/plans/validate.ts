@@ -1,0 +1,244 @@
+import type { z } from "zod";
+import type { ToolRegistry } from "../tools/registry";
+import { findReferences, looksLikeStepId } from "./references";
+import { planDraftSchema, type ParsedPlanDraft, type PlanContent, type Step } from "./schema";
+
+export type PlanIssueCode =
+  | "schema"
+  | "duplicate_step_id"
+  | "unknown_tool"
+  | "invalid_args"
+  | "unknown_dependency"
+  | "self_dependency"
+  | "cycle"
+  | "invalid_reference";
+
+export interface PlanIssue {
+  code: PlanIssueCode;
+  message: string;
+  stepId?: string;
+  /** The steps on a cycle, in dependency order. */
+  steps?: string[];
+  /** Path inside the step (for args: ["args", ...]) or inside the plan for schema issues. */
+  path?: (string | number)[];
+}
+
+type StepShape = Pick<Step, "id" | "tool" | "args" | "dependsOn">;
+
+/**
+ * Checks a plan's graph and arguments and reports every problem, not only the first. Pure: the
+ * registry is the only outside knowledge it needs.
+ */
+export function validatePlan(plan: { steps: StepShape[] }, registry: ToolRegistry): PlanIssue[] {
+  const issues: PlanIssue[] = [];
+  const byId = new Map<string, StepShape>();
+  for (const step of plan.steps) {
+    if (byId.has(step.id)) {
+      issues.push({ code: "duplicate_step_id", stepId: step.id, message: `Step id ${step.id} is used more than once` });
+    } else {
+      byId.set(step.id, step);
+    }
+  }
+
+  for (const step of plan.steps) {
+    for (const dep of step.dependsOn) {
+      if (dep === step.id) {
+        issues.push({ code: "self_dependency", stepId: step.id, message: `${step.id} depends on itself`, path: ["dependsOn"] });
+      } else if (!byId.has(dep)) {
+        issues.push({ code: "unknown_dependency", stepId: step.id, message: `${step.id} depends on unknown step ${dep}`, path: ["dependsOn"] });
+      }
+    }
+    const tool = registry.get(step.tool);
+    if (!tool) {
+      issues.push({ code: "unknown_tool", stepId: step.id, message: `Unknown tool: ${step.tool}`, path: ["tool"] });
+    } else {
+      issues.push(...argumentIssues(step, tool.inputSchema, byId));
+    }
+  }
+
+  for (const cycle of findCycles(plan.steps, byId)) {
+    issues.push({
+      code: "cycle",
+      stepId: cycle[0],
+      steps: cycle,
+      message: `Circular dependency: ${[...cycle, cycle[0]].join(" → ")}`,
+    });
+  }
+
+  issues.push(...referenceIssues(plan.steps, byId));
+  return issues;
+}
+
+/** Argument problems, ignoring values that are `$step` references: their type is known only at run time. */
+function argumentIssues(step: StepShape, schema: z.ZodType, byId: Map<string, StepShape>): PlanIssue[] {
+  const parsed = schema.safeParse(step.args);
+  if (parsed.success) return [];
+  const referencePaths = findReferences(step.args, (id) => byId.has(id) || looksLikeStepId(id)).map((ref) =>
+    ref.argPath.join("\u0000"),
+  );
+  return parsed.error.issues
+    .filter((issue) => {
+      const key = issue.path.join("\u0000");
+      return !referencePaths.some((refPath) => key === refPath || key.startsWith(refPath + "\u0000"));
+    })
+    .map((issue) => ({
+      code: "invalid_args" as const,
+      stepId: step.id,
+      path: ["args", ...issue.path.map((p) => (typeof p === "symbol" ? String(p) : p))],
+      message: `${step.id}: ${issue.path.length ? `args.${issue.path.join(".")}` : "args"}: ${issue.message}`,
+    }));
+}
+
+/**
+ * Finds cycles with an iterative depth-first search (recursion would overflow on long chains).
+ * Each back edge yields the cycle it closes; steps already on a reported cycle are not reported again.
+ */
+function findCycles(steps: StepShape[], byId: Map<string, StepShape>): string[][] {
+  const WHITE = 0;
+  const GREY = 1;
+  const BLACK = 2;
+  const color = new Map<string, number>();
+  const cycles: string[][] = [];
+  const reported = new Set<string>();
+
+  for (const root of steps) {
+    if ((color.get(root.id) ?? WHITE) !== WHITE) continue;
+    const stack: { id: string; next: number }[] = [{ id: root.id, next: 0 }];
+    const onPath: string[] = [root.id];
+    color.set(root.id, GREY);
+    while (stack.length > 0) {
+      const frame = stack[stack.length - 1]!;
+      const deps = byId.get(frame.id)?.dependsOn ?? [];
+      if (frame.next >= deps.length) {
+        color.set(frame.id, BLACK);
+        stack.pop();
+        onPath.pop();
+        continue;
+      }
+      const dep = deps[frame.next++]!;
+      if (dep === frame.id || !byId.has(dep)) continue; // reported as self / unknown dependency
+      const state = color.get(dep) ?? WHITE;
+      if (state === WHITE) {
+        color.set(dep, GREY);
+        stack.push({ id: dep, next: 0 });
+        onPath.push(dep);
+      } else if (state === GREY) {
+        // onPath runs dependent → dependency; a cycle reads better in execution order.
+        const cycle = onPath.slice(onPath.indexOf(dep)).reverse();
+        if (!cycle.every((id) => reported.has(id))) {
+          cycle.forEach((id) => reported.add(id));
+          cycles.push(cycle);
+        }
+      }
+    }
+  }
+  return cycles;
+}
+
+/** A reference must point at a (transitive) dependency, otherwise its output may not exist yet. */
+function referenceIssues(steps: StepShape[], byId: Map<string, StepShape>): PlanIssue[] {
+  const issues: PlanIssue[] = [];
+  const ancestorCache = new Map<string, Set<string>>();
+  const ancestors = (id: string): Set<string> => {
+    let found = ancestorCache.get(id);
+    if (found) return found;
+    found = new Set<string>();
+    const stack = [...(byId.get(id)?.dependsOn ?? [])];
+    while (stack.length > 0) {
+      const next = stack.pop()!;
+      if (found.has(next) || !byId.has(next)) continue;
+      found.add(next);
+      stack.push(...byId.get(next)!.dependsOn);
+    }
+    ancestorCache.set(id, found);
+    return found;
+  };
+
+  for (const step of steps) {
+    for (const ref of findReferences(step.args, (id) => byId.has(id) || looksLikeStepId(id))) {
+      const path = ["args", ...ref.argPath];
+      const text = `$${[ref.stepId, ...ref.fieldPath].join(".")}`;
+      if (!byId.has(ref.stepId)) {
+        issues.push({ code: "invalid_reference", stepId: step.id, path, message: `${step.id}: ${text} refers to unknown step ${ref.stepId}` });
+      } else if (ref.stepId === step.id) {
+        issues.push({ code: "invalid_reference", stepId: step.id, path, message: `${step.id}: ${text} refers to the step itself` });
+      } else if (!step.dependsOn.includes(ref.stepId) && !ancestors(step.id).has(ref.stepId)) {
+        issues.push({
+          code: "invalid_reference",
+          stepId: step.id,
+          path,
+          message: `${step.id}: ${text} refers to ${ref.stepId}, which is not one of its dependencies`,
+        });
+      }
+    }
+  }
+  return issues;
+}
+
+/** Maps zod issues of a whole draft to plan issues that name the step they belong to. */
+export function schemaIssues(error: z.ZodError, draft: unknown): PlanIssue[] {
+  const rawSteps = (draft as { steps?: unknown } | null)?.steps;
+  return error.issues.map((issue) => {
+    const [head, index, ...rest] = issue.path;
+    if (head === "steps" && typeof index === "number" && Array.isArray(rawSteps)) {
+      const rawId = (rawSteps[index] as { id?: unknown } | undefined)?.id;
+      const stepId = typeof rawId === "string" ? rawId : `#${index + 1}`;
+      return {
+        code: "schema" as const,
+        stepId,
+        path: rest.map((p) => (typeof p === "symbol" ? String(p) : p)),
+        message: `${stepId}: ${rest.length ? rest.join(".") : "step"}: ${issue.message}`,
+      };
+    }
+    const where = issue.path.join(".");
+    return { code: "schema" as const, path: issue.path.map((p) => (typeof p === "symbol" ? String(p) : p)), message: where ? `${where}: ${issue.message}` : issue.message };
+  });
+}
+
+/** Fills in what authors may leave out, taking defaults from the tool's metadata. */
+export function normalizePlan(draft: ParsedPlanDraft, registry: ToolRegistry): PlanContent {
+  const steps: Step[] = draft.steps.map((step, index) => {
+    const tool = registry.get(step.tool);
+    return {
+      id: step.id,
+      order: index + 1,
+      ...(step.title !== undefined && { title: step.title }),
+      description: step.description,
+      tool: step.tool,
+      args: step.args,
+      dependsOn: [...new Set(step.dependsOn)],
+      approvalRequired: step.approvalRequired ?? tool?.requiresApproval ?? false,
+      capability: step.capability ?? tool?.capability ?? "unknown",
+      capabilityLabel: step.capabilityLabel ?? tool?.capabilityLabel ?? "Unknown capability",
+      labels: step.labels,
+      timeoutSeconds: step.timeoutSeconds ?? tool?.defaultTimeoutSeconds ?? 300,
+      risk: step.risk ?? (tool?.destructive ? "high" : tool?.readOnly ? "low" : "medium"),
+      critical: step.critical,
+      retry: { maxAttempts: step.retry?.maxAttempts ?? 3, backoffMs: step.retry?.backoffMs ?? 500 },
+      contextHints: step.contextHints,
+      relevantFilePaths: step.relevantFilePaths,
+      ...(step.type !== undefined && { type: step.type }),
+      skipped: step.skipped,
+    };
+  });
+  return {
+    goal: draft.goal,
+    ...(draft.summary !== undefined && { summary: draft.summary }),
+    steps,
+    successCriteria: draft.successCriteria,
+    questions: draft.questions,
+    ...(draft.contextNotes !== undefined && { contextNotes: draft.contextNotes }),
+    ...(draft.estimatedDuration !== undefined && { estimatedDuration: draft.estimatedDuration }),
+  };
+}
+
+export type DraftCheck = { ok: true; plan: PlanContent; issues: [] } | { ok: false; issues: PlanIssue[]; plan?: PlanContent };
+
+/** Parses an untrusted draft and validates it: the single entry point for every interface. */
+export function checkPlanDraft(input: unknown, registry: ToolRegistry): DraftCheck {
+  const parsed = planDraftSchema.safeParse(input);
+  if (!parsed.success) return { ok: false, issues: schemaIssues(parsed.error, input) };
+  const plan = normalizePlan(parsed.data, registry);
+  const issues = validatePlan(plan, registry);
+  return issues.length === 0 ? { ok: true, plan, issues: [] } : { ok: false, issues, plan };
+}

@@ -1,0 +1,26 @@
+import { echoTool } from "./echo";
+import { listDirTool } from "./list-dir";
+import { readFileTool } from "./read-file";
+import { sleepTool } from "./sleep";
+import type { AnyTool } from "./types";
+import { writeFileTool } from "./write-file";
+
+/** Looks tools up by name; the engine, validation and planner all go through one of these. */
+export interface ToolRegistry {
+  get(name: string): AnyTool | undefined;
+  list(): AnyTool[];
+}
+
+export function createToolRegistry(tools: AnyTool[]): ToolRegistry {
+  const byName = new Map<string, AnyTool>();
+  for (const tool of tools) {
+    if (byName.has(tool.name)) throw new Error(`Tool registered twice: ${tool.name}`);
+    byName.set(tool.name, tool);
+  }
+  return { get: (name) => byName.get(name), list: () => [...byName.values()] };
+}
+
+/** The explicit list of built-in tools. Adding a tool means adding one file and one line here. */
+export const builtinTools: AnyTool[] = [readFileTool, listDirTool, writeFileTool, sleepTool, echoTool];
+
+export const builtinRegistry = createToolRegistry(builtinTools);

@@ -1,0 +1,55 @@
+import type { z } from "zod";
+
+export type Capability =
+  | "fs.read"
+  | "fs.write"
+  | "shell.read"
+  | "shell.exec"
+  | "git.read"
+  | "git.write"
+  | "llm.generate"
+  | "user.ask"
+  | "time.wait"
+  | "data.transform";
+
+export interface ToolContext {
+  /** Fires on timeout, cancellation or shutdown; tools must stop promptly. */
+  signal: AbortSignal;
+  /** Absolute path of the workspace root the tool is confined to. */
+  workspaceRoot: string;
+  runId: string;
+  stepId: string;
+  attempt: number;
+  /** Stable per step attempt, so a side effect can be de-duplicated downstream. */
+  idempotencyKey: string;
+  reportProgress(percent: number, message?: string): void;
+  log(message: string, level?: "info" | "warn" | "error"): void;
+}
+
+export interface ToolDefinition<Input = unknown, Output = unknown> {
+  name: string;
+  description: string;
+  inputSchema: z.ZodType<Input>;
+  outputSchema?: z.ZodType<Output>;
+  capability: Capability;
+  capabilityLabel: string;
+  readOnly: boolean;
+  /** Destructive tools always require approval unless the plan author turns the gate off explicitly. */
+  destructive: boolean;
+  idempotent: boolean;
+  requiresApproval: boolean;
+  defaultTimeoutSeconds: number;
+  execute(input: Input, context: ToolContext): Promise<Output>;
+}
+
+/** Erases the input type so tools of different shapes can share one registry. */
+export type AnyTool = ToolDefinition<any, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+export function defineTool<Input, Output>(tool: ToolDefinition<Input, Output>): ToolDefinition<Input, Output> {
+  return tool;
+}
+
+/** An error a tool raises to say that trying again may succeed (network blip, lock held). */
+export class RetryableToolError extends Error {
+  readonly retryable = true;
+}

@@ -1,0 +1,53 @@
+import { initTRPC, TRPCError } from "@trpc/server";
+import superjson from "superjson";
+import { ZodError } from "zod";
+import type { AppContext } from "../app-context";
+import { isAppError, type AppErrorCode } from "../errors";
+
+export interface TrpcContext {
+  app: AppContext;
+  actor: string;
+}
+
+const t = initTRPC.context<TrpcContext>().create({
+  transformer: superjson,
+  errorFormatter({ shape, error }) {
+    const cause = error.cause;
+    return {
+      ...shape,
+      data: {
+        ...shape.data,
+        // Stable, documented codes for clients: what went wrong, and where.
+        appError: isAppError(cause) ? cause.code : null,
+        details: isAppError(cause) ? (cause.details ?? null) : null,
+        zodIssues: cause instanceof ZodError ? cause.issues : null,
+        stack: undefined,
+      },
+    };
+  },
+});
+
+const STATUS: Record<AppErrorCode, TRPCError["code"]> = {
+  not_found: "NOT_FOUND",
+  invalid_input: "BAD_REQUEST",
+  invalid_plan: "UNPROCESSABLE_CONTENT",
+  version_conflict: "CONFLICT",
+  invalid_state: "PRECONDITION_FAILED",
+  payload_too_large: "PAYLOAD_TOO_LARGE",
+  forbidden: "FORBIDDEN",
+  provider_error: "BAD_GATEWAY",
+};
+
+/** Maps domain errors to tRPC errors; anything else is an internal error without its stack. */
+const mapErrors = t.middleware(async ({ next }) => {
+  const result = await next();
+  if (!result.ok && isAppError(result.error.cause)) {
+    const cause = result.error.cause;
+    throw new TRPCError({ code: STATUS[cause.code], message: cause.message, cause });
+  }
+  return result;
+});
+
+export const router = t.router;
+export const publicProcedure = t.procedure.use(mapErrors);
+export const createCallerFactory = t.createCallerFactory;

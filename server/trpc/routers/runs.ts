@@ -1,0 +1,33 @@
+import { tracked } from "@trpc/server";
+import { z } from "zod";
+import { cancelRun, decideApproval } from "../../engine/engine";
+import { getRun, listRuns } from "../../engine/run-view";
+import { streamEvents } from "../../events/stream";
+import { publicProcedure, router } from "../init";
+
+export const runsRouter = router({
+  get: publicProcedure.input(z.object({ runId: z.uuid() })).query(({ ctx, input }) => getRun(ctx.app.db.prisma, input.runId)),
+
+  listForPlan: publicProcedure.input(z.object({ planId: z.string() })).query(({ ctx, input }) => listRuns(ctx.app.db.prisma, input.planId)),
+
+  /**
+   * Every event of a run after `lastEventId`, replayed from the table and then live. The client
+   * sends the id of the last event it saw when it reconnects, so nothing is missed or repeated.
+   */
+  events: publicProcedure
+    .input(z.object({ runId: z.uuid(), lastEventId: z.string().nullish() }))
+    .subscription(async function* ({ ctx, input, signal }) {
+      const after = input.lastEventId ? Number(input.lastEventId) : 0;
+      for await (const event of streamEvents(ctx.app.bus, ctx.app.db.pool, input.runId, Number.isFinite(after) ? after : 0, signal)) {
+        yield tracked(String(event.seq), event);
+      }
+    }),
+
+  decide: publicProcedure
+    .input(z.object({ runId: z.uuid(), stepId: z.string(), approve: z.boolean(), comment: z.string().max(2000).optional() }))
+    .mutation(({ ctx, input }) => decideApproval(ctx.app.engine, { ...input, actor: ctx.actor })),
+
+  cancel: publicProcedure
+    .input(z.object({ runId: z.uuid() }))
+    .mutation(({ ctx, input }) => cancelRun(ctx.app.engine, { runId: input.runId, actor: ctx.actor })),
+});

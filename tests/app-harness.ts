@@ -1,0 +1,49 @@
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { createAppContext, type AppContext } from "../server/app-context";
+import { readEvents } from "../server/events/store";
+import { createCaller } from "../server/trpc/root";
+import { createTestDatabase } from "./test-database";
+
+export interface Harness {
+  app: AppContext;
+  caller: ReturnType<typeof createCaller>;
+  workspace: string;
+  waitForRun(runId: string, statuses?: string[], timeoutMs?: number): Promise<Awaited<ReturnType<ReturnType<typeof createCaller>["runs"]["get"]>>>;
+  close(): Promise<void>;
+}
+
+/** A full server context (database, event bus, in-process worker) on a fresh database. */
+export async function startHarness(options: { worker?: boolean; concurrency?: number } = {}): Promise<Harness> {
+  const database = await createTestDatabase();
+  const workspace = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-ws-"));
+  const app = await createAppContext({
+    databaseUrl: database.url,
+    workspaceRoot: workspace,
+    worker: options.worker === false ? false : { concurrency: options.concurrency ?? 8 },
+  });
+  const caller = createCaller({ app, actor: "tester" });
+  return {
+    app,
+    caller,
+    workspace,
+    async waitForRun(runId, statuses = ["completed", "failed", "cancelled"], timeoutMs = 20_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const run = await caller.runs.get({ runId });
+        if (statuses.includes(run.status)) return run;
+        if (Date.now() > deadline) {
+          const events = await readEvents(app.db.pool, runId, 0);
+          throw new Error(`Run ${runId} is still ${run.status}; events: ${events.map((e) => `${e.seq}:${e.type}:${e.stepId ?? ""}`).join(" ")}`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    },
+    async close() {
+      await app.close();
+      await database.drop();
+      await fs.rm(workspace, { recursive: true, force: true });
+    },
+  };
+}

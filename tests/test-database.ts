@@ -1,0 +1,71 @@
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { findFreePort, startEmbeddedPostgres } from "../server/db/embedded";
+import { migrateDatabase } from "../server/db/bootstrap";
+
+/**
+ * A PostgreSQL server for one test run: DATABASE_URL's server when given, else an embedded one
+ * in a temporary folder. A migrated template database is made once; every test file then gets
+ * its own copy, and all of it is dropped at the end.
+ */
+export interface TestServer {
+  serverUrl: string;
+  templateDb: string;
+  stop(): Promise<void>;
+}
+
+export function withDatabase(serverUrl: string, database: string): string {
+  const url = new URL(serverUrl);
+  url.pathname = `/${database}`;
+  return url.toString();
+}
+
+async function admin<T>(serverUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+export async function startTestServer(dataDir: string): Promise<TestServer> {
+  const external = process.env.DATABASE_URL;
+  let serverUrl: string;
+  let stopServer = async () => undefined as void;
+  if (external) {
+    serverUrl = withDatabase(external, "postgres");
+  } else {
+    const embedded = await startEmbeddedPostgres({ dataDir, port: await findFreePort(), database: "postgres" });
+    serverUrl = embedded.serverUrl;
+    stopServer = () => embedded.stop();
+  }
+  const templateDb = `stepwise_test_${randomBytes(4).toString("hex")}`;
+  await admin(serverUrl, (client) => client.query(`create database ${templateDb}`));
+  await migrateDatabase(withDatabase(serverUrl, templateDb));
+  return {
+    serverUrl,
+    templateDb,
+    async stop() {
+      await admin(serverUrl, async (client) => {
+        const dbs = await client.query<{ datname: string }>("select datname from pg_database where datname like $1", [`${templateDb}%`]);
+        for (const { datname } of dbs.rows) await client.query(`drop database if exists ${datname} with (force)`);
+      });
+      await stopServer();
+    },
+  };
+}
+
+/** A fresh, migrated database copied from the run's template. */
+export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const serverUrl = process.env.STEPWISE_TEST_SERVER_URL;
+  const template = process.env.STEPWISE_TEST_TEMPLATE_DB;
+  if (!serverUrl || !template) throw new Error("Integration tests need tests/global-setup.ts");
+  const name = `${template}_${randomBytes(3).toString("hex")}`;
+  await admin(serverUrl, (client) => client.query(`create database ${name} template ${template}`));
+  return {
+    url: withDatabase(serverUrl, name),
+    drop: () => admin(serverUrl, (client) => client.query(`drop database if exists ${name} with (force)`)).then(() => undefined),
+  };
+}
