@@ -18,6 +18,7 @@ export async function startStepWorker(
   const runner: Runner = await runGraphileWorker({
     connectionString: options.databaseUrl,
     concurrency: options.concurrency,
+    maxPoolSize: options.concurrency + 2,
     noHandleSignals: true,
     pollInterval: 1000,
     logger: quietLogger(),

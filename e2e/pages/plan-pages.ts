@@ -1,0 +1,41 @@
+import { expect, type Locator, type Page } from "@playwright/test";
+
+/** The "New plan" form. */
+export class NewPlanPage {
+  constructor(private readonly page: Page) {}
+
+  async open() {
+    await this.page.goto("/plans/new");
+  }
+
+  async create(goal: string, plan: unknown) {
+    await this.page.getByLabel("Goal").fill(goal);
+    await this.page.getByLabel(/Plan as JSON/).fill(typeof plan === "string" ? plan : JSON.stringify(plan, null, 2));
+    await this.page.getByRole("button", { name: "Create plan" }).click();
+  }
+
+  stepIssues(stepId: string): Locator {
+    return this.page.locator(`[data-step-id="${stepId}"] [data-testid="step-issue"]`);
+  }
+}
+
+/** A plan's page: its steps and, once approved, their live states. */
+export class PlanViewPage {
+  constructor(private readonly page: Page) {}
+
+  step(stepId: string): Locator {
+    return this.page.locator(`li[data-step-id="${stepId}"]`);
+  }
+
+  async approve() {
+    await this.page.getByRole("button", { name: /Approve and run/ }).click();
+  }
+
+  async expectStepStatus(stepId: string, status: string) {
+    await expect(this.step(stepId)).toHaveAttribute("data-status", status);
+  }
+
+  run(): Locator {
+    return this.page.getByRole("region", { name: "Run" });
+  }
+}

@@ -1,0 +1,59 @@
+import { expect, test } from "@playwright/test";
+import { NewPlanPage, PlanViewPage } from "./pages/plan-pages";
+
+const fanOutFanIn = {
+  steps: [
+    { id: "step_1", description: "List the workspace", tool: "list_dir", args: { path: "." } },
+    { id: "step_2", description: "Slow branch", tool: "sleep", args: { ms: 1500 }, dependsOn: ["step_1"] },
+    { id: "step_3", description: "Fast branch", tool: "echo", args: { value: "$step_1" }, dependsOn: ["step_1"] },
+    { id: "step_4", description: "Join", tool: "echo", args: { value: "done" }, dependsOn: ["step_2", "step_3"] },
+  ],
+};
+
+test("a plan is created, approved and watched live until every step completes", async ({ page }) => {
+  const newPlan = new NewPlanPage(page);
+  await newPlan.open();
+  await newPlan.create("Fan out and back in", fanOutFanIn);
+  await expect(page).toHaveURL(/\/plans\/plan-[0-9a-f]{8}$/);
+
+  const plan = new PlanViewPage(page);
+  await expect(plan.step("step_4")).toContainText("Join");
+  await expect(plan.step("step_3")).toContainText("$step_1");
+  const navigations: string[] = [];
+  page.on("framenavigated", (frame) => navigations.push(frame.url()));
+
+  await plan.approve();
+  // The slow branch is seen running while the fast one has already finished: states arrive live.
+  await plan.expectStepStatus("step_2", "running");
+  await plan.expectStepStatus("step_3", "completed");
+  await plan.expectStepStatus("step_4", "pending");
+  for (const id of ["step_1", "step_2", "step_3", "step_4"]) await plan.expectStepStatus(id, "completed");
+  await expect(plan.run()).toHaveAttribute("data-run-status", "completed");
+  expect(navigations).toEqual([]);
+});
+
+test("an invalid plan shows its problems next to the offending steps and stores nothing", async ({ page }) => {
+  const newPlan = new NewPlanPage(page);
+  await newPlan.open();
+  await newPlan.create("Broken plan", {
+    steps: [
+      { id: "step_1", description: "a", tool: "echo", args: { value: 1 }, dependsOn: ["step_2"] },
+      { id: "step_2", description: "b", tool: "echo", args: { value: 2 }, dependsOn: ["step_1"] },
+      { id: "step_3", description: "c", tool: "no_such_tool", args: {} },
+      { id: "step_4", description: "d", tool: "sleep", args: { ms: "soon" } },
+    ],
+  });
+  await expect(page.getByRole("alert").first()).toContainText("nothing was saved");
+  await expect(newPlan.stepIssues("step_1")).toContainText(/Circular dependency/);
+  await expect(newPlan.stepIssues("step_2")).toContainText(/Circular dependency/);
+  await expect(newPlan.stepIssues("step_3")).toContainText("Unknown tool: no_such_tool");
+  await expect(newPlan.stepIssues("step_4")).toContainText("args.ms");
+  await expect(page).toHaveURL(/\/plans\/new$/);
+
+  await newPlan.create("Broken JSON", "{ not json");
+  await expect(page.getByRole("alert").first()).toContainText("Malformed JSON");
+
+  await page.goto("/");
+  await expect(page.getByRole("heading", { name: "Plans" })).toBeVisible();
+  await expect(page.getByText(/^Broken (plan|JSON)$/)).toHaveCount(0);
+});

@@ -1,0 +1,54 @@
+/**
+ * Starts the app for browser tests on a database of its own: a fresh database on DATABASE_URL's
+ * server when given, else an embedded PostgreSQL in a temporary folder. Everything is removed
+ * when Playwright stops the server.
+ */
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { findFreePort } from "../server/db/embedded";
+import { withDatabase } from "../tests/test-database";
+
+async function main() {
+  const workspace = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-e2e-ws-"));
+  await fs.writeFile(path.join(workspace, "README.md"), "# e2e workspace\n");
+  const env: NodeJS.ProcessEnv = { ...process.env, STEPWISE_WORKSPACE: workspace };
+  let cleanup = async () => undefined as void;
+  const external = process.env.DATABASE_URL;
+  let dataDir: string | undefined;
+  if (external) {
+    const name = `stepwise_e2e_${randomBytes(4).toString("hex")}`;
+    const admin = withDatabase(external, "postgres");
+    const run = async (sql: string) => {
+      const client = new pg.Client({ connectionString: admin });
+      await client.connect();
+      await client.query(sql).finally(() => client.end());
+    };
+    await run(`create database ${name}`);
+    env.DATABASE_URL = withDatabase(external, name);
+    cleanup = () => run(`drop database if exists ${name} with (force)`);
+  } else {
+    dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-e2e-data-"));
+    env.STEPWISE_DATA_DIR = dataDir;
+    env.STEPWISE_PG_PORT = String(await findFreePort());
+  }
+  const child = spawn(process.execPath, ["--import", "tsx", "server/cli/main.ts", "serve"], { env, stdio: "inherit" });
+  let stopping = false;
+  const stop = () => {
+    if (stopping) return;
+    stopping = true;
+    child.kill("SIGTERM");
+  };
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
+  const code = await new Promise<number>((resolve) => child.on("exit", (exitCode) => resolve(exitCode ?? 0)));
+  await cleanup();
+  await fs.rm(workspace, { recursive: true, force: true });
+  if (dataDir) await fs.rm(dataDir, { recursive: true, force: true });
+  process.exit(stopping ? 0 : code);
+}
+
+void main();

@@ -1,0 +1,129 @@
+// @ts-check
+import js from "@eslint/js";
+import { defineConfig, globalIgnores } from "eslint/config";
+import tseslint from "typescript-eslint";
+
+const TS_FILES = ["**/*.{ts,tsx,mts,cts}"];
+
+/** Prisma's generated client is a server-only implementation detail (type imports included). */
+const NO_GENERATED_PRISMA = {
+  group: ["**/generated/prisma", "**/generated/prisma/*"],
+  message: "Generated Prisma code may only be imported from server/.",
+};
+
+/**
+ * UI code (components/, app/ pages) may only `import type` from the server.
+ * The negations keep server/generated out of this type-import allowance so that
+ * NO_GENERATED_PRISMA still reports `import type` from the generated client.
+ */
+const NO_SERVER_VALUES = {
+  group: ["@/server/*", "**/server/*", "!@/server/generated", "!**/server/generated"],
+  allowTypeImports: true,
+  message: "UI code may only `import type` from the server; go through tRPC (components/trpc.tsx) for values.",
+};
+
+/** The server core (engine, planner, tools, plans, events, db) stays framework- and UI-free. */
+const SERVER_CORE_PATHS = [
+  { name: "next", message: "The server core must not depend on Next.js." },
+  { name: "react", message: "The server core must not depend on React." },
+  { name: "react-dom", message: "The server core must not depend on React." },
+];
+const SERVER_CORE_PATTERNS = [
+  { group: ["next/*"], message: "The server core must not depend on Next.js." },
+  { group: ["react/*", "react-dom/*"], message: "The server core must not depend on React." },
+  { group: ["@trpc/*"], message: "The server core must not depend on tRPC; keep tRPC in server/trpc." },
+  {
+    group: ["@/components", "@/components/*", "**/components", "**/components/*"],
+    message: "The server core must not import UI components.",
+  },
+  { group: ["@/app", "@/app/*", "**/app/*"], message: "The server core must not import from app/." },
+];
+
+export default defineConfig([
+  globalIgnores([
+    "**/node_modules/",
+    ".next/",
+    "server/generated/",
+    "data/",
+    ".stepwise/",
+    "test-results/",
+    "playwright-report/",
+    "bench/results/",
+    "next-env.d.ts",
+  ]),
+
+  {
+    linterOptions: { reportUnusedDisableDirectives: "warn" },
+  },
+
+  // TypeScript sources: @eslint/js recommended + typescript-eslint recommended (not type-checked).
+  {
+    files: TS_FILES,
+    extends: [js.configs.recommended, tseslint.configs.recommended],
+    languageOptions: { ecmaVersion: "latest", sourceType: "module" },
+    rules: {
+      "@typescript-eslint/no-unused-vars": [
+        "error",
+        {
+          argsIgnorePattern: "^_",
+          varsIgnorePattern: "^_",
+          caughtErrorsIgnorePattern: "^_",
+          destructuredArrayIgnorePattern: "^_",
+          ignoreRestSiblings: true,
+        },
+      ],
+      "@typescript-eslint/no-explicit-any": "warn",
+    },
+  },
+
+  // Plain JS/ESM config files (next.config.js, this file).
+  {
+    files: ["**/*.{js,mjs,cjs}"],
+    extends: [js.configs.recommended],
+    languageOptions: {
+      ecmaVersion: "latest",
+      sourceType: "module",
+      globals: { process: "readonly", console: "readonly", URL: "readonly" },
+    },
+  },
+
+  // Import boundaries. Rule options do not merge across config objects (the last match wins),
+  // so every block below carries the complete option set for the files it matches.
+
+  // Everything outside server/: no generated Prisma code.
+  {
+    files: TS_FILES,
+    ignores: ["server/**"],
+    rules: {
+      "@typescript-eslint/no-restricted-imports": ["error", { patterns: [NO_GENERATED_PRISMA] }],
+    },
+  },
+
+  // UI code (app/api/** route handlers excepted): type-only imports from the server.
+  {
+    files: ["components/**/*.{ts,tsx}", "app/**/*.{ts,tsx}"],
+    ignores: ["app/api/**"],
+    rules: {
+      "@typescript-eslint/no-restricted-imports": ["error", { patterns: [NO_GENERATED_PRISMA, NO_SERVER_VALUES] }],
+    },
+  },
+
+  // Server core: no Next.js, React, tRPC or UI imports.
+  {
+    files: [
+      "server/engine/**/*.{ts,tsx}",
+      "server/planner/**/*.{ts,tsx}",
+      "server/tools/**/*.{ts,tsx}",
+      "server/plans/**/*.{ts,tsx}",
+      "server/events/**/*.{ts,tsx}",
+      "server/db/**/*.{ts,tsx}",
+      "server/db.ts",
+    ],
+    rules: {
+      "@typescript-eslint/no-restricted-imports": [
+        "error",
+        { paths: SERVER_CORE_PATHS, patterns: SERVER_CORE_PATTERNS },
+      ],
+    },
+  },
+]);

@@ -1,0 +1,47 @@
+import fs from "node:fs";
+import { chromium, defineConfig } from "@playwright/test";
+
+const port = Number(process.env.E2E_PORT ?? 3210);
+
+/** Playwright's own Chromium cannot be downloaded on every machine; Debian's works the same. */
+function chromiumExecutable(): string | undefined {
+  const bundled = chromium.executablePath();
+  if (bundled && fs.existsSync(bundled)) return undefined;
+  return ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((candidate) => fs.existsSync(candidate));
+}
+
+export default defineConfig({
+  testDir: "e2e",
+  fullyParallel: false,
+  workers: 1,
+  retries: 0,
+  timeout: 60_000,
+  expect: { timeout: 15_000 },
+  reporter: process.env.CI ? [["list"]] : [["list"]],
+  use: {
+    baseURL: `http://127.0.0.1:${port}`,
+    trace: "retain-on-failure",
+    launchOptions: {
+      executablePath: chromiumExecutable(),
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+    },
+  },
+  projects: [{ name: "chromium", use: { browserName: "chromium" } }],
+  webServer: {
+    command: `npx tsx e2e/serve-for-tests.ts`,
+    url: `http://127.0.0.1:${port}/api/trpc/plans.list`,
+    env: { PORT: String(port), NEXT_TELEMETRY_DISABLED: "1" },
+    reuseExistingServer: false,
+    timeout: 120_000,
+    stdout: "pipe",
+    stderr: "pipe",
+  },
+});
