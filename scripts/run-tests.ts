@@ -11,11 +11,14 @@ import path from "node:path";
 
 const results = { passed: 0, failed: 0, skipped: 0 };
 const reportDir = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-test-report-"));
-let failedStages: string[] = [];
+const failedStages: string[] = [];
 
-function run(stage: string, command: string, args: string[], env: NodeJS.ProcessEnv = {}): boolean {
+function run(stage: string, command: string, args: string[], env: Record<string, string> = {}): boolean {
   console.log(`\n▶ ${stage}: ${command} ${args.join(" ")}`);
-  const result = spawnSync(command, args, { stdio: "inherit", env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1", ...env } });
+  const result = spawnSync(command, args, {
+    stdio: "inherit",
+    env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1", ...env },
+  });
   const ok = result.status === 0;
   if (!ok) failedStages.push(stage);
   return ok;
@@ -23,7 +26,11 @@ function run(stage: string, command: string, args: string[], env: NodeJS.Process
 
 function countVitest(file: string) {
   if (!fs.existsSync(file)) return;
-  const report = JSON.parse(fs.readFileSync(file, "utf8")) as { numPassedTests: number; numFailedTests: number; numPendingTests: number };
+  const report = JSON.parse(fs.readFileSync(file, "utf8")) as {
+    numPassedTests: number;
+    numFailedTests: number;
+    numPendingTests: number;
+  };
   results.passed += report.numPassedTests;
   results.failed += report.numFailedTests;
   results.skipped += report.numPendingTests;
@@ -31,15 +38,22 @@ function countVitest(file: string) {
 
 function countPlaywright(file: string) {
   if (!fs.existsSync(file)) return;
-  const report = JSON.parse(fs.readFileSync(file, "utf8")) as { stats: { expected: number; unexpected: number; flaky: number; skipped: number } };
+  const report = JSON.parse(fs.readFileSync(file, "utf8")) as {
+    stats: { expected: number; unexpected: number; flaky: number; skipped: number };
+  };
   results.passed += report.stats.expected + report.stats.flaky;
   results.failed += report.stats.unexpected;
   results.skipped += report.stats.skipped;
 }
 
-function vitest(stage: string, project: string, env: NodeJS.ProcessEnv = {}) {
+function vitest(stage: string, project: string, env: Record<string, string> = {}) {
   const out = path.join(reportDir, `${stage.replace(/\W+/g, "-")}.json`);
-  run(stage, "npx", ["vitest", "run", "--project", project, "--reporter=default", "--reporter=json", `--outputFile.json=${out}`], env);
+  run(
+    stage,
+    "npx",
+    ["vitest", "run", "--project", project, "--reporter=default", "--reporter=json", `--outputFile.json=${out}`],
+    env,
+  );
   countVitest(out);
 }
 
@@ -59,7 +73,9 @@ async function main() {
   vitest("unit", "unit");
   vitest("integration (embedded PostgreSQL)", "integration", { DATABASE_URL: process.env.DATABASE_URL ?? "" });
   if (!process.env.DATABASE_URL && (await portAnswers(5432))) {
-    vitest("integration (PostgreSQL service on 127.0.0.1:5432)", "integration", { DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/postgres" });
+    vitest("integration (PostgreSQL service on 127.0.0.1:5432)", "integration", {
+      DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/postgres",
+    });
   }
   if (run("build", "npx", ["next", "build"])) {
     const out = path.join(reportDir, "e2e.json");
@@ -68,7 +84,9 @@ async function main() {
   }
   fs.rmSync(reportDir, { recursive: true, force: true });
   if (failedStages.length) console.log(`\nFailed stages: ${failedStages.join(", ")}`);
-  console.log(`\n${results.passed} passed, ${results.failed} failed${results.skipped ? `, ${results.skipped} skipped` : ""}`);
+  console.log(
+    `\n${results.passed} passed, ${results.failed} failed${results.skipped ? `, ${results.skipped} skipped` : ""}`,
+  );
   process.exit(failedStages.length === 0 && results.failed === 0 ? 0 : 1);
 }
 

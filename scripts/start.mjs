@@ -46,18 +46,25 @@ function newestIn(dirs) {
 }
 
 const installed = mtime("node_modules/.package-lock.json");
-if (!installed || installed < mtime("package-lock.json")) step("Installing dependencies", "npm", ["ci", "--no-audit", "--no-fund"]);
+if (!installed || installed < mtime("package-lock.json"))
+  step("Installing dependencies", "npm", ["ci", "--no-audit", "--no-fund"]);
 if (mtime("server/generated/prisma/client.ts") < mtime("prisma/schema.prisma")) {
   step("Generating the database client", "npx", ["tsx", "scripts/prisma-generate.ts"]);
 }
 if (process.argv.includes("--prepare-only")) process.exit(0);
 
 const built = mtime(".next/BUILD_ID");
-if (!built || built < Math.max(newestIn(["app", "components", "server"]), mtime("next.config.js"), mtime("package-lock.json"))) {
+if (
+  !built ||
+  built < Math.max(newestIn(["app", "components", "server"]), mtime("next.config.js"), mtime("package-lock.json"))
+) {
   step("Building the web app", "npx", ["next", "build"]);
 }
 // Ctrl-C reaches the server too (same process group); let it shut the database down cleanly.
 process.on("SIGINT", () => undefined);
 process.on("SIGTERM", () => undefined);
-const serve = spawnSync("npx", ["tsx", "server/cli/main.ts", "serve", ...process.argv.slice(2)], { stdio: "inherit", env });
+const serve = spawnSync("npx", ["tsx", "server/cli/main.ts", "serve", ...process.argv.slice(2)], {
+  stdio: "inherit",
+  env,
+});
 process.exit(serve.status ?? 0);

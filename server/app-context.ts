@@ -61,7 +61,11 @@ export function getAppContext(): Promise<AppContext> {
     if (!databaseUrl) {
       throw new Error("Stepwise was started without a database: run `npm start` (it starts one), or set DATABASE_URL.");
     }
-    holder[KEY] = createAppContext({ databaseUrl, workspaceRoot: process.env.STEPWISE_WORKSPACE ?? process.cwd(), worker: false });
+    holder[KEY] = createAppContext({
+      databaseUrl,
+      workspaceRoot: process.env.STEPWISE_WORKSPACE ?? process.cwd(),
+      worker: false,
+    });
   }
   return holder[KEY];
 }

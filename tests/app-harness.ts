@@ -10,7 +10,11 @@ export interface Harness {
   app: AppContext;
   caller: ReturnType<typeof createCaller>;
   workspace: string;
-  waitForRun(runId: string, statuses?: string[], timeoutMs?: number): Promise<Awaited<ReturnType<ReturnType<typeof createCaller>["runs"]["get"]>>>;
+  waitForRun(
+    runId: string,
+    statuses?: string[],
+    timeoutMs?: number,
+  ): Promise<Awaited<ReturnType<ReturnType<typeof createCaller>["runs"]["get"]>>>;
   close(): Promise<void>;
 }
 
@@ -35,7 +39,9 @@ export async function startHarness(options: { worker?: boolean; concurrency?: nu
         if (statuses.includes(run.status)) return run;
         if (Date.now() > deadline) {
           const events = await readEvents(app.db.pool, runId, 0);
-          throw new Error(`Run ${runId} is still ${run.status}; events: ${events.map((e) => `${e.seq}:${e.type}:${e.stepId ?? ""}`).join(" ")}`);
+          throw new Error(
+            `Run ${runId} is still ${run.status}; events: ${events.map((e) => `${e.seq}:${e.type}:${e.stepId ?? ""}`).join(" ")}`,
+          );
         }
         await new Promise((resolve) => setTimeout(resolve, 50));
       }

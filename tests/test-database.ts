@@ -49,7 +49,9 @@ export async function startTestServer(dataDir: string): Promise<TestServer> {
     templateDb,
     async stop() {
       await admin(serverUrl, async (client) => {
-        const dbs = await client.query<{ datname: string }>("select datname from pg_database where datname like $1", [`${templateDb}%`]);
+        const dbs = await client.query<{ datname: string }>("select datname from pg_database where datname like $1", [
+          `${templateDb}%`,
+        ]);
         for (const { datname } of dbs.rows) await client.query(`drop database if exists ${datname} with (force)`);
       });
       await stopServer();
@@ -66,6 +68,7 @@ export async function createTestDatabase(): Promise<{ url: string; drop(): Promi
   await admin(serverUrl, (client) => client.query(`create database ${name} template ${template}`));
   return {
     url: withDatabase(serverUrl, name),
-    drop: () => admin(serverUrl, (client) => client.query(`drop database if exists ${name} with (force)`)).then(() => undefined),
+    drop: () =>
+      admin(serverUrl, (client) => client.query(`drop database if exists ${name} with (force)`)).then(() => undefined),
   };
 }

@@ -12,7 +12,13 @@ const EXAMPLE = JSON.stringify(
     steps: [
       { id: "step_1", description: "Look at the workspace", tool: "list_dir", args: { path: "." } },
       { id: "step_2", description: "Wait a moment", tool: "sleep", args: { ms: 300 }, dependsOn: ["step_1"] },
-      { id: "step_3", description: "Echo the listing", tool: "echo", args: { value: "$step_1" }, dependsOn: ["step_1"] },
+      {
+        id: "step_3",
+        description: "Echo the listing",
+        tool: "echo",
+        args: { value: "$step_1" },
+        dependsOn: ["step_1"],
+      },
       { id: "step_4", description: "Finish", tool: "echo", args: { value: "done" }, dependsOn: ["step_2", "step_3"] },
     ],
   },
@@ -48,7 +54,13 @@ export function NewPlanForm() {
       <h1>New plan</h1>
       <label className="field">
         <span>Goal</span>
-        <input name="goal" value={goal} onChange={(e) => setGoal(e.target.value)} placeholder="What should this plan achieve?" required />
+        <input
+          name="goal"
+          value={goal}
+          onChange={(e) => setGoal(e.target.value)}
+          placeholder="What should this plan achieve?"
+          required
+        />
       </label>
       <label className="field">
         <span>

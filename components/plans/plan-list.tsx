@@ -23,8 +23,8 @@ export function PlanList() {
         <div className="empty">
           <p>No plans yet.</p>
           <p>
-            Create one with <Link href="/plans/new">New plan</Link> by pasting a plan as JSON, or let an agent create one
-            through the API.
+            Create one with <Link href="/plans/new">New plan</Link> by pasting a plan as JSON, or let an agent create
+            one through the API.
           </p>
         </div>
       ) : (
@@ -49,7 +49,13 @@ export function PlanList() {
                 <td>{plan.steps}</td>
                 <td>v{plan.version}</td>
                 <td>{plan.source}</td>
-                <td>{plan.lastRun ? <StatusBadge status={plan.lastRun.status} /> : <span className="muted">never run</span>}</td>
+                <td>
+                  {plan.lastRun ? (
+                    <StatusBadge status={plan.lastRun.status} />
+                  ) : (
+                    <span className="muted">never run</span>
+                  )}
+                </td>
                 <td>{new Date(plan.updatedAt).toLocaleString()}</td>
               </tr>
             ))}

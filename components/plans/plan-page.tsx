@@ -39,7 +39,8 @@ export function PlanPage({ planId }: { planId: string }) {
           <h1>{current.goal}</h1>
           {current.summary && <p>{current.summary}</p>}
           <p className="muted">
-            <span className="mono">{current.id}</span> · version {current.version} · {current.source} · {current.steps.length} steps
+            <span className="mono">{current.id}</span> · version {current.version} · {current.source} ·{" "}
+            {current.steps.length} steps
           </p>
         </div>
         <div className="stack-sm align-end">
@@ -85,7 +86,13 @@ export function PlanPage({ planId }: { planId: string }) {
 
       <ol className="steps" aria-label="Steps">
         {current.steps.map((step) => (
-          <StepCard key={step.id} step={step} issues={issuesByStep.get(step.id) ?? []} state={stepStates.get(step.id)} runId={runId} />
+          <StepCard
+            key={step.id}
+            step={step}
+            issues={issuesByStep.get(step.id) ?? []}
+            state={stepStates.get(step.id)}
+            runId={runId}
+          />
         ))}
       </ol>
       {current.steps.length === 0 && <p className="empty">This plan has no steps.</p>}

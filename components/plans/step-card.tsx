@@ -23,7 +23,11 @@ export function StepCard({
   const trpc = useTRPC();
   const decide = useMutation(trpc.runs.decide.mutationOptions());
   return (
-    <li className={`card step ${issues.length ? "invalid" : ""}`} data-step-id={step.id} data-status={state?.status ?? "draft"}>
+    <li
+      className={`card step ${issues.length ? "invalid" : ""}`}
+      data-step-id={step.id}
+      data-status={state?.status ?? "draft"}
+    >
       <div className="row spread">
         <div className="row">
           <span className="step-number">{step.order}</span>
@@ -68,10 +72,17 @@ export function StepCard({
           )}
           {state.status === "awaiting_approval" && runId && (
             <div className="row">
-              <button className="primary" onClick={() => decide.mutate({ runId, stepId: step.id, approve: true })} disabled={decide.isPending}>
+              <button
+                className="primary"
+                onClick={() => decide.mutate({ runId, stepId: step.id, approve: true })}
+                disabled={decide.isPending}
+              >
                 Approve
               </button>
-              <button onClick={() => decide.mutate({ runId, stepId: step.id, approve: false })} disabled={decide.isPending}>
+              <button
+                onClick={() => decide.mutate({ runId, stepId: step.id, approve: false })}
+                disabled={decide.isPending}
+              >
                 Deny
               </button>
               <ErrorMessage error={decide.error} />

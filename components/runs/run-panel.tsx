@@ -23,11 +23,16 @@ export function RunPanel({ run, connection }: { run: LiveRun; connection: string
           <h2>Run</h2>
           <StatusBadge status={run.status} />
           <span className="muted">
-            v{run.planVersion} approved by {run.approvedBy} · trace <span className="mono">{run.traceId.slice(0, 8)}</span>
+            v{run.planVersion} approved by {run.approvedBy} · trace{" "}
+            <span className="mono">{run.traceId.slice(0, 8)}</span>
           </span>
         </div>
         <div className="row">
-          {!finished && <span className="muted" data-testid="connection">{connection === "pending" ? "live" : connection}</span>}
+          {!finished && (
+            <span className="muted" data-testid="connection">
+              {connection === "pending" ? "live" : connection}
+            </span>
+          )}
           {!finished && (
             <button onClick={() => cancel.mutate({ runId: run.id })} disabled={cancel.isPending}>
               Cancel run

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { RunStepView, RunView } from "@/server/engine/run-view";
 import type { StoredEvent } from "@/server/events/types";
-import { applyEvent, fromSnapshot, type LiveRun } from "./run-state";
+import { applyEvent, fromSnapshot } from "./run-state";
 
 const stepView = (stepId: string, overrides: Partial<RunStepView> = {}): RunStepView => ({
   stepId,
@@ -33,7 +33,12 @@ const snapshot = (overrides: Partial<RunView> = {}): RunView => ({
 });
 
 let clock = 0;
-const event = (seq: number, type: string, data: Record<string, unknown> = {}, stepId: string | null = null): StoredEvent => ({
+const event = (
+  seq: number,
+  type: string,
+  data: Record<string, unknown> = {},
+  stepId: string | null = null,
+): StoredEvent => ({
   streamId: "run_1",
   seq,
   type,
@@ -98,7 +103,13 @@ describe("applyEvent", () => {
     live = applyEvent(live, event(7, "step.progress", { progress: 50 }, "step_2"));
     const done = event(8, "step.completed", { status: "completed", result }, "step_2");
     live = applyEvent(live, done);
-    expect(live.steps[1]).toMatchObject({ status: "completed", attempt: 1, progress: 100, result, finishedAt: done.createdAt });
+    expect(live.steps[1]).toMatchObject({
+      status: "completed",
+      attempt: 1,
+      progress: 100,
+      result,
+      finishedAt: done.createdAt,
+    });
     expect(live.steps[0]!.status).toBe("pending");
     expect(live.events.map((e) => e.seq)).toEqual([6, 7, 8]);
   });
@@ -107,7 +118,11 @@ describe("applyEvent", () => {
     const live = fromSnapshot(snapshot());
     const e = event(6, "step.blocked", { status: "blocked", reason: "Dependency step_1 failed" }, "step_2");
     const after = applyEvent(live, e);
-    expect(after.steps[1]).toMatchObject({ status: "blocked", reason: "Dependency step_1 failed", finishedAt: e.createdAt });
+    expect(after.steps[1]).toMatchObject({
+      status: "blocked",
+      reason: "Dependency step_1 failed",
+      finishedAt: e.createdAt,
+    });
   });
 
   it("ignores events for unknown steps apart from the sequence", () => {

@@ -31,7 +31,8 @@ export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
         if (data.result) updated.result = data.result as typeof step.result;
         if (data.status === "running") updated.startedAt = event.createdAt;
         if (data.status === "completed") updated.progress = 100;
-        if (["completed", "failed", "skipped", "blocked", "cancelled"].includes(data.status)) updated.finishedAt = event.createdAt;
+        if (["completed", "failed", "skipped", "blocked", "cancelled"].includes(data.status))
+          updated.finishedAt = event.createdAt;
       }
       return updated;
     });

@@ -12,7 +12,11 @@ import { applyEvent, fromSnapshot, type LiveRun } from "./run-state";
  */
 export function useLiveRun(runId: string | undefined) {
   const trpc = useTRPC();
-  const snapshot = useQuery({ ...trpc.runs.get.queryOptions({ runId: runId ?? "" }), enabled: !!runId, staleTime: Infinity });
+  const snapshot = useQuery({
+    ...trpc.runs.get.queryOptions({ runId: runId ?? "" }),
+    enabled: !!runId,
+    staleTime: Infinity,
+  });
   const [run, setRun] = useState<LiveRun | undefined>();
 
   useEffect(() => {

@@ -13,7 +13,10 @@ export interface DatabaseHandle {
  * The database the app runs on: DATABASE_URL when given, else the embedded PostgreSQL in the data
  * folder. Either way the schema is brought up to date before anything uses it.
  */
-export async function openDatabase(config: Pick<AppConfig, "databaseUrl" | "dataDir" | "embeddedPgPort">, log: (line: string) => void): Promise<DatabaseHandle> {
+export async function openDatabase(
+  config: Pick<AppConfig, "databaseUrl" | "dataDir" | "embeddedPgPort">,
+  log: (line: string) => void,
+): Promise<DatabaseHandle> {
   let handle: DatabaseHandle;
   if (config.databaseUrl) {
     handle = { databaseUrl: config.databaseUrl, embedded: false, stop: async () => undefined };
@@ -32,7 +35,10 @@ export async function openDatabase(config: Pick<AppConfig, "databaseUrl" | "data
 }
 
 /** Applies Stepwise's migrations and the job queue's own schema. Idempotent. */
-export async function migrateDatabase(databaseUrl: string, log: (line: string) => void = () => undefined): Promise<void> {
+export async function migrateDatabase(
+  databaseUrl: string,
+  log: (line: string) => void = () => undefined,
+): Promise<void> {
   const applied = await applyMigrations({ databaseUrl });
   if (applied.length > 0) log(`Applied migrations: ${applied.join(", ")}`);
   await runWorkerMigrations({ connectionString: databaseUrl, logger: undefined });

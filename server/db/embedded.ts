@@ -26,7 +26,7 @@ async function hydrateNativeSymlinks(): Promise<void> {
   } catch {
     return;
   }
-  let links: { source: string; target: string }[] = [];
+  let links: { source: string; target: string }[];
   try {
     links = JSON.parse(await fs.readFile(path.join(pkgDir, "native", "pg-symlinks.json"), "utf8"));
   } catch {
@@ -46,7 +46,9 @@ export async function findFreePort(): Promise<number> {
     server.on("error", reject);
     server.listen(0, "127.0.0.1", () => {
       const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
     });
   });
 }
@@ -95,6 +97,7 @@ export async function startEmbeddedPostgres(options: {
     throw new Error(
       `Could not start the embedded PostgreSQL on port ${port} with data in ${databaseDir}. ` +
         `Is another Stepwise already running on it? (${(error as Error).message ?? error})`,
+      { cause: error },
     );
   }
   const serverUrl = `postgresql://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;

@@ -106,8 +106,7 @@ function newPool(connectionString: string): pg.Pool {
       const callback = args.at(-1);
       if (typeof callback === "function") {
         // pool.query() uses the callback form.
-        args[args.length - 1] = (error: unknown, result: unknown) =>
-          callback(error, error ? result : relabel(result));
+        args[args.length - 1] = (error: unknown, result: unknown) => callback(error, error ? result : relabel(result));
         return query(...args);
       }
       const ret = query(...args);
@@ -131,8 +130,7 @@ function reportCharColumns<T extends SqlQueryable>(queryable: T): T {
 async function connect(pool: pg.Pool): Promise<SqlDriverAdapter> {
   const adapter = reportCharColumns(await new PrismaPg(pool).connect());
   const startTransaction = adapter.startTransaction.bind(adapter);
-  adapter.startTransaction = async (isolationLevel) =>
-    reportCharColumns(await startTransaction(isolationLevel));
+  adapter.startTransaction = async (isolationLevel) => reportCharColumns(await startTransaction(isolationLevel));
   return adapter;
 }
 
@@ -291,8 +289,7 @@ export async function createMigration(opts: {
   const result = await withEngine(opts.databaseUrl, schema, (engine) =>
     engine.diff({
       // With no migrations yet, diff from nothing; no shadow database needed.
-      from:
-        migrations.migrationDirectories.length > 0 ? { tag: "migrations", ...migrations } : { tag: "empty" },
+      from: migrations.migrationDirectories.length > 0 ? { tag: "migrations", ...migrations } : { tag: "empty" },
       to: { tag: "schemaDatamodel", files: [schema] },
       script: true,
       // exitCode 2 means "non-empty diff"; an empty diff still yields a comment-only script.
@@ -316,10 +313,7 @@ export async function createMigration(opts: {
  * to date). Idempotent: the engine skips migrations already recorded in `_prisma_migrations` and
  * serialises concurrent callers with an advisory lock, so it is safe to run on every start.
  */
-export async function applyMigrations(opts: {
-  databaseUrl: string;
-  migrationsDir?: string;
-}): Promise<string[]> {
+export async function applyMigrations(opts: { databaseUrl: string; migrationsDir?: string }): Promise<string[]> {
   const migrationsList = await readMigrations(opts.migrationsDir ?? defaultMigrationsDir);
   const { appliedMigrationNames } = await withEngine(opts.databaseUrl, undefined, (engine) =>
     engine.applyMigrations({ migrationsList, filters: NO_FILTER }),

@@ -16,7 +16,13 @@ const fanOutFanIn = {
     { id: "step_1", description: "root", tool: "echo", args: { value: { n: 1, nested: { word: "hi" } } } },
     { id: "step_2", description: "left", tool: "sleep", args: { ms: 150 }, dependsOn: ["step_1"] },
     { id: "step_3", description: "right", tool: "echo", args: { value: "$step_1.nested.word" }, dependsOn: ["step_1"] },
-    { id: "step_4", description: "join", tool: "echo", args: { value: ["$step_3", "$step_1.n"] }, dependsOn: ["step_2", "step_3"] },
+    {
+      id: "step_4",
+      description: "join",
+      tool: "echo",
+      args: { value: ["$step_3", "$step_1.n"] },
+      dependsOn: ["step_2", "step_3"],
+    },
   ],
 };
 
@@ -55,7 +61,9 @@ describe("engine on PostgreSQL", () => {
       ],
     });
     const waiting = await harness.waitForRun(runId, ["running"]);
-    await expect.poll(async () => (await harness!.caller.runs.get({ runId })).steps[0]!.status).toBe("awaiting_approval");
+    await expect
+      .poll(async () => (await harness!.caller.runs.get({ runId })).steps[0]!.status)
+      .toBe("awaiting_approval");
     expect(waiting.steps[1]!.status).toBe("pending");
     await harness.caller.runs.decide({ runId, stepId: "step_1", approve: false, comment: "not now" });
     const run = await harness.waitForRun(runId);

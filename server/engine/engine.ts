@@ -103,16 +103,20 @@ class RunTransaction {
 }
 
 async function loadPlanSteps(client: Pick<pg.ClientBase, "query">, planId: string, version: number): Promise<Step[]> {
-  const row = await client.query<{ steps: Step[] }>("select steps from plan_versions where plan_id = $1 and version = $2", [
-    planId,
-    version,
-  ]);
+  const row = await client.query<{ steps: Step[] }>(
+    "select steps from plan_versions where plan_id = $1 and version = $2",
+    [planId, version],
+  );
   if (row.rowCount === 0) throw new AppError("not_found", `Plan ${planId} has no version ${version}`);
   return row.rows[0]!.steps;
 }
 
 /** Locks the run row: every engine transaction on a run is serialised by this lock. */
-async function openRunTransaction(deps: EngineDeps, client: Client, runId: string): Promise<RunTransaction | undefined> {
+async function openRunTransaction(
+  deps: EngineDeps,
+  client: Client,
+  runId: string,
+): Promise<RunTransaction | undefined> {
   const result = await client.query<RunRow>(
     `select id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps
      from runs where id = $1 for update`,
@@ -120,11 +124,11 @@ async function openRunTransaction(deps: EngineDeps, client: Client, runId: strin
   );
   const run = result.rows[0];
   if (!run) return undefined;
-  const graph = await deps.graphs.get(run.plan_id, run.plan_version, () => loadPlanSteps(client, run.plan_id, run.plan_version));
+  const graph = await deps.graphs.get(run.plan_id, run.plan_version, () =>
+    loadPlanSteps(client, run.plan_id, run.plan_version),
+  );
   return new RunTransaction(client, run, graph);
 }
-
-const SETTLED = new Set<StepStatus>(["completed", "failed", "blocked", "skipped", "cancelled"]);
 
 /**
  * Propagates the consequences of steps that just settled: dependents become ready, wait for
@@ -189,7 +193,10 @@ async function finishIfDone(tx: RunTransaction): Promise<void> {
     return;
   }
   if (run.open_steps > 0) return;
-  const failed = await tx.client.query("select 1 from run_steps where run_id = $1 and status in ('failed','blocked') limit 1", [run.id]);
+  const failed = await tx.client.query(
+    "select 1 from run_steps where run_id = $1 and status in ('failed','blocked') limit 1",
+    [run.id],
+  );
   run.status = failed.rowCount ? "failed" : "completed";
   tx.events.push({ type: `run.${run.status}`, data: { status: run.status } });
 }
@@ -224,28 +231,57 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
     await client.query(
       `insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root, open_steps, active_steps, started_at)
        values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now())`,
-      [runId, input.planId, input.version, input.maxParallel ?? 8, traceId, input.actor, input.workspaceRoot,
-        initial.filter((s) => s === "pending").length],
+      [
+        runId,
+        input.planId,
+        input.version,
+        input.maxParallel ?? 8,
+        traceId,
+        input.actor,
+        input.workspaceRoot,
+        initial.filter((s) => s === "pending").length,
+      ],
     );
     await client.query(
       `insert into run_steps (run_id, step_id, position, tool, status, depends_on, reason)
        select $1, s.id, s.position, s.tool, s.status, s.depends_on, s.reason
        from jsonb_to_recordset($2::jsonb) as s(id text, position int, tool text, status text, depends_on text[], reason text)`,
-      [runId, JSON.stringify(steps.map((step, index) => ({
-        id: step.id, position: index, tool: step.tool, status: initial[index], depends_on: step.dependsOn,
-        reason: step.skipped ? "Skipped by the reviewer" : null,
-      })))],
+      [
+        runId,
+        JSON.stringify(
+          steps.map((step, index) => ({
+            id: step.id,
+            position: index,
+            tool: step.tool,
+            status: initial[index],
+            depends_on: step.dependsOn,
+            reason: step.skipped ? "Skipped by the reviewer" : null,
+          })),
+        ),
+      ],
     );
     await client.query(
       "insert into audit_entries (actor, action, plan_id, plan_version, run_id, detail) values ($1, 'plan.approved', $2, $3, $4, '{}')",
       [input.actor, input.planId, input.version, runId],
     );
     const tx = (await openRunTransaction(deps, client, runId))!;
-    tx.events.push({ type: "run.started", data: { status: "running", planVersion: input.version, approvedBy: input.actor, steps: steps.map((s) => ({ id: s.id, status: s.skipped ? "skipped" : "pending" })) } });
+    tx.events.push({
+      type: "run.started",
+      data: {
+        status: "running",
+        planVersion: input.version,
+        approvedBy: input.actor,
+        steps: steps.map((s) => ({ id: s.id, status: s.skipped ? "skipped" : "pending" })),
+      },
+    });
     steps.forEach((step, index) => tx.statuses.set(step.id, initial[index]!));
     // Roots have no dependencies to wait for; evaluate them like any dependent.
     const roots = steps.filter((s) => !s.skipped && s.dependsOn.length === 0).map((s) => s.id);
-    await advance(tx, steps.filter((s) => s.skipped).map((s) => s.id), roots);
+    await advance(
+      tx,
+      steps.filter((s) => s.skipped).map((s) => s.id),
+      roots,
+    );
     await tx.flush();
   });
   return { runId, traceId };
@@ -263,7 +299,10 @@ interface ClaimedStep {
  * transaction, then records the outcome and advances the run in one transaction.
  * A job whose step is no longer in the state it expects (cancelled, already done) does nothing.
  */
-export async function executeStepJob(deps: EngineDeps, job: { runId: string; stepId: string; attempt: number }): Promise<void> {
+export async function executeStepJob(
+  deps: EngineDeps,
+  job: { runId: string; stepId: string; attempt: number },
+): Promise<void> {
   const claimed = await inTransaction(deps.pool, (client) => claimStep(deps, client, job));
   if (!claimed) return;
   const { step, attempt, run } = claimed;
@@ -309,9 +348,14 @@ export async function executeStepJob(deps: EngineDeps, job: { runId: string; ste
   await inTransaction(deps.pool, (client) => recordOutcome(deps, client, job, attempt, outcome, duration));
 }
 
-async function claimStep(deps: EngineDeps, client: Client, job: { runId: string; stepId: string; attempt: number }): Promise<ClaimedStep | undefined> {
+async function claimStep(
+  deps: EngineDeps,
+  client: Client,
+  job: { runId: string; stepId: string; attempt: number },
+): Promise<ClaimedStep | undefined> {
   const tx = await openRunTransaction(deps, client, job.runId);
-  if (!tx || (tx.run.status !== "running" && tx.run.status !== "failing" && tx.run.status !== "paused")) return undefined;
+  if (!tx || (tx.run.status !== "running" && tx.run.status !== "failing" && tx.run.status !== "paused"))
+    return undefined;
   const row = await client.query<{ status: StepStatus; attempt: number }>(
     "select status, attempt from run_steps where run_id = $1 and step_id = $2",
     [job.runId, job.stepId],
@@ -371,7 +415,14 @@ async function recordOutcome(
   await tx.flush();
 }
 
-async function recordOutcomeIn(tx: RunTransaction, stepId: string, attempt: number, outcome: Outcome, duration: number, deps: EngineDeps): Promise<void> {
+async function recordOutcomeIn(
+  tx: RunTransaction,
+  stepId: string,
+  attempt: number,
+  outcome: Outcome,
+  duration: number,
+  deps: EngineDeps,
+): Promise<void> {
   const step = tx.graph.steps.get(stepId)!;
   const timestamp = (deps.now?.() ?? new Date()).toISOString();
   if (!outcome.ok && outcome.retryable && attempt < step.retry.maxAttempts && tx.run.status === "running") {
@@ -382,7 +433,11 @@ async function recordOutcomeIn(tx: RunTransaction, stepId: string, attempt: numb
     );
     tx.statuses.set(stepId, "ready");
     tx.jobs.push({ runId: tx.run.id, stepId, attempt: attempt + 1, runAt: new Date(Date.now() + delayMs) });
-    tx.events.push({ type: "step.retrying", stepId, data: { status: "ready", attempt, error: outcome.error, delayMs } });
+    tx.events.push({
+      type: "step.retrying",
+      stepId,
+      data: { status: "ready", attempt, error: outcome.error, delayMs },
+    });
     return;
   }
   const result: StepResult = outcome.ok
@@ -408,7 +463,9 @@ class StepTimeoutError extends Error {}
 function isRetryable(error: unknown): boolean {
   if (error instanceof RetryableToolError || error instanceof StepTimeoutError) return true;
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
-  return code !== undefined && ["ECONNRESET", "ECONNREFUSED", "ETIMEDOUT", "EAI_AGAIN", "EBUSY", "EPIPE"].includes(code);
+  return (
+    code !== undefined && ["ECONNRESET", "ECONNREFUSED", "ETIMEDOUT", "EAI_AGAIN", "EBUSY", "EPIPE"].includes(code)
+  );
 }
 
 function errorMessage(error: unknown): string {
@@ -450,7 +507,8 @@ class ProgressReporter {
   }
 
   log(message: string, level: string): void {
-    if (this.logs.length < 1000) this.logs.push({ message: message.slice(0, 2000), level, at: new Date().toISOString() });
+    if (this.logs.length < 1000)
+      this.logs.push({ message: message.slice(0, 2000), level, at: new Date().toISOString() });
     this.schedule();
   }
 
@@ -468,7 +526,12 @@ class ProgressReporter {
     this.logs = [];
     if (!progress && logs.length === 0) return;
     const events: NewEvent[] = [];
-    if (progress) events.push({ type: "step.progress", stepId: this.stepId, data: { progress: progress.percent, ...(progress.message && { message: progress.message }) } });
+    if (progress)
+      events.push({
+        type: "step.progress",
+        stepId: this.stepId,
+        data: { progress: progress.percent, ...(progress.message && { message: progress.message }) },
+      });
     if (logs.length) events.push({ type: "step.log", stepId: this.stepId, data: { lines: logs } });
     await inTransaction(this.pool, async (client) => {
       const still = await client.query(
@@ -476,7 +539,11 @@ class ProgressReporter {
         [this.run.id, this.stepId, progress?.percent ?? null],
       );
       if (still.rowCount === 0) return;
-      await appendEvents(client, { streamId: this.run.id, planId: this.run.plan_id, runId: this.run.id, traceId: this.run.trace_id }, events);
+      await appendEvents(
+        client,
+        { streamId: this.run.id, planId: this.run.plan_id, runId: this.run.id, traceId: this.run.trace_id },
+        events,
+      );
     }).catch(() => undefined);
   }
 
@@ -499,22 +566,45 @@ export async function decideApproval(
     await tx.loadStatuses([input.stepId]);
     const status = tx.statuses.get(input.stepId);
     if (status === undefined) throw new AppError("not_found", `Run has no step ${input.stepId}`);
-    if (status !== "awaiting_approval") throw new AppError("invalid_state", `${input.stepId} is ${status}, not awaiting approval`);
+    if (status !== "awaiting_approval")
+      throw new AppError("invalid_state", `${input.stepId} is ${status}, not awaiting approval`);
     await client.query(
       `insert into approvals (run_id, step_id, plan_version, decision, actor, comment) values ($1, $2, $3, $4, $5, $6)`,
-      [input.runId, input.stepId, tx.run.plan_version, input.approve ? "approved" : "denied", input.actor, input.comment ?? null],
+      [
+        input.runId,
+        input.stepId,
+        tx.run.plan_version,
+        input.approve ? "approved" : "denied",
+        input.actor,
+        input.comment ?? null,
+      ],
     );
     await client.query(
       "insert into audit_entries (actor, action, plan_id, plan_version, run_id, step_id, detail) values ($1, $2, $3, $4, $5, $6, $7)",
-      [input.actor, input.approve ? "step.approved" : "step.denied", tx.run.plan_id, tx.run.plan_version, input.runId, input.stepId,
-        JSON.stringify({ comment: input.comment ?? null })],
+      [
+        input.actor,
+        input.approve ? "step.approved" : "step.denied",
+        tx.run.plan_id,
+        tx.run.plan_version,
+        input.runId,
+        input.stepId,
+        JSON.stringify({ comment: input.comment ?? null }),
+      ],
     );
-    tx.events.push({ type: "approval.decided", stepId: input.stepId, data: { decision: input.approve ? "approved" : "denied", actor: input.actor, comment: input.comment ?? null } });
+    tx.events.push({
+      type: "approval.decided",
+      stepId: input.stepId,
+      data: { decision: input.approve ? "approved" : "denied", actor: input.actor, comment: input.comment ?? null },
+    });
     if (input.approve) {
       tx.setStatus(input.stepId, "ready");
       await dispatch(tx);
     } else {
-      tx.setStatus(input.stepId, "skipped", `Approval denied by ${input.actor}${input.comment ? `: ${input.comment}` : ""}`);
+      tx.setStatus(
+        input.stepId,
+        "skipped",
+        `Approval denied by ${input.actor}${input.comment ? `: ${input.comment}` : ""}`,
+      );
       tx.run.open_steps--;
       await advance(tx, [input.stepId]);
     }

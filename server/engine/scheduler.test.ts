@@ -10,7 +10,8 @@ const g = (id: string, dependsOn: string[] = [], opts: { references?: string[]; 
 });
 
 const statuses = (entries: Record<string, StepStatus>) => new Map(Object.entries(entries)) as Map<string, StepStatus>;
-const decide = (step: GraphStep, entries: Record<string, StepStatus>) => decidePending(step, (id) => statuses(entries).get(id));
+const decide = (step: GraphStep, entries: Record<string, StepStatus>) =>
+  decidePending(step, (id) => statuses(entries).get(id));
 
 describe("decidePending", () => {
   it("is ready without dependencies, or awaiting approval when gated", () => {
@@ -61,7 +62,9 @@ describe("decidePending", () => {
   });
 
   it("treats a skipped dependency whose output is not referenced as satisfied", () => {
-    expect(decide(g("c", ["a", "b"], { references: ["a"] }), { a: "completed", b: "skipped" })).toEqual({ kind: "ready" });
+    expect(decide(g("c", ["a", "b"], { references: ["a"] }), { a: "completed", b: "skipped" })).toEqual({
+      kind: "ready",
+    });
     expect(decide(g("c", ["b"], { gated: true }), { b: "skipped" })).toEqual({ kind: "awaiting_approval" });
   });
 

@@ -31,7 +31,13 @@ export const STEP_TRANSITIONS: Readonly<Record<StepStatus, readonly StepStatus[]
   cancelled: [],
 };
 
-export const SETTLED_STATUSES: ReadonlySet<StepStatus> = new Set(["completed", "failed", "blocked", "skipped", "cancelled"]);
+export const SETTLED_STATUSES: ReadonlySet<StepStatus> = new Set([
+  "completed",
+  "failed",
+  "blocked",
+  "skipped",
+  "cancelled",
+]);
 
 export function canTransition(from: StepStatus, to: StepStatus): boolean {
   return STEP_TRANSITIONS[from].includes(to);

@@ -52,7 +52,11 @@ export async function appendEvents(
   );
   let payload = JSON.stringify({ streamId: stream.streamId, events: stored } satisfies EventNotification);
   if (payload.length > MAX_INLINE_PAYLOAD) {
-    payload = JSON.stringify({ streamId: stream.streamId, fromSeq: firstSeq, toSeq: lastSeq } satisfies EventNotification);
+    payload = JSON.stringify({
+      streamId: stream.streamId,
+      fromSeq: firstSeq,
+      toSeq: lastSeq,
+    } satisfies EventNotification);
   }
   // Selecting a constant rather than pg_notify's void keeps this usable through Prisma raw queries.
   await client.query("select 1 as sent from (select pg_notify($1, $2)) as notified", [EVENTS_CHANNEL, payload]);

@@ -22,5 +22,4 @@ export const EVENTS_CHANNEL = "stepwise_events";
 
 /** What travels over NOTIFY: the events themselves when they fit, else only the range to read. */
 export type EventNotification =
-  | { streamId: string; events: StoredEvent[] }
-  | { streamId: string; fromSeq: number; toSeq: number };
+  { streamId: string; events: StoredEvent[] } | { streamId: string; fromSeq: number; toSeq: number };

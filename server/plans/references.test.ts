@@ -12,12 +12,21 @@ describe("parseReference", () => {
     expect(parseReference("$fetch-data.items")).toEqual({ stepId: "fetch-data", fieldPath: ["items"] });
   });
 
-  it.each(["step_3", "$", "$3abc", "$step_1/x", "$HOME/bin", "prefix $step_1", "$step_1 ", "$step_1.", "$step_1..a", "$step_1.a b", ""])(
-    "rejects %j",
-    (value) => {
-      expect(parseReference(value)).toBeUndefined();
-    },
-  );
+  it.each([
+    "step_3",
+    "$",
+    "$3abc",
+    "$step_1/x",
+    "$HOME/bin",
+    "prefix $step_1",
+    "$step_1 ",
+    "$step_1.",
+    "$step_1..a",
+    "$step_1.a b",
+    "",
+  ])("rejects %j", (value) => {
+    expect(parseReference(value)).toBeUndefined();
+  });
 });
 
 describe("findReferences", () => {
@@ -78,7 +87,12 @@ describe("resolveReferences", () => {
   });
 
   it("resolves inside arrays and objects, leaving other values alone", () => {
-    const args = { list: ["$step_1.meta.count", "keep", 3, null, true], nested: { deep: ["$step_2"] }, home: "$HOME/x", text: "see $step_1" };
+    const args = {
+      list: ["$step_1.meta.count", "keep", 3, null, true],
+      nested: { deep: ["$step_2"] },
+      home: "$HOME/x",
+      text: "see $step_1",
+    };
     expect(resolveReferences(args, outputs)).toEqual({
       list: [2, "keep", 3, null, true],
       nested: { deep: ["plain text"] },

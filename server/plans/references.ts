@@ -49,7 +49,8 @@ export function resolveReferences(args: unknown, outputs: ReadonlyMap<string, un
     let value: unknown = outputs.get(parsed.stepId);
     let walked = `$${parsed.stepId}`;
     for (const field of parsed.fieldPath) {
-      if (value === null || typeof value !== "object" || !(field in (value as object))) {
+      // Own fields only: `$step_1.constructor` must not reach Object.prototype.
+      if (value === null || typeof value !== "object" || !Object.hasOwn(value, field)) {
         throw new ReferenceError(`${args}: ${walked} has no field "${field}"`);
       }
       value = (value as Record<string, unknown>)[field];

@@ -36,7 +36,9 @@ export async function createPlan(prisma: PrismaClient, tools: ToolRegistry, inpu
   const traceId = randomUUID();
   await prisma.$transaction(async (db) => {
     const task = await db.task.create({ data: { goal: content.goal, workspaceId: input.workspaceId ?? null } });
-    await db.plan.create({ data: { id, taskId: task.id, currentVersion: 1, lastStepNumber: highestStepNumber(content) } });
+    await db.plan.create({
+      data: { id, taskId: task.id, currentVersion: 1, lastStepNumber: highestStepNumber(content) },
+    });
     await db.planVersion.create({
       data: {
         planId: id,
@@ -60,7 +62,11 @@ export async function createPlan(prisma: PrismaClient, tools: ToolRegistry, inpu
     // Seed 001: a new plan announces each of its steps as queued on the plan's event stream.
     await appendEvents(prismaQueryable(db), { streamId: id, planId: id, runId: null, traceId }, [
       { type: "plan.created", data: { version: 1, goal: content.goal, source: input.source } },
-      ...content.steps.map((step) => ({ type: "plan.step", stepId: step.id, data: { step: { ...stepMetadata(step), state: "queued" } } })),
+      ...content.steps.map((step) => ({
+        type: "plan.step",
+        stepId: step.id,
+        data: { step: { ...stepMetadata(step), state: "queued" } },
+      })),
     ]);
   });
   return getPlan(prisma, id);

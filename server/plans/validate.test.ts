@@ -11,7 +11,12 @@ interface S {
   dependsOn: string[];
 }
 
-const step = (id: string, dependsOn: string[] = [], tool = "echo", args: Record<string, unknown> = { value: id }): S => ({
+const step = (
+  id: string,
+  dependsOn: string[] = [],
+  tool = "echo",
+  args: Record<string, unknown> = { value: id },
+): S => ({
   id,
   tool,
   args,
@@ -65,7 +70,12 @@ describe("validatePlan", () => {
 
   it("reports several invalid arguments of one step separately", () => {
     const issues = validate([step("w", [], "write_file", { path: 1, content: false })]);
-    expect(issues.map((i) => i.path)).toEqual(expect.arrayContaining([["args", "path"], ["args", "content"]]));
+    expect(issues.map((i) => i.path)).toEqual(
+      expect.arrayContaining([
+        ["args", "path"],
+        ["args", "content"],
+      ]),
+    );
     expect(issues.every((i) => i.code === "invalid_args" && i.stepId === "w")).toBe(true);
   });
 
@@ -137,7 +147,11 @@ describe("validatePlan", () => {
     });
 
     it("rejects a reference to a step that is not a dependency", () => {
-      const issues = validate([step("step_1"), step("step_2"), step("step_3", ["step_2"], "echo", { value: { x: "$step_1" } })]);
+      const issues = validate([
+        step("step_1"),
+        step("step_2"),
+        step("step_3", ["step_2"], "echo", { value: { x: "$step_1" } }),
+      ]);
       expect(issues).toEqual([
         expect.objectContaining({ code: "invalid_reference", stepId: "step_3", path: ["args", "value", "x"] }),
       ]);
@@ -151,7 +165,9 @@ describe("validatePlan", () => {
 
     it("rejects a reference to an unknown step", () => {
       const issues = validate([step("step_1"), step("step_2", ["step_1"], "echo", { value: "$step_9" })]);
-      expect(issues).toEqual([expect.objectContaining({ code: "invalid_reference", stepId: "step_2", path: ["args", "value"] })]);
+      expect(issues).toEqual([
+        expect.objectContaining({ code: "invalid_reference", stepId: "step_2", path: ["args", "value"] }),
+      ]);
       expect(issues[0]!.message).toContain("step_9");
     });
 
@@ -176,7 +192,9 @@ describe("validatePlan", () => {
     });
 
     it("does not treat $HOME or $HOME/x as references", () => {
-      expect(validate([step("a", [], "echo", { value: "$HOME" }), step("b", [], "echo", { value: "$HOME/bin" })])).toEqual([]);
+      expect(
+        validate([step("a", [], "echo", { value: "$HOME" }), step("b", [], "echo", { value: "$HOME/bin" })]),
+      ).toEqual([]);
     });
 
     it("treats a $name reference to a non-conventional step id as a reference when that step exists", () => {
@@ -190,7 +208,13 @@ describe("validatePlan", () => {
 describe("checkPlanDraft / schemaIssues", () => {
   it("accepts and normalises a valid draft", () => {
     const result = checkPlanDraft(
-      { goal: "Do it", steps: [{ id: "step_1", tool: "echo", args: { value: 1 } }, { id: "step_2", tool: "sleep", args: { ms: 1 }, dependsOn: ["step_1"] }] },
+      {
+        goal: "Do it",
+        steps: [
+          { id: "step_1", tool: "echo", args: { value: 1 } },
+          { id: "step_2", tool: "sleep", args: { ms: 1 }, dependsOn: ["step_1"] },
+        ],
+      },
       builtinRegistry,
     );
     expect(result.ok).toBe(true);
@@ -199,7 +223,10 @@ describe("checkPlanDraft / schemaIssues", () => {
   });
 
   it("names the step id in a schema issue for a step missing its tool", () => {
-    const result = checkPlanDraft({ goal: "g", steps: [{ id: "step_1", tool: "echo" }, { id: "broken" }] }, builtinRegistry);
+    const result = checkPlanDraft(
+      { goal: "g", steps: [{ id: "step_1", tool: "echo" }, { id: "broken" }] },
+      builtinRegistry,
+    );
     expect(result.ok).toBe(false);
     expect(result.plan).toBeUndefined();
     expect(result.issues).toEqual([expect.objectContaining({ code: "schema", stepId: "broken", path: ["tool"] })]);
@@ -207,7 +234,10 @@ describe("checkPlanDraft / schemaIssues", () => {
   });
 
   it("names a step without a usable id by its position", () => {
-    const result = checkPlanDraft({ goal: "g", steps: [{ id: "ok", tool: "echo" }, { tool: "echo" }] }, builtinRegistry);
+    const result = checkPlanDraft(
+      { goal: "g", steps: [{ id: "ok", tool: "echo" }, { tool: "echo" }] },
+      builtinRegistry,
+    );
     expect(result.issues).toEqual([expect.objectContaining({ code: "schema", stepId: "#2", path: ["id"] })]);
   });
 
@@ -229,7 +259,16 @@ describe("checkPlanDraft / schemaIssues", () => {
   });
 
   it("returns graph issues together with the normalised plan", () => {
-    const result = checkPlanDraft({ goal: "g", steps: [{ id: "a", tool: "echo", args: { value: 1 }, dependsOn: ["b"] }, { id: "b", tool: "echo", args: { value: 2 }, dependsOn: ["a"] }] }, builtinRegistry);
+    const result = checkPlanDraft(
+      {
+        goal: "g",
+        steps: [
+          { id: "a", tool: "echo", args: { value: 1 }, dependsOn: ["b"] },
+          { id: "b", tool: "echo", args: { value: 2 }, dependsOn: ["a"] },
+        ],
+      },
+      builtinRegistry,
+    );
     expect(result.ok).toBe(false);
     expect(codes(result.issues)).toEqual(["cycle"]);
     expect(result.plan?.steps).toHaveLength(2);
@@ -255,7 +294,13 @@ describe("normalizePlan", () => {
       { id: "s", tool: "sleep", args: { ms: 1 } },
     ]);
     const [w, e, s] = plan.steps;
-    expect(w).toMatchObject({ approvalRequired: true, capability: "fs.write", capabilityLabel: "Write files", timeoutSeconds: 30, risk: "high" });
+    expect(w).toMatchObject({
+      approvalRequired: true,
+      capability: "fs.write",
+      capabilityLabel: "Write files",
+      timeoutSeconds: 30,
+      risk: "high",
+    });
     expect(e).toMatchObject({ approvalRequired: false, capability: "data.transform", timeoutSeconds: 10, risk: "low" });
     expect(s).toMatchObject({ approvalRequired: false, capability: "time.wait", timeoutSeconds: 3600, risk: "low" });
     expect(w!.retry).toEqual({ maxAttempts: 3, backoffMs: 500 });
@@ -263,13 +308,30 @@ describe("normalizePlan", () => {
 
   it("keeps what the author set explicitly", () => {
     const [w] = normalize([
-      { id: "w", tool: "write_file", approvalRequired: false, risk: "low", timeoutSeconds: 5, capability: "custom", retry: { maxAttempts: 7 } },
+      {
+        id: "w",
+        tool: "write_file",
+        approvalRequired: false,
+        risk: "low",
+        timeoutSeconds: 5,
+        capability: "custom",
+        retry: { maxAttempts: 7 },
+      },
     ]).steps;
-    expect(w).toMatchObject({ approvalRequired: false, risk: "low", timeoutSeconds: 5, capability: "custom", retry: { maxAttempts: 7, backoffMs: 500 } });
+    expect(w).toMatchObject({
+      approvalRequired: false,
+      risk: "low",
+      timeoutSeconds: 5,
+      capability: "custom",
+      retry: { maxAttempts: 7, backoffMs: 500 },
+    });
   });
 
   it("uses neutral defaults for an unknown tool and de-duplicates dependencies", () => {
-    const plan = normalize([{ id: "a", tool: "echo" }, { id: "x", tool: "mystery", dependsOn: ["a", "a"] }]);
+    const plan = normalize([
+      { id: "a", tool: "echo" },
+      { id: "x", tool: "mystery", dependsOn: ["a", "a"] },
+    ]);
     expect(plan.steps[1]).toMatchObject({
       approvalRequired: false,
       capability: "unknown",
@@ -287,38 +349,43 @@ describe("normalizePlan", () => {
 
 /** A random DAG: step i depends only on earlier steps; some args reference a random ancestor. */
 const dagArb = (maxSteps: number) =>
-  fc.integer({ min: 1, max: maxSteps }).chain((n) =>
-    fc.tuple(
-      ...Array.from({ length: n }, (_, i) =>
-        fc.record({
-          deps: fc.uniqueArray(fc.integer({ min: 0, max: Math.max(0, i - 1) }), { maxLength: i === 0 ? 0 : Math.min(i, 4) }),
-          sleep: fc.boolean(),
-          ms: fc.integer({ min: 0, max: 3_600_000 }),
-          refPick: fc.option(fc.nat(), { nil: undefined }),
-          field: fc.option(fc.constantFrom("a", "a.b", "sleptMs"), { nil: undefined }),
-        }),
+  fc
+    .integer({ min: 1, max: maxSteps })
+    .chain((n) =>
+      fc.tuple(
+        ...Array.from({ length: n }, (_, i) =>
+          fc.record({
+            deps: fc.uniqueArray(fc.integer({ min: 0, max: Math.max(0, i - 1) }), {
+              maxLength: i === 0 ? 0 : Math.min(i, 4),
+            }),
+            sleep: fc.boolean(),
+            ms: fc.integer({ min: 0, max: 3_600_000 }),
+            refPick: fc.option(fc.nat(), { nil: undefined }),
+            field: fc.option(fc.constantFrom("a", "a.b", "sleptMs"), { nil: undefined }),
+          }),
+        ),
       ),
-    ),
-  ).map((specs) => {
-    const ids = specs.map((_, i) => `step_${i + 1}`);
-    const ancestors: Set<number>[] = [];
-    return specs.map((spec, i): S => {
-      const deps = i === 0 ? [] : spec.deps;
-      const anc = new Set<number>();
-      for (const d of deps) {
-        anc.add(d);
-        for (const a of ancestors[d]!) anc.add(a);
-      }
-      ancestors.push(anc);
-      const ancList = [...anc];
-      const ref =
-        spec.refPick !== undefined && ancList.length > 0
-          ? `$${ids[ancList[spec.refPick % ancList.length]!]}${spec.field ? `.${spec.field}` : ""}`
-          : undefined;
-      const args = spec.sleep ? { ms: ref ?? spec.ms } : { value: ref ? { nested: [ref] } : `v${i}` };
-      return { id: ids[i]!, tool: spec.sleep ? "sleep" : "echo", args, dependsOn: deps.map((d) => ids[d]!) };
+    )
+    .map((specs) => {
+      const ids = specs.map((_, i) => `step_${i + 1}`);
+      const ancestors: Set<number>[] = [];
+      return specs.map((spec, i): S => {
+        const deps = i === 0 ? [] : spec.deps;
+        const anc = new Set<number>();
+        for (const d of deps) {
+          anc.add(d);
+          for (const a of ancestors[d]!) anc.add(a);
+        }
+        ancestors.push(anc);
+        const ancList = [...anc];
+        const ref =
+          spec.refPick !== undefined && ancList.length > 0
+            ? `$${ids[ancList[spec.refPick % ancList.length]!]}${spec.field ? `.${spec.field}` : ""}`
+            : undefined;
+        const args = spec.sleep ? { ms: ref ?? spec.ms } : { value: ref ? { nested: [ref] } : `v${i}` };
+        return { id: ids[i]!, tool: spec.sleep ? "sleep" : "echo", args, dependsOn: deps.map((d) => ids[d]!) };
+      });
     });
-  });
 
 describe("validatePlan properties", () => {
   it("(a) random DAGs with valid args and ancestor references have no issues", () => {
@@ -332,7 +399,13 @@ describe("validatePlan properties", () => {
 
   it("(b) an injected ring yields cycle issues that all name real cycles", () => {
     const arb = dagArb(40).chain((steps) =>
-      fc.tuple(fc.constant(steps), fc.shuffledSubarray(steps.map((_, i) => i), { minLength: 1, maxLength: Math.min(steps.length, 8) })),
+      fc.tuple(
+        fc.constant(steps),
+        fc.shuffledSubarray(
+          steps.map((_, i) => i),
+          { minLength: 1, maxLength: Math.min(steps.length, 8) },
+        ),
+      ),
     );
     fc.assert(
       fc.property(arb, ([dag, ring]) => {
@@ -378,7 +451,10 @@ describe("validatePlan properties", () => {
       const deps = new Set<string>();
       while (i > 0 && deps.size < Math.min(3, i)) deps.add(`step_${1 + Math.floor(rand() * i)}`);
       const dependsOn = [...deps];
-      const args = i % 2 === 0 ? { ms: dependsOn.length ? `$${dependsOn[0]}.sleptMs` : 1 } : { value: dependsOn[0] ? `$${dependsOn[0]}` : "x" };
+      const args =
+        i % 2 === 0
+          ? { ms: dependsOn.length ? `$${dependsOn[0]}.sleptMs` : 1 }
+          : { value: dependsOn[0] ? `$${dependsOn[0]}` : "x" };
       steps.push({ id: `step_${i + 1}`, tool: i % 2 === 0 ? "sleep" : "echo", args, dependsOn });
     }
     expect(validate(steps)).toEqual([]);

@@ -43,9 +43,19 @@ export function validatePlan(plan: { steps: StepShape[] }, registry: ToolRegistr
   for (const step of plan.steps) {
     for (const dep of step.dependsOn) {
       if (dep === step.id) {
-        issues.push({ code: "self_dependency", stepId: step.id, message: `${step.id} depends on itself`, path: ["dependsOn"] });
+        issues.push({
+          code: "self_dependency",
+          stepId: step.id,
+          message: `${step.id} depends on itself`,
+          path: ["dependsOn"],
+        });
       } else if (!byId.has(dep)) {
-        issues.push({ code: "unknown_dependency", stepId: step.id, message: `${step.id} depends on unknown step ${dep}`, path: ["dependsOn"] });
+        issues.push({
+          code: "unknown_dependency",
+          stepId: step.id,
+          message: `${step.id} depends on unknown step ${dep}`,
+          path: ["dependsOn"],
+        });
       }
     }
     const tool = registry.get(step.tool);
@@ -159,9 +169,19 @@ function referenceIssues(steps: StepShape[], byId: Map<string, StepShape>): Plan
       const path = ["args", ...ref.argPath];
       const text = `$${[ref.stepId, ...ref.fieldPath].join(".")}`;
       if (!byId.has(ref.stepId)) {
-        issues.push({ code: "invalid_reference", stepId: step.id, path, message: `${step.id}: ${text} refers to unknown step ${ref.stepId}` });
+        issues.push({
+          code: "invalid_reference",
+          stepId: step.id,
+          path,
+          message: `${step.id}: ${text} refers to unknown step ${ref.stepId}`,
+        });
       } else if (ref.stepId === step.id) {
-        issues.push({ code: "invalid_reference", stepId: step.id, path, message: `${step.id}: ${text} refers to the step itself` });
+        issues.push({
+          code: "invalid_reference",
+          stepId: step.id,
+          path,
+          message: `${step.id}: ${text} refers to the step itself`,
+        });
       } else if (!step.dependsOn.includes(ref.stepId) && !ancestors(step.id).has(ref.stepId)) {
         issues.push({
           code: "invalid_reference",
@@ -191,7 +211,11 @@ export function schemaIssues(error: z.ZodError, draft: unknown): PlanIssue[] {
       };
     }
     const where = issue.path.join(".");
-    return { code: "schema" as const, path: issue.path.map((p) => (typeof p === "symbol" ? String(p) : p)), message: where ? `${where}: ${issue.message}` : issue.message };
+    return {
+      code: "schema" as const,
+      path: issue.path.map((p) => (typeof p === "symbol" ? String(p) : p)),
+      message: where ? `${where}: ${issue.message}` : issue.message,
+    };
   });
 }
 
@@ -232,7 +256,8 @@ export function normalizePlan(draft: ParsedPlanDraft, registry: ToolRegistry): P
   };
 }
 
-export type DraftCheck = { ok: true; plan: PlanContent; issues: [] } | { ok: false; issues: PlanIssue[]; plan?: PlanContent };
+export type DraftCheck =
+  { ok: true; plan: PlanContent; issues: [] } | { ok: false; issues: PlanIssue[]; plan?: PlanContent };
 
 /** Parses an untrusted draft and validates it: the single entry point for every interface. */
 export function checkPlanDraft(input: unknown, registry: ToolRegistry): DraftCheck {

@@ -28,6 +28,12 @@ export async function resolveInWorkspace(workspaceRoot: string, relativePath: st
     } catch (error) {
       if (error instanceof AppError) throw error;
       if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      // A dangling symlink would be followed by a later write, to wherever it points.
+      const isLink = await fs.lstat(existing).then(
+        (stat) => stat.isSymbolicLink(),
+        () => false,
+      );
+      if (isLink) throw new AppError("forbidden", `Path goes through a dangling symlink: ${relativePath}`);
       rest.unshift(path.basename(existing));
       existing = path.dirname(existing);
     }

@@ -38,7 +38,13 @@ export const plansRouter = router({
     ),
 
   approve: publicProcedure
-    .input(z.object({ planId: z.string(), version: z.number().int().positive(), maxParallel: z.number().int().min(1).max(256).optional() }))
+    .input(
+      z.object({
+        planId: z.string(),
+        version: z.number().int().positive(),
+        maxParallel: z.number().int().min(1).max(256).optional(),
+      }),
+    )
     .mutation(({ ctx, input }) =>
       startRun(ctx.app.engine, {
         planId: input.planId,

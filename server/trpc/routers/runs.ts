@@ -6,9 +6,13 @@ import { streamEvents } from "../../events/stream";
 import { publicProcedure, router } from "../init";
 
 export const runsRouter = router({
-  get: publicProcedure.input(z.object({ runId: z.uuid() })).query(({ ctx, input }) => getRun(ctx.app.db.prisma, input.runId)),
+  get: publicProcedure
+    .input(z.object({ runId: z.uuid() }))
+    .query(({ ctx, input }) => getRun(ctx.app.db.prisma, input.runId)),
 
-  listForPlan: publicProcedure.input(z.object({ planId: z.string() })).query(({ ctx, input }) => listRuns(ctx.app.db.prisma, input.planId)),
+  listForPlan: publicProcedure
+    .input(z.object({ planId: z.string() }))
+    .query(({ ctx, input }) => listRuns(ctx.app.db.prisma, input.planId)),
 
   /**
    * Every event of a run after `lastEventId`, replayed from the table and then live. The client
@@ -18,13 +22,21 @@ export const runsRouter = router({
     .input(z.object({ runId: z.uuid(), lastEventId: z.string().nullish() }))
     .subscription(async function* ({ ctx, input, signal }) {
       const after = input.lastEventId ? Number(input.lastEventId) : 0;
-      for await (const event of streamEvents(ctx.app.bus, ctx.app.db.pool, input.runId, Number.isFinite(after) ? after : 0, signal)) {
+      for await (const event of streamEvents(
+        ctx.app.bus,
+        ctx.app.db.pool,
+        input.runId,
+        Number.isFinite(after) ? after : 0,
+        signal,
+      )) {
         yield tracked(String(event.seq), event);
       }
     }),
 
   decide: publicProcedure
-    .input(z.object({ runId: z.uuid(), stepId: z.string(), approve: z.boolean(), comment: z.string().max(2000).optional() }))
+    .input(
+      z.object({ runId: z.uuid(), stepId: z.string(), approve: z.boolean(), comment: z.string().max(2000).optional() }),
+    )
     .mutation(({ ctx, input }) => decideApproval(ctx.app.engine, { ...input, actor: ctx.actor })),
 
   cancel: publicProcedure
