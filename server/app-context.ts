@@ -19,11 +19,12 @@ export async function createAppContext(options: {
   databaseUrl: string;
   workspaceRoot: string;
   worker?: { concurrency: number } | false;
+  tools?: ToolRegistry;
 }): Promise<AppContext> {
   const db = connectDatabase(options.databaseUrl);
   const bus = new EventBus(options.databaseUrl, db.pool);
   await bus.start();
-  const tools = builtinRegistry;
+  const tools = options.tools ?? builtinRegistry;
   const engine = createEngineDeps(db.pool, tools);
   const worker = options.worker
     ? await startStepWorker(engine, { databaseUrl: options.databaseUrl, concurrency: options.worker.concurrency })

@@ -22,6 +22,8 @@ export interface EngineDeps {
   graphs: RunGraphCache;
   /** Aborts in-flight steps of runs cancelled from this or another process. */
   cancellations: Map<string, Set<AbortController>>;
+  /** Set in worker processes: recorded on claimed steps so recovery knows whose they are. */
+  workerId?: string;
   now?: () => Date;
   random?: () => number;
 }
@@ -89,7 +91,7 @@ class RunTransaction {
     await this.flushStatusesOnly();
     await this.client.query(
       `update runs set status = $2, open_steps = $3, active_steps = $4,
-         finished_at = case when $2 in ('completed','failed','cancelled') then coalesce(finished_at, now()) else finished_at end
+         finished_at = case when $2 in ('completed','failed','cancelled') then coalesce(finished_at, now()) else null end
        where id = $1`,
       [this.run.id, this.run.status, this.run.open_steps, this.run.active_steps],
     );
@@ -363,9 +365,17 @@ async function claimStep(
   const current = row.rows[0];
   if (!current || current.status !== "ready" || current.attempt !== job.attempt - 1) return undefined;
   const step = tx.graph.steps.get(job.stepId)!;
+  if (step.gated) {
+    // Enforced here, not only in the UI: a gated step runs only with an approval of this version.
+    const approval = await client.query(
+      "select 1 from approvals where run_id = $1 and step_id = $2 and plan_version = $3 and decision = 'approved'",
+      [job.runId, job.stepId, tx.run.plan_version],
+    );
+    if (approval.rowCount === 0) throw new Error(`Refusing to run gated step ${job.stepId} without an approval`);
+  }
   await client.query(
-    "update run_steps set status = 'running', attempt = $3, queued = false, started_at = now(), progress = 0 where run_id = $1 and step_id = $2",
-    [job.runId, job.stepId, job.attempt],
+    "update run_steps set status = 'running', attempt = $3, queued = false, started_at = now(), progress = 0, worker_id = $4 where run_id = $1 and step_id = $2",
+    [job.runId, job.stepId, job.attempt, deps.workerId ?? null],
   );
   tx.events.push({ type: "step.running", stepId: step.id, data: { status: "running", attempt: job.attempt } });
   let args: unknown = step.args;
@@ -636,4 +646,177 @@ export async function cancelRun(deps: EngineDeps, input: { runId: string; actor:
 /** Aborts this process's in-flight steps of a cancelled run. */
 export function abortRunLocally(deps: EngineDeps, runId: string): void {
   for (const controller of deps.cancellations.get(runId) ?? []) controller.abort(new Error("Run cancelled"));
+}
+
+/**
+ * Steps whose worker stopped heartbeating were interrupted mid-execution. An idempotent tool's
+ * step is queued again (at-least-once); any other becomes failed with an "interrupted" reason so
+ * a person decides to retry or skip it. Completed steps are never touched.
+ */
+export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: number): Promise<number> {
+  const orphans = await deps.pool.query<{ run_id: string; step_id: string; attempt: number; worker_id: string | null }>(
+    `select rs.run_id, rs.step_id, rs.attempt, rs.worker_id from run_steps rs
+     where rs.status = 'running' and rs.tool <> 'ask_user'
+       and not exists (select 1 from workers w where w.id = rs.worker_id and w.last_seen > now() - make_interval(secs => $1))`,
+    [staleAfterMs / 1000],
+  );
+  for (const orphan of orphans.rows) {
+    await inTransaction(deps.pool, async (client) => {
+      const tx = await openRunTransaction(deps, client, orphan.run_id);
+      if (!tx) return;
+      const current = await client.query<{ status: StepStatus; attempt: number; worker_id: string | null }>(
+        "select status, attempt, worker_id from run_steps where run_id = $1 and step_id = $2",
+        [orphan.run_id, orphan.step_id],
+      );
+      const row = current.rows[0];
+      if (row?.status !== "running" || row.attempt !== orphan.attempt || row.worker_id !== orphan.worker_id) return;
+      const step = tx.graph.steps.get(orphan.step_id)!;
+      const tool = deps.tools.get(step.tool);
+      tx.events.push({
+        type: "step.interrupted",
+        stepId: step.id,
+        data: { attempt: row.attempt, idempotent: tool?.idempotent ?? false },
+      });
+      if (tool?.idempotent && tx.run.status !== "cancelled") {
+        await client.query(
+          "update run_steps set status = 'ready', queued = true, worker_id = null where run_id = $1 and step_id = $2",
+          [orphan.run_id, orphan.step_id],
+        );
+        tx.statuses.set(step.id, "ready");
+        tx.jobs.push({ runId: orphan.run_id, stepId: step.id, attempt: row.attempt + 1 });
+        tx.events.push({
+          type: "step.retrying",
+          stepId: step.id,
+          data: { status: "ready", attempt: row.attempt, error: "Interrupted: its worker stopped", delayMs: 0 },
+        });
+      } else {
+        await recordOutcomeIn(
+          tx,
+          step.id,
+          row.attempt,
+          { ok: false, error: "Interrupted: its worker stopped while it ran; retry or skip it", retryable: false },
+          0,
+          deps,
+        );
+      }
+      await tx.flush();
+    });
+  }
+  return orphans.rowCount ?? 0;
+}
+
+async function requireRun(deps: EngineDeps, client: Client, runId: string): Promise<RunTransaction> {
+  const tx = await openRunTransaction(deps, client, runId);
+  if (!tx) throw new AppError("not_found", `No run ${runId}`);
+  return tx;
+}
+
+async function audit(
+  tx: RunTransaction,
+  actor: string,
+  action: string,
+  stepId: string | null,
+  detail: Record<string, unknown> = {},
+) {
+  await tx.client.query(
+    "insert into audit_entries (actor, action, plan_id, plan_version, run_id, step_id, detail) values ($1, $2, $3, $4, $5, $6, $7)",
+    [actor, action, tx.run.plan_id, tx.run.plan_version, tx.run.id, stepId, JSON.stringify(detail)],
+  );
+}
+
+/** Pause: running steps finish, nothing new starts until resumed. */
+export async function pauseRun(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    if (tx.run.status !== "running")
+      throw new AppError("invalid_state", `Only a running run can be paused; it is ${tx.run.status}`);
+    tx.run.status = "paused";
+    tx.events.push({ type: "run.paused", data: { status: "paused", actor: input.actor } });
+    await audit(tx, input.actor, "run.paused", null);
+    await tx.flush();
+  });
+}
+
+export async function resumeRun(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    if (tx.run.status !== "paused")
+      throw new AppError("invalid_state", `Only a paused run can be resumed; it is ${tx.run.status}`);
+    tx.run.status = "running";
+    tx.events.push({ type: "run.resumed", data: { status: "running", actor: input.actor } });
+    await audit(tx, input.actor, "run.resumed", null);
+    await dispatch(tx);
+    await finishIfDone(tx);
+    await tx.flush();
+  });
+}
+
+/** Steps blocked, directly or transitively, by `stepId`; they return to pending when it is retried or skipped. */
+async function unblockDependents(tx: RunTransaction, stepId: string): Promise<void> {
+  let frontier = [stepId];
+  while (frontier.length > 0) {
+    const dependents = [...new Set(frontier.flatMap((id) => tx.graph.dependents.get(id) ?? []))];
+    await tx.loadStatuses(dependents);
+    frontier = dependents.filter((id) => tx.statuses.get(id) === "blocked");
+    for (const id of frontier) {
+      tx.setStatus(id, "pending", "");
+      tx.run.open_steps++;
+    }
+  }
+}
+
+/** A person's intervention on a failed run puts it back to work. */
+function reopenRun(tx: RunTransaction, reason: string): void {
+  if (tx.run.status !== "failed" && tx.run.status !== "failing") return;
+  tx.run.status = "running";
+  tx.events.push({ type: "run.running", data: { status: "running", reason } });
+}
+
+/** A failed step is tried again (a new attempt); what it blocked waits for it again. */
+export async function retryStep(
+  deps: EngineDeps,
+  input: { runId: string; stepId: string; actor: string },
+): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    await tx.loadStatuses([input.stepId]);
+    const status = tx.statuses.get(input.stepId);
+    if (status !== "failed")
+      throw new AppError(
+        "invalid_state",
+        `Only a failed step can be retried; ${input.stepId} is ${status ?? "unknown"}`,
+      );
+    if (tx.run.status === "cancelled") throw new AppError("invalid_state", "The run was cancelled");
+    tx.setStatus(input.stepId, "ready", "");
+    tx.run.open_steps++;
+    await unblockDependents(tx, input.stepId);
+    reopenRun(tx, `${input.stepId} retried by ${input.actor}`);
+    await audit(tx, input.actor, "step.retried", input.stepId);
+    await dispatch(tx);
+    await tx.flush();
+  });
+}
+
+/** A failed step is given up: its dependents run unless they need its output. */
+export async function skipStep(
+  deps: EngineDeps,
+  input: { runId: string; stepId: string; actor: string },
+): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    await tx.loadStatuses([input.stepId]);
+    const status = tx.statuses.get(input.stepId);
+    if (status !== "failed")
+      throw new AppError(
+        "invalid_state",
+        `Only a failed step can be skipped; ${input.stepId} is ${status ?? "unknown"}`,
+      );
+    if (tx.run.status === "cancelled") throw new AppError("invalid_state", "The run was cancelled");
+    tx.setStatus(input.stepId, "skipped", `Skipped by ${input.actor} after it failed`);
+    await unblockDependents(tx, input.stepId);
+    reopenRun(tx, `${input.stepId} skipped by ${input.actor}`);
+    await audit(tx, input.actor, "step.skipped", input.stepId);
+    await advance(tx, [input.stepId]);
+    await tx.flush();
+  });
 }

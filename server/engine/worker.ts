@@ -1,6 +1,8 @@
+import { randomUUID } from "node:crypto";
+import os from "node:os";
 import { Logger, run as runGraphileWorker, type Runner } from "graphile-worker";
 import pg from "pg";
-import { abortRunLocally, executeStepJob, type EngineDeps } from "./engine";
+import { abortRunLocally, executeStepJob, recoverInterruptedSteps, type EngineDeps } from "./engine";
 import { RUN_STEP_TASK } from "./queue";
 
 export interface StepWorker {
@@ -12,15 +14,31 @@ export interface StepWorker {
  * of processes, can serve the same database: graphile-worker hands each job to exactly one.
  */
 export async function startStepWorker(
-  deps: EngineDeps,
-  options: { databaseUrl: string; concurrency: number },
+  engine: EngineDeps,
+  options: { databaseUrl: string; concurrency: number; heartbeatMs?: number },
 ): Promise<StepWorker> {
+  const workerId = randomUUID();
+  const deps: EngineDeps = { ...engine, workerId };
+  const heartbeatMs = options.heartbeatMs ?? Number(process.env.STEPWISE_HEARTBEAT_MS ?? 2000);
+  await deps.pool.query("insert into workers (id, hostname, pid) values ($1, $2, $3)", [
+    workerId,
+    os.hostname(),
+    process.pid,
+  ]);
+  // Each worker heartbeats and, on the same tick, recovers steps of workers that stopped doing so.
+  const heartbeat = setInterval(() => {
+    deps.pool
+      .query("update workers set last_seen = now() where id = $1", [workerId])
+      .then(() => recoverInterruptedSteps(deps, heartbeatMs * 5))
+      .catch((error: unknown) => console.error(`[worker] heartbeat: ${(error as Error).message}`));
+  }, heartbeatMs);
   const runner: Runner = await runGraphileWorker({
     connectionString: options.databaseUrl,
     concurrency: options.concurrency,
     maxPoolSize: options.concurrency + 2,
     noHandleSignals: true,
-    pollInterval: 1000,
+    // Delayed jobs (retry backoff) are found by polling; LISTEN/NOTIFY covers immediate ones.
+    pollInterval: 250,
     logger: quietLogger(),
     taskList: {
       [RUN_STEP_TASK]: async (payload) => {
@@ -38,7 +56,9 @@ export async function startStepWorker(
   await listener.query("listen stepwise_cancel");
   return {
     async stop() {
+      clearInterval(heartbeat);
       await runner.stop();
+      await deps.pool.query("delete from workers where id = $1", [workerId]).catch(() => undefined);
       await listener.end().catch(() => undefined);
     },
   };

@@ -1,9 +1,12 @@
 import { tracked } from "@trpc/server";
 import { z } from "zod";
-import { cancelRun, decideApproval } from "../../engine/engine";
+import { cancelRun, decideApproval, pauseRun, resumeRun, retryStep, skipStep } from "../../engine/engine";
 import { getRun, listRuns } from "../../engine/run-view";
 import { streamEvents } from "../../events/stream";
 import { publicProcedure, router } from "../init";
+
+const runInput = z.object({ runId: z.uuid() });
+const stepInput = z.object({ runId: z.uuid(), stepId: z.string() });
 
 export const runsRouter = router({
   get: publicProcedure
@@ -40,6 +43,18 @@ export const runsRouter = router({
     .mutation(({ ctx, input }) => decideApproval(ctx.app.engine, { ...input, actor: ctx.actor })),
 
   cancel: publicProcedure
-    .input(z.object({ runId: z.uuid() }))
-    .mutation(({ ctx, input }) => cancelRun(ctx.app.engine, { runId: input.runId, actor: ctx.actor })),
+    .input(runInput)
+    .mutation(({ ctx, input }) => cancelRun(ctx.app.engine, { ...input, actor: ctx.actor })),
+  pause: publicProcedure
+    .input(runInput)
+    .mutation(({ ctx, input }) => pauseRun(ctx.app.engine, { ...input, actor: ctx.actor })),
+  resume: publicProcedure
+    .input(runInput)
+    .mutation(({ ctx, input }) => resumeRun(ctx.app.engine, { ...input, actor: ctx.actor })),
+  retryStep: publicProcedure
+    .input(stepInput)
+    .mutation(({ ctx, input }) => retryStep(ctx.app.engine, { ...input, actor: ctx.actor })),
+  skipStep: publicProcedure
+    .input(stepInput)
+    .mutation(({ ctx, input }) => skipStep(ctx.app.engine, { ...input, actor: ctx.actor })),
 });
