@@ -772,51 +772,48 @@ function reopenRun(tx: RunTransaction, reason: string): void {
   tx.events.push({ type: "run.running", data: { status: "running", reason } });
 }
 
-/** A failed step is tried again (a new attempt); what it blocked waits for it again. */
-export async function retryStep(
+/** Opens a run transaction on a failed step of a run that can still be steered. */
+async function onFailedStep(
   deps: EngineDeps,
-  input: { runId: string; stepId: string; actor: string },
+  input: { runId: string; stepId: string },
+  verb: string,
+  apply: (tx: RunTransaction) => Promise<void>,
 ): Promise<void> {
   await inTransaction(deps.pool, async (client) => {
     const tx = await requireRun(deps, client, input.runId);
     await tx.loadStatuses([input.stepId]);
     const status = tx.statuses.get(input.stepId);
-    if (status !== "failed")
+    if (status !== "failed") {
       throw new AppError(
         "invalid_state",
-        `Only a failed step can be retried; ${input.stepId} is ${status ?? "unknown"}`,
+        `Only a failed step can be ${verb}; ${input.stepId} is ${status ?? "unknown"}`,
       );
+    }
     if (tx.run.status === "cancelled") throw new AppError("invalid_state", "The run was cancelled");
+    await apply(tx);
+    await tx.flush();
+  });
+}
+
+/** A failed step is tried again (a new attempt); what it blocked waits for it again. */
+export function retryStep(deps: EngineDeps, input: { runId: string; stepId: string; actor: string }): Promise<void> {
+  return onFailedStep(deps, input, "retried", async (tx) => {
     tx.setStatus(input.stepId, "ready", "");
     tx.run.open_steps++;
     await unblockDependents(tx, input.stepId);
     reopenRun(tx, `${input.stepId} retried by ${input.actor}`);
     await audit(tx, input.actor, "step.retried", input.stepId);
     await dispatch(tx);
-    await tx.flush();
   });
 }
 
 /** A failed step is given up: its dependents run unless they need its output. */
-export async function skipStep(
-  deps: EngineDeps,
-  input: { runId: string; stepId: string; actor: string },
-): Promise<void> {
-  await inTransaction(deps.pool, async (client) => {
-    const tx = await requireRun(deps, client, input.runId);
-    await tx.loadStatuses([input.stepId]);
-    const status = tx.statuses.get(input.stepId);
-    if (status !== "failed")
-      throw new AppError(
-        "invalid_state",
-        `Only a failed step can be skipped; ${input.stepId} is ${status ?? "unknown"}`,
-      );
-    if (tx.run.status === "cancelled") throw new AppError("invalid_state", "The run was cancelled");
+export function skipStep(deps: EngineDeps, input: { runId: string; stepId: string; actor: string }): Promise<void> {
+  return onFailedStep(deps, input, "skipped", async (tx) => {
     tx.setStatus(input.stepId, "skipped", `Skipped by ${input.actor} after it failed`);
     await unblockDependents(tx, input.stepId);
     reopenRun(tx, `${input.stepId} skipped by ${input.actor}`);
     await audit(tx, input.actor, "step.skipped", input.stepId);
     await advance(tx, [input.stepId]);
-    await tx.flush();
   });
 }
