@@ -1,7 +1,7 @@
 "use client";
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { useState } from "react";
+import { useEffect, useState } from "react";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { RunPanel } from "@/components/runs/run-panel";
@@ -25,6 +25,12 @@ export function PlanPage({ planId }: { planId: string }) {
       },
     }),
   );
+
+  // The run selector shows run states too; refresh it when the live run changes state.
+  const liveStatus = live.run?.status;
+  useEffect(() => {
+    if (liveStatus) void queryClient.invalidateQueries(trpc.runs.listForPlan.queryFilter({ planId }));
+  }, [liveStatus, planId, queryClient, trpc]);
 
   if (plan.isPending) return <p aria-busy="true">Loading plan…</p>;
   if (plan.error) return <ErrorMessage error={plan.error} />;
