@@ -262,11 +262,8 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
         ),
       ],
     );
-    await client.query(
-      "insert into audit_entries (actor, action, plan_id, plan_version, run_id, detail) values ($1, 'plan.approved', $2, $3, $4, '{}')",
-      [input.actor, input.planId, input.version, runId],
-    );
     const tx = (await openRunTransaction(deps, client, runId))!;
+    await audit(tx, input.actor, "plan.approved", null);
     tx.events.push({
       type: "run.started",
       data: {
@@ -589,18 +586,9 @@ export async function decideApproval(
         input.comment ?? null,
       ],
     );
-    await client.query(
-      "insert into audit_entries (actor, action, plan_id, plan_version, run_id, step_id, detail) values ($1, $2, $3, $4, $5, $6, $7)",
-      [
-        input.actor,
-        input.approve ? "step.approved" : "step.denied",
-        tx.run.plan_id,
-        tx.run.plan_version,
-        input.runId,
-        input.stepId,
-        JSON.stringify({ comment: input.comment ?? null }),
-      ],
-    );
+    await audit(tx, input.actor, input.approve ? "step.approved" : "step.denied", input.stepId, {
+      comment: input.comment ?? null,
+    });
     tx.events.push({
       type: "approval.decided",
       stepId: input.stepId,
@@ -634,10 +622,7 @@ export async function cancelRun(deps: EngineDeps, input: { runId: string; actor:
     tx.run.status = "cancelled";
     tx.run.active_steps = 0;
     tx.events.push({ type: "run.cancelled", data: { status: "cancelled", actor: input.actor } });
-    await client.query(
-      "insert into audit_entries (actor, action, plan_id, plan_version, run_id) values ($1, 'run.cancelled', $2, $3, $4)",
-      [input.actor, tx.run.plan_id, tx.run.plan_version, input.runId],
-    );
+    await audit(tx, input.actor, "run.cancelled", null);
     await tx.flush();
     await client.query("select pg_notify('stepwise_cancel', $1)", [input.runId]);
   });
