@@ -43,6 +43,7 @@ export default defineConfig([
   globalIgnores([
     "**/node_modules/",
     ".next/",
+    ".next-*/",
     "server/generated/",
     "data/",
     ".stepwise/",
