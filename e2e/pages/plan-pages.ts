@@ -19,7 +19,7 @@ export class NewPlanPage {
   }
 }
 
-/** A plan's page: its steps and, once approved, their live states. */
+/** A plan's review page. */
 export class PlanViewPage {
   constructor(private readonly page: Page) {}
 
@@ -27,8 +27,20 @@ export class PlanViewPage {
     return this.page.locator(`li[data-step-id="${stepId}"]`);
   }
 
-  async approve() {
+  /** Approves the current version and lands on the new run's live view. */
+  async approve(): Promise<RunViewPage> {
     await this.page.getByRole("button", { name: /Approve and run/ }).click();
+    await expect(this.page).toHaveURL(/\/runs\/[0-9a-f-]{36}$/);
+    return new RunViewPage(this.page);
+  }
+}
+
+/** A run's live view: its header and every step's live state. */
+export class RunViewPage {
+  constructor(private readonly page: Page) {}
+
+  step(stepId: string): Locator {
+    return this.page.locator(`li[data-step-id="${stepId}"]`);
   }
 
   async expectStepStatus(stepId: string, status: string) {

@@ -20,7 +20,7 @@ export interface CreatePlanInput {
   usage?: { inputTokens: number; outputTokens: number };
 }
 
-function highestStepNumber(content: PlanContent): number {
+export function highestStepNumber(content: PlanContent): number {
   return Math.max(0, ...content.steps.map((step) => Number(/^step_(\d+)$/.exec(step.id)?.[1] ?? 0)));
 }
 

@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startHarness, type Harness } from "../../tests/app-harness";
+import { readPlanEvents } from "../events/store";
+import { listPlanVersions, renumberNewSteps, savePlanVersion } from "./versions";
+
+let harness: Harness;
+beforeAll(async () => {
+  harness = await startHarness({ worker: false });
+});
+afterAll(() => harness.close());
+
+const twoSteps = {
+  goal: "Read then echo",
+  steps: [
+    { id: "step_1", description: "read", tool: "read_file", args: { path: "a.txt" } },
+    { id: "step_2", description: "echo", tool: "echo", args: { value: "$step_1" }, dependsOn: ["step_1"] },
+  ],
+};
+
+async function newPlan() {
+  return harness.caller.plans.createFromJson({ planJson: JSON.stringify(twoSteps) });
+}
+
+describe("savePlanVersion", () => {
+  it("stores a change as version + 1, keeps the previous version and announces it", async () => {
+    const plan = await newPlan();
+    const { prisma } = harness.app.db;
+    const edited = { ...twoSteps, steps: [twoSteps.steps[0]!, { ...twoSteps.steps[1]!, description: "say it" }] };
+    const saved = await savePlanVersion(prisma, harness.app.tools, {
+      planId: plan.id,
+      baseVersion: 1,
+      draft: edited,
+      source: "manual",
+      author: "tester",
+      changeNote: "Edited step_2's description",
+    });
+    expect(saved.version).toBe(2);
+    expect(saved.steps[1]!.description).toBe("say it");
+    expect((await harness.caller.plans.get({ planId: plan.id, version: 1 })).plan.steps[1]!.description).toBe("echo");
+    const history = await listPlanVersions(prisma, plan.id);
+    expect(history.map((v) => [v.version, v.changeNote])).toEqual([
+      [2, "Edited step_2's description"],
+      [1, "Created"],
+    ]);
+    const events = await readPlanEvents(harness.app.db.pool, plan.id);
+    expect(events.at(-1)).toMatchObject({ type: "plan.updated", data: { version: 2, baseVersion: 1 } });
+  });
+
+  it("refuses a change made on a stale version and changes nothing", async () => {
+    const plan = await newPlan();
+    const { prisma } = harness.app.db;
+    const save = (changeNote: string) =>
+      savePlanVersion(prisma, harness.app.tools, {
+        planId: plan.id,
+        baseVersion: 1,
+        draft: { ...twoSteps, goal: changeNote },
+        source: "manual",
+        author: "tester",
+        changeNote,
+      });
+    const results = await Promise.allSettled([save("first tab"), save("second tab")]);
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    const refused = results.find((r) => r.status === "rejected") as PromiseRejectedResult;
+    expect(refused.reason).toMatchObject({ code: "version_conflict", details: { currentVersion: 2 } });
+    expect(await listPlanVersions(prisma, plan.id)).toHaveLength(2);
+  });
+
+  it("refuses an invalid draft and a reused step id, storing nothing", async () => {
+    const plan = await newPlan();
+    const { prisma } = harness.app.db;
+    const attempt = (draft: unknown) =>
+      savePlanVersion(prisma, harness.app.tools, {
+        planId: plan.id,
+        baseVersion: 1,
+        draft,
+        source: "manual",
+        author: "tester",
+        changeNote: "x",
+      });
+    await expect(
+      attempt({ ...twoSteps, steps: [{ ...twoSteps.steps[0]!, dependsOn: ["step_1"] }] }),
+    ).rejects.toMatchObject({
+      code: "invalid_plan",
+    });
+    // Remove step_2 (version 2), then try to bring back a different step under the same id.
+    await attempt({ ...twoSteps, steps: [twoSteps.steps[0]!] });
+    await expect(
+      savePlanVersion(prisma, harness.app.tools, {
+        planId: plan.id,
+        baseVersion: 2,
+        draft: { ...twoSteps, steps: [twoSteps.steps[0]!, { id: "step_2", tool: "echo", args: { value: 1 } }] },
+        source: "manual",
+        author: "tester",
+        changeNote: "x",
+      }),
+    ).rejects.toMatchObject({ code: "invalid_plan", message: expect.stringContaining("step_2") });
+    expect(await listPlanVersions(prisma, plan.id)).toHaveLength(2);
+  });
+});
+
+describe("renumberNewSteps", () => {
+  it("gives new steps fresh ids and rewrites dependencies and references to them", () => {
+    const steps = renumberNewSteps(
+      [
+        { id: "step_1", dependsOn: [], args: {} },
+        { id: "fetch", dependsOn: ["step_1"], args: { path: "x" } },
+        { id: "use", dependsOn: ["fetch"], args: { value: "$fetch.body", list: ["$fetch", "$HOME"] } },
+      ],
+      new Set(["step_1"]),
+      4,
+    );
+    expect(steps).toEqual([
+      { id: "step_1", dependsOn: [], args: {} },
+      { id: "step_5", dependsOn: ["step_1"], args: { path: "x" } },
+      { id: "step_6", dependsOn: ["step_5"], args: { value: "$step_5.body", list: ["$step_5", "$HOME"] } },
+    ]);
+  });
+});

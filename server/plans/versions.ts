@@ -1,0 +1,162 @@
+import { prismaQueryable } from "../db";
+import { AppError } from "../errors";
+import { appendEvents } from "../events/store";
+import type { PrismaClient } from "../generated/prisma/client";
+import type { ToolRegistry } from "../tools/registry";
+import { findReferences } from "./references";
+import type { Plan, PlanSource } from "./schema";
+import { getPlan, highestStepNumber } from "./service";
+import { checkPlanDraft } from "./validate";
+
+/**
+ * Every change to a plan — an edit in the review page, a regenerated draft, an import, an agent's
+ * update — is stored through `savePlanVersion` as a new immutable version. The version it was made
+ * on travels with it, so two editors never silently overwrite each other.
+ */
+export interface SavePlanVersionInput {
+  planId: string;
+  /** The version the change was made on; a newer current version refuses the change. */
+  baseVersion: number;
+  /** The complete new content (a plan draft: goal, steps, …), validated like a new plan. */
+  draft: unknown;
+  source: PlanSource;
+  author: string;
+  /** One line for the history list: what changed and why. */
+  changeNote: string;
+  model?: string;
+  usage?: { inputTokens: number; outputTokens: number };
+}
+
+export async function savePlanVersion(
+  prisma: PrismaClient,
+  tools: ToolRegistry,
+  input: SavePlanVersionInput,
+): Promise<Plan> {
+  const checked = checkPlanDraft(input.draft, tools);
+  if (!checked.ok) throw new AppError("invalid_plan", "The plan has problems", checked.issues);
+  const content = checked.plan;
+  const version = input.baseVersion + 1;
+  await prisma.$transaction(async (db) => {
+    // The plan row lock serialises concurrent changes, so the loser sees the winner's version.
+    const [current] = await db.$queryRaw<{ currentVersion: number; lastStepNumber: number }[]>`
+      select current_version as "currentVersion", last_step_number as "lastStepNumber"
+      from plans where id = ${input.planId} for update`;
+    if (!current) throw new AppError("not_found", `No plan ${input.planId}`);
+    if (current.currentVersion !== input.baseVersion) {
+      throw new AppError(
+        "version_conflict",
+        `This plan changed meanwhile: you edited version ${input.baseVersion}, the current version is ${current.currentVersion}.`,
+        { currentVersion: current.currentVersion },
+      );
+    }
+    const base = await db.planVersion.findUnique({
+      where: { planId_version: { planId: input.planId, version: input.baseVersion } },
+      select: { steps: true, traceId: true },
+    });
+    if (!base) throw new AppError("not_found", `Plan ${input.planId} has no version ${input.baseVersion}`);
+    const reused = reusedStepIds(
+      (base.steps as { id: string }[]).map((step) => step.id),
+      content.steps.map((step) => step.id),
+      current.lastStepNumber,
+    );
+    if (reused.length > 0) {
+      throw new AppError("invalid_plan", `Step ids are never reused: ${reused.join(", ")} belonged to removed steps`);
+    }
+    await db.plan.update({
+      where: { id: input.planId },
+      data: { currentVersion: version, lastStepNumber: Math.max(current.lastStepNumber, highestStepNumber(content)) },
+    });
+    await db.planVersion.create({
+      data: {
+        planId: input.planId,
+        version,
+        goal: content.goal,
+        summary: content.summary ?? null,
+        steps: content.steps as object[],
+        successCriteria: content.successCriteria,
+        questions: content.questions,
+        contextNotes: content.contextNotes ?? null,
+        estimatedDuration: content.estimatedDuration ?? null,
+        source: input.source,
+        model: input.model ?? null,
+        usage: input.usage ?? undefined,
+        traceId: base.traceId,
+        author: input.author,
+        changeNote: input.changeNote,
+      },
+    });
+    await db.auditEntry.create({
+      data: {
+        actor: input.author,
+        action: "plan.version_created",
+        planId: input.planId,
+        planVersion: version,
+        detail: { baseVersion: input.baseVersion, changeNote: input.changeNote, source: input.source },
+      },
+    });
+    await appendEvents(
+      prismaQueryable(db),
+      { streamId: input.planId, planId: input.planId, runId: null, traceId: base.traceId },
+      [{ type: "plan.updated", data: { version, baseVersion: input.baseVersion, changeNote: input.changeNote } }],
+    );
+  });
+  return getPlan(prisma, input.planId, version);
+}
+
+/** `step_N` ids in `next` that name no step of the base version yet were handed out before. */
+function reusedStepIds(baseIds: string[], nextIds: string[], lastStepNumber: number): string[] {
+  const base = new Set(baseIds);
+  return nextIds.filter((id) => {
+    const number = /^step_(\d+)$/.exec(id)?.[1];
+    return number !== undefined && !base.has(id) && Number(number) <= lastStepNumber;
+  });
+}
+
+/**
+ * Gives every step of `steps` that is new relative to the base version a fresh `step_N` id
+ * (N above `lastStepNumber`) and rewrites dependencies and `$step` references to match. Used for
+ * drafts written by someone who cannot know which ids were handed out before (an LLM, an import).
+ */
+export function renumberNewSteps<S extends { id: string; dependsOn?: string[]; args?: Record<string, unknown> }>(
+  steps: S[],
+  baseIds: ReadonlySet<string>,
+  lastStepNumber: number,
+): S[] {
+  const renamed = new Map<string, string>();
+  let next = lastStepNumber;
+  for (const step of steps) {
+    if (!baseIds.has(step.id)) renamed.set(step.id, `step_${++next}`);
+  }
+  if (renamed.size === 0) return steps;
+  const rename = (id: string) => renamed.get(id) ?? id;
+  return steps.map((step) => ({
+    ...step,
+    id: rename(step.id),
+    ...(step.dependsOn && { dependsOn: step.dependsOn.map(rename) }),
+    ...(step.args && { args: renameReferences(step.args, renamed) as Record<string, unknown> }),
+  }));
+}
+
+function renameReferences(args: unknown, renamed: ReadonlyMap<string, string>): unknown {
+  if (typeof args === "string") {
+    const [reference] = findReferences(args, (id) => renamed.has(id));
+    if (!reference) return args;
+    return ["$" + renamed.get(reference.stepId)!, ...reference.fieldPath].join(".");
+  }
+  if (Array.isArray(args)) return args.map((item) => renameReferences(item, renamed));
+  if (args !== null && typeof args === "object") {
+    return Object.fromEntries(Object.entries(args).map(([key, value]) => [key, renameReferences(value, renamed)]));
+  }
+  return args;
+}
+
+/** Version history of a plan, newest first: who changed what, when. */
+export async function listPlanVersions(prisma: PrismaClient, planId: string) {
+  const rows = await prisma.planVersion.findMany({
+    where: { planId },
+    orderBy: { version: "desc" },
+    select: { version: true, author: true, source: true, changeNote: true, createdAt: true, model: true },
+  });
+  if (rows.length === 0) throw new AppError("not_found", `No plan ${planId}`);
+  return rows.map((row) => ({ ...row, createdAt: row.createdAt.toISOString() }));
+}
