@@ -12,6 +12,7 @@ export const STEP_STATUSES = [
   "ready",
   "running",
   "awaiting_approval",
+  "awaiting_input",
   "completed",
   "failed",
   "skipped",
