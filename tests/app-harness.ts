@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { createAppContext, type AppContext } from "../server/app-context";
 import { readEvents } from "../server/events/store";
+import type { ToolRegistry } from "../server/tools/registry";
 import { createCaller } from "../server/trpc/root";
 import { createTestDatabase } from "./test-database";
 
@@ -19,13 +20,16 @@ export interface Harness {
 }
 
 /** A full server context (database, event bus, in-process worker) on a fresh database. */
-export async function startHarness(options: { worker?: boolean; concurrency?: number } = {}): Promise<Harness> {
+export async function startHarness(
+  options: { worker?: boolean; concurrency?: number; tools?: ToolRegistry } = {},
+): Promise<Harness> {
   const database = await createTestDatabase();
   const workspace = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-ws-"));
   const app = await createAppContext({
     databaseUrl: database.url,
     workspaceRoot: workspace,
     worker: options.worker === false ? false : { concurrency: options.concurrency ?? 8 },
+    ...(options.tools && { tools: options.tools }),
   });
   const caller = createCaller({ app, actor: "tester" });
   return {
