@@ -23,6 +23,8 @@ export interface SavePlanVersionInput {
   author: string;
   /** One line for the history list: what changed and why. */
   changeNote: string;
+  /** Set by undo: the version whose content this restores, so its step ids may come back. */
+  restoresVersion?: number;
   model?: string;
   usage?: { inputTokens: number; outputTokens: number };
 }
@@ -54,8 +56,15 @@ export async function savePlanVersion(
       select: { steps: true, traceId: true },
     });
     if (!base) throw new AppError("not_found", `Plan ${input.planId} has no version ${input.baseVersion}`);
+    const restored =
+      input.restoresVersion === undefined
+        ? null
+        : await db.planVersion.findUnique({
+            where: { planId_version: { planId: input.planId, version: input.restoresVersion } },
+            select: { steps: true },
+          });
     const reused = reusedStepIds(
-      (base.steps as { id: string }[]).map((step) => step.id),
+      [...(base.steps as { id: string }[]), ...((restored?.steps ?? []) as { id: string }[])].map((step) => step.id),
       content.steps.map((step) => step.id),
       current.lastStepNumber,
     );
