@@ -1,3 +1,4 @@
+import { askUserTool } from "./ask-user";
 import { echoTool } from "./echo";
 import { listDirTool } from "./list-dir";
 import { readFileTool } from "./read-file";
@@ -21,6 +22,6 @@ export function createToolRegistry(tools: AnyTool[]): ToolRegistry {
 }
 
 /** The explicit list of built-in tools. Adding a tool means adding one file and one line here. */
-export const builtinTools: AnyTool[] = [readFileTool, listDirTool, writeFileTool, sleepTool, echoTool];
+export const builtinTools: AnyTool[] = [readFileTool, listDirTool, writeFileTool, sleepTool, echoTool, askUserTool];
 
 export const builtinRegistry = createToolRegistry(builtinTools);
