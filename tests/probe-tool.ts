@@ -1,0 +1,119 @@
+import { appendFile, readFile } from "node:fs/promises";
+import { setTimeout as delay } from "node:timers/promises";
+import { z } from "zod";
+import type { StoredEvent } from "../server/events/types";
+import { canTransition } from "../server/engine/state-machine";
+import type { StepStatus } from "../server/plans/schema";
+import { builtinTools, createToolRegistry, type ToolRegistry } from "../server/tools/registry";
+import { defineTool } from "../server/tools/types";
+
+/** The env var naming the file a probe appends its executions to (read at execution time). */
+export const PROBE_LOG_ENV = "STEPWISE_PROBE_LOG";
+
+/** One execution of the probe tool, as appended to the probe log. */
+export interface ProbeExecution {
+  runId: string;
+  stepId: string;
+  attempt: number;
+  pid: number;
+}
+
+/**
+ * A test-only tool that leaves evidence of every execution outside the database: one line per
+ * execution, appended (O_APPEND, one write) before it does anything else, so even an execution
+ * killed mid-way is counted. It then sleeps `sleepMs`, honouring its abort signal. It is
+ * idempotent, so the engine may re-run it after its worker died.
+ */
+export function createProbeTool(options: { logFile?: string } = {}) {
+  return defineTool({
+    name: "probe",
+    description: "Test probe: records each execution in a file, then optionally sleeps.",
+    inputSchema: z.object({ sleepMs: z.number().int().min(0).max(600_000).default(0), value: z.unknown().optional() }),
+    capability: "data.transform",
+    capabilityLabel: "Test probe",
+    readOnly: true,
+    destructive: false,
+    idempotent: true,
+    requiresApproval: false,
+    defaultTimeoutSeconds: 600,
+    async execute({ sleepMs, value }, context) {
+      const logFile = options.logFile ?? process.env[PROBE_LOG_ENV];
+      if (!logFile) throw new Error(`The probe tool needs ${PROBE_LOG_ENV} (or a logFile) to record executions`);
+      const execution: ProbeExecution = {
+        runId: context.runId,
+        stepId: context.stepId,
+        attempt: context.attempt,
+        pid: process.pid,
+      };
+      await appendFile(logFile, `${JSON.stringify(execution)}\n`, { flag: "a" });
+      if (sleepMs > 0) await delay(sleepMs, undefined, { signal: context.signal });
+      return { ...execution, value: value ?? null };
+    },
+  });
+}
+
+/** The built-in tools plus a probe. */
+export function createProbeRegistry(options: { logFile?: string } = {}): ToolRegistry {
+  return createToolRegistry([...builtinTools, createProbeTool(options)]);
+}
+
+/** Every execution recorded in a probe log (an absent file means none yet). */
+export async function readProbeLog(logFile: string): Promise<ProbeExecution[]> {
+  const text = await readFile(logFile, "utf8").catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT") return "";
+    throw error;
+  });
+  return text
+    .split("\n")
+    .filter((line) => line.length > 0)
+    .map((line) => JSON.parse(line) as ProbeExecution);
+}
+
+/** Executions grouped by step id. */
+export function executionsByStep(executions: ProbeExecution[]): Map<string, ProbeExecution[]> {
+  const byStep = new Map<string, ProbeExecution[]>();
+  for (const execution of executions) {
+    const list = byStep.get(execution.stepId) ?? [];
+    list.push(execution);
+    byStep.set(execution.stepId, list);
+  }
+  return byStep;
+}
+
+/**
+ * What is wrong with a run's event numbering: it must be 1..N with no gap and no duplicate.
+ * Returns the problems rather than asserting, so the probe worker process can import this file
+ * without the test runner.
+ */
+export function sequenceProblems(events: StoredEvent[]): string[] {
+  if (events.length === 0) return ["the stream has no events"];
+  const problems: string[] = [];
+  events.forEach((event, index) => {
+    if (event.seq !== index + 1) problems.push(`event #${index + 1} has seq ${event.seq}`);
+  });
+  return problems.slice(0, 10);
+}
+
+/**
+ * Replays a run's step events from `run.started` and lists every status change the state
+ * machine's table refuses, so an engine path that skips a state (e.g. awaiting_approval →
+ * running) fails the test that exercised it.
+ */
+export function illegalTransitions(events: StoredEvent[]): string[] {
+  const started = events.find((event) => event.type === "run.started");
+  if (!started) return ["the run has no run.started event"];
+  const statuses = new Map<string, StepStatus>(
+    (started.data.steps as { id: string; status: StepStatus }[]).map((step) => [step.id, step.status]),
+  );
+  const illegal: string[] = [];
+  for (const event of events) {
+    const next = event.data.status as StepStatus | undefined;
+    if (!event.stepId || !next) continue;
+    const previous = statuses.get(event.stepId);
+    if (previous === undefined || !canTransition(previous, next)) {
+      illegal.push(`#${event.seq} ${event.type} ${event.stepId}: ${previous ?? "?"} → ${next}`);
+    }
+    statuses.set(event.stepId, next);
+  }
+  return illegal;
+}

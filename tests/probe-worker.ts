@@ -1,0 +1,118 @@
+/**
+ * A worker process for fault and distribution tests: `stepwise worker` with the built-in tools
+ * plus the probe, against DATABASE_URL.
+ *
+ *   DATABASE_URL=… STEPWISE_PROBE_LOG=/tmp/probe.log STEPWISE_HEARTBEAT_MS=200 \
+ *     node --import tsx tests/probe-worker.ts
+ *
+ * It prints `ready <pid>` once it has registered in `workers` and is taking jobs, so a test can
+ * wait for that instead of sleeping. Tests start it with `spawnProbeWorker`.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { createAppContext } from "../server/app-context";
+import { createProbeRegistry, PROBE_LOG_ENV } from "./probe-tool";
+
+const READY_PREFIX = "ready ";
+const thisFile = fileURLToPath(import.meta.url);
+const projectRoot = path.resolve(path.dirname(thisFile), "..");
+
+export interface ProbeWorkerProcess {
+  child: ChildProcess;
+  pid: number;
+  /** Resolves once the worker is taking jobs; rejects if it exits first or takes too long. */
+  ready: Promise<void>;
+  /** Resolves when the process has exited, whatever the reason. */
+  exited: Promise<void>;
+  /** SIGKILL: no shutdown handler runs, in-flight steps are left `running`. */
+  kill(): Promise<void>;
+  /** SIGTERM: a clean stop (jobs finish, the worker row is removed). */
+  stop(): Promise<void>;
+}
+
+export function spawnProbeWorker(options: {
+  databaseUrl: string;
+  probeLog: string;
+  workspace: string;
+  heartbeatMs?: number;
+  concurrency?: number;
+  readyTimeoutMs?: number;
+}): ProbeWorkerProcess {
+  const child = spawn(process.execPath, ["--import", "tsx", thisFile], {
+    cwd: projectRoot,
+    env: {
+      ...process.env,
+      DATABASE_URL: options.databaseUrl,
+      STEPWISE_WORKSPACE: options.workspace,
+      [PROBE_LOG_ENV]: options.probeLog,
+      STEPWISE_HEARTBEAT_MS: String(options.heartbeatMs ?? 200),
+      STEPWISE_WORKER_CONCURRENCY: String(options.concurrency ?? 4),
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const ready = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`probe worker not ready after ${options.readyTimeoutMs ?? 30_000} ms:\n${output}`)),
+      options.readyTimeoutMs ?? 30_000,
+    );
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.split("\n").some((line) => line.startsWith(READY_PREFIX))) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`probe worker exited (${code ?? signal}) before it was ready:\n${output}`));
+    });
+  });
+  // Readiness is awaited by the test; an exit after that must not become an unhandled rejection.
+  ready.catch(() => undefined);
+  const signal = async (name: NodeJS.Signals) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(name);
+    await exited;
+  };
+  return {
+    child,
+    pid: child.pid!,
+    ready,
+    exited,
+    kill: () => signal("SIGKILL"),
+    stop: () => signal("SIGTERM"),
+  };
+}
+
+async function main(): Promise<void> {
+  const databaseUrl = process.env.DATABASE_URL;
+  if (!databaseUrl) throw new Error("DATABASE_URL is required");
+  if (!process.env[PROBE_LOG_ENV]) throw new Error(`${PROBE_LOG_ENV} is required`);
+  const context = await createAppContext({
+    databaseUrl,
+    workspaceRoot: process.env.STEPWISE_WORKSPACE ?? process.cwd(),
+    worker: { concurrency: Number(process.env.STEPWISE_WORKER_CONCURRENCY ?? 4) },
+    tools: createProbeRegistry(),
+  });
+  let stopping = false;
+  process.on("SIGTERM", () => {
+    if (stopping) return;
+    stopping = true;
+    context.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  });
+  process.stdout.write(`${READY_PREFIX}${process.pid}\n`);
+}
+
+if (process.argv[1] && pathToFileURL(path.resolve(process.argv[1])).href === import.meta.url) {
+  main().catch((error: unknown) => {
+    console.error(`[probe-worker] ${error instanceof Error ? error.stack : String(error)}`);
+    process.exit(1);
+  });
+}
