@@ -1,14 +1,26 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
+import {
+  createProbeRegistry,
+  executionsByStep,
+  illegalTransitions,
+  readProbeLog,
+  sequenceProblems,
+} from "../../tests/probe-tool";
+import { spawnProbeWorker, type ProbeWorkerProcess } from "../../tests/probe-worker";
 import { readEvents } from "../events/store";
+import type { RunStepView } from "./run-view";
 import { startStepWorker } from "./worker";
 
 let harness: Harness | undefined;
 let child: ChildProcess | undefined;
+const probeWorkers: ProbeWorkerProcess[] = [];
 afterEach(async () => {
   child?.kill("SIGKILL");
   child = undefined;
+  await Promise.all(probeWorkers.splice(0).map((worker) => worker.kill()));
   await harness?.close();
   harness = undefined;
 });
@@ -101,5 +113,99 @@ describe("durability", () => {
     } finally {
       await worker.stop();
     }
+  });
+
+  it("a SIGKILLed probe worker: completed steps never run again, interrupted ones run again, events stay gap-free", async () => {
+    harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+    const probeLog = path.join(harness.workspace, "probe.log");
+    const probe = (id: string, options: { sleepMs?: number; value?: unknown; dependsOn?: string[] } = {}) => ({
+      id,
+      description: `probe ${id}`,
+      tool: "probe",
+      args: { sleepMs: options.sleepMs ?? 10, ...(options.value !== undefined && { value: options.value }) },
+      dependsOn: options.dependsOn ?? [],
+    });
+    const SLEEPER_MS = 3000;
+    const steps = [
+      probe("step_1", { value: "root" }),
+      // Quick fan-out: these complete before the kill.
+      ...[2, 3, 4, 5, 6].map((n) => probe(`step_${n}`, { value: "$step_1", dependsOn: ["step_1"] })),
+      // Sleepers: four of them are mid-execution when the worker (concurrency 4) dies, the rest queued.
+      ...[7, 8, 9, 10, 11, 12].map((n) => probe(`step_${n}`, { sleepMs: SLEEPER_MS, dependsOn: ["step_1"] })),
+      probe("step_13", { value: "$step_7", dependsOn: ["step_7", "step_8"] }),
+      probe("step_14", { value: "$step_2", dependsOn: ["step_2", "step_3"] }),
+      probe("step_15", { value: "$step_13", dependsOn: ["step_12", "step_13", "step_14"] }),
+    ];
+    const plan = await harness.caller.plans.createFromJson({ planJson: JSON.stringify({ goal: "crash", steps }) });
+    const first = spawnProbeWorker({ databaseUrl: harness.app.db.url, probeLog, workspace: harness.workspace });
+    probeWorkers.push(first);
+    await first.ready;
+    const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: 1, maxParallel: 8 });
+
+    // Kill only once the quick steps are done and four sleepers have started executing (their
+    // probe lines are written), so the kill provably lands mid-execution.
+    const stepsNow = async () => (await harness!.caller.runs.get({ runId })).steps;
+    await expect
+      .poll(
+        async () => {
+          const current = await stepsNow();
+          const executed = new Set((await readProbeLog(probeLog)).map((e) => `${e.stepId}#${e.attempt}`));
+          const quickDone = current.slice(0, 6).every((s) => s.status === "completed");
+          const running = current.filter((s) => s.status === "running");
+          return quickDone && running.length === 4 && running.every((s) => executed.has(`${s.stepId}#${s.attempt}`));
+        },
+        { timeout: 20_000, interval: 50 },
+      )
+      .toBe(true);
+    await first.kill();
+    const atKill = new Map((await stepsNow()).map((s) => [s.stepId, s]));
+    const interrupted = [...atKill.values()].filter((s) => s.status === "running").map((s) => s.stepId);
+    const completedBeforeKill = [...atKill.values()].filter((s) => s.status === "completed");
+    expect(interrupted).toHaveLength(4);
+    expect(completedBeforeKill.length).toBeGreaterThanOrEqual(6);
+
+    const second = spawnProbeWorker({ databaseUrl: harness.app.db.url, probeLog, workspace: harness.workspace });
+    probeWorkers.push(second);
+    await second.ready;
+    const run = await harness.waitForRun(runId, ["completed", "failed", "cancelled"], 40_000);
+    expect(run.status).toBe("completed");
+    expect(run.steps.every((s) => s.status === "completed")).toBe(true);
+
+    const executions = executionsByStep(await readProbeLog(probeLog));
+    const events = await readEvents(harness.app.db.pool, runId, 0);
+    const final = new Map<string, RunStepView>(run.steps.map((s) => [s.stepId, s]));
+
+    for (const step of completedBeforeKill) {
+      // Executed exactly once, by the killed worker, and its recorded result was never rewritten.
+      expect(executions.get(step.stepId), step.stepId).toEqual([
+        { runId, stepId: step.stepId, attempt: step.attempt, pid: first.pid },
+      ]);
+      expect(final.get(step.stepId)!.attempt).toBe(step.attempt);
+      expect(final.get(step.stepId)!.result).toEqual(step.result);
+    }
+    for (const stepId of interrupted) {
+      // At least once: the interrupted attempt, then a higher attempt on the new worker.
+      const killedAttempt = atKill.get(stepId)!.attempt;
+      const finalAttempt = final.get(stepId)!.attempt;
+      expect(finalAttempt, stepId).toBeGreaterThan(killedAttempt);
+      const ran = executions.get(stepId)!;
+      expect(ran).toContainEqual({ runId, stepId, attempt: killedAttempt, pid: first.pid });
+      expect(ran).toContainEqual({ runId, stepId, attempt: finalAttempt, pid: second.pid });
+      expect(events.filter((e) => e.type === "step.interrupted" && e.stepId === stepId)).toHaveLength(1);
+    }
+    for (const step of run.steps) {
+      const ran = executions.get(step.stepId) ?? [];
+      // No attempt of any step executed twice, and steps not interrupted executed exactly once.
+      expect(new Set(ran.map((e) => e.attempt)).size, step.stepId).toBe(ran.length);
+      if (!interrupted.includes(step.stepId)) expect(ran, step.stepId).toHaveLength(1);
+      // One recorded result per step, from the attempt that finished.
+      expect(events.filter((e) => e.type === "step.completed" && e.stepId === step.stepId)).toHaveLength(1);
+      expect(step.result).toMatchObject({ ok: true, value: { stepId: step.stepId, attempt: step.attempt } });
+    }
+    expect(events.filter((e) => e.type === "step.interrupted").map((e) => e.stepId)).toHaveLength(4);
+    // A dependent of an interrupted step saw the output of the attempt that finished.
+    expect(final.get("step_13")!.result?.value).toMatchObject({ value: final.get("step_7")!.result?.value });
+    expect(sequenceProblems(events)).toEqual([]);
+    expect(illegalTransitions(events)).toEqual([]);
   });
 });
