@@ -2,6 +2,13 @@ import { tracked } from "@trpc/server";
 import { z } from "zod";
 import { cancelRun, decideApproval, pauseRun, resumeRun, retryStep, skipStep } from "../../engine/engine";
 import { getRun, listRuns } from "../../engine/run-view";
+import {
+  listRunDecisions,
+  listRunSummaries,
+  readRunEvents,
+  runEventsInputSchema,
+  runListInputSchema,
+} from "../../engine/run-list";
 import { streamEvents } from "../../events/stream";
 import { publicProcedure, router } from "../init";
 
@@ -57,4 +64,11 @@ export const runsRouter = router({
   skipStep: publicProcedure
     .input(stepInput)
     .mutation(({ ctx, input }) => skipStep(ctx.app.engine, { ...input, actor: ctx.actor })),
+
+  /** Runs across the app or of one plan, newest first, filtered by state, paged by cursor. */
+  list: publicProcedure.input(runListInputSchema).query(({ ctx, input }) => listRunSummaries(ctx.app.db.pool, input)),
+  /** Stored events of a run (e.g. a step's log lines up to the snapshot), oldest first. */
+  history: publicProcedure.input(runEventsInputSchema).query(({ ctx, input }) => readRunEvents(ctx.app.db.pool, input)),
+  /** Who approved or denied which gated step. */
+  decisions: publicProcedure.input(runInput).query(({ ctx, input }) => listRunDecisions(ctx.app.db.pool, input.runId)),
 });
