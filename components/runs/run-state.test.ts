@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { RunStepView, RunView } from "@/server/engine/run-view";
 import type { StoredEvent } from "@/server/events/types";
-import { applyEvent, fromSnapshot } from "./run-state";
+import { applyEvent, fromSnapshot, liveEvents, waitingSteps, type LiveRun } from "./run-state";
 
 const stepView = (stepId: string, overrides: Partial<RunStepView> = {}): RunStepView => ({
   stepId,
@@ -51,23 +51,37 @@ const event = (
 });
 
 describe("fromSnapshot", () => {
-  it("copies the snapshot and starts with no events", () => {
+  it("copies the snapshot, indexes its steps and starts with no events", () => {
     const snap = snapshot();
     const live = fromSnapshot(snap);
-    expect(live).toEqual({ ...snap, events: [] });
+    expect(live).toMatchObject({ ...snap, steps: snap.steps.map((s) => ({ ...s, liveLogs: [] })) });
+    expect(live.snapshotSeq).toBe(5);
+    expect(live.stepIndex.get("step_2")).toBe(1);
+    expect(liveEvents(live)).toEqual([]);
     expect(live).not.toBe(snap);
   });
 });
 
 describe("applyEvent", () => {
-  it("ignores events at or below lastSeq, returning the same object", () => {
-    const live = fromSnapshot(snapshot({ lastSeq: 5 }));
+  it("ignores events at or below lastSeq, counting them as duplicates", () => {
+    let live = fromSnapshot(snapshot({ lastSeq: 5 }));
     for (const seq of [1, 4, 5]) {
-      const after = applyEvent(live, event(seq, "step.running", { status: "running", attempt: 1 }, "step_1"));
-      expect(after).toBe(live);
+      live = applyEvent(live, event(seq, "step.running", { status: "running", attempt: 1 }, "step_1"));
     }
     expect(live.steps[0]!.status).toBe("pending");
-    expect(live.events).toEqual([]);
+    expect(liveEvents(live)).toEqual([]);
+    expect(live.duplicates).toBe(3);
+    expect(live.lastSeq).toBe(5);
+  });
+
+  it("records a gap instead of applying an event that follows a missing one", () => {
+    const live = fromSnapshot(snapshot({ lastSeq: 5 }));
+    const after = applyEvent(live, event(7, "step.running", { status: "running", attempt: 1 }, "step_1"));
+    expect(after.gap).toEqual({ expected: 6, received: 7 });
+    expect(after.steps[0]!.status).toBe("pending");
+    expect(after.lastSeq).toBe(5);
+    // Nothing more is applied until the view is rebuilt from a fresh snapshot.
+    expect(applyEvent(after, event(6, "step.running", { status: "running" }, "step_1"))).toBe(after);
   });
 
   it("advances lastSeq and records the event", () => {
@@ -75,9 +89,9 @@ describe("applyEvent", () => {
     const e = event(6, "step.log", { lines: ["hi"] }, "step_1");
     const after = applyEvent(live, e);
     expect(after.lastSeq).toBe(6);
-    expect(after.events).toEqual([e]);
+    expect(liveEvents(after)).toEqual([e]);
     // The replayed event is now old.
-    expect(applyEvent(after, e)).toBe(after);
+    expect(liveEvents(applyEvent(after, e))).toEqual([e]);
   });
 
   it("applies step status, attempt and start time without touching other steps or the input", () => {
@@ -86,7 +100,7 @@ describe("applyEvent", () => {
     const after = applyEvent(live, e);
     expect(after.steps[0]).toMatchObject({ status: "running", attempt: 2, startedAt: e.createdAt, finishedAt: null });
     expect(after.steps[1]).toBe(live.steps[1]);
-    expect(live.steps[0]).toEqual(stepView("step_1"));
+    expect(live.steps[0]).toEqual({ ...stepView("step_1"), liveLogs: [] });
     expect(live.lastSeq).toBe(5);
   });
 
@@ -111,7 +125,7 @@ describe("applyEvent", () => {
       finishedAt: done.createdAt,
     });
     expect(live.steps[0]!.status).toBe("pending");
-    expect(live.events.map((e) => e.seq)).toEqual([6, 7, 8]);
+    expect(liveEvents(live).map((e) => e.seq)).toEqual([6, 7, 8]);
   });
 
   it("applies a reason for blocked or skipped steps", () => {
@@ -128,7 +142,7 @@ describe("applyEvent", () => {
   it("ignores events for unknown steps apart from the sequence", () => {
     const live = fromSnapshot(snapshot());
     const after = applyEvent(live, event(6, "step.running", { status: "running" }, "step_99"));
-    expect(after.steps).toEqual(live.steps);
+    expect(after.steps).toBe(live.steps);
     expect(after.lastSeq).toBe(6);
   });
 
@@ -158,5 +172,108 @@ describe("applyEvent", () => {
     const after = applyEvent(fromSnapshot(snapshot()), event(6, "approval.requested", { status: "completed" }));
     expect(after.status).toBe("running");
     expect(after.lastSeq).toBe(6);
+  });
+});
+
+describe("applyEvent on events only the stream carries", () => {
+  it("appends log lines to the step and keeps each line's sequence number", () => {
+    let live = fromSnapshot(snapshot());
+    live = applyEvent(
+      live,
+      event(
+        6,
+        "step.log",
+        {
+          lines: [
+            { message: "one", level: "info", at: "t1" },
+            { message: "two", level: "warn", at: "t2" },
+          ],
+        },
+        "step_1",
+      ),
+    );
+    live = applyEvent(live, event(7, "step.log", { lines: [{ message: "three", level: "info", at: "t3" }] }, "step_1"));
+    expect(live.steps[0]!.liveLogs).toEqual([
+      { seq: 6, message: "one", level: "info", at: "t1" },
+      { seq: 6, message: "two", level: "warn", at: "t2" },
+      { seq: 7, message: "three", level: "info", at: "t3" },
+    ]);
+  });
+
+  it("tracks what a step waits for until it moves on", () => {
+    let live = fromSnapshot(snapshot());
+    live = applyEvent(live, event(6, "step.awaiting_approval", { status: "awaiting_approval" }, "step_1"));
+    live = applyEvent(
+      live,
+      event(7, "approval.requested", { planVersion: 1, expiresAt: "2024-01-01T00:30:00.000Z" }, "step_1"),
+    );
+    live = applyEvent(live, event(8, "step.awaiting_input", { status: "awaiting_input" }, "step_2"));
+    live = applyEvent(live, event(9, "input.requested", { question: "Which?", choices: ["a", "b"] }, "step_2"));
+    expect(live.steps[0]!.waiting).toEqual({ kind: "approval", expiresAt: "2024-01-01T00:30:00.000Z" });
+    expect(live.steps[1]!.waiting).toEqual({ kind: "input", question: "Which?", choices: ["a", "b"] });
+    expect(waitingSteps(live).map((s) => s.stepId)).toEqual(["step_1", "step_2"]);
+    live = applyEvent(
+      live,
+      event(10, "approval.decided", { decision: "approved", actor: "ann", comment: "ok" }, "step_1"),
+    );
+    live = applyEvent(live, event(11, "step.ready", { status: "ready" }, "step_1"));
+    expect(live.steps[0]!.waiting).toBeUndefined();
+    expect(live.steps[0]!.decision).toMatchObject({ decision: "approved", actor: "ann", comment: "ok" });
+    expect(waitingSteps(live).map((s) => s.stepId)).toEqual(["step_2"]);
+  });
+
+  it("shows a retry with its error, then clears it when the next attempt starts", () => {
+    let live = fromSnapshot(snapshot());
+    live = applyEvent(live, event(6, "step.running", { status: "running", attempt: 1 }, "step_1"));
+    const retry = event(
+      7,
+      "step.retrying",
+      { status: "ready", attempt: 1, error: "ECONNRESET", delayMs: 1000 },
+      "step_1",
+    );
+    live = applyEvent(live, retry);
+    expect(live.steps[0]).toMatchObject({
+      status: "ready",
+      retrying: {
+        attempt: 1,
+        error: "ECONNRESET",
+        retryAt: new Date(Date.parse(retry.createdAt) + 1000).toISOString(),
+      },
+    });
+    live = applyEvent(live, event(8, "step.running", { status: "running", attempt: 2 }, "step_1"));
+    expect(live.steps[0]).toMatchObject({ status: "running", attempt: 2, progress: 0 });
+    expect(live.steps[0]!.retrying).toBeUndefined();
+  });
+
+  it("clears the reason and finish time of a blocked step that returns to pending", () => {
+    let live = fromSnapshot(snapshot());
+    live = applyEvent(live, event(6, "step.blocked", { status: "blocked", reason: "Dependency failed" }, "step_2"));
+    live = applyEvent(live, event(7, "step.pending", { status: "pending", reason: "" }, "step_2"));
+    expect(live.steps[1]).toMatchObject({ status: "pending", reason: null, finishedAt: null });
+  });
+
+  it("a reopened run is no longer finished", () => {
+    let live = fromSnapshot(snapshot());
+    live = applyEvent(live, event(6, "run.failed", { status: "failed" }));
+    live = applyEvent(live, event(7, "run.running", { status: "running", reason: "step_1 retried by ann" }));
+    expect(live).toMatchObject({ status: "running", finishedAt: null, reason: "step_1 retried by ann" });
+  });
+});
+
+describe("the shared event history", () => {
+  it("costs no copy per event, and states derived twice from one predecessor do not share entries", () => {
+    const base = fromSnapshot(snapshot());
+    let live: LiveRun = applyEvent(base, event(6, "step.progress", { progress: 1 }, "step_1"));
+    const shared = live.events;
+    for (let seq = 7; seq < 2006; seq++)
+      live = applyEvent(live, event(seq, "step.progress", { progress: 1 }, "step_1"));
+    // Appended in place: one array for the whole history.
+    expect(live.events).toBe(shared);
+    const a = applyEvent(live, event(2006, "a"));
+    const b = applyEvent(live, event(2006, "b"));
+    expect(liveEvents(a).at(-1)!.type).toBe("a");
+    expect(liveEvents(b).at(-1)!.type).toBe("b");
+    expect(liveEvents(live)).toHaveLength(2000);
+    expect(liveEvents(a, 3).map((e) => e.seq)).toEqual([2004, 2005, 2006]);
   });
 });

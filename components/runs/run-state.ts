@@ -1,41 +1,204 @@
-import type { RunView } from "@/server/engine/run-view";
+import type { RunStepView, RunView } from "@/server/engine/run-view";
 import type { StoredEvent } from "@/server/events/types";
 
-/** A run as the browser shows it: the snapshot with every later event applied, in order. */
-export interface LiveRun extends RunView {
-  events: StoredEvent[];
+/** What a waiting step waits for; the snapshot carries it (when the server provides it) and events update it. */
+export interface StepWaiting {
+  kind: "approval" | "input";
+  question?: string;
+  choices?: string[];
+  expiresAt?: string;
 }
+
+export interface LogLine {
+  seq: number;
+  message: string;
+  level: string;
+  at: string;
+}
+
+export interface StepDecision {
+  decision: "approved" | "denied";
+  actor: string;
+  comment: string | null;
+  at: string;
+}
+
+/** A step as the browser shows it: the snapshot's view plus what only events carry. */
+export interface LiveStep extends Omit<RunStepView, "waiting"> {
+  waiting?: StepWaiting;
+  /** Log lines that arrived after the snapshot, oldest first. Earlier lines are read on demand. */
+  liveLogs: LogLine[];
+  progressMessage?: string;
+  decision?: StepDecision;
+  /** The last failed attempt that is being retried, and when the retry starts. */
+  retrying?: { attempt: number; error: string; retryAt: string };
+}
+
+/** A run as the browser shows it: the snapshot with every later event applied, in order. */
+export interface LiveRun extends Omit<RunView, "steps"> {
+  steps: LiveStep[];
+  /** Step id → index into `steps`; shared by every state derived from one snapshot. */
+  stepIndex: ReadonlyMap<string, number>;
+  /** The sequence number the snapshot reflected; events after it were received live. */
+  snapshotSeq: number;
+  /**
+   * Events received live, in order. The array is shared between successive states and only ever
+   * appended to, so recording an event costs O(1) instead of a copy; a state sees exactly its
+   * first `eventCount` entries (use `liveEvents`).
+   */
+  events: StoredEvent[];
+  eventCount: number;
+  /** Events that arrived with a sequence number already applied: the stream repeated itself. */
+  duplicates: number;
+  /** Set when an event arrived after a missing one: the view can no longer be trusted until resynced. */
+  gap?: { expected: number; received: number };
+  reason?: string | null;
+}
+
+const FINISHED_STEP = new Set(["completed", "failed", "skipped", "blocked", "cancelled"]);
+const FINISHED_RUN = new Set(["completed", "failed", "cancelled"]);
+const MAX_LIVE_LOG_LINES = 2000;
 
 export function fromSnapshot(snapshot: RunView): LiveRun {
-  return { ...snapshot, events: [] };
+  const steps: LiveStep[] = snapshot.steps.map((step) => ({ ...step, liveLogs: [] }));
+  return {
+    ...snapshot,
+    steps,
+    stepIndex: new Map(steps.map((step, index) => [step.stepId, index])),
+    snapshotSeq: snapshot.lastSeq,
+    events: [],
+    eventCount: 0,
+    duplicates: 0,
+  };
 }
 
-/** Applies one event. Pure; events at or below the run's last sequence are ignored. */
+/** The events this state has received live, oldest first (a copy of at most `limit` of the newest). */
+export function liveEvents(run: LiveRun, limit = Infinity): StoredEvent[] {
+  return run.events.slice(Math.max(0, run.eventCount - limit), run.eventCount);
+}
+
+function appendShared(run: LiveRun, event: StoredEvent): StoredEvent[] {
+  // Another state derived from the same predecessor appended already (React may call updaters
+  // twice): branch off with a copy rather than let two histories share one array.
+  const events = run.events.length === run.eventCount ? run.events : run.events.slice(0, run.eventCount);
+  events.push(event);
+  return events;
+}
+
+/**
+ * Applies one event. Events at or below the run's last sequence number are counted as duplicates
+ * and change nothing else; an event after a missing one records the gap and is not applied.
+ * Costs O(1) plus one copy of the steps array when the event concerns a step.
+ */
 export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
-  if (event.seq <= run.lastSeq) return run;
+  if (event.seq <= run.lastSeq) return { ...run, duplicates: run.duplicates + 1 };
+  if (run.gap) return run;
+  if (event.seq !== run.lastSeq + 1) return { ...run, gap: { expected: run.lastSeq + 1, received: event.seq } };
   const data = event.data as Record<string, unknown>;
-  const next: LiveRun = { ...run, lastSeq: event.seq, events: [...run.events, event] };
+  const next: LiveRun = {
+    ...run,
+    lastSeq: event.seq,
+    events: appendShared(run, event),
+    eventCount: run.eventCount + 1,
+  };
   if (event.type.startsWith("run.") && typeof data.status === "string") {
     next.status = data.status as LiveRun["status"];
-    if (["completed", "failed", "cancelled"].includes(data.status)) next.finishedAt = event.createdAt;
+    next.finishedAt = FINISHED_RUN.has(data.status) ? event.createdAt : null;
+    if (typeof data.reason === "string") next.reason = data.reason;
   }
-  if (event.stepId) {
-    next.steps = run.steps.map((step) => {
-      if (step.stepId !== event.stepId) return step;
-      const updated = { ...step };
-      if (event.type === "step.progress" && typeof data.progress === "number") updated.progress = data.progress;
-      if (event.type.startsWith("step.") && typeof data.status === "string") {
-        updated.status = data.status as typeof step.status;
-        if (typeof data.attempt === "number") updated.attempt = data.attempt;
-        if (typeof data.reason === "string") updated.reason = data.reason;
-        if (data.result) updated.result = data.result as typeof step.result;
-        if (data.status === "running") updated.startedAt = event.createdAt;
-        if (data.status === "completed") updated.progress = 100;
-        if (["completed", "failed", "skipped", "blocked", "cancelled"].includes(data.status))
-          updated.finishedAt = event.createdAt;
-      }
-      return updated;
-    });
+  const index = event.stepId === null ? undefined : run.stepIndex.get(event.stepId);
+  if (index !== undefined) {
+    const updated = applyStepEvent(run.steps[index]!, event, data);
+    if (updated !== run.steps[index]) {
+      next.steps = run.steps.slice();
+      next.steps[index] = updated;
+    }
   }
   return next;
+}
+
+function applyStepEvent(step: LiveStep, event: StoredEvent, data: Record<string, unknown>): LiveStep {
+  const updated: LiveStep = { ...step };
+  switch (event.type) {
+    case "step.progress":
+      if (typeof data.progress === "number") updated.progress = data.progress;
+      if (typeof data.message === "string") updated.progressMessage = data.message;
+      return updated;
+    case "step.log": {
+      const lines = Array.isArray(data.lines)
+        ? (data.lines as { message?: unknown; level?: unknown; at?: unknown }[])
+        : [];
+      const added = lines.map((line) => ({
+        seq: event.seq,
+        message: String(line.message ?? ""),
+        level: typeof line.level === "string" ? line.level : "info",
+        at: typeof line.at === "string" ? line.at : event.createdAt,
+      }));
+      const all = step.liveLogs.concat(added);
+      updated.liveLogs = all.length > MAX_LIVE_LOG_LINES ? all.slice(-MAX_LIVE_LOG_LINES) : all;
+      return updated;
+    }
+    case "approval.requested":
+    case "approval.expiring":
+      updated.waiting = {
+        ...step.waiting,
+        kind: "approval",
+        ...(typeof data.expiresAt === "string" && { expiresAt: data.expiresAt }),
+      };
+      return updated;
+    case "input.requested":
+      updated.waiting = {
+        kind: "input",
+        ...(typeof data.question === "string" && { question: data.question }),
+        ...(Array.isArray(data.choices) && { choices: data.choices.map(String) }),
+        ...(typeof data.expiresAt === "string" && { expiresAt: data.expiresAt }),
+      };
+      return updated;
+    case "approval.decided":
+      updated.decision = {
+        decision: data.decision === "approved" ? "approved" : "denied",
+        actor: String(data.actor ?? "someone"),
+        comment: typeof data.comment === "string" ? data.comment : null,
+        at: event.createdAt,
+      };
+      return updated;
+    case "step.retrying":
+      updated.status = "ready";
+      if (typeof data.attempt === "number") updated.attempt = data.attempt;
+      updated.retrying = {
+        attempt: typeof data.attempt === "number" ? data.attempt : step.attempt,
+        error: String(data.error ?? ""),
+        retryAt: new Date(Date.parse(event.createdAt) + (Number(data.delayMs) || 0)).toISOString(),
+      };
+      return updated;
+  }
+  if (!event.type.startsWith("step.") || typeof data.status !== "string") return step;
+  const status = data.status as LiveStep["status"];
+  updated.status = status;
+  if (typeof data.attempt === "number") updated.attempt = data.attempt;
+  // An empty reason clears it (a blocked step returning to pending).
+  if (typeof data.reason === "string") updated.reason = data.reason || null;
+  if (data.result) updated.result = data.result as LiveStep["result"];
+  if (status !== "awaiting_approval" && status !== "awaiting_input") delete updated.waiting;
+  if (status === "running") {
+    updated.startedAt = event.createdAt;
+    updated.finishedAt = null;
+    updated.progress = 0;
+    updated.result = null;
+    updated.reason = null;
+    delete updated.progressMessage;
+    delete updated.retrying;
+  }
+  if (status === "completed") updated.progress = 100;
+  updated.finishedAt = FINISHED_STEP.has(status) ? event.createdAt : null;
+  return updated;
+}
+
+/** Steps waiting for a person, in plan order. */
+export function waitingSteps(run: LiveRun): LiveStep[] {
+  return run.steps.filter((step) => step.status === "awaiting_approval" || step.status === "awaiting_input");
+}
+
+export function isFinished(status: string): boolean {
+  return FINISHED_RUN.has(status);
 }
