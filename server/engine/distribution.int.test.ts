@@ -1,0 +1,93 @@
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { startHarness, type Harness } from "../../tests/app-harness";
+import {
+  createProbeRegistry,
+  executionsByStep,
+  illegalTransitions,
+  readProbeLog,
+  sequenceProblems,
+} from "../../tests/probe-tool";
+import { spawnProbeWorker, type ProbeWorkerProcess } from "../../tests/probe-worker";
+import { readEvents } from "../events/store";
+
+let harness: Harness | undefined;
+const probeWorkers: ProbeWorkerProcess[] = [];
+afterEach(async () => {
+  await Promise.all(probeWorkers.splice(0).map((worker) => worker.stop()));
+  await harness?.close();
+  harness = undefined;
+});
+
+const FAN_OUT = 198;
+
+describe("work distribution across worker processes", () => {
+  it("two worker processes share one run of 200 steps: each step executes exactly once", async () => {
+    harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+    const probeLog = path.join(harness.workspace, "probe.log");
+    const leaves = Array.from({ length: FAN_OUT }, (_, i) => `step_${i + 2}`);
+    const steps = [
+      { id: "step_1", description: "root", tool: "probe", args: { value: "root" } },
+      // A short sleep keeps jobs in flight long enough that one process cannot absorb them all.
+      ...leaves.map((id) => ({
+        id,
+        description: `leaf ${id}`,
+        tool: "probe",
+        args: { sleepMs: 20, value: "$step_1" },
+        dependsOn: ["step_1"],
+      })),
+      { id: "step_200", description: "join", tool: "probe", args: { value: "$step_1" }, dependsOn: leaves },
+    ];
+    const plan = await harness.caller.plans.createFromJson({
+      planJson: JSON.stringify({ goal: "fan out", steps }),
+    });
+    const workers = [0, 1].map(() =>
+      spawnProbeWorker({ databaseUrl: harness!.app.db.url, probeLog, workspace: harness!.workspace, concurrency: 4 }),
+    );
+    probeWorkers.push(...workers);
+    await Promise.all(workers.map((worker) => worker.ready));
+    const registered = await harness.app.db.pool.query<{ pid: number }>("select pid from workers order by pid");
+    expect(registered.rows.map((row) => row.pid)).toEqual(workers.map((worker) => worker.pid).sort((a, b) => a - b));
+
+    const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: 1, maxParallel: 32 });
+    const run = await harness.waitForRun(runId, ["completed", "failed", "cancelled"], 60_000);
+    expect(run.status).toBe("completed");
+    expect(run.steps).toHaveLength(200);
+    expect(run.steps.every((step) => step.status === "completed" && step.attempt === 1)).toBe(true);
+
+    // Exactly once, as seen from outside the database.
+    const executions = await readProbeLog(probeLog);
+    expect(executions).toHaveLength(200);
+    const byStep = executionsByStep(executions);
+    expect([...byStep.keys()].sort()).toEqual(run.steps.map((step) => step.stepId).sort());
+    for (const step of run.steps) {
+      const [execution] = byStep.get(step.stepId)!;
+      expect(byStep.get(step.stepId), step.stepId).toHaveLength(1);
+      expect(execution!.attempt).toBe(1);
+      // The recorded result comes from the process that executed the step.
+      expect(step.result?.value).toMatchObject({ stepId: step.stepId, attempt: 1, pid: execution!.pid });
+    }
+
+    // Both processes did real work.
+    const perProcess = new Map(workers.map((worker) => [worker.pid, 0]));
+    for (const execution of executions) perProcess.set(execution.pid, (perProcess.get(execution.pid) ?? 0) + 1);
+    expect([...perProcess.keys()].sort()).toEqual(workers.map((worker) => worker.pid).sort());
+    for (const [pid, count] of perProcess) expect(count, `steps executed by pid ${pid}`).toBeGreaterThan(0);
+
+    const events = await readEvents(harness.app.db.pool, runId, 0);
+    expect(sequenceProblems(events)).toEqual([]);
+    expect(illegalTransitions(events)).toEqual([]);
+    for (const type of ["step.running", "step.completed"]) {
+      const counts = new Map<string, number>();
+      for (const event of events.filter((e) => e.type === type)) {
+        counts.set(event.stepId!, (counts.get(event.stepId!) ?? 0) + 1);
+      }
+      expect(counts.size, type).toBe(200);
+      expect(
+        [...counts.values()].every((count) => count === 1),
+        `${type} once per step`,
+      ).toBe(true);
+    }
+    expect(events.filter((e) => e.type === "run.completed")).toHaveLength(1);
+  });
+});
