@@ -1,10 +1,17 @@
 import { z } from "zod";
 import { startRun } from "../../engine/engine";
+import { diffPlans } from "../../plans/diff";
+import { editPlan, planEditSchema } from "../../plans/edits";
+import { describeTools, exportPlanJson, exportPlanMarkdown } from "../../plans/export";
 import { MAX_PLAN_JSON_BYTES, parsePlanJson } from "../../plans/import";
 import { PLAN_SOURCES } from "../../plans/schema";
 import { createPlan, getPlan, listPlans } from "../../plans/service";
 import { checkPlanDraft } from "../../plans/validate";
+import { listPlanVersions } from "../../plans/versions";
 import { publicProcedure, router } from "../init";
+
+const planId = z.string().min(1).max(64);
+const version = z.number().int().positive();
 
 const planJsonInput = z.object({
   goal: z.string().max(10_000).optional(),
@@ -55,3 +62,36 @@ export const plansRouter = router({
       }),
     ),
 });
+
+  /** Tools with their input as JSON Schema, for the step editor's generated argument forms. */
+  tools: publicProcedure.query(({ ctx }) => describeTools(ctx.app.tools)),
+
+  /**
+   * One edit of the review page, made on `baseVersion`. Stores the next version and returns it
+   * (a stored version is always valid, hence no issues); a stale base is a `version_conflict`.
+   */
+  edit: publicProcedure
+    .input(z.object({ planId, baseVersion: version, edit: planEditSchema }))
+    .mutation(async ({ ctx, input }) => {
+      const plan = await editPlan(ctx.app.db.prisma, ctx.app.tools, { ...input, author: ctx.actor });
+      return { plan, issues: [] as ReturnType<typeof checkPlanDraft>["issues"] };
+    }),
+
+  versions: publicProcedure
+    .input(z.object({ planId }))
+    .query(({ ctx, input }) => listPlanVersions(ctx.app.db.prisma, input.planId)),
+
+  diff: publicProcedure.input(z.object({ planId, from: version, to: version })).query(async ({ ctx, input }) => {
+    const [before, after] = await Promise.all([
+      getPlan(ctx.app.db.prisma, input.planId, input.from),
+      getPlan(ctx.app.db.prisma, input.planId, input.to),
+    ]);
+    return diffPlans(before, after);
+  }),
+
+  export: publicProcedure
+    .input(z.object({ planId, version: version.optional(), format: z.enum(["json", "markdown"]) }))
+    .query(async ({ ctx, input }) => {
+      const plan = await getPlan(ctx.app.db.prisma, input.planId, input.version);
+      return input.format === "json" ? exportPlanJson(plan) : exportPlanMarkdown(plan);
+    }),
