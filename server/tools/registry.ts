@@ -1,7 +1,9 @@
 import { askUserTool } from "./ask-user";
 import { echoTool } from "./echo";
+import { globTool } from "./glob";
 import { listDirTool } from "./list-dir";
 import { readFileTool } from "./read-file";
+import { searchTextTool } from "./search-text";
 import { sleepTool } from "./sleep";
 import type { AnyTool } from "./types";
 import { writeFileTool } from "./write-file";
@@ -22,6 +24,15 @@ export function createToolRegistry(tools: AnyTool[]): ToolRegistry {
 }
 
 /** The explicit list of built-in tools. Adding a tool means adding one file and one line here. */
-export const builtinTools: AnyTool[] = [readFileTool, listDirTool, writeFileTool, sleepTool, echoTool, askUserTool];
+export const builtinTools: AnyTool[] = [
+  readFileTool,
+  listDirTool,
+  searchTextTool,
+  globTool,
+  writeFileTool,
+  sleepTool,
+  echoTool,
+  askUserTool,
+];
 
 export const builtinRegistry = createToolRegistry(builtinTools);

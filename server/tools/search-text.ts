@@ -1,0 +1,128 @@
+import fs from "node:fs/promises";
+import picomatch from "picomatch";
+import { z } from "zod";
+import { AppError } from "../errors";
+import { defineTool } from "./types";
+import { walkWorkspace } from "./workspace-files";
+
+/** Files above this size are skipped (reported in `skipped.tooLarge`), to keep a search fast and bounded. */
+export const SEARCH_MAX_FILE_BYTES = 1_000_000;
+/** A match's line text is cut to this length so one minified file cannot flood the result. */
+const MAX_LINE_CHARS = 500;
+/** How much of a file's start is inspected for NUL bytes to decide it is binary (as git and grep do). */
+const BINARY_SNIFF_BYTES = 8000;
+
+export interface TextMatch {
+  path: string;
+  /** 1-based line number. */
+  line: number;
+  /** 1-based column of the first match on the line. */
+  column: number;
+  text: string;
+}
+
+const inputSchema = z
+  .object({
+    pattern: z.string().min(1).describe("Text to find; a JavaScript regular expression when `regex` is true"),
+    regex: z.boolean().default(false),
+    caseSensitive: z.boolean().default(true),
+    path: z.string().default(".").describe("File or directory to search in (workspace-relative)"),
+    include: z.string().optional().describe("Only files whose workspace-relative path matches this glob"),
+    includeIgnored: z.boolean().default(false).describe("Also search files excluded by .gitignore"),
+    maxResults: z.number().int().min(1).max(5_000).default(200),
+  })
+  .superRefine((input, ctx) => {
+    if (!input.regex) return;
+    const problem = regexProblem(input.pattern);
+    if (problem) ctx.addIssue({ code: "custom", path: ["pattern"], message: `Invalid regular expression: ${problem}` });
+  });
+
+export const searchTextTool = defineTool({
+  name: "search_text",
+  description:
+    "Search workspace text files for a literal string or regular expression, line by line. Honours .gitignore, " +
+    `skips binary files and files over ${SEARCH_MAX_FILE_BYTES} bytes, and stops after maxResults matching lines.`,
+  inputSchema,
+  outputSchema: z.object({
+    matches: z.array(z.object({ path: z.string(), line: z.number(), column: z.number(), text: z.string() })),
+    truncated: z.boolean(),
+    filesSearched: z.number(),
+    skipped: z.object({ binary: z.number(), tooLarge: z.number() }),
+  }),
+  capability: "fs.read",
+  capabilityLabel: "Read files",
+  readOnly: true,
+  destructive: false,
+  idempotent: true,
+  requiresApproval: false,
+  defaultTimeoutSeconds: 60,
+  async execute(input, context) {
+    const matcher = lineMatcher(input.pattern, input.regex, input.caseSensitive);
+    const included = input.include ? picomatch(input.include, { dot: true }) : () => true;
+    const matches: TextMatch[] = [];
+    const skipped = { binary: 0, tooLarge: 0 };
+    let filesSearched = 0;
+
+    for await (const entry of walkWorkspace(context.workspaceRoot, {
+      start: input.path,
+      includeIgnored: input.includeIgnored,
+      signal: context.signal,
+    })) {
+      if (entry.type !== "file" || !included(entry.relativePath)) continue;
+      const stat = await fs.stat(entry.absolutePath).catch(() => undefined);
+      if (!stat) continue;
+      if (stat.size > SEARCH_MAX_FILE_BYTES) {
+        skipped.tooLarge++;
+        continue;
+      }
+      const bytes = await fs.readFile(entry.absolutePath, { signal: context.signal }).catch(() => undefined);
+      if (!bytes) continue;
+      if (isBinary(bytes)) {
+        skipped.binary++;
+        continue;
+      }
+      filesSearched++;
+      const lines = bytes.toString("utf8").split(/\r?\n/);
+      for (let index = 0; index < lines.length; index++) {
+        const column = matcher(lines[index]!);
+        if (column < 0) continue;
+        if (matches.length === input.maxResults) return { matches, truncated: true, filesSearched, skipped };
+        matches.push({ path: entry.relativePath, line: index + 1, column: column + 1, text: clip(lines[index]!) });
+      }
+    }
+    return { matches, truncated: false, filesSearched, skipped };
+  },
+});
+
+/** Returns a function giving the 0-based column of the first match on a line, or -1. */
+function lineMatcher(pattern: string, regex: boolean, caseSensitive: boolean): (line: string) => number {
+  if (regex) {
+    let compiled: RegExp;
+    try {
+      compiled = new RegExp(pattern, caseSensitive ? "u" : "iu");
+    } catch (error) {
+      throw new AppError("invalid_input", `Invalid regular expression: ${(error as Error).message}`);
+    }
+    return (line) => line.search(compiled);
+  }
+  if (caseSensitive) return (line) => line.indexOf(pattern);
+  const needle = pattern.toLowerCase();
+  return (line) => line.toLowerCase().indexOf(needle);
+}
+
+function regexProblem(pattern: string): string | undefined {
+  try {
+    new RegExp(pattern, "u");
+    return undefined;
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
+
+export function isBinary(bytes: Buffer): boolean {
+  return bytes.subarray(0, BINARY_SNIFF_BYTES).includes(0);
+}
+
+function clip(line: string): string {
+  return line.length > MAX_LINE_CHARS ? `${line.slice(0, MAX_LINE_CHARS)}…` : line;
+}

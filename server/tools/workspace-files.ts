@@ -1,0 +1,135 @@
+import type { Dirent } from "node:fs";
+import fs from "node:fs/promises";
+import path from "node:path";
+import ignore, { type Ignore } from "ignore";
+import { AppError } from "../errors";
+import { resolveInWorkspace } from "./workspace-path";
+
+export interface WorkspaceEntry {
+  /** Path relative to the workspace root, with `/` separators on every platform. */
+  relativePath: string;
+  absolutePath: string;
+  type: "file" | "dir";
+}
+
+export interface WalkOptions {
+  /** Directory (relative to the workspace root) to start from; defaults to the root. */
+  start?: string;
+  /** Also visit files that .gitignore rules exclude. `.git` itself is never visited. */
+  includeIgnored?: boolean;
+  /** Return false to skip a directory and everything beneath it. */
+  enterDir?(relativePath: string): boolean;
+  signal?: AbortSignal;
+}
+
+interface IgnoreScope {
+  /** Directory the rules belong to, relative to the workspace root ("" for the root). */
+  base: string;
+  rules: Ignore;
+}
+
+/**
+ * Walks the workspace depth-first in name order, honouring every `.gitignore` on the way (the
+ * root's and nested ones, each relative to its own directory, as git does). Symlinks are
+ * reported only when they resolve inside the workspace, and linked directories are not entered,
+ * so a walk can neither leave the workspace nor loop.
+ */
+export async function* walkWorkspace(workspaceRoot: string, options: WalkOptions = {}): AsyncGenerator<WorkspaceEntry> {
+  const root = await fs.realpath(workspaceRoot);
+  const startAbsolute = await resolveInWorkspace(root, options.start ?? ".");
+  const startRelative = toPosix(path.relative(root, startAbsolute));
+  const startStat = await fs.stat(startAbsolute).catch(() => undefined);
+  if (!startStat) throw new AppError("not_found", `No such file or directory in the workspace: ${options.start}`);
+  const scopes = options.includeIgnored ? [] : await ancestorScopes(root, startRelative);
+  if (startStat.isFile()) {
+    if (!isIgnored(scopes, startRelative, false)) {
+      yield { relativePath: startRelative, absolutePath: startAbsolute, type: "file" };
+    }
+    return;
+  }
+  yield* walkDir(root, startRelative, scopes, options);
+}
+
+async function* walkDir(
+  root: string,
+  dirRelative: string,
+  inherited: IgnoreScope[],
+  options: WalkOptions,
+): AsyncGenerator<WorkspaceEntry> {
+  options.signal?.throwIfAborted();
+  const dirAbsolute = path.join(root, dirRelative);
+  let entries: Dirent[];
+  try {
+    entries = await fs.readdir(dirAbsolute, { withFileTypes: true });
+  } catch (error) {
+    // A directory that vanished or cannot be read mid-walk is skipped, not fatal.
+    if (["ENOENT", "EACCES", "EPERM", "ENOTDIR"].includes((error as NodeJS.ErrnoException).code ?? "")) return;
+    throw error;
+  }
+  const scopes = options.includeIgnored ? inherited : await withOwnGitignore(root, dirRelative, inherited);
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  for (const entry of entries) {
+    if (entry.name === ".git") continue;
+    const relativePath = dirRelative ? `${dirRelative}/${entry.name}` : entry.name;
+    const absolutePath = path.join(dirAbsolute, entry.name);
+    let type: "file" | "dir" | undefined = entry.isDirectory() ? "dir" : entry.isFile() ? "file" : undefined;
+    if (entry.isSymbolicLink()) {
+      type = await symlinkTargetType(root, relativePath);
+      if (type === "dir") {
+        // Reported, never entered: the target is walked under its own path if it is in scope.
+        if (!isIgnored(scopes, relativePath, true)) yield { relativePath, absolutePath, type };
+        continue;
+      }
+    }
+    if (!type) continue;
+    if (isIgnored(scopes, relativePath, type === "dir")) continue;
+    yield { relativePath, absolutePath, type };
+    if (type === "dir" && !entry.isSymbolicLink() && (options.enterDir?.(relativePath) ?? true)) {
+      yield* walkDir(root, relativePath, scopes, options);
+    }
+  }
+}
+
+async function symlinkTargetType(root: string, relativePath: string): Promise<"file" | "dir" | undefined> {
+  try {
+    const target = await resolveInWorkspace(root, relativePath);
+    const stat = await fs.stat(target);
+    return stat.isDirectory() ? "dir" : stat.isFile() ? "file" : undefined;
+  } catch {
+    return undefined; // points outside the workspace, or dangling
+  }
+}
+
+/** The .gitignore scopes of the start directory's ancestors, so a walk from `src/` still honours the root's rules. */
+async function ancestorScopes(root: string, startRelative: string): Promise<IgnoreScope[]> {
+  let scopes: IgnoreScope[] = [];
+  const parts = startRelative ? startRelative.split("/") : [];
+  // For a file start, its own name is not a directory that could hold a .gitignore; reading fails harmlessly.
+  for (let depth = 0; depth < parts.length; depth++) {
+    scopes = await withOwnGitignore(root, parts.slice(0, depth).join("/"), scopes);
+  }
+  return scopes;
+}
+
+async function withOwnGitignore(root: string, dirRelative: string, inherited: IgnoreScope[]): Promise<IgnoreScope[]> {
+  const text = await fs.readFile(path.join(root, dirRelative, ".gitignore"), "utf8").catch(() => undefined);
+  if (text === undefined) return inherited;
+  return [...inherited, { base: dirRelative, rules: ignore().add(text) }];
+}
+
+function isIgnored(scopes: IgnoreScope[], relativePath: string, isDir: boolean): boolean {
+  // Later (deeper) scopes win, as a nested .gitignore overrides its parents in git.
+  for (let i = scopes.length - 1; i >= 0; i--) {
+    const scope = scopes[i]!;
+    const inner = scope.base ? relativePath.slice(scope.base.length + 1) : relativePath;
+    if (!inner) continue;
+    const result = scope.rules.test(isDir ? `${inner}/` : inner);
+    if (result.ignored) return true;
+    if (result.unignored) return false;
+  }
+  return false;
+}
+
+export function toPosix(relativePath: string): string {
+  return relativePath.split(path.sep).join("/");
+}
