@@ -10,9 +10,17 @@ import { validatePlan } from "../plans/validate";
 import type { ToolRegistry } from "../tools/registry";
 import { RetryableToolError } from "../tools/types";
 import { RunGraphCache, type RunGraph } from "./graph";
-import { enqueueStepJobs, type StepJob } from "./queue";
-import { decidePending, freeSlots, retryDelayMs } from "./scheduler";
-import type { RunStatus } from "./state-machine";
+import {
+  APPROVAL_EXPIRY_TASK,
+  APPROVAL_WARNING_TASK,
+  enqueueApprovalTimers,
+  enqueueStepJobs,
+  type ApprovalTimerJob,
+  type StepJob,
+} from "./queue";
+import { askUserInputSchema } from "../tools/ask-user";
+import { decidePending, freeSlots, retryDelayMs, type GraphStep } from "./scheduler";
+import { FINISHED_RUN_STATUSES, type RunStatus } from "./state-machine";
 
 type Client = pg.PoolClient;
 
@@ -42,24 +50,41 @@ interface RunRow {
   workspace_root: string;
   open_steps: number;
   active_steps: number;
+  approval_timeout_ms: number;
+  approval_warning_ms: number;
 }
+
+/** What a step in awaiting_approval or awaiting_input waits for; shown to people and checked by timers. */
+export type StepWaiting =
+  { kind: "approval"; expiresAt: string } | { kind: "input"; question: string; choices?: string[] };
 
 /** Everything one engine transaction knows and changes about a run; written back once at the end. */
 class RunTransaction {
   readonly events: NewEvent[] = [];
   readonly jobs: StepJob[] = [];
+  readonly timers: ApprovalTimerJob[] = [];
   readonly statuses = new Map<string, StepStatus>();
-  private readonly updates = new Map<string, { status: StepStatus; reason?: string | null }>();
+  private readonly updates = new Map<
+    string,
+    { status: StepStatus; reason?: string | null; waiting: StepWaiting | null }
+  >();
 
   constructor(
     readonly client: Client,
     readonly run: RunRow,
-    readonly graph: RunGraph,
+    /** Replaced only when a recovery moves the run to a new plan version. */
+    public graph: RunGraph,
   ) {}
 
-  setStatus(stepId: string, status: StepStatus, reason?: string, data: Record<string, unknown> = {}): void {
+  setStatus(
+    stepId: string,
+    status: StepStatus,
+    reason?: string,
+    data: Record<string, unknown> = {},
+    waiting: StepWaiting | null = null,
+  ): void {
     this.statuses.set(stepId, status);
-    this.updates.set(stepId, { status, reason: reason ?? null });
+    this.updates.set(stepId, { status, reason: reason ?? null, waiting });
     this.events.push({ type: `step.${status}`, stepId, data: { status, ...(reason && { reason }), ...data } });
   }
 
@@ -77,9 +102,9 @@ class RunTransaction {
   async flushStatusesOnly(): Promise<void> {
     if (this.updates.size > 0) {
       await this.client.query(
-        `update run_steps rs set status = u.status, reason = coalesce(u.reason, rs.reason),
+        `update run_steps rs set status = u.status, reason = coalesce(u.reason, rs.reason), waiting = u.waiting,
            finished_at = case when u.status in ('completed','failed','blocked','skipped','cancelled') then now() else rs.finished_at end
-         from jsonb_to_recordset($2::jsonb) as u(step_id text, status text, reason text)
+         from jsonb_to_recordset($2::jsonb) as u(step_id text, status text, reason text, waiting jsonb)
          where rs.run_id = $1 and rs.step_id = u.step_id`,
         [this.run.id, JSON.stringify([...this.updates].map(([step_id, u]) => ({ step_id, ...u })))],
       );
@@ -96,6 +121,7 @@ class RunTransaction {
       [this.run.id, this.run.status, this.run.open_steps, this.run.active_steps],
     );
     await enqueueStepJobs(this.client, this.jobs.splice(0));
+    await enqueueApprovalTimers(this.client, this.timers.splice(0));
     await appendEvents(
       this.client,
       { streamId: this.run.id, planId: this.run.plan_id, runId: this.run.id, traceId: this.run.trace_id },
@@ -120,7 +146,8 @@ async function openRunTransaction(
   runId: string,
 ): Promise<RunTransaction | undefined> {
   const result = await client.query<RunRow>(
-    `select id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps
+    `select id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
+            approval_timeout_ms, approval_warning_ms
      from runs where id = $1 for update`,
     [runId],
   );
@@ -154,8 +181,7 @@ async function advance(tx: RunTransaction, settled: string[], alsoConsider: stri
         tx.run.open_steps--;
         next.push(id);
       } else if (decision.kind === "awaiting_approval") {
-        tx.setStatus(id, "awaiting_approval");
-        tx.events.push({ type: "approval.requested", stepId: id, data: { planVersion: tx.run.plan_version } });
+        requestApproval(tx, id);
       } else {
         tx.setStatus(id, "ready");
       }
@@ -164,6 +190,26 @@ async function advance(tx: RunTransaction, settled: string[], alsoConsider: stri
   }
   await dispatch(tx);
   await finishIfDone(tx);
+}
+
+/**
+ * A gated step waits for a person. It expires after the run's approval timeout (skipped with the
+ * reason), and an `approval.expiring` event warns some minutes before so the UI can say so.
+ */
+function requestApproval(tx: RunTransaction, stepId: string, now = new Date()): void {
+  const { approval_timeout_ms: timeoutMs, approval_warning_ms: warningMs } = tx.run;
+  const expiresAt = new Date(now.getTime() + timeoutMs).toISOString();
+  tx.setStatus(stepId, "awaiting_approval", undefined, { expiresAt }, { kind: "approval", expiresAt });
+  tx.events.push({
+    type: "approval.requested",
+    stepId,
+    data: { planVersion: tx.run.plan_version, expiresAt },
+  });
+  const timer = { runId: tx.run.id, stepId, expiresAt };
+  tx.timers.push({ ...timer, task: APPROVAL_EXPIRY_TASK, runAt: new Date(expiresAt) });
+  if (warningMs > 0 && warningMs < timeoutMs) {
+    tx.timers.push({ ...timer, task: APPROVAL_WARNING_TASK, runAt: new Date(now.getTime() + timeoutMs - warningMs) });
+  }
 }
 
 /** Queues ready steps, in plan order, up to the run's parallelism limit. */
@@ -206,7 +252,8 @@ async function finishIfDone(tx: RunTransaction): Promise<void> {
 async function cancelOpenSteps(tx: RunTransaction, reason: string): Promise<void> {
   await tx.flushStatusesOnly();
   const open = await tx.client.query<{ step_id: string }>(
-    `select step_id from run_steps where run_id = $1 and status in ('pending','ready','awaiting_approval','running') order by position`,
+    `select step_id from run_steps where run_id = $1
+       and status in ('pending','ready','awaiting_approval','awaiting_input','running') order by position`,
     [tx.run.id],
   );
   for (const row of open.rows) tx.setStatus(row.step_id, "cancelled", reason);
@@ -219,7 +266,13 @@ export interface StartRunInput {
   actor: string;
   workspaceRoot: string;
   maxParallel?: number;
+  /** How long gated steps wait for a decision (default 30 minutes) and when to warn before. */
+  approvalTimeoutMs?: number;
+  approvalWarningMs?: number;
 }
+
+export const DEFAULT_APPROVAL_TIMEOUT_MS = 30 * 60_000;
+export const DEFAULT_APPROVAL_WARNING_MS = 5 * 60_000;
 
 /** Approving a plan version starts a run of exactly that version. */
 export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<{ runId: string; traceId: string }> {
@@ -231,8 +284,9 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
     if (issues.length > 0) throw new AppError("invalid_plan", "The plan is not valid and cannot run", issues);
     const initial = steps.map((step) => (step.skipped ? "skipped" : "pending"));
     await client.query(
-      `insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root, open_steps, active_steps, started_at)
-       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now())`,
+      `insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root,
+                         open_steps, active_steps, started_at, approval_timeout_ms, approval_warning_ms)
+       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10)`,
       [
         runId,
         input.planId,
@@ -242,6 +296,8 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
         input.actor,
         input.workspaceRoot,
         initial.filter((s) => s === "pending").length,
+        input.approvalTimeoutMs ?? DEFAULT_APPROVAL_TIMEOUT_MS,
+        input.approvalWarningMs ?? DEFAULT_APPROVAL_WARNING_MS,
       ],
     );
     await client.query(
@@ -370,34 +426,68 @@ async function claimStep(
     );
     if (approval.rowCount === 0) throw new Error(`Refusing to run gated step ${job.stepId} without an approval`);
   }
+  if (deps.tools.get(step.tool)?.capability === "user.ask") {
+    await askUser(deps, tx, step, job.attempt);
+    await tx.flush();
+    return undefined;
+  }
   await client.query(
     "update run_steps set status = 'running', attempt = $3, queued = false, started_at = now(), progress = 0, worker_id = $4 where run_id = $1 and step_id = $2",
     [job.runId, job.stepId, job.attempt, deps.workerId ?? null],
   );
   tx.events.push({ type: "step.running", stepId: step.id, data: { status: "running", attempt: job.attempt } });
-  let args: unknown = step.args;
-  let referenceError: string | undefined;
-  if (step.references.size > 0) {
-    const outputs = await client.query<{ step_id: string; result: StepResult | null }>(
-      "select step_id, result from run_steps where run_id = $1 and step_id = any($2)",
-      [job.runId, [...step.references]],
-    );
-    const values = new Map(outputs.rows.filter((r) => r.result?.ok).map((r) => [r.step_id, r.result!.value]));
-    try {
-      args = resolveReferences(step.args, values);
-    } catch (error) {
-      if (!(error instanceof ReferenceError)) throw error;
-      referenceError = error.message;
-    }
-  }
+  const resolved = await resolveStepArgs(tx, step);
   await tx.flush();
-  if (referenceError) {
+  if (!resolved.ok) {
     // Not retryable: the referenced output will not change.
-    await recordOutcomeIn(tx, job.stepId, job.attempt, { ok: false, error: referenceError, retryable: false }, 0, deps);
+    await recordOutcomeIn(tx, job.stepId, job.attempt, { ok: false, error: resolved.error, retryable: false }, 0, deps);
     await tx.flush();
     return undefined;
   }
-  return { step, attempt: job.attempt, args, run: tx.run };
+  return { step, attempt: job.attempt, args: resolved.args, run: tx.run };
+}
+
+/** `$step` references replaced by the recorded outputs; a missing field is an error, never undefined. */
+async function resolveStepArgs(
+  tx: RunTransaction,
+  step: Step & GraphStep,
+): Promise<{ ok: true; args: unknown } | { ok: false; error: string }> {
+  if (step.references.size === 0) return { ok: true, args: step.args };
+  const outputs = await tx.client.query<{ step_id: string; result: StepResult | null }>(
+    "select step_id, result from run_steps where run_id = $1 and step_id = any($2)",
+    [tx.run.id, [...step.references]],
+  );
+  const values = new Map(outputs.rows.filter((r) => r.result?.ok).map((r) => [r.step_id, r.result!.value]));
+  try {
+    return { ok: true, args: resolveReferences(step.args, values) };
+  } catch (error) {
+    if (!(error instanceof ReferenceError)) throw error;
+    return { ok: false, error: error.message };
+  }
+}
+
+/**
+ * An `ask_user` step is answered by a person, not executed: it waits in `awaiting_input` with its
+ * question (references resolved) and gives its parallelism slot back while it waits.
+ */
+async function askUser(deps: EngineDeps, tx: RunTransaction, step: Step & GraphStep, attempt: number): Promise<void> {
+  const resolved = await resolveStepArgs(tx, step);
+  const parsed = resolved.ok ? askUserInputSchema.safeParse(resolved.args) : undefined;
+  await tx.client.query(
+    "update run_steps set attempt = $3, queued = false, started_at = now() where run_id = $1 and step_id = $2",
+    [tx.run.id, step.id, attempt],
+  );
+  if (!parsed?.success) {
+    const error = resolved.ok ? `Invalid question: ${parsed!.error.issues[0]?.message}` : resolved.error;
+    await recordOutcomeIn(tx, step.id, attempt, { ok: false, error, retryable: false }, 0, deps);
+    return;
+  }
+  tx.run.active_steps--;
+  const { question, choices } = parsed.data;
+  const waiting: StepWaiting = { kind: "input", question, ...(choices && { choices }) };
+  tx.setStatus(step.id, "awaiting_input", undefined, { attempt }, waiting);
+  tx.events.push({ type: "input.requested", stepId: step.id, data: { question, ...(choices && { choices }) } });
+  await dispatch(tx);
 }
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: string; retryable: boolean };
@@ -606,6 +696,97 @@ export async function decideApproval(
       tx.run.open_steps--;
       await advance(tx, [input.stepId]);
     }
+    await tx.flush();
+  });
+}
+
+/** The answer to an `ask_user` step becomes its output, and the run carries on from there. */
+export async function answerQuestion(
+  deps: EngineDeps,
+  input: { runId: string; stepId: string; answer: string; actor: string },
+): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    const row = await client.query<{ status: StepStatus; waiting: StepWaiting | null; started_at: Date | null }>(
+      "select status, waiting, started_at from run_steps where run_id = $1 and step_id = $2",
+      [input.runId, input.stepId],
+    );
+    const current = row.rows[0];
+    if (!current) throw new AppError("not_found", `Run has no step ${input.stepId}`);
+    if (current.status !== "awaiting_input" || current.waiting?.kind !== "input") {
+      throw new AppError("invalid_state", `${input.stepId} is ${current.status}, not waiting for an answer`);
+    }
+    const { choices } = current.waiting;
+    if (choices && !choices.includes(input.answer)) {
+      throw new AppError("invalid_input", `The answer must be one of: ${choices.join(", ")}`);
+    }
+    const now = deps.now?.() ?? new Date();
+    const result: StepResult = {
+      ok: true,
+      value: input.answer,
+      duration: current.started_at ? now.getTime() - current.started_at.getTime() : 0,
+      timestamp: now.toISOString(),
+    };
+    await client.query("update run_steps set result = $3::jsonb, progress = 100 where run_id = $1 and step_id = $2", [
+      input.runId,
+      input.stepId,
+      JSON.stringify(result),
+    ]);
+    tx.statuses.set(input.stepId, "awaiting_input");
+    tx.events.push({ type: "input.answered", stepId: input.stepId, data: { actor: input.actor } });
+    tx.setStatus(input.stepId, "completed", undefined, { result });
+    tx.run.open_steps--;
+    await audit(tx, input.actor, "step.answered", input.stepId, { answer: input.answer });
+    await advance(tx, [input.stepId]);
+    await tx.flush();
+  });
+}
+
+/** Loads a gated step's wait if it is still the one `expiresAt` belongs to. */
+async function currentApprovalWait(tx: RunTransaction, stepId: string, expiresAt: string): Promise<boolean> {
+  const row = await tx.client.query<{ status: StepStatus; waiting: StepWaiting | null }>(
+    "select status, waiting from run_steps where run_id = $1 and step_id = $2",
+    [tx.run.id, stepId],
+  );
+  const current = row.rows[0];
+  return (
+    current?.status === "awaiting_approval" &&
+    current.waiting?.kind === "approval" &&
+    current.waiting.expiresAt === expiresAt
+  );
+}
+
+/** Timer job: the approval of `stepId` expires soon. Does nothing once it was decided. */
+export async function warnApprovalExpiring(
+  deps: EngineDeps,
+  job: { runId: string; stepId: string; expiresAt: string },
+): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await openRunTransaction(deps, client, job.runId);
+    if (!tx || FINISHED_RUN_STATUSES.has(tx.run.status)) return;
+    if (!(await currentApprovalWait(tx, job.stepId, job.expiresAt))) return;
+    tx.events.push({ type: "approval.expiring", stepId: job.stepId, data: { expiresAt: job.expiresAt } });
+    await tx.flush();
+  });
+}
+
+/** Timer job: nobody decided on `stepId` in time, so it is skipped with the reason. */
+export async function expireApproval(
+  deps: EngineDeps,
+  job: { runId: string; stepId: string; expiresAt: string },
+): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await openRunTransaction(deps, client, job.runId);
+    if (!tx || FINISHED_RUN_STATUSES.has(tx.run.status)) return;
+    if (!(await currentApprovalWait(tx, job.stepId, job.expiresAt))) return;
+    const minutes = Math.round(tx.run.approval_timeout_ms / 60_000);
+    const waited =
+      minutes >= 1 ? `${minutes} minute${minutes === 1 ? "" : "s"}` : `${tx.run.approval_timeout_ms / 1000} s`;
+    tx.statuses.set(job.stepId, "awaiting_approval");
+    tx.setStatus(job.stepId, "skipped", `No approval decision within ${waited}`);
+    tx.run.open_steps--;
+    await audit(tx, "system", "step.approval_expired", job.stepId, { expiresAt: job.expiresAt });
+    await advance(tx, [job.stepId]);
     await tx.flush();
   });
 }

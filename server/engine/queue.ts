@@ -1,6 +1,12 @@
 import type pg from "pg";
 
+/** Executes one attempt of one step. */
 export const RUN_STEP_TASK = "run_step";
+/** Announces that a pending approval expires soon (`approval.expiring`). */
+export const APPROVAL_WARNING_TASK = "approval_expiring";
+/** Skips a gated step nobody decided on in time. */
+export const APPROVAL_EXPIRY_TASK = "approval_expire";
+
 const QUEUE_ATTEMPTS = 5;
 
 export interface StepJob {
@@ -11,32 +17,59 @@ export interface StepJob {
   runAt?: Date;
 }
 
+/** A timer on a waiting approval; `expiresAt` ties it to one wait, so a stale timer does nothing. */
+export interface ApprovalTimerJob {
+  task: typeof APPROVAL_WARNING_TASK | typeof APPROVAL_EXPIRY_TASK;
+  runId: string;
+  stepId: string;
+  expiresAt: string;
+  runAt: Date;
+}
+
+interface JobSpec {
+  task: string;
+  payload: Record<string, unknown>;
+  run_at: string | null;
+  job_key: string;
+}
+
 /**
- * Enqueues step jobs on graphile-worker inside the caller's transaction, so a step is queued if
- * and only if the state change that made it ready commits.
+ * Enqueues jobs on graphile-worker inside the caller's transaction, so a job exists if and only if
+ * the state change that called for it commits.
  */
-export async function enqueueStepJobs(client: Pick<pg.ClientBase, "query">, jobs: StepJob[]): Promise<void> {
-  if (jobs.length === 0) return;
+async function addJobs(client: Pick<pg.ClientBase, "query">, specs: JobSpec[]): Promise<void> {
+  if (specs.length === 0) return;
   await client.query(
     `select count(*)::int as queued from graphile_worker.add_jobs(array(
-       select row($1::text, json_build_object('runId', j.run_id, 'stepId', j.step_id, 'attempt', j.attempt),
-                  null::text, j.run_at, $3::int, j.job_key, null::int, null::text[])::graphile_worker.job_spec
-       from jsonb_to_recordset($2::jsonb) as j(run_id text, step_id text, attempt int, run_at timestamptz, job_key text)
+       select row(j.task, j.payload::json, null::text, j.run_at, $2::int, j.job_key, null::int, null::text[])::graphile_worker.job_spec
+       from jsonb_to_recordset($1::jsonb) as j(task text, payload jsonb, run_at timestamptz, job_key text)
      ))`,
-    [
-      RUN_STEP_TASK,
-      JSON.stringify(
-        jobs.map((job) => ({
-          run_id: job.runId,
-          step_id: job.stepId,
-          attempt: job.attempt,
-          run_at: job.runAt?.toISOString() ?? null,
-          job_key: `${job.runId}:${job.stepId}:${job.attempt}`,
-        })),
-      ),
-      // Queue-level attempts cover infrastructure failures (a lost connection while recording);
-      // the engine's own retry policy decides about tool errors.
-      QUEUE_ATTEMPTS,
-    ],
+    // Queue-level attempts cover infrastructure failures (a lost connection while recording);
+    // the engine's own retry policy decides about tool errors.
+    [JSON.stringify(specs), QUEUE_ATTEMPTS],
+  );
+}
+
+export function enqueueStepJobs(client: Pick<pg.ClientBase, "query">, jobs: StepJob[]): Promise<void> {
+  return addJobs(
+    client,
+    jobs.map((job) => ({
+      task: RUN_STEP_TASK,
+      payload: { runId: job.runId, stepId: job.stepId, attempt: job.attempt },
+      run_at: job.runAt?.toISOString() ?? null,
+      job_key: `${job.runId}:${job.stepId}:${job.attempt}`,
+    })),
+  );
+}
+
+export function enqueueApprovalTimers(client: Pick<pg.ClientBase, "query">, jobs: ApprovalTimerJob[]): Promise<void> {
+  return addJobs(
+    client,
+    jobs.map((job) => ({
+      task: job.task,
+      payload: { runId: job.runId, stepId: job.stepId, expiresAt: job.expiresAt },
+      run_at: job.runAt.toISOString(),
+      job_key: `${job.task}:${job.runId}:${job.stepId}:${job.expiresAt}`,
+    })),
   );
 }

@@ -1,6 +1,7 @@
 import type { PrismaClient } from "../generated/prisma/client";
 import { AppError } from "../errors";
 import type { StepResult, StepStatus } from "../plans/schema";
+import type { StepWaiting } from "./engine";
 import type { RunStatus } from "./state-machine";
 
 export interface RunStepView {
@@ -11,6 +12,8 @@ export interface RunStepView {
   result: StepResult | null;
   error: string | null;
   reason: string | null;
+  /** What an awaiting_approval / awaiting_input step waits for (expiry, question, choices). */
+  waiting?: StepWaiting;
   startedAt: string | null;
   finishedAt: string | null;
 }
@@ -23,6 +26,8 @@ export interface RunView {
   traceId: string;
   approvedBy: string;
   maxParallel: number;
+  /** The run this one re-runs from a chosen step, if any. */
+  rerunOf?: string;
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
@@ -45,6 +50,7 @@ export async function getRun(prisma: PrismaClient, runId: string): Promise<RunVi
     traceId: run.traceId,
     approvedBy: run.approvedBy,
     maxParallel: run.maxParallel,
+    ...(run.rerunOf !== null && { rerunOf: run.rerunOf }),
     createdAt: run.createdAt.toISOString(),
     startedAt: run.startedAt?.toISOString() ?? null,
     finishedAt: run.finishedAt?.toISOString() ?? null,
@@ -57,6 +63,7 @@ export async function getRun(prisma: PrismaClient, runId: string): Promise<RunVi
       result: step.result as StepResult | null,
       error: step.error,
       reason: step.reason,
+      ...(step.waiting !== null && { waiting: step.waiting as unknown as StepWaiting }),
       startedAt: step.startedAt?.toISOString() ?? null,
       finishedAt: step.finishedAt?.toISOString() ?? null,
     })),

@@ -12,7 +12,7 @@ import type { StepStatus } from "../plans/schema";
  *      ▼                                                         │ user skip
  *   skipped ◀────────────────────────────────────────────────────┘
  *
- *   pending ──ask_user──▶ awaiting_input ──answered──▶ completed (the answer is the output)
+ *   ready ──ask_user──▶ awaiting_input ──answered──▶ completed (the answer is the output)
  *
  *   pending ──a dependency failed──▶ blocked ──the dependency is retried──▶ pending
  *   pending ──a skipped dependency's output is referenced──▶ skipped
@@ -22,11 +22,12 @@ import type { StepStatus } from "../plans/schema";
  * intervenes — failed and blocked.
  */
 export const STEP_TRANSITIONS: Readonly<Record<StepStatus, readonly StepStatus[]>> = {
-  pending: ["ready", "awaiting_approval", "awaiting_input", "blocked", "skipped", "cancelled"],
+  pending: ["ready", "awaiting_approval", "blocked", "skipped", "cancelled"],
   awaiting_approval: ["ready", "skipped", "cancelled"],
   // An ask_user step is answered by a person, not executed: the answer is its output.
   awaiting_input: ["completed", "cancelled"],
-  ready: ["running", "skipped", "cancelled"],
+  // ask_user steps wait for their answer instead of running; an unaskable question fails.
+  ready: ["running", "awaiting_input", "failed", "skipped", "cancelled"],
   running: ["completed", "failed", "ready", "cancelled"],
   failed: ["ready", "skipped"],
   blocked: ["pending", "cancelled"],

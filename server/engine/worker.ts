@@ -2,8 +2,15 @@ import { randomUUID } from "node:crypto";
 import os from "node:os";
 import { Logger, run as runGraphileWorker, type Runner } from "graphile-worker";
 import pg from "pg";
-import { abortRunLocally, executeStepJob, recoverInterruptedSteps, type EngineDeps } from "./engine";
-import { RUN_STEP_TASK } from "./queue";
+import {
+  abortRunLocally,
+  executeStepJob,
+  expireApproval,
+  recoverInterruptedSteps,
+  warnApprovalExpiring,
+  type EngineDeps,
+} from "./engine";
+import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK, RUN_STEP_TASK } from "./queue";
 
 export interface StepWorker {
   stop(): Promise<void>;
@@ -44,6 +51,12 @@ export async function startStepWorker(
       [RUN_STEP_TASK]: async (payload) => {
         await executeStepJob(deps, payload as { runId: string; stepId: string; attempt: number });
       },
+      [APPROVAL_WARNING_TASK]: async (payload) => {
+        await warnApprovalExpiring(deps, payload as { runId: string; stepId: string; expiresAt: string });
+      },
+      [APPROVAL_EXPIRY_TASK]: async (payload) => {
+        await expireApproval(deps, payload as { runId: string; stepId: string; expiresAt: string });
+      },
     },
   });
   // Cancellation may be decided in another process; abort our in-flight steps of that run.
@@ -54,12 +67,18 @@ export async function startStepWorker(
   });
   await listener.connect();
   await listener.query("listen stepwise_cancel");
+  const stop = async () => {
+    clearInterval(heartbeat);
+    await runner.stop();
+    await deps.pool.query("delete from workers where id = $1", [workerId]).catch(() => undefined);
+    await listener.end().catch(() => undefined);
+  };
+  let stopped: Promise<void> | undefined;
   return {
-    async stop() {
-      clearInterval(heartbeat);
-      await runner.stop();
-      await deps.pool.query("delete from workers where id = $1", [workerId]).catch(() => undefined);
-      await listener.end().catch(() => undefined);
+    // Idempotent: shutdown paths (signal handlers, context close) may both stop the worker.
+    stop() {
+      stopped ??= stop();
+      return stopped;
     },
   };
 }

@@ -50,6 +50,14 @@ export const plansRouter = router({
         planId: z.string(),
         version: z.number().int().positive(),
         maxParallel: z.number().int().min(1).max(256).optional(),
+        /** How long each gated step may wait for a decision before it is skipped. */
+        approvalTimeoutSeconds: z
+          .number()
+          .int()
+          .min(1)
+          .max(7 * 86_400)
+          .optional(),
+        approvalWarningSeconds: z.number().int().min(0).max(86_400).optional(),
       }),
     )
     .mutation(({ ctx, input }) =>
@@ -59,9 +67,10 @@ export const plansRouter = router({
         actor: ctx.actor,
         workspaceRoot: ctx.app.workspaceRoot,
         ...(input.maxParallel !== undefined && { maxParallel: input.maxParallel }),
+        ...(input.approvalTimeoutSeconds !== undefined && { approvalTimeoutMs: input.approvalTimeoutSeconds * 1000 }),
+        ...(input.approvalWarningSeconds !== undefined && { approvalWarningMs: input.approvalWarningSeconds * 1000 }),
       }),
     ),
-});
 
   /** Tools with their input as JSON Schema, for the step editor's generated argument forms. */
   tools: publicProcedure.query(({ ctx }) => describeTools(ctx.app.tools)),
@@ -95,3 +104,4 @@ export const plansRouter = router({
       const plan = await getPlan(ctx.app.db.prisma, input.planId, input.version);
       return input.format === "json" ? exportPlanJson(plan) : exportPlanMarkdown(plan);
     }),
+});

@@ -1,6 +1,14 @@
 import { tracked } from "@trpc/server";
 import { z } from "zod";
-import { cancelRun, decideApproval, pauseRun, resumeRun, retryStep, skipStep } from "../../engine/engine";
+import {
+  answerQuestion,
+  cancelRun,
+  decideApproval,
+  pauseRun,
+  resumeRun,
+  retryStep,
+  skipStep,
+} from "../../engine/engine";
 import { getRun, listRuns } from "../../engine/run-view";
 import {
   listRunDecisions,
@@ -48,6 +56,11 @@ export const runsRouter = router({
       z.object({ runId: z.uuid(), stepId: z.string(), approve: z.boolean(), comment: z.string().max(2000).optional() }),
     )
     .mutation(({ ctx, input }) => decideApproval(ctx.app.engine, { ...input, actor: ctx.actor })),
+
+  /** The answer to an ask_user step; it becomes the step's output. */
+  answer: publicProcedure
+    .input(z.object({ runId: z.uuid(), stepId: z.string(), answer: z.string().trim().min(1).max(10_000) }))
+    .mutation(({ ctx, input }) => answerQuestion(ctx.app.engine, { ...input, actor: ctx.actor })),
 
   cancel: publicProcedure
     .input(runInput)
