@@ -132,9 +132,13 @@ function updateStep(content: PlanContent, id: string, changes: StepChanges): Edi
     refuseCycle(content, id, step.dependsOn as string[]);
   }
   const steps: StepInput[] = content.steps.map((s, i) => (i === index ? (step as StepInput) : s));
-  const changed = Object.keys(changes);
+  // Forms send every field; the history names only those that differ.
+  const changed = Object.keys(changes).filter(
+    (key) => JSON.stringify((old as unknown as Record<string, unknown>)[key]) !== JSON.stringify(step[key]),
+  );
+  if (changed.length === 0) throw new AppError("invalid_input", `Nothing to save: ${id} is unchanged`);
   const changeNote =
-    changed.length === 1 && changes.skipped !== undefined
+    changed.length === 1 && changed[0] === "skipped"
       ? `${changes.skipped ? "Skipped" : "Unskipped"} ${id}`
       : `Edited ${id}: ${listFields(changed)}`;
   return { draft: { ...content, steps: changes.dependsOn ? dependenciesFirst(steps) : steps }, changeNote };
