@@ -18,6 +18,8 @@ export interface CreatePlanInput {
   workspaceId?: string;
   model?: string;
   usage?: { inputTokens: number; outputTokens: number };
+  /** The trace the plan was made in (the planner's session), so its calls and the plan share one id. */
+  traceId?: string;
 }
 
 export function highestStepNumber(content: PlanContent): number {
@@ -33,7 +35,7 @@ export async function createPlan(prisma: PrismaClient, tools: ToolRegistry, inpu
   if (!checked.ok) throw new AppError("invalid_plan", "The plan has problems", checked.issues);
   const content = checked.plan;
   const id = newPlanId();
-  const traceId = randomUUID();
+  const traceId = input.traceId ?? randomUUID();
   await prisma.$transaction(async (db) => {
     const task = await db.task.create({ data: { goal: content.goal, workspaceId: input.workspaceId ?? null } });
     await db.plan.create({
