@@ -1,5 +1,7 @@
 import { askUserTool } from "./ask-user";
+import { deletePathTool } from "./delete-path";
 import { echoTool } from "./echo";
+import { editFileTool } from "./edit-file";
 import { globTool } from "./glob";
 import { listDirTool } from "./list-dir";
 import { readFileTool } from "./read-file";
@@ -30,6 +32,8 @@ export const builtinTools: AnyTool[] = [
   searchTextTool,
   globTool,
   writeFileTool,
+  editFileTool,
+  deletePathTool,
   sleepTool,
   echoTool,
   askUserTool,
