@@ -269,6 +269,8 @@ export interface StartRunInput {
   /** How long gated steps wait for a decision (default 30 minutes) and when to warn before. */
   approvalTimeoutMs?: number;
   approvalWarningMs?: number;
+  /** Re-run: these steps are not executed again; their recorded results are copied from `fromRunId`. */
+  reuse?: { fromRunId: string; stepIds: string[] };
 }
 
 export const DEFAULT_APPROVAL_TIMEOUT_MS = 30 * 60_000;
@@ -282,11 +284,14 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
     const steps = await loadPlanSteps(client, input.planId, input.version);
     const issues = validatePlan({ steps }, deps.tools);
     if (issues.length > 0) throw new AppError("invalid_plan", "The plan is not valid and cannot run", issues);
-    const initial = steps.map((step) => (step.skipped ? "skipped" : "pending"));
+    const reused = new Set(input.reuse?.stepIds);
+    const initial: StepStatus[] = steps.map((step) =>
+      reused.has(step.id) ? "completed" : step.skipped ? "skipped" : "pending",
+    );
     await client.query(
       `insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root,
-                         open_steps, active_steps, started_at, approval_timeout_ms, approval_warning_ms)
-       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10)`,
+                         open_steps, active_steps, started_at, approval_timeout_ms, approval_warning_ms, rerun_of)
+       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11)`,
       [
         runId,
         input.planId,
@@ -298,6 +303,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
         initial.filter((s) => s === "pending").length,
         input.approvalTimeoutMs ?? DEFAULT_APPROVAL_TIMEOUT_MS,
         input.approvalWarningMs ?? DEFAULT_APPROVAL_WARNING_MS,
+        input.reuse?.fromRunId ?? null,
       ],
     );
     await client.query(
@@ -313,11 +319,29 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
             tool: step.tool,
             status: initial[index],
             depends_on: step.dependsOn,
-            reason: step.skipped ? "Skipped by the reviewer" : null,
+            reason: reused.has(step.id)
+              ? `Result reused from run ${input.reuse!.fromRunId}`
+              : step.skipped
+                ? "Skipped by the reviewer"
+                : null,
           })),
         ),
       ],
     );
+    if (input.reuse && reused.size > 0) {
+      // Only results that succeeded are reused; anything else would make the new run lie.
+      const copied = await client.query(
+        `update run_steps rs set result = old.result, attempt = old.attempt, progress = 100,
+           started_at = old.started_at, finished_at = old.finished_at
+         from run_steps old
+         where rs.run_id = $1 and old.run_id = $2 and old.step_id = rs.step_id and rs.step_id = any($3)
+           and old.status = 'completed' and (old.result->>'ok')::boolean`,
+        [runId, input.reuse.fromRunId, [...reused]],
+      );
+      if (copied.rowCount !== reused.size) {
+        throw new AppError("invalid_state", "Only completed steps of the earlier run can be reused");
+      }
+    }
     const tx = (await openRunTransaction(deps, client, runId))!;
     await audit(tx, input.actor, "plan.approved", null);
     tx.events.push({
@@ -326,15 +350,16 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
         status: "running",
         planVersion: input.version,
         approvedBy: input.actor,
-        steps: steps.map((s) => ({ id: s.id, status: s.skipped ? "skipped" : "pending" })),
+        ...(input.reuse && { rerunOf: input.reuse.fromRunId }),
+        steps: steps.map((s, index) => ({ id: s.id, status: initial[index] })),
       },
     });
     steps.forEach((step, index) => tx.statuses.set(step.id, initial[index]!));
     // Roots have no dependencies to wait for; evaluate them like any dependent.
-    const roots = steps.filter((s) => !s.skipped && s.dependsOn.length === 0).map((s) => s.id);
+    const roots = steps.filter((s, index) => initial[index] === "pending" && s.dependsOn.length === 0).map((s) => s.id);
     await advance(
       tx,
-      steps.filter((s) => s.skipped).map((s) => s.id),
+      steps.filter((s, index) => initial[index] !== "pending").map((s) => s.id),
       roots,
     );
     await tx.flush();
@@ -981,5 +1006,73 @@ export function skipStep(deps: EngineDeps, input: { runId: string; stepId: strin
     reopenRun(tx, `${input.stepId} skipped by ${input.actor}`);
     await audit(tx, input.actor, "step.skipped", input.stepId);
     await advance(tx, [input.stepId]);
+  });
+}
+
+/**
+ * Applies a recovery that changed the plan (new arguments for the failed step, or steps inserted
+ * before it): the run moves to `newVersion`, new steps join it as pending, and the failed step is
+ * decided again — so a gated step needs a fresh approval for its changed definition. Approvals of
+ * the steps that did not change are carried over. Nothing that already completed runs again.
+ */
+export async function adoptPlanVersion(
+  deps: EngineDeps,
+  input: {
+    runId: string;
+    stepId: string;
+    newVersion: number;
+    insertedStepIds: string[];
+    actor: string;
+    detail: object;
+  },
+): Promise<void> {
+  await onFailedStep(deps, input, "recovered", async (tx) => {
+    const oldVersion = tx.run.plan_version;
+    const steps = await loadPlanSteps(tx.client, tx.run.plan_id, input.newVersion);
+    tx.graph = await deps.graphs.get(tx.run.plan_id, input.newVersion, async () => steps);
+    tx.run.plan_version = input.newVersion;
+    await tx.client.query("update runs set plan_version = $2 where id = $1", [tx.run.id, input.newVersion]);
+    await tx.client.query(
+      `insert into run_steps (run_id, step_id, position, tool, status, depends_on)
+       select $1, s.id, 0, s.tool, 'pending', s.depends_on
+       from jsonb_to_recordset($2::jsonb) as s(id text, tool text, depends_on text[])`,
+      [
+        tx.run.id,
+        JSON.stringify(
+          steps
+            .filter((step) => input.insertedStepIds.includes(step.id))
+            .map((step) => ({ id: step.id, tool: step.tool, depends_on: step.dependsOn })),
+        ),
+      ],
+    );
+    // Plan order may have changed around the inserted steps; dispatch follows it.
+    await tx.client.query(
+      `update run_steps rs set position = s.position, depends_on = s.depends_on
+       from jsonb_to_recordset($2::jsonb) as s(id text, position int, depends_on text[])
+       where rs.run_id = $1 and rs.step_id = s.id`,
+      [
+        tx.run.id,
+        JSON.stringify(steps.map((step, position) => ({ id: step.id, position, depends_on: step.dependsOn }))),
+      ],
+    );
+    await tx.client.query(
+      `insert into approvals (run_id, step_id, plan_version, decision, actor, comment)
+       select run_id, step_id, $3, decision, actor, comment from approvals
+       where run_id = $1 and plan_version = $2 and step_id <> $4`,
+      [tx.run.id, oldVersion, input.newVersion, input.stepId],
+    );
+    for (const id of input.insertedStepIds) tx.statuses.set(id, "pending");
+    tx.run.open_steps += input.insertedStepIds.length;
+    tx.setStatus(input.stepId, "pending", "");
+    tx.run.open_steps++;
+    await unblockDependents(tx, input.stepId);
+    reopenRun(tx, `Recovery of ${input.stepId} applied by ${input.actor}`);
+    tx.events.push({
+      type: "run.plan_changed",
+      stepId: input.stepId,
+      data: { planVersion: input.newVersion, previousVersion: oldVersion, insertedStepIds: input.insertedStepIds },
+    });
+    await audit(tx, input.actor, "step.recovered", input.stepId, { ...input.detail, planVersion: input.newVersion });
+    await advance(tx, [], [...input.insertedStepIds, input.stepId]);
   });
 }

@@ -29,7 +29,8 @@ export const STEP_TRANSITIONS: Readonly<Record<StepStatus, readonly StepStatus[]
   // ask_user steps wait for their answer instead of running; an unaskable question fails.
   ready: ["running", "awaiting_input", "failed", "skipped", "cancelled"],
   running: ["completed", "failed", "ready", "cancelled"],
-  failed: ["ready", "skipped"],
+  // A recovery that changes the plan (new args, inserted steps) decides the step again.
+  failed: ["ready", "pending", "skipped"],
   blocked: ["pending", "cancelled"],
   completed: [],
   skipped: [],

@@ -9,6 +9,8 @@ import {
   retryStep,
   skipStep,
 } from "../../engine/engine";
+import { applyRecoveryAction, rerunFrom } from "../../engine/recovery";
+import { recoveryActionSchema } from "../../engine/recovery-action";
 import { getRun, listRuns } from "../../engine/run-view";
 import {
   listRunDecisions,
@@ -61,6 +63,18 @@ export const runsRouter = router({
   answer: publicProcedure
     .input(z.object({ runId: z.uuid(), stepId: z.string(), answer: z.string().trim().min(1).max(10_000) }))
     .mutation(({ ctx, input }) => answerQuestion(ctx.app.engine, { ...input, actor: ctx.actor })),
+
+  /** A new run from `stepId` on, reusing the other steps' recorded results; optional new arguments. */
+  rerunFrom: publicProcedure
+    .input(z.object({ runId: z.uuid(), stepId: z.string(), args: z.record(z.string(), z.unknown()).optional() }))
+    .mutation(({ ctx, input }) => rerunFrom(ctx.app.engine, ctx.app.db.prisma, { ...input, actor: ctx.actor })),
+
+  /** Retry with new arguments, skip, insert steps before, or abort: applied to a failed step. */
+  applyRecovery: publicProcedure
+    .input(z.object({ runId: z.uuid(), stepId: z.string(), action: recoveryActionSchema }))
+    .mutation(({ ctx, input }) =>
+      applyRecoveryAction(ctx.app.engine, ctx.app.db.prisma, { ...input, actor: ctx.actor }),
+    ),
 
   cancel: publicProcedure
     .input(runInput)
