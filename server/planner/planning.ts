@@ -1,0 +1,318 @@
+import { z } from "zod";
+import { generateText, NoObjectGeneratedError, Output, type ModelMessage, type Tool } from "ai";
+import type { PlanContent } from "../plans/schema";
+import type { AnyTool } from "../tools/types";
+import { AppError } from "../errors";
+import type { PlannerDeps } from "./deps";
+import { runQualityGates, planValidationFailed, type GateIssue, type PlanValidationFailed } from "./gates";
+import { judgeVerdictSchema, llmPlanSchema, toPlanDraft, type LlmPlan } from "./llm-schemas";
+import { callModel, type CallPurpose, type CallScope } from "./model-call";
+import { deepSystemPrompt, judgePrompt, judgeSystemPrompt, plannerSystemPrompt, refinePrompt } from "./prompts";
+
+/** OpenAI's strict structured outputs refuse free-form objects such as a step's `args`. */
+export const PROVIDER_OPTIONS = { openai: { strictJsonSchema: false } };
+
+/** What a planning loop needs from the session that runs it. */
+export interface PlanningContext {
+  deps: PlannerDeps;
+  scope: CallScope;
+  goal: string;
+  model: string;
+  workspaceRoot: string;
+  useJudge: boolean;
+  maxRefinements: number;
+  signal: AbortSignal;
+  emit(type: string, data?: Record<string, unknown>): Promise<void>;
+  /** Stores the latest draft, so a session that ends invalid still shows what the model wrote. */
+  saveDraft(draft: Record<string, unknown>): Promise<void>;
+  /** Deep mode: asks the person and resolves with the answer. */
+  ask(question: string): Promise<string>;
+}
+
+export type PlanningOutcome =
+  | { kind: "accepted"; plan: PlanContent; draft: Record<string, unknown> }
+  | { kind: "invalid"; failure: PlanValidationFailed; draft: Record<string, unknown> };
+
+function unparsableError(attempts: number): AppError {
+  return new AppError(
+    "provider_error",
+    `The model did not return a readable plan in ${attempts} attempt${attempts === 1 ? "" : "s"}. Retry, or pick another model.`,
+    { kind: "unparsable", retryable: true },
+  );
+}
+
+/** Quality gates, then (when asked for and the gates pass) the judge. Emits what it finds. */
+async function checkDraft(
+  context: PlanningContext,
+  plan: Partial<LlmPlan>,
+  attempt: number,
+): Promise<
+  | { ok: true; plan: PlanContent; draft: Record<string, unknown> }
+  | { ok: false; issues: GateIssue[]; draft: Record<string, unknown> }
+> {
+  const draft = toPlanDraft(context.goal, plan);
+  await context.saveDraft(draft);
+  await context.emit("planning.draft", {
+    attempt,
+    steps: Array.isArray(plan.steps) ? plan.steps.length : 0,
+    summary: plan.summary ?? null,
+  });
+  const gates = await runQualityGates(draft, { tools: context.deps.tools, workspaceRoot: context.workspaceRoot });
+  if (!gates.ok) {
+    await context.emit("planning.gates_failed", { attempt, details: gates.issues.map((issue) => issue.message) });
+    return { ok: false, issues: gates.issues, draft };
+  }
+  await context.emit("planning.gates_passed", { attempt });
+  if (!context.useJudge) return { ok: true, plan: gates.plan, draft };
+  const verdict = await judgePlan(context, draft);
+  await context.emit("planning.judge", { attempt, approved: verdict.is_approved, feedback: verdict.feedback });
+  if (verdict.is_approved) return { ok: true, plan: gates.plan, draft };
+  return {
+    ok: false,
+    draft,
+    issues: [{ code: "judge", message: `The reviewing judge rejected the plan: ${verdict.feedback}` }],
+  };
+}
+
+/** Seed 003's LLM-as-a-judge: `{is_approved, feedback}` about a draft that passed the gates. */
+export async function judgePlan(context: PlanningContext, draft: Record<string, unknown>) {
+  const judgeModel = context.deps.config.judgeModel ?? context.model;
+  const result = await callModel(
+    context.deps,
+    { scope: context.scope, purpose: "judge", modelId: judgeModel, signal: context.signal },
+    (model, abortSignal) =>
+      generateText({
+        model,
+        system: judgeSystemPrompt(),
+        prompt: judgePrompt({ goal: context.goal, plan: draft }),
+        output: Output.object({ schema: judgeVerdictSchema, name: "verdict" }),
+        abortSignal,
+        maxRetries: context.deps.config.maxRetries,
+        providerOptions: PROVIDER_OPTIONS,
+      }),
+  );
+  return result.output;
+}
+
+/**
+ * Quick mode and regenerate: one structured call, then draft → critique → refine. Gate failures
+ * and the judge's feedback go back to the model in the same conversation, at most
+ * `maxRefinements` times; a draft that still fails comes back as `plan_validation_failed`.
+ */
+export async function planWithRefinement(context: PlanningContext, firstPrompt: string): Promise<PlanningOutcome> {
+  const messages: ModelMessage[] = [{ role: "user", content: firstPrompt }];
+  let lastFailure: { issues: GateIssue[]; draft: Record<string, unknown> } | undefined;
+  for (let attempt = 0; attempt <= context.maxRefinements; attempt++) {
+    const purpose: CallPurpose = attempt === 0 ? "draft" : "refine";
+    if (attempt > 0) await context.emit("planning.refining", { attempt });
+    let plan: LlmPlan;
+    let text: string;
+    try {
+      const result = await callModel(
+        context.deps,
+        { scope: context.scope, purpose, modelId: context.model, signal: context.signal },
+        (model, abortSignal) =>
+          generateText({
+            model,
+            system: plannerSystemPrompt(),
+            messages,
+            output: Output.object({ schema: llmPlanSchema, name: "plan" }),
+            abortSignal,
+            maxRetries: context.deps.config.maxRetries,
+            providerOptions: PROVIDER_OPTIONS,
+          }),
+      );
+      plan = result.output;
+      text = result.text || JSON.stringify(plan);
+    } catch (error) {
+      if (!NoObjectGeneratedError.isInstance(error)) throw error;
+      const reason = (error.cause as Error | undefined)?.message?.slice(0, 500) ?? error.message;
+      await context.emit("planning.unparsable", { attempt, reason });
+      if (attempt === context.maxRefinements) throw unparsableError(attempt + 1);
+      messages.push(
+        { role: "assistant", content: error.text || "(empty answer)" },
+        { role: "user", content: refinePrompt({ details: [], unparsable: reason }) },
+      );
+      continue;
+    }
+    const checked = await checkDraft(context, plan, attempt);
+    if (checked.ok) return { kind: "accepted", plan: checked.plan, draft: checked.draft };
+    lastFailure = checked;
+    const judge = checked.issues.find((issue) => issue.code === "judge");
+    messages.push(
+      { role: "assistant", content: text },
+      {
+        role: "user",
+        content: refinePrompt({
+          details: checked.issues.filter((issue) => issue.code !== "judge").map((issue) => issue.message),
+          ...(judge && { judgeFeedback: judge.message }),
+        }),
+      },
+    );
+  }
+  return { kind: "invalid", failure: planValidationFailed(lastFailure!.issues), draft: lastFailure!.draft };
+}
+
+/** Tools the deep planner may call while gathering context: read-only ones, never ask_user's step tool. */
+export function gatheringTools(tools: AnyTool[]): AnyTool[] {
+  return tools.filter(
+    (tool) => tool.readOnly && !tool.destructive && tool.capability !== "user.ask" && tool.name !== "submit_plan",
+  );
+}
+
+const MAX_TOOL_RESULT_CHARS = 8_000;
+
+function truncate(value: unknown): unknown {
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  if (text === undefined) return null;
+  return text.length > MAX_TOOL_RESULT_CHARS
+    ? `${text.slice(0, MAX_TOOL_RESULT_CHARS)}… (${text.length - MAX_TOOL_RESULT_CHARS} more characters)`
+    : value;
+}
+
+/**
+ * Deep mode, seed 002's gathering phase: an agent loop whose model sees only read-only tools,
+ * `ask_user` and `submit_plan`. The loop executes each call itself (so a question can wait for
+ * a person without holding a model call open), is bounded by `maxDeepSteps` tool calls, and
+ * sends every rejected submission back with the gates' failures, at most `maxRefinements` times.
+ */
+export async function planDeep(context: PlanningContext, firstPrompt: string): Promise<PlanningOutcome> {
+  const { deps } = context;
+  const readTools = gatheringTools(deps.tools.list());
+  const modelTools: Record<string, Tool> = {};
+  for (const tool of readTools) {
+    modelTools[tool.name] = { description: tool.description, inputSchema: tool.inputSchema } as Tool;
+  }
+  modelTools.ask_user = {
+    description: "Ask the person a clarifying question; their answer is the result.",
+    inputSchema: z.object({ question: z.string().describe("One clear question") }),
+  } as Tool;
+  modelTools.submit_plan = {
+    description:
+      "Submit the finished plan: summary, steps, questions, contextNotes. Ends planning if it passes the quality gates.",
+    inputSchema: llmPlanSchema,
+  } as Tool;
+
+  const messages: ModelMessage[] = [{ role: "user", content: firstPrompt }];
+  const system = deepSystemPrompt({
+    maxSteps: deps.config.maxDeepSteps,
+    readTools: readTools.map((tool) => tool.name),
+  });
+  let rejected = 0;
+  let lastFailure: { issues: GateIssue[]; draft: Record<string, unknown> } | undefined;
+  for (let turn = 1; turn <= deps.config.maxDeepSteps; turn++) {
+    const result = await callModel(
+      deps,
+      { scope: context.scope, purpose: "deep_step", modelId: context.model, signal: context.signal },
+      (model, abortSignal) =>
+        generateText({
+          model,
+          system,
+          messages,
+          tools: modelTools,
+          abortSignal,
+          maxRetries: deps.config.maxRetries,
+          providerOptions: PROVIDER_OPTIONS,
+        }),
+    );
+    messages.push(...result.response.messages);
+    const answered = new Set(
+      result.response.messages
+        .filter((message) => message.role === "tool")
+        .flatMap((message) => (Array.isArray(message.content) ? message.content : []))
+        .flatMap((part) => ("toolCallId" in part ? [part.toolCallId] : [])),
+    );
+    if (result.toolCalls.length === 0) {
+      await context.emit("planning.nudge", { turn, text: result.text.slice(0, 500) });
+      messages.push({ role: "user", content: "Call one of your tools; finish with submit_plan." });
+      continue;
+    }
+    const results: { toolCallId: string; toolName: string; value: unknown }[] = [];
+    let accepted: PlanningOutcome | undefined;
+    for (const call of result.toolCalls) {
+      if (answered.has(call.toolCallId)) continue;
+      const reply = (value: unknown) => results.push({ toolCallId: call.toolCallId, toolName: call.toolName, value });
+      if ("invalid" in call && call.invalid) {
+        const reason = call.error instanceof Error ? call.error.message : String(call.error);
+        await context.emit("planning.tool_call", { turn, tool: call.toolName, error: reason.slice(0, 300) });
+        reply({ error: `Invalid call of ${call.toolName}: ${reason.slice(0, 1000)}` });
+        continue;
+      }
+      if (call.toolName === "ask_user") {
+        const question = String((call.input as { question?: unknown }).question ?? "").trim();
+        if (!question) {
+          reply({ error: "ask_user needs a question" });
+          continue;
+        }
+        const answer = await context.ask(question);
+        reply({ answer });
+        continue;
+      }
+      if (call.toolName === "submit_plan") {
+        const checked = await checkDraft(context, call.input as LlmPlan, rejected);
+        if (checked.ok) {
+          accepted = { kind: "accepted", plan: checked.plan, draft: checked.draft };
+          break;
+        }
+        lastFailure = checked;
+        rejected++;
+        if (rejected > context.maxRefinements) {
+          return { kind: "invalid", failure: planValidationFailed(checked.issues), draft: checked.draft };
+        }
+        await context.emit("planning.refining", { attempt: rejected });
+        const failure = planValidationFailed(checked.issues);
+        reply({
+          status: failure.status,
+          error_type: failure.error_type,
+          message: failure.message,
+          details: failure.details,
+        });
+        continue;
+      }
+      const tool = readTools.find((candidate) => candidate.name === call.toolName);
+      if (!tool) {
+        reply({ error: `Unknown tool ${call.toolName}. Available: ${Object.keys(modelTools).join(", ")}` });
+        continue;
+      }
+      await context.emit("planning.tool_call", { turn, tool: tool.name, args: call.input as Record<string, unknown> });
+      try {
+        const value = await tool.execute(tool.inputSchema.parse(call.input), {
+          signal: context.signal,
+          workspaceRoot: context.workspaceRoot,
+          runId: "planning",
+          stepId: `planning-${turn}`,
+          attempt: 1,
+          idempotencyKey: `planning:${context.scope.sessionId}:${turn}`,
+          reportProgress: () => undefined,
+          log: () => undefined,
+        });
+        reply(truncate(value));
+      } catch (error) {
+        reply({ error: error instanceof Error ? error.message : String(error) });
+      }
+    }
+    if (accepted) return accepted;
+    if (results.length > 0) {
+      messages.push({
+        role: "tool",
+        content: results.map((entry) => ({
+          type: "tool-result" as const,
+          toolCallId: entry.toolCallId,
+          toolName: entry.toolName,
+          output:
+            typeof entry.value === "string"
+              ? { type: "text" as const, value: entry.value }
+              : { type: "json" as const, value: (entry.value ?? null) as never },
+        })),
+      });
+    }
+  }
+  if (lastFailure) {
+    return { kind: "invalid", failure: planValidationFailed(lastFailure.issues), draft: lastFailure.draft };
+  }
+  throw new AppError(
+    "provider_error",
+    `The planner used all ${deps.config.maxDeepSteps} tool calls without submitting a plan. Retry, or raise STEPWISE_PLANNER_MAX_STEPS.`,
+    { kind: "step_limit", retryable: true },
+  );
+}
