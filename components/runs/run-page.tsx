@@ -2,42 +2,110 @@
 
 import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
+import { useEffect, useMemo, useRef, useState } from "react";
+import type { RunDecision } from "@/server/engine/run-list";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
+import { Tabs } from "@/components/ui/tabs";
+import { PendingList } from "./pending-list";
+import { RunEvents } from "./run-events";
+import { RunGraph } from "./run-graph";
 import { RunPanel } from "./run-panel";
+import { isFinished, waitingSteps, type LiveRun } from "./run-state";
 import { RunStepCard } from "./run-step-card";
+import { RunTimeline } from "./run-timeline";
 import { useLiveRun } from "./use-live-run";
+import "./runs.css";
 
-/** The live view of one run: its header and every step's state as events arrive. */
+const TABS = [
+  { id: "steps", label: "Steps" },
+  { id: "graph", label: "Graph" },
+  { id: "timeline", label: "Timeline" },
+  { id: "events", label: "Events" },
+];
+
+/** The live view of one run: header, what waits for a person, and the steps as a list, graph, timeline and event log. */
 export function RunPage({ runId }: { runId: string }) {
   const trpc = useTRPC();
   const live = useLiveRun(runId);
-  const planId = live.run?.planId;
+  const run = live.run;
   const plan = useQuery({
-    ...trpc.plans.get.queryOptions({ planId: planId ?? "", version: live.run?.planVersion }),
-    enabled: !!planId,
+    ...trpc.plans.get.queryOptions({ planId: run?.planId ?? "", version: run?.planVersion }),
+    enabled: !!run,
     staleTime: Infinity,
   });
+  const decisions = useQuery({ ...trpc.runs.decisions.queryOptions({ runId }), staleTime: Infinity });
+  const [tab, setTab] = useState("steps");
+  useRenderProbe(run);
 
-  if (live.error) return <ErrorMessage error={live.error} />;
-  if (!live.run || plan.isPending) return <p aria-busy="true">Loading run…</p>;
+  const version = plan.data?.plan;
+  const stepsById = useMemo(() => new Map((version?.steps ?? []).map((step) => [step.id, step])), [version]);
+  const decisionByStep = useMemo(
+    () => new Map<string, RunDecision>((decisions.data ?? []).map((decision) => [decision.stepId, decision])),
+    [decisions.data],
+  );
+  const waiting = useMemo(() => (run ? waitingSteps(run) : []), [run]);
+
+  if (live.error && !run) return <ErrorMessage error={live.error} />;
+  if (!run || plan.isPending) return <p aria-busy="true">Loading run…</p>;
   if (plan.error) return <ErrorMessage error={plan.error} />;
-  const { plan: version } = plan.data;
-  const states = new Map(live.run.steps.map((step) => [step.stepId, step]));
+  const steerable = !(run.status === "completed" || run.status === "cancelled");
 
   return (
-    <section className="stack">
-      <header>
-        <p className="muted">
-          <Link href={`/plans/${version.id}`}>← {version.goal}</Link>
-        </p>
-      </header>
-      <RunPanel run={live.run} connection={live.connection} />
-      <ol className="steps" aria-label="Steps">
-        {version.steps.map((step) => (
-          <RunStepCard key={step.id} step={step} state={states.get(step.id)} runId={runId} />
-        ))}
-      </ol>
+    <section className="stack run-page" data-run-id={run.id}>
+      <p className="muted">
+        <Link href={`/plans/${version!.id}`}>← {version!.goal}</Link> · <Link href="/runs">All runs</Link>
+      </p>
+      <RunPanel run={run} goal={version!.goal} connection={live.connection} />
+      {live.error && <ErrorMessage error={live.error} />}
+      <PendingList waiting={waiting} steps={stepsById} title={version!.goal} />
+      {isFinished(run.status) && waiting.length === 0 && run.status !== "completed" && (
+        <p className="muted">This run is {run.status}. Nothing waits for you.</p>
+      )}
+      <Tabs tabs={TABS} selected={tab} onSelect={setTab} label="Run views">
+        {tab === "steps" && (
+          <ol className="steps" aria-label="Steps">
+            {version!.steps.map((step) => (
+              <RunStepCard
+                key={step.id}
+                step={step}
+                state={run.steps[run.stepIndex.get(step.id) ?? -1]}
+                runId={runId}
+                snapshotSeq={run.snapshotSeq}
+                storedDecision={decisionByStep.get(step.id)}
+                steerable={steerable}
+              />
+            ))}
+          </ol>
+        )}
+        {tab === "graph" && <RunGraph steps={version!.steps} states={run.steps} />}
+        {tab === "timeline" && <RunTimeline run={run} steps={version!.steps} />}
+        {tab === "events" && <RunEvents run={run} />}
+      </Tabs>
     </section>
   );
+}
+
+declare global {
+  interface Window {
+    /** Set by bench/live-view.ts: the page records when each event was rendered. */
+    __stepwiseRenderProbe?: { seq: number; createdAt: string; renderedAt: number }[];
+  }
+}
+
+/** For measurement only: after each commit, notes when every newly applied event reached the page. */
+function useRenderProbe(run: LiveRun | undefined) {
+  const rendered = useRef(0);
+  useEffect(() => {
+    const probe = window.__stepwiseRenderProbe;
+    if (!probe || !run) return;
+    const renderedAt = Date.now();
+    const fresh = run.eventCount - rendered.current;
+    if (fresh <= 0) return;
+    for (let i = run.eventCount - fresh; i < run.eventCount; i++) {
+      const event = run.events[i]!;
+      probe.push({ seq: event.seq, createdAt: event.createdAt, renderedAt });
+    }
+    rendered.current = run.eventCount;
+  }, [run]);
 }

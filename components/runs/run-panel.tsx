@@ -1,50 +1,139 @@
 "use client";
 
 import { useMutation } from "@tanstack/react-query";
+import Link from "next/link";
+import { useMemo, useState } from "react";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { ProgressBar } from "@/components/ui/progress-bar";
 import { StatusBadge } from "@/components/ui/status-badge";
-import type { LiveRun } from "./run-state";
+import { useNow } from "@/components/ui/use-now";
+import { formatDuration, humanStatus } from "./format";
+import { isFinished, type LiveRun } from "./run-state";
 
 const SETTLED = new Set(["completed", "failed", "skipped", "blocked", "cancelled"]);
+/** Counts are listed in the order a run moves through them. */
+const STATUS_ORDER = [
+  "awaiting_approval",
+  "awaiting_input",
+  "running",
+  "ready",
+  "pending",
+  "completed",
+  "failed",
+  "blocked",
+  "skipped",
+  "cancelled",
+];
 
-export function RunPanel({ run, connection }: { run: LiveRun; connection: string }) {
+const CONNECTION_TEXT: Record<string, string> = {
+  idle: "connecting…",
+  connecting: "reconnecting…",
+  pending: "live",
+  error: "disconnected — retrying",
+  closed: "finished",
+};
+
+/** The run at a glance: state, counts per step state, elapsed time, progress, trace and approver; run-wide controls. */
+export function RunPanel({ run, goal, connection }: { run: LiveRun; goal: string; connection: string }) {
   const trpc = useTRPC();
   const cancel = useMutation(trpc.runs.cancel.mutationOptions());
-  const counts = new Map<string, number>();
-  for (const step of run.steps) counts.set(step.status, (counts.get(step.status) ?? 0) + 1);
-  const settled = run.steps.filter((step) => SETTLED.has(step.status)).length;
-  const finished = ["completed", "failed", "cancelled"].includes(run.status);
+  const pause = useMutation(trpc.runs.pause.mutationOptions());
+  const resume = useMutation(trpc.runs.resume.mutationOptions());
+  const [confirmCancel, setConfirmCancel] = useState(false);
+  const finished = isFinished(run.status);
+  const now = useNow(1000, !finished);
+
+  const { counts, settled } = useMemo(() => {
+    const byStatus = new Map<string, number>();
+    let done = 0;
+    for (const step of run.steps) {
+      byStatus.set(step.status, (byStatus.get(step.status) ?? 0) + 1);
+      if (SETTLED.has(step.status)) done++;
+    }
+    return {
+      counts: STATUS_ORDER.filter((s) => byStatus.has(s)).map((s) => [s, byStatus.get(s)!] as const),
+      settled: done,
+    };
+  }, [run.steps]);
+
+  const started = Date.parse(run.startedAt ?? run.createdAt);
+  const elapsed = (run.finishedAt ? Date.parse(run.finishedAt) : Math.max(now, started)) - started;
+  const percent = run.steps.length ? (settled / run.steps.length) * 100 : 100;
+
   return (
     <section className="card run-panel" aria-label="Run" data-run-status={run.status}>
       <div className="row spread">
         <div className="row">
-          <h2>Run</h2>
+          <h1 className="run-title">{goal}</h1>
           <StatusBadge status={run.status} />
-          <span className="muted">
-            v{run.planVersion} approved by {run.approvedBy} · trace{" "}
-            <span className="mono">{run.traceId.slice(0, 8)}</span>
-          </span>
         </div>
         <div className="row">
-          {!finished && (
-            <span className="muted" data-testid="connection">
-              {connection === "pending" ? "live" : connection}
-            </span>
-          )}
-          {!finished && (
-            <button onClick={() => cancel.mutate({ runId: run.id })} disabled={cancel.isPending}>
-              Cancel run
+          <span className={`connection connection-${connection}`} data-testid="connection" role="status">
+            {CONNECTION_TEXT[connection] ?? connection}
+          </span>
+          {run.status === "running" && (
+            <button onClick={() => pause.mutate({ runId: run.id })} disabled={pause.isPending}>
+              Pause
             </button>
+          )}
+          {run.status === "paused" && (
+            <button className="primary" onClick={() => resume.mutate({ runId: run.id })} disabled={resume.isPending}>
+              Resume
+            </button>
+          )}
+          {!finished && !confirmCancel && <button onClick={() => setConfirmCancel(true)}>Cancel run…</button>}
+          {!finished && confirmCancel && (
+            <span className="row confirm" role="group" aria-label="Confirm cancelling the run">
+              <span>Running steps are aborted and nothing else starts.</span>
+              <button
+                className="danger"
+                onClick={() => cancel.mutate({ runId: run.id }, { onSettled: () => setConfirmCancel(false) })}
+                disabled={cancel.isPending}
+              >
+                Yes, cancel the run
+              </button>
+              <button onClick={() => setConfirmCancel(false)}>Keep running</button>
+            </span>
           )}
         </div>
       </div>
-      <ProgressBar value={run.steps.length ? (settled / run.steps.length) * 100 : 100} label="Run progress" />
-      <p className="muted" data-testid="run-counts">
-        {[...counts].map(([status, count]) => `${count} ${status.replaceAll("_", " ")}`).join(" · ")}
-      </p>
-      <ErrorMessage error={cancel.error} />
+      <dl className="run-facts">
+        <div>
+          <dt>Elapsed</dt>
+          <dd data-testid="elapsed">{formatDuration(elapsed)}</dd>
+        </div>
+        <div>
+          <dt>Approved</dt>
+          <dd>
+            v{run.planVersion} by {run.approvedBy} · {new Date(run.createdAt).toLocaleString()}
+          </dd>
+        </div>
+        <div>
+          <dt>Trace id</dt>
+          <dd className="mono" data-testid="trace-id">
+            {run.traceId}
+          </dd>
+        </div>
+        {run.rerunOf && (
+          <div>
+            <dt>Re-run of</dt>
+            <dd>
+              <Link href={`/runs/${run.rerunOf}`}>an earlier run</Link>
+            </dd>
+          </div>
+        )}
+      </dl>
+      <ProgressBar value={percent} label={`Run progress: ${settled} of ${run.steps.length} steps settled`} />
+      <ul className="status-counts" data-testid="run-counts" aria-label="Steps per state">
+        {counts.map(([status, count]) => (
+          <li key={status} className={`count status-${status}`} data-status={status} data-count={count}>
+            {count} {humanStatus(status)}
+          </li>
+        ))}
+      </ul>
+      {run.reason && run.status !== "completed" && <p className="muted">{run.reason}</p>}
+      <ErrorMessage error={cancel.error ?? pause.error ?? resume.error} />
     </section>
   );
 }

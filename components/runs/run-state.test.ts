@@ -277,3 +277,14 @@ describe("the shared event history", () => {
     expect(liveEvents(a, 3).map((e) => e.seq)).toEqual([2004, 2005, 2006]);
   });
 });
+
+describe("a change of the run's plan", () => {
+  it("is applied in sequence and asks for a fresh snapshot", () => {
+    const live = applyEvent(
+      fromSnapshot(snapshot()),
+      event(6, "run.plan_changed", { planVersion: 2, previousVersion: 1, insertedStepIds: ["step_3"] }, "step_1"),
+    );
+    expect(live.planChanged).toBe(true);
+    expect(live.lastSeq).toBe(6);
+  });
+});

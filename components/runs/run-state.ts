@@ -52,7 +52,11 @@ export interface LiveRun extends Omit<RunView, "steps"> {
   duplicates: number;
   /** Set when an event arrived after a missing one: the view can no longer be trusted until resynced. */
   gap?: { expected: number; received: number };
+  /** The run's plan changed (a recovery inserted steps): the view must be rebuilt from a fresh snapshot. */
+  planChanged?: boolean;
   reason?: string | null;
+  /** The run this one re-runs from a chosen step, if any. */
+  rerunOf?: string;
 }
 
 const FINISHED_STEP = new Set(["completed", "failed", "skipped", "blocked", "cancelled"]);
@@ -101,6 +105,7 @@ export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
     events: appendShared(run, event),
     eventCount: run.eventCount + 1,
   };
+  if (event.type === "run.plan_changed") next.planChanged = true;
   if (event.type.startsWith("run.") && typeof data.status === "string") {
     next.status = data.status as LiveRun["status"];
     next.finishedAt = FINISHED_RUN.has(data.status) ? event.createdAt : null;

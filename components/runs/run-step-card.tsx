@@ -1,19 +1,50 @@
 "use client";
 
-import { useMutation } from "@tanstack/react-query";
-import type { RunStepView } from "@/server/engine/run-view";
+import { memo } from "react";
+import type { RunDecision } from "@/server/engine/run-list";
 import type { Step } from "@/server/plans/schema";
-import { useTRPC } from "@/components/trpc";
-import { ErrorMessage } from "@/components/ui/error-message";
 import { ProgressBar } from "@/components/ui/progress-bar";
 import { StatusBadge } from "@/components/ui/status-badge";
+import { useNow } from "@/components/ui/use-now";
+import { describeValue, formatClock, formatDuration, formatTimeLeft } from "./format";
+import type { LiveStep } from "./run-state";
+import { DecisionForm, FailedStepActions } from "./step-actions";
+import { StepLogs } from "./step-logs";
 
-/** One step of a run: what it does, its live state, result or error, and the actions it waits for. */
-export function RunStepCard({ step, state, runId }: { step: Step; state: RunStepView | undefined; runId: string }) {
-  const trpc = useTRPC();
-  const decide = useMutation(trpc.runs.decide.mutationOptions());
+interface RunStepCardProps {
+  step: Step;
+  state: LiveStep | undefined;
+  runId: string;
+  /** The sequence number of the page's snapshot: stored log lines are read up to it. */
+  snapshotSeq: number;
+  /** The decision on this step as stored when the page loaded (live decisions come with the stream). */
+  storedDecision: RunDecision | undefined;
+  /** False once the run is cancelled or completed: nothing can be changed any more. */
+  steerable: boolean;
+}
+
+/**
+ * One step of a run: what it does, its live state, attempt, timing, progress, logs, result or
+ * error, why it is blocked or skipped, and the action it waits for. Memoised: an event about
+ * another step does not re-render it.
+ */
+export const RunStepCard = memo(function RunStepCard({
+  step,
+  state,
+  runId,
+  snapshotSeq,
+  storedDecision,
+  steerable,
+}: RunStepCardProps) {
+  const status = state?.status ?? "pending";
+  const decision = state?.decision ?? storedDecision;
   return (
-    <li className="card step" data-step-id={step.id} data-status={state?.status ?? "pending"}>
+    <li
+      className={`card step run-step status-${status}`}
+      id={`step-${step.id}`}
+      data-step-id={step.id}
+      data-status={status}
+    >
       <div className="row spread">
         <div className="row">
           <span className="step-number">{step.order}</span>
@@ -21,42 +52,105 @@ export function RunStepCard({ step, state, runId }: { step: Step; state: RunStep
         </div>
         <div className="row">
           {step.approvalRequired && <span className="tag warn">Requires approval</span>}
+          {step.critical && <span className="tag">Critical</span>}
           <span className="mono muted">{step.tool}</span>
-          {state && <StatusBadge status={state.status} />}
+          <StatusBadge status={status} />
         </div>
       </div>
       {state && (
         <div className="step-run">
-          {state.status === "running" && <ProgressBar value={state.progress} label={`${step.id} progress`} />}
-          {state.attempt > 1 && <span className="muted">attempt {state.attempt}</span>}
-          {state.reason && <p className="muted">{state.reason}</p>}
-          {state.result && !state.result.ok && <p className="error">{state.result.error}</p>}
-          {state.result?.ok && (
-            <details>
-              <summary>Result ({state.result.duration} ms)</summary>
-              <pre className="mono args">{JSON.stringify(state.result.value, null, 2)}</pre>
-            </details>
-          )}
-          {state.status === "awaiting_approval" && (
-            <div className="row">
-              <button
-                className="primary"
-                onClick={() => decide.mutate({ runId, stepId: step.id, approve: true })}
-                disabled={decide.isPending}
-              >
-                Approve
-              </button>
-              <button
-                onClick={() => decide.mutate({ runId, stepId: step.id, approve: false })}
-                disabled={decide.isPending}
-              >
-                Deny
-              </button>
-              <ErrorMessage error={decide.error} />
+          <StepTiming state={state} />
+          {status === "running" && (
+            <div className="stack-sm">
+              <ProgressBar value={state.progress} label={`${step.id} progress`} />
+              <span className="muted" data-testid="progress">
+                {state.progress}%{state.progressMessage && ` · ${state.progressMessage}`}
+              </span>
             </div>
           )}
+          {state.retrying && status === "ready" && (
+            <p className="warn-text" data-testid="retrying">
+              Attempt {state.retrying.attempt} failed: {state.retrying.error}. Retrying at{" "}
+              {formatClock(state.retrying.retryAt)}.
+            </p>
+          )}
+          {state.reason && (status === "blocked" || status === "skipped" || status === "cancelled") && (
+            <p className="reason" data-testid="reason">
+              {status === "blocked" ? "Blocked: " : status === "skipped" ? "Skipped: " : "Cancelled: "}
+              {state.reason}
+            </p>
+          )}
+          {decision && (
+            <p className="muted" data-testid="decision">
+              {decision.decision === "approved" ? "Approved" : "Denied"} by {decision.actor}
+              {decision.comment && `: “${decision.comment}”`}
+            </p>
+          )}
+          {state.result && !state.result.ok && status === "failed" && (
+            <p className="error" data-testid="step-error">
+              {state.result.error}
+            </p>
+          )}
+          {state.result?.ok && status === "completed" && <ResultValue value={state.result.value} />}
+          {status === "awaiting_approval" && steerable && (
+            <>
+              {state.waiting?.expiresAt && <ExpiresIn at={state.waiting.expiresAt} />}
+              <DecisionForm runId={runId} stepId={step.id} />
+            </>
+          )}
+          {status === "failed" && steerable && <FailedStepActions runId={runId} stepId={step.id} />}
+          <StepLogs runId={runId} stepId={step.id} snapshotSeq={snapshotSeq} liveLines={state.liveLogs} />
         </div>
       )}
     </li>
+  );
+});
+
+function StepTiming({ state }: { state: LiveStep }) {
+  const running = state.status === "running";
+  const now = useNow(1000, running);
+  if (!state.startedAt) return null;
+  const end = state.finishedAt
+    ? Date.parse(state.finishedAt)
+    : running
+      ? Math.max(now, Date.parse(state.startedAt))
+      : NaN;
+  const duration = state.result?.duration ?? end - Date.parse(state.startedAt);
+  return (
+    <p className="muted step-timing">
+      {state.attempt > 0 && <span data-testid="attempt">attempt {state.attempt}</span>} · started{" "}
+      {formatClock(state.startedAt)}
+      {Number.isFinite(duration) && <span data-testid="duration"> · {formatDuration(duration)}</span>}
+    </p>
+  );
+}
+
+function ExpiresIn({ at }: { at: string }) {
+  const now = useNow(1000);
+  return (
+    <p className="warn-text" data-testid="expires">
+      {formatTimeLeft(at, now || Date.now())} to decide; no answer skips the step.
+    </p>
+  );
+}
+
+function ResultValue({ value }: { value: unknown }) {
+  const { text, large } = describeValue(value);
+  if (!large)
+    return (
+      <p className="result-inline">
+        <span className="muted">Result </span>
+        <code className="mono" data-testid="result">
+          {text}
+        </code>
+      </p>
+    );
+  return (
+    <details className="result">
+      <summary>Result ({(text.length / 1024).toFixed(1)} kB)</summary>
+      <pre className="mono args" data-testid="result">
+        {text}
+      </pre>
+    </details>
   );
 }

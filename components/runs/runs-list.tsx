@@ -1,0 +1,122 @@
+"use client";
+
+import { useInfiniteQuery } from "@tanstack/react-query";
+import Link from "next/link";
+import { useState } from "react";
+import type { RunStatus } from "@/server/engine/state-machine";
+import { useTRPC } from "@/components/trpc";
+import { ErrorMessage } from "@/components/ui/error-message";
+import { StatusBadge } from "@/components/ui/status-badge";
+import { formatDuration, humanStatus } from "./format";
+import "./runs.css";
+
+const FILTERS: RunStatus[] = ["running", "paused", "failing", "completed", "failed", "cancelled"];
+const SETTLED = ["completed", "failed", "skipped", "blocked", "cancelled"] as const;
+
+/**
+ * Runs newest first — of one plan (its history) or across the app — with state filters. Read when
+ * shown (a list is a report, not a live view: open a run to follow it live) and refreshed on request.
+ */
+export function RunsList({ planId, heading }: { planId?: string; heading: string }) {
+  const trpc = useTRPC();
+  const [statuses, setStatuses] = useState<RunStatus[]>([]);
+  const runs = useInfiniteQuery({
+    ...trpc.runs.list.infiniteQueryOptions(
+      { ...(planId && { planId }), ...(statuses.length > 0 && { statuses }), limit: 25 },
+      { getNextPageParam: (page) => page.nextCursor },
+    ),
+    staleTime: 0,
+  });
+  const counts = runs.data?.pages[0]?.statusCounts ?? {};
+  const total = Object.values(counts).reduce((sum, n) => sum + (n ?? 0), 0);
+  const rows = runs.data?.pages.flatMap((page) => page.runs) ?? [];
+  const toggle = (status: RunStatus) =>
+    setStatuses((current) => (current.includes(status) ? current.filter((s) => s !== status) : [...current, status]));
+
+  if (planId && runs.data && total === 0) return null;
+  return (
+    <section aria-label={heading} className="stack-sm runs-list">
+      <div className="row spread">
+        <h2>{heading}</h2>
+        <button onClick={() => void runs.refetch()} disabled={runs.isFetching}>
+          {runs.isFetching ? "Refreshing…" : "Refresh"}
+        </button>
+      </div>
+      <div className="filters" role="group" aria-label="Filter by state">
+        <button aria-pressed={statuses.length === 0} onClick={() => setStatuses([])}>
+          All ({total})
+        </button>
+        {FILTERS.map((status) => (
+          <button key={status} aria-pressed={statuses.includes(status)} onClick={() => toggle(status)}>
+            {humanStatus(status)} ({counts[status] ?? 0})
+          </button>
+        ))}
+      </div>
+      <ErrorMessage error={runs.error} />
+      {runs.isPending && <p aria-busy="true">Loading runs…</p>}
+      {runs.data && rows.length === 0 && (
+        <p className="empty">
+          {statuses.length > 0
+            ? "No run is in the chosen states. Clear the filter to see every run."
+            : "No runs yet. Approve a plan to start one."}
+        </p>
+      )}
+      {rows.length > 0 && (
+        <table className="table">
+          <thead>
+            <tr>
+              <th scope="col">State</th>
+              {!planId && <th scope="col">Plan</th>}
+              <th scope="col">Started</th>
+              <th scope="col">Version</th>
+              <th scope="col">Approved by</th>
+              <th scope="col">Steps</th>
+              <th scope="col">Duration</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((run) => {
+              const settled = SETTLED.reduce((sum, s) => sum + (run.stepCounts[s] ?? 0), 0);
+              const waiting = (run.stepCounts.awaiting_approval ?? 0) + (run.stepCounts.awaiting_input ?? 0);
+              const started = run.startedAt ?? run.createdAt;
+              return (
+                <tr key={run.id} data-run-id={run.id} data-status={run.status}>
+                  <td>
+                    <StatusBadge status={run.status} />
+                  </td>
+                  {!planId && (
+                    <td>
+                      <Link href={`/runs/${run.id}`}>{run.goal}</Link>
+                    </td>
+                  )}
+                  <td>
+                    {planId ? (
+                      <Link href={`/runs/${run.id}`}>{new Date(started).toLocaleString()}</Link>
+                    ) : (
+                      new Date(started).toLocaleString()
+                    )}
+                  </td>
+                  <td>v{run.planVersion}</td>
+                  <td>{run.approvedBy}</td>
+                  <td>
+                    {settled}/{run.totalSteps}
+                    {(run.stepCounts.failed ?? 0) > 0 && (
+                      <span className="error"> · {run.stepCounts.failed} failed</span>
+                    )}
+                    {waiting > 0 && <span className="warn-text"> · {waiting} waiting</span>}
+                  </td>
+                  <td>{run.finishedAt ? formatDuration(Date.parse(run.finishedAt) - Date.parse(started)) : "–"}</td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      )}
+      {runs.hasNextPage && (
+        <button onClick={() => void runs.fetchNextPage()} disabled={runs.isFetchingNextPage}>
+          {runs.isFetchingNextPage ? "Loading…" : "Show older runs"}
+        </button>
+      )}
+    </section>
+  );
+}
