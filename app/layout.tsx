@@ -16,6 +16,7 @@ export default function RootLayout({ children }: { children: ReactNode }) {
           </Link>
           <nav>
             <Link href="/">Plans</Link>
+            <Link href="/runs">Runs</Link>
             <Link href="/plans/new">New plan</Link>
           </nav>
         </header>
