@@ -1,7 +1,8 @@
 import { createCallerFactory, router } from "./init";
+import { plannerRouter } from "./routers/planner";
 import { plansRouter } from "./routers/plans";
 import { runsRouter } from "./routers/runs";
 
-export const appRouter = router({ plans: plansRouter, runs: runsRouter });
+export const appRouter = router({ plans: plansRouter, runs: runsRouter, planner: plannerRouter });
 export type AppRouter = typeof appRouter;
 export const createCaller = createCallerFactory(appRouter);
