@@ -21,19 +21,21 @@ export interface ProbeExecution {
 /**
  * A test-only tool that leaves evidence of every execution outside the database: one line per
  * execution, appended (O_APPEND, one write) before it does anything else, so even an execution
- * killed mid-way is counted. It then sleeps `sleepMs`, honouring its abort signal. It is
- * idempotent, so the engine may re-run it after its worker died.
+ * killed mid-way is counted. It then sleeps `sleepMs`, honouring its abort signal. `probe` is
+ * idempotent, so the engine may re-run it after its worker died; `probe_once` is the same tool
+ * declared non-idempotent, which the engine must never re-run on its own.
  */
-export function createProbeTool(options: { logFile?: string } = {}) {
+export function createProbeTool(options: { logFile?: string; name?: string; idempotent?: boolean } = {}) {
+  const idempotent = options.idempotent ?? true;
   return defineTool({
-    name: "probe",
-    description: "Test probe: records each execution in a file, then optionally sleeps.",
+    name: options.name ?? "probe",
+    description: `Test probe (${idempotent ? "idempotent" : "not idempotent"}): records each execution in a file, then optionally sleeps.`,
     inputSchema: z.object({ sleepMs: z.number().int().min(0).max(600_000).default(0), value: z.unknown().optional() }),
     capability: "data.transform",
     capabilityLabel: "Test probe",
     readOnly: true,
     destructive: false,
-    idempotent: true,
+    idempotent,
     requiresApproval: false,
     defaultTimeoutSeconds: 600,
     async execute({ sleepMs, value }, context) {
@@ -52,9 +54,13 @@ export function createProbeTool(options: { logFile?: string } = {}) {
   });
 }
 
-/** The built-in tools plus a probe. */
+/** The built-in tools plus `probe` (idempotent) and `probe_once` (not idempotent). */
 export function createProbeRegistry(options: { logFile?: string } = {}): ToolRegistry {
-  return createToolRegistry([...builtinTools, createProbeTool(options)]);
+  return createToolRegistry([
+    ...builtinTools,
+    createProbeTool(options),
+    createProbeTool({ ...options, name: "probe_once", idempotent: false }),
+  ]);
 }
 
 /** Every execution recorded in a probe log (an absent file means none yet). */

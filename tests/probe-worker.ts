@@ -7,11 +7,17 @@
  *
  * It prints `ready <pid>` once it has registered in `workers` and is taking jobs, so a test can
  * wait for that instead of sleeping. Tests start it with `spawnProbeWorker`.
+ *
+ * With STEPWISE_PROBE_STALL=1 it is instead a worker frozen at the worst moment: it takes step
+ * jobs off the queue (graphile-worker locks them) but never claims them, as a worker does while
+ * it waits for a run's lock. Killing it then leaves jobs locked by a dead process.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { Logger, run as runGraphileWorker } from "graphile-worker";
 import { createAppContext } from "../server/app-context";
+import { RUN_STEP_TASK } from "../server/engine/queue";
 import { createProbeRegistry, PROBE_LOG_ENV } from "./probe-tool";
 
 const READY_PREFIX = "ready ";
@@ -38,6 +44,8 @@ export function spawnProbeWorker(options: {
   heartbeatMs?: number;
   concurrency?: number;
   readyTimeoutMs?: number;
+  /** Take step jobs off the queue but never claim them (see the file comment). */
+  stallClaims?: boolean;
 }): ProbeWorkerProcess {
   const child = spawn(process.execPath, ["--import", "tsx", thisFile], {
     cwd: projectRoot,
@@ -48,6 +56,7 @@ export function spawnProbeWorker(options: {
       [PROBE_LOG_ENV]: options.probeLog,
       STEPWISE_HEARTBEAT_MS: String(options.heartbeatMs ?? 200),
       STEPWISE_WORKER_CONCURRENCY: String(options.concurrency ?? 4),
+      STEPWISE_PROBE_STALL: options.stallClaims ? "1" : "0",
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -92,10 +101,23 @@ async function main(): Promise<void> {
   const databaseUrl = process.env.DATABASE_URL;
   if (!databaseUrl) throw new Error("DATABASE_URL is required");
   if (!process.env[PROBE_LOG_ENV]) throw new Error(`${PROBE_LOG_ENV} is required`);
+  const concurrency = Number(process.env.STEPWISE_WORKER_CONCURRENCY ?? 4);
+  if (process.env.STEPWISE_PROBE_STALL === "1") {
+    await runGraphileWorker({
+      connectionString: databaseUrl,
+      concurrency,
+      noHandleSignals: true,
+      pollInterval: 250,
+      logger: new Logger(() => () => undefined),
+      taskList: { [RUN_STEP_TASK]: () => new Promise<void>(() => undefined) },
+    });
+    process.stdout.write(`${READY_PREFIX}${process.pid}\n`);
+    return;
+  }
   const context = await createAppContext({
     databaseUrl,
     workspaceRoot: process.env.STEPWISE_WORKSPACE ?? process.cwd(),
-    worker: { concurrency: Number(process.env.STEPWISE_WORKER_CONCURRENCY ?? 4) },
+    worker: { concurrency },
     tools: createProbeRegistry(),
   });
   let stopping = false;

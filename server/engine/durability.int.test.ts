@@ -208,4 +208,103 @@ describe("durability", () => {
     expect(sequenceProblems(events)).toEqual([]);
     expect(illegalTransitions(events)).toEqual([]);
   });
+
+  it("an interrupted non-idempotent step fails as interrupted, blocks only its dependents, and runs again only when a person retries it", async () => {
+    harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+    const probeLog = path.join(harness.workspace, "probe.log");
+    const steps = [
+      { id: "step_1", description: "side effect", tool: "probe_once", args: { sleepMs: 3000, value: "once" } },
+      { id: "step_2", description: "needs it", tool: "probe", args: { value: "$step_1" }, dependsOn: ["step_1"] },
+      { id: "step_3", description: "independent", tool: "probe", args: { value: "free" } },
+    ];
+    const plan = await harness.caller.plans.createFromJson({ planJson: JSON.stringify({ goal: "once", steps }) });
+    const first = spawnProbeWorker({ databaseUrl: harness.app.db.url, probeLog, workspace: harness.workspace });
+    probeWorkers.push(first);
+    await first.ready;
+    const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: 1 });
+    const statusOf = async () =>
+      Object.fromEntries((await harness!.caller.runs.get({ runId })).steps.map((s) => [s.stepId, s.status]));
+    await expect
+      .poll(
+        async () => {
+          const executed = (await readProbeLog(probeLog)).map((e) => e.stepId);
+          return { ...(await statusOf()), step_1_executed: executed.includes("step_1") };
+        },
+        { timeout: 20_000, interval: 50 },
+      )
+      .toEqual({ step_1: "running", step_2: "pending", step_3: "completed", step_1_executed: true });
+    await first.kill();
+
+    const second = spawnProbeWorker({ databaseUrl: harness.app.db.url, probeLog, workspace: harness.workspace });
+    probeWorkers.push(second);
+    await second.ready;
+    let run = await harness.waitForRun(runId, ["completed", "failed", "cancelled"], 20_000);
+    expect(run.status).toBe("failed");
+    expect(run.steps.map((s) => s.status)).toEqual(["failed", "blocked", "completed"]);
+    expect(run.steps[0]!.error).toMatch(/^Interrupted/);
+    expect(run.steps[0]!.attempt).toBe(1);
+    // The engine did not run it again on its own.
+    expect((await readProbeLog(probeLog)).filter((e) => e.stepId === "step_1")).toEqual([
+      { runId, stepId: "step_1", attempt: 1, pid: first.pid },
+    ]);
+
+    await harness.caller.runs.retryStep({ runId, stepId: "step_1" });
+    run = await harness.waitForRun(runId, ["completed", "failed", "cancelled"], 20_000);
+    expect(run.status).toBe("completed");
+    expect(run.steps[0]!.attempt).toBe(2);
+    expect(run.steps[1]!.result?.value).toMatchObject({ value: { stepId: "step_1", attempt: 2, pid: second.pid } });
+    const executions = executionsByStep(await readProbeLog(probeLog));
+    expect(executions.get("step_1")!.map((e) => [e.attempt, e.pid])).toEqual([
+      [1, first.pid],
+      [2, second.pid],
+    ]);
+    expect(executions.get("step_3")).toHaveLength(1);
+    const events = await readEvents(harness.app.db.pool, runId, 0);
+    expect(events.filter((e) => e.type === "step.interrupted")).toMatchObject([
+      { stepId: "step_1", data: { attempt: 1, idempotent: false } },
+    ]);
+    expect(sequenceProblems(events)).toEqual([]);
+    expect(illegalTransitions(events)).toEqual([]);
+  });
+
+  it("steps whose jobs a worker took off the queue but died before claiming still run", async () => {
+    harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+    const probeLog = path.join(harness.workspace, "probe.log");
+    const steps = [1, 2].map((n) => ({ id: `step_${n}`, description: "quick", tool: "probe", args: { value: n } }));
+    const plan = await harness.caller.plans.createFromJson({ planJson: JSON.stringify({ goal: "stall", steps }) });
+    // A worker stalled between taking a job and claiming its step (as while it waits for the run
+    // lock), then killed: graphile-worker keeps a dead worker's job locked for four hours.
+    const stalled = spawnProbeWorker({
+      databaseUrl: harness.app.db.url,
+      probeLog,
+      workspace: harness.workspace,
+      stallClaims: true,
+    });
+    probeWorkers.push(stalled);
+    await stalled.ready;
+    const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: 1 });
+    const lockedJobs = async () =>
+      (
+        await harness!.app.db.pool.query<{ locked: number }>(
+          "select count(*)::int as locked from graphile_worker.jobs where task_identifier = 'run_step' and locked_at is not null",
+        )
+      ).rows[0]!.locked;
+    await expect.poll(lockedJobs, { timeout: 10_000 }).toBe(2);
+    await stalled.kill();
+    expect((await harness.caller.runs.get({ runId })).steps.map((s) => s.status)).toEqual(["ready", "ready"]);
+
+    const worker = spawnProbeWorker({ databaseUrl: harness.app.db.url, probeLog, workspace: harness.workspace });
+    probeWorkers.push(worker);
+    await worker.ready;
+    // Recovery looks after five missed heartbeats (1 s here); wait fifteen times that.
+    await expect
+      .poll(async () => (await harness!.caller.runs.get({ runId })).status, {
+        timeout: 15_000,
+        message: "a step whose job was taken by a worker that died before claiming it must run again",
+      })
+      .toBe("completed");
+    const executions = await readProbeLog(probeLog);
+    expect(executions.map((e) => e.stepId).sort()).toEqual(["step_1", "step_2"]);
+    expect(sequenceProblems(await readEvents(harness.app.db.pool, runId, 0))).toEqual([]);
+  });
 });
