@@ -1,18 +1,34 @@
 "use client";
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import Link from "next/link";
 import { useRouter } from "next/navigation";
+import { useCallback, useMemo, useRef, useState } from "react";
+import { PlanRuns } from "@/components/runs/plan-runs";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
-import { PlanRuns } from "@/components/runs/plan-runs";
+import type { Step } from "@/server/plans/schema";
+import { ExportImport } from "./export-import";
+import { HistoryPanel } from "./history-panel";
+import { PlanDetails } from "./plan-details";
+import { PlanGraph } from "./plan-graph";
 import { groupIssuesByStep } from "./plan-issues";
-import { StepCard } from "./step-card";
+import type { StepActions } from "./step-card";
+import { StepEditor, type StepEditorTarget } from "./step-editor";
+import { StepList } from "./step-list";
+import { usePlanEditor, type Notice } from "./use-plan-editor";
+
+type View = "list" | "graph";
 
 export function PlanPage({ planId }: { planId: string }) {
   const trpc = useTRPC();
   const router = useRouter();
   const queryClient = useQueryClient();
-  const plan = useQuery(trpc.plans.get.queryOptions({ planId }));
+  const { plan, edit, pending, notice, setNotice } = usePlanEditor(planId);
+  const tools = useQuery({ ...trpc.plans.tools.queryOptions(), staleTime: 60_000 });
+  const [view, setView] = useState<View>("list");
+  const [editing, setEditing] = useState<StepEditorTarget | null>(null);
+  const [showHistory, setShowHistory] = useState(false);
   // Approval starts a run of this exact version; the person then watches it live.
   const approve = useMutation(
     trpc.plans.approve.mutationOptions({
@@ -23,54 +39,247 @@ export function PlanPage({ planId }: { planId: string }) {
     }),
   );
 
-  if (plan.isPending) return <p aria-busy="true">Loading plan…</p>;
-  if (plan.error) return <ErrorMessage error={plan.error} />;
+  // Actions read the latest plan through a ref so they stay stable and memoised cards do not re-render.
+  const latestSteps = useRef<Step[]>([]);
+  latestSteps.current = plan.data?.plan.steps ?? [];
+  const actions: StepActions = useMemo(
+    () => ({
+      onEdit: (stepId) =>
+        setEditing((current) => {
+          if (current?.mode === "edit" && current.step.id === stepId) return null;
+          const step = latestSteps.current.find((candidate) => candidate.id === stepId);
+          return step ? { mode: "edit", step } : null;
+        }),
+      onToggleSkip: (step) => void edit({ kind: "updateStep", stepId: step.id, changes: { skipped: !step.skipped } }),
+      onDelete: (stepId, removeLinks) => void edit({ kind: "deleteStep", stepId, removeLinks }),
+    }),
+    [edit],
+  );
+
+  const onMove = useCallback(
+    (stepId: string, toIndex: number) => void edit({ kind: "moveStep", stepId, toIndex }),
+    [edit],
+  );
+  const onRefusedMove = useCallback(
+    (reason: string) => setNotice({ kind: "refused", message: `Move refused: ${reason}` }),
+    [setNotice],
+  );
+
+  if (plan.isPending) {
+    return (
+      <p aria-busy="true" className="loading">
+        Loading plan…
+      </p>
+    );
+  }
+  if (plan.error) {
+    const notFound = plan.error.data?.code === "NOT_FOUND";
+    return (
+      <div className="empty" role="alert">
+        <p>{notFound ? `There is no plan ${planId}.` : `The plan could not be loaded: ${plan.error.message}`}</p>
+        <p>
+          {notFound ? (
+            <>
+              Go back to the <Link href="/">list of plans</Link> or <Link href="/plans/new">create a new plan</Link>.
+            </>
+          ) : (
+            <button type="button" onClick={() => void plan.refetch()}>
+              Try again
+            </button>
+          )}
+        </p>
+      </div>
+    );
+  }
+
   const { plan: current, issues } = plan.data;
   const issuesByStep = groupIssuesByStep(issues);
+  const planIssues = issuesByStep.get("") ?? [];
+  const toolList = tools.data ?? [];
+
+  const renderEditor = (step: Step | null, target: StepEditorTarget) => (
+    <StepEditor
+      key={step ? `${step.id}-${current.version}` : "new"}
+      target={target}
+      steps={current.steps}
+      tools={toolList}
+      onClose={() => setEditing(null)}
+      onSave={(changes) => {
+        if (target.mode === "add") {
+          const { position, ...step } = changes;
+          return edit({ kind: "addStep", position: position ?? 0, step: { ...step, tool: step.tool ?? "" } });
+        }
+        return edit({ kind: "updateStep", stepId: target.step.id, changes });
+      }}
+    />
+  );
+  const editingStep =
+    editing?.mode === "edit" ? (current.steps.find((step) => step.id === editing.step.id) ?? null) : null;
 
   return (
-    <section className="stack">
+    <section className="stack plan-page" aria-busy={pending}>
       <header className="plan-header">
-        <div>
+        <div className="stack-sm">
           <h1>{current.goal}</h1>
           {current.summary && <p>{current.summary}</p>}
           <p className="muted">
-            <span className="mono">{current.id}</span> · version {current.version} · {current.source} ·{" "}
-            {current.steps.length} steps
+            <span className="mono">{current.id}</span> ·{" "}
+            <span data-testid="plan-version">version {current.version}</span> · source {current.source} ·{" "}
+            {current.steps.length} step{current.steps.length === 1 ? "" : "s"} · by {current.author} ·{" "}
+            {new Date(current.createdAt).toLocaleString()}
           </p>
         </div>
         <div className="stack-sm align-end">
           <button
             className="primary"
             onClick={() => approve.mutate({ planId, version: current.version })}
-            disabled={issues.length > 0 || approve.isPending}
+            disabled={issues.length > 0 || approve.isPending || pending || current.steps.length === 0}
+            aria-describedby="plan-validation"
           >
             {approve.isPending ? "Starting…" : `Approve and run v${current.version}`}
           </button>
-          {issues.length > 0 && <p className="error">This plan has {issues.length} problem(s) and cannot run.</p>}
           <ErrorMessage error={approve.error} />
         </div>
       </header>
 
-      {current.successCriteria.length > 0 && (
-        <div>
-          <h2>Success criteria</h2>
-          <ul>
-            {current.successCriteria.map((criterion) => (
-              <li key={criterion}>{criterion}</li>
-            ))}
-          </ul>
-        </div>
-      )}
+      <ValidationBanner
+        issueCount={issues.length}
+        planIssues={planIssues.map((i) => i.message)}
+        empty={current.steps.length === 0}
+      />
+      <NoticeBar notice={notice} onDismiss={() => setNotice(null)} />
+
+      <PlanDetails plan={current} onSave={(changes) => edit({ kind: "updatePlan", changes })} />
 
       <PlanRuns planId={planId} />
 
-      <ol className="steps" aria-label="Steps">
-        {current.steps.map((step) => (
-          <StepCard key={step.id} step={step} issues={issuesByStep.get(step.id) ?? []} />
-        ))}
-      </ol>
-      {current.steps.length === 0 && <p className="empty">This plan has no steps.</p>}
+      <div className="row spread toolbar">
+        <div className="row" role="group" aria-label="View">
+          <button type="button" aria-pressed={view === "list"} onClick={() => setView("list")}>
+            List
+          </button>
+          <button type="button" aria-pressed={view === "graph"} onClick={() => setView("graph")}>
+            Graph
+          </button>
+        </div>
+        <div className="row">
+          <button type="button" onClick={() => setEditing({ mode: "add", position: current.steps.length })}>
+            Add step
+          </button>
+          <button
+            type="button"
+            onClick={() => void edit({ kind: "undo" })}
+            disabled={current.version <= 1 || pending}
+            title={current.version <= 1 ? "Nothing to undo: this is the first version" : undefined}
+          >
+            Undo last edit
+          </button>
+          <button type="button" aria-expanded={showHistory} onClick={() => setShowHistory((shown) => !shown)}>
+            History
+          </button>
+          <ExportImport
+            planId={planId}
+            version={current.version}
+            onImport={(planJson) => edit({ kind: "import", planJson })}
+          />
+        </div>
+      </div>
+
+      {showHistory && <HistoryPanel key={current.version} planId={planId} currentVersion={current.version} />}
+
+      {editing?.mode === "add" && renderEditor(null, editing)}
+
+      {current.steps.length === 0 ? (
+        <div className="empty">
+          <p>This plan has no steps yet.</p>
+          <p>Use “Add step” to add one with a tool, or “Import JSON” to load steps from a file.</p>
+        </div>
+      ) : view === "list" ? (
+        <StepList
+          steps={current.steps}
+          issuesByStep={issuesByStep}
+          actions={actions}
+          editingStepId={editingStep?.id ?? null}
+          renderEditor={(step) => renderEditor(step, { mode: "edit", step })}
+          onMove={onMove}
+          onRefusedMove={onRefusedMove}
+        />
+      ) : (
+        <div className="graph-layout">
+          <PlanGraph
+            steps={current.steps}
+            issuesByStep={issuesByStep}
+            selectedStepId={editingStep?.id ?? null}
+            onSelect={(stepId) => actions.onEdit(stepId)}
+          />
+          <aside aria-label="Selected step" className="graph-side">
+            {editingStep ? (
+              renderEditor(editingStep, { mode: "edit", step: editingStep })
+            ) : (
+              <p className="muted">
+                Select a step in the graph (click it, or focus it and press Enter) to edit it here.
+              </p>
+            )}
+          </aside>
+        </div>
+      )}
     </section>
+  );
+}
+
+function ValidationBanner({
+  issueCount,
+  planIssues,
+  empty,
+}: {
+  issueCount: number;
+  planIssues: string[];
+  empty: boolean;
+}) {
+  if (issueCount === 0 && !empty) {
+    return (
+      <p id="plan-validation" className="banner ok" role="status">
+        This plan is valid and can be approved.
+      </p>
+    );
+  }
+  return (
+    <div id="plan-validation" className="banner invalid" role="alert" data-testid="validation-banner">
+      {empty ? (
+        <p>Approve is disabled: the plan has no steps. Add a step or import some first.</p>
+      ) : (
+        <p>
+          Approve is disabled: this plan has {issueCount} problem{issueCount === 1 ? "" : "s"}. Each is shown next to
+          its step; fix them by editing those steps.
+        </p>
+      )}
+      {planIssues.length > 0 && (
+        <ul>
+          {planIssues.map((message) => (
+            <li key={message}>{message}</li>
+          ))}
+        </ul>
+      )}
+    </div>
+  );
+}
+
+function NoticeBar({ notice, onDismiss }: { notice: Notice | null; onDismiss(): void }) {
+  // One live region that always exists, so screen readers hear each new notice.
+  return (
+    <div aria-live="polite" className="notice-region">
+      {notice && (
+        <div
+          className={`banner ${notice.kind === "saved" ? "ok" : "invalid"}`}
+          data-testid="plan-notice"
+          data-kind={notice.kind}
+        >
+          <span>{notice.message}</span>
+          <button type="button" className="link" onClick={onDismiss}>
+            Dismiss
+          </button>
+        </div>
+      )}
+    </div>
   );
 }

@@ -1,24 +1,72 @@
 "use client";
 
+import { useSortable } from "@dnd-kit/sortable";
+import { CSS } from "@dnd-kit/utilities";
+import { memo, useState, type ReactNode } from "react";
 import type { Step } from "@/server/plans/schema";
 import type { PlanIssue } from "@/server/plans/validate";
+import { stepLabel } from "./plan-rules";
 
-/** One step under review: everything the reviewer needs to judge it, and its problems. */
-export function StepCard({ step, issues }: { step: Step; issues: PlanIssue[] }) {
+export interface StepActions {
+  onEdit(stepId: string): void;
+  onToggleSkip(step: Step): void;
+  /** `removeLinks` confirms removing the step from its dependents' dependencies. */
+  onDelete(stepId: string, removeLinks: boolean): void;
+}
+
+interface StepCardProps {
+  step: Step;
+  issues: PlanIssue[];
+  dependents: string[];
+  actions: StepActions;
+  /** The open editor, rendered inside the card so focus and reading order stay with the step. */
+  editor?: ReactNode;
+  disabled: boolean;
+}
+
+/** One step under review: every field the reviewer needs to judge it, its problems and its actions. */
+export const StepCard = memo(function StepCard({ step, issues, dependents, actions, editor, disabled }: StepCardProps) {
+  const sortable = useSortable({ id: step.id, disabled });
+  const [confirmingDelete, setConfirmingDelete] = useState(false);
+  const style = { transform: CSS.Translate.toString(sortable.transform), transition: sortable.transition };
+  const titleId = `${step.id}-title`;
+  const args = JSON.stringify(step.args, null, 2);
+
   return (
-    <li className={`card step ${issues.length ? "invalid" : ""}`} data-step-id={step.id}>
+    <li
+      ref={sortable.setNodeRef}
+      style={style}
+      className={`card step ${issues.length ? "invalid" : ""} ${step.skipped ? "skipped" : ""} ${sortable.isDragging ? "dragging" : ""}`}
+      data-step-id={step.id}
+      aria-labelledby={titleId}
+    >
       <div className="row spread">
         <div className="row">
-          <span className="step-number">{step.order}</span>
-          <strong>{step.title ?? step.description}</strong>
+          <button
+            type="button"
+            className="drag-handle"
+            aria-label={`Move ${step.id}`}
+            {...sortable.attributes}
+            {...sortable.listeners}
+            disabled={disabled}
+          >
+            <span aria-hidden="true">⠿</span>
+          </button>
+          <span className="step-number" aria-label={`Position ${step.order}`}>
+            {step.order}
+          </span>
+          <strong id={titleId}>{stepLabel(step)}</strong>
+          <span className="muted mono">{step.id}</span>
         </div>
         <div className="row">
           {step.approvalRequired && <span className="tag warn">Requires approval</span>}
+          {step.critical && <span className="tag">Critical</span>}
           {step.skipped && <span className="tag">Skipped by reviewer</span>}
+          {step.type && <span className="tag">{step.type}</span>}
           <span className={`tag risk-${step.risk}`}>{step.risk} risk</span>
         </div>
       </div>
-      {step.title && <p>{step.description}</p>}
+      {step.title && step.description && <p className="step-description">{step.description}</p>}
       <dl className="meta">
         <dt>Tool</dt>
         <dd className="mono">{step.tool}</dd>
@@ -28,14 +76,74 @@ export function StepCard({ step, issues }: { step: Step; issues: PlanIssue[] }) 
         <dd className="mono">{step.dependsOn.length ? step.dependsOn.join(", ") : "—"}</dd>
         <dt>Arguments</dt>
         <dd>
-          <pre className="mono args">{JSON.stringify(step.args, null, 2)}</pre>
+          <pre className="mono args">{args}</pre>
         </dd>
+        <dt>Limits</dt>
+        <dd>
+          timeout {step.timeoutSeconds} s · up to {step.retry.maxAttempts} attempt
+          {step.retry.maxAttempts === 1 ? "" : "s"}
+        </dd>
+        {step.contextHints.length > 0 && (
+          <>
+            <dt>Context hints</dt>
+            <dd>{step.contextHints.join("; ")}</dd>
+          </>
+        )}
+        {step.relevantFilePaths.length > 0 && (
+          <>
+            <dt>Files</dt>
+            <dd className="mono">{step.relevantFilePaths.join(", ")}</dd>
+          </>
+        )}
+        {step.labels.length > 0 && (
+          <>
+            <dt>Labels</dt>
+            <dd>{step.labels.join(", ")}</dd>
+          </>
+        )}
       </dl>
       {issues.map((issue, index) => (
         <p key={index} className="issue" data-testid="step-issue" data-code={issue.code}>
           {issue.message}
         </p>
       ))}
+      <div className="row step-actions">
+        <button type="button" onClick={() => actions.onEdit(step.id)} disabled={disabled} aria-expanded={!!editor}>
+          Edit<span className="visually-hidden"> {step.id}</span>
+        </button>
+        <button type="button" onClick={() => actions.onToggleSkip(step)} disabled={disabled}>
+          {step.skipped ? "Unskip" : "Skip"}
+          <span className="visually-hidden"> {step.id}</span>
+        </button>
+        {confirmingDelete ? (
+          <span className="row confirm" role="group" aria-label={`Confirm deleting ${step.id}`}>
+            <span>
+              {dependents.length > 0
+                ? `${dependents.join(", ")} ${dependents.length === 1 ? "depends" : "depend"} on ${step.id}. Delete it and remove ${dependents.length === 1 ? "that link" : "those links"}?`
+                : `Delete ${step.id}?`}
+            </span>
+            <button
+              type="button"
+              className="danger"
+              autoFocus
+              onClick={() => {
+                setConfirmingDelete(false);
+                actions.onDelete(step.id, dependents.length > 0);
+              }}
+            >
+              {dependents.length > 0 ? "Delete and unlink" : "Delete"}
+            </button>
+            <button type="button" onClick={() => setConfirmingDelete(false)}>
+              Keep
+            </button>
+          </span>
+        ) : (
+          <button type="button" onClick={() => setConfirmingDelete(true)} disabled={disabled}>
+            Delete<span className="visually-hidden"> {step.id}</span>
+          </button>
+        )}
+      </div>
+      {editor}
     </li>
   );
-}
+});

@@ -1,0 +1,142 @@
+"use client";
+
+import dagre from "@dagrejs/dagre";
+import {
+  Background,
+  Controls,
+  Handle,
+  MarkerType,
+  Position,
+  ReactFlow,
+  type Edge,
+  type Node,
+  type NodeProps,
+} from "@xyflow/react";
+import "@xyflow/react/dist/style.css";
+import { createContext, memo, useContext, useMemo } from "react";
+import type { Step } from "@/server/plans/schema";
+import type { PlanIssue } from "@/server/plans/validate";
+import { stepLabel } from "./plan-rules";
+
+const NODE_WIDTH = 230;
+const NODE_HEIGHT = 78;
+
+type StepNodeData = { step: Step; invalid: boolean; selected: boolean };
+type StepNode = Node<StepNodeData, "step">;
+
+/** Node components are created by React Flow; the selection callback reaches them through context. */
+const SelectContext = createContext<(stepId: string) => void>(() => undefined);
+
+/** Top-to-bottom layered layout: dependencies above their dependents. */
+function layout(steps: readonly Step[]): Map<string, { x: number; y: number }> {
+  const graph = new dagre.graphlib.Graph();
+  graph.setGraph({ rankdir: "TB", nodesep: 30, ranksep: 50 });
+  graph.setDefaultEdgeLabel(() => ({}));
+  const ids = new Set(steps.map((step) => step.id));
+  for (const step of steps) graph.setNode(step.id, { width: NODE_WIDTH, height: NODE_HEIGHT });
+  for (const step of steps) for (const dep of step.dependsOn) if (ids.has(dep)) graph.setEdge(dep, step.id);
+  dagre.layout(graph);
+  return new Map(
+    steps.map((step) => {
+      const node = graph.node(step.id);
+      return [step.id, { x: node.x - NODE_WIDTH / 2, y: node.y - NODE_HEIGHT / 2 }];
+    }),
+  );
+}
+
+interface PlanGraphProps {
+  steps: readonly Step[];
+  issuesByStep: Map<string, PlanIssue[]>;
+  selectedStepId: string | null;
+  onSelect(stepId: string): void;
+}
+
+/** The dependency graph: nodes coloured by risk and marked when gated; choosing one opens its editor. */
+export function PlanGraph({ steps, issuesByStep, selectedStepId, onSelect }: PlanGraphProps) {
+  const positions = useMemo(() => layout(steps), [steps]);
+  const nodes: StepNode[] = useMemo(
+    () =>
+      steps.map((step) => ({
+        id: step.id,
+        type: "step",
+        position: positions.get(step.id)!,
+        data: { step, invalid: (issuesByStep.get(step.id)?.length ?? 0) > 0, selected: step.id === selectedStepId },
+        draggable: false,
+        connectable: false,
+      })),
+    [steps, positions, issuesByStep, selectedStepId],
+  );
+  const edges: Edge[] = useMemo(
+    () =>
+      steps.flatMap((step) =>
+        step.dependsOn.map((dep) => ({
+          id: `${dep}->${step.id}`,
+          source: dep,
+          target: step.id,
+          markerEnd: { type: MarkerType.ArrowClosed },
+        })),
+      ),
+    [steps],
+  );
+
+  return (
+    <SelectContext.Provider value={onSelect}>
+      <div className="plan-graph" role="region" aria-label="Dependency graph">
+        <ReactFlow
+          nodes={nodes}
+          edges={edges}
+          nodeTypes={NODE_TYPES}
+          fitView
+          minZoom={0.1}
+          nodesDraggable={false}
+          nodesConnectable={false}
+          nodesFocusable={false}
+          edgesFocusable={false}
+          elementsSelectable={false}
+          onlyRenderVisibleElements={steps.length > 150}
+          proOptions={{ hideAttribution: true }}
+        >
+          <Background />
+          <Controls showInteractive={false} />
+        </ReactFlow>
+      </div>
+      <p className="muted graph-legend">
+        Colour shows risk (green low, amber medium, red high); ⛔ marks steps that wait for approval. Arrows point from
+        a step to the steps that depend on it.
+      </p>
+    </SelectContext.Provider>
+  );
+}
+
+const StepNodeView = memo(function StepNodeView({ data }: NodeProps<StepNode>) {
+  const onSelect = useContext(SelectContext);
+  const { step } = data;
+  return (
+    <>
+      <Handle type="target" position={Position.Top} isConnectable={false} />
+      <button
+        type="button"
+        className={`graph-node risk-${step.risk} ${data.invalid ? "invalid" : ""} ${step.skipped ? "skipped" : ""}`}
+        data-graph-step={step.id}
+        aria-pressed={data.selected}
+        onClick={() => onSelect(step.id)}
+        title={stepLabel(step)}
+      >
+        <span className="graph-node-head">
+          <span className="mono">{step.id}</span>
+          {step.approvalRequired && (
+            <span className="gate" aria-label="requires approval" role="img">
+              ⛔
+            </span>
+          )}
+          <span className="graph-risk">{step.risk}</span>
+        </span>
+        <span className="graph-node-title">{stepLabel(step)}</span>
+        <span className="mono muted">{step.tool}</span>
+      </button>
+      <Handle type="source" position={Position.Bottom} isConnectable={false} />
+    </>
+  );
+});
+
+const NODE_TYPES = { step: StepNodeView };

@@ -1,0 +1,369 @@
+"use client";
+
+import { useId, useMemo, useState, type FormEvent } from "react";
+import type { StepChanges } from "@/server/plans/edits";
+import type { ToolDescription } from "@/server/plans/export";
+import type { Step } from "@/server/plans/schema";
+import { ArgsForm, checkArgs, type JsonSchema } from "./args-form";
+import { stepLabel, type EditRefusal } from "./plan-rules";
+import type { EditOutcome } from "./use-plan-editor";
+
+const RISKS = ["low", "medium", "high"] as const;
+const TYPES = ["feature", "bugfix", "chore", "test", "docs", "refactor", "research", "ops"] as const;
+
+export type StepEditorTarget = { mode: "edit"; step: Step } | { mode: "add"; position: number };
+
+interface StepEditorProps {
+  target: StepEditorTarget;
+  steps: readonly Step[];
+  tools: readonly ToolDescription[];
+  /** Saves the changes (edit) or the new step (add); resolves with the server's answer. */
+  onSave(changes: StepChanges & { position?: number }): Promise<EditOutcome>;
+  onClose(): void;
+}
+
+function lines(text: string): string[] {
+  return text
+    .split("\n")
+    .map((line) => line.trim())
+    .filter(Boolean);
+}
+
+/**
+ * Every field of a step in one form. Used in the list (inline, under the card), in the graph
+ * (beside it) and for adding a step. Problems come back inline, next to the field they concern.
+ */
+export function StepEditor({ target, steps, tools, onSave, onClose }: StepEditorProps) {
+  const formId = useId();
+  const step = target.mode === "edit" ? target.step : undefined;
+  const [title, setTitle] = useState(step?.title ?? "");
+  const [description, setDescription] = useState(step?.description ?? "");
+  const [toolName, setToolName] = useState(step?.tool ?? "");
+  const [args, setArgs] = useState<Record<string, unknown>>(step?.args ?? {});
+  const [argsVersion, setArgsVersion] = useState(0);
+  const [dependsOn, setDependsOn] = useState<string[]>(step?.dependsOn ?? []);
+  const [approvalRequired, setApprovalRequired] = useState(step?.approvalRequired);
+  const [critical, setCritical] = useState(step?.critical ?? false);
+  const [timeout, setTimeoutText] = useState(step ? String(step.timeoutSeconds) : "");
+  const [attempts, setAttempts] = useState(step ? String(step.retry.maxAttempts) : "3");
+  const [backoff, setBackoff] = useState(step ? String(step.retry.backoffMs) : "500");
+  const [risk, setRisk] = useState<Step["risk"] | "">(step?.risk ?? "");
+  const [type, setType] = useState<string>(step?.type ?? "");
+  const [hints, setHints] = useState((step?.contextHints ?? []).join("\n"));
+  const [paths, setPaths] = useState((step?.relevantFilePaths ?? []).join("\n"));
+  const [labels, setLabels] = useState((step?.labels ?? []).join("\n"));
+  const [position, setPosition] = useState(target.mode === "add" ? target.position : 0);
+  const [depFilter, setDepFilter] = useState("");
+  const [rawError, setRawError] = useState<string | null>(null);
+  const [refusal, setRefusal] = useState<EditRefusal | null>(null);
+  const [saving, setSaving] = useState(false);
+  const [showChecks, setShowChecks] = useState(false);
+
+  const tool = tools.find((candidate) => candidate.name === toolName);
+  const schema = (tool?.inputSchema ?? {}) as JsonSchema;
+  const others = steps.filter((candidate) => candidate.id !== step?.id);
+  const filteredOthers = depFilter
+    ? others.filter((candidate) =>
+        `${candidate.id} ${stepLabel(candidate)}`.toLowerCase().includes(depFilter.toLowerCase()),
+      )
+    : others;
+
+  // Server issues concern this step when they name it, or — for a new step — a step id the page does not know yet.
+  const known = useMemo(() => new Set(steps.map((candidate) => candidate.id)), [steps]);
+  const ownIssues = (refusal?.issues ?? []).filter((issue) =>
+    step ? issue.stepId === step.id || issue.steps?.includes(step.id) : !issue.stepId || !known.has(issue.stepId),
+  );
+  const argErrors = new Map<string, string>();
+  if (showChecks) for (const [key, message] of checkArgs(schema, args)) argErrors.set(key, message);
+  for (const issue of ownIssues) {
+    if (issue.path?.[0] === "args") {
+      const key = issue.path.length > 1 ? String(issue.path[1]) : "";
+      argErrors.set(key, issue.message.replace(/^[^:]+: (args(\.[^:]+)?: )?/, ""));
+    }
+  }
+  const dependencyError = ownIssues.find((issue) => issue.path?.[0] === "dependsOn" || issue.code === "cycle")?.message;
+  const timeoutNumber = Number(timeout);
+  const timeoutError =
+    timeout && (!Number.isInteger(timeoutNumber) || timeoutNumber < 1 || timeoutNumber > 86_400)
+      ? "Whole seconds from 1 to 86400"
+      : undefined;
+  const attemptsError =
+    !/^\d+$/.test(attempts) || +attempts < 1 || +attempts > 20 ? "From 1 to 20 attempts" : undefined;
+  const backoffError = !/^\d+$/.test(backoff) || +backoff > 600_000 ? "Milliseconds from 0 to 600000" : undefined;
+
+  function collect(): (StepChanges & { position?: number }) | null {
+    const all: StepChanges = {
+      title: title.trim() ? title.trim() : null,
+      description,
+      tool: toolName,
+      args,
+      dependsOn,
+      critical,
+      retry: { maxAttempts: Number(attempts), backoffMs: Number(backoff) },
+      type: (type || null) as StepChanges["type"],
+      contextHints: lines(hints),
+      relevantFilePaths: lines(paths),
+      labels: lines(labels),
+      ...(approvalRequired !== undefined && { approvalRequired }),
+      ...(timeout && { timeoutSeconds: timeoutNumber }),
+      ...(risk && { risk }),
+    };
+    if (!step) return { ...all, position };
+    // Send only what differs, so the history names exactly what the person changed.
+    const changes: Record<string, unknown> = {};
+    for (const [key, next] of Object.entries(all)) {
+      const before = (step as unknown as Record<string, unknown>)[key];
+      if (JSON.stringify(before ?? null) !== JSON.stringify(next ?? null)) changes[key] = next;
+    }
+    return Object.keys(changes).length ? changes : null;
+  }
+
+  async function submit(event: FormEvent) {
+    event.preventDefault();
+    setShowChecks(true);
+    if (!toolName) return;
+    if (rawError || checkArgs(schema, args).size > 0 || timeoutError || attemptsError || backoffError) return;
+    const changes = collect();
+    if (!changes) {
+      onClose();
+      return;
+    }
+    setSaving(true);
+    const outcome = await onSave(changes);
+    setSaving(false);
+    if (outcome.ok) onClose();
+    else setRefusal(outcome.refusal);
+  }
+
+  const heading = step ? `Edit ${step.id}` : "Add a step";
+  const hasLocalErrors = showChecks && (argErrors.size > 0 || !!rawError || !!timeoutError || !toolName);
+
+  return (
+    <form className="step-editor card" aria-labelledby={`${formId}-title`} onSubmit={submit} noValidate>
+      <h3 id={`${formId}-title`}>{heading}</h3>
+      {refusal && refusal.code !== "version_conflict" && (
+        <p role="alert" className="error" data-testid="editor-refusal">
+          {refusal.message}
+        </p>
+      )}
+      {hasLocalErrors && (
+        <p role="alert" className="error">
+          Fix the marked fields before saving.
+        </p>
+      )}
+      {!step && (
+        <label className="field">
+          <span>Position</span>
+          <select value={position} onChange={(e) => setPosition(Number(e.target.value))}>
+            <option value={0}>At the start</option>
+            {steps.map((candidate, index) => (
+              <option key={candidate.id} value={index + 1}>
+                After {index + 1}. {candidate.id} — {stepLabel(candidate).slice(0, 60)}
+              </option>
+            ))}
+          </select>
+        </label>
+      )}
+      <div className="editor-grid">
+        <label className="field">
+          <span>Title</span>
+          <input
+            value={title}
+            onChange={(e) => setTitle(e.target.value)}
+            maxLength={200}
+            placeholder="Optional short title"
+          />
+        </label>
+        <label className="field">
+          <span>Tool</span>
+          <select
+            value={toolName}
+            aria-invalid={showChecks && !toolName ? true : undefined}
+            onChange={(e) => {
+              setToolName(e.target.value);
+              // Another tool takes other arguments; start from an empty form.
+              setArgs({});
+              setArgsVersion((v) => v + 1);
+              setApprovalRequired(undefined);
+              setRisk("");
+              setTimeoutText("");
+            }}
+          >
+            <option value="">Choose a tool…</option>
+            {tools.map((candidate) => (
+              <option key={candidate.name} value={candidate.name}>
+                {candidate.name} — {candidate.capabilityLabel}
+                {candidate.destructive ? " (destructive)" : ""}
+              </option>
+            ))}
+          </select>
+          {showChecks && !toolName && <span className="field-error">Choose a tool</span>}
+          {tool && <span className="muted">{tool.description}</span>}
+        </label>
+      </div>
+      <label className="field">
+        <span>Description</span>
+        <textarea rows={2} value={description} onChange={(e) => setDescription(e.target.value)} />
+      </label>
+
+      {tool && (
+        <ArgsForm
+          key={`${toolName}-${argsVersion}`}
+          stepId={step?.id ?? "the new step"}
+          schema={schema}
+          value={args}
+          onChange={setArgs}
+          dependencies={dependsOn}
+          errors={argErrors}
+          onRawError={setRawError}
+        />
+      )}
+
+      <fieldset className="deps-picker">
+        <legend>Depends on</legend>
+        {others.length === 0 ? (
+          <p className="muted">There are no other steps to depend on.</p>
+        ) : (
+          <>
+            {others.length > 8 && (
+              <input
+                type="search"
+                aria-label="Filter steps"
+                placeholder="Filter steps…"
+                value={depFilter}
+                onChange={(e) => setDepFilter(e.target.value)}
+              />
+            )}
+            <div className="deps-options">
+              {filteredOthers.map((candidate) => (
+                <label key={candidate.id} className="field inline">
+                  <input
+                    type="checkbox"
+                    checked={dependsOn.includes(candidate.id)}
+                    onChange={(e) =>
+                      setDependsOn((current) =>
+                        e.target.checked ? [...current, candidate.id] : current.filter((id) => id !== candidate.id),
+                      )
+                    }
+                  />
+                  <span>
+                    <span className="mono">{candidate.id}</span> {stepLabel(candidate).slice(0, 80)}
+                  </span>
+                </label>
+              ))}
+            </div>
+          </>
+        )}
+        {dependencyError && (
+          <p className="field-error" data-testid="dependency-error">
+            {dependencyError}
+          </p>
+        )}
+      </fieldset>
+
+      <div className="editor-grid">
+        <label className="field inline">
+          <input
+            type="checkbox"
+            checked={approvalRequired ?? tool?.requiresApproval ?? false}
+            onChange={(e) => setApprovalRequired(e.target.checked)}
+          />
+          <span>Requires approval</span>
+        </label>
+        <label className="field inline">
+          <input type="checkbox" checked={critical} onChange={(e) => setCritical(e.target.checked)} />
+          <span>Critical (a failure stops the run)</span>
+        </label>
+        <label className="field">
+          <span>Risk</span>
+          <select value={risk} onChange={(e) => setRisk(e.target.value as Step["risk"] | "")}>
+            {!step && <option value="">Tool default</option>}
+            {RISKS.map((option) => (
+              <option key={option} value={option}>
+                {option}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label className="field">
+          <span>Type</span>
+          <select value={type} onChange={(e) => setType(e.target.value)}>
+            <option value="">—</option>
+            {TYPES.map((option) => (
+              <option key={option} value={option}>
+                {option}
+              </option>
+            ))}
+          </select>
+        </label>
+        <NumberField
+          label="Timeout (seconds)"
+          value={timeout}
+          onChange={setTimeoutText}
+          error={timeoutError}
+          placeholder={tool ? `${tool.defaultTimeoutSeconds} (tool default)` : ""}
+        />
+        <NumberField label="Retry: attempts" value={attempts} onChange={setAttempts} error={attemptsError} />
+        <NumberField label="Retry: first backoff (ms)" value={backoff} onChange={setBackoff} error={backoffError} />
+      </div>
+      <div className="editor-grid">
+        <label className="field">
+          <span>Context hints (one per line)</span>
+          <textarea rows={2} value={hints} onChange={(e) => setHints(e.target.value)} />
+        </label>
+        <label className="field">
+          <span>Relevant file paths (one per line)</span>
+          <textarea rows={2} className="mono" value={paths} onChange={(e) => setPaths(e.target.value)} />
+        </label>
+        <label className="field">
+          <span>Labels (one per line)</span>
+          <textarea rows={2} value={labels} onChange={(e) => setLabels(e.target.value)} />
+        </label>
+      </div>
+      {ownIssues
+        .filter((issue) => issue.path?.[0] !== "args" && issue.path?.[0] !== "dependsOn" && issue.code !== "cycle")
+        .map((issue, index) => (
+          <p key={index} className="issue">
+            {issue.message}
+          </p>
+        ))}
+      <div className="row">
+        <button type="submit" className="primary" disabled={saving}>
+          {saving ? "Saving…" : step ? "Save changes" : "Add step"}
+        </button>
+        <button type="button" onClick={onClose}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
+}
+
+function NumberField(props: {
+  label: string;
+  value: string;
+  onChange(value: string): void;
+  error: string | undefined;
+  placeholder?: string;
+}) {
+  const id = useId();
+  return (
+    <div className="field">
+      <label htmlFor={id}>{props.label}</label>
+      <input
+        id={id}
+        inputMode="numeric"
+        value={props.value}
+        placeholder={props.placeholder}
+        onChange={(e) => props.onChange(e.target.value.trim())}
+        aria-invalid={props.error ? true : undefined}
+        aria-describedby={props.error ? `${id}-error` : undefined}
+      />
+      {props.error && (
+        <span id={`${id}-error`} className="field-error">
+          {props.error}
+        </span>
+      )}
+    </div>
+  );
+}
