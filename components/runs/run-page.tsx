@@ -74,6 +74,7 @@ export function RunPage({ runId }: { runId: string }) {
                 snapshotSeq={run.snapshotSeq}
                 storedDecision={decisionByStep.get(step.id)}
                 steerable={steerable}
+                rerunnable={isFinished(run.status)}
               />
             ))}
           </ol>

@@ -8,7 +8,7 @@ import { StatusBadge } from "@/components/ui/status-badge";
 import { useNow } from "@/components/ui/use-now";
 import { describeValue, formatClock, formatDuration, formatTimeLeft } from "./format";
 import type { LiveStep } from "./run-state";
-import { DecisionForm, FailedStepActions } from "./step-actions";
+import { AnswerForm, DecisionForm, FailedStepActions, RerunForm } from "./step-actions";
 import { StepLogs } from "./step-logs";
 
 interface RunStepCardProps {
@@ -21,6 +21,8 @@ interface RunStepCardProps {
   storedDecision: RunDecision | undefined;
   /** False once the run is cancelled or completed: nothing can be changed any more. */
   steerable: boolean;
+  /** True once the run finished: it can be re-run from any step as a new run. */
+  rerunnable: boolean;
 }
 
 /**
@@ -35,6 +37,7 @@ export const RunStepCard = memo(function RunStepCard({
   snapshotSeq,
   storedDecision,
   steerable,
+  rerunnable,
 }: RunStepCardProps) {
   const status = state?.status ?? "pending";
   const decision = state?.decision ?? storedDecision;
@@ -98,7 +101,16 @@ export const RunStepCard = memo(function RunStepCard({
               <DecisionForm runId={runId} stepId={step.id} />
             </>
           )}
+          {status === "awaiting_input" && steerable && (
+            <AnswerForm
+              runId={runId}
+              stepId={step.id}
+              question={state.waiting?.question}
+              choices={state.waiting?.choices}
+            />
+          )}
           {status === "failed" && steerable && <FailedStepActions runId={runId} stepId={step.id} />}
+          {rerunnable && <RerunForm runId={runId} stepId={step.id} args={step.args} />}
           <StepLogs runId={runId} stepId={step.id} snapshotSeq={snapshotSeq} liveLines={state.liveLogs} />
         </div>
       )}

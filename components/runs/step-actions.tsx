@@ -1,6 +1,7 @@
 "use client";
 
 import { useMutation } from "@tanstack/react-query";
+import { useRouter } from "next/navigation";
 import { useId, useState } from "react";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
@@ -60,5 +61,135 @@ export function FailedStepActions({ runId, stepId }: { runId: string; stepId: st
       </div>
       <ErrorMessage error={retry.error ?? skip.error} />
     </div>
+  );
+}
+
+/** The answer box of an `ask_user` step: one button per offered choice, or free text. */
+export function AnswerForm({
+  runId,
+  stepId,
+  question,
+  choices,
+}: {
+  runId: string;
+  stepId: string;
+  question?: string;
+  choices?: string[];
+}) {
+  const trpc = useTRPC();
+  const answer = useMutation(trpc.runs.answer.mutationOptions());
+  const [text, setText] = useState("");
+  const id = useId();
+  return (
+    <form
+      className="stack-sm answer"
+      aria-label={`Answer ${stepId}`}
+      onSubmit={(event) => {
+        event.preventDefault();
+        if (text.trim()) answer.mutate({ runId, stepId, answer: text.trim() });
+      }}
+    >
+      <p className="question" id={`${id}-question`}>
+        {question ?? "The plan asks a question."}
+      </p>
+      {choices && choices.length > 0 ? (
+        <div className="row" role="group" aria-labelledby={`${id}-question`}>
+          {choices.map((choice) => (
+            <button
+              key={choice}
+              type="button"
+              onClick={() => answer.mutate({ runId, stepId, answer: choice })}
+              disabled={answer.isPending}
+            >
+              {choice}
+            </button>
+          ))}
+        </div>
+      ) : (
+        <>
+          <label className="field" htmlFor={`${id}-answer`}>
+            <span>Your answer</span>
+            <textarea
+              id={`${id}-answer`}
+              rows={2}
+              maxLength={10_000}
+              value={text}
+              onChange={(event) => setText(event.target.value)}
+            />
+          </label>
+          <button className="primary" type="submit" disabled={answer.isPending || !text.trim()}>
+            Send answer
+          </button>
+        </>
+      )}
+      <ErrorMessage error={answer.error} />
+    </form>
+  );
+}
+
+/**
+ * Re-run a finished run from this step as a new run, optionally with edited arguments: this step
+ * and what depends on it run again; every other completed step keeps its recorded result.
+ */
+export function RerunForm({ runId, stepId, args }: { runId: string; stepId: string; args: Record<string, unknown> }) {
+  const trpc = useTRPC();
+  const router = useRouter();
+  const rerun = useMutation(
+    trpc.runs.rerunFrom.mutationOptions({ onSuccess: ({ runId: newRunId }) => router.push(`/runs/${newRunId}`) }),
+  );
+  const original = JSON.stringify(args, null, 2);
+  const [text, setText] = useState(original);
+  const [parseError, setParseError] = useState<string | null>(null);
+  const id = useId();
+  return (
+    <details className="rerun">
+      <summary>Re-run from this step…</summary>
+      <form
+        className="stack-sm"
+        onSubmit={(event) => {
+          event.preventDefault();
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(text);
+          } catch (error) {
+            setParseError(`The arguments are not valid JSON: ${(error as Error).message}`);
+            return;
+          }
+          if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) {
+            setParseError("The arguments must be a JSON object.");
+            return;
+          }
+          setParseError(null);
+          rerun.mutate({
+            runId,
+            stepId,
+            ...(text !== original && { args: parsed as Record<string, unknown> }),
+          });
+        }}
+      >
+        <label className="field" htmlFor={`${id}-args`}>
+          <span>Arguments (JSON; edit to run the step differently)</span>
+          <textarea
+            id={`${id}-args`}
+            className="mono"
+            rows={Math.min(12, original.split("\n").length + 1)}
+            value={text}
+            onChange={(event) => setText(event.target.value)}
+          />
+        </label>
+        <p className="muted">
+          This step and every step depending on it run again in a new run; the others keep their results.
+        </p>
+        <button className="primary" type="submit" disabled={rerun.isPending}>
+          {rerun.isPending ? "Starting…" : "Start the new run"}
+        </button>
+        {parseError && (
+          <p role="alert" className="error">
+            {parseError}
+          </p>
+        )}
+        <ErrorMessage error={rerun.error} />
+      </form>
+    </details>
   );
 }
