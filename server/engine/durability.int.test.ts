@@ -307,4 +307,41 @@ describe("durability", () => {
     expect(executions.map((e) => e.stepId).sort()).toEqual(["step_1", "step_2"]);
     expect(sequenceProblems(await readEvents(harness.app.db.pool, runId, 0))).toEqual([]);
   });
+
+  it("a live worker with a slower heartbeat than its peers is not treated as dead", async () => {
+    harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+    const probeLog = path.join(harness.workspace, "probe.log");
+    const steps = [{ id: "step_1", description: "slow side effect", tool: "probe_once", args: { sleepMs: 3000 } }];
+    const plan = await harness.caller.plans.createFromJson({ planJson: JSON.stringify({ goal: "peers", steps }) });
+    // Workers on different machines may be configured differently; STEPWISE_HEARTBEAT_MS is per process.
+    const slow = spawnProbeWorker({
+      databaseUrl: harness.app.db.url,
+      probeLog,
+      workspace: harness.workspace,
+      heartbeatMs: 2000,
+    });
+    probeWorkers.push(slow);
+    await slow.ready;
+    const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: 1 });
+    await expect.poll(async () => (await readProbeLog(probeLog)).length, { timeout: 10_000 }).toBe(1);
+    const fast = spawnProbeWorker({
+      databaseUrl: harness.app.db.url,
+      probeLog,
+      workspace: harness.workspace,
+      heartbeatMs: 200,
+    });
+    probeWorkers.push(fast);
+    await fast.ready;
+
+    const run = await harness.waitForRun(runId, ["completed", "failed", "cancelled"], 20_000);
+    const events = await readEvents(harness.app.db.pool, runId, 0);
+    expect(
+      events
+        .filter((e) => e.type === "step.interrupted")
+        .map((e) => `${e.stepId} by a peer while its worker was alive`),
+    ).toEqual([]);
+    expect(run.status).toBe("completed");
+    expect(run.steps[0]).toMatchObject({ status: "completed", attempt: 1 });
+    expect(await readProbeLog(probeLog)).toEqual([{ runId, stepId: "step_1", attempt: 1, pid: slow.pid }]);
+  });
 });
