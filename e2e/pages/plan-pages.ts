@@ -1,4 +1,5 @@
 import { expect, type Locator, type Page } from "@playwright/test";
+import { RunViewPage } from "./run-pages";
 
 /** The "New plan" form. */
 export class NewPlanPage {
@@ -32,22 +33,5 @@ export class PlanViewPage {
     await this.page.getByRole("button", { name: /Approve and run/ }).click();
     await expect(this.page).toHaveURL(/\/runs\/[0-9a-f-]{36}$/);
     return new RunViewPage(this.page);
-  }
-}
-
-/** A run's live view: its header and every step's live state. */
-export class RunViewPage {
-  constructor(private readonly page: Page) {}
-
-  step(stepId: string): Locator {
-    return this.page.locator(`li[data-step-id="${stepId}"]`);
-  }
-
-  async expectStepStatus(stepId: string, status: string) {
-    await expect(this.step(stepId)).toHaveAttribute("data-status", status);
-  }
-
-  run(): Locator {
-    return this.page.getByRole("region", { name: "Run" });
   }
 }
