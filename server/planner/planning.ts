@@ -155,10 +155,11 @@ export async function planWithRefinement(context: PlanningContext, firstPrompt: 
 
 /** Tools the deep planner may call while gathering context: read-only ones, never ask_user's step tool. */
 export function gatheringTools(tools: AnyTool[]): AnyTool[] {
-  return tools.filter(
-    (tool) => tool.readOnly && !tool.destructive && tool.capability !== "user.ask" && tool.name !== "submit_plan",
-  );
+  return tools.filter((tool) => tool.readOnly && !tool.destructive && GATHERING_CAPABILITIES.has(tool.capability));
 }
+
+/** Investigating the workspace: reading files, read-only shell and git. Not waiting, not asking via a step. */
+const GATHERING_CAPABILITIES = new Set<string>(["fs.read", "shell.read", "git.read"]);
 
 const MAX_TOOL_RESULT_CHARS = 8_000;
 
