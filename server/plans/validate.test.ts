@@ -306,6 +306,18 @@ describe("normalizePlan", () => {
     expect(w!.retry).toEqual({ maxAttempts: 3, backoffMs: 500 });
   });
 
+  it("takes a shell step's approval and risk from parsing its command", () => {
+    const [ls, rm, ref] = normalize([
+      { id: "ls", tool: "shell", args: { command: "ls -la | wc -l" } },
+      { id: "rm", tool: "shell", args: { command: "rm -rf build" } },
+      { id: "ref", tool: "shell", args: { command: "$ls" }, dependsOn: ["ls"] },
+    ]).steps;
+    expect(ls).toMatchObject({ approvalRequired: false, risk: "low", capability: "shell.exec" });
+    expect(rm).toMatchObject({ approvalRequired: true, risk: "high" });
+    // A command only known at run time is gated.
+    expect(ref).toMatchObject({ approvalRequired: true, risk: "high" });
+  });
+
   it("keeps what the author set explicitly", () => {
     const [w] = normalize([
       {

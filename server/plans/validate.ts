@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type { ToolRegistry } from "../tools/registry";
+import { requiresApprovalByDefault, type AnyTool } from "../tools/types";
 import { findReferences, looksLikeStepId } from "./references";
 import { planDraftSchema, type ParsedPlanDraft, type PlanContent, type Step } from "./schema";
 
@@ -231,12 +232,12 @@ export function normalizePlan(draft: ParsedPlanDraft, registry: ToolRegistry): P
       tool: step.tool,
       args: step.args,
       dependsOn: [...new Set(step.dependsOn)],
-      approvalRequired: step.approvalRequired ?? tool?.requiresApproval ?? false,
+      approvalRequired: step.approvalRequired ?? (tool ? requiresApprovalByDefault(tool, step.args) : false),
       capability: step.capability ?? tool?.capability ?? "unknown",
       capabilityLabel: step.capabilityLabel ?? tool?.capabilityLabel ?? "Unknown capability",
       labels: step.labels,
       timeoutSeconds: step.timeoutSeconds ?? tool?.defaultTimeoutSeconds ?? 300,
-      risk: step.risk ?? (tool?.destructive ? "high" : tool?.readOnly ? "low" : "medium"),
+      risk: step.risk ?? defaultRisk(tool, step.args),
       critical: step.critical,
       retry: { maxAttempts: step.retry?.maxAttempts ?? 3, backoffMs: step.retry?.backoffMs ?? 500 },
       contextHints: step.contextHints,
@@ -254,6 +255,12 @@ export function normalizePlan(draft: ParsedPlanDraft, registry: ToolRegistry): P
     ...(draft.contextNotes !== undefined && { contextNotes: draft.contextNotes }),
     ...(draft.estimatedDuration !== undefined && { estimatedDuration: draft.estimatedDuration }),
   };
+}
+
+function defaultRisk(tool: AnyTool | undefined, args: unknown): Step["risk"] {
+  // A tool that waives approval for these arguments (shell running `ls`) judged them read-only.
+  if (tool?.requiresApprovalFor && !tool.requiresApprovalFor(args)) return "low";
+  return tool?.destructive ? "high" : tool?.readOnly ? "low" : "medium";
 }
 
 export type DraftCheck =

@@ -6,6 +6,7 @@ import { globTool } from "./glob";
 import { listDirTool } from "./list-dir";
 import { readFileTool } from "./read-file";
 import { searchTextTool } from "./search-text";
+import { shellTool } from "./shell";
 import { sleepTool } from "./sleep";
 import type { AnyTool } from "./types";
 import { writeFileTool } from "./write-file";
@@ -34,6 +35,7 @@ export const builtinTools: AnyTool[] = [
   writeFileTool,
   editFileTool,
   deletePathTool,
+  shellTool,
   sleepTool,
   echoTool,
   askUserTool,

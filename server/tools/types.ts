@@ -38,8 +38,19 @@ export interface ToolDefinition<Input = unknown, Output = unknown> {
   destructive: boolean;
   idempotent: boolean;
   requiresApproval: boolean;
+  /**
+   * For tools whose risk depends on the input (shell: `ls` only reads, `rm` deletes): whether a step
+   * with these arguments needs approval by default. Gets the raw, unvalidated step arguments, which
+   * may still hold `$step` references; it must answer true when it cannot tell.
+   */
+  requiresApprovalFor?(input: unknown): boolean;
   defaultTimeoutSeconds: number;
   execute(input: Input, context: ToolContext): Promise<Output>;
+}
+
+/** Whether a step of this tool with these arguments needs approval unless its author decides otherwise. */
+export function requiresApprovalByDefault(tool: AnyTool, args: unknown): boolean {
+  return tool.requiresApprovalFor ? tool.requiresApprovalFor(args) : tool.requiresApproval;
 }
 
 /** Erases the input type so tools of different shapes can share one registry. */

@@ -1,0 +1,253 @@
+import { spawn } from "node:child_process";
+import fs from "node:fs/promises";
+import path from "node:path";
+import { z } from "zod";
+import { AppError } from "../errors";
+import { isReadOnlyCommand } from "./shell-read-only";
+import { defineTool, type ToolContext } from "./types";
+import { resolveInWorkspace } from "./workspace-path";
+
+/** Characters kept per stream in the result: the first and last halves, the middle elided. */
+export const SHELL_OUTPUT_LIMIT = 100_000;
+/** Lines streamed to the step log per run; the result still holds the (capped) output. */
+export const SHELL_LOG_LINE_LIMIT = 2_000;
+/** After SIGTERM, how long the process group gets before SIGKILL. */
+const KILL_GRACE_MS = 2_000;
+/** After the shell exits, how long to wait for pipes held open by leftover children. */
+const DRAIN_GRACE_MS = 500;
+
+export interface ShellResult {
+  exitCode: number | null;
+  /** The signal that ended the shell, if one did. */
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  /** True when stdout or stderr exceeded the limit and their middle was left out. */
+  truncated: boolean;
+}
+
+/** A command that exited with a non-zero status (and the step did not allow that). */
+export class ShellCommandError extends Error {
+  constructor(
+    readonly result: ShellResult,
+    message: string,
+  ) {
+    super(message);
+    this.name = "ShellCommandError";
+  }
+}
+
+export const shellTool = defineTool({
+  name: "shell",
+  description:
+    "Run a bash command in the workspace (or a sub-directory) and return its exit code, stdout and stderr. " +
+    "Output lines stream to the step log. A non-zero exit fails the step unless allowFailure is set. " +
+    "Commands that only read (ls, cat, grep, find without -delete/-exec, git status/diff/log, …, no writing " +
+    "redirections) run without approval; anything else needs approval.",
+  inputSchema: z.object({
+    command: z
+      .string()
+      .min(1)
+      .refine((command) => command.trim().length > 0, "The command is empty")
+      .describe("A bash command line"),
+    cwd: z.string().default(".").describe("Directory to run in, relative to the workspace root"),
+    allowFailure: z.boolean().default(false).describe("Complete the step even when the command exits non-zero"),
+  }),
+  outputSchema: z.object({
+    exitCode: z.number().nullable(),
+    signal: z.string().nullable(),
+    stdout: z.string(),
+    stderr: z.string(),
+    truncated: z.boolean(),
+  }),
+  capability: "shell.exec",
+  capabilityLabel: "Run shell commands",
+  readOnly: false,
+  destructive: true,
+  idempotent: false,
+  requiresApproval: true,
+  requiresApprovalFor(input) {
+    const command = (input as { command?: unknown } | null | undefined)?.command;
+    // A `$step` reference or anything else unknown at plan time is gated.
+    return typeof command !== "string" || !isReadOnlyCommand(command);
+  },
+  defaultTimeoutSeconds: 300,
+  async execute(input, context) {
+    const cwd = await resolveInWorkspace(context.workspaceRoot, input.cwd);
+    const stat = await fs.stat(cwd).catch(() => undefined);
+    if (!stat?.isDirectory()) throw new AppError("invalid_input", `Not a directory in the workspace: ${input.cwd}`);
+    const result = await runShell(input.command, cwd, context);
+    if (result.exitCode !== 0 && !input.allowFailure) {
+      const how = result.exitCode === null ? `was killed by ${result.signal}` : `exited with code ${result.exitCode}`;
+      const tail = lastLines(result.stderr || result.stdout, 5);
+      throw new ShellCommandError(result, `The command ${how}${tail ? `:\n${tail}` : ""}`);
+    }
+    return result;
+  },
+});
+
+/**
+ * Runs `bash -c` in its own process group, so that on abort (timeout, cancellation) the whole
+ * group — pipelines, children, grandchildren — is terminated, not only the shell.
+ */
+export function runShell(command: string, cwd: string, context: ToolContext): Promise<ShellResult> {
+  context.signal.throwIfAborted();
+  return new Promise<ShellResult>((resolve, reject) => {
+    const child = spawn("bash", ["--noprofile", "--norc", "-c", command], {
+      cwd,
+      env: shellEnvironment(process.env) as NodeJS.ProcessEnv,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
+    const stdout = new CappedText(SHELL_OUTPUT_LIMIT);
+    const stderr = new CappedText(SHELL_OUTPUT_LIMIT);
+    const lines = new LineLogger(context);
+    let exit: { code: number | null; signal: string | null } | undefined;
+    let settled = false;
+    let killTimer: NodeJS.Timeout | undefined;
+    let drainTimer: NodeJS.Timeout | undefined;
+
+    const killGroup = (signal: NodeJS.Signals) => {
+      try {
+        process.kill(-child.pid!, signal);
+      } catch {
+        // The group is already gone.
+      }
+    };
+    const onAbort = () => {
+      killGroup("SIGTERM");
+      killTimer = setTimeout(() => killGroup("SIGKILL"), KILL_GRACE_MS);
+      killTimer.unref();
+      finish();
+    };
+    const finish = (error?: Error) => {
+      if (settled) return;
+      settled = true;
+      context.signal.removeEventListener("abort", onAbort);
+      clearTimeout(drainTimer);
+      lines.flush();
+      if (error) return reject(error);
+      if (context.signal.aborted) return reject(context.signal.reason);
+      resolve({
+        exitCode: exit?.code ?? null,
+        signal: exit?.signal ?? null,
+        stdout: stdout.text(),
+        stderr: stderr.text(),
+        truncated: stdout.truncated || stderr.truncated,
+      });
+    };
+
+    context.signal.addEventListener("abort", onAbort, { once: true });
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      stdout.append(chunk);
+      lines.append("stdout", chunk);
+    });
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+      stderr.append(chunk);
+      lines.append("stderr", chunk);
+    });
+    child.on("error", (error: NodeJS.ErrnoException) =>
+      finish(error.code === "ENOENT" ? new Error("bash was not found on this machine's PATH") : error),
+    );
+    child.on("exit", (code, signal) => {
+      exit = { code, signal };
+      // A background child may keep the pipes open; the step ends with its shell, so stop it.
+      drainTimer = setTimeout(() => {
+        killGroup("SIGKILL");
+        finish();
+      }, DRAIN_GRACE_MS);
+    });
+    child.on("close", () => finish());
+  });
+}
+
+/**
+ * The worker's environment without what could subvert the command or leak Stepwise's own
+ * secrets to an unapproved read-only command: startup files bash would source (BASH_ENV, ENV),
+ * exported functions that could shadow `ls`, relative PATH entries, credentials and settings.
+ */
+export function shellEnvironment(source: Record<string, string | undefined>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(source)) {
+    if (value === undefined) continue;
+    if (name === "BASH_ENV" || name === "ENV" || name.startsWith("BASH_FUNC_")) continue;
+    if (/^(STEPWISE_|DATABASE_URL$|PG(PASSWORD|USER|HOST|DATABASE)$)|_API_KEY$|_TOKEN$|SECRET|PASSWORD/i.test(name))
+      continue;
+    env[name] = value;
+  }
+  env.PATH = (source.PATH ?? "")
+    .split(path.delimiter)
+    .filter((entry) => path.isAbsolute(entry))
+    .join(path.delimiter);
+  env.GIT_TERMINAL_PROMPT = "0";
+  return env;
+}
+
+/** Keeps the first and last halves of a long output, where the command line and the errors usually are. */
+class CappedText {
+  private head = "";
+  private tail = "";
+  private dropped = 0;
+
+  constructor(private readonly limit: number) {}
+
+  get truncated(): boolean {
+    return this.dropped > 0;
+  }
+
+  append(chunk: string): void {
+    const half = Math.floor(this.limit / 2);
+    if (this.head.length < half) {
+      const room = half - this.head.length;
+      this.head += chunk.slice(0, room);
+      chunk = chunk.slice(room);
+    }
+    if (!chunk) return;
+    this.tail += chunk;
+    if (this.tail.length > half) {
+      this.dropped += this.tail.length - half;
+      this.tail = this.tail.slice(-half);
+    }
+  }
+
+  text(): string {
+    return this.dropped > 0
+      ? `${this.head}\n… [${this.dropped} characters omitted] …\n${this.tail}`
+      : this.head + this.tail;
+  }
+}
+
+/** Streams complete lines to the step log (stderr as warnings), up to a limit per run. */
+class LineLogger {
+  private partial: Record<"stdout" | "stderr", string> = { stdout: "", stderr: "" };
+  private logged = 0;
+
+  constructor(private readonly context: ToolContext) {}
+
+  append(stream: "stdout" | "stderr", chunk: string): void {
+    const text = this.partial[stream] + chunk;
+    const parts = text.split("\n");
+    this.partial[stream] = parts.pop()!;
+    for (const line of parts) this.log(stream, line.replace(/\r$/, ""));
+  }
+
+  flush(): void {
+    for (const stream of ["stdout", "stderr"] as const) {
+      if (this.partial[stream]) this.log(stream, this.partial[stream]);
+      this.partial[stream] = "";
+    }
+  }
+
+  private log(stream: "stdout" | "stderr", line: string): void {
+    this.logged++;
+    if (this.logged <= SHELL_LOG_LINE_LIMIT) {
+      this.context.log(line, stream === "stderr" ? "warn" : "info");
+    } else if (this.logged === SHELL_LOG_LINE_LIMIT + 1) {
+      this.context.log(`… output beyond ${SHELL_LOG_LINE_LIMIT} lines is not streamed; the result keeps it`, "warn");
+    }
+  }
+}
+
+function lastLines(text: string, count: number): string {
+  return text.trimEnd().split("\n").slice(-count).join("\n");
+}
