@@ -1,4 +1,4 @@
-import { expect, type Locator, type Page } from "@playwright/test";
+import { expect, type APIRequestContext, type Locator, type Page } from "@playwright/test";
 import { RunViewPage } from "./run-pages";
 
 /** The "New plan" form. */
@@ -20,12 +20,95 @@ export class NewPlanPage {
   }
 }
 
+/** Creates a plan through the API (superjson envelope, as the browser client sends it); returns its id. */
+export async function createPlanViaApi(request: APIRequestContext, plan: unknown): Promise<string> {
+  const response = await request.post("/api/trpc/plans.createFromJson", {
+    data: { json: { planJson: JSON.stringify(plan) } },
+  });
+  const body = await response.json();
+  if (!response.ok()) throw new Error(`plans.createFromJson failed: ${JSON.stringify(body)}`);
+  return body.result.data.json.id as string;
+}
+
 /** A plan's review page. */
 export class PlanViewPage {
   constructor(private readonly page: Page) {}
 
+  async open(planId: string) {
+    await this.page.goto(`/plans/${planId}`);
+    await expect(this.page.getByTestId("plan-version")).toBeVisible();
+  }
+
   step(stepId: string): Locator {
     return this.page.locator(`li[data-step-id="${stepId}"]`);
+  }
+
+  /** Step ids in the order the list shows them. */
+  async order(): Promise<string[]> {
+    return this.page
+      .locator("ol[aria-label='Steps'] > li[data-step-id]")
+      .evaluateAll((items) => items.map((item) => item.getAttribute("data-step-id") ?? ""));
+  }
+
+  async expectVersion(version: number) {
+    await expect(this.page.getByTestId("plan-version")).toHaveText(`version ${version}`);
+  }
+
+  notice(): Locator {
+    return this.page.getByTestId("plan-notice");
+  }
+
+  /** Opens the inline editor of a step and returns it. */
+  async edit(stepId: string): Promise<Locator> {
+    await this.page.getByRole("button", { name: `Edit ${stepId}`, exact: true }).click();
+    const editor = this.editor(stepId);
+    await expect(editor).toBeVisible();
+    return editor;
+  }
+
+  editor(stepId: string): Locator {
+    return this.page.getByRole("form", { name: `Edit ${stepId}` });
+  }
+
+  /** An argument field of the generated form, by argument name. */
+  arg(editor: Locator, name: string): Locator {
+    return editor.locator(`[data-arg="${name}"]`);
+  }
+
+  dragHandle(stepId: string): Locator {
+    return this.page.getByRole("button", { name: `Move ${stepId}`, exact: true });
+  }
+
+  /** Moves a step with the keyboard: Space lifts, arrows move, Space drops. */
+  async moveWithKeyboard(stepId: string, steps: number) {
+    const handle = this.dragHandle(stepId);
+    await handle.focus();
+    await this.page.keyboard.press("Space");
+    const key = steps < 0 ? "ArrowUp" : "ArrowDown";
+    for (let i = 0; i < Math.abs(steps); i++) {
+      await this.page.keyboard.press(key);
+      // dnd-kit measures and animates between key presses.
+      await this.page.waitForTimeout(150);
+    }
+    await this.page.keyboard.press("Space");
+  }
+
+  /** Drags a step's handle with the mouse onto another step's card. */
+  async dragOnto(stepId: string, targetId: string) {
+    const from = await this.dragHandle(stepId).boundingBox();
+    const to = await this.step(targetId).boundingBox();
+    if (!from || !to) throw new Error("Step not visible");
+    await this.page.mouse.move(from.x + from.width / 2, from.y + from.height / 2);
+    await this.page.mouse.down();
+    await this.page.mouse.move(from.x + from.width / 2, from.y + from.height / 2 + 10, { steps: 3 });
+    const targetY = to.y + (to.y < from.y ? 5 : to.height - 5);
+    await this.page.mouse.move(from.x + from.width / 2, targetY, { steps: 12 });
+    await this.page.waitForTimeout(100);
+    await this.page.mouse.up();
+  }
+
+  history(): Locator {
+    return this.page.getByRole("region", { name: /^Changes from/ });
   }
 
   /** Approves the current version and lands on the new run's live view. */
