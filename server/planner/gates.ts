@@ -2,6 +2,7 @@ import fs from "node:fs/promises";
 import type { PlanContent } from "../plans/schema";
 import { checkPlanDraft, type PlanIssue, type PlanIssueCode } from "../plans/validate";
 import type { ToolRegistry } from "../tools/registry";
+import { requiresApprovalByDefault } from "../tools/types";
 import { resolveInWorkspace } from "../tools/workspace-path";
 
 /** Seed 003's quality gates beyond the plan's structural validation. */
@@ -71,7 +72,8 @@ export async function runQualityGates(
   }
   for (const step of plan.steps) {
     const tool = options.tools.get(step.tool);
-    if (tool?.destructive && !step.approvalRequired) {
+    // requiresApprovalByDefault: a shell step whose command the parser proves read-only needs no gate.
+    if (tool?.destructive && requiresApprovalByDefault(tool, step.args) && !step.approvalRequired) {
       issues.push({
         code: "destructive_not_gated",
         stepId: step.id,
