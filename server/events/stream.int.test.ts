@@ -1,0 +1,194 @@
+import { randomUUID } from "node:crypto";
+import { setTimeout as delay } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startHarness, type Harness } from "../../tests/app-harness";
+import { inTransaction } from "../db";
+import { appendEvents } from "./store";
+import { streamEvents } from "./stream";
+import type { StoredEvent } from "./types";
+
+/**
+ * The replay-then-live hand-over of `streamEvents` on real PostgreSQL: whatever moment a
+ * subscriber joins, and whatever goes wrong with notifications, it yields every event after its
+ * starting point exactly once, in order.
+ */
+
+let harness: Harness;
+beforeAll(async () => {
+  harness = await startHarness({ worker: false });
+});
+afterAll(async () => {
+  await harness?.close();
+});
+
+const streamFor = (streamId: string) => ({ streamId, planId: "plan-stream-test", runId: null, traceId: "trace" });
+
+async function append(streamId: string, count: number, data: Record<string, unknown> = {}): Promise<StoredEvent[]> {
+  return inTransaction(harness.app.db.pool, (client) =>
+    appendEvents(
+      client,
+      streamFor(streamId),
+      Array.from({ length: count }, (_, i) => ({ type: "test.event", data: { ...data, i } })),
+    ),
+  );
+}
+
+/** Collects a subscription's events until it has `until` or the time runs out; then stops it. */
+async function collect(streamId: string, afterSeq: number, until: number, timeoutMs = 15_000): Promise<number[]> {
+  const abort = new AbortController();
+  const seqs: number[] = [];
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
+  try {
+    for await (const event of streamEvents(harness.app.bus, harness.app.db.pool, streamId, afterSeq, abort.signal)) {
+      seqs.push(event.seq);
+      if (event.seq >= until) break;
+    }
+  } finally {
+    clearTimeout(timer);
+    abort.abort();
+  }
+  return seqs;
+}
+
+const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+describe("streamEvents", () => {
+  it("hands over from replay to live without a gap or a duplicate while several writers commit", async () => {
+    const streamId = `stream-${randomUUID()}`;
+    const writers = 4;
+    const transactionsPerWriter = 60;
+    // Each transaction appends 1–3 events; the total is known up front.
+    const sizes = Array.from({ length: writers * transactionsPerWriter }, (_, i) => (i % 3) + 1);
+    const total = sizes.reduce((a, b) => a + b, 0);
+    await append(streamId, 5); // history before anyone subscribes
+
+    const subscribers: Promise<number[]>[] = [collect(streamId, 0, total + 5)];
+    const writing = Promise.all(
+      Array.from({ length: writers }, async (_, w) => {
+        for (let t = 0; t < transactionsPerWriter; t++) {
+          await append(streamId, sizes[w * transactionsPerWriter + t]!, { writer: w });
+          // Subscribers join mid-write, each from what was committed when it joined.
+          if (w === 0 && t % 15 === 7) {
+            const committed = await harness.app.db.pool.query<{ last_seq: number }>(
+              "select last_seq from event_streams where id = $1",
+              [streamId],
+            );
+            const from = committed.rows[0]!.last_seq - (t % 2 === 0 ? 0 : 3);
+            subscribers.push(collect(streamId, from, total + 5).then((seqs) => [from, ...seqs]));
+          }
+        }
+      }),
+    );
+    await writing;
+    const [fromStart, ...joined] = await Promise.all(subscribers);
+    expect(fromStart).toEqual(range(1, total + 5));
+    expect(joined.length).toBeGreaterThanOrEqual(4);
+    for (const [from, ...seqs] of joined) expect(seqs).toEqual(range(from! + 1, total + 5));
+  });
+
+  it("fills a gap from the table when a notification never arrives", async () => {
+    const streamId = `stream-${randomUUID()}`;
+    await append(streamId, 2);
+    const subscriber = collect(streamId, 0, 6);
+    await delay(200);
+    // Two events committed without a NOTIFY, as if the notification had been lost.
+    await harness.app.db.pool.query(
+      `with bumped as (update event_streams set last_seq = last_seq + 2 where id = $1 returning last_seq)
+       insert into events (stream_id, seq, type, plan_id, trace_id, data)
+       select $1, s, 'test.silent', 'plan-stream-test', 'trace', '{}'::jsonb
+       from bumped, generate_series(bumped.last_seq - 1, bumped.last_seq) as s`,
+      [streamId],
+    );
+    await append(streamId, 2);
+    expect(await subscriber).toEqual(range(1, 6));
+  });
+
+  it("reads batches too large to travel in the notification from the table", async () => {
+    const streamId = `stream-${randomUUID()}`;
+    const subscriber = collect(streamId, 0, 12);
+    await delay(200);
+    await append(streamId, 2);
+    await append(streamId, 10, { padding: "x".repeat(2_000) }); // ~20 kB: only the range is notified
+    expect(await subscriber).toEqual(range(1, 12));
+  });
+
+  it("catches up on what was committed while the LISTEN connection was down", async () => {
+    const streamId = `stream-${randomUUID()}`;
+    await append(streamId, 3);
+    const subscriber = collect(streamId, 0, 3 + 40, 30_000);
+    await delay(200);
+    const writing = (async () => {
+      for (let i = 0; i < 40; i++) {
+        await append(streamId, 1);
+        await delay(25);
+      }
+    })();
+    await delay(150);
+    // Cut the bus's LISTEN connection from the server side, mid-write.
+    const killed = await harness.app.db.pool.query(
+      "select pg_terminate_backend(pid) from pg_stat_activity where query ilike 'listen %' and pid <> pg_backend_pid()",
+    );
+    expect(killed.rowCount).toBeGreaterThan(0);
+    await writing;
+    expect(await subscriber).toEqual(range(1, 43));
+  });
+
+  it("stops and unsubscribes when its signal aborts", async () => {
+    const streamId = `stream-${randomUUID()}`;
+    await append(streamId, 1);
+    const abort = new AbortController();
+    const seen: number[] = [];
+    const iteration = (async () => {
+      for await (const event of streamEvents(harness.app.bus, harness.app.db.pool, streamId, 0, abort.signal)) {
+        seen.push(event.seq);
+      }
+    })();
+    await delay(200);
+    abort.abort();
+    await iteration;
+    await append(streamId, 1);
+    await delay(200);
+    expect(seen).toEqual([1]);
+  });
+});
+
+/** A server-side caller sees `tracked()` envelopes as [id, data] tuples; clients get {id, data}. */
+function unwrap(tracked: unknown): { id: string; data: StoredEvent } {
+  if (Array.isArray(tracked)) return { id: tracked[0] as string, data: tracked[1] as StoredEvent };
+  return tracked as { id: string; data: StoredEvent };
+}
+
+describe("runs.events subscription", () => {
+  it("resumes from the last tracked id with nothing missed or repeated", async () => {
+    const plan = await harness.caller.plans.createFromJson({
+      planJson: JSON.stringify({
+        goal: "resume",
+        steps: [{ id: "step_1", description: "gate", tool: "echo", args: { value: 1 }, approvalRequired: true }],
+      }),
+    });
+    const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: plan.version });
+    const first: string[] = [];
+    const abort = new AbortController();
+    const subscription = await harness.caller.runs.events({ runId, lastEventId: null }, { signal: abort.signal });
+    for await (const tracked of subscription) {
+      const { id, data } = unwrap(tracked);
+      first.push(id);
+      if (data.type === "approval.requested") break;
+    }
+    abort.abort();
+    // The run moves on while nobody listens.
+    await harness.caller.runs.cancel({ runId });
+    const resumed: string[] = [];
+    const abort2 = new AbortController();
+    const again = await harness.caller.runs.events({ runId, lastEventId: first.at(-1)! }, { signal: abort2.signal });
+    for await (const tracked of again) {
+      const { id, data } = unwrap(tracked);
+      resumed.push(id);
+      if (data.type === "run.cancelled") break;
+    }
+    abort2.abort();
+    const all = [...first, ...resumed].map(Number);
+    expect(all).toEqual(range(1, all.length));
+    expect(resumed.length).toBeGreaterThan(0);
+  });
+});
