@@ -1,0 +1,96 @@
+import type { RecoveryAction } from "@/server/engine/recovery-action";
+import type { StoredEvent } from "@/server/events/types";
+
+/** One line for a recovery action, as the proposal and its history show it. */
+export function describeRecoveryAction(action: RecoveryAction): string {
+  switch (action.kind) {
+    case "retry":
+      return action.args ? "retry with new arguments" : "retry as it is";
+    case "skip":
+      return "skip the step and continue";
+    case "insert_steps":
+      return `insert ${action.steps.length} step${action.steps.length === 1 ? "" : "s"}, then retry`;
+    case "abort":
+      return "abort the run";
+  }
+}
+
+export function formatTokens(count: number): string {
+  return count.toLocaleString("en-US");
+}
+
+/** Dollars with enough digits to tell small calls apart; null when the model has no known price. */
+export function formatCost(costUsd: number | null | undefined): string {
+  if (costUsd === null || costUsd === undefined) return "cost unknown";
+  if (costUsd === 0) return "$0";
+  return costUsd < 0.01 ? `$${costUsd.toFixed(4)}` : `$${costUsd.toFixed(2)}`;
+}
+
+export interface ProgressLine {
+  seq: number;
+  tone: "info" | "warn" | "error" | "ok";
+  text: string;
+  details?: string[];
+}
+
+type Data = Record<string, unknown>;
+
+/** A planning event as a line of the live progress log. */
+export function describePlanningEvent(event: Pick<StoredEvent, "seq" | "type" | "data">): ProgressLine | undefined {
+  const data = event.data as Data;
+  const line = (tone: ProgressLine["tone"], text: string, details?: string[]): ProgressLine => ({
+    seq: event.seq,
+    tone,
+    text,
+    ...(details && { details }),
+  });
+  switch (event.type) {
+    case "planning.started":
+      return line(
+        "info",
+        `${data.kind === "regenerate" ? "Regenerating" : "Planning"} in ${String(data.mode)} mode with ${String(data.model)}${data.judge ? ", reviewed by a judge" : ""}`,
+      );
+    case "planning.context":
+      return line("info", `Gathering context: ${String(data.message)}`);
+    case "planning.usage":
+      return line(
+        data.ok ? "info" : "warn",
+        `Model call (${String(data.purpose).replace("_", " ")}): ${formatTokens(Number(data.inputTokens))} in / ${formatTokens(Number(data.outputTokens))} out tokens, ${formatCost(data.costUsd as number | null)}, ${(Number(data.durationMs) / 1000).toFixed(1)} s`,
+      );
+    case "planning.draft":
+      return line("info", `Draft ${Number(data.attempt) + 1}: ${Number(data.steps)} steps`);
+    case "planning.gates_passed":
+      return line("ok", "The draft passed every quality gate");
+    case "planning.gates_failed":
+      return line("warn", "Quality gates failed; fixing:", data.details as string[]);
+    case "planning.judge":
+      return line(
+        data.approved ? "ok" : "warn",
+        `Judge ${data.approved ? "approved" : "rejected"}: ${String(data.feedback)}`,
+      );
+    case "planning.refining":
+      return line("info", `Refining the plan (refinement ${Number(data.attempt)})`);
+    case "planning.unparsable":
+      return line("warn", `The model's answer was not a readable plan; asking again (${String(data.reason)})`);
+    case "planning.tool_call":
+      return data.error
+        ? line("warn", `Tool call ${String(data.tool)} refused: ${String(data.error)}`)
+        : line("info", `Looked at the workspace: ${String(data.tool)} ${JSON.stringify(data.args ?? {})}`);
+    case "planning.question":
+      return line("info", `The planner asks: ${String(data.question)}`);
+    case "planning.answered":
+      return line("info", `Answered: ${String(data.answer)}`);
+    case "planning.nudge":
+      return line("info", "The model answered without a tool; reminded it to use one");
+    case "planning.completed":
+      return line("ok", `Plan ready (version ${Number(data.version)})`);
+    case "planning.invalid":
+      return line("error", "The plan still failed the quality gates; it was not accepted");
+    case "planning.failed":
+      return line("error", String(data.message));
+    case "planning.cancelled":
+      return line("warn", "Planning was cancelled");
+    default:
+      return undefined;
+  }
+}
