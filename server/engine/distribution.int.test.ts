@@ -90,4 +90,63 @@ describe("work distribution across worker processes", () => {
     }
     expect(events.filter((e) => e.type === "run.completed")).toHaveLength(1);
   });
+
+  it("when one of two worker processes is SIGKILLed mid-run, the survivor finishes the run", async () => {
+    harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+    const probeLog = path.join(harness.workspace, "probe.log");
+    const leaves = Array.from({ length: FAN_OUT }, (_, i) => `step_${i + 2}`);
+    const steps = [
+      { id: "step_1", description: "root", tool: "probe", args: { value: "root" } },
+      ...leaves.map((id) => ({
+        id,
+        description: `leaf ${id}`,
+        tool: "probe",
+        args: { sleepMs: 20, value: "$step_1" },
+        dependsOn: ["step_1"],
+      })),
+      { id: "step_200", description: "join", tool: "probe", args: { value: "$step_1" }, dependsOn: leaves },
+    ];
+    const plan = await harness.caller.plans.createFromJson({ planJson: JSON.stringify({ goal: "fan out", steps }) });
+    const [victim, survivor] = [0, 1].map(() =>
+      spawnProbeWorker({ databaseUrl: harness!.app.db.url, probeLog, workspace: harness!.workspace, concurrency: 4 }),
+    ) as [ProbeWorkerProcess, ProbeWorkerProcess];
+    probeWorkers.push(victim, survivor);
+    await Promise.all([victim.ready, survivor.ready]);
+    const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: 1, maxParallel: 32 });
+    // Kill one process once the run is well under way, at whatever point its steps have reached.
+    await expect
+      .poll(async () => (await readProbeLog(probeLog)).filter((e) => e.pid === victim.pid).length, {
+        timeout: 20_000,
+        interval: 20,
+      })
+      .toBeGreaterThan(30);
+    await victim.kill();
+    const atKill = new Map((await harness.caller.runs.get({ runId })).steps.map((s) => [s.stepId, s]));
+
+    // This can fail today when the kill lands between graphile-worker handing the victim a job and
+    // the victim claiming its step (see durability.int.test.ts, "took off the queue but died").
+    await expect
+      .poll(async () => (await harness!.caller.runs.get({ runId })).status, {
+        timeout: 30_000,
+        message: "the survivor must finish the run, including steps whose jobs the killed worker had taken",
+      })
+      .toBe("completed");
+    const run = await harness.caller.runs.get({ runId });
+    const executions = executionsByStep(await readProbeLog(probeLog));
+    for (const step of run.steps) {
+      const ran = executions.get(step.stepId) ?? [];
+      const wasRunning = atKill.get(step.stepId)!.status === "running";
+      // Only a step interrupted by the kill may have run twice (once if it died before its tool started).
+      if (wasRunning) expect([1, 2], step.stepId).toContain(ran.length);
+      else expect(ran, step.stepId).toHaveLength(1);
+      expect(ran.at(-1), step.stepId).toMatchObject({ attempt: step.attempt });
+      if (wasRunning) expect(ran.at(-1)!.pid, step.stepId).toBe(survivor.pid);
+    }
+    const events = await readEvents(harness.app.db.pool, runId, 0);
+    expect(sequenceProblems(events)).toEqual([]);
+    expect(illegalTransitions(events)).toEqual([]);
+    for (const step of run.steps) {
+      expect(events.filter((e) => e.type === "step.completed" && e.stepId === step.stepId)).toHaveLength(1);
+    }
+  });
 });
