@@ -64,6 +64,8 @@ class RunTransaction {
   readonly jobs: StepJob[] = [];
   readonly timers: ApprovalTimerJob[] = [];
   readonly statuses = new Map<string, StepStatus>();
+  /** Final results, written with the status changes in one statement. */
+  private readonly results = new Map<string, StepResult>();
   private readonly updates = new Map<
     string,
     { status: StepStatus; reason?: string | null; waiting: StepWaiting | null }
@@ -88,6 +90,10 @@ class RunTransaction {
     this.events.push({ type: `step.${status}`, stepId, data: { status, ...(reason && { reason }), ...data } });
   }
 
+  setResult(stepId: string, result: StepResult): void {
+    this.results.set(stepId, result);
+  }
+
   async loadStatuses(stepIds: Iterable<string>): Promise<void> {
     const missing = [...new Set(stepIds)].filter((id) => !this.statuses.has(id));
     if (missing.length === 0) return;
@@ -100,6 +106,16 @@ class RunTransaction {
 
   /** Writes step status changes made so far, so that queries in this transaction see them. */
   async flushStatusesOnly(): Promise<void> {
+    if (this.results.size > 0) {
+      await this.client.query(
+        `update run_steps rs set result = u.result, error = u.result->>'error',
+           progress = case when (u.result->>'ok')::boolean then 100 else rs.progress end
+         from jsonb_to_recordset($2::jsonb) as u(step_id text, result jsonb)
+         where rs.run_id = $1 and rs.step_id = u.step_id`,
+        [this.run.id, JSON.stringify([...this.results].map(([step_id, result]) => ({ step_id, result })))],
+      );
+      this.results.clear();
+    }
     if (this.updates.size > 0) {
       await this.client.query(
         `update run_steps rs set status = u.status, reason = coalesce(u.reason, rs.reason), waiting = u.waiting,
@@ -383,7 +399,7 @@ export async function executeStepJob(
   deps: EngineDeps,
   job: { runId: string; stepId: string; attempt: number },
 ): Promise<void> {
-  const claimed = await inTransaction(deps.pool, (client) => claimStep(deps, client, job));
+  const claimed = await combinerFor(deps).submit<ClaimedStep | undefined>(job.runId, { kind: "claim", job });
   if (!claimed) return;
   const { step, attempt, run } = claimed;
   const started = Date.now();
@@ -425,51 +441,214 @@ export async function executeStepJob(
     await reporter.close();
   }
   const duration = Date.now() - started;
-  await inTransaction(deps.pool, (client) => recordOutcome(deps, client, job, attempt, outcome, duration));
+  await combinerFor(deps).submit<void>(job.runId, { kind: "record", job, attempt, outcome, duration });
 }
 
-async function claimStep(
-  deps: EngineDeps,
-  client: Client,
-  job: { runId: string; stepId: string; attempt: number },
-): Promise<ClaimedStep | undefined> {
-  const tx = await openRunTransaction(deps, client, job.runId);
-  if (!tx || (tx.run.status !== "running" && tx.run.status !== "failing" && tx.run.status !== "paused"))
-    return undefined;
-  const row = await client.query<{ status: StepStatus; attempt: number }>(
-    "select status, attempt from run_steps where run_id = $1 and step_id = $2",
-    [job.runId, job.stepId],
+type StepJobRef = { runId: string; stepId: string; attempt: number };
+type EngineOp =
+  | { kind: "claim"; job: StepJobRef }
+  | { kind: "record"; job: StepJobRef; attempt: number; outcome: Outcome; duration: number };
+
+/**
+ * Every engine transaction on a run holds the run's row lock, so under load a process's claims and
+ * completions on one run would queue for it one by one. The combiner instead runs one transaction
+ * per run at a time and hands it everything that arrived meanwhile: many claims and outcomes share
+ * one lock acquisition, one status read, one dispatch and one event append. With no contention a
+ * request runs at once, so it adds no latency.
+ */
+class RunCombiner {
+  private readonly pending = new Map<
+    string,
+    { op: EngineOp; resolve: (value: unknown) => void; reject: (error: unknown) => void }[]
+  >();
+  private readonly busy = new Set<string>();
+
+  constructor(private readonly deps: EngineDeps) {}
+
+  submit<T>(runId: string, op: EngineOp): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const queue = this.pending.get(runId) ?? [];
+      queue.push({ op, resolve: resolve as (value: unknown) => void, reject });
+      this.pending.set(runId, queue);
+      if (!this.busy.has(runId)) void this.drain(runId);
+    });
+  }
+
+  private async drain(runId: string): Promise<void> {
+    this.busy.add(runId);
+    try {
+      for (let batch = this.take(runId); batch.length > 0; batch = this.take(runId)) {
+        try {
+          const results = await inTransaction(this.deps.pool, (client) =>
+            processOps(
+              this.deps,
+              client,
+              runId,
+              batch.map((entry) => entry.op),
+            ),
+          );
+          batch.forEach((entry, index) => {
+            const result = results[index]!;
+            if (result.ok) entry.resolve(result.value);
+            else entry.reject(result.error);
+          });
+        } catch (error) {
+          for (const entry of batch) entry.reject(error);
+        }
+      }
+    } finally {
+      this.busy.delete(runId);
+    }
+  }
+
+  private take(runId: string) {
+    const batch = this.pending.get(runId) ?? [];
+    this.pending.delete(runId);
+    return batch;
+  }
+}
+
+const combiners = new WeakMap<EngineDeps, RunCombiner>();
+function combinerFor(deps: EngineDeps): RunCombiner {
+  let combiner = combiners.get(deps);
+  if (!combiner) combiners.set(deps, (combiner = new RunCombiner(deps)));
+  return combiner;
+}
+
+type OpResult = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+/** One transaction for a batch of claims and outcomes on one run; outcomes first, as they free slots. */
+async function processOps(deps: EngineDeps, client: Client, runId: string, ops: EngineOp[]): Promise<OpResult[]> {
+  const results: OpResult[] = ops.map(() => ({ ok: true, value: undefined }));
+  const tx = await openRunTransaction(deps, client, runId);
+  if (!tx) return results;
+  const records = ops.flatMap((op, index) => (op.kind === "record" ? [{ op, index }] : []));
+  const claims = ops.flatMap((op, index) => (op.kind === "claim" ? [{ op, index }] : []));
+  const current = await tx.client.query<{ step_id: string; status: StepStatus; attempt: number }>(
+    "select step_id, status, attempt from run_steps where run_id = $1 and step_id = any($2)",
+    [runId, [...new Set(ops.map((op) => op.job.stepId))]],
   );
-  const current = row.rows[0];
-  if (!current || current.status !== "ready" || current.attempt !== job.attempt - 1) return undefined;
-  const step = tx.graph.steps.get(job.stepId)!;
-  if (step.gated) {
-    // Enforced here, not only in the UI: a gated step runs only with an approval of this version.
-    const approval = await client.query(
-      "select 1 from approvals where run_id = $1 and step_id = $2 and plan_version = $3 and decision = 'approved'",
-      [job.runId, job.stepId, tx.run.plan_version],
+  const rows = new Map(current.rows.map((row) => [row.step_id, row]));
+
+  const settled: string[] = [];
+  for (const { op } of records) {
+    if (op.kind !== "record") continue;
+    const row = rows.get(op.job.stepId);
+    // Cancelled (or otherwise moved on) while the tool ran: the result is not recorded.
+    if (row?.status !== "running" || row.attempt !== op.attempt) continue;
+    row.status = "completed"; // a duplicate outcome in the same batch must not count twice
+    if (await recordOutcomeIn(tx, op.job.stepId, op.attempt, op.outcome, op.duration, deps, false)) {
+      settled.push(op.job.stepId);
+    }
+  }
+  if (settled.length > 0) await advance(tx, settled);
+
+  if (claims.length > 0) {
+    const claimed = await claimStepsIn(
+      deps,
+      tx,
+      claims.map(({ op }) => op.job),
+      rows,
     );
-    if (approval.rowCount === 0) throw new Error(`Refusing to run gated step ${job.stepId} without an approval`);
+    claims.forEach(({ index }, i) => (results[index] = claimed[i]!));
   }
-  if (deps.tools.get(step.tool)?.capability === "user.ask") {
-    await askUser(deps, tx, step, job.attempt);
-    await tx.flush();
-    return undefined;
-  }
-  await client.query(
-    "update run_steps set status = 'running', attempt = $3, queued = false, started_at = now(), progress = 0, worker_id = $4 where run_id = $1 and step_id = $2",
-    [job.runId, job.stepId, job.attempt, deps.workerId ?? null],
-  );
-  tx.events.push({ type: "step.running", stepId: step.id, data: { status: "running", attempt: job.attempt } });
-  const resolved = await resolveStepArgs(tx, step);
   await tx.flush();
-  if (!resolved.ok) {
-    // Not retryable: the referenced output will not change.
-    await recordOutcomeIn(tx, job.stepId, job.attempt, { ok: false, error: resolved.error, retryable: false }, 0, deps);
-    await tx.flush();
-    return undefined;
+  return results;
+}
+
+/**
+ * Claims ready steps (ready → running) for this process. A job whose step is no longer ready at
+ * the expected attempt (cancelled, already done, duplicate delivery) claims nothing.
+ */
+async function claimStepsIn(
+  deps: EngineDeps,
+  tx: RunTransaction,
+  jobs: StepJobRef[],
+  rows: Map<string, { status: StepStatus; attempt: number }>,
+): Promise<OpResult[]> {
+  const results: OpResult[] = jobs.map(() => ({ ok: true, value: undefined }));
+  if (tx.run.status !== "running" && tx.run.status !== "failing" && tx.run.status !== "paused") return results;
+  const eligible = jobs.flatMap((job, index) => {
+    const row = rows.get(job.stepId);
+    if (row?.status !== "ready" || row.attempt !== job.attempt - 1) return [];
+    row.status = "running"; // a duplicate job in the same batch claims nothing
+    return [{ job, index, step: tx.graph.steps.get(job.stepId)! }];
+  });
+  const gated = eligible.filter((e) => e.step.gated).map((e) => e.job.stepId);
+  const approved = new Set<string>();
+  if (gated.length > 0) {
+    // Enforced here, not only in the UI: a gated step runs only with an approval of this version.
+    const approvals = await tx.client.query<{ step_id: string }>(
+      "select step_id from approvals where run_id = $1 and step_id = any($2) and plan_version = $3 and decision = 'approved'",
+      [tx.run.id, gated, tx.run.plan_version],
+    );
+    for (const row of approvals.rows) approved.add(row.step_id);
   }
-  return { step, attempt: job.attempt, args: resolved.args, run: tx.run };
+  const toRun: typeof eligible = [];
+  for (const entry of eligible) {
+    if (entry.step.gated && !approved.has(entry.step.id)) {
+      rows.get(entry.step.id)!.status = "ready";
+      results[entry.index] = {
+        ok: false,
+        error: new Error(`Refusing to run gated step ${entry.step.id} without an approval`),
+      };
+    } else if (deps.tools.get(entry.step.tool)?.capability === "user.ask") {
+      await askUser(deps, tx, entry.step, entry.job.attempt);
+    } else {
+      toRun.push(entry);
+    }
+  }
+  if (toRun.length === 0) return results;
+  await tx.client.query(
+    `update run_steps rs set status = 'running', attempt = u.attempt, queued = false, started_at = now(), progress = 0, worker_id = $2
+     from jsonb_to_recordset($3::jsonb) as u(step_id text, attempt int)
+     where rs.run_id = $1 and rs.step_id = u.step_id`,
+    [
+      tx.run.id,
+      deps.workerId ?? null,
+      JSON.stringify(toRun.map((e) => ({ step_id: e.step.id, attempt: e.job.attempt }))),
+    ],
+  );
+  const outputs = await referencedOutputs(
+    tx,
+    toRun.flatMap((e) => [...e.step.references]),
+  );
+  const failed: string[] = [];
+  for (const { job, index, step } of toRun) {
+    tx.events.push({ type: "step.running", stepId: step.id, data: { status: "running", attempt: job.attempt } });
+    const resolved = resolveArgs(step, outputs);
+    if (resolved.ok) {
+      results[index] = { ok: true, value: { step, attempt: job.attempt, args: resolved.args, run: tx.run } };
+    } else {
+      // Not retryable: the referenced output will not change.
+      const outcome: Outcome = { ok: false, error: resolved.error, retryable: false };
+      if (await recordOutcomeIn(tx, step.id, job.attempt, outcome, 0, deps, false)) failed.push(step.id);
+    }
+  }
+  if (failed.length > 0) await advance(tx, failed);
+  return results;
+}
+
+async function referencedOutputs(tx: RunTransaction, stepIds: string[]): Promise<Map<string, unknown>> {
+  if (stepIds.length === 0) return new Map();
+  const outputs = await tx.client.query<{ step_id: string; result: StepResult | null }>(
+    "select step_id, result from run_steps where run_id = $1 and step_id = any($2)",
+    [tx.run.id, [...new Set(stepIds)]],
+  );
+  return new Map(outputs.rows.filter((r) => r.result?.ok).map((r) => [r.step_id, r.result!.value]));
+}
+
+function resolveArgs(
+  step: Step & GraphStep,
+  outputs: ReadonlyMap<string, unknown>,
+): { ok: true; args: unknown } | { ok: false; error: string } {
+  if (step.references.size === 0) return { ok: true, args: step.args };
+  try {
+    return { ok: true, args: resolveReferences(step.args, outputs) };
+  } catch (error) {
+    if (!(error instanceof ReferenceError)) throw error;
+    return { ok: false, error: error.message };
+  }
 }
 
 /** `$step` references replaced by the recorded outputs; a missing field is an error, never undefined. */
@@ -477,18 +656,7 @@ async function resolveStepArgs(
   tx: RunTransaction,
   step: Step & GraphStep,
 ): Promise<{ ok: true; args: unknown } | { ok: false; error: string }> {
-  if (step.references.size === 0) return { ok: true, args: step.args };
-  const outputs = await tx.client.query<{ step_id: string; result: StepResult | null }>(
-    "select step_id, result from run_steps where run_id = $1 and step_id = any($2)",
-    [tx.run.id, [...step.references]],
-  );
-  const values = new Map(outputs.rows.filter((r) => r.result?.ok).map((r) => [r.step_id, r.result!.value]));
-  try {
-    return { ok: true, args: resolveReferences(step.args, values) };
-  } catch (error) {
-    if (!(error instanceof ReferenceError)) throw error;
-    return { ok: false, error: error.message };
-  }
+  return resolveArgs(step, await referencedOutputs(tx, [...step.references]));
 }
 
 /**
@@ -517,26 +685,6 @@ async function askUser(deps: EngineDeps, tx: RunTransaction, step: Step & GraphS
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: string; retryable: boolean };
 
-async function recordOutcome(
-  deps: EngineDeps,
-  client: Client,
-  job: { runId: string; stepId: string },
-  attempt: number,
-  outcome: Outcome,
-  duration: number,
-): Promise<void> {
-  const tx = await openRunTransaction(deps, client, job.runId);
-  if (!tx) return;
-  const row = await client.query<{ status: StepStatus; attempt: number }>(
-    "select status, attempt from run_steps where run_id = $1 and step_id = $2",
-    [job.runId, job.stepId],
-  );
-  // Cancelled (or otherwise moved on) while the tool ran: the result is not recorded.
-  if (row.rows[0]?.status !== "running" || row.rows[0].attempt !== attempt) return;
-  await recordOutcomeIn(tx, job.stepId, attempt, outcome, duration, deps);
-  await tx.flush();
-}
-
 async function recordOutcomeIn(
   tx: RunTransaction,
   stepId: string,
@@ -544,7 +692,8 @@ async function recordOutcomeIn(
   outcome: Outcome,
   duration: number,
   deps: EngineDeps,
-): Promise<void> {
+  advanceNow = true,
+): Promise<boolean> {
   const step = tx.graph.steps.get(stepId)!;
   const timestamp = (deps.now?.() ?? new Date()).toISOString();
   if (!outcome.ok && outcome.retryable && attempt < step.retry.maxAttempts && tx.run.status === "running") {
@@ -560,15 +709,12 @@ async function recordOutcomeIn(
       stepId,
       data: { status: "ready", attempt, error: outcome.error, delayMs },
     });
-    return;
+    return false;
   }
   const result: StepResult = outcome.ok
     ? { ok: true, value: outcome.value, duration, timestamp }
     : { ok: false, error: outcome.error, duration, timestamp };
-  await tx.client.query(
-    "update run_steps set result = $3::jsonb, error = $4, progress = case when $5 then 100 else progress end where run_id = $1 and step_id = $2",
-    [tx.run.id, stepId, JSON.stringify(result), outcome.ok ? null : outcome.error, outcome.ok],
-  );
+  tx.setResult(stepId, result);
   const status = outcome.ok ? "completed" : "failed";
   tx.setStatus(stepId, status, undefined, { attempt, result });
   tx.run.open_steps--;
@@ -577,7 +723,8 @@ async function recordOutcomeIn(
     tx.run.status = "failing";
     tx.events.push({ type: "run.failing", data: { status: "failing", reason: `Critical step ${stepId} failed` } });
   }
-  await advance(tx, [stepId]);
+  if (advanceNow) await advance(tx, [stepId]);
+  return true;
 }
 
 class StepTimeoutError extends Error {}
@@ -845,11 +992,13 @@ export function abortRunLocally(deps: EngineDeps, runId: string): void {
  * a person decides to retry or skip it. Completed steps are never touched.
  */
 export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: number): Promise<number> {
+  await requeueStrandedJobs(deps, staleAfterMs);
+  // A worker is judged by its own heartbeat interval: peers may be configured differently.
   const orphans = await deps.pool.query<{ run_id: string; step_id: string; attempt: number; worker_id: string | null }>(
     `select rs.run_id, rs.step_id, rs.attempt, rs.worker_id from run_steps rs
-     where rs.status = 'running' and rs.tool <> 'ask_user'
-       and not exists (select 1 from workers w where w.id = rs.worker_id and w.last_seen > now() - make_interval(secs => $1))`,
-    [staleAfterMs / 1000],
+     where rs.status = 'running'
+       and not exists (select 1 from workers w where w.id = rs.worker_id
+                       and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0))`,
   );
   for (const orphan of orphans.rows) {
     await inTransaction(deps.pool, async (client) => {
@@ -894,6 +1043,29 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
     });
   }
   return orphans.rowCount ?? 0;
+}
+
+/** How many of its own heartbeats a worker may miss before its running steps count as interrupted. */
+export const MISSED_BEATS = 5;
+
+/**
+ * A worker that died after taking a step's job off the queue but before claiming it leaves the
+ * job locked (graphile-worker frees such locks only after hours) and the step ready. Such a step
+ * gets a fresh job for the same attempt; should the stranded one ever run, its claim finds the step
+ * no longer ready and does nothing.
+ */
+async function requeueStrandedJobs(deps: EngineDeps, staleAfterMs: number): Promise<void> {
+  const stranded = await deps.pool.query<{ run_id: string; step_id: string; attempt: number }>(
+    `select rs.run_id, rs.step_id, rs.attempt from run_steps rs
+     join graphile_worker.jobs j on j.key = rs.run_id || ':' || rs.step_id || ':' || (rs.attempt + 1)
+     where rs.status = 'ready' and rs.queued and j.locked_at < now() - make_interval(secs => $1)`,
+    [staleAfterMs / 1000],
+  );
+  if (stranded.rowCount === 0) return;
+  await enqueueStepJobs(
+    deps.pool,
+    stranded.rows.map((row) => ({ runId: row.run_id, stepId: row.step_id, attempt: row.attempt + 1, requeued: true })),
+  );
 }
 
 async function requireRun(deps: EngineDeps, client: Client, runId: string): Promise<RunTransaction> {

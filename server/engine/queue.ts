@@ -15,6 +15,8 @@ export interface StepJob {
   /** The attempt this job will make; part of the job key so retries never collide. */
   attempt: number;
   runAt?: Date;
+  /** A second job for the same attempt, replacing one stranded by a dead worker. */
+  requeued?: boolean;
 }
 
 /** A timer on a waiting approval; `expiresAt` ties it to one wait, so a stale timer does nothing. */
@@ -57,7 +59,7 @@ export function enqueueStepJobs(client: Pick<pg.ClientBase, "query">, jobs: Step
       task: RUN_STEP_TASK,
       payload: { runId: job.runId, stepId: job.stepId, attempt: job.attempt },
       run_at: job.runAt?.toISOString() ?? null,
-      job_key: `${job.runId}:${job.stepId}:${job.attempt}`,
+      job_key: `${job.runId}:${job.stepId}:${job.attempt}${job.requeued ? ":requeued" : ""}`,
     })),
   );
 }

@@ -6,6 +6,7 @@ import {
   abortRunLocally,
   executeStepJob,
   expireApproval,
+  MISSED_BEATS,
   recoverInterruptedSteps,
   warnApprovalExpiring,
   type EngineDeps,
@@ -27,16 +28,17 @@ export async function startStepWorker(
   const workerId = randomUUID();
   const deps: EngineDeps = { ...engine, workerId };
   const heartbeatMs = options.heartbeatMs ?? Number(process.env.STEPWISE_HEARTBEAT_MS ?? 2000);
-  await deps.pool.query("insert into workers (id, hostname, pid) values ($1, $2, $3)", [
+  await deps.pool.query("insert into workers (id, hostname, pid, heartbeat_ms) values ($1, $2, $3, $4)", [
     workerId,
     os.hostname(),
     process.pid,
+    heartbeatMs,
   ]);
   // Each worker heartbeats and, on the same tick, recovers steps of workers that stopped doing so.
   const heartbeat = setInterval(() => {
     deps.pool
       .query("update workers set last_seen = now() where id = $1", [workerId])
-      .then(() => recoverInterruptedSteps(deps, heartbeatMs * 5))
+      .then(() => recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS))
       .catch((error: unknown) => console.error(`[worker] heartbeat: ${(error as Error).message}`));
   }, heartbeatMs);
   const runner: Runner = await runGraphileWorker({
