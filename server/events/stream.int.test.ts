@@ -168,25 +168,22 @@ describe("runs.events subscription", () => {
     });
     const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: plan.version });
     const first: string[] = [];
-    const abort = new AbortController();
-    const subscription = await harness.caller.runs.events({ runId, lastEventId: null }, { signal: abort.signal });
+    // Leaving a for-await loop returns the iterator, which ends the subscription.
+    const subscription = await harness.caller.runs.events({ runId, lastEventId: null });
     for await (const tracked of subscription) {
       const { id, data } = unwrap(tracked);
       first.push(id);
       if (data.type === "approval.requested") break;
     }
-    abort.abort();
     // The run moves on while nobody listens.
     await harness.caller.runs.cancel({ runId });
     const resumed: string[] = [];
-    const abort2 = new AbortController();
-    const again = await harness.caller.runs.events({ runId, lastEventId: first.at(-1)! }, { signal: abort2.signal });
+    const again = await harness.caller.runs.events({ runId, lastEventId: first.at(-1)! });
     for await (const tracked of again) {
       const { id, data } = unwrap(tracked);
       resumed.push(id);
       if (data.type === "run.cancelled") break;
     }
-    abort2.abort();
     const all = [...first, ...resumed].map(Number);
     expect(all).toEqual(range(1, all.length));
     expect(resumed.length).toBeGreaterThan(0);
