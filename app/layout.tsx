@@ -17,7 +17,9 @@ export default function RootLayout({ children }: { children: ReactNode }) {
           <nav>
             <Link href="/">Plans</Link>
             <Link href="/runs">Runs</Link>
+            <Link href="/tasks/new">New task</Link>
             <Link href="/plans/new">New plan</Link>
+            <Link href="/settings">Settings</Link>
           </nav>
         </header>
         <main className="page">
