@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
 import { useRouter } from "next/navigation";
 import { useCallback, useMemo, useRef, useState } from "react";
+import { PlanPlannerTools } from "@/components/planner/plan-planner-tools";
 import { PlanRuns } from "@/components/runs/plan-runs";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
@@ -152,6 +153,8 @@ export function PlanPage({ planId }: { planId: string }) {
       <PlanDetails plan={current} onSave={(changes) => edit({ kind: "updatePlan", changes })} />
 
       <PlanRuns planId={planId} />
+
+      <PlanPlannerTools planId={planId} version={current.version} />
 
       <div className="row spread toolbar">
         <div className="row" role="group" aria-label="View">
