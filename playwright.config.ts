@@ -2,6 +2,11 @@ import fs from "node:fs";
 import { chromium, defineConfig } from "@playwright/test";
 
 const port = Number(process.env.E2E_PORT ?? 3210);
+/**
+ * The planner specs start a scripted OpenAI-compatible server on this port (tests/scripted-llm.ts)
+ * and the app under test uses it as its provider; other specs never call it.
+ */
+const llmPort = Number(process.env.E2E_LLM_PORT ?? port + 1000);
 
 /** Playwright's own Chromium cannot be downloaded on every machine; Debian's works the same. */
 function chromiumExecutable(): string | undefined {
@@ -38,7 +43,15 @@ export default defineConfig({
   webServer: {
     command: `npx tsx e2e/serve-for-tests.ts`,
     url: `http://127.0.0.1:${port}/api/trpc/plans.list`,
-    env: { PORT: String(port), NEXT_TELEMETRY_DISABLED: "1" },
+    env: {
+      PORT: String(port),
+      NEXT_TELEMETRY_DISABLED: "1",
+      STEPWISE_LLM_BASE_URL: `http://127.0.0.1:${llmPort}/v1`,
+      STEPWISE_LLM_MODELS: "scripted-planner",
+      STEPWISE_LLM_NAME: "Scripted",
+      STEPWISE_PLANNER_TIMEOUT_MS: "4000",
+      STEPWISE_PLANNER_RETRIES: "0",
+    },
     reuseExistingServer: false,
     timeout: 120_000,
     stdout: "pipe",
