@@ -2,6 +2,10 @@ import { askUserTool } from "./ask-user";
 import { deletePathTool } from "./delete-path";
 import { echoTool } from "./echo";
 import { editFileTool } from "./edit-file";
+import { gitCommitTool } from "./git-commit";
+import { gitDiffTool } from "./git-diff";
+import { gitLogTool } from "./git-log";
+import { gitStatusTool } from "./git-status";
 import { globTool } from "./glob";
 import { listDirTool } from "./list-dir";
 import { readFileTool } from "./read-file";
@@ -36,6 +40,10 @@ export const builtinTools: AnyTool[] = [
   editFileTool,
   deletePathTool,
   shellTool,
+  gitStatusTool,
+  gitDiffTool,
+  gitLogTool,
+  gitCommitTool,
   sleepTool,
   echoTool,
   askUserTool,

@@ -1,0 +1,134 @@
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { z } from "zod";
+import { AppError } from "../errors";
+import { resolveInWorkspace } from "./workspace-path";
+
+/** Characters of git output kept; beyond this the output is cut and `truncated` set. */
+export const GIT_OUTPUT_LIMIT = 200_000;
+
+export interface GitOutput {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+  truncated: boolean;
+}
+
+export interface GitOptions {
+  cwd: string;
+  signal: AbortSignal;
+  /** Read-only commands skip git's optional index refresh, so they never take the index lock. */
+  readOnly?: boolean;
+  env?: Record<string, string>;
+  /** Exit codes that are answers rather than failures (e.g. 1 for `diff --quiet`). */
+  okExitCodes?: number[];
+}
+
+/** A git command that failed; the message carries git's own explanation. */
+export class GitCommandError extends Error {
+  constructor(
+    readonly args: string[],
+    readonly output: GitOutput,
+  ) {
+    super(`git ${args[0] ?? ""} failed (exit ${output.exitCode}): ${output.stderr.trim() || output.stdout.trim()}`);
+    this.name = "GitCommandError";
+  }
+}
+
+/**
+ * Runs git with an argument array (never through a shell), with pathspecs taken literally so a
+ * path like `:(top)` cannot widen the scope beyond the workspace.
+ */
+export function runGit(args: string[], options: GitOptions): Promise<GitOutput> {
+  options.signal.throwIfAborted();
+  return new Promise<GitOutput>((resolve, reject) => {
+    const child = spawn("git", ["--literal-pathspecs", "--no-pager", ...args], {
+      cwd: options.cwd,
+      signal: options.signal,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: {
+        ...process.env,
+        ...options.env,
+        GIT_TERMINAL_PROMPT: "0",
+        LC_ALL: "C",
+        ...(options.readOnly && { GIT_OPTIONAL_LOCKS: "0" }),
+      },
+    });
+    let stdout = "";
+    let stderr = "";
+    let truncated = false;
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      if (stdout.length >= GIT_OUTPUT_LIMIT) {
+        truncated = true;
+        return;
+      }
+      stdout += chunk;
+      if (stdout.length > GIT_OUTPUT_LIMIT) {
+        stdout = stdout.slice(0, GIT_OUTPUT_LIMIT);
+        truncated = true;
+      }
+    });
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+      if (stderr.length < 20_000) stderr += chunk;
+    });
+    child.on("error", (error: NodeJS.ErrnoException) => {
+      if (options.signal.aborted) return reject(options.signal.reason);
+      reject(error.code === "ENOENT" ? new Error("git was not found on this machine's PATH") : error);
+    });
+    child.on("close", (code) => {
+      if (options.signal.aborted) return reject(options.signal.reason);
+      const output = { stdout, stderr, exitCode: code ?? -1, truncated };
+      if (code === 0 || (code !== null && options.okExitCodes?.includes(code))) resolve(output);
+      else reject(new GitCommandError(args, output));
+    });
+  });
+}
+
+export interface Repository {
+  /** The workspace root (real path); git runs here. */
+  cwd: string;
+  /** The workspace's path inside the repository, with a trailing `/` ("" when it is the top level). */
+  prefix: string;
+}
+
+/** Finds the repository the workspace belongs to, or says clearly that there is none. */
+export async function openRepository(workspaceRoot: string, signal: AbortSignal): Promise<Repository> {
+  const cwd = await resolveInWorkspace(workspaceRoot, ".");
+  try {
+    const { stdout } = await runGit(["rev-parse", "--show-prefix"], { cwd, signal, readOnly: true });
+    return { cwd, prefix: stdout.trim() };
+  } catch (error) {
+    if (error instanceof GitCommandError && /not a git repository/i.test(error.output.stderr)) {
+      throw new AppError("invalid_input", "The workspace is not inside a git repository");
+    }
+    throw error;
+  }
+}
+
+/** Turns workspace-relative paths into pathspecs relative to the workspace, refusing any that leave it. */
+export async function workspacePathspecs(workspaceRoot: string, paths: string[]): Promise<string[]> {
+  const root = await resolveInWorkspace(workspaceRoot, ".");
+  const specs: string[] = [];
+  for (const relative of paths) {
+    const absolute = await resolveInWorkspace(root, relative);
+    specs.push(path.relative(root, absolute).split(path.sep).join("/") || ".");
+  }
+  return specs.length > 0 ? specs : ["."];
+}
+
+/** Strips the workspace's prefix from a repository-relative path. */
+export function toWorkspacePath(repository: Repository, repoPath: string): string {
+  return repository.prefix && repoPath.startsWith(repository.prefix)
+    ? repoPath.slice(repository.prefix.length)
+    : repoPath;
+}
+
+/**
+ * A revision argument: refused when it could be read as an option. Callers still pass
+ * `--end-of-options` before revisions where git accepts it.
+ */
+export const revisionSchema = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[^-\s\0][^\s\0]*$/, "A revision such as HEAD, main, v1.2 or a commit hash (no spaces, not starting with -)");
