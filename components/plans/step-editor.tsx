@@ -152,9 +152,9 @@ export function StepEditor({ target, steps, tools, onSave, onClose }: StepEditor
         </p>
       )}
       {!step && (
-        <label className="field">
-          <span>Position</span>
-          <select value={position} onChange={(e) => setPosition(Number(e.target.value))}>
+        <div className="field">
+          <label htmlFor={`${formId}-position`}>Position</label>
+          <select id={`${formId}-position`} value={position} onChange={(e) => setPosition(Number(e.target.value))}>
             <option value={0}>At the start</option>
             {steps.map((candidate, index) => (
               <option key={candidate.id} value={index + 1}>
@@ -162,7 +162,7 @@ export function StepEditor({ target, steps, tools, onSave, onClose }: StepEditor
               </option>
             ))}
           </select>
-        </label>
+        </div>
       )}
       <div className="editor-grid">
         <label className="field">
@@ -174,9 +174,10 @@ export function StepEditor({ target, steps, tools, onSave, onClose }: StepEditor
             placeholder="Optional short title"
           />
         </label>
-        <label className="field">
-          <span>Tool</span>
+        <div className="field">
+          <label htmlFor={`${formId}-tool`}>Tool</label>
           <select
+            id={`${formId}-tool`}
             value={toolName}
             aria-invalid={showChecks && !toolName ? true : undefined}
             onChange={(e) => {
@@ -199,7 +200,7 @@ export function StepEditor({ target, steps, tools, onSave, onClose }: StepEditor
           </select>
           {showChecks && !toolName && <span className="field-error">Choose a tool</span>}
           {tool && <span className="muted">{tool.description}</span>}
-        </label>
+        </div>
       </div>
       <label className="field">
         <span>Description</span>
@@ -274,9 +275,9 @@ export function StepEditor({ target, steps, tools, onSave, onClose }: StepEditor
           <input type="checkbox" checked={critical} onChange={(e) => setCritical(e.target.checked)} />
           <span>Critical (a failure stops the run)</span>
         </label>
-        <label className="field">
-          <span>Risk</span>
-          <select value={risk} onChange={(e) => setRisk(e.target.value as Step["risk"] | "")}>
+        <div className="field">
+          <label htmlFor={`${formId}-risk`}>Risk</label>
+          <select id={`${formId}-risk`} value={risk} onChange={(e) => setRisk(e.target.value as Step["risk"] | "")}>
             {!step && <option value="">Tool default</option>}
             {RISKS.map((option) => (
               <option key={option} value={option}>
@@ -284,10 +285,10 @@ export function StepEditor({ target, steps, tools, onSave, onClose }: StepEditor
               </option>
             ))}
           </select>
-        </label>
-        <label className="field">
-          <span>Type</span>
-          <select value={type} onChange={(e) => setType(e.target.value)}>
+        </div>
+        <div className="field">
+          <label htmlFor={`${formId}-type`}>Type</label>
+          <select id={`${formId}-type`} value={type} onChange={(e) => setType(e.target.value)}>
             <option value="">—</option>
             {TYPES.map((option) => (
               <option key={option} value={option}>
@@ -295,7 +296,7 @@ export function StepEditor({ target, steps, tools, onSave, onClose }: StepEditor
               </option>
             ))}
           </select>
-        </label>
+        </div>
         <NumberField
           label="Timeout (seconds)"
           value={timeout}

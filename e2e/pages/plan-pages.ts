@@ -93,17 +93,21 @@ export class PlanViewPage {
     await this.page.keyboard.press("Space");
   }
 
-  /** Drags a step's handle with the mouse onto another step's card. */
+  /** Drags a step by its handle with the mouse so that its card lands on another step's card. */
   async dragOnto(stepId: string, targetId: string) {
-    const from = await this.dragHandle(stepId).boundingBox();
-    const to = await this.step(targetId).boundingBox();
-    if (!from || !to) throw new Error("Step not visible");
-    await this.page.mouse.move(from.x + from.width / 2, from.y + from.height / 2);
+    const handle = await this.dragHandle(stepId).boundingBox();
+    const card = await this.step(stepId).boundingBox();
+    const target = await this.step(targetId).boundingBox();
+    if (!handle || !card || !target) throw new Error("Step not visible");
+    const x = handle.x + handle.width / 2;
+    const y = handle.y + handle.height / 2;
+    // Move the dragged card's centre onto the target card's centre (the list uses closest-centre collision).
+    const dy = target.y + target.height / 2 - (card.y + card.height / 2);
+    await this.page.mouse.move(x, y);
     await this.page.mouse.down();
-    await this.page.mouse.move(from.x + from.width / 2, from.y + from.height / 2 + 10, { steps: 3 });
-    const targetY = to.y + (to.y < from.y ? 5 : to.height - 5);
-    await this.page.mouse.move(from.x + from.width / 2, targetY, { steps: 12 });
-    await this.page.waitForTimeout(100);
+    await this.page.mouse.move(x, y + Math.sign(dy) * 10, { steps: 3 });
+    await this.page.mouse.move(x, y + dy, { steps: 15 });
+    await this.page.waitForTimeout(150);
     await this.page.mouse.up();
   }
 
