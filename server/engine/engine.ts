@@ -32,6 +32,11 @@ export interface EngineDeps {
   cancellations: Map<string, Set<AbortController>>;
   /** Set in worker processes: recorded on claimed steps so recovery knows whose they are. */
   workerId?: string;
+  /**
+   * Worker processes only: how many steps this process may run as continuations — dependents it
+   * claims itself in the transaction that made them ready, skipping a queue round trip.
+   */
+  continuationSlots?: { limit: number; used: number };
   now?: () => Date;
   random?: () => number;
 }
@@ -400,8 +405,15 @@ export async function executeStepJob(
   job: { runId: string; stepId: string; attempt: number },
 ): Promise<void> {
   const claimed = await combinerFor(deps).submit<ClaimedStep | undefined>(job.runId, { kind: "claim", job });
-  if (!claimed) return;
+  if (claimed) await runClaimedStep(deps, claimed);
+}
+
+const RECORD_ATTEMPTS = 5;
+
+/** Runs a claimed step's tool outside any transaction, then records the outcome. */
+async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<void> {
   const { step, attempt, run } = claimed;
+  const job = { runId: run.id, stepId: step.id, attempt };
   const started = Date.now();
   const controller = new AbortController();
   const timeout = setTimeout(
@@ -441,7 +453,16 @@ export async function executeStepJob(
     await reporter.close();
   }
   const duration = Date.now() - started;
-  await combinerFor(deps).submit<void>(job.runId, { kind: "record", job, attempt, outcome, duration });
+  // A lost connection must not strand a finished step as running: recording is retried.
+  for (let tries = 1; ; tries++) {
+    try {
+      await combinerFor(deps).submit<void>(job.runId, { kind: "record", job, attempt, outcome, duration });
+      return;
+    } catch (error) {
+      if (tries >= RECORD_ATTEMPTS) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** tries));
+    }
+  }
 }
 
 type StepJobRef = { runId: string; stepId: string; attempt: number };
@@ -542,6 +563,7 @@ async function processOps(deps: EngineDeps, client: Client, runId: string, ops: 
     }
   }
   if (settled.length > 0) await advance(tx, settled);
+  const continuations = await claimContinuations(deps, tx, rows);
 
   if (claims.length > 0) {
     const claimed = await claimStepsIn(
@@ -553,7 +575,50 @@ async function processOps(deps: EngineDeps, client: Client, runId: string, ops: 
     claims.forEach(({ index }, i) => (results[index] = claimed[i]!));
   }
   await tx.flush();
+  // After commit: the continuations are this process's to run.
+  for (const claimed of continuations) void runContinuation(deps, claimed);
   return results;
+}
+
+/**
+ * Steps that outcomes in this transaction just made ready are claimed by this process directly,
+ * as far as it has continuation slots, instead of going through the queue: a chain then costs one
+ * transaction per step. The rest are queued as usual. Durability is unchanged: a continuation is a
+ * running step of this worker, recovered like any other if the process dies.
+ */
+async function claimContinuations(
+  deps: EngineDeps,
+  tx: RunTransaction,
+  rows: Map<string, { status: StepStatus; attempt: number }>,
+): Promise<ClaimedStep[]> {
+  const slots = deps.continuationSlots;
+  if (!deps.workerId || !slots) return [];
+  const free = slots.limit - slots.used;
+  if (free <= 0) return [];
+  const taken = tx.jobs.filter((job) => !job.runAt && !job.requeued).slice(0, free);
+  if (taken.length === 0) return [];
+  const takenSet = new Set(taken);
+  tx.jobs.splice(0, tx.jobs.length, ...tx.jobs.filter((job) => !takenSet.has(job)));
+  for (const job of taken) rows.set(job.stepId, { status: "ready", attempt: job.attempt - 1 });
+  const claimed = await claimStepsIn(deps, tx, taken, rows);
+  const local: ClaimedStep[] = [];
+  claimed.forEach((result, index) => {
+    if (result.ok && result.value) local.push(result.value as ClaimedStep);
+    else if (!result.ok) tx.jobs.push(taken[index]!); // refused here: let the queue try it
+  });
+  slots.used += local.length;
+  return local;
+}
+
+async function runContinuation(deps: EngineDeps, claimed: ClaimedStep): Promise<void> {
+  try {
+    await runClaimedStep(deps, claimed);
+  } catch (error) {
+    // The step stays running under this worker; recovery re-queues it if this process goes away.
+    console.error(`[worker] continuation ${claimed.step.id} of run ${claimed.run.id}: ${errorMessage(error)}`);
+  } finally {
+    deps.continuationSlots!.used--;
+  }
 }
 
 /**

@@ -26,7 +26,7 @@ export async function startStepWorker(
   options: { databaseUrl: string; concurrency: number; heartbeatMs?: number },
 ): Promise<StepWorker> {
   const workerId = randomUUID();
-  const deps: EngineDeps = { ...engine, workerId };
+  const deps: EngineDeps = { ...engine, workerId, continuationSlots: { limit: options.concurrency, used: 0 } };
   const heartbeatMs = options.heartbeatMs ?? Number(process.env.STEPWISE_HEARTBEAT_MS ?? 2000);
   await deps.pool.query("insert into workers (id, hostname, pid, heartbeat_ms) values ($1, $2, $3, $4)", [
     workerId,
