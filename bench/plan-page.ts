@@ -1,0 +1,175 @@
+/**
+ * `npm run bench:ui [-- --runs 7] [-- --steps 300]`: the plan page's two speed figures, measured in
+ * a real Chromium against the real server on an embedded PostgreSQL (e2e/serve-for-tests.ts):
+ *
+ *   - time to interactive: from navigation start until every step card of the plan is rendered
+ *     with its drag handle (the page is hydrated and the plan loaded — the reviewer can act);
+ *   - drop → confirmed: from the keyboard drop of a step until the page shows the new version
+ *     the server stored (optimistic move, server validation, save, response rendered).
+ *
+ * Needs a production build first: `STEPWISE_NEXT_DIST_DIR=.next-bench npx next build`, then
+ * `STEPWISE_NEXT_DIST_DIR=.next-bench npm run bench:ui`. Prints medians and writes
+ * bench/results/plan-page.json. Nothing here is a test: it asserts nothing about time.
+ */
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import fs from "node:fs/promises";
+import path from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import { chromium } from "@playwright/test";
+
+function option(name: string, fallback: number): number {
+  const index = process.argv.indexOf(`--${name}`);
+  return index > 0 ? Number(process.argv[index + 1]) : fallback;
+}
+
+const RUNS = option("runs", 7);
+const STEPS = option("steps", 300);
+const PORT = option("port", 3291);
+const BASE = `http://127.0.0.1:${PORT}`;
+
+/** A plan like a large generated one: chains of ten with fan-in, every tenth step independent. */
+function bigPlan(size: number) {
+  return {
+    goal: `Benchmark plan with ${size} steps`,
+    steps: Array.from({ length: size }, (_, i) => {
+      const id = `step_${i + 1}`;
+      const independent = (i + 1) % 10 === 0;
+      const dependsOn = independent || i === 0 ? [] : [`step_${i}`];
+      if (!independent && i >= 20 && i % 7 === 0) dependsOn.push(`step_${i - 12}`);
+      return {
+        id,
+        description: `Step ${i + 1}: transform the data of the previous step`,
+        tool: "echo",
+        args: { value: dependsOn.length ? `$${dependsOn[0]}` : i },
+        dependsOn,
+      };
+    }),
+  };
+}
+
+async function waitForServer(timeoutMs: number) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(`${BASE}/api/trpc/plans.list`);
+      if (response.ok) return;
+    } catch {
+      // not up yet
+    }
+    await delay(300);
+  }
+  throw new Error("The server did not start");
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/** Playwright's own Chromium cannot be downloaded on every machine; Debian's works the same. */
+function chromiumExecutable(): string | undefined {
+  const bundled = chromium.executablePath();
+  if (bundled && existsSync(bundled)) return undefined;
+  return ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((candidate) => existsSync(candidate));
+}
+
+async function main() {
+  const server = spawn(process.execPath, ["--import", "tsx", "e2e/serve-for-tests.ts"], {
+    env: { ...process.env, PORT: String(PORT), NEXT_TELEMETRY_DISABLED: "1" },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const browser = await chromium.launch({
+    executablePath: chromiumExecutable(),
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking"],
+  });
+  try {
+    await waitForServer(120_000);
+    const created = await fetch(`${BASE}/api/trpc/plans.createFromJson`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ json: { planJson: JSON.stringify(bigPlan(STEPS)) } }),
+    });
+    const planId = ((await created.json()) as { result: { data: { json: { id: string } } } }).result.data.json.id;
+    const lastId = `step_${STEPS}`;
+
+    const interactive: number[] = [];
+    const dropToConfirmed: number[] = [];
+    for (let run = 0; run <= RUNS; run++) {
+      const page = await browser.newPage();
+      await page.goto(`${BASE}/plans/${planId}`, { waitUntil: "commit" });
+      await page.getByRole("button", { name: `Move ${lastId}`, exact: true }).waitFor();
+      const ready = await page.evaluate(() => performance.now());
+
+      // Drop an independent step one place up, timing from the drop key to the new version on screen.
+      const stepIndex = 10 * (run + 1); // step_10, step_20, …: no dependencies, no dependents
+      const handle = page.getByRole("button", { name: `Move step_${stepIndex}`, exact: true });
+      const versionText = await page.getByTestId("plan-version").innerText();
+      const version = Number(versionText.replace(/\D/g, ""));
+      await handle.focus();
+      await page.keyboard.press("Space");
+      await page.keyboard.press("ArrowUp");
+      await delay(250);
+      await page.evaluate(
+        (expected) => {
+          const target = document.querySelector("[data-testid='plan-version']")!;
+          const w = window as unknown as { __confirmedAt?: number; __droppedAt?: number };
+          new MutationObserver(() => {
+            if (target.textContent === expected && w.__confirmedAt === undefined) w.__confirmedAt = performance.now();
+          }).observe(target, { childList: true, characterData: true, subtree: true });
+          document.addEventListener("keydown", () => (w.__droppedAt ??= performance.now()), {
+            capture: true,
+            once: true,
+          });
+        },
+        `version ${version + 1}`,
+      );
+      await page.keyboard.press("Space");
+      await page
+        .getByTestId("plan-version")
+        .filter({ hasText: `version ${version + 1}` })
+        .waitFor();
+      const { droppedAt, confirmedAt } = await page.evaluate(() => {
+        const w = window as unknown as { __confirmedAt: number; __droppedAt: number };
+        return { droppedAt: w.__droppedAt, confirmedAt: w.__confirmedAt };
+      });
+      await page.close();
+      if (run === 0) continue; // warm-up: first compile of routes, cold caches
+      interactive.push(ready);
+      dropToConfirmed.push(confirmedAt - droppedAt);
+      console.log(
+        `run ${run}: interactive ${ready.toFixed(0)} ms, drop → confirmed ${(confirmedAt - droppedAt).toFixed(0)} ms`,
+      );
+    }
+    const result = {
+      steps: STEPS,
+      runs: RUNS,
+      interactiveMs: { median: median(interactive), min: Math.min(...interactive), max: Math.max(...interactive) },
+      dropToConfirmedMs: {
+        median: median(dropToConfirmed),
+        min: Math.min(...dropToConfirmed),
+        max: Math.max(...dropToConfirmed),
+      },
+    };
+    console.table({
+      [`time to interactive (${STEPS} steps)`]: { ...round(result.interactiveMs), goal: "< 1500 ms" },
+      ["drop → confirmed version"]: { ...round(result.dropToConfirmedMs), goal: "< 150 ms" },
+    });
+    await fs.mkdir(path.join("bench", "results"), { recursive: true });
+    await fs.writeFile(path.join("bench", "results", "plan-page.json"), JSON.stringify(result, null, 2) + "\n");
+  } finally {
+    await browser.close();
+    server.kill("SIGTERM");
+    await new Promise((resolve) => server.once("exit", resolve));
+  }
+}
+
+function round(figure: { median: number; min: number; max: number }) {
+  return { median: Math.round(figure.median), min: Math.round(figure.min), max: Math.round(figure.max) };
+}
+
+void main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
