@@ -37,10 +37,15 @@ export interface RunView {
 }
 
 export async function getRun(prisma: PrismaClient, runId: string): Promise<RunView> {
-  const [run, stream] = await prisma.$transaction([
-    prisma.run.findUnique({ where: { id: runId }, include: { steps: { orderBy: { position: "asc" } } } }),
-    prisma.eventStream.findUnique({ where: { id: runId } }),
-  ]);
+  // One snapshot for both reads: under read committed, a step could finish between them and the
+  // view would claim a lastSeq whose events its step states do not reflect (seen in the browser).
+  const [run, stream] = await prisma.$transaction(
+    [
+      prisma.run.findUnique({ where: { id: runId }, include: { steps: { orderBy: { position: "asc" } } } }),
+      prisma.eventStream.findUnique({ where: { id: runId } }),
+    ],
+    { isolationLevel: "RepeatableRead" },
+  );
   if (!run) throw new AppError("not_found", `No run ${runId}`);
   return {
     id: run.id,
