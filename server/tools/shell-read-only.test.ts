@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { analyzeShellCommand, isReadOnlyCommand } from "./shell-read-only";
+import sh from "mvdan-sh";
+import { analyzeShellCommand, isReadOnlyCommand, nodeType } from "./shell-read-only";
 
 describe("isReadOnlyCommand", () => {
   it.each([
@@ -193,5 +194,25 @@ describe("literal arguments of commands with writing options", () => {
     ["find . -name \\*.ts", false],
   ])("%j → read-only %s", (command, expected) => {
     expect(isReadOnlyCommand(command)).toBe(expected);
+  });
+});
+
+describe("nodeType", () => {
+  it("names every node as the parser's own NodeType does", () => {
+    const file = sh.syntax
+      .NewParser()
+      .Parse(
+        "if [[ -f a ]]; then cat <<EOF | grep \"x$HOME\" 2>&1 > out; fi\n$(rm x)\nEOF\n( ls ) && { echo 'q' $'d'; }; f() { :; }; x=1 ls &",
+        "",
+      );
+    let count = 0;
+    sh.syntax.Walk(file, (node) => {
+      if (node) {
+        count++;
+        expect(nodeType(node)).toBe(sh.syntax.NodeType(node));
+      }
+      return true;
+    });
+    expect(count).toBeGreaterThan(30);
   });
 });

@@ -13,14 +13,33 @@ import sh from "mvdan-sh";
  */
 export type ReadOnlyVerdict = { readOnly: true } | { readOnly: false; reason: string };
 
+/** One parser for the process: Parse resets its state on every call and runs synchronously. */
+const parser = sh.syntax.NewParser();
+
 export function isReadOnlyCommand(command: string): boolean {
   return analyzeShellCommand(command).readOnly;
 }
 
+/**
+ * A check costs about 2 ms (the parser is Go compiled to JavaScript), and every plan edit
+ * normalises all steps again with mostly unchanged commands; verdicts are pure, so keep recent ones.
+ */
+const recentVerdicts = new Map<string, ReadOnlyVerdict>();
+const RECENT_VERDICTS_LIMIT = 1_000;
+
 export function analyzeShellCommand(command: string): ReadOnlyVerdict {
+  const known = recentVerdicts.get(command);
+  if (known) return known;
+  const verdict = analyzeUncached(command);
+  if (recentVerdicts.size >= RECENT_VERDICTS_LIMIT) recentVerdicts.delete(recentVerdicts.keys().next().value!);
+  recentVerdicts.set(command, verdict);
+  return verdict;
+}
+
+function analyzeUncached(command: string): ReadOnlyVerdict {
   let file: sh.File;
   try {
-    file = sh.syntax.NewParser().Parse(command, "");
+    file = parser.Parse(command, "");
   } catch (error) {
     return notReadOnly(`the command could not be parsed: ${(error as Error).message ?? String(error)}`);
   }
@@ -36,6 +55,19 @@ export function analyzeShellCommand(command: string): ReadOnlyVerdict {
     return notReadOnly(`the command could not be analysed: ${(error as Error).message ?? String(error)}`);
   }
   return reason === undefined ? { readOnly: true } : notReadOnly(reason);
+}
+
+/**
+ * The node's syntax type ("CallExpr", "Lit", …). `syntax.NodeType` formats the Go type through
+ * reflection (about 0.1 ms a call, most of a check's time); the GopherJS object behind the wrapper
+ * names its type directly. The fallback keeps this correct should that internal detail change,
+ * and a unit test compares both.
+ */
+export function nodeType(node: sh.Node): string {
+  const goType = (node as unknown as { __internal_object__?: { constructor?: { string?: unknown } } })
+    .__internal_object__?.constructor?.string;
+  if (typeof goType === "string" && goType.startsWith("*syntax.")) return goType.slice("*syntax.".length);
+  return sh.syntax.NodeType(node);
 }
 
 function notReadOnly(reason: string): ReadOnlyVerdict {
@@ -62,7 +94,7 @@ const NEUTRAL_NODES = new Set([
 
 /** Returns why the node is not read-only, or undefined when it is. */
 function checkNode(node: sh.Node): string | undefined {
-  const type = sh.syntax.NodeType(node);
+  const type = nodeType(node);
   if (NEUTRAL_NODES.has(type)) return undefined;
   switch (type) {
     case "Stmt": {
@@ -109,7 +141,7 @@ function wordText(word: sh.Word | null): WordText {
   let literal = true;
   let unquoted = "";
   for (const [index, part] of word.Parts.entries()) {
-    const type = sh.syntax.NodeType(part);
+    const type = nodeType(part);
     if (type === "Lit") {
       const value = (part as sh.Lit).Value;
       text += value;
@@ -123,7 +155,7 @@ function wordText(word: sh.Word | null): WordText {
       const quoted = part as sh.DblQuoted;
       if (quoted.Dollar) literal = false;
       for (const inner of quoted.Parts) {
-        if (sh.syntax.NodeType(inner) === "Lit") {
+        if (nodeType(inner) === "Lit") {
           const value = (inner as sh.Lit).Value;
           text += value;
           if (value.includes("\\")) literal = false;
@@ -324,7 +356,6 @@ function checkCall(call: sh.CallExpr): string | undefined {
 
 /** Maps the parser's numeric redirect operators to their text, learnt by parsing each one once. */
 const REDIRECT_OPERATORS: Map<number, string> = (() => {
-  const parser = sh.syntax.NewParser();
   const operators = new Map<number, string>();
   for (const op of [">", ">>", "<", "<>", "<&", ">&", ">|", "<<", "<<-", "<<<", "&>", "&>>"]) {
     const source = op === "<<" || op === "<<-" ? `x ${op} E\nE\n` : `x ${op} a`;
