@@ -43,7 +43,7 @@ export function PendingList({
           const expiresAt = state.waiting?.expiresAt;
           const kind = state.status === "awaiting_input" ? "Question" : "Approval";
           return (
-            <li key={state.stepId} className="row spread" data-step-id={state.stepId}>
+            <li key={state.stepId} className="row spread" data-pending-step={state.stepId}>
               <span>
                 <strong>{kind}</strong> ·{" "}
                 <a href={`#step-${state.stepId}`}>{step?.title ?? step?.description ?? state.stepId}</a>

@@ -44,7 +44,7 @@ export function RunTimeline({ run, steps }: { run: LiveRun; steps: Step[] }) {
           const end = bar.end ?? Math.max(now, bar.start);
           const status = statusById.get(bar.stepId) ?? "running";
           return (
-            <li key={bar.stepId} className="gantt-row" data-step-id={bar.stepId}>
+            <li key={bar.stepId} className="gantt-row" data-bar-step={bar.stepId}>
               <span className="gantt-label mono">{bar.stepId}</span>
               <span className="gantt-track">
                 <span

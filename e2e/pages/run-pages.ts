@@ -34,7 +34,7 @@ export class RunViewPage {
   }
 
   step(stepId: string): Locator {
-    return this.page.locator(`li[data-step-id="${stepId}"]`);
+    return this.page.locator(`li.run-step[data-step-id="${stepId}"]`);
   }
 
   async expectStepStatus(stepId: string, status: string) {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
+import { readEvents } from "../events/store";
 
 let harness: Harness;
 beforeAll(async () => {
@@ -93,5 +94,36 @@ describe("runs.list, runs.history and runs.decisions", () => {
       { stepId: "step_2", decision: "denied", actor: "tester", comment: "no", planVersion: 1 },
       { stepId: "step_1", decision: "approved", actor: "tester", comment: null, planVersion: 1 },
     ]);
+  });
+});
+
+describe("runs.get", () => {
+  it("is one consistent snapshot: replaying events up to its lastSeq gives exactly its step states", async () => {
+    const steps = Array.from({ length: 40 }, (_, i) => ({
+      id: `step_${i + 1}`,
+      description: "echo",
+      tool: "echo",
+      args: { value: i },
+      dependsOn: i >= 4 ? [`step_${i - 3}`] : [],
+    }));
+    const { runId } = await startRun("snapshots", steps);
+    const snapshots = [];
+    for (;;) {
+      const snapshot = await harness.caller.runs.get({ runId });
+      snapshots.push(snapshot);
+      if (snapshot.status === "completed" || snapshot.status === "failed") break;
+    }
+    const events = await readEvents(harness.app.db.pool, runId, 0);
+    expect(snapshots.length).toBeGreaterThan(2);
+    for (const snapshot of snapshots) {
+      const replayed = new Map<string, unknown>(steps.map((step) => [step.id, "pending"]));
+      for (const event of events) {
+        if (event.seq > snapshot.lastSeq) break;
+        if (event.stepId && typeof event.data.status === "string") replayed.set(event.stepId, event.data.status);
+      }
+      expect(Object.fromEntries(snapshot.steps.map((step) => [step.stepId, step.status]))).toEqual(
+        Object.fromEntries(replayed),
+      );
+    }
   });
 });

@@ -1,0 +1,231 @@
+import { expect, test, type Page } from "@playwright/test";
+import { RunViewPage, startRunViaApi } from "./pages/run-pages";
+
+/** Asserts that the event list covers 1..last with every number exactly once, in order. */
+async function expectCompleteEventList(run: RunViewPage) {
+  await run.showTab("Events");
+  await run.showEarlierEvents();
+  const list = run.eventList();
+  await expect(list).toHaveAttribute("data-duplicates", "0");
+  await expect(list).toHaveAttribute("data-gap", "false");
+  const last = Number(await list.getAttribute("data-last-seq"));
+  const seqs = await run.eventSeqs();
+  expect(seqs).toEqual(Array.from({ length: last }, (_, i) => i + 1));
+  return seqs;
+}
+
+test("parallel sleeping steps are seen running together, with progress moving, until the run completes", async ({
+  page,
+  request,
+}) => {
+  const runId = await startRunViaApi(request, "Three sleepers and a join", {
+    steps: [
+      { id: "step_1", description: "Sleep A", tool: "sleep", args: { ms: 4000 } },
+      { id: "step_2", description: "Sleep B", tool: "sleep", args: { ms: 4000 } },
+      { id: "step_3", description: "Sleep C", tool: "sleep", args: { ms: 4000 } },
+      {
+        id: "step_4",
+        description: "Join",
+        tool: "echo",
+        args: { value: "done" },
+        dependsOn: ["step_1", "step_2", "step_3"],
+      },
+    ],
+  });
+  const run = new RunViewPage(page);
+  await run.open(runId);
+  const loads: string[] = [];
+  page.on("load", () => loads.push(page.url()));
+
+  // All three sleepers run at once; the join waits.
+  await expect(run.count("running")).toHaveAttribute("data-count", "3");
+  for (const id of ["step_1", "step_2", "step_3"]) await run.expectStepStatus(id, "running");
+  await run.expectStepStatus("step_4", "pending");
+  await expect(run.connection()).toHaveText("live");
+
+  // Progress moves while they run: two different readings of one bar.
+  const bar = run.step("step_1").getByRole("progressbar");
+  await expect(bar).toHaveAttribute("aria-valuenow", /^[1-9]\d*$/);
+  const first = Number(await bar.getAttribute("aria-valuenow"));
+  await expect.poll(async () => Number(await bar.getAttribute("aria-valuenow"))).toBeGreaterThan(first);
+  await expect(run.step("step_1").getByTestId("attempt")).toHaveText("attempt 1");
+
+  await run.expectRunStatus("completed");
+  for (const id of ["step_1", "step_2", "step_3", "step_4"]) await run.expectStepStatus(id, "completed");
+  await expect(run.step("step_4").getByTestId("result")).toHaveText('"done"');
+  await expect(run.count("completed")).toHaveAttribute("data-count", "4");
+  await expect(run.run().getByRole("progressbar")).toHaveAttribute("aria-valuenow", "100");
+  await expect(run.connection()).toHaveText("finished");
+
+  // The timeline shows the three sleepers overlapping and a critical path ending in the join.
+  await run.showTab("Timeline");
+  await expect(page.getByTestId("timeline").locator(".gantt-row")).toHaveCount(4);
+  await expect(page.getByTestId("critical-path")).toHaveText(/→ step_4$/);
+  // The graph colours every node by its final state.
+  await run.showTab("Graph");
+  await expect(page.locator(".react-flow__node.status-completed")).toHaveCount(4);
+
+  await expectCompleteEventList(run);
+  expect(loads).toEqual([]);
+});
+
+test("approving one gated step and denying another: dependents run, or are skipped when they need the denied output", async ({
+  page,
+  request,
+}) => {
+  const runId = await startRunViaApi(request, "Two gates", {
+    steps: [
+      { id: "step_1", description: "Gate A", tool: "echo", args: { value: "a" }, approvalRequired: true },
+      { id: "step_2", description: "Gate B", tool: "echo", args: { value: "b" }, approvalRequired: true },
+      { id: "step_3", description: "Uses A", tool: "echo", args: { value: "$step_1" }, dependsOn: ["step_1"] },
+      { id: "step_4", description: "Uses B's output", tool: "echo", args: { value: "$step_2" }, dependsOn: ["step_2"] },
+      {
+        id: "step_5",
+        description: "After B, without its output",
+        tool: "echo",
+        args: { value: 5 },
+        dependsOn: ["step_2"],
+      },
+    ],
+  });
+  const run = new RunViewPage(page);
+  await run.open(runId);
+  await expect(run.pending().locator("li")).toHaveCount(2);
+  await expect(run.pending().getByTestId("time-left").first()).toHaveText(/left$/);
+  await expect(page).toHaveTitle(/^\(2\) Two gates/);
+
+  await run.decide("step_1", true, "looks right");
+  await run.expectStepStatus("step_3", "completed");
+  await expect(run.step("step_1").getByTestId("decision")).toHaveText("Approved by user: “looks right”");
+  await expect(page).toHaveTitle(/^\(1\) Two gates/);
+
+  await run.decide("step_2", false, "not today");
+  await run.expectStepStatus("step_2", "skipped");
+  await expect(run.step("step_2").getByTestId("reason")).toContainText("not today");
+  await run.expectStepStatus("step_4", "skipped");
+  await expect(run.step("step_4").getByTestId("reason")).toContainText("step_2");
+  await run.expectStepStatus("step_5", "completed");
+  await expect(run.pending()).toHaveCount(0);
+  await expect(page).toHaveTitle(/^Two gates/);
+  await run.expectRunStatus("completed");
+
+  // A reload shows the stored decisions.
+  await page.reload();
+  await expect(run.step("step_2").getByTestId("decision")).toHaveText("Denied by user: “not today”");
+});
+
+test("an ask_user question is answered in the page and its answer flows to the dependent step", async ({
+  page,
+  request,
+}) => {
+  const runId = await startRunViaApi(request, "Ask first", {
+    steps: [
+      {
+        id: "step_1",
+        description: "Which colour?",
+        tool: "ask_user",
+        args: { question: "Which colour?", choices: ["red", "blue"] },
+      },
+      { id: "step_2", description: "Use the answer", tool: "echo", args: { value: "$step_1" }, dependsOn: ["step_1"] },
+    ],
+  });
+  const run = new RunViewPage(page);
+  await run.open(runId);
+  await run.expectStepStatus("step_1", "awaiting_input");
+  await expect(run.pending()).toContainText("Question");
+  await expect(page).toHaveTitle(/^\(1\) Ask first/);
+  await run.step("step_1").getByRole("button", { name: "blue" }).click();
+  await run.expectStepStatus("step_1", "completed");
+  await run.expectStepStatus("step_2", "completed");
+  await expect(run.step("step_2").getByTestId("result")).toHaveText('"blue"');
+  await run.expectRunStatus("completed");
+});
+
+test("cancelling a running run aborts its running steps and cancels the rest; the runs list filters it", async ({
+  page,
+  request,
+}) => {
+  const runId = await startRunViaApi(request, "Long sleepers", {
+    steps: [
+      { id: "step_1", description: "Sleep long", tool: "sleep", args: { ms: 30000 } },
+      { id: "step_2", description: "Sleep long too", tool: "sleep", args: { ms: 30000 } },
+      { id: "step_3", description: "After", tool: "echo", args: { value: 1 }, dependsOn: ["step_1"] },
+    ],
+  });
+  const run = new RunViewPage(page);
+  await run.open(runId);
+  await run.expectStepStatus("step_1", "running");
+  await run.cancelRun();
+  await run.expectRunStatus("cancelled");
+  for (const id of ["step_1", "step_2", "step_3"]) await run.expectStepStatus(id, "cancelled");
+  await expect(run.step("step_1").getByTestId("reason")).toContainText("Cancelled by user");
+  await expect(page.getByRole("button", { name: "Cancel run…" })).toHaveCount(0);
+
+  await page.getByRole("link", { name: "All runs" }).click();
+  const list = page.getByRole("region", { name: "Runs" });
+  await list.getByRole("button", { name: /^cancelled \(\d+\)$/ }).click();
+  await expect(list.locator(`tr[data-run-id="${runId}"]`)).toBeVisible();
+  await expect(list.locator("tbody tr:not([data-status='cancelled'])")).toHaveCount(0);
+  await list.getByRole("button", { name: /^completed \(\d+\)$/ }).click();
+  await list.getByRole("button", { name: /^cancelled \(\d+\)$/ }).click();
+  await expect(list.locator(`tr[data-run-id="${runId}"]`)).toHaveCount(0);
+});
+
+/** A run that makes events for a while: a chain of short sleeps (each reports progress). */
+const chainOfSleeps = {
+  steps: Array.from({ length: 12 }, (_, i) => ({
+    id: `step_${i + 1}`,
+    description: `Sleep ${i + 1}`,
+    tool: "sleep",
+    args: { ms: 700 },
+    dependsOn: i ? [`step_${i}`] : [],
+  })),
+};
+
+test("after going offline and back, and after a reload mid-run, the event list has no gap and no duplicate", async ({
+  page,
+  context,
+  request,
+}) => {
+  const runId = await startRunViaApi(request, "Reconnecting", chainOfSleeps);
+  const run = new RunViewPage(page);
+  await run.open(runId);
+  await run.showTab("Events");
+  await run.expectStepStatus("step_2", "running");
+
+  await context.setOffline(true);
+  await page.waitForTimeout(2500);
+  await context.setOffline(false);
+  await run.showTab("Steps");
+  await run.expectStepStatus("step_7", "running");
+  await run.showTab("Events");
+  // Events received so far, across the drop: consecutive from the snapshot on.
+  const list = run.eventList();
+  const snapshotSeq = Number(await list.getAttribute("data-snapshot-seq"));
+  const beforeReload = await run.eventSeqs();
+  expect(beforeReload).toEqual(Array.from({ length: beforeReload.length }, (_, i) => snapshotSeq + 1 + i));
+  await expect(list).toHaveAttribute("data-duplicates", "0");
+
+  await page.reload();
+  await run.showTab("Events");
+  await run.expectRunStatus("completed");
+  await expectCompleteEventList(run);
+});
+
+test("two pages watching one run see the same states and the same events", async ({ page, context, request }) => {
+  const runId = await startRunViaApi(request, "Watched twice", chainOfSleeps);
+  const second = await context.newPage();
+  const one = new RunViewPage(page);
+  const two = new RunViewPage(second);
+  await Promise.all([one.open(runId), two.open(runId)]);
+  await two.expectStepStatus("step_3", "running");
+  await one.expectStepStatus("step_3", "running");
+  await Promise.all([one.expectRunStatus("completed"), two.expectRunStatus("completed")]);
+  const [a, b] = await Promise.all([expectCompleteEventList(one), expectCompleteEventList(two)]);
+  expect(a).toEqual(b);
+  const states = (p: Page) =>
+    p.locator("li.run-step[data-step-id]").evaluateAll((items) => items.map((i) => i.getAttribute("data-status")));
+  await one.showTab("Steps");
+  await two.showTab("Steps");
+  expect(await states(page)).toEqual(await states(second));
+});
