@@ -4,6 +4,7 @@ import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import { useEffect, useMemo, useRef, useState } from "react";
 import type { RunDecision } from "@/server/engine/run-list";
+import { UsageSummary } from "@/components/planner/usage-summary";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { Tabs } from "@/components/ui/tabs";
@@ -83,6 +84,7 @@ export function RunPage({ runId }: { runId: string }) {
         {tab === "timeline" && <RunTimeline run={run} steps={version!.steps} />}
         {tab === "events" && <RunEvents run={run} />}
       </Tabs>
+      <UsageSummary scope={{ runId }} label="Planner usage in this run" />
     </section>
   );
 }
