@@ -36,7 +36,8 @@ test("a drop above a dependency is refused with the reason, and the list snaps b
   expect(await view.order()).toEqual(["step_1", "step_2", "step_3", "step_4"]);
   await view.expectVersion(1);
 
-  // The same rule holds for a mouse drop below a dependent.
+  // The same rule holds for a mouse drop below a dependent. (Mouse drags need both cards on screen.)
+  await page.setViewportSize({ width: 1280, height: 1800 });
   await view.dragOnto("step_1", "step_3");
   await expect(view.notice()).toContainText("step_1 cannot move below step_2");
   expect(await view.order()).toEqual(["step_1", "step_2", "step_3", "step_4"]);
