@@ -105,6 +105,7 @@ function argumentIssues(step: StepShape, schema: z.ZodType, byId: Map<string, St
  * Each back edge yields the cycle it closes; steps already on a reported cycle are not reported again.
  */
 function findCycles(steps: StepShape[], byId: Map<string, StepShape>): string[][] {
+  if (isAcyclic(steps, byId)) return [];
   const WHITE = 0;
   const GREY = 1;
   const BLACK = 2;
@@ -144,6 +145,34 @@ function findCycles(steps: StepShape[], byId: Map<string, StepShape>): string[][
     }
   }
   return cycles;
+}
+
+/**
+ * Kahn's algorithm over array indices: the common, acyclic case is settled in linear time without
+ * the bookkeeping the cycle report needs.
+ */
+function isAcyclic(steps: StepShape[], byId: Map<string, StepShape>): boolean {
+  const index = new Map<string, number>();
+  steps.forEach((step, i) => {
+    if (!index.has(step.id)) index.set(step.id, i);
+  });
+  const pending = new Int32Array(steps.length);
+  const dependents: number[][] = Array.from({ length: steps.length }, () => []);
+  steps.forEach((step, i) => {
+    if (index.get(step.id) !== i) return; // a duplicate id: reported elsewhere, not part of the graph
+    for (const dep of step.dependsOn) {
+      const d = index.get(dep);
+      if (d === undefined || d === i || !byId.has(dep)) continue;
+      pending[i]!++;
+      dependents[d]!.push(i);
+    }
+  });
+  const queue: number[] = [];
+  for (let i = 0; i < steps.length; i++) if (pending[i] === 0) queue.push(i);
+  for (let head = 0; head < queue.length; head++) {
+    for (const next of dependents[queue[head]!]!) if (--pending[next]! === 0) queue.push(next);
+  }
+  return queue.length === steps.length;
 }
 
 /** A reference must point at a (transitive) dependency, otherwise its output may not exist yet. */
