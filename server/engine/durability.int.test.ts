@@ -130,7 +130,7 @@ describe("durability", () => {
       probe("step_1", { value: "root" }),
       // Quick fan-out: these complete before the kill.
       ...[2, 3, 4, 5, 6].map((n) => probe(`step_${n}`, { value: "$step_1", dependsOn: ["step_1"] })),
-      // Sleepers: four of them are mid-execution when the worker (concurrency 4) dies, the rest queued.
+      // Sleepers: several are mid-execution when the worker dies (how many depends on its concurrency).
       ...[7, 8, 9, 10, 11, 12].map((n) => probe(`step_${n}`, { sleepMs: SLEEPER_MS, dependsOn: ["step_1"] })),
       probe("step_13", { value: "$step_7", dependsOn: ["step_7", "step_8"] }),
       probe("step_14", { value: "$step_2", dependsOn: ["step_2", "step_3"] }),
@@ -142,9 +142,11 @@ describe("durability", () => {
     await first.ready;
     const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: 1, maxParallel: 8 });
 
-    // Kill only once the quick steps are done and four sleepers have started executing (their
-    // probe lines are written), so the kill provably lands mid-execution.
+    // Kill only once the quick steps are done and only sleepers are running, at least two of them,
+    // each with its probe line written, so the kill provably lands mid-execution.
+    const sleepers = new Set(["step_7", "step_8", "step_9", "step_10", "step_11", "step_12"]);
     const stepsNow = async () => (await harness!.caller.runs.get({ runId })).steps;
+    let observedRunning: string[] = [];
     await expect
       .poll(
         async () => {
@@ -152,7 +154,12 @@ describe("durability", () => {
           const executed = new Set((await readProbeLog(probeLog)).map((e) => `${e.stepId}#${e.attempt}`));
           const quickDone = current.slice(0, 6).every((s) => s.status === "completed");
           const running = current.filter((s) => s.status === "running");
-          return quickDone && running.length === 4 && running.every((s) => executed.has(`${s.stepId}#${s.attempt}`));
+          observedRunning = running.map((s) => s.stepId);
+          return (
+            quickDone &&
+            running.length >= 2 &&
+            running.every((s) => sleepers.has(s.stepId) && executed.has(`${s.stepId}#${s.attempt}`))
+          );
         },
         { timeout: 20_000, interval: 50 },
       )
@@ -161,7 +168,8 @@ describe("durability", () => {
     const atKill = new Map((await stepsNow()).map((s) => [s.stepId, s]));
     const interrupted = [...atKill.values()].filter((s) => s.status === "running").map((s) => s.stepId);
     const completedBeforeKill = [...atKill.values()].filter((s) => s.status === "completed");
-    expect(interrupted).toHaveLength(4);
+    // Sleepers take seconds: what was running at the last look was still running at the kill.
+    expect(interrupted).toEqual(expect.arrayContaining(observedRunning));
     expect(completedBeforeKill.length).toBeGreaterThanOrEqual(6);
 
     const second = spawnProbeWorker({ databaseUrl: harness.app.db.url, probeLog, workspace: harness.workspace });
@@ -189,7 +197,9 @@ describe("durability", () => {
       const finalAttempt = final.get(stepId)!.attempt;
       expect(finalAttempt, stepId).toBeGreaterThan(killedAttempt);
       const ran = executions.get(stepId)!;
-      expect(ran).toContainEqual({ runId, stepId, attempt: killedAttempt, pid: first.pid });
+      if (observedRunning.includes(stepId)) {
+        expect(ran).toContainEqual({ runId, stepId, attempt: killedAttempt, pid: first.pid });
+      }
       expect(ran).toContainEqual({ runId, stepId, attempt: finalAttempt, pid: second.pid });
       expect(events.filter((e) => e.type === "step.interrupted" && e.stepId === stepId)).toHaveLength(1);
     }
@@ -202,7 +212,12 @@ describe("durability", () => {
       expect(events.filter((e) => e.type === "step.completed" && e.stepId === step.stepId)).toHaveLength(1);
       expect(step.result).toMatchObject({ ok: true, value: { stepId: step.stepId, attempt: step.attempt } });
     }
-    expect(events.filter((e) => e.type === "step.interrupted").map((e) => e.stepId)).toHaveLength(4);
+    expect(
+      events
+        .filter((e) => e.type === "step.interrupted")
+        .map((e) => e.stepId!)
+        .sort(),
+    ).toEqual([...interrupted].sort());
     // A dependent of an interrupted step saw the output of the attempt that finished.
     expect(final.get("step_13")!.result?.value).toMatchObject({ value: final.get("step_7")!.result?.value });
     expect(sequenceProblems(events)).toEqual([]);
