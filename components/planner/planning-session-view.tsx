@@ -40,6 +40,13 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
           if (line)
             setLines((current) => (current.some((known) => known.seq === line.seq) ? current : [...current, line]));
           if (REFRESHING.has(tracked.data.type)) void queryClient.invalidateQueries({ queryKey: sessionKey });
+          if (tracked.data.type === "planning.usage") {
+            void queryClient.invalidateQueries({ queryKey: trpc.planner.usage.pathKey() });
+          }
+          // A new plan or version exists now: cached plan pages must not show the old one.
+          if (tracked.data.type === "planning.completed") {
+            void queryClient.invalidateQueries({ queryKey: trpc.plans.pathKey() });
+          }
         },
       },
     ),

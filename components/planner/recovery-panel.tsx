@@ -17,10 +17,13 @@ export function RecoveryPanel({ runId, stepId }: { runId: string; stepId: string
   const options = useQuery(trpc.planner.options.queryOptions(undefined, { staleTime: 60_000 }));
   const proposalsKey = trpc.planner.recoveryProposals.queryKey({ runId, stepId });
   const proposals = useQuery(trpc.planner.recoveryProposals.queryOptions({ runId, stepId }));
-  const refresh = () => queryClient.invalidateQueries({ queryKey: proposalsKey });
+  const refresh = () =>
+    Promise.all([
+      queryClient.invalidateQueries({ queryKey: proposalsKey }),
+      queryClient.invalidateQueries({ queryKey: trpc.planner.usage.queryKey({ runId }) }),
+    ]);
   const ask = useMutation(trpc.planner.proposeRecovery.mutationOptions({ onSuccess: refresh }));
   const decide = useMutation(trpc.planner.decideRecovery.mutationOptions({ onSettled: refresh }));
-  const usage = trpc.planner.usage.queryKey({ runId });
 
   const open = proposals.data?.find((proposal) => proposal.status === "proposed");
   const decided = proposals.data?.filter((proposal) => proposal.status !== "proposed") ?? [];
@@ -69,12 +72,7 @@ export function RecoveryPanel({ runId, stepId }: { runId: string; stepId: string
               type="button"
               className="primary"
               disabled={decide.isPending}
-              onClick={() =>
-                decide.mutate(
-                  { proposalId: open.id, accept: true },
-                  { onSuccess: () => queryClient.invalidateQueries({ queryKey: usage }) },
-                )
-              }
+              onClick={() => decide.mutate({ proposalId: open.id, accept: true })}
             >
               Accept proposal
             </button>

@@ -6,10 +6,13 @@ import { formatCost, formatTokens } from "./planner-format";
 
 type Scope = { sessionId: string } | { planId: string } | { runId: string };
 
-/** Tokens and cost of the model calls of a planning session, a plan or a run, with each call. */
+/**
+ * Tokens and cost of the model calls of a planning session, a plan or a run, with each call.
+ * Whoever makes a call invalidates the `planner.usage` query, so this needs no polling.
+ */
 export function UsageSummary({ scope, label }: { scope: Scope; label: string }) {
   const trpc = useTRPC();
-  const usage = useQuery(trpc.planner.usage.queryOptions(scope, { refetchInterval: 5_000 }));
+  const usage = useQuery(trpc.planner.usage.queryOptions(scope));
   if (!usage.data || usage.data.totals.calls === 0) return null;
   const { totals, calls } = usage.data;
   return (
