@@ -161,7 +161,7 @@ describe("durability", () => {
             running.every((s) => sleepers.has(s.stepId) && executed.has(`${s.stepId}#${s.attempt}`))
           );
         },
-        { timeout: 20_000, interval: 50 },
+        { timeout: 30_000, interval: 50 },
       )
       .toBe(true);
     await first.kill();
@@ -175,7 +175,7 @@ describe("durability", () => {
     const second = spawnProbeWorker({ databaseUrl: harness.app.db.url, probeLog, workspace: harness.workspace });
     probeWorkers.push(second);
     await second.ready;
-    const run = await harness.waitForRun(runId, ["completed", "failed", "cancelled"], 40_000);
+    const run = await harness.waitForRun(runId, ["completed", "failed", "cancelled"], 60_000);
     expect(run.status).toBe("completed");
     expect(run.steps.every((s) => s.status === "completed")).toBe(true);
 
@@ -222,7 +222,7 @@ describe("durability", () => {
     expect(final.get("step_13")!.result?.value).toMatchObject({ value: final.get("step_7")!.result?.value });
     expect(sequenceProblems(events)).toEqual([]);
     expect(illegalTransitions(events)).toEqual([]);
-  });
+  }, 120_000);
 
   it("an interrupted non-idempotent step fails as interrupted, blocks only its dependents, and runs again only when a person retries it", async () => {
     harness = await startHarness({ worker: false, tools: createProbeRegistry() });
@@ -245,7 +245,7 @@ describe("durability", () => {
           const executed = (await readProbeLog(probeLog)).map((e) => e.stepId);
           return { ...(await statusOf()), step_1_executed: executed.includes("step_1") };
         },
-        { timeout: 20_000, interval: 50 },
+        { timeout: 30_000, interval: 50 },
       )
       .toEqual({ step_1: "running", step_2: "pending", step_3: "completed", step_1_executed: true });
     await first.kill();
