@@ -109,6 +109,22 @@ describe("quick mode", () => {
     expect(plan.plan.usage).toEqual({ inputTokens: usage.totals.inputTokens, outputTokens: usage.totals.outputTokens });
   });
 
+  it("works the same through the OpenAI provider pointed at the scripted server", async () => {
+    configure({
+      STEPWISE_LLM_BASE_URL: "",
+      OPENAI_API_KEY: "sk-test",
+      OPENAI_BASE_URL: llm.baseUrl,
+      STEPWISE_LLM_PRICES: "{}",
+    });
+    llm.script({ json: goodPlan });
+    const { sessionId } = await harness.caller.planner.start({ goal: "Show the README", mode: "quick" });
+    const session = await finished(sessionId);
+    expect(session).toMatchObject({ status: "completed", model: "openai:gpt-4.1-mini" });
+    expect(llm.requests[0]!.model).toBe("gpt-4.1-mini");
+    // gpt-4.1-mini has a known price, so the call has a cost.
+    expect(session.usage.costUsd).toBeGreaterThan(0);
+  });
+
   it("sends a draft with a cycle and an unknown tool back with the gate failures, and the refined draft passes", async () => {
     llm.script({ json: cyclicPlanWithUnknownTool }, { json: goodPlan });
     const { sessionId } = await harness.caller.planner.start({ goal: "Show the README", mode: "quick" });
