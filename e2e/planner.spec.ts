@@ -158,6 +158,11 @@ test("regenerate with feedback makes a new version that is reviewed again", asyn
   await expect(page.locator('li[data-step-id="step_3"]')).toContainText("Read it again");
   await expect(page.locator('li[data-step-id="step_2"]')).toHaveCount(0);
   await expect(page.getByRole("button", { name: "Approve and run v2" })).toBeEnabled();
+  // The regenerated version's diff against version 1 is in the plan's history.
+  await page.getByRole("button", { name: "History" }).click();
+  const diff = page.getByRole("region", { name: "Changes from v1 to v2" });
+  await expect(diff.getByTestId("diff-added")).toContainText("step_3");
+  await expect(diff.getByTestId("diff-removed")).toContainText("step_2");
 });
 
 test("a failed step gets a recovery proposal that, accepted in the live view, lets the run finish", async ({
