@@ -1,3 +1,5 @@
+import { AppError } from "../errors";
+
 /**
  * Planner configuration, read from the environment only. Keys never leave this module except
  * inside the provider objects: `describePlannerConfig` is what any interface may show.
@@ -233,4 +235,27 @@ export function describePlannerConfig(config: PlannerConfig): PublicPlannerConfi
     maxDeepSteps: config.maxDeepSteps,
     help: CONFIGURATION_HELP,
   };
+}
+
+/**
+ * The model a planner call uses: the requested one or the default, refused with exactly what to
+ * set when no provider is configured, or with the available models when it is not one of them.
+ */
+export function requirePlanningModel(config: PlannerConfig, model?: string): string {
+  if (config.providers.length === 0) {
+    throw new AppError(
+      "invalid_state",
+      `No LLM provider is configured. Set ${CONFIGURATION_HELP.map((item) => item.variable).join(", or ")} and restart Stepwise.`,
+      { help: CONFIGURATION_HELP },
+    );
+  }
+  const chosen = model || config.defaultModel;
+  const models = availableModels(config);
+  if (!chosen || !models.some((candidate) => candidate.id === chosen)) {
+    throw new AppError(
+      "invalid_input",
+      `Model ${chosen ?? "(none)"} is not configured. Available: ${models.map((candidate) => candidate.id).join(", ")}`,
+    );
+  }
+  return chosen;
 }

@@ -10,7 +10,7 @@ import { recoveryProposalSchema, type LlmRecoveryProposal } from "./llm-schemas"
 import { callModel } from "./model-call";
 import { PROVIDER_OPTIONS } from "./planning";
 import { recoveryPrompt, refinePrompt } from "./prompts";
-import { resolvePlanningModel } from "./suggest";
+import { requirePlanningModel } from "./config";
 
 export type ProposalStatus = "proposed" | "accepted" | "rejected" | "failed";
 
@@ -94,7 +94,7 @@ export async function proposeRecovery(
   deps: PlannerDeps,
   input: { runId: string; stepId: string; model?: string; actor: string },
 ): Promise<RecoveryProposalView> {
-  const modelId = await resolvePlanningModel(deps, input.model);
+  const modelId = requirePlanningModel(deps.config, input.model);
   const run = await getRun(deps.prisma, input.runId);
   const runStep = run.steps.find((step) => step.stepId === input.stepId);
   if (!runStep) throw new AppError("not_found", `Run has no step ${input.stepId}`);

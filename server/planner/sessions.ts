@@ -5,7 +5,7 @@ import type { StoredEvent } from "../events/types";
 import { getPlan } from "../plans/service";
 import { renumberNewSteps, savePlanVersion } from "../plans/versions";
 import { createPlan } from "../plans/service";
-import { CONFIGURATION_HELP, availableModels } from "./config";
+import { requirePlanningModel } from "./config";
 import type { PlannerDeps } from "./deps";
 import type { PlanValidationFailed } from "./gates";
 import { PlanningCancelled } from "./model-call";
@@ -62,28 +62,6 @@ export interface StartPlanningInput {
   actor: string;
 }
 
-function requireConfigured(deps: PlannerDeps, model: string | undefined): string {
-  if (deps.config.providers.length === 0) {
-    throw new AppError(
-      "invalid_state",
-      `No LLM provider is configured. Set ${CONFIGURATION_HELP.map((item) => item.variable).join(", or ")} and restart Stepwise.`,
-      { help: CONFIGURATION_HELP },
-    );
-  }
-  const chosen = model || deps.config.defaultModel;
-  if (!chosen) throw new AppError("invalid_input", "Pick a model");
-  const known = availableModels(deps.config).some((candidate) => candidate.id === chosen);
-  if (!known) {
-    throw new AppError(
-      "invalid_input",
-      `Model ${chosen} is not configured. Available: ${availableModels(deps.config)
-        .map((candidate) => candidate.id)
-        .join(", ")}`,
-    );
-  }
-  return chosen;
-}
-
 function checkText(label: string, value: string, max: number): string {
   const trimmed = value.trim();
   if (!trimmed) throw new AppError("invalid_input", `${label} is empty`);
@@ -103,7 +81,7 @@ async function workspaceRootFor(deps: PlannerDeps, workspaceId: string | null | 
 /** Starts planning a new task; the work continues in the background and streams its progress. */
 export async function startPlanning(deps: PlannerDeps, input: StartPlanningInput): Promise<{ sessionId: string }> {
   const goal = checkText("The goal", input.goal, MAX_GOAL_CHARS);
-  const model = requireConfigured(deps, input.model);
+  const model = requirePlanningModel(deps.config, input.model);
   const workspaceRoot = await workspaceRootFor(deps, input.workspaceId);
   const session = await deps.prisma.planningSession.create({
     data: {
@@ -138,7 +116,7 @@ export async function startRegeneration(
   },
 ): Promise<{ sessionId: string }> {
   const feedback = checkText("The feedback", input.feedback, MAX_FEEDBACK_CHARS);
-  const model = requireConfigured(deps, input.model);
+  const model = requirePlanningModel(deps.config, input.model);
   const plan = await getPlan(deps.prisma, input.planId, input.baseVersion);
   const planRow = await deps.prisma.plan.findUniqueOrThrow({ where: { id: input.planId }, include: { task: true } });
   if (planRow.currentVersion !== input.baseVersion) {

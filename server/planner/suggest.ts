@@ -1,10 +1,9 @@
 import { generateText, Output } from "ai";
-import { AppError } from "../errors";
 import type { StepInput } from "../plans/schema";
 import { getPlan } from "../plans/service";
 import { checkPlanDraft, type PlanIssue } from "../plans/validate";
 import { renumberNewSteps, savePlanVersion } from "../plans/versions";
-import { availableModels, CONFIGURATION_HELP } from "./config";
+import { requirePlanningModel } from "./config";
 import type { PlannerDeps } from "./deps";
 import { suggestionsSchema } from "./llm-schemas";
 import { callModel } from "./model-call";
@@ -32,21 +31,6 @@ export function findGaps(snapshot: Pick<WorkspaceSnapshot, "entries" | "keyFiles
   return gaps;
 }
 
-export async function resolvePlanningModel(deps: PlannerDeps, model?: string): Promise<string> {
-  if (deps.config.providers.length === 0) {
-    throw new AppError(
-      "invalid_state",
-      `No LLM provider is configured. Set ${CONFIGURATION_HELP.map((item) => item.variable).join(", or ")} and restart Stepwise.`,
-      { help: CONFIGURATION_HELP },
-    );
-  }
-  const chosen = model || deps.config.defaultModel!;
-  if (!availableModels(deps.config).some((candidate) => candidate.id === chosen)) {
-    throw new AppError("invalid_input", `Model ${chosen} is not configured`);
-  }
-  return chosen;
-}
-
 async function planWorkspace(deps: PlannerDeps, taskId: string): Promise<string> {
   const task = await deps.prisma.task.findUnique({ where: { id: taskId }, include: { workspace: true } });
   return task?.workspace?.path ?? deps.workspaceRoot;
@@ -60,7 +44,7 @@ export async function suggestSteps(
   deps: PlannerDeps,
   input: { planId: string; version?: number; model?: string },
 ): Promise<{ suggestions: Suggestion[]; todos: number; gaps: string[] }> {
-  const modelId = await resolvePlanningModel(deps, input.model);
+  const modelId = requirePlanningModel(deps.config, input.model);
   const plan = await getPlan(deps.prisma, input.planId, input.version);
   const root = await planWorkspace(deps, plan.taskId);
   const [snapshot, todos] = await Promise.all([snapshotWorkspace(root), findTodoMarkers(root)]);
