@@ -32,6 +32,7 @@ const CONNECTION_TEXT: Record<string, string> = {
   pending: "live",
   error: "disconnected — retrying",
   closed: "finished",
+  offline: "offline — resumes when the network is back",
 };
 
 /** The run at a glance: state, counts per step state, elapsed time, progress, trace and approver; run-wide controls. */

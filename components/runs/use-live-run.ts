@@ -3,28 +3,46 @@
 import { useQuery } from "@tanstack/react-query";
 import { useSubscription } from "@trpc/tanstack-react-query";
 import { useEffect, useState } from "react";
-import { useTRPC } from "@/components/trpc";
 import type { RunView } from "@/server/engine/run-view";
+import { useTRPC } from "@/components/trpc";
+import { useOnline } from "@/components/ui/use-online";
 import { applyEvent, fromSnapshot, type LiveRun } from "./run-state";
 
 /** States after which a run never changes again (a failed run can be reopened by a retry or skip). */
 const FINAL = new Set(["completed", "cancelled"]);
 
+interface LiveState {
+  source?: RunView;
+  run?: LiveRun;
+  /** Where the current subscription started: the snapshot's sequence, or the last applied one after going offline. */
+  resumeFrom?: number;
+}
+
 /**
  * Loads a run's snapshot once, then follows its event stream from the snapshot's last sequence
- * number. The subscription link resumes from the last tracked event id by itself after a network
- * drop or a server restart, so each event arrives exactly once; the reducer counts any repeat and
- * stops at any gap, and a gap makes this hook start over from a fresh snapshot. Nothing polls.
+ * number. The subscription link resumes from the last tracked event id by itself after an error
+ * or a server restart. When the browser goes offline the stream is closed (an established
+ * connection can otherwise hang unnoticed) and reopened from the last applied event when it is
+ * back. The reducer counts any repeat and stops at any gap, and a gap makes this hook start over
+ * from a fresh snapshot. Nothing polls.
  */
 export function useLiveRun(runId: string) {
   const trpc = useTRPC();
   const snapshot = useQuery({ ...trpc.runs.get.queryOptions({ runId }), staleTime: Infinity });
-  const [state, setState] = useState<{ source?: RunView; run?: LiveRun }>({});
+  const [state, setState] = useState<LiveState>({});
   // Derived during render (not in an effect) so the state exists before the stream can deliver.
   if (snapshot.data && state.source !== snapshot.data) {
-    setState({ source: snapshot.data, run: fromSnapshot(snapshot.data) });
+    setState({ source: snapshot.data, run: fromSnapshot(snapshot.data), resumeFrom: snapshot.data.lastSeq });
   }
   const run = state.source === snapshot.data ? state.run : undefined;
+
+  const online = useOnline();
+  const [seenOnline, setSeenOnline] = useState(online);
+  if (online !== seenOnline) {
+    // Also during render, so the reopened stream starts from the last applied event, not the snapshot.
+    setSeenOnline(online);
+    if (online) setState((current) => (current.run ? { ...current, resumeFrom: current.run.lastSeq } : current));
+  }
 
   // A missing event, or steps added to the run's plan, make the applied state untrustworthy: start over.
   const resync = !!run?.gap || !!run?.planChanged;
@@ -36,15 +54,15 @@ export function useLiveRun(runId: string) {
   const final = run ? FINAL.has(run.status) : snapshot.data ? FINAL.has(snapshot.data.status) : false;
   const subscription = useSubscription(
     trpc.runs.events.subscriptionOptions(
-      { runId, lastEventId: snapshot.data ? String(snapshot.data.lastSeq) : null },
+      { runId, lastEventId: state.resumeFrom === undefined ? null : String(state.resumeFrom) },
       {
-        enabled: !!snapshot.data && !final,
+        enabled: !!run && !final && online,
         onData: (tracked) =>
           setState((current) => (current.run ? { ...current, run: applyEvent(current.run, tracked.data) } : current)),
       },
     ),
   );
   // A run that is final needs no stream: what the snapshot shows is all there will ever be.
-  const connection = final ? "closed" : subscription.status;
+  const connection = final ? "closed" : !online ? "offline" : subscription.status;
   return { run, error: snapshot.error ?? subscription.error, connection };
 }
