@@ -109,6 +109,7 @@ async function main() {
       const version = Number(versionText.replace(/\D/g, ""));
       await handle.focus();
       await page.keyboard.press("Space");
+      await delay(250); // dnd-kit measures the list after the lift
       await page.keyboard.press("ArrowUp");
       await delay(250);
       await page.evaluate(
@@ -129,17 +130,34 @@ async function main() {
       await page
         .getByTestId("plan-version")
         .filter({ hasText: `version ${version + 1}` })
-        .waitFor();
-      const { droppedAt, confirmedAt } = await page.evaluate(() => {
+        .waitFor({ timeout: 10_000 })
+        .catch(async (error) => {
+          const live = await page.locator("[id^='DndLiveRegion']").innerText();
+          const notice = await page.getByTestId("plan-notice").innerText().catch(() => "");
+          throw new Error(`The drop of step_${stepIndex} was not saved. Announced: ${live}. Notice: ${notice}`, {
+            cause: error,
+          });
+        });
+      const { droppedAt, confirmedAt, request } = await page.evaluate(() => {
         const w = window as unknown as { __confirmedAt: number; __droppedAt: number };
-        return { droppedAt: w.__droppedAt, confirmedAt: w.__confirmedAt };
+        const edit = performance
+          .getEntriesByType("resource")
+          .find((entry) => entry.name.includes("plans.edit")) as PerformanceResourceTiming | undefined;
+        return {
+          droppedAt: w.__droppedAt,
+          confirmedAt: w.__confirmedAt,
+          request: edit ? { start: edit.startTime, end: edit.responseEnd } : null,
+        };
       });
       await page.close();
       if (run === 0) continue; // warm-up: first compile of routes, cold caches
       interactive.push(ready);
       dropToConfirmed.push(confirmedAt - droppedAt);
+      const split = request
+        ? ` (drop → request ${(request.start - droppedAt).toFixed(0)} ms, request ${(request.end - request.start).toFixed(0)} ms, response → shown ${(confirmedAt - request.end).toFixed(0)} ms)`
+        : "";
       console.log(
-        `run ${run}: interactive ${ready.toFixed(0)} ms, drop → confirmed ${(confirmedAt - droppedAt).toFixed(0)} ms`,
+        `run ${run}: interactive ${ready.toFixed(0)} ms, drop → confirmed ${(confirmedAt - droppedAt).toFixed(0)} ms${split}`,
       );
     }
     const result = {

@@ -24,30 +24,55 @@ interface StepCardProps {
   disabled: boolean;
 }
 
-/** One step under review: every field the reviewer needs to judge it, its problems and its actions. */
-export const StepCard = memo(function StepCard({ step, issues, dependents, actions, editor, disabled }: StepCardProps) {
-  const sortable = useSortable({ id: step.id, disabled });
-  const [confirmingDelete, setConfirmingDelete] = useState(false);
+/**
+ * One step under review. The shell holds the drag-and-drop state, which changes for every card
+ * whenever the list order changes; the body (every field, its problems, its actions) re-renders
+ * only when its own step does, which keeps a drop on a long plan cheap.
+ */
+export const StepCard = memo(function StepCard(props: StepCardProps) {
+  const sortable = useSortable({ id: props.step.id, disabled: props.disabled });
   const style = { transform: CSS.Translate.toString(sortable.transform), transition: sortable.transition };
-  const titleId = `${step.id}-title`;
-  const args = JSON.stringify(step.args, null, 2);
-
+  const { step, issues } = props;
   return (
     <li
       ref={sortable.setNodeRef}
       style={style}
       className={`card step ${issues.length ? "invalid" : ""} ${step.skipped ? "skipped" : ""} ${sortable.isDragging ? "dragging" : ""}`}
       data-step-id={step.id}
-      aria-labelledby={titleId}
+      aria-labelledby={`${step.id}-title`}
     >
+      <StepCardBody {...props} handleProps={sortable.attributes} handleListeners={sortable.listeners} />
+    </li>
+  );
+});
+
+type HandleProps = ReturnType<typeof useSortable>["attributes"];
+type HandleListeners = ReturnType<typeof useSortable>["listeners"];
+
+const StepCardBody = memo(function StepCardBody({
+  step,
+  issues,
+  dependents,
+  actions,
+  editor,
+  disabled,
+  handleProps,
+  handleListeners,
+}: StepCardProps & { handleProps: HandleProps; handleListeners: HandleListeners }) {
+  const [confirmingDelete, setConfirmingDelete] = useState(false);
+  const titleId = `${step.id}-title`;
+  const args = JSON.stringify(step.args, null, 2);
+
+  return (
+    <>
       <div className="row spread">
         <div className="row">
           <button
             type="button"
             className="drag-handle"
             aria-label={`Move ${step.id}`}
-            {...sortable.attributes}
-            {...sortable.listeners}
+            {...handleProps}
+            {...handleListeners}
             disabled={disabled}
           >
             <span aria-hidden="true">⠿</span>
@@ -144,6 +169,6 @@ export const StepCard = memo(function StepCard({ step, issues, dependents, actio
         )}
       </div>
       {editor}
-    </li>
+    </>
   );
 });

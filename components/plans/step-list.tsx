@@ -11,7 +11,7 @@ import {
   type DragEndEvent,
 } from "@dnd-kit/core";
 import { SortableContext, sortableKeyboardCoordinates, verticalListSortingStrategy } from "@dnd-kit/sortable";
-import { useMemo, type ReactNode } from "react";
+import { useMemo, useRef, type ReactNode } from "react";
 import type { Step } from "@/server/plans/schema";
 import type { PlanIssue } from "@/server/plans/validate";
 import { checkMove } from "./plan-rules";
@@ -51,9 +51,18 @@ export function StepList({
     useSensor(KeyboardSensor, { coordinateGetter: sortableKeyboardCoordinates }),
   );
   const ids = useMemo(() => steps.map((step) => step.id), [steps]);
+  // Arrays equal to the previous ones are reused, so memoised cards see unchanged props.
+  const previousDependents = useRef(new Map<string, string[]>());
   const dependents = useMemo(() => {
     const map = new Map<string, string[]>();
     for (const step of steps) for (const dep of step.dependsOn) map.set(dep, [...(map.get(dep) ?? []), step.id]);
+    for (const [id, list] of map) {
+      const previous = previousDependents.current.get(id);
+      if (previous && previous.length === list.length && previous.every((item, i) => item === list[i])) {
+        map.set(id, previous);
+      }
+    }
+    previousDependents.current = map;
     return map;
   }, [steps]);
 

@@ -43,9 +43,19 @@ export function usePlanEditor(planId: string) {
           };
         await queryClient.cancelQueries({ queryKey: planQuery.queryKey });
         const optimistic = applyOptimisticEdit(before, change);
-        if (optimistic) queryClient.setQueryData(planQuery.queryKey, optimistic);
+        let settled = false;
+        const request = mutateAsync({ planId, baseVersion: before.plan.version, edit: change });
+        if (optimistic) {
+          // The request is dispatched on a timer; showing the result two timers later lets it leave
+          // first, so rendering a long list overlaps the round trip instead of delaying it.
+          setTimeout(() =>
+            setTimeout(() => {
+              if (!settled) queryClient.setQueryData(planQuery.queryKey, optimistic);
+            }),
+          );
+        }
         try {
-          const saved = await mutateAsync({ planId, baseVersion: before.plan.version, edit: change });
+          const saved = await request.finally(() => (settled = true));
           queryClient.setQueryData(planQuery.queryKey, saved);
           void queryClient.invalidateQueries(trpc.plans.versions.queryFilter({ planId }));
           setNotice({ kind: "saved", message: `Saved as version ${saved.plan.version}.` });

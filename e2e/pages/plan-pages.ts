@@ -84,6 +84,7 @@ export class PlanViewPage {
     const handle = this.dragHandle(stepId);
     await handle.focus();
     await this.page.keyboard.press("Space");
+    await this.page.waitForTimeout(150);
     const key = steps < 0 ? "ArrowUp" : "ArrowDown";
     for (let i = 0; i < Math.abs(steps); i++) {
       await this.page.keyboard.press(key);
