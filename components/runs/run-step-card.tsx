@@ -4,7 +4,6 @@ import { memo } from "react";
 import type { RunDecision } from "@/server/engine/run-list";
 import type { Step } from "@/server/plans/schema";
 import { RecoveryPanel } from "@/components/planner/recovery-panel";
-import { RecoveryPanel } from "@/components/planner/recovery-panel";
 import { ProgressBar } from "@/components/ui/progress-bar";
 import { StatusBadge } from "@/components/ui/status-badge";
 import { useNow } from "@/components/ui/use-now";
@@ -112,7 +111,6 @@ export const RunStepCard = memo(function RunStepCard({
             />
           )}
           {status === "failed" && steerable && <FailedStepActions runId={runId} stepId={step.id} />}
-          {status === "failed" && steerable && <RecoveryPanel runId={runId} stepId={step.id} />}
           {status === "failed" && steerable && <RecoveryPanel runId={runId} stepId={step.id} />}
           {rerunnable && <RerunForm runId={runId} stepId={step.id} args={step.args} />}
           <StepLogs runId={runId} stepId={step.id} snapshotSeq={snapshotSeq} liveLines={state.liveLogs} />
