@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { expect, test, type APIRequestContext } from "@playwright/test";
+import AxeBuilder from "@axe-core/playwright";
+import { expect, test, type APIRequestContext, type Page } from "@playwright/test";
 import { cyclicPlanWithUnknownTool, goodPlan, goodStep } from "../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
-import { NewTaskPage, PlanPlannerTools } from "./pages/planner-pages";
+import { NewTaskPage, PlanningSessionPage, PlanPlannerTools } from "./pages/planner-pages";
 import { RunViewPage } from "./pages/run-pages";
 
 /** Same port as playwright.config.ts gives the app under test as its OpenAI-compatible provider. */
@@ -17,6 +18,11 @@ test.afterAll(async () => {
   await llm?.close();
 });
 test.beforeEach(() => llm.reset());
+
+async function accessibilityViolations(page: Page): Promise<string[]> {
+  const results = await new AxeBuilder({ page }).analyze();
+  return results.violations.map((v) => `${v.impact} ${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+}
 
 async function trpc<T>(request: APIRequestContext, path: string, input: unknown): Promise<T> {
   const response = await request.post(`/api/trpc/${path}`, { data: { json: input } });
@@ -247,4 +253,29 @@ test("with no provider configured, New task says exactly what to set and manual 
   } finally {
     await app.stop();
   }
+});
+
+test("the New task form, a planning session with a question, and settings have no accessibility violations", async ({
+  page,
+}) => {
+  const newTask = new NewTaskPage(page);
+  await newTask.open();
+  expect(await accessibilityViolations(page)).toEqual([]);
+  // Keyboard only: the goal, then on to the submit button.
+  await newTask.goal().focus();
+  await page.keyboard.type("Show the README");
+  await page.getByRole("radio", { name: /Deep/ }).focus();
+  await page.keyboard.press("Space");
+  llm.script({ toolCalls: [{ name: "ask_user", arguments: { question: "Which README?" } }] }, { json: goodPlan });
+  await page.getByRole("button", { name: "Plan it" }).focus();
+  await page.keyboard.press("Enter");
+  const session = new PlanningSessionPage(page);
+  await session.expectStatus("awaiting_answer");
+  expect(await accessibilityViolations(page)).toEqual([]);
+  await page.getByRole("button", { name: "Cancel planning" }).click();
+  await session.expectStatus("cancelled");
+  await page.goto("/settings");
+  await expect(page.getByRole("table", { name: "Configured providers" })).toContainText("Scripted");
+  await expect(page.getByRole("table", { name: "Configured providers" })).toContainText("scripted-planner");
+  expect(await accessibilityViolations(page)).toEqual([]);
 });
