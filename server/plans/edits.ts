@@ -4,7 +4,15 @@ import type { PrismaClient } from "../generated/prisma/client";
 import type { ToolRegistry } from "../tools/registry";
 import { parsePlanJson } from "./import";
 import { checkMove } from "./reorder";
-import { retryPolicySchema, riskSchema, stepTypeSchema, type Plan, type PlanContent, type StepInput } from "./schema";
+import {
+  retryPolicySchema,
+  riskSchema,
+  stepTypeSchema,
+  type Plan,
+  type PlanContent,
+  type Step,
+  type StepInput,
+} from "./schema";
 import { getPlan } from "./service";
 import type { PlanIssue } from "./validate";
 import { renumberNewSteps, savePlanVersion } from "./versions";
@@ -336,9 +344,26 @@ export interface EditPlanInput {
  */
 export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input: EditPlanInput): Promise<Plan> {
   const edit = planEditSchema.parse(input.edit);
+  // One read for the version check, the id counter and the base content.
   const row = await prisma.plan.findUnique({
     where: { id: input.planId },
-    select: { currentVersion: true, lastStepNumber: true },
+    select: {
+      currentVersion: true,
+      lastStepNumber: true,
+      versions: {
+        where: { version: input.baseVersion },
+        select: {
+          goal: true,
+          summary: true,
+          steps: true,
+          successCriteria: true,
+          questions: true,
+          contextNotes: true,
+          estimatedDuration: true,
+          changeNote: true,
+        },
+      },
+    },
   });
   if (!row) throw new AppError("not_found", `No plan ${input.planId}`);
   // Checked here as well as under savePlanVersion's lock, so an edit of a step that no longer
@@ -350,7 +375,17 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
       { currentVersion: row.currentVersion },
     );
   }
-  const base = await getPlan(prisma, input.planId, input.baseVersion);
+  const [baseRow] = row.versions;
+  if (!baseRow) throw new AppError("not_found", `Plan ${input.planId} has no version ${input.baseVersion}`);
+  const base: PlanContent = {
+    goal: baseRow.goal,
+    steps: baseRow.steps as unknown as Step[],
+    successCriteria: baseRow.successCriteria as string[],
+    questions: baseRow.questions as string[],
+    ...(baseRow.summary !== null && { summary: baseRow.summary }),
+    ...(baseRow.contextNotes !== null && { contextNotes: baseRow.contextNotes }),
+    ...(baseRow.estimatedDuration !== null && { estimatedDuration: baseRow.estimatedDuration }),
+  };
   const save = (
     draft: unknown,
     changeNote: string,
@@ -371,13 +406,9 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
       if (input.baseVersion <= 1)
         throw new AppError("invalid_state", "Nothing to undo: this is the plan's first version");
       const previous = await getPlan(prisma, input.planId, input.baseVersion - 1);
-      const undone = await prisma.planVersion.findUnique({
-        where: { planId_version: { planId: input.planId, version: input.baseVersion } },
-        select: { changeNote: true },
-      });
       return await save(
         contentOf(previous),
-        `Undid version ${input.baseVersion}${undone?.changeNote ? ` (${undone.changeNote})` : ""}`,
+        `Undid version ${input.baseVersion}${baseRow.changeNote ? ` (${baseRow.changeNote})` : ""}`,
         { restoresVersion: input.baseVersion - 1 },
       );
     }
@@ -393,7 +424,7 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
         throw new AppError("invalid_input", "Every imported step needs a string `id`");
       return await save({ goal: base.goal, ...imported, steps }, "Imported from JSON", { source: "import" });
     }
-    const { draft, changeNote } = applyPlanEdit(contentOf(base), edit, row.lastStepNumber);
+    const { draft, changeNote } = applyPlanEdit(base, edit, row.lastStepNumber);
     return await save(draft, changeNote);
   } catch (error) {
     throw explainRefusal(error);
