@@ -122,3 +122,27 @@ describe("search_text", () => {
     expect(error.message).toBe("cancelled");
   });
 });
+
+describe("search_text with a pathological regular expression", () => {
+  it("keeps the thread responsive and fails the step instead of hanging", async () => {
+    const workspace = await createTempWorkspace({ "evil.txt": `${"a".repeat(40)}!\n` });
+    try {
+      const controller = new AbortController();
+      let ticks = 0;
+      const ticker = setInterval(() => ticks++, 20);
+      const pending = runTool(
+        searchTextTool,
+        { pattern: "(a+)+$", regex: true },
+        createToolContext(workspace, controller.signal),
+      );
+      setTimeout(() => controller.abort(new Error("Timed out after 1s")), 500);
+      const error = await rejectionOf(pending);
+      clearInterval(ticker);
+      expect(error.message).toBe("Timed out after 1s");
+      // Timers kept firing while the regex ran: the event loop was never blocked.
+      expect(ticks).toBeGreaterThan(10);
+    } finally {
+      await removeTempWorkspace(workspace);
+    }
+  });
+});

@@ -2,6 +2,7 @@ import fs from "node:fs/promises";
 import picomatch from "picomatch";
 import { z } from "zod";
 import { AppError } from "../errors";
+import { createRegexMatcher, type LineHit } from "./regex-matcher";
 import { defineTool } from "./types";
 import { walkWorkspace } from "./workspace-files";
 
@@ -11,6 +12,8 @@ export const SEARCH_MAX_FILE_BYTES = 1_000_000;
 const MAX_LINE_CHARS = 500;
 /** How much of a file's start is inspected for NUL bytes to decide it is binary (as git and grep do). */
 const BINARY_SNIFF_BYTES = 8000;
+/** Longest a regular expression may spend on one file before the search is stopped. */
+export const SEARCH_REGEX_BUDGET_MS = 5_000;
 
 export interface TextMatch {
   path: string;
@@ -57,68 +60,79 @@ export const searchTextTool = defineTool({
   requiresApproval: false,
   defaultTimeoutSeconds: 60,
   async execute(input, context) {
-    const matcher = lineMatcher(input.pattern, input.regex, input.caseSensitive);
+    const flags = input.caseSensitive ? "u" : "iu";
+    if (input.regex) {
+      const problem = regexProblem(input.pattern, flags);
+      if (problem) throw new AppError("invalid_input", `Invalid regular expression: ${problem}`);
+    }
+    const regexMatcher = input.regex
+      ? createRegexMatcher(input.pattern, flags, { budgetMs: SEARCH_REGEX_BUDGET_MS, signal: context.signal })
+      : undefined;
     const included = input.include ? picomatch(input.include, { dot: true }) : () => true;
     const matches: TextMatch[] = [];
     const skipped = { binary: 0, tooLarge: 0 };
     let filesSearched = 0;
 
-    for await (const entry of walkWorkspace(context.workspaceRoot, {
-      start: input.path,
-      includeIgnored: input.includeIgnored,
-      signal: context.signal,
-    })) {
-      if (entry.type !== "file" || !included(entry.relativePath)) continue;
-      const stat = await fs.stat(entry.absolutePath).catch(() => undefined);
-      if (!stat) continue;
-      if (stat.size > SEARCH_MAX_FILE_BYTES) {
-        skipped.tooLarge++;
-        continue;
+    try {
+      for await (const entry of walkWorkspace(context.workspaceRoot, {
+        start: input.path,
+        includeIgnored: input.includeIgnored,
+        signal: context.signal,
+      })) {
+        if (entry.type !== "file" || !included(entry.relativePath)) continue;
+        const stat = await fs.stat(entry.absolutePath).catch(() => undefined);
+        if (!stat) continue;
+        if (stat.size > SEARCH_MAX_FILE_BYTES) {
+          skipped.tooLarge++;
+          continue;
+        }
+        const bytes = await fs.readFile(entry.absolutePath, { signal: context.signal }).catch(() => undefined);
+        if (!bytes) continue;
+        if (isBinary(bytes)) {
+          skipped.binary++;
+          continue;
+        }
+        filesSearched++;
+        const text = bytes.toString("utf8");
+        // One more than still fits, to tell "exactly full" from "more exist".
+        const wanted = input.maxResults - matches.length + 1;
+        const hits = regexMatcher
+          ? await regexMatcher.matchLines(text, wanted)
+          : literalHits(text, input.pattern, input.caseSensitive, wanted);
+        if (hits.length === 0) continue;
+        const lines = text.split(/\r?\n/);
+        for (const [line, column] of hits) {
+          if (matches.length === input.maxResults) return { matches, truncated: true, filesSearched, skipped };
+          matches.push({ path: entry.relativePath, line: line + 1, column: column + 1, text: clip(lines[line]!) });
+        }
       }
-      const bytes = await fs.readFile(entry.absolutePath, { signal: context.signal }).catch(() => undefined);
-      if (!bytes) continue;
-      if (isBinary(bytes)) {
-        skipped.binary++;
-        continue;
-      }
-      filesSearched++;
-      const lines = bytes.toString("utf8").split(/\r?\n/);
-      for (let index = 0; index < lines.length; index++) {
-        const column = matcher(lines[index]!);
-        if (column < 0) continue;
-        if (matches.length === input.maxResults) return { matches, truncated: true, filesSearched, skipped };
-        matches.push({ path: entry.relativePath, line: index + 1, column: column + 1, text: clip(lines[index]!) });
-      }
+      return { matches, truncated: false, filesSearched, skipped };
+    } finally {
+      await regexMatcher?.close();
     }
-    return { matches, truncated: false, filesSearched, skipped };
   },
 });
 
-/** Returns a function giving the 0-based column of the first match on a line, or -1. */
-function lineMatcher(pattern: string, regex: boolean, caseSensitive: boolean): (line: string) => number {
-  if (regex) {
-    let compiled: RegExp;
-    try {
-      compiled = new RegExp(pattern, caseSensitive ? "u" : "iu");
-    } catch (error) {
-      throw new AppError("invalid_input", `Invalid regular expression: ${(error as Error).message}`);
-    }
-    return (line) => line.search(compiled);
+/** Literal search needs no worker: indexOf is linear. */
+function literalHits(text: string, pattern: string, caseSensitive: boolean, limit: number): LineHit[] {
+  const needle = caseSensitive ? pattern : pattern.toLowerCase();
+  const hits: LineHit[] = [];
+  const lines = text.split(/\r?\n/);
+  for (let index = 0; index < lines.length && hits.length < limit; index++) {
+    const column = (caseSensitive ? lines[index]! : lines[index]!.toLowerCase()).indexOf(needle);
+    if (column >= 0) hits.push([index, column]);
   }
-  if (caseSensitive) return (line) => line.indexOf(pattern);
-  const needle = pattern.toLowerCase();
-  return (line) => line.toLowerCase().indexOf(needle);
+  return hits;
 }
 
-function regexProblem(pattern: string): string | undefined {
+function regexProblem(pattern: string, flags = "u"): string | undefined {
   try {
-    new RegExp(pattern, "u");
+    new RegExp(pattern, flags);
     return undefined;
   } catch (error) {
     return (error as Error).message;
   }
 }
-
 export function isBinary(bytes: Buffer): boolean {
   return bytes.subarray(0, BINARY_SNIFF_BYTES).includes(0);
 }
