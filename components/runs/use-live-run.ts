@@ -2,8 +2,9 @@
 
 import { useQuery } from "@tanstack/react-query";
 import { useSubscription } from "@trpc/tanstack-react-query";
-import { useEffect, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import type { RunView } from "@/server/engine/run-view";
+import type { StoredEvent } from "@/server/events/types";
 import { useTRPC } from "@/components/trpc";
 import { useOnline } from "@/components/ui/use-online";
 import { applyEvent, fromSnapshot, type LiveRun } from "./run-state";
@@ -51,14 +52,52 @@ export function useLiveRun(runId: string) {
     if (resync) void refetch();
   }, [resync, refetch]);
 
+  // Events are applied once per animation frame, however many arrive: a 1,000-step run sends
+  // hundreds a second, and one render per event would keep the main thread busy. A hidden tab
+  // gets no frames, so it flushes on a timer instead (its title still shows what waits).
+  const queue = useRef<StoredEvent[]>([]);
+  const cancelFlush = useRef<(() => void) | undefined>(undefined);
+  const flush = useCallback(() => {
+    cancelFlush.current?.();
+    cancelFlush.current = undefined;
+    const batch = queue.current;
+    queue.current = [];
+    if (batch.length === 0) return;
+    setState((current) => (current.run ? { ...current, run: batch.reduce(applyEvent, current.run) } : current));
+  }, []);
+  const enqueue = useCallback(
+    (event: StoredEvent) => {
+      queue.current.push(event);
+      if (cancelFlush.current) return;
+      if (document.hidden) {
+        const timer = setTimeout(flush, 100);
+        cancelFlush.current = () => clearTimeout(timer);
+      } else {
+        const frame = requestAnimationFrame(flush);
+        cancelFlush.current = () => cancelAnimationFrame(frame);
+      }
+    },
+    [flush],
+  );
+  useEffect(() => {
+    // A frame requested just before the tab was hidden would not come until it is shown again.
+    const onVisibility = () => {
+      if (document.hidden && cancelFlush.current) flush();
+    };
+    document.addEventListener("visibilitychange", onVisibility);
+    return () => {
+      document.removeEventListener("visibilitychange", onVisibility);
+      cancelFlush.current?.();
+    };
+  }, [flush]);
+
   const final = run ? FINAL.has(run.status) : snapshot.data ? FINAL.has(snapshot.data.status) : false;
   const subscription = useSubscription(
     trpc.runs.events.subscriptionOptions(
       { runId, lastEventId: state.resumeFrom === undefined ? null : String(state.resumeFrom) },
       {
         enabled: !!run && !final && online,
-        onData: (tracked) =>
-          setState((current) => (current.run ? { ...current, run: applyEvent(current.run, tracked.data) } : current)),
+        onData: (tracked) => enqueue(tracked.data),
       },
     ),
   );
