@@ -8,10 +8,11 @@ import {
   useSensor,
   useSensors,
   type Announcements,
+  type CancelDrop,
   type DragEndEvent,
 } from "@dnd-kit/core";
 import { SortableContext, sortableKeyboardCoordinates, verticalListSortingStrategy } from "@dnd-kit/sortable";
-import { useMemo, useRef, type ReactNode } from "react";
+import { useMemo, useRef, useState, type ReactNode } from "react";
 import type { Step } from "@/server/plans/schema";
 import type { PlanIssue } from "@/server/plans/validate";
 import { checkMove } from "./plan-rules";
@@ -50,7 +51,23 @@ export function StepList({
     useSensor(PointerSensor, { activationConstraint: { distance: 4 } }),
     useSensor(KeyboardSensor, { coordinateGetter: sortableKeyboardCoordinates }),
   );
-  const ids = useMemo(() => steps.map((step) => step.id), [steps]);
+  // A drop shows its new order in the same render that ends the drag (no flash of the old order);
+  // the plan data catches up a moment later and then wins, whether accepted or rolled back.
+  const [dropped, setDropped] = useState<{ basedOn: Step[]; order: string[] } | null>(null);
+  const shown = useMemo(() => {
+    if (!dropped || dropped.basedOn !== steps) return steps;
+    const byId = new Map(steps.map((step) => [step.id, step]));
+    return dropped.order.map((id) => byId.get(id)!);
+  }, [dropped, steps]);
+  const previousIds = useRef<string[]>([]);
+  const ids = useMemo(() => {
+    const next = shown.map((step) => step.id);
+    // The same order keeps the same array, so sortable cards do not all re-render for nothing.
+    const previous = previousIds.current;
+    if (previous.length === next.length && previous.every((id, i) => id === next[i])) return previous;
+    previousIds.current = next;
+    return next;
+  }, [shown]);
   // Arrays equal to the previous ones are reused, so memoised cards see unchanged props.
   const previousDependents = useRef(new Map<string, string[]>());
   const dependents = useMemo(() => {
@@ -80,21 +97,41 @@ export function StepList({
         ? `${active.id} was dropped at position ${position(over.id)} of ${ids.length}.`
         : `Move refused. ${check.reason} ${active.id} stays at position ${position(active.id)}.`;
     },
-    onDragCancel: ({ active }) => `Moving ${active.id} was cancelled; it stays at position ${position(active.id)}.`,
+    onDragCancel: ({ active, over }) => {
+      const check = over && active.id !== over.id ? checkMove(steps, String(active.id), position(over.id) - 1) : null;
+      return check && !check.ok
+        ? `Move refused. ${check.reason} ${active.id} stays at position ${position(active.id)}.`
+        : `Moving ${active.id} was cancelled; it stays at position ${position(active.id)}.`;
+    },
+  };
+
+  /**
+   * Decides a drop before dnd-kit ends the drag: a refused drop is cancelled (the card snaps back),
+   * an accepted one is sent at once, and the drag ends a moment later, after the request has left.
+   */
+  const cancelDrop: CancelDrop = ({ active, over }) => {
+    if (!over || active.id === over.id) return false;
+    const check = checkMove(steps, String(active.id), ids.indexOf(String(over.id)));
+    if (!check.ok) {
+      onRefusedMove(check.reason);
+      return true;
+    }
+    const ended = new Promise<boolean>((resolve) => setTimeout(() => resolve(false)));
+    onMove(String(active.id), ids.indexOf(String(over.id)));
+    return ended;
   };
 
   function dragEnd({ active, over }: DragEndEvent) {
     if (!over || active.id === over.id) return;
-    const toIndex = ids.indexOf(String(over.id));
-    const check = checkMove(steps, String(active.id), toIndex);
-    if (check.ok) onMove(String(active.id), toIndex);
-    else onRefusedMove(check.reason);
+    const check = checkMove(steps, String(active.id), ids.indexOf(String(over.id)));
+    if (check.ok) setDropped({ basedOn: steps, order: check.order });
   }
 
   return (
     <DndContext
       sensors={sensors}
       collisionDetection={closestCenter}
+      cancelDrop={cancelDrop}
       onDragEnd={dragEnd}
       accessibility={{
         announcements,
@@ -106,7 +143,7 @@ export function StepList({
     >
       <SortableContext items={ids} strategy={verticalListSortingStrategy}>
         <ol className="steps" aria-label="Steps">
-          {steps.map((step) => (
+          {shown.map((step) => (
             <StepCard
               key={step.id}
               step={step}

@@ -1,9 +1,12 @@
 "use client";
 
-import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { createTRPCClient, httpLink } from "@trpc/client";
 import { useCallback, useMemo, useRef, useState } from "react";
+import superjson from "superjson";
 import { useTRPC } from "@/components/trpc";
 import type { PlanEdit } from "@/server/plans/edits";
+import type { AppRouter } from "@/server/trpc/root";
 import { applyOptimisticEdit, readRefusal, type EditRefusal, type PlanView } from "./plan-rules";
 
 export type EditOutcome = { ok: true; view: PlanView } | { ok: false; refusal: EditRefusal };
@@ -12,6 +15,15 @@ export interface Notice {
   kind: "saved" | "refused" | "conflict";
   message: string;
 }
+
+/**
+ * Edits go through an unbatched link: the shared client batches on a timer, which lets the
+ * re-render that follows a drop (every sortable card) run before the request leaves. Here the
+ * request starts within the drop's own event handling.
+ */
+const editClient = createTRPCClient<AppRouter>({
+  links: [httpLink({ url: "/api/trpc", transformer: superjson })],
+});
 
 /**
  * The plan under review and the one way to change it. Every edit carries the version it was made
@@ -27,66 +39,63 @@ export function usePlanEditor(planId: string) {
   const plan = useQuery({ ...planQuery, refetchOnWindowFocus: true });
   const [notice, setNotice] = useState<Notice | null>(null);
   const [pending, setPending] = useState(0);
+  const inFlight = useRef(0);
   const queue = useRef<Promise<unknown>>(Promise.resolve());
-
-  const { mutateAsync } = useMutation(trpc.plans.edit.mutationOptions());
 
   const edit = useCallback(
     (change: PlanEdit): Promise<EditOutcome> => {
       setPending((count) => count + 1);
-      const run = async (): Promise<EditOutcome> => {
+      // Synchronous up to the request, so an idle page sends it at once.
+      const start = (): Promise<EditOutcome> => {
         const before = queryClient.getQueryData(planQuery.queryKey);
-        if (!before)
-          return {
-            ok: false,
-            refusal: { code: null, message: "The plan is not loaded yet", issues: [], details: null },
-          };
-        await queryClient.cancelQueries({ queryKey: planQuery.queryKey });
+        if (!before) {
+          const refusal = { code: null, message: "The plan is not loaded yet", issues: [], details: null };
+          return Promise.resolve({ ok: false, refusal });
+        }
+        // A refetch landing after the optimistic update would briefly show the old content.
+        void queryClient.cancelQueries({ queryKey: planQuery.queryKey });
+        const request = editClient.plans.edit.mutate({ planId, baseVersion: before.plan.version, edit: change });
         const optimistic = applyOptimisticEdit(before, change);
-        let settled = false;
-        const request = mutateAsync({ planId, baseVersion: before.plan.version, edit: change });
-        if (optimistic) {
-          // The request is dispatched on a timer; showing the result two timers later lets it leave
-          // first, so rendering a long list overlaps the round trip instead of delaying it.
-          setTimeout(() =>
-            setTimeout(() => {
-              if (!settled) queryClient.setQueryData(planQuery.queryKey, optimistic);
-            }),
-          );
-        }
-        try {
-          const saved = await request.finally(() => (settled = true));
-          queryClient.setQueryData(planQuery.queryKey, saved);
-          void queryClient.invalidateQueries(trpc.plans.versions.queryFilter({ planId }));
-          setNotice({ kind: "saved", message: `Saved as version ${saved.plan.version}.` });
-          return { ok: true, view: saved };
-        } catch (error) {
-          queryClient.setQueryData(planQuery.queryKey, before);
-          const refusal = readRefusal(error);
-          if (refusal.code === "version_conflict") {
-            const current = (refusal.details as { currentVersion?: number } | null)?.currentVersion;
-            setNotice({
-              kind: "conflict",
-              message:
-                `Your change was not saved: someone else changed this plan meanwhile` +
-                (current ? ` (now version ${current})` : "") +
-                `. The page now shows the newer version; make your change again if it is still needed.`,
-            });
-            await queryClient.invalidateQueries({ queryKey: planQuery.queryKey });
+        if (optimistic) queryClient.setQueryData(planQuery.queryKey, optimistic);
+        return request.then(
+          (saved): EditOutcome => {
+            queryClient.setQueryData(planQuery.queryKey, saved);
             void queryClient.invalidateQueries(trpc.plans.versions.queryFilter({ planId }));
-          } else {
-            setNotice({ kind: "refused", message: refusal.message });
-          }
-          return { ok: false, refusal };
-        } finally {
-          setPending((count) => count - 1);
-        }
+            setNotice({ kind: "saved", message: `Saved as version ${saved.plan.version}.` });
+            return { ok: true, view: saved };
+          },
+          async (error): Promise<EditOutcome> => {
+            queryClient.setQueryData(planQuery.queryKey, before);
+            const refusal = readRefusal(error);
+            if (refusal.code === "version_conflict") {
+              const current = (refusal.details as { currentVersion?: number } | null)?.currentVersion;
+              setNotice({
+                kind: "conflict",
+                message:
+                  `Your change was not saved: someone else changed this plan meanwhile` +
+                  (current ? ` (now version ${current})` : "") +
+                  `. The page now shows the newer version; make your change again if it is still needed.`,
+              });
+              await queryClient.invalidateQueries({ queryKey: planQuery.queryKey });
+              void queryClient.invalidateQueries(trpc.plans.versions.queryFilter({ planId }));
+            } else {
+              setNotice({ kind: "refused", message: refusal.message });
+            }
+            return { ok: false, refusal };
+          },
+        );
       };
-      const result = queue.current.then(run, run);
+      const settle = () => {
+        inFlight.current -= 1;
+        setPending((count) => count - 1);
+      };
+      const result = inFlight.current === 0 ? start() : queue.current.then(start, start);
+      inFlight.current += 1;
+      result.then(settle, settle);
       queue.current = result;
       return result;
     },
-    [mutateAsync, planId, planQuery.queryKey, queryClient, trpc],
+    [planId, planQuery.queryKey, queryClient, trpc],
   );
 
   return { plan, edit, pending: pending > 0, notice, setNotice };
