@@ -225,7 +225,7 @@ async function main() {
         const pages: Page[] = [];
         for (let i = 0; i < viewers; i++) {
           const page = await context.newPage();
-          await page.goto(`${BASE}/runs/${runId}`);
+          await page.goto(`${BASE}/runs/${runId}`, { waitUntil: "commit", timeout: 180_000 });
           await page.getByTestId("connection").filter({ hasText: "live" }).waitFor({ timeout: 120_000 });
           pages.push(page);
         }
