@@ -44,7 +44,8 @@ export function usePlanEditor(planId: string) {
 
   const edit = useCallback(
     (change: PlanEdit): Promise<EditOutcome> => {
-      setPending((count) => count + 1);
+      // A state update here would render the page (every sortable card) before the request leaves.
+      setTimeout(() => setPending((count) => count + 1));
       // Synchronous up to the request, so an idle page sends it at once.
       const start = (): Promise<EditOutcome> => {
         const before = queryClient.getQueryData(planQuery.queryKey);
@@ -56,38 +57,46 @@ export function usePlanEditor(planId: string) {
         void queryClient.cancelQueries({ queryKey: planQuery.queryKey });
         const request = editClient.plans.edit.mutate({ planId, baseVersion: before.plan.version, edit: change });
         const optimistic = applyOptimisticEdit(before, change);
-        if (optimistic) queryClient.setQueryData(planQuery.queryKey, optimistic);
-        return request.then(
-          (saved): EditOutcome => {
-            queryClient.setQueryData(planQuery.queryKey, saved);
-            void queryClient.invalidateQueries(trpc.plans.versions.queryFilter({ planId }));
-            setNotice({ kind: "saved", message: `Saved as version ${saved.plan.version}.` });
-            return { ok: true, view: saved };
-          },
-          async (error): Promise<EditOutcome> => {
-            queryClient.setQueryData(planQuery.queryKey, before);
-            const refusal = readRefusal(error);
-            if (refusal.code === "version_conflict") {
-              const current = (refusal.details as { currentVersion?: number } | null)?.currentVersion;
-              setNotice({
-                kind: "conflict",
-                message:
-                  `Your change was not saved: someone else changed this plan meanwhile` +
-                  (current ? ` (now version ${current})` : "") +
-                  `. The page now shows the newer version; make your change again if it is still needed.`,
-              });
-              await queryClient.invalidateQueries({ queryKey: planQuery.queryKey });
+        let settled = false;
+        // Query updates render synchronously in a microtask; one timer later the request is on its way.
+        if (optimistic) {
+          setTimeout(() => {
+            if (!settled) queryClient.setQueryData(planQuery.queryKey, optimistic);
+          });
+        }
+        return request
+          .finally(() => (settled = true))
+          .then(
+            (saved): EditOutcome => {
+              queryClient.setQueryData(planQuery.queryKey, saved);
               void queryClient.invalidateQueries(trpc.plans.versions.queryFilter({ planId }));
-            } else {
-              setNotice({ kind: "refused", message: refusal.message });
-            }
-            return { ok: false, refusal };
-          },
-        );
+              setNotice({ kind: "saved", message: `Saved as version ${saved.plan.version}.` });
+              return { ok: true, view: saved };
+            },
+            async (error): Promise<EditOutcome> => {
+              queryClient.setQueryData(planQuery.queryKey, before);
+              const refusal = readRefusal(error);
+              if (refusal.code === "version_conflict") {
+                const current = (refusal.details as { currentVersion?: number } | null)?.currentVersion;
+                setNotice({
+                  kind: "conflict",
+                  message:
+                    `Your change was not saved: someone else changed this plan meanwhile` +
+                    (current ? ` (now version ${current})` : "") +
+                    `. The page now shows the newer version; make your change again if it is still needed.`,
+                });
+                await queryClient.invalidateQueries({ queryKey: planQuery.queryKey });
+                void queryClient.invalidateQueries(trpc.plans.versions.queryFilter({ planId }));
+              } else {
+                setNotice({ kind: "refused", message: refusal.message });
+              }
+              return { ok: false, refusal };
+            },
+          );
       };
       const settle = () => {
         inFlight.current -= 1;
-        setPending((count) => count - 1);
+        setTimeout(() => setPending((count) => count - 1));
       };
       const result = inFlight.current === 0 ? start() : queue.current.then(start, start);
       inFlight.current += 1;
