@@ -19,7 +19,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
-import { chromium, type Page } from "@playwright/test";
+import { chromium, type BrowserContext, type Page } from "@playwright/test";
 
 function option(name: string, fallback: string): string {
   const index = process.argv.indexOf(`--${name}`);
@@ -213,17 +213,21 @@ async function main() {
       // commit → rendered, in Chromium
       {
         const { runId } = await preparedRun();
-        const context = await browser.newContext();
-        await context.addInitScript(() => {
-          const w = window as unknown as { __stepwiseRenderProbe: unknown[]; __longTasks: number[] };
-          w.__stepwiseRenderProbe = [];
-          w.__longTasks = [];
-          new PerformanceObserver((list) => {
-            for (const entry of list.getEntries()) w.__longTasks.push(entry.duration);
-          }).observe({ type: "longtask", buffered: true });
-        });
+        // One browser context per viewer, as separate people would be: Chromium allows six HTTP/1.1
+        // connections per host and profile, and each open live view holds one for its stream.
+        const contexts: BrowserContext[] = [];
         const pages: Page[] = [];
         for (let i = 0; i < viewers; i++) {
+          const context = await browser.newContext();
+          contexts.push(context);
+          await context.addInitScript(() => {
+            const w = window as unknown as { __stepwiseRenderProbe: unknown[]; __longTasks: number[] };
+            w.__stepwiseRenderProbe = [];
+            w.__longTasks = [];
+            new PerformanceObserver((list) => {
+              for (const entry of list.getEntries()) w.__longTasks.push(entry.duration);
+            }).observe({ type: "longtask", buffered: true });
+          });
           const page = await context.newPage();
           await page.goto(`${BASE}/runs/${runId}`, { waitUntil: "commit", timeout: 180_000 });
           await page.getByTestId("connection").filter({ hasText: "live" }).waitFor({ timeout: 120_000 });
@@ -251,7 +255,7 @@ async function main() {
             }),
           ),
         );
-        await context.close();
+        await Promise.all(contexts.map((context) => context.close()));
         const delays = collected.flatMap((c) => c.delays);
         const longTasks = collected.flatMap((c) => c.longTasks);
         results[`rendered_${viewers}`] = {
