@@ -96,6 +96,14 @@ export class PlanViewPage {
 
   /** Drags a step by its handle with the mouse so that its card lands on another step's card. */
   async dragOnto(stepId: string, targetId: string) {
+    // Cards animate back after a refused drop; measure only once they are at rest.
+    await expect
+      .poll(async () => {
+        const before = JSON.stringify(await this.step(stepId).boundingBox());
+        await this.page.waitForTimeout(100);
+        return before === JSON.stringify(await this.step(stepId).boundingBox());
+      })
+      .toBe(true);
     const handle = await this.dragHandle(stepId).boundingBox();
     const card = await this.step(stepId).boundingBox();
     const target = await this.step(targetId).boundingBox();
