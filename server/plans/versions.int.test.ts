@@ -116,3 +116,35 @@ describe("renumberNewSteps", () => {
     ]);
   });
 });
+
+describe("gates on edited arguments", () => {
+  it("an argument edit that makes a shell step destructive gates it; only an explicit edit removes a gate", async () => {
+    const { prisma } = harness.app.db;
+    const plan = await harness.caller.plans.createFromJson({
+      planJson: JSON.stringify({
+        goal: "shell",
+        steps: [{ id: "step_1", description: "list", tool: "shell", args: { command: "ls -la" } }],
+      }),
+    });
+    expect(plan.steps[0]!.approvalRequired).toBe(false);
+    // A form resends every field, including the old "approval required: no".
+    const edited = await savePlanVersion(prisma, harness.app.tools, {
+      planId: plan.id,
+      baseVersion: 1,
+      draft: { ...plan, steps: [{ ...plan.steps[0]!, args: { command: "rm -rf build" } }] },
+      source: "manual",
+      author: "tester",
+      changeNote: "args",
+    });
+    expect(edited.steps[0]!.approvalRequired).toBe(true);
+    const ungated = await savePlanVersion(prisma, harness.app.tools, {
+      planId: plan.id,
+      baseVersion: 2,
+      draft: { ...edited, steps: [{ ...edited.steps[0]!, approvalRequired: false }] },
+      source: "manual",
+      author: "tester",
+      changeNote: "I accept the risk",
+    });
+    expect(ungated.steps[0]!.approvalRequired).toBe(false);
+  });
+});

@@ -3,8 +3,9 @@ import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { PrismaClient } from "../generated/prisma/client";
 import type { ToolRegistry } from "../tools/registry";
+import { requiresApprovalByDefault } from "../tools/types";
 import { findReferences } from "./references";
-import type { Plan, PlanSource } from "./schema";
+import type { Plan, PlanSource, Step } from "./schema";
 import { getPlan, highestStepNumber } from "./service";
 import { checkPlanDraft } from "./validate";
 
@@ -56,6 +57,7 @@ export async function savePlanVersion(
       select: { steps: true, traceId: true },
     });
     if (!base) throw new AppError("not_found", `Plan ${input.planId} has no version ${input.baseVersion}`);
+    gateNewlyDestructiveArgs(base.steps as unknown as Step[], content.steps, tools);
     const restored =
       input.restoresVersion === undefined
         ? null
@@ -110,6 +112,23 @@ export async function savePlanVersion(
     );
   });
   return getPlan(prisma, input.planId, version);
+}
+
+/**
+ * Editing only a step's arguments keeps the gate it had — forms send every field back, so an
+ * unchanged "approval required: no" is not a decision. When the new arguments make the step need
+ * approval by its tool's rule (a read-only `ls` edited into `rm -rf build`), the step is gated. A
+ * gate is removed only by an edit that turns an existing one off.
+ */
+function gateNewlyDestructiveArgs(baseSteps: Step[], steps: Step[], tools: ToolRegistry): void {
+  const before = new Map(baseSteps.map((step) => [step.id, step]));
+  for (const step of steps) {
+    const old = before.get(step.id);
+    if (!old || old.tool !== step.tool || step.approvalRequired || old.approvalRequired) continue;
+    if (JSON.stringify(old.args) === JSON.stringify(step.args)) continue;
+    const tool = tools.get(step.tool);
+    if (tool && requiresApprovalByDefault(tool, step.args)) step.approvalRequired = true;
+  }
 }
 
 /** `step_N` ids in `next` that name no step of the base version yet were handed out before. */
