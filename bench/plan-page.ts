@@ -108,10 +108,13 @@ async function main() {
       const versionText = await page.getByTestId("plan-version").innerText();
       const version = Number(versionText.replace(/\D/g, ""));
       await handle.focus();
+      const live = page.locator("[id^='DndLiveRegion']");
       await page.keyboard.press("Space");
-      await delay(250); // dnd-kit measures the list after the lift
+      await live.filter({ hasText: `step_${stepIndex} is over position` }).waitFor({ state: "attached" });
+      await delay(100); // dnd-kit measures the list after the lift
       await page.keyboard.press("ArrowUp");
-      await delay(250);
+      await live.filter({ hasText: `is over position ${stepIndex - 1} ` }).waitFor({ state: "attached" });
+      await delay(100);
       await page.evaluate(
         (expected) => {
           const target = document.querySelector("[data-testid='plan-version']")!;
@@ -132,17 +135,19 @@ async function main() {
         .filter({ hasText: `version ${version + 1}` })
         .waitFor({ timeout: 10_000 })
         .catch(async (error) => {
-          const live = await page.locator("[id^='DndLiveRegion']").innerText();
-          const notice = await page.getByTestId("plan-notice").innerText().catch(() => "");
-          throw new Error(`The drop of step_${stepIndex} was not saved. Announced: ${live}. Notice: ${notice}`, {
+          const announced = await live.textContent();
+          const notice = await page
+            .getByTestId("plan-notice")
+            .innerText()
+            .catch(() => "");
+          throw new Error(`The drop of step_${stepIndex} was not saved. Announced: ${announced}. Notice: ${notice}`, {
             cause: error,
           });
         });
       const { droppedAt, confirmedAt, request } = await page.evaluate(() => {
         const w = window as unknown as { __confirmedAt: number; __droppedAt: number };
-        const edit = performance
-          .getEntriesByType("resource")
-          .find((entry) => entry.name.includes("plans.edit")) as PerformanceResourceTiming | undefined;
+        const edit = performance.getEntriesByType("resource").find((entry) => entry.name.includes("plans.edit")) as
+          PerformanceResourceTiming | undefined;
         return {
           droppedAt: w.__droppedAt,
           confirmedAt: w.__confirmedAt,
