@@ -993,29 +993,33 @@ async function currentApprovalWait(tx: RunTransaction, stepId: string, expiresAt
   );
 }
 
-/** Timer job: the approval of `stepId` expires soon. Does nothing once it was decided. */
-export async function warnApprovalExpiring(
+type ApprovalTimer = { runId: string; stepId: string; expiresAt: string };
+
+/** Runs `apply` only while `job`'s wait is still the step's current one; a stale timer does nothing. */
+async function onApprovalWait(
   deps: EngineDeps,
-  job: { runId: string; stepId: string; expiresAt: string },
+  job: ApprovalTimer,
+  apply: (tx: RunTransaction) => Promise<void>,
 ): Promise<void> {
   await inTransaction(deps.pool, async (client) => {
     const tx = await openRunTransaction(deps, client, job.runId);
     if (!tx || FINISHED_RUN_STATUSES.has(tx.run.status)) return;
     if (!(await currentApprovalWait(tx, job.stepId, job.expiresAt))) return;
-    tx.events.push({ type: "approval.expiring", stepId: job.stepId, data: { expiresAt: job.expiresAt } });
+    await apply(tx);
     await tx.flush();
   });
 }
 
+/** Timer job: the approval of `stepId` expires soon. */
+export function warnApprovalExpiring(deps: EngineDeps, job: ApprovalTimer): Promise<void> {
+  return onApprovalWait(deps, job, async (tx) => {
+    tx.events.push({ type: "approval.expiring", stepId: job.stepId, data: { expiresAt: job.expiresAt } });
+  });
+}
+
 /** Timer job: nobody decided on `stepId` in time, so it is skipped with the reason. */
-export async function expireApproval(
-  deps: EngineDeps,
-  job: { runId: string; stepId: string; expiresAt: string },
-): Promise<void> {
-  await inTransaction(deps.pool, async (client) => {
-    const tx = await openRunTransaction(deps, client, job.runId);
-    if (!tx || FINISHED_RUN_STATUSES.has(tx.run.status)) return;
-    if (!(await currentApprovalWait(tx, job.stepId, job.expiresAt))) return;
+export function expireApproval(deps: EngineDeps, job: ApprovalTimer): Promise<void> {
+  return onApprovalWait(deps, job, async (tx) => {
     const minutes = Math.round(tx.run.approval_timeout_ms / 60_000);
     const waited =
       minutes >= 1 ? `${minutes} minute${minutes === 1 ? "" : "s"}` : `${tx.run.approval_timeout_ms / 1000} s`;
@@ -1024,7 +1028,6 @@ export async function expireApproval(
     tx.run.open_steps--;
     await audit(tx, "system", "step.approval_expired", job.stepId, { expiresAt: job.expiresAt });
     await advance(tx, [job.stepId]);
-    await tx.flush();
   });
 }
 

@@ -42,23 +42,7 @@ export async function createPlan(prisma: PrismaClient, tools: ToolRegistry, inpu
       data: { id, taskId: task.id, currentVersion: 1, lastStepNumber: highestStepNumber(content) },
     });
     await db.planVersion.create({
-      data: {
-        planId: id,
-        version: 1,
-        goal: content.goal,
-        summary: content.summary ?? null,
-        steps: content.steps as object[],
-        successCriteria: content.successCriteria,
-        questions: content.questions,
-        contextNotes: content.contextNotes ?? null,
-        estimatedDuration: content.estimatedDuration ?? null,
-        source: input.source,
-        model: input.model ?? null,
-        usage: input.usage ?? undefined,
-        traceId,
-        author: input.author,
-        changeNote: "Created",
-      },
+      data: planVersionRow(id, 1, content, { ...input, traceId, changeNote: "Created" }),
     });
     await db.auditEntry.create({ data: { actor: input.author, action: "plan.created", planId: id, planVersion: 1 } });
     // Seed 001: a new plan announces each of its steps as queued on the plan's event stream.
@@ -72,6 +56,39 @@ export async function createPlan(prisma: PrismaClient, tools: ToolRegistry, inpu
     ]);
   });
   return getPlan(prisma, id);
+}
+
+/** The stored row of one plan version: its content and where it came from. */
+export function planVersionRow(
+  planId: string,
+  version: number,
+  content: PlanContent,
+  meta: {
+    source: PlanSource;
+    author: string;
+    traceId: string;
+    changeNote: string;
+    model?: string;
+    usage?: { inputTokens: number; outputTokens: number };
+  },
+) {
+  return {
+    planId,
+    version,
+    goal: content.goal,
+    summary: content.summary ?? null,
+    steps: content.steps as object[],
+    successCriteria: content.successCriteria,
+    questions: content.questions,
+    contextNotes: content.contextNotes ?? null,
+    estimatedDuration: content.estimatedDuration ?? null,
+    source: meta.source,
+    model: meta.model ?? null,
+    usage: meta.usage ?? undefined,
+    traceId: meta.traceId,
+    author: meta.author,
+    changeNote: meta.changeNote,
+  };
 }
 
 /** The step fields seed 001 publishes to observers (no arguments: they may hold content). */

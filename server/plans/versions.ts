@@ -6,7 +6,7 @@ import type { ToolRegistry } from "../tools/registry";
 import { requiresApprovalByDefault } from "../tools/types";
 import { findReferences } from "./references";
 import type { Plan, PlanSource, Step } from "./schema";
-import { getPlan, highestStepNumber } from "./service";
+import { getPlan, highestStepNumber, planVersionRow } from "./service";
 import { checkPlanDraft } from "./validate";
 
 /**
@@ -78,23 +78,7 @@ export async function savePlanVersion(
       data: { currentVersion: version, lastStepNumber: Math.max(current.lastStepNumber, highestStepNumber(content)) },
     });
     await db.planVersion.create({
-      data: {
-        planId: input.planId,
-        version,
-        goal: content.goal,
-        summary: content.summary ?? null,
-        steps: content.steps as object[],
-        successCriteria: content.successCriteria,
-        questions: content.questions,
-        contextNotes: content.contextNotes ?? null,
-        estimatedDuration: content.estimatedDuration ?? null,
-        source: input.source,
-        model: input.model ?? null,
-        usage: input.usage ?? undefined,
-        traceId: base.traceId,
-        author: input.author,
-        changeNote: input.changeNote,
-      },
+      data: planVersionRow(input.planId, version, content, { ...input, traceId: base.traceId }),
     });
     await db.auditEntry.create({
       data: {
