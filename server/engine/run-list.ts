@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { z } from "zod";
 import { AppError } from "../errors";
+import { toStoredEvent, type EventRow } from "../events/store";
 import type { StoredEvent } from "../events/types";
 import type { StepStatus } from "../plans/schema";
 import { RUN_STATUSES, type RunStatus } from "./state-machine";
@@ -122,18 +123,6 @@ export const runEventsInputSchema = z.object({
 });
 export type RunEventsInput = z.input<typeof runEventsInputSchema>;
 
-interface EventRow {
-  stream_id: string;
-  seq: number;
-  type: string;
-  plan_id: string;
-  run_id: string | null;
-  step_id: string | null;
-  trace_id: string;
-  data: Record<string, unknown>;
-  created_at: Date;
-}
-
 /** Stored events of a run, oldest first, filtered by step and type; page on with `afterSeq`. */
 export async function readRunEvents(
   db: Queryable,
@@ -150,17 +139,7 @@ export async function readRunEvents(
     [runId, afterSeq, upToSeq ?? null, stepId ?? null, types?.length ? types : null, limit + 1],
   );
   return {
-    events: result.rows.slice(0, limit).map((row) => ({
-      streamId: row.stream_id,
-      seq: row.seq,
-      type: row.type,
-      planId: row.plan_id,
-      runId: row.run_id,
-      stepId: row.step_id,
-      traceId: row.trace_id,
-      data: row.data,
-      createdAt: row.created_at.toISOString(),
-    })),
+    events: result.rows.slice(0, limit).map(toStoredEvent),
     more: result.rows.length > limit,
   };
 }

@@ -63,7 +63,8 @@ export async function appendEvents(
   return stored;
 }
 
-interface EventRow {
+/** An `events` row as `select *` returns it. */
+export interface EventRow {
   stream_id: string;
   seq: number;
   type: string;
@@ -75,7 +76,7 @@ interface EventRow {
   created_at: Date;
 }
 
-function toStoredEvent(row: EventRow): StoredEvent {
+export function toStoredEvent(row: EventRow): StoredEvent {
   return {
     streamId: row.stream_id,
     seq: row.seq,
