@@ -2,6 +2,7 @@ import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
 import { createAppContext, installAppContext } from "../app-context";
 import { migrateDatabase, openDatabase } from "../db/bootstrap";
+import { takeOverShutdownSignals } from "../db/embedded";
 import { readConfig } from "../env";
 
 const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
@@ -9,6 +10,7 @@ const log = (line: string) => console.log(`[stepwise] ${line}`);
 
 /** Stops everything once on SIGINT/SIGTERM, so the embedded database shuts down cleanly. */
 function onShutdown(stop: () => Promise<void>): void {
+  takeOverShutdownSignals();
   let stopping = false;
   const handler = (signal: string) => {
     if (stopping) return;

