@@ -1,6 +1,4 @@
-import { tracked } from "@trpc/server";
 import { z } from "zod";
-import { streamEvents } from "../../events/stream";
 import { stepInputSchema } from "../../plans/schema";
 import { describePlannerConfig } from "../../planner/config";
 import { plannerFor } from "../../planner/deps";
@@ -17,6 +15,7 @@ import {
 import { addSuggestedStep, suggestSteps } from "../../planner/suggest";
 import { getUsage } from "../../planner/usage";
 import { publicProcedure, router } from "../init";
+import { trackedEvents } from "../tracked-events";
 
 // Generous transport bounds; the planner refuses long goals itself with a clear message.
 const text = z.string().max(100_000);
@@ -58,18 +57,7 @@ export const plannerRouter = router({
   /** The session's progress events after `lastEventId`, replayed then live (like runs.events). */
   events: publicProcedure
     .input(z.object({ sessionId: z.uuid(), lastEventId: z.string().nullish() }))
-    .subscription(async function* ({ ctx, input, signal }) {
-      const after = input.lastEventId ? Number(input.lastEventId) : 0;
-      for await (const event of streamEvents(
-        ctx.app.bus,
-        ctx.app.db.pool,
-        input.sessionId,
-        Number.isFinite(after) ? after : 0,
-        signal,
-      )) {
-        yield tracked(String(event.seq), event);
-      }
-    }),
+    .subscription(({ ctx, input, signal }) => trackedEvents(ctx.app, input.sessionId, input.lastEventId, signal)),
 
   cancel: publicProcedure
     .input(sessionInput)

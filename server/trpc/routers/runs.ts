@@ -1,4 +1,3 @@
-import { tracked } from "@trpc/server";
 import { z } from "zod";
 import {
   answerQuestion,
@@ -19,8 +18,8 @@ import {
   runEventsInputSchema,
   runListInputSchema,
 } from "../../engine/run-list";
-import { streamEvents } from "../../events/stream";
 import { publicProcedure, router } from "../init";
+import { trackedEvents } from "../tracked-events";
 
 const runInput = z.object({ runId: z.uuid() });
 const stepInput = z.object({ runId: z.uuid(), stepId: z.string() });
@@ -40,18 +39,7 @@ export const runsRouter = router({
    */
   events: publicProcedure
     .input(z.object({ runId: z.uuid(), lastEventId: z.string().nullish() }))
-    .subscription(async function* ({ ctx, input, signal }) {
-      const after = input.lastEventId ? Number(input.lastEventId) : 0;
-      for await (const event of streamEvents(
-        ctx.app.bus,
-        ctx.app.db.pool,
-        input.runId,
-        Number.isFinite(after) ? after : 0,
-        signal,
-      )) {
-        yield tracked(String(event.seq), event);
-      }
-    }),
+    .subscription(({ ctx, input, signal }) => trackedEvents(ctx.app, input.runId, input.lastEventId, signal)),
 
   decide: publicProcedure
     .input(
