@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { openRepository, revisionSchema, runGit, workspacePathspecs } from "./git";
+import { GIT_READ_METADATA, openRepository, revisionSchema, runGit, workspacePathspecs } from "./git";
 import { defineTool } from "./types";
 
 const diffFile = z.object({
@@ -32,13 +32,7 @@ export const gitDiffTool = defineTool({
       message: "staged compares the index; it cannot be combined with target",
     }),
   outputSchema: z.object({ files: z.array(diffFile), diff: z.string(), truncated: z.boolean() }),
-  capability: "git.read",
-  capabilityLabel: "Read git state",
-  readOnly: true,
-  destructive: false,
-  idempotent: true,
-  requiresApproval: false,
-  defaultTimeoutSeconds: 60,
+  ...GIT_READ_METADATA,
   async execute(input, context) {
     const repository = await openRepository(context.workspaceRoot, context.signal);
     const pathspecs = await workspacePathspecs(repository.cwd, input.paths);

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { GitCommandError, openRepository, revisionSchema, runGit, workspacePathspecs } from "./git";
+import { GIT_READ_METADATA, GitCommandError, openRepository, revisionSchema, runGit, workspacePathspecs } from "./git";
 import { defineTool } from "./types";
 
 const commit = z.object({
@@ -29,13 +29,7 @@ export const gitLogTool = defineTool({
     paths: z.array(z.string().min(1)).default([]).describe("Only commits touching these workspace-relative paths"),
   }),
   outputSchema: z.object({ commits: z.array(commit) }),
-  capability: "git.read",
-  capabilityLabel: "Read git state",
-  readOnly: true,
-  destructive: false,
-  idempotent: true,
-  requiresApproval: false,
-  defaultTimeoutSeconds: 60,
+  ...GIT_READ_METADATA,
   async execute(input, context) {
     const repository = await openRepository(context.workspaceRoot, context.signal);
     const options = { cwd: repository.cwd, signal: context.signal, readOnly: true };

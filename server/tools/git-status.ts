@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { openRepository, runGit, toWorkspacePath, type Repository } from "./git";
+import { GIT_READ_METADATA, openRepository, runGit, toWorkspacePath, type Repository } from "./git";
 import { defineTool } from "./types";
 
 const fileState = z.enum([
@@ -46,13 +46,7 @@ export const gitStatusTool = defineTool({
     "in the workspace, with paths relative to the workspace.",
   inputSchema: z.object({}),
   outputSchema: statusOutput,
-  capability: "git.read",
-  capabilityLabel: "Read git state",
-  readOnly: true,
-  destructive: false,
-  idempotent: true,
-  requiresApproval: false,
-  defaultTimeoutSeconds: 60,
+  ...GIT_READ_METADATA,
   async execute(_input, context) {
     const repository = await openRepository(context.workspaceRoot, context.signal);
     const { stdout } = await runGit(

@@ -5,6 +5,17 @@ import { AppError } from "../errors";
 import { resolveInWorkspace } from "./workspace-path";
 
 /** Characters of git output kept; beyond this the output is cut and `truncated` set. */
+/** What git_status, git_diff and git_log share: they only read the repository. */
+export const GIT_READ_METADATA = {
+  capability: "git.read",
+  capabilityLabel: "Read git state",
+  readOnly: true,
+  destructive: false,
+  idempotent: true,
+  requiresApproval: false,
+  defaultTimeoutSeconds: 60,
+} as const;
+
 export const GIT_OUTPUT_LIMIT = 200_000;
 
 export interface GitOutput {
