@@ -171,15 +171,22 @@ test("cancelling a running run aborts its running steps and cancels the rest; th
   await expect(list.locator(`tr[data-run-id="${runId}"]`)).toHaveCount(0);
 });
 
-/** A run that makes events for a while: a chain of short sleeps (each reports progress). */
-const chainOfSleeps = (length: number) => ({
-  steps: Array.from({ length }, (_, i) => ({
-    id: `step_${i + 1}`,
-    description: `Sleep ${i + 1}`,
-    tool: "sleep",
-    args: { ms: 700 },
-    dependsOn: i ? [`step_${i}`] : [],
-  })),
+/**
+ * A run that makes events for a while: a gate, then a chain of short sleeps (each reports progress).
+ * The gate holds the chain until the page(s) watch, so a slow page load cannot miss the step the
+ * test observes; that step sleeps long enough to be seen running on every page.
+ */
+const gatedChainOfSleeps = (length: number, observed: string) => ({
+  steps: [
+    { id: "gate", description: "Start the chain", tool: "echo", args: { value: "go" }, approvalRequired: true },
+    ...Array.from({ length }, (_, i) => ({
+      id: `step_${i + 1}`,
+      description: `Sleep ${i + 1}`,
+      tool: "sleep",
+      args: { ms: `step_${i + 1}` === observed ? 4000 : 700 },
+      dependsOn: [i ? `step_${i}` : "gate"],
+    })),
+  ],
 });
 
 test("after going offline and back, and after a reload mid-run, the event list has no gap and no duplicate", async ({
@@ -187,9 +194,10 @@ test("after going offline and back, and after a reload mid-run, the event list h
   context,
   request,
 }) => {
-  const runId = await startRunViaApi(request, "Reconnecting", chainOfSleeps(24));
+  const runId = await startRunViaApi(request, "Reconnecting", gatedChainOfSleeps(20, "step_2"));
   const run = new RunViewPage(page);
   await run.open(runId);
+  await run.decide("gate", true);
   await run.expectStepStatus("step_2", "running");
 
   await context.setOffline(true);
@@ -214,11 +222,12 @@ test("after going offline and back, and after a reload mid-run, the event list h
 });
 
 test("two pages watching one run see the same states and the same events", async ({ page, context, request }) => {
-  const runId = await startRunViaApi(request, "Watched twice", chainOfSleeps(12));
+  const runId = await startRunViaApi(request, "Watched twice", gatedChainOfSleeps(10, "step_3"));
   const second = await context.newPage();
   const one = new RunViewPage(page);
   const two = new RunViewPage(second);
   await Promise.all([one.open(runId), two.open(runId)]);
+  await one.decide("gate", true);
   await two.expectStepStatus("step_3", "running");
   await one.expectStepStatus("step_3", "running");
   await Promise.all([one.expectRunStatus("completed"), two.expectRunStatus("completed")]);

@@ -4,6 +4,7 @@ import path from "node:path";
 import { createAppContext, type AppContext } from "../server/app-context";
 import { readEvents } from "../server/events/store";
 import type { ToolRegistry } from "../server/tools/registry";
+import { createTrpcContext } from "../server/trpc/init";
 import { createCaller } from "../server/trpc/root";
 import { createTestDatabase } from "./test-database";
 
@@ -31,7 +32,7 @@ export async function startHarness(
     worker: options.worker === false ? false : { concurrency: options.concurrency ?? 8 },
     ...(options.tools && { tools: options.tools }),
   });
-  const caller = createCaller({ app, actor: "tester" });
+  const caller = createCaller(createTrpcContext(app, { kind: "person", name: "tester" }));
   return {
     app,
     caller,

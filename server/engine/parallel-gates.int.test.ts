@@ -12,6 +12,7 @@ import {
   sequenceProblems,
 } from "../../tests/probe-tool";
 import { readEvents } from "../events/store";
+import { createTrpcContext } from "../trpc/init";
 import { createCaller } from "../trpc/root";
 import { executeStepJob } from "./engine";
 
@@ -69,8 +70,8 @@ describe("approval gates in parallel branches", () => {
     "%s, with C still pending: each decision affects only its own branch",
     async (order) => {
       const { h, log } = await startWithProbe({ worker: true });
-      const alice = createCaller({ app: h.app, actor: "alice" });
-      const bob = createCaller({ app: h.app, actor: "bob" });
+      const alice = createCaller(createTrpcContext(h.app, { kind: "person", name: "alice" }));
+      const bob = createCaller(createTrpcContext(h.app, { kind: "person", name: "bob" }));
       const plan = await h.caller.plans.createFromJson({
         planJson: JSON.stringify({ goal: "gates", steps: BRANCHES }),
       });

@@ -3,10 +3,18 @@ import superjson from "superjson";
 import { ZodError } from "zod";
 import type { AppContext } from "../app-context";
 import { isAppError, type AppErrorCode } from "../errors";
+import type { Identity } from "../operations/identity";
 
 export interface TrpcContext {
   app: AppContext;
+  /** Established by the door from a credential; never read from a request header. */
+  identity: Identity;
+  /** `identity.name`: the actor recorded in approvals and the audit. */
   actor: string;
+}
+
+export function createTrpcContext(app: AppContext, identity: Identity): TrpcContext {
+  return { app, identity, actor: identity.name };
 }
 
 const t = initTRPC.context<TrpcContext>().create({

@@ -1,5 +1,6 @@
 import { fetchRequestHandler } from "@trpc/server/adapters/fetch";
 import { getAppContext } from "@/server/app-context";
+import { createTrpcContext } from "@/server/trpc/init";
 import { appRouter } from "@/server/trpc/root";
 
 export const dynamic = "force-dynamic";
@@ -10,7 +11,8 @@ async function handler(req: Request) {
     endpoint: "/api/trpc",
     req,
     router: appRouter,
-    createContext: () => ({ app, actor: req.headers.get("x-stepwise-actor") ?? "user" }),
+    // The door (server/http/door.ts) replaces this with the identity proven by the request's credential.
+    createContext: () => createTrpcContext(app, { kind: "person", name: "user" }),
   });
 }
 

@@ -1,0 +1,88 @@
+/**
+ * The long-running commands: `serve` (database, app context, Next.js), `worker` (steps only) and
+ * `migrate`. Each owns its process: it starts what it needs and stops it in order on a signal.
+ */
+import { createServer } from "node:http";
+import { fileURLToPath } from "node:url";
+import { createAppContext, installAppContext } from "../app-context";
+import { migrateDatabase, openDatabase } from "../db/bootstrap";
+import { takeOverShutdownSignals } from "../db/embedded";
+import { readConfig } from "../env";
+
+const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
+export const log = (line: string) => console.log(`[stepwise] ${line}`);
+
+/** Stops everything once on SIGINT/SIGTERM, so the embedded database shuts down cleanly. */
+function onShutdown(stop: () => Promise<void>): void {
+  takeOverShutdownSignals();
+  let stopping = false;
+  const handler = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log(`${signal}: shutting down…`);
+    stop()
+      .then(() => process.exit(0))
+      .catch((error) => {
+        console.error(error);
+        process.exit(1);
+      });
+  };
+  process.on("SIGINT", () => handler("SIGINT"));
+  process.on("SIGTERM", () => handler("SIGTERM"));
+}
+
+export async function serve(dev: boolean): Promise<void> {
+  const config = readConfig();
+  if (config.host !== "127.0.0.1" && config.host !== "localhost" && !config.accessToken) {
+    throw new Error(`Listening on ${config.host} needs STEPWISE_ACCESS_TOKEN to be set.`);
+  }
+  const database = await openDatabase(config, log);
+  const contextPromise = createAppContext({
+    databaseUrl: database.databaseUrl,
+    workspaceRoot: config.workspaceDir,
+    worker: config.inProcessWorker ? { concurrency: config.workerConcurrency } : false,
+  });
+  installAppContext(contextPromise);
+  const context = await contextPromise;
+  const { default: next } = await import("next");
+  const app = next({ dev, dir: projectRoot, hostname: config.host, port: config.port });
+  await app.prepare();
+  const handle = app.getRequestHandler();
+  const server = createServer((req, res) => void handle(req, res));
+  await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
+  log(`Database: ${database.embedded ? "embedded PostgreSQL" : "DATABASE_URL"}; workspace: ${config.workspaceDir}`);
+  log(`Ready on http://${config.host}:${config.port}`);
+  onShutdown(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+    await app.close?.();
+    await context.close();
+    await database.stop();
+  });
+}
+
+export async function worker(): Promise<void> {
+  const config = readConfig();
+  const database = await openDatabase(config, log);
+  const context = await createAppContext({
+    databaseUrl: database.databaseUrl,
+    workspaceRoot: config.workspaceDir,
+    worker: { concurrency: config.workerConcurrency },
+  });
+  log(`Worker started (concurrency ${config.workerConcurrency})`);
+  onShutdown(async () => {
+    await context.close();
+    await database.stop();
+  });
+}
+
+export async function migrate(): Promise<void> {
+  const config = readConfig();
+  if (config.databaseUrl) {
+    await migrateDatabase(config.databaseUrl, log);
+  } else {
+    const database = await openDatabase(config, log);
+    await database.stop();
+  }
+  log("Database is up to date");
+}

@@ -1,0 +1,27 @@
+import { AppError } from "../errors";
+
+/**
+ * Who is calling. The door (`server/http/door.ts`) establishes it from a credential — a token or
+ * the session cookie of the sign-in page — and nothing behind the door reads identity from a
+ * request header. The name is what approvals and the audit record as the actor.
+ */
+export interface Identity {
+  /**
+   * person: reviews, approves, waives gates, decides.
+   * agent: creates, updates and follows plans and agent tasks; never approves.
+   * system: the engine's own decisions (timeouts, recovery).
+   */
+  kind: "person" | "agent" | "system";
+  name: string;
+  /** The named token that proved this identity, when one did. */
+  tokenId?: string;
+}
+
+export const SYSTEM: Identity = { kind: "system", name: "system" };
+
+/** Approvals, gate waivers and decisions are a person's; an agent's credential alone never suffices. */
+export function requirePerson(identity: Identity, action: string): void {
+  if (identity.kind !== "person") {
+    throw new AppError("forbidden", `Only a person may ${action}; ${identity.name} is an ${identity.kind}.`);
+  }
+}
