@@ -1,5 +1,6 @@
 import { fetchRequestHandler } from "@trpc/server/adapters/fetch";
 import { getAppContext } from "@/server/app-context";
+import { identityOf } from "@/server/http/request-identity";
 import { createTrpcContext } from "@/server/trpc/init";
 import { appRouter } from "@/server/trpc/root";
 
@@ -11,8 +12,7 @@ async function handler(req: Request) {
     endpoint: "/api/trpc",
     req,
     router: appRouter,
-    // The door (server/http/door.ts) replaces this with the identity proven by the request's credential.
-    createContext: () => createTrpcContext(app, { kind: "person", name: "user" }),
+    createContext: () => createTrpcContext(app, identityOf(req)),
   });
 }
 

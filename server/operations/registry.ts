@@ -1,0 +1,23 @@
+import type { z } from "zod";
+import type { Operation } from "./operation";
+
+/**
+ * Every operation an outside caller may perform, by name. The doors derive themselves from this
+ * list: `POST /api/ops/<name>` (the CLI's transport), MCP tools, and the OpenAPI document. Add an
+ * operation here once and every door offers it.
+ */
+export type AnyOperation = Operation<z.ZodType, z.ZodType> & { annotations?: OperationAnnotations };
+
+/** What an operation does to the world, for MCP tool annotations and documentation. */
+export interface OperationAnnotations {
+  readOnly?: boolean;
+  destructive?: boolean;
+  idempotent?: boolean;
+}
+
+/** Each operations module exports its list; spread it in here. */
+export const operations: AnyOperation[] = [];
+
+export function findOperation(name: string): AnyOperation | undefined {
+  return operations.find((operation) => operation.name === name);
+}
