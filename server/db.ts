@@ -14,9 +14,7 @@ export interface Database {
 }
 
 export function connectDatabase(url: string, options: { poolSize?: number } = {}): Database {
-  const pool = new pg.Pool({ connectionString: url, max: options.poolSize ?? 20 });
-  // An idle client losing its connection (server restart) must not crash the process.
-  pool.on("error", () => undefined);
+  const pool = createPool(url, { max: options.poolSize ?? 20, applicationName: "stepwise" });
   const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 10 }) });
   return {
     url,
@@ -29,19 +27,90 @@ export function connectDatabase(url: string, options: { poolSize?: number } = {}
   };
 }
 
-/** Runs `work` in one transaction on a pooled client. */
+/**
+ * Errors that mean the connection (not the statement) failed: the server restarted or terminated
+ * the backend, the network dropped, or the pool could not connect. Work that failed this way did
+ * not commit (or, for a commit in flight, may have) and is worth retrying; anything else is not.
+ */
+export function isConnectionError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string") {
+    // 57P01-03: admin shutdown, crash shutdown, cannot connect now; 08xxx: connection exceptions.
+    if (/^(57P0[123]|08...)$/.test(code)) return true;
+    if (["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "ENOTFOUND", "EAI_AGAIN"].includes(code)) return true;
+  }
+  return /Connection terminated|connection error|not queryable|timeout exceeded when trying to connect/i.test(
+    error.message,
+  );
+}
+
+/**
+ * A pool that rides out a flaky database: an idle client losing its connection (server restart)
+ * does not crash the process, a connection attempt that hangs (a backend terminated during the
+ * handshake) fails after a while instead of never, and so does a statement whose connection died
+ * silently. Engine statements are short; a minute is far beyond any of them.
+ */
+export function createPool(url: string, options: { max: number; applicationName: string }): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.max,
+    application_name: options.applicationName,
+    connectionTimeoutMillis: 10_000,
+    query_timeout: 60_000,
+  });
+  pool.on("error", () => undefined);
+  // A checked-out client whose connection dies emits 'error' on itself: never unhandled.
+  pool.on("connect", (client) => client.on("error", () => undefined));
+  return pool;
+}
+
+/**
+ * Runs `work` in one transaction on a pooled client. A client whose connection dies while checked
+ * out emits 'error' on itself, not on the pool: without a handler that kills the process. The
+ * broken client is destroyed rather than returned to the pool.
+ */
 export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  let broken: Error | undefined;
+  const onError = (error: Error) => (broken = error);
+  client.on("error", onError);
   try {
     await client.query("begin");
     const result = await work(client);
     await client.query("commit");
     return result;
   } catch (error) {
-    await client.query("rollback").catch(() => undefined);
+    if (isConnectionError(error)) broken ??= error as Error;
+    if (!broken) await client.query("rollback").catch(() => undefined);
     throw error;
   } finally {
-    client.release();
+    client.off("error", onError);
+    client.release(broken ?? false);
+  }
+}
+
+/**
+ * Retries `work` while it fails for connection reasons, with capped exponential backoff, until it
+ * succeeds, fails otherwise, or `shouldStop` says the process is going away. `work` must be safe to
+ * repeat after a rollback (engine transactions re-check every state they change).
+ */
+export async function retryOnConnectionLoss<T>(
+  work: () => Promise<T>,
+  options: {
+    shouldStop?: () => boolean;
+    onRetry?: (error: unknown, attempt: number) => void;
+    maxDelayMs?: number;
+  } = {},
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      if (!isConnectionError(error) || options.shouldStop?.()) throw error;
+      options.onRetry?.(error, attempt);
+      await new Promise((resolve) => setTimeout(resolve, Math.min(options.maxDelayMs ?? 2_000, 50 * 2 ** attempt)));
+    }
   }
 }
 

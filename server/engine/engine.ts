@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
-import { inTransaction } from "../db";
+import { inTransaction, retryOnConnectionLoss } from "../db";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { NewEvent } from "../events/types";
@@ -17,6 +17,7 @@ import {
   enqueueStepJobs,
   type ApprovalTimerJob,
   type StepJob,
+  CANCEL_CHANNEL,
 } from "./queue";
 import { askUserInputSchema } from "../tools/ask-user";
 import { decidePending, freeSlots, retryDelayMs, type GraphStep } from "./scheduler";
@@ -37,6 +38,8 @@ export interface EngineDeps {
    * claims itself in the transaction that made them ready, skipping a queue round trip.
    */
   continuationSlots?: { limit: number; used: number };
+  /** Set when the process shuts down: transactions stop retrying lost connections. */
+  stopping?: boolean;
   now?: () => Date;
   random?: () => number;
 }
@@ -436,7 +439,8 @@ async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<v
         runId: run.id,
         stepId: step.id,
         attempt,
-        idempotencyKey: `${run.id}:${step.id}:${attempt}`,
+        // One key per step across attempts: a retried or replayed step presents the same key.
+        idempotencyKey: `${run.id}:${step.id}`,
         reportProgress: (percent, message) => reporter.progress(percent, message),
         log: (message, level) => reporter.log(message, level ?? "info"),
       }),
@@ -452,6 +456,9 @@ async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<v
     if (inFlight.size === 0) deps.cancellations.delete(run.id);
     await reporter.close();
   }
+  // Not an outcome: the step stays running under this worker, whose row goes away with it, so
+  // recovery decides (queue again if idempotent, else ask the person) as after a crash.
+  if (controller.signal.reason instanceof WorkerShutdownError) return;
   const duration = Date.now() - started;
   // A lost connection must not strand a finished step as running: recording is retried.
   for (let tries = 1; ; tries++) {
@@ -500,25 +507,44 @@ class RunCombiner {
     try {
       for (let batch = this.take(runId); batch.length > 0; batch = this.take(runId)) {
         try {
-          const results = await inTransaction(this.deps.pool, (client) =>
-            processOps(
-              this.deps,
-              client,
-              runId,
-              batch.map((entry) => entry.op),
-            ),
-          );
+          // A lost connection rolls the batch back; every op re-checks state, so it is retried
+          // whole until written — a finished step must not stay "running" because of a cut.
+          const { results, continuations } = await retryOnConnectionLoss(() => this.attempt(runId, batch), {
+            shouldStop: () => this.deps.stopping === true,
+          });
           batch.forEach((entry, index) => {
             const result = results[index]!;
             if (result.ok) entry.resolve(result.value);
             else entry.reject(result.error);
           });
+          // Only now, with the claims committed, are the continuations this process's to run.
+          for (const claimed of continuations) void runContinuation(this.deps, claimed);
         } catch (error) {
           for (const entry of batch) entry.reject(error);
         }
       }
     } finally {
       this.busy.delete(runId);
+    }
+  }
+
+  private async attempt(runId: string, batch: { op: EngineOp }[]) {
+    const reserved: ClaimedStep[] = [];
+    try {
+      const results = await inTransaction(this.deps.pool, (client) =>
+        processOps(
+          this.deps,
+          client,
+          runId,
+          batch.map((entry) => entry.op),
+          reserved,
+        ),
+      );
+      return { results, continuations: reserved };
+    } catch (error) {
+      // The claims rolled back: give their continuation slots back.
+      if (this.deps.continuationSlots) this.deps.continuationSlots.used -= reserved.length;
+      throw error;
     }
   }
 
@@ -538,8 +564,18 @@ function combinerFor(deps: EngineDeps): RunCombiner {
 
 type OpResult = { ok: true; value: unknown } | { ok: false; error: unknown };
 
-/** One transaction for a batch of claims and outcomes on one run; outcomes first, as they free slots. */
-async function processOps(deps: EngineDeps, client: Client, runId: string, ops: EngineOp[]): Promise<OpResult[]> {
+/**
+ * One transaction for a batch of claims and outcomes on one run; outcomes first, as they free slots.
+ * Dependents claimed as continuations are pushed to `continuations`; the caller starts them after
+ * the commit.
+ */
+async function processOps(
+  deps: EngineDeps,
+  client: Client,
+  runId: string,
+  ops: EngineOp[],
+  continuations: ClaimedStep[],
+): Promise<OpResult[]> {
   const results: OpResult[] = ops.map(() => ({ ok: true, value: undefined }));
   const tx = await openRunTransaction(deps, client, runId);
   if (!tx) return results;
@@ -563,7 +599,7 @@ async function processOps(deps: EngineDeps, client: Client, runId: string, ops: 
     }
   }
   if (settled.length > 0) await advance(tx, settled);
-  const continuations = await claimContinuations(deps, tx, rows);
+  continuations.push(...(await claimContinuations(deps, tx, rows)));
 
   if (claims.length > 0) {
     const claimed = await claimStepsIn(
@@ -575,8 +611,6 @@ async function processOps(deps: EngineDeps, client: Client, runId: string, ops: 
     claims.forEach(({ index }, i) => (results[index] = claimed[i]!));
   }
   await tx.flush();
-  // After commit: the continuations are this process's to run.
-  for (const claimed of continuations) void runContinuation(deps, claimed);
   return results;
 }
 
@@ -794,6 +828,25 @@ async function recordOutcomeIn(
 
 class StepTimeoutError extends Error {}
 
+/** The abort reason for steps still running when a worker's shutdown grace period ends. */
+export class WorkerShutdownError extends Error {
+  constructor() {
+    super("The worker shut down while the step ran");
+  }
+}
+
+/** Aborts every step this process is running (shutdown after the grace period). */
+export function abortAllLocally(deps: EngineDeps): number {
+  let aborted = 0;
+  for (const controllers of deps.cancellations.values()) {
+    for (const controller of controllers) {
+      controller.abort(new WorkerShutdownError());
+      aborted++;
+    }
+  }
+  return aborted;
+}
+
 function isRetryable(error: unknown): boolean {
   if (error instanceof RetryableToolError || error instanceof StepTimeoutError) return true;
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
@@ -900,8 +953,17 @@ export async function decideApproval(
     await tx.loadStatuses([input.stepId]);
     const status = tx.statuses.get(input.stepId);
     if (status === undefined) throw new AppError("not_found", `Run has no step ${input.stepId}`);
-    if (status !== "awaiting_approval")
+    if (status !== "awaiting_approval") {
+      // A repeated decision (a double click, a client retrying after a lost response) answers
+      // with the decision already recorded; only a contrary one is an error.
+      const recorded = await client.query<{ decision: string; actor: string }>(
+        `select decision, actor from approvals where run_id = $1 and step_id = $2 order by id desc limit 1`,
+        [input.runId, input.stepId],
+      );
+      const last = recorded.rows[0];
+      if (last && (last.decision === "approved") === input.approve) return;
       throw new AppError("invalid_state", `${input.stepId} is ${status}, not awaiting approval`);
+    }
     await client.query(
       `insert into approvals (run_id, step_id, plan_version, decision, actor, comment) values ($1, $2, $3, $4, $5, $6)`,
       [
@@ -1045,7 +1107,7 @@ export async function cancelRun(deps: EngineDeps, input: { runId: string; actor:
     tx.events.push({ type: "run.cancelled", data: { status: "cancelled", actor: input.actor } });
     await audit(tx, input.actor, "run.cancelled", null);
     await tx.flush();
-    await client.query("select pg_notify('stepwise_cancel', $1)", [input.runId]);
+    await client.query("select pg_notify($1, $2)", [CANCEL_CHANNEL, input.runId]);
   });
 }
 

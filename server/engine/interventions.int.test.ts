@@ -156,7 +156,9 @@ describe("run interventions and failure policy", () => {
     await harness.caller.runs.decide({ runId, stepId: "step_1", approve: true });
     const run = await harness.waitForRun(runId, ["completed"]);
     expect(run.steps.map((s) => s.status)).toEqual(["completed", "completed", "skipped", "completed", "completed"]);
-    await expect(harness.caller.runs.decide({ runId, stepId: "step_1", approve: true })).rejects.toMatchObject({
+    // Repeating a decision answers with the recorded one and records nothing; the contrary is refused.
+    await harness.caller.runs.decide({ runId, stepId: "step_1", approve: true });
+    await expect(harness.caller.runs.decide({ runId, stepId: "step_1", approve: false })).rejects.toMatchObject({
       code: "PRECONDITION_FAILED",
     });
     const audit = await harness.app.db.prisma.auditEntry.findMany({ where: { runId }, orderBy: { id: "asc" } });

@@ -145,6 +145,9 @@ describe("approval gates in parallel branches", () => {
         code: "PRECONDITION_FAILED",
         message: "step_7 is pending, not awaiting approval",
       });
+      // Repeating a decision (a double click, a retried request) answers with the recorded one.
+      await alice.runs.decide({ runId, stepId: "step_1", approve: true });
+      await bob.runs.decide({ runId, stepId: "step_2", approve: false });
       expect({
         lastSeq: (await h.caller.runs.get({ runId })).lastSeq,
         approvals: await h.app.db.prisma.approval.count({ where: { runId } }),

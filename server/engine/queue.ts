@@ -75,3 +75,6 @@ export function enqueueApprovalTimers(client: Pick<pg.ClientBase, "query">, jobs
     })),
   );
 }
+
+/** NOTIFY channel carrying the id of a cancelled run, so every worker aborts its running steps. */
+export const CANCEL_CHANNEL = "stepwise_cancel";

@@ -1,8 +1,11 @@
 import { randomUUID } from "node:crypto";
 import os from "node:os";
 import { Logger, run as runGraphileWorker, type Runner } from "graphile-worker";
-import pg from "pg";
+import { createPool, isConnectionError, retryOnConnectionLoss } from "../db";
+import { DatabaseListener } from "../db/listener";
+import { logger } from "../logger";
 import {
+  abortAllLocally,
   abortRunLocally,
   executeStepJob,
   expireApproval,
@@ -11,15 +14,26 @@ import {
   warnApprovalExpiring,
   type EngineDeps,
 } from "./engine";
-import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK, RUN_STEP_TASK } from "./queue";
+import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK, CANCEL_CHANNEL, RUN_STEP_TASK } from "./queue";
 
 export interface StepWorker {
-  stop(): Promise<void>;
+  /**
+   * Graceful: stops taking work, keeps heartbeating while in-flight steps finish within the grace
+   * period, then aborts what is left (recovery treats those as interrupted) and leaves.
+   */
+  stop(options?: { graceMs?: number }): Promise<void>;
 }
+
+const log = logger.child({ component: "worker" });
+
+/** How long a stopping worker lets in-flight steps finish before aborting them. */
+const DEFAULT_GRACE_MS = Number(process.env.STEPWISE_SHUTDOWN_GRACE_MS ?? 10_000);
 
 /**
  * A worker executes step jobs from the shared Postgres queue. Any number of them, in any number
  * of processes, can serve the same database: graphile-worker hands each job to exactly one.
+ * No database error stops it: it waits for the database at start, and its heartbeat, cancel
+ * listener and transactions ride out dropped connections.
  */
 export async function startStepWorker(
   engine: EngineDeps,
@@ -28,58 +42,153 @@ export async function startStepWorker(
   const workerId = randomUUID();
   const deps: EngineDeps = { ...engine, workerId, continuationSlots: { limit: options.concurrency, used: 0 } };
   const heartbeatMs = options.heartbeatMs ?? Number(process.env.STEPWISE_HEARTBEAT_MS ?? 2000);
-  await deps.pool.query("insert into workers (id, hostname, pid, heartbeat_ms) values ($1, $2, $3, $4)", [
-    workerId,
-    os.hostname(),
-    process.pid,
-    heartbeatMs,
-  ]);
+  await retryOnConnectionLoss(
+    () =>
+      deps.pool.query("insert into workers (id, hostname, pid, heartbeat_ms) values ($1, $2, $3, $4)", [
+        workerId,
+        os.hostname(),
+        process.pid,
+        heartbeatMs,
+      ]),
+    {
+      maxDelayMs: 5_000,
+      onRetry: (error, attempt) => {
+        if (attempt === 1 || attempt % 10 === 0) log.warn({ err: String(error) }, "waiting for the database");
+      },
+    },
+  );
+  // The queue's own pool, with the same timeouts as ours: a hung connection attempt must not
+  // hold one of graphile's workers (and so a concurrency slot) for ever.
+  const queuePool = createPool(options.databaseUrl, {
+    max: options.concurrency + 2,
+    applicationName: "stepwise-queue",
+  });
+  const startRunner = () =>
+    retryOnConnectionLoss(
+      () =>
+        runGraphileWorker({
+          pgPool: queuePool,
+          concurrency: options.concurrency,
+          noHandleSignals: true,
+          // Delayed jobs (retry backoff) are found by polling; LISTEN/NOTIFY covers immediate ones.
+          pollInterval: 250,
+          logger: quietLogger(),
+          // Batched job completion retries a failed write with backoff and reports a final failure
+          // to graphile's handler; the unbatched path leaves it as an unhandled rejection, which
+          // kills the process on a dropped connection. Our own step state is already committed by
+          // then; a job left locked is re-queued by recovery and its late run finds nothing to do.
+          preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
+          taskList: {
+            [RUN_STEP_TASK]: async (payload) => {
+              activeJobs++;
+              try {
+                await executeStepJob(deps, payload as { runId: string; stepId: string; attempt: number });
+              } finally {
+                activeJobs--;
+              }
+            },
+            [APPROVAL_WARNING_TASK]: async (payload) => {
+              await warnApprovalExpiring(deps, payload as { runId: string; stepId: string; expiresAt: string });
+            },
+            [APPROVAL_EXPIRY_TASK]: async (payload) => {
+              await expireApproval(deps, payload as { runId: string; stepId: string; expiresAt: string });
+            },
+          },
+        }),
+      { maxDelayMs: 5_000, shouldStop: () => stopping },
+    );
+  let stopping = false;
+  let activeJobs = 0;
+  let runner: Runner = await startRunner();
+  const restartRunner = async (why: string) => {
+    log.warn({ why }, "restarting the job runner");
+    const old = runner;
+    runner = await startRunner();
+    supervise(runner);
+    // The old runner may never finish stopping (that is why it is replaced); don't wait for it.
+    void old.stop().catch(() => undefined);
+  };
+  // graphile stops its pool after a long outage; a worker process restarts it rather than idling.
+  const supervise = (current: Runner) => {
+    current.promise
+      .catch(() => undefined)
+      .then(async () => {
+        if (stopping || current !== runner) return;
+        await restartRunner("it stopped");
+      })
+      .catch((error: unknown) => log.error({ err: String(error) }, "could not restart the job runner"));
+  };
+  supervise(runner);
+
   // Each worker heartbeats and, on the same tick, recovers steps of workers that stopped doing so.
+  // A failed beat (database away) is logged and the next tick tries again.
+  let beating = false;
   const heartbeat = setInterval(() => {
+    if (beating) return;
+    beating = true;
     deps.pool
       .query("update workers set last_seen = now() where id = $1", [workerId])
       .then(() => recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS))
-      .catch((error: unknown) => console.error(`[worker] heartbeat: ${(error as Error).message}`));
+      .then(async () => {
+        // A runner wedged by a connection lost inside graphile takes no jobs although it has room:
+        // due step jobs wait unlocked while this process runs fewer than it may. Replace it.
+        if (stopping || activeJobs >= options.concurrency) return;
+        const waiting = await deps.pool.query<{ n: number }>(
+          `select count(*)::int as n from graphile_worker.jobs
+           where task_identifier = $1 and locked_at is null and attempts < max_attempts
+             and run_at < now() - make_interval(secs => $2)`,
+          [RUN_STEP_TASK, (heartbeatMs * MISSED_BEATS) / 1000],
+        );
+        if (waiting.rows[0]!.n > 0 && activeJobs < options.concurrency && !stopping) {
+          await restartRunner(`${waiting.rows[0]!.n} due jobs waited while it had room`);
+        }
+      })
+      .catch((error: unknown) => {
+        if (!isConnectionError(error)) log.error({ err: String(error) }, "heartbeat failed");
+      })
+      .finally(() => (beating = false));
   }, heartbeatMs);
-  const runner: Runner = await runGraphileWorker({
-    connectionString: options.databaseUrl,
-    concurrency: options.concurrency,
-    maxPoolSize: options.concurrency + 2,
-    noHandleSignals: true,
-    // Delayed jobs (retry backoff) are found by polling; LISTEN/NOTIFY covers immediate ones.
-    pollInterval: 250,
-    logger: quietLogger(),
-    taskList: {
-      [RUN_STEP_TASK]: async (payload) => {
-        await executeStepJob(deps, payload as { runId: string; stepId: string; attempt: number });
-      },
-      [APPROVAL_WARNING_TASK]: async (payload) => {
-        await warnApprovalExpiring(deps, payload as { runId: string; stepId: string; expiresAt: string });
-      },
-      [APPROVAL_EXPIRY_TASK]: async (payload) => {
-        await expireApproval(deps, payload as { runId: string; stepId: string; expiresAt: string });
-      },
+
+  // Cancellation may be decided in another process; abort our in-flight steps of that run. The
+  // listener reconnects after a dropped connection, so a cancel after a cut still stops commands.
+  const listener = new DatabaseListener({
+    databaseUrl: options.databaseUrl,
+    channels: [CANCEL_CHANNEL],
+    onNotification: (_channel, runId) => {
+      if (runId) abortRunLocally(deps, runId);
     },
   });
-  // Cancellation may be decided in another process; abort our in-flight steps of that run.
-  const listener = new pg.Client({ connectionString: options.databaseUrl });
-  listener.on("error", () => undefined);
-  listener.on("notification", (message) => {
-    if (message.channel === "stepwise_cancel" && message.payload) abortRunLocally(deps, message.payload);
-  });
-  await listener.connect();
-  await listener.query("listen stepwise_cancel");
-  const stop = async () => {
+  await retryOnConnectionLoss(() => listener.start(), { maxDelayMs: 5_000 });
+
+  const stop = async (graceMs: number) => {
+    stopping = true;
+    // Stop taking jobs; graphile lets the jobs it handed out finish. Continuations are ours to wait for.
+    const runnerStopped = runner.stop().catch(() => undefined);
+    const idle = async () => {
+      await runnerStopped;
+      while (deps.continuationSlots!.used > 0) await new Promise((resolve) => setTimeout(resolve, 50));
+    };
+    const timedOut = await Promise.race([
+      idle().then(() => false),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(true), graceMs).unref()),
+    ]);
+    if (timedOut) {
+      const aborted = abortAllLocally(deps);
+      if (aborted > 0) log.warn({ aborted }, "shutdown grace period over: aborted the steps still running");
+      await Promise.race([idle(), new Promise((resolve) => setTimeout(resolve, 2_000).unref())]);
+    }
+    deps.stopping = true;
     clearInterval(heartbeat);
-    await runner.stop();
+    // Our row goes last: peers then see any step still marked running here as interrupted.
     await deps.pool.query("delete from workers where id = $1", [workerId]).catch(() => undefined);
-    await listener.end().catch(() => undefined);
+    await listener.close();
+    await queuePool.end().catch(() => undefined);
   };
   let stopped: Promise<void> | undefined;
   return {
     // Idempotent: shutdown paths (signal handlers, context close) may both stop the worker.
-    stop() {
-      stopped ??= stop();
+    stop(stopOptions) {
+      stopped ??= stop(stopOptions?.graceMs ?? DEFAULT_GRACE_MS);
       return stopped;
     },
   };
@@ -88,6 +197,6 @@ export async function startStepWorker(
 /** graphile-worker's default logger prints every job; keep warnings and errors only. */
 function quietLogger(): Logger {
   return new Logger(() => (level, message) => {
-    if (level === "error" || level === "warning") console.error(`[worker] ${message}`);
+    if (level === "error" || level === "warning") log.warn({ source: "graphile-worker" }, message);
   });
 }

@@ -1,5 +1,6 @@
 import { EventEmitter } from "node:events";
-import pg from "pg";
+import type pg from "pg";
+import { DatabaseListener } from "../db/listener";
 import { readEvents } from "./store";
 import { EVENTS_CHANNEL, type EventNotification, type StoredEvent } from "./types";
 
@@ -10,39 +11,26 @@ import { EVENTS_CHANNEL, type EventNotification, type StoredEvent } from "./type
  */
 export class EventBus {
   private readonly emitter = new EventEmitter();
-  private client: pg.Client | undefined;
-  private closed = false;
-  private reconnectTimer: NodeJS.Timeout | undefined;
+  private readonly listener: DatabaseListener;
 
   constructor(
-    private readonly databaseUrl: string,
+    databaseUrl: string,
     private readonly pool: pg.Pool,
   ) {
     this.emitter.setMaxListeners(0);
-  }
-
-  async start(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.databaseUrl });
-    client.on("notification", (message) => {
-      if (message.channel !== EVENTS_CHANNEL || !message.payload) return;
-      void this.dispatch(JSON.parse(message.payload) as EventNotification);
+    this.listener = new DatabaseListener({
+      databaseUrl,
+      channels: [EVENTS_CHANNEL],
+      onNotification: (_channel, payload) => {
+        if (payload) void this.dispatch(JSON.parse(payload) as EventNotification).catch(() => undefined);
+      },
+      // Anything committed while we were not listening is recovered by subscribers' gap filling.
+      onConnected: () => this.emitter.emit("reconnected"),
     });
-    client.on("error", () => this.scheduleReconnect());
-    client.on("end", () => this.scheduleReconnect());
-    await client.connect();
-    await client.query(`listen ${EVENTS_CHANNEL}`);
-    this.client = client;
-    // Anything committed while we were not listening is recovered by subscribers' gap filling.
-    this.emitter.emit("reconnected");
   }
 
-  private scheduleReconnect(): void {
-    if (this.closed || this.reconnectTimer) return;
-    this.client = undefined;
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = undefined;
-      this.start().catch(() => this.scheduleReconnect());
-    }, 500);
+  start(): Promise<void> {
+    return this.listener.start();
   }
 
   private async dispatch(notification: EventNotification): Promise<void> {
@@ -65,9 +53,7 @@ export class EventBus {
     return () => this.emitter.off("reconnected", listener);
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    clearTimeout(this.reconnectTimer);
-    await this.client?.end().catch(() => undefined);
+  close(): Promise<void> {
+    return this.listener.close();
   }
 }

@@ -36,7 +36,7 @@ export function createToolContext(workspaceRoot: string, signal = new AbortContr
     runId: "run-test",
     stepId: "step_1",
     attempt: 1,
-    idempotencyKey: "run-test:step_1:1",
+    idempotencyKey: "run-test:step_1",
     reportProgress: (percent) => progress.push(percent),
     log: (message, level = "info") => logs.push({ message, level }),
     logs,

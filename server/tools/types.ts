@@ -20,7 +20,10 @@ export interface ToolContext {
   runId: string;
   stepId: string;
   attempt: number;
-  /** Stable per step attempt, so a side effect can be de-duplicated downstream. */
+  /**
+   * The same for every attempt of a step (retries, replays after a crash), so a side effect can be
+   * de-duplicated downstream: seed 001 asks for the original key on replay.
+   */
   idempotencyKey: string;
   reportProgress(percent: number, message?: string): void;
   log(message: string, level?: "info" | "warn" | "error"): void;

@@ -1,0 +1,190 @@
+import pg from "pg";
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { startHarness, type Harness } from "../../tests/app-harness";
+import { readEvents } from "../events/store";
+import { builtinTools, createToolRegistry } from "../tools/registry";
+import { defineTool } from "../tools/types";
+import { createEngineDeps } from "./engine";
+import { startStepWorker, type StepWorker } from "./worker";
+
+/**
+ * Database faults injected into a live engine: backends terminated mid-transaction (what a
+ * PostgreSQL restart or failover does to every connection) and a graceful shutdown. The invariants
+ * after each: the process is still alive (vitest fails on an uncaught error), every run reaches a
+ * terminal state, each step has one terminal outcome, and events are gap-free.
+ */
+
+let harness: Harness | undefined;
+const workers: StepWorker[] = [];
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((worker) => worker.stop({ graceMs: 0 })));
+  await harness?.close();
+  harness = undefined;
+});
+
+/** Terminates every other connection to the test database, as a server restart would. */
+async function terminateBackends(databaseUrl: string): Promise<number> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const result = await client.query(
+      `select pg_terminate_backend(pid) from pg_stat_activity
+       where datname = current_database() and pid <> pg_backend_pid()`,
+    );
+    return result.rowCount ?? 0;
+  } finally {
+    await client.end();
+  }
+}
+
+async function createRun(h: Harness, goal: string, steps: unknown[]): Promise<string> {
+  const plan = await h.caller.plans.createFromJson({ planJson: JSON.stringify({ goal, steps }) });
+  const { runId } = await h.caller.plans.approve({ planId: plan.id, version: plan.version });
+  return runId;
+}
+
+async function expectGapFreeWithOneOutcomePerStep(h: Harness, runId: string, stepCount: number) {
+  const events = await readEvents(h.app.db.pool, runId, 0);
+  expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1));
+  const completions = events.filter((event) => event.type === "step.completed").map((event) => event.stepId);
+  expect(completions.length).toBe(stepCount);
+  expect(new Set(completions).size).toBe(stepCount);
+}
+
+const chain = (length: number, ms: number) =>
+  Array.from({ length }, (_, i) => ({
+    id: `step_${i + 1}`,
+    description: `Sleep ${i + 1}`,
+    tool: "sleep",
+    args: { ms },
+    dependsOn: i ? [`step_${i}`] : [],
+  }));
+
+describe("engine under database faults", () => {
+  it("terminated connections mid-run neither kill the process nor strand a step; every run completes", async () => {
+    harness = await startHarness({ concurrency: 4 });
+    const h = harness;
+    // Many short steps keep transactions open on most connections, so terminations land both
+    // inside statements and between the statements of a checked-out client.
+    const fan = (n: number) =>
+      Array.from({ length: n }, (_, i) => ({ id: `step_${i + 1}`, tool: "echo", args: { value: i } }));
+    const runs = await Promise.all([
+      createRun(h, "chain one", chain(20, 40)),
+      createRun(h, "chain two", chain(20, 40)),
+      createRun(h, "fan one", fan(60)),
+      createRun(h, "fan two", fan(60)),
+    ]);
+    let terminated = 0;
+    for (let round = 0; round < 20; round++) {
+      await new Promise((resolve) => setTimeout(resolve, 40));
+      terminated += await terminateBackends(h.app.db.url);
+    }
+    expect(terminated).toBeGreaterThan(0);
+    for (const runId of runs) {
+      const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 45_000);
+      expect(run.status).toBe("completed");
+    }
+    await expectGapFreeWithOneOutcomePerStep(h, runs[0]!, 20);
+    await expectGapFreeWithOneOutcomePerStep(h, runs[1]!, 20);
+    await expectGapFreeWithOneOutcomePerStep(h, runs[2]!, 60);
+    await expectGapFreeWithOneOutcomePerStep(h, runs[3]!, 60);
+
+    // The event bus came back too: a run started after the faults is still streamed live.
+    const received: string[] = [];
+    const after = await createRun(h, "after the faults", chain(2, 10));
+    const unsubscribe = h.app.bus.subscribe(after, (events) => received.push(...events.map((e) => e.type)));
+    await h.waitForRun(after);
+    await expect.poll(() => received.includes("run.completed"), { timeout: 10_000 }).toBe(true);
+    unsubscribe();
+  }, 90_000);
+
+  it("a cancel decided after the worker's listener lost its connection still aborts the running command", async () => {
+    const aborted: string[] = [];
+    const blocking = defineTool({
+      name: "block",
+      description: "Waits until aborted.",
+      inputSchema: z.object({}),
+      outputSchema: z.object({}),
+      capability: "time.wait",
+      capabilityLabel: "Wait",
+      readOnly: true,
+      destructive: false,
+      idempotent: false,
+      requiresApproval: false,
+      defaultTimeoutSeconds: 120,
+      execute: (_input, context) =>
+        new Promise((_resolve, reject) => {
+          context.signal.addEventListener("abort", () => {
+            aborted.push(context.stepId);
+            reject(context.signal.reason);
+          });
+        }),
+    });
+    const tools = createToolRegistry([...builtinTools, blocking]);
+    harness = await startHarness({ worker: false, tools });
+    const h = harness;
+    // A worker with engine state of its own: only the cancel NOTIFY can reach its running step.
+    const worker = await startStepWorker(createEngineDeps(h.app.db.pool, tools), {
+      databaseUrl: h.app.db.url,
+      concurrency: 2,
+    });
+    workers.push(worker);
+    const runId = await createRun(h, "blocked", [{ id: "step_1", tool: "block", args: {} }]);
+    await expect
+      .poll(async () => (await h.caller.runs.get({ runId })).steps[0]!.status, { timeout: 15_000 })
+      .toBe("running");
+    expect(await terminateBackends(h.app.db.url)).toBeGreaterThan(0);
+    // The listener reconnects with backoff; a cancel notified before it is back would be missed,
+    // which is why cancelled steps are also re-checked when their outcome is recorded.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await h.caller.runs.cancel({ runId });
+    await expect.poll(() => aborted, { timeout: 10_000 }).toEqual(["step_1"]);
+    expect((await h.caller.runs.get({ runId })).status).toBe("cancelled");
+  });
+
+  it("a graceful stop lets an in-flight step finish and keeps heartbeating, so no peer calls it interrupted", async () => {
+    harness = await startHarness({ worker: false });
+    const h = harness;
+    const worker = await startStepWorker(h.app.engine, { databaseUrl: h.app.db.url, concurrency: 1, heartbeatMs: 100 });
+    const runId = await createRun(h, "in flight", [{ id: "step_1", tool: "sleep", args: { ms: 2000 } }]);
+    await expect
+      .poll(async () => (await h.caller.runs.get({ runId })).steps[0]!.status, { timeout: 15_000 })
+      .toBe("running");
+    // A peer with a short heartbeat that would recover the step if its owner stopped beating.
+    const peer = await startStepWorker(createEngineDeps(h.app.db.pool, h.app.tools), {
+      databaseUrl: h.app.db.url,
+      concurrency: 1,
+      heartbeatMs: 100,
+    });
+    workers.push(peer);
+    await worker.stop({ graceMs: 10_000 });
+    const events = await readEvents(h.app.db.pool, runId, 0);
+    expect(events.map((event) => event.type)).not.toContain("step.interrupted");
+    const run = await h.caller.runs.get({ runId });
+    expect(run.steps[0]!.status).toBe("completed");
+    expect(run.status).toBe("completed");
+  });
+
+  it("a step still running when the grace period ends is aborted and left to recovery as interrupted", async () => {
+    harness = await startHarness({ worker: false });
+    const h = harness;
+    const worker = await startStepWorker(h.app.engine, { databaseUrl: h.app.db.url, concurrency: 1, heartbeatMs: 100 });
+    const runId = await createRun(h, "too long", [{ id: "step_1", tool: "sleep", args: { ms: 60_000 } }]);
+    await expect
+      .poll(async () => (await h.caller.runs.get({ runId })).steps[0]!.status, { timeout: 15_000 })
+      .toBe("running");
+    await worker.stop({ graceMs: 200 });
+    // A new worker finds the step's owner gone and, the sleep being idempotent, queues it again.
+    const next = await startStepWorker(createEngineDeps(h.app.db.pool, h.app.tools), {
+      databaseUrl: h.app.db.url,
+      concurrency: 1,
+      heartbeatMs: 100,
+    });
+    workers.push(next);
+    await expect
+      .poll(async () => (await readEvents(h.app.db.pool, runId, 0)).map((event) => event.type), { timeout: 15_000 })
+      .toContain("step.interrupted");
+    await h.caller.runs.cancel({ runId });
+  });
+});
