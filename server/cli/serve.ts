@@ -17,7 +17,11 @@ function onShutdown(stop: () => Promise<void>): void {
   takeOverShutdownSignals();
   let stopping = false;
   const handler = (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal means "now": in-flight steps are left to recovery as interrupted.
+      log(`${signal} again: exiting now`);
+      process.exit(130);
+    }
     stopping = true;
     log(`${signal}: shutting down…`);
     stop()

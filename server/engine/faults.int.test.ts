@@ -1,3 +1,4 @@
+import { spawn, type ChildProcess } from "node:child_process";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -17,7 +18,10 @@ import { startStepWorker, type StepWorker } from "./worker";
 
 let harness: Harness | undefined;
 const workers: StepWorker[] = [];
+let child: ChildProcess | undefined;
 afterEach(async () => {
+  child?.kill("SIGKILL");
+  child = undefined;
   await Promise.all(workers.splice(0).map((worker) => worker.stop({ graceMs: 0 })));
   await harness?.close();
   harness = undefined;
@@ -186,5 +190,61 @@ describe("engine under database faults", () => {
       .poll(async () => (await readEvents(h.app.db.pool, runId, 0)).map((event) => event.type), { timeout: 15_000 })
       .toContain("step.interrupted");
     await h.caller.runs.cancel({ runId });
+  });
+
+  describe("a worker process and its signals", () => {
+    function startWorkerProcess(h: Harness): {
+      process: ChildProcess;
+      exited: Promise<number | null>;
+      output: () => string;
+    } {
+      let output = "";
+      const worker = spawn(process.execPath, ["--import", "tsx", "server/cli/main.ts", "worker"], {
+        env: {
+          ...process.env,
+          DATABASE_URL: h.app.db.url,
+          STEPWISE_WORKSPACE: h.workspace,
+          STEPWISE_HEARTBEAT_MS: "200",
+          STEPWISE_SHUTDOWN_GRACE_MS: "20000",
+        },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      worker.stdout!.on("data", (chunk) => (output += chunk));
+      worker.stderr!.on("data", (chunk) => (output += chunk));
+      child = worker;
+      const exited = new Promise<number | null>((resolve) => worker.on("exit", (code) => resolve(code)));
+      return { process: worker, exited, output: () => output };
+    }
+
+    it("one SIGTERM lets the running step finish and record its outcome before the process exits", async () => {
+      harness = await startHarness({ worker: false });
+      const h = harness;
+      const worker = startWorkerProcess(h);
+      const runId = await createRun(h, "finish me", [{ id: "step_1", tool: "sleep", args: { ms: 2500 } }]);
+      await expect
+        .poll(async () => (await h.caller.runs.get({ runId })).steps[0]!.status, { timeout: 30_000 })
+        .toBe("running");
+      worker.process.kill("SIGTERM");
+      expect(await worker.exited).toBe(0);
+      const run = await h.caller.runs.get({ runId });
+      expect(run.steps[0]!.status).toBe("completed");
+      expect((await readEvents(h.app.db.pool, runId, 0)).map((event) => event.type)).not.toContain("step.interrupted");
+    }, 60_000);
+
+    it("a second SIGTERM exits at once, leaving the running step to recovery", async () => {
+      harness = await startHarness({ worker: false });
+      const h = harness;
+      const worker = startWorkerProcess(h);
+      const runId = await createRun(h, "leave me", [{ id: "step_1", tool: "sleep", args: { ms: 60_000 } }]);
+      await expect
+        .poll(async () => (await h.caller.runs.get({ runId })).steps[0]!.status, { timeout: 30_000 })
+        .toBe("running");
+      worker.process.kill("SIGTERM");
+      await expect.poll(() => worker.output(), { timeout: 10_000 }).toContain("shutting down");
+      worker.process.kill("SIGTERM");
+      expect(await worker.exited).toBe(130);
+      expect(worker.output()).toContain("exiting now");
+      await h.caller.runs.cancel({ runId });
+    }, 60_000);
   });
 });
