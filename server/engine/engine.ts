@@ -60,6 +60,8 @@ interface RunRow {
   active_steps: number;
   approval_timeout_ms: number;
   approval_warning_ms: number;
+  /** The database's clock at the start of the transaction. */
+  db_now: Date;
 }
 
 /** What a step in awaiting_approval or awaiting_input waits for; shown to people and checked by timers. */
@@ -84,6 +86,12 @@ class RunTransaction {
     readonly run: RunRow,
     /** Replaced only when a recovery moves the run to a new plan version. */
     public graph: RunGraph,
+    /**
+     * "Now" for every time decision of this transaction — approval expiry, retry backoff, result
+     * and event timestamps: the database's clock, so a worker whose own clock is off cannot
+     * expire a gate early or stamp events out of order.
+     */
+    readonly now: Date,
   ) {}
 
   setStatus(
@@ -171,7 +179,7 @@ async function openRunTransaction(
 ): Promise<RunTransaction | undefined> {
   const result = await client.query<RunRow>(
     `select id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
-            approval_timeout_ms, approval_warning_ms
+            approval_timeout_ms, approval_warning_ms, now() as db_now
      from runs where id = $1 for update`,
     [runId],
   );
@@ -180,7 +188,7 @@ async function openRunTransaction(
   const graph = await deps.graphs.get(run.plan_id, run.plan_version, () =>
     loadPlanSteps(client, run.plan_id, run.plan_version),
   );
-  return new RunTransaction(client, run, graph);
+  return new RunTransaction(client, run, graph, deps.now?.() ?? run.db_now);
 }
 
 /**
@@ -220,7 +228,7 @@ async function advance(tx: RunTransaction, settled: string[], alsoConsider: stri
  * A gated step waits for a person. It expires after the run's approval timeout (skipped with the
  * reason), and an `approval.expiring` event warns some minutes before so the UI can say so.
  */
-function requestApproval(tx: RunTransaction, stepId: string, now = new Date()): void {
+function requestApproval(tx: RunTransaction, stepId: string, now = tx.now): void {
   const { approval_timeout_ms: timeoutMs, approval_warning_ms: warningMs } = tx.run;
   const expiresAt = new Date(now.getTime() + timeoutMs).toISOString();
   tx.setStatus(stepId, "awaiting_approval", undefined, { expiresAt }, { kind: "approval", expiresAt });
@@ -794,7 +802,7 @@ async function recordOutcomeIn(
   advanceNow = true,
 ): Promise<boolean> {
   const step = tx.graph.steps.get(stepId)!;
-  const timestamp = (deps.now?.() ?? new Date()).toISOString();
+  const timestamp = tx.now.toISOString();
   if (!outcome.ok && outcome.retryable && attempt < step.retry.maxAttempts && tx.run.status === "running") {
     const delayMs = retryDelayMs(attempt, step.retry.backoffMs, deps.random);
     await tx.client.query(
@@ -802,7 +810,7 @@ async function recordOutcomeIn(
       [tx.run.id, stepId, outcome.error],
     );
     tx.statuses.set(stepId, "ready");
-    tx.jobs.push({ runId: tx.run.id, stepId, attempt: attempt + 1, runAt: new Date(Date.now() + delayMs) });
+    tx.jobs.push({ runId: tx.run.id, stepId, attempt: attempt + 1, runAt: new Date(tx.now.getTime() + delayMs) });
     tx.events.push({
       type: "step.retrying",
       stepId,
@@ -1019,7 +1027,7 @@ export async function answerQuestion(
     if (choices && !choices.includes(input.answer)) {
       throw new AppError("invalid_input", `The answer must be one of: ${choices.join(", ")}`);
     }
-    const now = deps.now?.() ?? new Date();
+    const now = tx.now;
     const result: StepResult = {
       ok: true,
       value: input.answer,

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -193,19 +193,22 @@ describe("engine under database faults", () => {
   });
 
   describe("a worker process and its signals", () => {
-    function startWorkerProcess(h: Harness): {
-      process: ChildProcess;
-      exited: Promise<number | null>;
-      output: () => string;
-    } {
+    function startWorkerProcess(
+      h: Harness,
+      options: { clockOffset?: string } = {},
+    ): { process: ChildProcess; exited: Promise<number | null>; output: () => string } {
       let output = "";
-      const worker = spawn(process.execPath, ["--import", "tsx", "server/cli/main.ts", "worker"], {
+      const command = [process.execPath, "--import", "tsx", "server/cli/main.ts", "worker"];
+      // libfaketime shifts the worker's wall clock only; timers (monotonic) run normally.
+      const argv = options.clockOffset ? ["faketime", "-f", options.clockOffset, ...command] : command;
+      const worker = spawn(argv[0]!, argv.slice(1), {
         env: {
           ...process.env,
           DATABASE_URL: h.app.db.url,
           STEPWISE_WORKSPACE: h.workspace,
           STEPWISE_HEARTBEAT_MS: "200",
           STEPWISE_SHUTDOWN_GRACE_MS: "20000",
+          FAKETIME_DONT_FAKE_MONOTONIC: "1",
         },
         stdio: ["ignore", "pipe", "pipe"],
       });
@@ -246,5 +249,57 @@ describe("engine under database faults", () => {
       expect(worker.output()).toContain("exiting now");
       await h.caller.runs.cancel({ runId });
     }, 60_000);
+
+    const hasFaketime = (() => {
+      try {
+        execFileSync("faketime", ["-f", "+0", "true"]);
+        return true;
+      } catch {
+        return false;
+      }
+    })();
+
+    it.skipIf(!hasFaketime)(
+      "a worker whose clock is 10 minutes behind neither expires a gate early nor stamps events in the past",
+      async () => {
+        harness = await startHarness({ worker: false });
+        const h = harness;
+        startWorkerProcess(h, { clockOffset: "-10m" });
+        const plan = await h.caller.plans.createFromJson({
+          planJson: JSON.stringify({
+            goal: "gate on a late clock",
+            // The gate opens in the worker's transaction, after the step it depends on completes there.
+            steps: [
+              { id: "step_1", tool: "echo", args: { value: 1 } },
+              { id: "step_2", tool: "echo", args: { value: 2 }, approvalRequired: true, dependsOn: ["step_1"] },
+            ],
+          }),
+        });
+        const { runId } = await h.caller.plans.approve({
+          planId: plan.id,
+          version: plan.version,
+          approvalTimeoutSeconds: 60,
+          approvalWarningSeconds: 10,
+        });
+        await expect
+          .poll(async () => (await h.caller.runs.get({ runId })).steps[1]!.status, { timeout: 30_000 })
+          .toBe("awaiting_approval");
+        // Long enough for a wrongly computed (already past) expiry to have fired.
+        await new Promise((resolve) => setTimeout(resolve, 2_000));
+        const run = await h.caller.runs.get({ runId });
+        expect(run.steps[1]!.status).toBe("awaiting_approval");
+        const { db_now } = (await h.app.db.pool.query<{ db_now: Date }>("select now() as db_now")).rows[0]!;
+        const events = await readEvents(h.app.db.pool, runId, 0);
+        const requested = events.find((event) => event.type === "approval.requested")!;
+        const expiresAt = new Date((requested.data as { expiresAt: string }).expiresAt).getTime();
+        expect(expiresAt - db_now.getTime()).toBeGreaterThan(40_000);
+        expect(expiresAt - db_now.getTime()).toBeLessThan(70_000);
+        for (const event of events) {
+          expect(Math.abs(new Date(event.createdAt).getTime() - db_now.getTime())).toBeLessThan(60_000);
+        }
+        await h.caller.runs.cancel({ runId });
+      },
+      60_000,
+    );
   });
 });

@@ -17,15 +17,17 @@ export async function appendEvents(
   events: NewEvent[],
 ): Promise<StoredEvent[]> {
   if (events.length === 0) return [];
-  const bumped = await client.query<{ last_seq: number }>(
+  // Timestamps come from the database's clock (the transaction's start), not this process's:
+  // processes with skewed clocks still stamp one stream's events in order.
+  const bumped = await client.query<{ last_seq: number; now: Date | string }>(
     `insert into event_streams (id, last_seq) values ($1, $2)
      on conflict (id) do update set last_seq = event_streams.last_seq + $2
-     returning last_seq`,
+     returning last_seq, now() as now`,
     [stream.streamId, events.length],
   );
   const lastSeq = bumped.rows[0]!.last_seq;
   const firstSeq = lastSeq - events.length + 1;
-  const now = new Date().toISOString();
+  const now = new Date(bumped.rows[0]!.now).toISOString();
   const stored: StoredEvent[] = events.map((event, index) => ({
     streamId: stream.streamId,
     seq: firstSeq + index,
