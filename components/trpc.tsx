@@ -22,7 +22,8 @@ export function Providers({ children }: { children: ReactNode }) {
           condition: (op) => op.type === "subscription",
           // Server-sent events; on reconnect the link sends the last tracked id so the server resumes.
           true: httpSubscriptionLink({ url: "/api/trpc", transformer: superjson }),
-          false: httpBatchLink({ url: "/api/trpc", transformer: superjson }),
+          // The server refuses batches above 50 calls (app/api/trpc route).
+          false: httpBatchLink({ url: "/api/trpc", transformer: superjson, maxItems: 50 }),
         }),
       ],
     }),

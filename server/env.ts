@@ -17,6 +17,8 @@ export interface AppConfig {
   /** Run workers inside the web process. */
   inProcessWorker: boolean;
   accessToken: string | undefined;
+  /** The hostname users reach this server by, besides loopback names (behind a proxy, say). */
+  publicHost: string | undefined;
 }
 
 function intFromEnv(name: string, fallback: number): number {
@@ -41,5 +43,6 @@ export function readConfig(): AppConfig {
     workerConcurrency: intFromEnv("STEPWISE_WORKER_CONCURRENCY", 16),
     inProcessWorker: process.env.STEPWISE_IN_PROCESS_WORKER !== "0",
     accessToken: process.env.STEPWISE_ACCESS_TOKEN || undefined,
+    publicHost: process.env.STEPWISE_PUBLIC_HOST || undefined,
   };
 }

@@ -9,6 +9,7 @@ export type AppErrorCode =
   | "version_conflict"
   | "invalid_state"
   | "payload_too_large"
+  | "unauthorized"
   | "forbidden"
   | "provider_error";
 

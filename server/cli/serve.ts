@@ -8,6 +8,8 @@ import { createAppContext, installAppContext } from "../app-context";
 import { migrateDatabase, openDatabase } from "../db/bootstrap";
 import { takeOverShutdownSignals } from "../db/embedded";
 import { readConfig } from "../env";
+import { doorConfig, generateAccessToken } from "../http/door";
+import { behindDoor } from "../http/door-server";
 
 const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
 export const log = (line: string) => console.log(`[stepwise] ${line}`);
@@ -37,9 +39,12 @@ function onShutdown(stop: () => Promise<void>): void {
 
 export async function serve(dev: boolean): Promise<void> {
   const config = readConfig();
-  if (config.host !== "127.0.0.1" && config.host !== "localhost" && !config.accessToken) {
-    throw new Error(`Listening on ${config.host} needs STEPWISE_ACCESS_TOKEN to be set.`);
-  }
+  // Beyond loopback every request needs the token; when none is set, make one and say how to
+  // sign in, as Jupyter does.
+  const loopback = ["127.0.0.1", "localhost", "::1"].includes(config.host);
+  const generatedToken = !loopback && !config.accessToken ? generateAccessToken() : undefined;
+  const accessToken = config.accessToken ?? generatedToken;
+  const door = doorConfig({ host: config.host, publicHost: config.publicHost, accessToken });
   const database = await openDatabase(config, log);
   const contextPromise = createAppContext({
     databaseUrl: database.databaseUrl,
@@ -52,10 +57,14 @@ export async function serve(dev: boolean): Promise<void> {
   const app = next({ dev, dir: projectRoot, hostname: config.host, port: config.port });
   await app.prepare();
   const handle = app.getRequestHandler();
-  const server = createServer((req, res) => void handle(req, res));
+  const server = createServer(behindDoor((req, res) => void handle(req, res), door));
   await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
   log(`Database: ${database.embedded ? "embedded PostgreSQL" : "DATABASE_URL"}; workspace: ${config.workspaceDir}`);
   log(`Ready on http://${config.host}:${config.port}`);
+  if (generatedToken) {
+    const shown = config.publicHost ?? config.host;
+    log(`Access token generated for this run. Sign in at: http://${shown}:${config.port}/sign-in?token=${generatedToken}`);
+  }
   onShutdown(async () => {
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));

@@ -13,6 +13,7 @@ export const HTTP_STATUS: Record<AppErrorCode, number> = {
   version_conflict: 409,
   invalid_state: 412,
   payload_too_large: 413,
+  unauthorized: 401,
   forbidden: 403,
   provider_error: 502,
 };

@@ -1,12 +1,15 @@
+import { AppError } from "../errors";
 import type { Identity } from "../operations/identity";
+import { IDENTITY_HEADER, verifyIdentity } from "./door";
 
 /**
  * The identity the door proved for a request. Every route handler (tRPC, the HTTP API, MCP, the
- * operations endpoint) asks here and nowhere else; nothing behind the door reads identity from a
- * header a client could set.
- *
- * Until the door is in place every request is the local person.
+ * operations endpoint) asks here and nowhere else. The door deletes any identity header a client
+ * sent and sets its own, signed with a key only this process knows; a request that did not come
+ * through the door has none, and is refused rather than trusted.
  */
-export function identityOf(_request: Request): Identity {
-  return { kind: "person", name: "user" };
+export function identityOf(request: Request): Identity {
+  const identity = verifyIdentity(request.headers.get(IDENTITY_HEADER));
+  if (!identity) throw new AppError("unauthorized", "This request did not pass the server's door.");
+  return identity;
 }

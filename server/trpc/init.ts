@@ -42,6 +42,7 @@ const STATUS: Record<AppErrorCode, TRPCError["code"]> = {
   version_conflict: "CONFLICT",
   invalid_state: "PRECONDITION_FAILED",
   payload_too_large: "PAYLOAD_TOO_LARGE",
+  unauthorized: "UNAUTHORIZED",
   forbidden: "FORBIDDEN",
   provider_error: "BAD_GATEWAY",
 };

@@ -6,12 +6,16 @@ import { appRouter } from "@/server/trpc/root";
 
 export const dynamic = "force-dynamic";
 
+const MAX_BATCH_SIZE = 50;
+
 async function handler(req: Request) {
   const app = await getAppContext();
   return fetchRequestHandler({
     endpoint: "/api/trpc",
     req,
     router: appRouter,
+    // The browser's batch link sends a handful; a thousand-call batch is an attack, not a page.
+    maxBatchSize: MAX_BATCH_SIZE,
     createContext: () => createTrpcContext(app, identityOf(req)),
   });
 }

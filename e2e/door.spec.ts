@@ -1,0 +1,227 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import { chromium, expect, test, type APIRequestContext, type Browser } from "@playwright/test";
+
+/**
+ * The door, tried as an attacker would from a real browser: a DNS-rebinding page (a hostname that
+ * resolves to 127.0.0.1, so its requests reach Stepwise under the attacker's name) and a plain
+ * cross-site page both try to create and approve a plan with a shell step; then a second server
+ * with an access token shows every route kind needs it and the sign-in page grants it.
+ */
+
+const port = Number(process.env.E2E_PORT ?? 3210);
+const attackGoal = `attack ${Date.now()}`;
+const attackPlan = JSON.stringify({
+  goal: attackGoal,
+  steps: [{ id: "step_1", tool: "shell", args: { command: "touch /tmp/stepwise-pwned" } }],
+});
+
+/** A Chromium that resolves attacker.test to 127.0.0.1, as a rebound DNS name would. */
+async function rebindingBrowser(): Promise<Browser> {
+  const bundled = chromium.executablePath();
+  const executablePath =
+    bundled && fs.existsSync(bundled)
+      ? undefined
+      : ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((candidate) => fs.existsSync(candidate));
+  return chromium.launch({
+    executablePath,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--host-resolver-rules=MAP attacker.test 127.0.0.1",
+      // Chromium's own local-network protections would stop the page before it reaches the
+      // server; switch them off so the test shows what the server does on its own.
+      "--disable-features=LocalNetworkAccessChecks,PrivateNetworkAccessRespectPreflightResults,BlockInsecurePrivateNetworkRequests,PrivateNetworkAccessSendPreflights",
+    ],
+  });
+}
+
+async function plansWithGoal(request: APIRequestContext, goal: string): Promise<number> {
+  const response = await request.get(`/api/trpc/plans.list`);
+  expect(response.ok()).toBe(true);
+  return JSON.stringify(await response.json()).split(goal).length - 1;
+}
+
+/** What the attacker's page runs: create, then approve through every way a page can send a request. */
+const attackScript = (base: string, plan: string) => `
+  (async () => {
+    const results = [];
+    const send = async (path, body, init = {}) => {
+      try {
+        const response = await fetch("${base}" + path, { method: "POST", body, ...init });
+        results.push(path + " " + response.status);
+      } catch (error) {
+        results.push(path + " failed");
+      }
+    };
+    const create = JSON.stringify({ json: { goal: "x", planJson: ${JSON.stringify(plan)} } });
+    await send("/api/trpc/plans.createFromJson", create, { headers: { "content-type": "application/json" } });
+    await send("/api/trpc/plans.createFromJson", create, { mode: "no-cors", headers: { "content-type": "text/plain" } });
+    const form = document.createElement("form");
+    form.method = "POST";
+    form.action = "${base}/api/trpc/plans.createFromJson";
+    form.enctype = "text/plain";
+    const field = document.createElement("input");
+    field.name = '{"json":{"goal":"x","planJson":' + JSON.stringify(${JSON.stringify(plan)}) + ',"pad":"';
+    field.value = '"}}';
+    form.appendChild(field);
+    document.body.appendChild(form);
+    window.__results = results;
+    form.submit();
+  })();
+`;
+
+test("a DNS-rebinding page cannot create, approve or decide anything", async ({ request }) => {
+  const browser = await rebindingBrowser();
+  try {
+    const page = await browser.newPage();
+    const origin = `http://attacker.test:${port}`;
+    // The attacker's page itself; after "rebinding" its same-origin requests reach Stepwise.
+    await page.route(`${origin}/`, (route) =>
+      route.fulfill({ contentType: "text/html", body: "<!doctype html><title>cats</title><body>cats</body>" }),
+    );
+    await page.goto(`${origin}/`);
+    const status = await page.evaluate(async () => {
+      const response = await fetch("/api/trpc/plans.list");
+      return response.status;
+    });
+    expect(status).toBe(403);
+    await page.evaluate(attackScript("", attackPlan));
+    await page.waitForLoadState("load");
+    const approve = await page.evaluate(async () => {
+      const response = await fetch("/api/trpc/plans.approve", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ json: { planId: "00000000-0000-0000-0000-000000000000", version: 1 } }),
+      });
+      return response.status;
+    });
+    expect(approve).toBe(403);
+  } finally {
+    await browser.close();
+  }
+  expect(await plansWithGoal(request, attackGoal)).toBe(0);
+});
+
+test("a request from another site's page is refused for its Origin alone; the same request from here passes", async ({
+  request,
+}) => {
+  const goal = `origin check ${Date.now()}`;
+  const data = {
+    json: { planJson: JSON.stringify({ goal, steps: [{ id: "step_1", tool: "echo", args: { value: 1 } }] }) },
+  };
+  const foreign = await request.post("/api/trpc/plans.createFromJson", {
+    data,
+    headers: { origin: "http://attacker.test:9", "sec-fetch-site": "cross-site" },
+  });
+  expect(foreign.status()).toBe(403);
+  expect(foreign.headers()["content-type"]).toContain("application/problem+json");
+  const foreignNoFetchMetadata = await request.post("/api/trpc/plans.createFromJson", {
+    data,
+    headers: { origin: "http://attacker.test:9" },
+  });
+  expect(foreignNoFetchMetadata.status()).toBe(403);
+  expect(await plansWithGoal(request, goal)).toBe(0);
+  const local = await request.post("/api/trpc/plans.createFromJson", {
+    data,
+    headers: { origin: `http://127.0.0.1:${port}` },
+  });
+  expect(local.status()).toBe(200);
+  expect(await plansWithGoal(request, goal)).toBe(1);
+});
+
+test.describe("with an access token", () => {
+  const tokenPort = port + 2;
+  const token = "e2e-access-token-0123456789";
+  const base = `http://127.0.0.1:${tokenPort}`;
+  let server: ChildProcess | undefined;
+
+  test.beforeAll(async () => {
+    test.setTimeout(120_000);
+    server = spawn("npx", ["tsx", "e2e/serve-for-tests.ts"], {
+      env: { ...process.env, PORT: String(tokenPort), STEPWISE_ACCESS_TOKEN: token, NEXT_TELEMETRY_DISABLED: "1" },
+      stdio: "ignore",
+      detached: true,
+    });
+    const deadline = Date.now() + 110_000;
+    for (;;) {
+      const status = await fetch(`${base}/api/trpc/plans.list`).then(
+        (response) => response.status,
+        () => 0,
+      );
+      if (status === 401) break;
+      if (Date.now() > deadline) throw new Error(`the token server did not start (last status ${status})`);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  });
+
+  test.afterAll(async () => {
+    if (server?.pid) process.kill(-server.pid, "SIGTERM");
+    await new Promise((resolve) => server?.on("exit", resolve) ?? resolve(undefined));
+  });
+
+  test("every route kind refuses a request without the token and answers one with it", async () => {
+    const routes: { method: string; path: string; headers?: Record<string, string>; body?: string }[] = [
+      { method: "GET", path: "/api/trpc/plans.list" },
+      {
+        method: "POST",
+        path: "/api/trpc/plans.createFromJson",
+        body: JSON.stringify({ json: { planJson: attackPlan } }),
+        headers: { "content-type": "application/json" },
+      },
+      {
+        method: "GET",
+        path: "/api/trpc/runs.events?input=%7B%22json%22%3A%7B%22runId%22%3A%22x%22%7D%7D",
+        headers: { accept: "text/event-stream" },
+      },
+      { method: "GET", path: "/api/no-such-route" },
+    ];
+    for (const route of routes) {
+      const anonymous = await fetch(base + route.path, {
+        method: route.method,
+        headers: route.headers,
+        body: route.body,
+      });
+      expect(anonymous.status, `${route.method} ${route.path}`).toBe(401);
+      expect(anonymous.headers.get("content-type")).toContain("application/problem+json");
+      const wrong = await fetch(base + route.path, {
+        method: route.method,
+        headers: { ...route.headers, authorization: "Bearer not-the-token" },
+        body: route.body,
+      });
+      expect(wrong.status).toBe(401);
+    }
+    const withToken = await fetch(`${base}/api/trpc/plans.list`, { headers: { authorization: `Bearer ${token}` } });
+    expect(withToken.status).toBe(200);
+    // The plan posted without the token was not stored.
+    expect(JSON.stringify(await withToken.json())).not.toContain(attackGoal);
+    // A client-supplied identity header is not believed: still refused.
+    const forged = await fetch(`${base}/api/trpc/plans.list`, { headers: { "x-stepwise-identity": "e30.e30" } });
+    expect(forged.status).toBe(401);
+  });
+
+  test("a browser is sent to the sign-in page, a wrong token is refused, the right one opens the app", async ({
+    page,
+  }) => {
+    await page.goto(`${base}/runs`);
+    await expect(page).toHaveURL(`${base}/sign-in`);
+    await expect(page.getByRole("heading", { name: "Sign in to Stepwise" })).toBeVisible();
+    await page.getByLabel("Access token").fill("wrong");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect(page.getByRole("alert")).toContainText("not right");
+    await page.getByLabel("Access token").fill(token);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect(page).toHaveURL(`${base}/`);
+    const cookies = await page.context().cookies(base);
+    const session = cookies.find((cookie) => cookie.name === "stepwise_session")!;
+    expect(session.httpOnly).toBe(true);
+    expect(session.sameSite).toBe("Strict");
+    expect(session.value).not.toContain(token);
+    await page.goto(`${base}/runs`);
+    // The page's own tRPC calls pass with the cookie: the list loads.
+    await expect(page.getByRole("heading", { name: "Runs" })).toBeVisible();
+    await expect(page.getByText("No runs yet")).toBeVisible();
+    await expect(page).toHaveURL(`${base}/runs`);
+  });
+});

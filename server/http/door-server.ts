@@ -1,0 +1,101 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import {
+  decide,
+  IDENTITY_HEADER,
+  sessionCookie,
+  signIdentity,
+  tokenMatches,
+  type DoorConfig,
+  type DoorDecision,
+} from "./door";
+
+/** Bodies beyond this are refused before any route reads them (plans are far smaller). */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * Puts the door in front of a Node request handler (Next.js's): refusals answer problem+json,
+ * unauthenticated page requests get the sign-in page, and passing requests carry the signed
+ * identity header — any such header the client sent is removed first.
+ */
+export function behindDoor(handle: Handler, config: DoorConfig): Handler {
+  return (req, res) => {
+    delete req.headers[IDENTITY_HEADER];
+    const request = { method: req.method ?? "GET", url: req.url ?? "/", headers: req.headers };
+    const decision = decide(request, config);
+    if (decision.kind === "refuse") return refuse(res, decision);
+    if (decision.kind === "sign-in-page") return signIn(req, res, config);
+    if (decision.kind === "sign-in") {
+      res.writeHead(303, { location: "/sign-in" }).end();
+      return;
+    }
+    const length = Number(req.headers["content-length"] ?? 0);
+    if (length > MAX_BODY_BYTES) {
+      return refuse(res, {
+        kind: "refuse",
+        status: 413,
+        title: "Request too large",
+        detail: `Request bodies are limited to ${MAX_BODY_BYTES} bytes.`,
+      });
+    }
+    req.headers[IDENTITY_HEADER] = signIdentity(decision.identity);
+    handle(req, res);
+  };
+}
+
+function refuse(res: ServerResponse, decision: Extract<DoorDecision, { kind: "refuse" }>): void {
+  const body = JSON.stringify({
+    type: `https://stepwise.dev/problems/${decision.title.toLowerCase().replaceAll(" ", "-")}`,
+    title: decision.title,
+    status: decision.status,
+    detail: decision.detail,
+  });
+  res.writeHead(decision.status, { "content-type": "application/problem+json" }).end(body);
+}
+
+/** GET shows the form (or, with `?token=`, signs in as a login URL does); POST takes the form. */
+function signIn(req: IncomingMessage, res: ServerResponse, config: DoorConfig): void {
+  const token = config.accessToken;
+  if (!token) {
+    res.writeHead(303, { location: "/" }).end();
+    return;
+  }
+  const accept = (given: string | null | undefined) => {
+    if (given && tokenMatches(given, token)) {
+      res.writeHead(303, { location: "/", "set-cookie": sessionCookie(token) }).end();
+    } else {
+      page(res, 401, "That token is not right. Paste the token printed when Stepwise started.");
+    }
+  };
+  if (req.method === "POST") {
+    let body = "";
+    req.setEncoding("utf8");
+    req.on("data", (chunk: string) => {
+      body += chunk;
+      if (body.length > 10_000) req.destroy();
+    });
+    req.on("end", () => accept(new URLSearchParams(body).get("token")));
+    return;
+  }
+  const query = new URL(req.url ?? "/", "http://localhost").searchParams.get("token");
+  if (query !== null) return accept(query);
+  page(res, 200);
+}
+
+function page(res: ServerResponse, status: number, error?: string): void {
+  res.writeHead(status, { "content-type": "text/html; charset=utf-8", "cache-control": "no-store" })
+    .end(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Sign in — Stepwise</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{font:16px system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem;color:#1a1a1a}
+label{display:block;margin:1rem 0 .25rem;font-weight:600}input{width:100%;padding:.5rem;font:inherit;box-sizing:border-box}
+button{margin-top:1rem;padding:.5rem 1rem;font:inherit;background:#1d4ed8;color:#fff;border:0;border-radius:4px}
+p.error{color:#a40000}@media (prefers-color-scheme: dark){body{background:#111;color:#eee}p.error{color:#ff8080}}</style></head>
+<body><main><h1>Sign in to Stepwise</h1>
+<p>This server needs its access token (printed in the terminal where Stepwise started, or set as STEPWISE_ACCESS_TOKEN).</p>
+${error ? `<p class="error" role="alert">${error}</p>` : ""}
+<form method="post" action="/sign-in"><label for="token">Access token</label>
+<input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
+<button type="submit">Sign in</button></form></main></body></html>`);
+}

@@ -1,0 +1,94 @@
+import { describe, expect, it } from "vitest";
+import {
+  decide,
+  doorConfig,
+  IDENTITY_HEADER,
+  sessionValue,
+  signIdentity,
+  verifyIdentity,
+  type DoorRequest,
+} from "./door";
+
+const open = doorConfig({ host: "127.0.0.1" });
+const locked = doorConfig({ host: "0.0.0.0", publicHost: "stepwise.example", accessToken: "s3cret-token" });
+
+function request(overrides: Partial<DoorRequest> & { headers?: DoorRequest["headers"] } = {}): DoorRequest {
+  return {
+    method: "GET",
+    url: "/api/trpc/plans.list",
+    ...overrides,
+    headers: { host: "127.0.0.1:3000", ...overrides.headers },
+  };
+}
+
+describe("the door", () => {
+  it("refuses hosts other than loopback names and the public host: what a DNS-rebinding page sends", () => {
+    for (const host of ["attacker.test:3000", "127.0.0.1.nip.io:3000", "evil.localhost.attacker.test", ""]) {
+      expect(decide(request({ headers: { host } }), open)).toMatchObject({ kind: "refuse", status: 403 });
+    }
+    for (const host of ["127.0.0.1:3000", "localhost:3000", "[::1]:3000", "LOCALHOST"]) {
+      expect(decide(request({ headers: { host } }), open)).toMatchObject({ kind: "pass" });
+    }
+    expect(decide(request({ headers: { host: "stepwise.example" } }), open)).toMatchObject({ kind: "refuse" });
+    expect(
+      decide(request({ headers: { host: "stepwise.example", authorization: "Bearer s3cret-token" } }), locked),
+    ).toMatchObject({ kind: "pass" });
+  });
+
+  it("refuses state-changing requests from another origin or marked cross-site, and allows same-origin ones", () => {
+    const post = (headers: DoorRequest["headers"]) => decide(request({ method: "POST", headers }), open);
+    expect(post({ origin: "http://attacker.test:3000" })).toMatchObject({ kind: "refuse", status: 403 });
+    expect(post({ origin: "null" })).toMatchObject({ kind: "refuse", status: 403 });
+    expect(post({ origin: "http://127.0.0.1:3000", "sec-fetch-site": "cross-site" })).toMatchObject({
+      kind: "refuse",
+    });
+    expect(post({ origin: "http://127.0.0.1:3000", "sec-fetch-site": "same-origin" })).toMatchObject({ kind: "pass" });
+    expect(post({ origin: "http://localhost:3000" })).toMatchObject({ kind: "pass" });
+    // A non-browser client sends no Origin; on loopback without a token it is the local user.
+    expect(post({})).toMatchObject({ kind: "pass", identity: { kind: "person", name: "user" } });
+    // Reads from another site are refused too when the browser says so.
+    expect(
+      decide(request({ headers: { "sec-fetch-site": "cross-site", origin: "http://a.test" } }), open),
+    ).toMatchObject({ kind: "refuse" });
+  });
+
+  it("with a token, every route kind needs it as a bearer token or the session cookie", () => {
+    const host = "stepwise.example";
+    const kinds: DoorRequest[] = [
+      { method: "GET", url: "/", headers: { host, accept: "text/html" } },
+      { method: "GET", url: "/api/trpc/plans.list", headers: { host } },
+      { method: "POST", url: "/api/trpc/plans.approve", headers: { host } },
+      { method: "GET", url: "/api/trpc/runs.events?input=%7B%7D", headers: { host, accept: "text/event-stream" } },
+      { method: "POST", url: "/api/mcp", headers: { host } },
+    ];
+    for (const kind of kinds) {
+      const anonymous = decide(kind, locked);
+      expect(anonymous.kind).toBe(kind.headers.accept === "text/html" ? "sign-in" : "refuse");
+      expect(decide({ ...kind, headers: { ...kind.headers, authorization: "Bearer wrong" } }, locked).kind).not.toBe(
+        "pass",
+      );
+      expect(decide({ ...kind, headers: { ...kind.headers, authorization: "Bearer s3cret-token" } }, locked)).toEqual({
+        kind: "pass",
+        identity: { kind: "person", name: "owner" },
+      });
+      const cookie = `other=1; stepwise_session=${sessionValue("s3cret-token")}`;
+      expect(decide({ ...kind, headers: { ...kind.headers, cookie } }, locked).kind).toBe("pass");
+      // The raw token is not a valid cookie: the cookie holds a derived value.
+      expect(
+        decide({ ...kind, headers: { ...kind.headers, cookie: "stepwise_session=s3cret-token" } }, locked).kind,
+      ).not.toBe("pass");
+    }
+  });
+
+  it("signs the identity it hands to routes; a forged or altered header is not believed", () => {
+    const signed = signIdentity({ kind: "agent", name: "local agent" });
+    expect(verifyIdentity(signed)).toEqual({ kind: "agent", name: "local agent" });
+    const [body, mac] = signed.split(".");
+    const forgedBody = Buffer.from(JSON.stringify({ kind: "person", name: "owner" })).toString("base64url");
+    expect(verifyIdentity(`${forgedBody}.${mac}`)).toBeUndefined();
+    expect(verifyIdentity(`${body}.${mac!.slice(1)}`)).toBeUndefined();
+    expect(verifyIdentity(JSON.stringify({ kind: "person", name: "owner" }))).toBeUndefined();
+    expect(verifyIdentity(undefined)).toBeUndefined();
+    expect(IDENTITY_HEADER).toBe("x-stepwise-identity");
+  });
+});

@@ -1,0 +1,187 @@
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import type { Identity } from "../operations/identity";
+
+/**
+ * The one door in front of every HTTP route — pages, /api/trpc (queries, mutations and
+ * subscriptions) and every API added later. It runs in the Node server before Next.js sees the
+ * request, so no route can forget it. Three checks, in order:
+ *
+ * 1. Host: the Host header must name this server (a loopback name or the configured public host).
+ *    A DNS-rebinding page reaches 127.0.0.1 under its own hostname, so this refuses it.
+ * 2. Origin: a state-changing request that carries an Origin (every browser sends one on POST)
+ *    must come from an allowed host; `Sec-Fetch-Site: cross-site` is refused outright. Requests
+ *    without Origin are non-browser clients and face the same credential rule.
+ * 3. Credential: with an access token configured, every request presents it as
+ *    `Authorization: Bearer …` or as the session cookie the sign-in page sets. Without one
+ *    (loopback only), the caller is the local person: any local process is the user anyway.
+ *
+ * This module decides; `server/cli/serve.ts` applies the decision to Node's request/response.
+ */
+
+export interface DoorConfig {
+  /** Hostnames (no port) this server answers to. */
+  allowedHosts: ReadonlySet<string>;
+  /** The access token, when one is configured; compared in constant time. */
+  accessToken: string | undefined;
+}
+
+export interface DoorRequest {
+  method: string;
+  url: string;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export type DoorDecision =
+  | { kind: "pass"; identity: Identity }
+  | { kind: "refuse"; status: 400 | 401 | 403 | 413; title: string; detail: string }
+  /** An unauthenticated browser asking for a page: send it to the sign-in page. */
+  | { kind: "sign-in" }
+  /** The sign-in page itself: past the Host and Origin checks, before any credential. */
+  | { kind: "sign-in-page" };
+
+export const SESSION_COOKIE = "stepwise_session";
+const LOOPBACK = ["127.0.0.1", "localhost", "[::1]", "::1"];
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+export function doorConfig(options: { host: string; publicHost?: string; accessToken?: string }): DoorConfig {
+  const hosts = new Set(LOOPBACK);
+  for (const name of [options.host, options.publicHost]) {
+    if (name && name !== "0.0.0.0" && name !== "::") hosts.add(name.toLowerCase());
+  }
+  return { allowedHosts: hosts, accessToken: options.accessToken };
+}
+
+function header(request: DoorRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** `host[:port]` → hostname, lowercased; IPv6 literals keep their brackets. */
+export function hostnameOf(hostHeader: string): string {
+  const value = hostHeader.trim().toLowerCase();
+  if (value.startsWith("[")) return value.slice(0, value.indexOf("]") + 1);
+  return value.split(":")[0]!;
+}
+
+export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
+  const host = header(request, "host");
+  if (!host || !config.allowedHosts.has(hostnameOf(host))) {
+    // 403, not 421: browsers retry a 421 on a new connection and then report a network error.
+    return {
+      kind: "refuse",
+      status: 403,
+      title: "Unknown host",
+      detail: `This server does not answer to the host "${host ?? ""}". Use http://127.0.0.1 or the configured public host.`,
+    };
+  }
+  const origin = header(request, "origin");
+  const fetchSite = header(request, "sec-fetch-site");
+  const stateChanging = !SAFE_METHODS.has(request.method.toUpperCase());
+  if (stateChanging || origin !== undefined) {
+    if (fetchSite === "cross-site") {
+      return {
+        kind: "refuse",
+        status: 403,
+        title: "Cross-site request",
+        detail: "Requests from other sites are refused.",
+      };
+    }
+    if (stateChanging && origin !== undefined && !originAllowed(origin, config)) {
+      return {
+        kind: "refuse",
+        status: 403,
+        title: "Origin not allowed",
+        detail: `Requests from ${origin} may not change anything here.`,
+      };
+    }
+  }
+  if (request.url.split("?")[0] === "/sign-in") return { kind: "sign-in-page" };
+  if (!config.accessToken) return { kind: "pass", identity: { kind: "person", name: "user" } };
+  if (presentsToken(request, config.accessToken)) return { kind: "pass", identity: { kind: "person", name: "owner" } };
+  const wantsPage = request.method === "GET" && (header(request, "accept") ?? "").includes("text/html");
+  if (wantsPage) return { kind: "sign-in" };
+  return {
+    kind: "refuse",
+    status: 401,
+    title: "Sign-in required",
+    detail: "Present the access token as `Authorization: Bearer <token>`, or sign in at /sign-in.",
+  };
+}
+
+function originAllowed(origin: string, config: DoorConfig): boolean {
+  try {
+    const url = new URL(origin);
+    return (url.protocol === "http:" || url.protocol === "https:") && config.allowedHosts.has(hostnameOf(url.host));
+  } catch {
+    return false; // "null" (sandboxed frames, file://) and garbage
+  }
+}
+
+function sha256(value: string): Buffer {
+  return createHash("sha256").update(value).digest();
+}
+
+/** Equal-length digests, so the comparison takes the same time whatever the guess. */
+export function tokenMatches(candidate: string, token: string): boolean {
+  return timingSafeEqual(sha256(candidate), sha256(token));
+}
+
+/** The cookie holds a value derived from the token, never the token itself. */
+export function sessionValue(token: string): string {
+  return createHmac("sha256", token).update("stepwise session v1").digest("base64url");
+}
+
+function presentsToken(request: DoorRequest, token: string): boolean {
+  const authorization = header(request, "authorization");
+  if (authorization?.startsWith("Bearer ") && tokenMatches(authorization.slice(7).trim(), token)) return true;
+  const cookie = parseCookies(header(request, "cookie"))[SESSION_COOKIE];
+  return cookie !== undefined && tokenMatches(cookie, sessionValue(token));
+}
+
+export function parseCookies(header: string | undefined): Record<string, string> {
+  const cookies: Record<string, string> = {};
+  for (const part of header?.split(";") ?? []) {
+    const index = part.indexOf("=");
+    if (index > 0) cookies[part.slice(0, index).trim()] = part.slice(index + 1).trim();
+  }
+  return cookies;
+}
+
+export function sessionCookie(token: string): string {
+  return `${SESSION_COOKIE}=${sessionValue(token)}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${30 * 24 * 3600}`;
+}
+
+export function generateAccessToken(): string {
+  return randomBytes(24).toString("base64url");
+}
+
+/**
+ * The identity travels from the door to route handlers in a header the door sets after deleting
+ * any the client sent, signed with a key that exists only in this process: Next.js bundles route
+ * handlers apart from the server module, so the key is shared through globalThis, not an import.
+ */
+export const IDENTITY_HEADER = "x-stepwise-identity";
+const KEY = Symbol.for("stepwise.identityKey");
+type GlobalWithKey = typeof globalThis & { [KEY]?: Buffer };
+
+function identityKey(): Buffer {
+  const holder = globalThis as GlobalWithKey;
+  holder[KEY] ??= randomBytes(32);
+  return holder[KEY];
+}
+
+export function signIdentity(identity: Identity): string {
+  const body = Buffer.from(JSON.stringify(identity)).toString("base64url");
+  const mac = createHmac("sha256", identityKey()).update(body).digest("base64url");
+  return `${body}.${mac}`;
+}
+
+export function verifyIdentity(value: string | null | undefined): Identity | undefined {
+  if (!value) return undefined;
+  const [body, mac] = value.split(".");
+  if (!body || !mac) return undefined;
+  const expected = createHmac("sha256", identityKey()).update(body).digest();
+  const given = Buffer.from(mac, "base64url");
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+  return JSON.parse(Buffer.from(body, "base64url").toString()) as Identity;
+}
