@@ -84,6 +84,11 @@ describe("recovery actions on a failed step", () => {
         ],
       },
     });
+    // Gates only go up: the inserted write is gated whatever the action said, and waits for a person.
+    await expect
+      .poll(async () => (await harness.caller.runs.get({ runId })).steps.find((s) => s.stepId === "step_4")?.status)
+      .toBe("awaiting_approval");
+    await harness.caller.runs.decide({ runId, stepId: "step_4", approve: true });
     const run = await harness.waitForRun(runId, ["completed"]);
     expect(statuses(run)).toEqual({
       step_1: "completed",

@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { goodPlan, goodStep } from "../../tests/planner-fixtures";
+import { checkPlanDraft } from "../plans/validate";
 import { builtinRegistry } from "../tools/registry";
 import { planValidationFailed, runQualityGates } from "./gates";
 import { toPlanDraft } from "./llm-schemas";
@@ -31,7 +32,7 @@ describe("quality gates", () => {
     expect(await gates(goodPlan)).toMatchObject({ ok: true, issues: [] });
   });
 
-  it("report every seed 003 completeness problem and the destructive-step gate", async () => {
+  it("report every seed 003 completeness problem; a destructive step's lowered gate is raised, not reported", async () => {
     const result = await gates({
       steps: [
         goodStep("step_1", { contextHints: [], type: undefined, relevantFilePaths: ["missing.md", "out.txt"] }),
@@ -48,8 +49,19 @@ describe("quality gates", () => {
       ["missing_context_hints", "step_1"],
       ["missing_type", "step_1"],
       ["missing_file", "step_1"],
-      ["destructive_not_gated", "step_2"],
     ]);
+    // Gates only go up: the plan as stored gates the write whatever the author said.
+    expect(
+      checkPlanDraft(
+        {
+          goal: "g",
+          steps: [
+            goodStep("step_2", { tool: "write_file", args: { path: "o", content: "x" }, approvalRequired: false }),
+          ],
+        },
+        builtinRegistry,
+      ).plan?.steps[0]?.approvalRequired,
+    ).toBe(true);
     // out.txt does not exist yet, but step_2 writes it: not a missing file.
     expect(result.issues.find((issue) => issue.code === "missing_file")!.message).toContain("`missing.md`");
   });

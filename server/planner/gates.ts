@@ -2,18 +2,11 @@ import fs from "node:fs/promises";
 import type { PlanContent } from "../plans/schema";
 import { checkPlanDraft, type PlanIssue, type PlanIssueCode } from "../plans/validate";
 import type { ToolRegistry } from "../tools/registry";
-import { requiresApprovalByDefault } from "../tools/types";
 import { resolveInWorkspace } from "../tools/workspace-path";
 
 /** Seed 003's quality gates beyond the plan's structural validation. */
 export type GateCode =
-  | PlanIssueCode
-  | "destructive_not_gated"
-  | "missing_file"
-  | "missing_context_hints"
-  | "missing_type"
-  | "empty_plan"
-  | "judge";
+  PlanIssueCode | "missing_file" | "missing_context_hints" | "missing_type" | "empty_plan" | "judge";
 
 export interface GateIssue extends Omit<PlanIssue, "code"> {
   code: GateCode;
@@ -72,15 +65,6 @@ export async function runQualityGates(
   }
   for (const step of plan.steps) {
     const tool = options.tools.get(step.tool);
-    // requiresApprovalByDefault: a shell step whose command the parser proves read-only needs no gate.
-    if (tool?.destructive && requiresApprovalByDefault(tool, step.args) && !step.approvalRequired) {
-      issues.push({
-        code: "destructive_not_gated",
-        stepId: step.id,
-        path: ["approvalRequired"],
-        message: `${stepName(step)} uses the destructive tool ${step.tool} but does not require approval.`,
-      });
-    }
     if (step.contextHints.filter((hint) => hint.trim()).length === 0) {
       issues.push({
         code: "missing_context_hints",

@@ -336,6 +336,8 @@ export interface EditPlanInput {
   baseVersion: number;
   edit: PlanEdit;
   author: string;
+  /** Only a person may waive a gate; an agent's `approvalRequired: false` is raised to the default. */
+  authorIsPerson: boolean;
 }
 
 /**
@@ -389,7 +391,7 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
   const save = (
     draft: unknown,
     changeNote: string,
-    extra: { source?: Plan["source"]; restoresVersion?: number } = {},
+    extra: { source?: Plan["source"]; restoresVersion?: number; waivedGates?: string[] } = {},
   ) =>
     savePlanVersion(prisma, tools, {
       planId: input.planId,
@@ -399,6 +401,7 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
       author: input.author,
       changeNote,
       ...(extra.restoresVersion !== undefined && { restoresVersion: extra.restoresVersion }),
+      ...(extra.waivedGates && { waivedGates: extra.waivedGates }),
     });
 
   try {
@@ -425,7 +428,11 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
       return await save({ goal: base.goal, ...imported, steps }, "Imported from JSON", { source: "import" });
     }
     const { draft, changeNote } = applyPlanEdit(base, edit, row.lastStepNumber);
-    return await save(draft, changeNote);
+    const waiver =
+      input.authorIsPerson && edit.kind === "updateStep" && edit.changes.approvalRequired === false
+        ? [edit.stepId]
+        : [];
+    return await save(draft, changeNote, { waivedGates: waiver });
   } catch (error) {
     throw explainRefusal(error);
   }

@@ -318,7 +318,16 @@ describe("normalizePlan", () => {
     expect(ref).toMatchObject({ approvalRequired: true, risk: "high" });
   });
 
-  it("keeps what the author set explicitly", () => {
+  it("lets an author raise a gate but never lower a tool's default one", () => {
+    const [echo, write, shell] = normalize([
+      { id: "e", tool: "echo", args: { value: 1 }, approvalRequired: true },
+      { id: "w", tool: "write_file", args: { path: "a", content: "b" }, approvalRequired: false },
+      { id: "s", tool: "shell", args: { command: "rm -rf build" }, approvalRequired: false },
+    ]).steps;
+    expect([echo!.approvalRequired, write!.approvalRequired, shell!.approvalRequired]).toEqual([true, true, true]);
+  });
+
+  it("keeps what the author set explicitly, except a lowered gate", () => {
     const [w] = normalize([
       {
         id: "w",
@@ -331,7 +340,7 @@ describe("normalizePlan", () => {
       },
     ]).steps;
     expect(w).toMatchObject({
-      approvalRequired: false,
+      approvalRequired: true,
       risk: "low",
       timeoutSeconds: 5,
       capability: "custom",

@@ -261,7 +261,9 @@ export function normalizePlan(draft: ParsedPlanDraft, registry: ToolRegistry): P
       tool: step.tool,
       args: step.args,
       dependsOn: [...new Set(step.dependsOn)],
-      approvalRequired: step.approvalRequired ?? (tool ? requiresApprovalByDefault(tool, step.args) : false),
+      // Gates only go up: an author may add one, never lower the tool's default. A person's waiver
+      // in the review page is the one exception (see savePlanVersion).
+      approvalRequired: step.approvalRequired === true || (tool ? requiresApprovalByDefault(tool, step.args) : false),
       capability: step.capability ?? tool?.capability ?? "unknown",
       capabilityLabel: step.capabilityLabel ?? tool?.capabilityLabel ?? "Unknown capability",
       labels: step.labels,

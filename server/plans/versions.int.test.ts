@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { readPlanEvents } from "../events/store";
+import { createTrpcContext } from "../trpc/init";
+import { createCaller } from "../trpc/root";
 import { listPlanVersions, renumberNewSteps, savePlanVersion } from "./versions";
 
 let harness: Harness;
@@ -137,14 +139,54 @@ describe("gates on edited arguments", () => {
       changeNote: "args",
     });
     expect(edited.steps[0]!.approvalRequired).toBe(true);
-    const ungated = await savePlanVersion(prisma, harness.app.tools, {
+    // Without a person's waiver (an agent, an import, the API) the lowered gate is raised again.
+    const notWaived = await savePlanVersion(prisma, harness.app.tools, {
       planId: plan.id,
       baseVersion: 2,
       draft: { ...edited, steps: [{ ...edited.steps[0]!, approvalRequired: false }] },
       source: "manual",
-      author: "tester",
-      changeNote: "I accept the risk",
+      author: "an agent",
+      changeNote: "lower it",
     });
-    expect(ungated.steps[0]!.approvalRequired).toBe(false);
+    expect(notWaived.steps[0]!.approvalRequired).toBe(true);
+    // A person's explicit edit in the review page waives it, audited on that version.
+    const waived = await harness.caller.plans.edit({
+      planId: plan.id,
+      baseVersion: 3,
+      edit: { kind: "updateStep", stepId: "step_1", changes: { approvalRequired: false } },
+    });
+    expect(waived.plan.steps[0]!.approvalRequired).toBe(false);
+    const audit = await prisma.auditEntry.findMany({ where: { planId: plan.id, action: "gate.waived" } });
+    expect(audit.map((entry) => [entry.actor, entry.planVersion, entry.stepId])).toEqual([["tester", 4, "step_1"]]);
+    // Later edits keep the waiver while the step is unchanged; new arguments need a new one.
+    const renamed = await harness.caller.plans.edit({
+      planId: plan.id,
+      baseVersion: 4,
+      edit: { kind: "updateStep", stepId: "step_1", changes: { description: "clean" } },
+    });
+    expect(renamed.plan.steps[0]!.approvalRequired).toBe(false);
+    const rearmed = await harness.caller.plans.edit({
+      planId: plan.id,
+      baseVersion: 5,
+      edit: { kind: "updateStep", stepId: "step_1", changes: { args: { command: "rm -rf dist" } } },
+    });
+    expect(rearmed.plan.steps[0]!.approvalRequired).toBe(true);
+  });
+
+  it("an agent's edit cannot waive a gate", async () => {
+    const plan = await harness.caller.plans.createFromJson({
+      planJson: JSON.stringify({
+        goal: "write",
+        steps: [{ id: "step_1", tool: "write_file", args: { path: "a.txt", content: "a" } }],
+      }),
+    });
+    const agent = createCaller(createTrpcContext(harness.app, { kind: "agent", name: "local agent" }));
+    const edited = await agent.plans.edit({
+      planId: plan.id,
+      baseVersion: 1,
+      edit: { kind: "updateStep", stepId: "step_1", changes: { approvalRequired: false } },
+    });
+    expect(edited.plan.steps[0]!.approvalRequired).toBe(true);
+    expect(await harness.app.db.prisma.auditEntry.count({ where: { planId: plan.id, action: "gate.waived" } })).toBe(0);
   });
 });

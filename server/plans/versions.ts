@@ -26,6 +26,11 @@ export interface SavePlanVersionInput {
   changeNote: string;
   /** Set by undo: the version whose content this restores, so its step ids may come back. */
   restoresVersion?: number;
+  /**
+   * Steps whose default gate a person turns off in this change. Only a person in the review page
+   * may waive a gate; every other source's `approvalRequired: false` is raised to the default.
+   */
+  waivedGates?: string[];
   model?: string;
   usage?: { inputTokens: number; outputTokens: number };
 }
@@ -57,7 +62,7 @@ export async function savePlanVersion(
       select: { steps: true, traceId: true },
     });
     if (!base) throw new AppError("not_found", `Plan ${input.planId} has no version ${input.baseVersion}`);
-    gateNewlyDestructiveArgs(base.steps as unknown as Step[], content.steps, tools);
+    const waived = keepWaivedGates(base.steps as unknown as Step[], content.steps, input);
     const restored =
       input.restoresVersion === undefined
         ? null
@@ -80,6 +85,11 @@ export async function savePlanVersion(
     await db.planVersion.create({
       data: planVersionRow(input.planId, version, content, { ...input, traceId: base.traceId }),
     });
+    for (const stepId of waived) {
+      await db.auditEntry.create({
+        data: { actor: input.author, action: "gate.waived", planId: input.planId, planVersion: version, stepId },
+      });
+    }
     await db.auditEntry.create({
       data: {
         actor: input.author,
@@ -99,20 +109,37 @@ export async function savePlanVersion(
 }
 
 /**
- * Editing only a step's arguments keeps the gate it had — forms send every field back, so an
- * unchanged "approval required: no" is not a decision. When the new arguments make the step need
- * approval by its tool's rule (a read-only `ls` edited into `rm -rf build`), the step is gated. A
- * gate is removed only by an edit that turns an existing one off.
+ * Normalising raised every gate to its tool's default (gates only go up). A gate stays off only
+ * where a person turns it off now (`waivedGates`, audited as `gate.waived` on this version) or
+ * where it was already off for the same tool and arguments in the base version — forms send every
+ * field back, so an unchanged "approval required: no" is not a new decision; but new arguments
+ * (a read-only `ls` edited into `rm -rf build`) need a new waiver. Returns the newly waived steps.
  */
-function gateNewlyDestructiveArgs(baseSteps: Step[], steps: Step[], tools: ToolRegistry): void {
+function keepWaivedGates(baseSteps: Step[], steps: Step[], input: SavePlanVersionInput): string[] {
+  const drafted = new Map(
+    ((input.draft as { steps?: { id?: unknown; approvalRequired?: unknown }[] }).steps ?? []).map((step) => [
+      step.id,
+      step.approvalRequired,
+    ]),
+  );
   const before = new Map(baseSteps.map((step) => [step.id, step]));
+  const waived: string[] = [];
   for (const step of steps) {
+    if (!step.approvalRequired || drafted.get(step.id) !== false) continue;
     const old = before.get(step.id);
-    if (!old || old.tool !== step.tool || step.approvalRequired || old.approvalRequired) continue;
-    if (JSON.stringify(old.args) === JSON.stringify(step.args)) continue;
-    const tool = tools.get(step.tool);
-    if (tool && requiresApprovalByDefault(tool, step.args)) step.approvalRequired = true;
+    const alreadyWaived =
+      old !== undefined &&
+      !old.approvalRequired &&
+      old.tool === step.tool &&
+      JSON.stringify(old.args) === JSON.stringify(step.args);
+    if (input.waivedGates?.includes(step.id)) {
+      step.approvalRequired = false;
+      if (!alreadyWaived) waived.push(step.id);
+    } else if (alreadyWaived) {
+      step.approvalRequired = false;
+    }
   }
+  return waived;
 }
 
 /** `step_N` ids in `next` that name no step of the base version yet were handed out before. */

@@ -82,7 +82,11 @@ export const plansRouter = router({
   edit: publicProcedure
     .input(z.object({ planId, baseVersion: version, edit: planEditSchema }))
     .mutation(async ({ ctx, input }) => {
-      const plan = await editPlan(ctx.app.db.prisma, ctx.app.tools, { ...input, author: ctx.actor });
+      const plan = await editPlan(ctx.app.db.prisma, ctx.app.tools, {
+        ...input,
+        author: ctx.actor,
+        authorIsPerson: ctx.identity.kind === "person",
+      });
       return { plan, issues: [] as ReturnType<typeof checkPlanDraft>["issues"] };
     }),
 
