@@ -1,3 +1,4 @@
+import { redactUrl } from "../redact";
 import { AppError } from "../errors";
 
 /**
@@ -189,19 +190,6 @@ export const CONFIGURATION_HELP = [
 ] as const;
 
 /** Removes credentials that may sit in a URL's user-info before showing it. */
-function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.username || parsed.password) {
-      parsed.username = "";
-      parsed.password = "";
-    }
-    return parsed.toString().replace(/\/$/, "");
-  } catch {
-    return "(not a valid URL)";
-  }
-}
-
 export interface PublicPlannerConfig {
   configured: boolean;
   providers: { kind: ProviderKind; label: string; baseUrl: string | null; keySet: boolean; models: string[] }[];

@@ -64,7 +64,6 @@ export async function runQualityGates(
     if (tool && !tool.readOnly && typeof target === "string") written.add(normalise(target));
   }
   for (const step of plan.steps) {
-    const tool = options.tools.get(step.tool);
     if (step.contextHints.filter((hint) => hint.trim()).length === 0) {
       issues.push({
         code: "missing_context_hints",

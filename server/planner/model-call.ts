@@ -1,3 +1,4 @@
+import { redactSecrets } from "../redact";
 import { randomBytes } from "node:crypto";
 import { APICallError } from "@ai-sdk/provider";
 import { SpanStatusCode, trace } from "@opentelemetry/api";
@@ -38,7 +39,8 @@ export class PlanningCancelled extends Error {
 
 function providerError(kind: ProviderFailureKind, message: string, status?: number): AppError {
   const retryable = kind !== "auth";
-  return new AppError("provider_error", message, {
+  // Provider errors echo the URL they called, query string and all.
+  return new AppError("provider_error", redactSecrets(message), {
     kind,
     retryable,
     ...(status && { status }),

@@ -1,3 +1,4 @@
+import { redactSecrets } from "../redact";
 import { randomUUID } from "node:crypto";
 import { AppError, isAppError } from "../errors";
 import { appendEvents } from "../events/store";
@@ -479,14 +480,16 @@ async function runSession(deps: PlannerDeps, sessionId: string): Promise<void> {
       ? {
           status: "error",
           error_type: "provider_error",
-          message: error.message,
+          message: redactSecrets(error.message),
           kind: ((error.details as { kind?: string } | undefined)?.kind ?? error.code) as string,
           retryable: (error.details as { retryable?: boolean } | undefined)?.retryable ?? true,
         }
       : {
           status: "error",
           error_type: "internal",
-          message: `Planning stopped on an internal error: ${error instanceof Error ? error.message : String(error)}`,
+          message: redactSecrets(
+            `Planning stopped on an internal error: ${error instanceof Error ? error.message : String(error)}`,
+          ),
           retryable: true,
         };
     await finish(deps, session, "failed", { failure }, { type: "planning.failed", data: { ...failure } });

@@ -1,3 +1,4 @@
+import { findUnsafeInput } from "../safe-input";
 import type { z } from "zod";
 import type { ToolRegistry } from "../tools/registry";
 import { requiresApprovalByDefault, type AnyTool } from "../tools/types";
@@ -299,6 +300,8 @@ export type DraftCheck =
 
 /** Parses an untrusted draft and validates it: the single entry point for every interface. */
 export function checkPlanDraft(input: unknown, registry: ToolRegistry): DraftCheck {
+  const unsafe = findUnsafeInput(input);
+  if (unsafe) return { ok: false, issues: [{ code: "schema", path: unsafe.path.split("."), message: unsafe.message }] };
   const parsed = planDraftSchema.safeParse(input);
   if (!parsed.success) return { ok: false, issues: schemaIssues(parsed.error, input) };
   const plan = normalizePlan(parsed.data, registry);

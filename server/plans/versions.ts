@@ -3,7 +3,6 @@ import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { PrismaClient } from "../generated/prisma/client";
 import type { ToolRegistry } from "../tools/registry";
-import { requiresApprovalByDefault } from "../tools/types";
 import { findReferences } from "./references";
 import type { Plan, PlanSource, Step } from "./schema";
 import { getPlan, highestStepNumber, planVersionRow } from "./service";
