@@ -49,8 +49,10 @@ export const gitDiffTool = defineTool({
       ...pathspecs,
     ];
     const options = { cwd: repository.cwd, signal: context.signal, readOnly: true };
-    const numstat = await runGit(["diff", "--numstat", "-z", "-M", ...common], options);
-    const patch = await runGit(["diff", `-U${input.contextLines}`, "-M", ...common], options);
+    // The plain diff: no external diff program, no textconv (see git-hardening.ts).
+    const plain = ["--no-ext-diff", "--no-textconv"];
+    const numstat = await runGit(["diff", ...plain, "--numstat", "-z", "-M", ...common], options);
+    const patch = await runGit(["diff", ...plain, `-U${input.contextLines}`, "-M", ...common], options);
     return { files: parseNumstat(numstat.stdout), diff: patch.stdout, truncated: patch.truncated };
   },
 });

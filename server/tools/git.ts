@@ -2,6 +2,8 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import { z } from "zod";
 import { AppError } from "../errors";
+import { asConfigArgs, gitOverrides, HARDENED_GIT_ENV } from "./git-hardening";
+import { shellEnvironment } from "./shell";
 import { resolveInWorkspace } from "./workspace-path";
 
 /** Characters of git output kept; beyond this the output is cut and `truncated` set. */
@@ -50,17 +52,20 @@ export class GitCommandError extends Error {
  * Runs git with an argument array (never through a shell), with pathspecs taken literally so a
  * path like `:(top)` cannot widen the scope beyond the workspace.
  */
-export function runGit(args: string[], options: GitOptions): Promise<GitOutput> {
+export async function runGit(args: string[], options: GitOptions): Promise<GitOutput> {
   options.signal.throwIfAborted();
+  // The server's environment without its secrets, and the repository's programs disarmed.
+  const baseEnv = shellEnvironment(process.env) as NodeJS.ProcessEnv;
+  const overrides = await gitOverrides(options.cwd, baseEnv);
   return new Promise<GitOutput>((resolve, reject) => {
-    const child = spawn("git", ["--literal-pathspecs", "--no-pager", ...args], {
+    const child = spawn("git", ["--literal-pathspecs", "--no-pager", ...asConfigArgs(overrides), ...args], {
       cwd: options.cwd,
       signal: options.signal,
       stdio: ["ignore", "pipe", "pipe"],
       env: {
-        ...process.env,
+        ...baseEnv,
         ...options.env,
-        GIT_TERMINAL_PROMPT: "0",
+        ...HARDENED_GIT_ENV,
         LC_ALL: "C",
         ...(options.readOnly && { GIT_OPTIONAL_LOCKS: "0" }),
       },

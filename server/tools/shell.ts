@@ -3,6 +3,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import { AppError } from "../errors";
+import { asConfigEnv, gitOverrides } from "./git-hardening";
 import { isReadOnlyCommand } from "./shell-read-only";
 import { defineTool, type ToolContext } from "./types";
 import { resolveInWorkspace } from "./workspace-path";
@@ -76,7 +77,9 @@ export const shellTool = defineTool({
     const cwd = await resolveInWorkspace(context.workspaceRoot, input.cwd);
     const stat = await fs.stat(cwd).catch(() => undefined);
     if (!stat?.isDirectory()) throw new AppError("invalid_input", `Not a directory in the workspace: ${input.cwd}`);
-    const result = await runShell(input.command, cwd, context);
+    // Any git the command starts ignores programs the workspace's git configuration names.
+    const gitEnv = asConfigEnv(await gitOverrides(cwd, shellEnvironment(process.env) as NodeJS.ProcessEnv));
+    const result = await runShell(input.command, cwd, context, gitEnv);
     if (result.exitCode !== 0 && !input.allowFailure) {
       const how = result.exitCode === null ? `was killed by ${result.signal}` : `exited with code ${result.exitCode}`;
       const tail = lastLines(result.stderr || result.stdout, 5);
@@ -90,12 +93,17 @@ export const shellTool = defineTool({
  * Runs `bash -c` in its own process group, so that on abort (timeout, cancellation) the whole
  * group — pipelines, children, grandchildren — is terminated, not only the shell.
  */
-export function runShell(command: string, cwd: string, context: ToolContext): Promise<ShellResult> {
+export function runShell(
+  command: string,
+  cwd: string,
+  context: ToolContext,
+  extraEnv: Record<string, string> = {},
+): Promise<ShellResult> {
   context.signal.throwIfAborted();
   return new Promise<ShellResult>((resolve, reject) => {
     const child = spawn("bash", ["--noprofile", "--norc", "-c", command], {
       cwd,
-      env: shellEnvironment(process.env) as NodeJS.ProcessEnv,
+      env: { ...shellEnvironment(process.env), ...extraEnv } as NodeJS.ProcessEnv,
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,
     });
