@@ -63,7 +63,9 @@ export async function serve(dev: boolean): Promise<void> {
   log(`Ready on http://${config.host}:${config.port}`);
   if (generatedToken) {
     const shown = config.publicHost ?? config.host;
-    log(`Access token generated for this run. Sign in at: http://${shown}:${config.port}/sign-in?token=${generatedToken}`);
+    log(
+      `Access token generated for this run. Sign in at: http://${shown}:${config.port}/sign-in?token=${generatedToken}`,
+    );
   }
   onShutdown(async () => {
     server.closeAllConnections();
