@@ -6,7 +6,7 @@ import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
 import { createAppContext, installAppContext } from "../app-context";
 import { migrateDatabase, openDatabase } from "../db/bootstrap";
-import { takeOverShutdownSignals } from "../db/embedded";
+import { assertNoOtherStepwise, takeOverShutdownSignals } from "../db/embedded";
 import { readConfig } from "../env";
 
 const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
@@ -36,6 +36,10 @@ export async function serve(dev: boolean): Promise<void> {
   if (config.host !== "127.0.0.1" && config.host !== "localhost" && !config.accessToken) {
     throw new Error(`Listening on ${config.host} needs STEPWISE_ACCESS_TOKEN to be set.`);
   }
+  // Fail before starting anything when another Stepwise holds the data folder or the web port
+  // is taken, so nothing is left running.
+  if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
+  await assertPortFree(config.port, config.host);
   const database = await openDatabase(config, log);
   const contextPromise = createAppContext({
     databaseUrl: database.databaseUrl,
@@ -49,7 +53,18 @@ export async function serve(dev: boolean): Promise<void> {
   await app.prepare();
   const handle = app.getRequestHandler();
   const server = createServer((req, res) => void handle(req, res));
-  await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(config.port, config.host, resolve);
+    });
+  } catch (error) {
+    // Taken since the check: stop what this process started instead of hanging with it running.
+    await app.close?.();
+    await context.close();
+    await database.stop();
+    throw portError(error, config.port);
+  }
   log(`Database: ${database.embedded ? "embedded PostgreSQL" : "DATABASE_URL"}; workspace: ${config.workspaceDir}`);
   log(`Ready on http://${config.host}:${config.port}`);
   onShutdown(async () => {
@@ -61,8 +76,30 @@ export async function serve(dev: boolean): Promise<void> {
   });
 }
 
+function portError(error: unknown, port: number): Error {
+  if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
+    return new Error(`Port ${port} is in use; set PORT to another port (e.g. PORT=3001 npm start)`);
+  }
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+async function assertPortFree(port: number, host: string): Promise<void> {
+  const probe = createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      probe.once("error", reject);
+      probe.listen(port, host, resolve);
+    });
+  } catch (error) {
+    throw portError(error, port);
+  } finally {
+    await new Promise((resolve) => probe.close(resolve));
+  }
+}
+
 export async function worker(): Promise<void> {
   const config = readConfig();
+  if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
   const database = await openDatabase(config, log);
   const context = await createAppContext({
     databaseUrl: database.databaseUrl,
