@@ -2,6 +2,7 @@
  * The long-running commands: `serve` (database, app context, Next.js), `worker` (steps only) and
  * `migrate`. Each owns its process: it starts what it needs and stops it in order on a signal.
  */
+import fs from "node:fs/promises";
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
 import { createAppContext, installAppContext } from "../app-context";
@@ -40,6 +41,7 @@ export async function serve(dev: boolean): Promise<void> {
   // is taken, so nothing is left running.
   if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
   await assertPortFree(config.port, config.host);
+  await fs.mkdir(config.workspaceDir, { recursive: true });
   const database = await openDatabase(config, log);
   const contextPromise = createAppContext({
     databaseUrl: database.databaseUrl,
@@ -100,6 +102,7 @@ async function assertPortFree(port: number, host: string): Promise<void> {
 export async function worker(): Promise<void> {
   const config = readConfig();
   if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
+  await fs.mkdir(config.workspaceDir, { recursive: true });
   const database = await openDatabase(config, log);
   const context = await createAppContext({
     databaseUrl: database.databaseUrl,
