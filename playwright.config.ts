@@ -41,7 +41,10 @@ export default defineConfig({
   },
   projects: [{ name: "chromium", use: { browserName: "chromium" } }],
   webServer: {
-    command: `npx tsx e2e/serve-for-tests.ts`,
+    // Run directly (no npx wrapper) and stop with SIGTERM, so serve-for-tests can stop the server
+    // and its embedded PostgreSQL and remove its temporary folders; the default is a SIGKILL.
+    command: `node --import tsx e2e/serve-for-tests.ts`,
+    gracefulShutdown: { signal: "SIGTERM", timeout: 30_000 },
     url: `http://127.0.0.1:${port}/api/trpc/plans.list`,
     env: {
       PORT: String(port),

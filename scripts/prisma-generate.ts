@@ -12,8 +12,6 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const cli = fileURLToPath(new URL("../node_modules/prisma/build/index.js", import.meta.url));
 
 if (!existsSync(cli)) {
-  // An install without dev dependencies has no Prisma CLI; the client then comes with the build.
-  if (process.env.npm_lifecycle_event === "postinstall") process.exit(0);
   console.error(`prisma CLI not found at ${cli}; run npm install first`);
   process.exit(1);
 }

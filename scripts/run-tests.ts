@@ -3,7 +3,7 @@
  * integration tests on PostgreSQL (embedded, and the local PostgreSQL service too when it
  * answers), a production build, and browser tests. Ends with one "N passed, N failed" line.
  */
-import { spawnSync } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
@@ -13,15 +13,64 @@ const results = { passed: 0, failed: 0, skipped: 0 };
 const reportDir = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-test-report-"));
 const failedStages: string[] = [];
 
-function run(stage: string, command: string, args: string[], env: Record<string, string> = {}): boolean {
+let current: ChildProcess | undefined;
+let interrupted: NodeJS.Signals | undefined;
+
+/**
+ * Runs one stage as a child in its own process group, so an interrupt can stop the stage and
+ * everything it started (servers, embedded PostgreSQL) rather than only a wrapper.
+ */
+async function run(stage: string, command: string, args: string[], env: Record<string, string> = {}): Promise<boolean> {
+  if (interrupted) return false;
   console.log(`\n▶ ${stage}: ${command} ${args.join(" ")}`);
-  const result = spawnSync(command, args, {
+  const child = spawn(command, args, {
     stdio: "inherit",
+    detached: true,
     env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1", ...env },
   });
-  const ok = result.status === 0;
-  if (!ok) failedStages.push(stage);
+  current = child;
+  const code = await new Promise<number | null>((resolve) => {
+    child.on("exit", (exitCode) => resolve(exitCode));
+    child.on("error", () => resolve(null));
+  });
+  current = undefined;
+  const ok = code === 0 && !interrupted;
+  if (!ok) failedStages.push(interrupted ? `${stage} (interrupted)` : stage);
   return ok;
+}
+
+function onInterrupt(signal: NodeJS.Signals): void {
+  if (interrupted) return;
+  interrupted = signal;
+  console.log(`\n${signal}: stopping the running stage…`);
+  // SIGTERM to the stage's whole process group: Playwright then stops its web server in order.
+  if (current?.pid) {
+    try {
+      process.kill(-current.pid, "SIGTERM");
+    } catch {
+      // already gone
+    }
+  }
+}
+
+/**
+ * Playwright's own Chromium where it can be installed, else the system one the config falls
+ * back to; otherwise the exact thing to install.
+ */
+async function ensureChromium(): Promise<boolean> {
+  const { chromium } = await import("@playwright/test");
+  const hasSystem = () => ["/usr/bin/chromium", "/usr/bin/chromium-browser"].some((file) => fs.existsSync(file));
+  if (fs.existsSync(chromium.executablePath()) || hasSystem()) return true;
+  console.log("\nChromium for the browser tests is missing; installing Playwright's Chromium…");
+  const install = spawnSync("npx", ["playwright", "install", "chromium"], { stdio: "inherit" });
+  if (install.status === 0 && fs.existsSync(chromium.executablePath())) return true;
+  console.log(
+    "\nCould not install Chromium. Install it, then run npm test again:\n" +
+      "  sudo apt-get install chromium        (Debian/Ubuntu; used from /usr/bin/chromium)\n" +
+      "  or: npx playwright install --with-deps chromium",
+  );
+  failedStages.push("browser tests (no Chromium)");
+  return false;
 }
 
 function countVitest(file: string) {
@@ -46,9 +95,9 @@ function countPlaywright(file: string) {
   results.skipped += report.stats.skipped;
 }
 
-function vitest(stage: string, project: string, env: Record<string, string> = {}) {
+async function vitest(stage: string, project: string, env: Record<string, string> = {}) {
   const out = path.join(reportDir, `${stage.replace(/\W+/g, "-")}.json`);
-  run(
+  await run(
     stage,
     "npx",
     ["vitest", "run", "--project", project, "--reporter=default", "--reporter=json", `--outputFile.json=${out}`],
@@ -67,19 +116,23 @@ function portAnswers(port: number, host = "127.0.0.1"): Promise<boolean> {
 }
 
 async function main() {
-  run("generate", "npx", ["tsx", "scripts/prisma-generate.ts"]);
-  run("typecheck", "npx", ["tsc", "--noEmit"]);
-  run("lint", "npx", ["eslint", "."]);
-  vitest("unit", "unit");
-  vitest("integration (embedded PostgreSQL)", "integration", { DATABASE_URL: process.env.DATABASE_URL ?? "" });
+  process.on("SIGINT", () => onInterrupt("SIGINT"));
+  process.on("SIGTERM", () => onInterrupt("SIGTERM"));
+  await run("generate", "npx", ["tsx", "scripts/prisma-generate.ts"]);
+  await run("typecheck", "npx", ["tsc", "--noEmit"]);
+  await run("lint", "npx", ["eslint", "."]);
+  await vitest("unit", "unit");
+  await vitest("integration (embedded PostgreSQL)", "integration", { DATABASE_URL: process.env.DATABASE_URL ?? "" });
   if (!process.env.DATABASE_URL && (await portAnswers(5432))) {
-    vitest("integration (PostgreSQL service on 127.0.0.1:5432)", "integration", {
+    await vitest("integration (PostgreSQL service on 127.0.0.1:5432)", "integration", {
       DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/postgres",
     });
   }
-  if (run("build", "npx", ["next", "build"])) {
+  if ((await run("build", "npx", ["next", "build"])) && (await ensureChromium())) {
     const out = path.join(reportDir, "e2e.json");
-    run("browser tests", "npx", ["playwright", "test", "--reporter=list,json"], { PLAYWRIGHT_JSON_OUTPUT_NAME: out });
+    await run("browser tests", "npx", ["playwright", "test", "--reporter=list,json"], {
+      PLAYWRIGHT_JSON_OUTPUT_NAME: out,
+    });
     countPlaywright(out);
   }
   fs.rmSync(reportDir, { recursive: true, force: true });
@@ -87,7 +140,7 @@ async function main() {
   console.log(
     `\n${results.passed} passed, ${results.failed} failed${results.skipped ? `, ${results.skipped} skipped` : ""}`,
   );
-  process.exit(failedStages.length === 0 && results.failed === 0 ? 0 : 1);
+  process.exit(interrupted ? 130 : failedStages.length === 0 && results.failed === 0 ? 0 : 1);
 }
 
 void main();

@@ -2,6 +2,7 @@ import { connectDatabase, type Database } from "./db";
 import { createEngineDeps, type EngineDeps } from "./engine/engine";
 import { startStepWorker, type StepWorker } from "./engine/worker";
 import { EventBus } from "./events/bus";
+import { readConfig } from "./env";
 import { builtinRegistry, type ToolRegistry } from "./tools/registry";
 
 /** The long-lived services of one server process, shared by tRPC, HTTP routes and MCP. */
@@ -64,7 +65,8 @@ export function getAppContext(): Promise<AppContext> {
     }
     holder[KEY] = createAppContext({
       databaseUrl,
-      workspaceRoot: process.env.STEPWISE_WORKSPACE ?? process.cwd(),
+      // The same default as `serve` (readConfig): never the current directory, i.e. the checkout.
+      workspaceRoot: readConfig().workspaceDir,
       worker: false,
     });
   }

@@ -39,7 +39,9 @@ export function readConfig(): AppConfig {
     embeddedPgPort: intFromEnv("STEPWISE_PG_PORT", 54329),
     host: process.env.HOST ?? "127.0.0.1",
     port: intFromEnv("PORT", 3000),
-    workspaceDir: path.resolve(process.env.STEPWISE_WORKSPACE ?? process.cwd()),
+    // Not the current directory: that is usually the Stepwise checkout, and a first write_file
+    // would write into the repository. The data folder is already private and gitignored.
+    workspaceDir: path.resolve(process.env.STEPWISE_WORKSPACE ?? path.join(dataDir, "workspace")),
     workerConcurrency: intFromEnv("STEPWISE_WORKER_CONCURRENCY", 16),
     inProcessWorker: process.env.STEPWISE_IN_PROCESS_WORKER !== "0",
     accessToken: process.env.STEPWISE_ACCESS_TOKEN || undefined,

@@ -2,11 +2,12 @@
  * The long-running commands: `serve` (database, app context, Next.js), `worker` (steps only) and
  * `migrate`. Each owns its process: it starts what it needs and stops it in order on a signal.
  */
+import fs from "node:fs/promises";
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
 import { createAppContext, installAppContext } from "../app-context";
 import { migrateDatabase, openDatabase } from "../db/bootstrap";
-import { takeOverShutdownSignals } from "../db/embedded";
+import { assertNoOtherStepwise, takeOverShutdownSignals } from "../db/embedded";
 import { readConfig } from "../env";
 import { doorConfig, generateAccessToken } from "../http/door";
 import { behindDoor } from "../http/door-server";
@@ -45,6 +46,11 @@ export async function serve(dev: boolean): Promise<void> {
   const generatedToken = !loopback && !config.accessToken ? generateAccessToken() : undefined;
   const accessToken = config.accessToken ?? generatedToken;
   const door = doorConfig({ host: config.host, publicHost: config.publicHost, accessToken });
+  // Fail before starting anything when another Stepwise holds the data folder or the web port
+  // is taken, so nothing is left running.
+  if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
+  await assertPortFree(config.port, config.host);
+  await fs.mkdir(config.workspaceDir, { recursive: true });
   const database = await openDatabase(config, log);
   const contextPromise = createAppContext({
     databaseUrl: database.databaseUrl,
@@ -58,7 +64,18 @@ export async function serve(dev: boolean): Promise<void> {
   await app.prepare();
   const handle = app.getRequestHandler();
   const server = createServer(behindDoor((req, res) => void handle(req, res), door));
-  await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(config.port, config.host, resolve);
+    });
+  } catch (error) {
+    // Taken since the check: stop what this process started instead of hanging with it running.
+    await app.close?.();
+    await context.close();
+    await database.stop();
+    throw portError(error, config.port);
+  }
   log(`Database: ${database.embedded ? "embedded PostgreSQL" : "DATABASE_URL"}; workspace: ${config.workspaceDir}`);
   log(`Ready on http://${config.host}:${config.port}`);
   if (generatedToken) {
@@ -76,8 +93,31 @@ export async function serve(dev: boolean): Promise<void> {
   });
 }
 
+function portError(error: unknown, port: number): Error {
+  if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
+    return new Error(`Port ${port} is in use; set PORT to another port (e.g. PORT=3001 npm start)`);
+  }
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+async function assertPortFree(port: number, host: string): Promise<void> {
+  const probe = createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      probe.once("error", reject);
+      probe.listen(port, host, resolve);
+    });
+  } catch (error) {
+    throw portError(error, port);
+  } finally {
+    await new Promise((resolve) => probe.close(resolve));
+  }
+}
+
 export async function worker(): Promise<void> {
   const config = readConfig();
+  if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
+  await fs.mkdir(config.workspaceDir, { recursive: true });
   const database = await openDatabase(config, log);
   const context = await createAppContext({
     databaseUrl: database.databaseUrl,

@@ -50,6 +50,40 @@ async function hydrateNativeSymlinks(): Promise<void> {
   }
 }
 
+/**
+ * Refuses to start when another Stepwise's embedded PostgreSQL is serving this data folder, with
+ * the message a person needs rather than PostgreSQL's lock error.
+ */
+export async function assertNoOtherStepwise(dataDir: string): Promise<void> {
+  const running = await runningPostmaster(path.resolve(dataDir, "pg"));
+  if (running) throw anotherStepwiseError(running, dataDir);
+}
+
+function anotherStepwiseError(running: { pid: number; port: number }, dataDir: string, cause?: unknown): Error {
+  return new Error(
+    `Another Stepwise is running (pid ${running.pid}) on port ${running.port} with data in ${dataDir}. ` +
+      "Stop it first, or set STEPWISE_DATA_DIR to use another data folder.",
+    { cause },
+  );
+}
+
+/** The live PostgreSQL already serving `databaseDir`, read from its postmaster.pid, if any. */
+export async function runningPostmaster(databaseDir: string): Promise<{ pid: number; port: number } | undefined> {
+  const text = await fs.readFile(path.join(databaseDir, "postmaster.pid"), "utf8").catch(() => undefined);
+  if (!text) return undefined;
+  const lines = text.split("\n");
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    // EPERM: alive but owned by another user (the `postgres` user when started as root).
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return undefined;
+  }
+  return { pid, port };
+}
+
 export async function findFreePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
@@ -105,11 +139,13 @@ export async function startEmbeddedPostgres(options: {
   try {
     await pg.start();
   } catch (error) {
-    throw new Error(
-      `Could not start the embedded PostgreSQL on port ${port} with data in ${databaseDir}. ` +
-        `Is another Stepwise already running on it? (${(error as Error).message ?? error})`,
-      { cause: error },
-    );
+    // The library rejects with undefined when PostgreSQL exits early, so never assume an Error.
+    const running = await runningPostmaster(databaseDir);
+    if (running) throw anotherStepwiseError(running, options.dataDir, error);
+    const reason = error instanceof Error ? error.message : error === undefined ? "PostgreSQL exited" : String(error);
+    throw new Error(`Could not start the embedded PostgreSQL on port ${port} with data in ${databaseDir} (${reason})`, {
+      cause: error,
+    });
   }
   const serverUrl = `postgresql://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;
   const client = pg.getPgClient("postgres", "127.0.0.1");

@@ -1,10 +1,7 @@
-import { randomBytes } from "node:crypto";
-import fs from "node:fs/promises";
-import path from "node:path";
 import { z } from "zod";
 import { AppError } from "../errors";
 import { defineTool } from "./types";
-import { resolveInWorkspace } from "./workspace-path";
+import { openWorkspaceFileForRead, writeWorkspaceFile } from "./workspace-path";
 
 const MAX_BYTES = 5_000_000;
 
@@ -34,19 +31,26 @@ export const editFileTool = defineTool({
   requiresApproval: true,
   defaultTimeoutSeconds: 30,
   async execute(input, context) {
-    const file = await resolveInWorkspace(context.workspaceRoot, input.path);
-    const stat = await fs.stat(file).catch((error: NodeJS.ErrnoException) => {
-      if (error.code === "ENOENT") throw new AppError("not_found", `No such file in the workspace: ${input.path}`);
-      throw error;
-    });
-    if (!stat.isFile()) throw new AppError("invalid_input", `${input.path} is not a file`);
-    if (stat.size > MAX_BYTES) {
-      throw new AppError(
-        "payload_too_large",
-        `${input.path} is ${stat.size} bytes; edit_file edits at most ${MAX_BYTES}`,
-      );
+    const { handle, size, mode } = await openWorkspaceFileForRead(context.workspaceRoot, input.path).catch(
+      (error: unknown) => {
+        if (error instanceof AppError && error.code === "not_found") {
+          throw new AppError("not_found", `No such file in the workspace: ${input.path}`);
+        }
+        if (error instanceof AppError && error.message.endsWith("is a directory, not a file")) {
+          throw new AppError("invalid_input", `${input.path} is not a file`);
+        }
+        throw error;
+      },
+    );
+    let content: string;
+    try {
+      if (size > MAX_BYTES) {
+        throw new AppError("payload_too_large", `${input.path} is ${size} bytes; edit_file edits at most ${MAX_BYTES}`);
+      }
+      content = await handle.readFile({ encoding: "utf8", signal: context.signal });
+    } finally {
+      await handle.close();
     }
-    const content = await fs.readFile(file, { encoding: "utf8", signal: context.signal });
     const positions = occurrences(content, input.oldString);
     if (positions.length === 0) {
       throw new AppError("invalid_input", `The text to replace was not found in ${input.path}`, { occurrences: 0 });
@@ -62,7 +66,12 @@ export const editFileTool = defineTool({
     }
     // split/join rather than String.replace: `$&` and friends in newString must stay literal.
     const updated = content.split(input.oldString).join(input.newString);
-    await writeAtomically(file, updated, stat.mode, context.signal);
+    // Written beside the file through the verified parent descriptor and renamed over it, so a
+    // timeout or crash never leaves half a file and a swap cannot redirect the write.
+    await writeWorkspaceFile(context.workspaceRoot, input.path, updated, {
+      signal: context.signal,
+      mode: mode & 0o7777,
+    });
     return { path: input.path, replacements: positions.length };
   },
 });
@@ -78,17 +87,4 @@ function lineAt(content: string, offset: number): number {
   let line = 1;
   for (let i = content.indexOf("\n"); i !== -1 && i < offset; i = content.indexOf("\n", i + 1)) line++;
   return line;
-}
-
-/** Writes beside the file and renames over it, so a timeout or crash never leaves half a file. */
-async function writeAtomically(file: string, content: string, mode: number, signal: AbortSignal): Promise<void> {
-  const temporary = path.join(path.dirname(file), `.${path.basename(file)}.${randomBytes(4).toString("hex")}.tmp`);
-  try {
-    await fs.writeFile(temporary, content, { encoding: "utf8", mode, signal });
-    signal.throwIfAborted();
-    await fs.rename(temporary, file);
-  } catch (error) {
-    await fs.rm(temporary, { force: true });
-    throw error;
-  }
 }

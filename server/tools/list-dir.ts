@@ -1,7 +1,8 @@
 import fs from "node:fs/promises";
 import { z } from "zod";
 import { defineTool } from "./types";
-import { resolveInWorkspace } from "./workspace-path";
+import path from "node:path";
+import { fdPath, openWorkspaceDirectory, resolveInWorkspace } from "./workspace-path";
 
 export const listDirTool = defineTool({
   name: "list_dir",
@@ -15,9 +16,12 @@ export const listDirTool = defineTool({
   idempotent: true,
   requiresApproval: false,
   defaultTimeoutSeconds: 30,
-  async execute({ path }, context) {
-    const dir = await resolveInWorkspace(context.workspaceRoot, path);
-    const entries = await fs.readdir(dir, { withFileTypes: true });
+  async execute(input, context) {
+    const root = await fs.realpath(context.workspaceRoot);
+    const resolved = await resolveInWorkspace(root, input.path);
+    // List through the held descriptor: a swap after the check cannot point the listing elsewhere.
+    const dir = await openWorkspaceDirectory(root, path.relative(root, resolved), input.path);
+    const entries = await fs.readdir(fdPath(dir.handle), { withFileTypes: true }).finally(() => dir.close());
     return entries
       .map((entry) => ({
         name: entry.name,

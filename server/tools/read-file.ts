@@ -1,7 +1,6 @@
-import fs from "node:fs/promises";
 import { z } from "zod";
 import { defineTool } from "./types";
-import { resolveInWorkspace } from "./workspace-path";
+import { openWorkspaceFileForRead } from "./workspace-path";
 
 const MAX_BYTES = 1_000_000;
 
@@ -18,9 +17,13 @@ export const readFileTool = defineTool({
   requiresApproval: false,
   defaultTimeoutSeconds: 30,
   async execute({ path }, context) {
-    const file = await resolveInWorkspace(context.workspaceRoot, path);
-    const stat = await fs.stat(file);
-    if (stat.size > MAX_BYTES) throw new Error(`${path} is ${stat.size} bytes; read_file reads at most ${MAX_BYTES}`);
-    return fs.readFile(file, { encoding: "utf8", signal: context.signal });
+    // Read through the verified descriptor, never by name again: a swap cannot redirect it.
+    const { handle, size } = await openWorkspaceFileForRead(context.workspaceRoot, path);
+    try {
+      if (size > MAX_BYTES) throw new Error(`${path} is ${size} bytes; read_file reads at most ${MAX_BYTES}`);
+      return await handle.readFile({ encoding: "utf8", signal: context.signal });
+    } finally {
+      await handle.close();
+    }
   },
 });

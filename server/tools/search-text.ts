@@ -1,10 +1,10 @@
-import fs from "node:fs/promises";
 import picomatch from "picomatch";
 import { z } from "zod";
 import { AppError } from "../errors";
 import { createRegexMatcher, type LineHit } from "./regex-matcher";
 import { defineTool } from "./types";
 import { walkWorkspace } from "./workspace-files";
+import { openWorkspaceFileForRead } from "./workspace-path";
 
 /** Files above this size are skipped (reported in `skipped.tooLarge`), to keep a search fast and bounded. */
 export const SEARCH_MAX_FILE_BYTES = 1_000_000;
@@ -80,13 +80,18 @@ export const searchTextTool = defineTool({
         signal: context.signal,
       })) {
         if (entry.type !== "file" || !included(entry.relativePath)) continue;
-        const stat = await fs.stat(entry.absolutePath).catch(() => undefined);
-        if (!stat) continue;
-        if (stat.size > SEARCH_MAX_FILE_BYTES) {
+        // Opened afresh with no symlink followed and verified inside; hard-linked files are skipped.
+        const opened = await openWorkspaceFileForRead(context.workspaceRoot, entry.relativePath).catch(() => undefined);
+        if (!opened) continue;
+        if (opened.size > SEARCH_MAX_FILE_BYTES) {
+          await opened.handle.close();
           skipped.tooLarge++;
           continue;
         }
-        const bytes = await fs.readFile(entry.absolutePath, { signal: context.signal }).catch(() => undefined);
+        const bytes = await opened.handle
+          .readFile({ signal: context.signal })
+          .catch(() => undefined)
+          .finally(() => opened.handle.close());
         if (!bytes) continue;
         if (isBinary(bytes)) {
           skipped.binary++;

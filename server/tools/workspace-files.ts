@@ -1,9 +1,10 @@
 import type { Dirent } from "node:fs";
-import fs from "node:fs/promises";
+import { constants as fsConstants } from "node:fs";
+import fs, { type FileHandle } from "node:fs/promises";
 import path from "node:path";
 import ignore, { type Ignore } from "ignore";
 import { AppError } from "../errors";
-import { resolveInWorkspace } from "./workspace-path";
+import { fdPath, openWorkspaceDirectory, resolveInWorkspace } from "./workspace-path";
 
 export interface WorkspaceEntry {
   /** Path relative to the workspace root, with `/` separators on every platform. */
@@ -47,11 +48,29 @@ export async function* walkWorkspace(workspaceRoot: string, options: WalkOptions
     }
     return;
   }
-  yield* walkDir(root, startRelative, scopes, options);
+  // The walk holds each directory open and enters children with O_NOFOLLOW through it, so a
+  // directory swapped for a symlink mid-walk is never entered.
+  const start = await openWorkspaceDirectory(root, startRelative, options.start ?? ".");
+  yield* walkDir(root, start.handle, startRelative, scopes, options);
 }
 
 async function* walkDir(
   root: string,
+  handle: FileHandle,
+  dirRelative: string,
+  inherited: IgnoreScope[],
+  options: WalkOptions,
+): AsyncGenerator<WorkspaceEntry> {
+  try {
+    yield* walkOpenDir(root, handle, dirRelative, inherited, options);
+  } finally {
+    await handle.close();
+  }
+}
+
+async function* walkOpenDir(
+  root: string,
+  handle: FileHandle,
   dirRelative: string,
   inherited: IgnoreScope[],
   options: WalkOptions,
@@ -60,13 +79,13 @@ async function* walkDir(
   const dirAbsolute = path.join(root, dirRelative);
   let entries: Dirent[];
   try {
-    entries = await fs.readdir(dirAbsolute, { withFileTypes: true });
+    entries = await fs.readdir(fdPath(handle), { withFileTypes: true });
   } catch (error) {
     // A directory that vanished or cannot be read mid-walk is skipped, not fatal.
     if (["ENOENT", "EACCES", "EPERM", "ENOTDIR"].includes((error as NodeJS.ErrnoException).code ?? "")) return;
     throw error;
   }
-  const scopes = options.includeIgnored ? inherited : await withOwnGitignore(root, dirRelative, inherited);
+  const scopes = options.includeIgnored ? inherited : await withOwnGitignore(fdPath(handle), dirRelative, inherited);
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (const entry of entries) {
     if (entry.name === ".git") continue;
@@ -85,7 +104,10 @@ async function* walkDir(
     if (isIgnored(scopes, relativePath, type === "dir")) continue;
     yield { relativePath, absolutePath, type };
     if (type === "dir" && !entry.isSymbolicLink() && (options.enterDir?.(relativePath) ?? true)) {
-      yield* walkDir(root, relativePath, scopes, options);
+      const child = await fs
+        .open(fdPath(handle, entry.name), fsConstants.O_RDONLY | fsConstants.O_DIRECTORY | fsConstants.O_NOFOLLOW)
+        .catch(() => undefined); // vanished, or swapped for a symlink since it was listed
+      if (child) yield* walkDir(root, child, relativePath, scopes, options);
     }
   }
 }
@@ -106,13 +128,18 @@ async function ancestorScopes(root: string, startRelative: string): Promise<Igno
   const parts = startRelative ? startRelative.split("/") : [];
   // For a file start, its own name is not a directory that could hold a .gitignore; reading fails harmlessly.
   for (let depth = 0; depth < parts.length; depth++) {
-    scopes = await withOwnGitignore(root, parts.slice(0, depth).join("/"), scopes);
+    const dirRelative = parts.slice(0, depth).join("/");
+    scopes = await withOwnGitignore(path.join(root, dirRelative), dirRelative, scopes);
   }
   return scopes;
 }
 
-async function withOwnGitignore(root: string, dirRelative: string, inherited: IgnoreScope[]): Promise<IgnoreScope[]> {
-  const text = await fs.readFile(path.join(root, dirRelative, ".gitignore"), "utf8").catch(() => undefined);
+async function withOwnGitignore(
+  dirPath: string,
+  dirRelative: string,
+  inherited: IgnoreScope[],
+): Promise<IgnoreScope[]> {
+  const text = await fs.readFile(path.join(dirPath, ".gitignore"), "utf8").catch(() => undefined);
   if (text === undefined) return inherited;
   return [...inherited, { base: dirRelative, rules: ignore().add(text) }];
 }

@@ -1,8 +1,6 @@
-import fs from "node:fs/promises";
-import path from "node:path";
 import { z } from "zod";
 import { defineTool } from "./types";
-import { resolveInWorkspace } from "./workspace-path";
+import { writeWorkspaceFile } from "./workspace-path";
 
 export const writeFileTool = defineTool({
   name: "write_file",
@@ -21,9 +19,11 @@ export const writeFileTool = defineTool({
   requiresApproval: true,
   defaultTimeoutSeconds: 30,
   async execute(input, context) {
-    const file = await resolveInWorkspace(context.workspaceRoot, input.path);
-    await fs.mkdir(path.dirname(file), { recursive: true });
-    await fs.writeFile(file, input.content, { encoding: "utf8", signal: context.signal });
+    // Parents are created one no-follow step at a time; the file is written through the verified parent descriptor.
+    await writeWorkspaceFile(context.workspaceRoot, input.path, input.content, {
+      signal: context.signal,
+      createParents: true,
+    });
     return { path: input.path, bytes: Buffer.byteLength(input.content) };
   },
 });
