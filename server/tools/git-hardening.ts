@@ -51,6 +51,11 @@ function plainDiff(): string {
   return file;
 }
 
+/** Stepwise's own helper programs that git may be pointed at; a sandbox must mount them. */
+export function gitHelperPaths(): string[] {
+  return [path.dirname(plainDiff())];
+}
+
 /** What each program-valued driver key becomes. */
 function replacement(section: string, key: string): string {
   if (section === "filter") return "";

@@ -3,7 +3,8 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import { AppError } from "../errors";
-import { asConfigEnv, gitOverrides } from "./git-hardening";
+import { asConfigEnv, gitHelperPaths, gitOverrides } from "./git-hardening";
+import { sandboxAvailable, sandboxed } from "./sandbox";
 import { isReadOnlyCommand } from "./shell-read-only";
 import { defineTool, type ToolContext } from "./types";
 import { resolveInWorkspace } from "./workspace-path";
@@ -70,7 +71,8 @@ export const shellTool = defineTool({
   requiresApprovalFor(input) {
     const command = (input as { command?: unknown } | null | undefined)?.command;
     // A `$step` reference or anything else unknown at plan time is gated.
-    return typeof command !== "string" || !isReadOnlyCommand(command);
+    // Without a sandbox to hold "read-only" to its word, no command runs unasked.
+    return typeof command !== "string" || !isReadOnlyCommand(command) || !sandboxAvailable();
   },
   defaultTimeoutSeconds: 300,
   async execute(input, context) {
@@ -79,7 +81,12 @@ export const shellTool = defineTool({
     if (!stat?.isDirectory()) throw new AppError("invalid_input", `Not a directory in the workspace: ${input.cwd}`);
     // Any git the command starts ignores programs the workspace's git configuration names.
     const gitEnv = asConfigEnv(await gitOverrides(cwd, shellEnvironment(process.env) as NodeJS.ProcessEnv));
-    const result = await runShell(input.command, cwd, context, gitEnv);
+    // A command judged read-only ran without approval: the sandbox makes sure it stays read-only.
+    const confine =
+      isReadOnlyCommand(input.command) && sandboxAvailable()
+        ? { workspace: await fs.realpath(context.workspaceRoot), readOnlyPaths: gitHelperPaths() }
+        : undefined;
+    const result = await runShell(input.command, cwd, context, gitEnv, confine);
     if (result.exitCode !== 0 && !input.allowFailure) {
       const how = result.exitCode === null ? `was killed by ${result.signal}` : `exited with code ${result.exitCode}`;
       const tail = lastLines(result.stderr || result.stdout, 5);
@@ -98,12 +105,18 @@ export function runShell(
   cwd: string,
   context: ToolContext,
   extraEnv: Record<string, string> = {},
+  /** Run inside the read-only sandbox (server/tools/sandbox.ts), with only `extraEnv` set. */
+  confine?: { workspace: string; readOnlyPaths?: string[] },
 ): Promise<ShellResult> {
   context.signal.throwIfAborted();
   return new Promise<ShellResult>((resolve, reject) => {
-    const child = spawn("bash", ["--noprofile", "--norc", "-c", command], {
+    const bash = ["bash", "--noprofile", "--norc", "-c", command];
+    const { command: program, args } = confine
+      ? sandboxed(bash, { workspace: confine.workspace, cwd, env: extraEnv, readOnlyPaths: confine.readOnlyPaths })
+      : { command: bash[0]!, args: bash.slice(1) };
+    const child = spawn(program, args, {
       cwd,
-      env: { ...shellEnvironment(process.env), ...extraEnv } as NodeJS.ProcessEnv,
+      env: (confine ? {} : { ...shellEnvironment(process.env), ...extraEnv }) as NodeJS.ProcessEnv,
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,
     });
