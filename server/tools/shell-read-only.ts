@@ -44,17 +44,21 @@ function analyzeUncached(command: string): ReadOnlyVerdict {
     return notReadOnly(`the command could not be parsed: ${(error as Error).message ?? String(error)}`);
   }
   if (file.Stmts.length === 0) return notReadOnly("the command is empty");
-  let reason: string | undefined;
+  // Every problem is collected; a construct's own reason (a command substitution) explains more
+  // than the command whose argument it is ("an argument is not literal"), so it is preferred.
+  const reasons: { reason: string; fromCall: boolean }[] = [];
   try {
     sh.syntax.Walk(file, (node) => {
-      if (reason !== undefined) return false;
-      if (node) reason = checkNode(node);
-      return reason === undefined;
+      if (!node) return true;
+      const reason = checkNode(node);
+      if (reason !== undefined) reasons.push({ reason, fromCall: nodeType(node) === "CallExpr" });
+      return true;
     });
   } catch (error) {
     return notReadOnly(`the command could not be analysed: ${(error as Error).message ?? String(error)}`);
   }
-  return reason === undefined ? { readOnly: true } : notReadOnly(reason);
+  const chosen = reasons.find((entry) => !entry.fromCall) ?? reasons[0];
+  return chosen === undefined ? { readOnly: true } : notReadOnly(chosen.reason);
 }
 
 /**
@@ -92,9 +96,48 @@ const NEUTRAL_NODES = new Set([
   "Comment",
 ]);
 
+/** Numeric operator codes of `[[ … ]]` tests, learnt by parsing each once. */
+function learnTestOperators(ops: string[], unary: boolean): Map<number, string> {
+  const codes = new Map<number, string>();
+  for (const op of ops) {
+    const clause = parser.Parse(unary ? `[[ ${op} a ]]` : `[[ 1 ${op} 2 ]]`, "").Stmts[0]!.Cmd as unknown as {
+      X: { Op: unknown };
+    };
+    codes.set(clause.X.Op as number, op);
+  }
+  return codes;
+}
+const ARITHMETIC_TEST_OPS = ["-eq", "-ne", "-lt", "-le", "-gt", "-ge"];
+const ARITHMETIC_TESTS = learnTestOperators(ARITHMETIC_TEST_OPS, false);
+const VARIABLE_TESTS = learnTestOperators(["-v", "-R"], true);
+const INTEGER = /^-?\d+$/;
+
+/**
+ * bash evaluates the operands of `-eq` and friends as arithmetic, and arithmetic evaluates array
+ * subscripts — `[[ 'a[$(rm -rf x)]' -eq 1 ]]` runs the command although it is quoted. So those
+ * operands must be plain integers, and `-v`/`-R` (which also evaluate a subscript) are refused.
+ */
+function checkTest(node: sh.Node, type: string): string | undefined {
+  if (type === "UnaryTest") {
+    const test = node as unknown as { Op: number };
+    return VARIABLE_TESTS.has(test.Op) ? "a `-v` test evaluates an array subscript as code" : undefined;
+  }
+  if (type === "BinaryTest") {
+    const test = node as unknown as { Op: number; X: sh.Node; Y: sh.Node };
+    if (!ARITHMETIC_TESTS.has(test.Op)) return undefined;
+    for (const operand of [test.X, test.Y]) {
+      const text = nodeType(operand) === "Word" ? wordText(operand as sh.Word) : { text: "", literal: false };
+      if (!text.literal || !INTEGER.test(text.text))
+        return "an arithmetic comparison of something other than integers evaluates code";
+    }
+  }
+  return undefined;
+}
+
 /** Returns why the node is not read-only, or undefined when it is. */
 function checkNode(node: sh.Node): string | undefined {
   const type = nodeType(node);
+  if (type === "UnaryTest" || type === "BinaryTest") return checkTest(node, type);
   if (NEUTRAL_NODES.has(type)) return undefined;
   switch (type) {
     case "Stmt": {
@@ -132,43 +175,54 @@ interface WordText {
   text: string;
   /** True when bash would pass exactly `text`: no expansion, escape or glob can change it. */
   literal: boolean;
+  /**
+   * True when bash substitutes something the parser cannot see (a parameter, a command, `~`,
+   * `$'…'`, a brace list); false when only a glob may widen it, whose matches are then bounded
+   * by the pattern's own directory.
+   */
+  expands: boolean;
 }
 
 /** The text a word stands for, and whether the parser alone can know it. */
 function wordText(word: sh.Word | null): WordText {
-  if (!word) return { text: "", literal: false };
+  if (!word) return { text: "", literal: false, expands: true };
   let text = "";
-  let literal = true;
   let unquoted = "";
+  let expands = false;
+  let escaped = false;
   for (const [index, part] of word.Parts.entries()) {
     const type = nodeType(part);
     if (type === "Lit") {
       const value = (part as sh.Lit).Value;
       text += value;
       unquoted += value;
-      if (index === 0 && value.startsWith("~")) literal = false; // tilde expansion
+      if (index === 0 && value.startsWith("~")) expands = true; // tilde expansion
     } else if (type === "SglQuoted") {
       const quoted = part as sh.SglQuoted;
       text += quoted.Value;
-      if (quoted.Dollar) literal = false; // $'\x72m' is "rm"
+      if (quoted.Dollar) expands = true; // $'\x72m' is "rm"
     } else if (type === "DblQuoted") {
       const quoted = part as sh.DblQuoted;
-      if (quoted.Dollar) literal = false;
+      if (quoted.Dollar) expands = true;
       for (const inner of quoted.Parts) {
         if (nodeType(inner) === "Lit") {
           const value = (inner as sh.Lit).Value;
           text += value;
-          if (value.includes("\\")) literal = false;
+          if (value.includes("\\")) escaped = true;
         } else {
-          literal = false;
+          expands = true;
         }
       }
     } else {
-      literal = false;
+      expands = true;
     }
   }
-  if (mayExpand(unquoted, text)) literal = false;
-  return { text, literal };
+  // An unquoted backslash escapes: `\/etc\/passwd` is /etc/passwd to bash.
+  if (unquoted.includes("\\")) escaped = true;
+  const braces = unquoted.includes("{") && unquoted.includes("}") && (text.includes(",") || text.includes(".."));
+  if (braces) expands = true;
+  const literal = !expands && !escaped && !mayExpand(unquoted, text);
+  return { text, literal, expands: expands || escaped };
 }
 
 /**
@@ -186,6 +240,51 @@ type ArgumentRule = (args: WordText[]) => string | undefined;
 
 const anyArguments: ArgumentRule = () => undefined;
 
+/**
+ * Whether a literal argument names something outside the workspace: an absolute path (bar
+ * /dev/null) or one with a `..` component. Reading there is not the step's business, and
+ * `/proc/$PPID/environ` holds the server's keys.
+ */
+function leavesWorkspace(text: string): boolean {
+  const value = text.includes("=") && text.startsWith("-") ? text.slice(text.indexOf("=") + 1) : text;
+  if (value === "/dev/null") return false;
+  return value.startsWith("/") || value.split("/").includes("..") || value.startsWith("~");
+}
+
+/** For commands that read the files they are given: literal arguments that stay in the workspace. */
+const workspaceArguments: ArgumentRule = (args) => {
+  // A glob is fine (its matches stay under its own directory, checked below); other expansions not.
+  if (args.some((arg) => arg.expands)) return "an argument is not literal, so what it reads cannot be checked";
+  const outside = args.find((arg) => leavesWorkspace(arg.text));
+  return outside === undefined ? undefined : `${outside.text} is outside the workspace`;
+};
+
+/**
+ * Whether `arg` is a long option that getopt_long would take for one of `names`: it accepts any
+ * unambiguous prefix, so `--ou=f` is `--output=f` and `--comp` is `--compile`.
+ */
+function longOptionFor(arg: string, names: string[]): boolean {
+  if (!arg.startsWith("--") || arg === "--") return false;
+  const name = arg.split("=")[0]!;
+  return name.length > 2 && names.some((full) => full.startsWith(name));
+}
+
+/** `test`/`[`: `-v` evaluates a subscript; arithmetic comparisons must compare integers. */
+const testArguments: ArgumentRule = (args) => {
+  const texts = args.map((arg) => arg.text);
+  if (texts.includes("-v") || texts.includes("-R")) return "a `-v` test evaluates an array subscript as code";
+  if (texts.some((text) => ARITHMETIC_TEST_OPS.includes(text))) {
+    const operands = texts.filter(
+      (text, index) =>
+        !ARITHMETIC_TEST_OPS.includes(text) && !(text === "]" && index === texts.length - 1) && text !== "!",
+    );
+    if (args.some((arg) => !arg.literal) || operands.some((text) => !INTEGER.test(text))) {
+      return "an arithmetic comparison of something other than integers evaluates code";
+    }
+  }
+  return workspaceArguments(args.filter((arg) => !arg.text.startsWith("-") || arg.text.length < 2));
+};
+
 /** For commands with writing options: every argument must be literal, and none may be forbidden. */
 function literalArguments(forbidden: (arg: string, index: number, all: string[]) => boolean): ArgumentRule {
   return (args) => {
@@ -193,7 +292,8 @@ function literalArguments(forbidden: (arg: string, index: number, all: string[])
     const bad = texts.find((arg, index) => forbidden(arg, index, texts));
     if (bad !== undefined) return `the option ${bad} can write or run other programs`;
     if (args.some((arg) => !arg.literal)) return "an argument is not literal, so its options cannot be checked";
-    return undefined;
+    const outside = texts.find((arg) => leavesWorkspace(arg));
+    return outside === undefined ? undefined : `${outside} is outside the workspace`;
   };
 }
 
@@ -267,12 +367,14 @@ const gitArguments: ArgumentRule = (args) => {
   }
   const bad = rest.find(
     (arg) =>
-      arg.startsWith("--output") || // diff/log/show --output=<file> writes a file
-      arg === "--ext-diff" ||
-      arg.startsWith("-O") || // grep -O<pager> runs a program
-      arg.startsWith("--open-files-in-pager"),
+      // --output=<file> writes a file; --ext-diff and --textconv run programs; grep's
+      // --open-files-in-pager / -O<pager> runs one. git accepts abbreviations and short clusters.
+      longOptionFor(arg, ["--output", "--ext-diff", "--textconv", "--open-files-in-pager", "--output-directory"]) ||
+      (/^-[A-Za-z]/.test(arg) && !arg.startsWith("--") && arg.slice(1).includes("O")),
   );
-  return bad === undefined ? undefined : `the git option ${bad} can write or run other programs`;
+  if (bad !== undefined) return `the git option ${bad} can write or run other programs`;
+  const outside = rest.find((arg) => leavesWorkspace(arg));
+  return outside === undefined ? undefined : `${outside} is outside the workspace`;
 };
 
 /**
@@ -281,61 +383,67 @@ const gitArguments: ArgumentRule = (args) => {
  * (sed, awk can write or run commands), and tee, xxd, uniq with two files, cp, mv, …
  */
 const READ_ONLY_COMMANDS: Record<string, ArgumentRule> = {
-  ls: anyArguments,
-  cat: anyArguments,
-  head: anyArguments,
-  tail: anyArguments,
-  wc: anyArguments,
-  grep: anyArguments,
-  egrep: anyArguments,
-  fgrep: anyArguments,
+  ls: workspaceArguments,
+  cat: workspaceArguments,
+  head: workspaceArguments,
+  tail: workspaceArguments,
+  wc: workspaceArguments,
+  grep: workspaceArguments,
+  egrep: workspaceArguments,
+  fgrep: workspaceArguments,
   pwd: anyArguments,
-  cd: anyArguments,
+  cd: workspaceArguments,
   echo: anyArguments,
-  printf: anyArguments,
+  // printf -v assigns, and evaluates an array subscript as code.
+  printf: literalArguments((arg, index) => index === 0 && arg === "-v"),
   true: anyArguments,
   false: anyArguments,
-  test: anyArguments,
-  "[": anyArguments,
-  stat: anyArguments,
-  du: anyArguments,
-  df: anyArguments,
+  test: testArguments,
+  "[": testArguments,
+  stat: workspaceArguments,
+  du: workspaceArguments,
+  df: workspaceArguments,
   basename: anyArguments,
   dirname: anyArguments,
-  realpath: anyArguments,
-  readlink: anyArguments,
+  realpath: workspaceArguments,
+  readlink: workspaceArguments,
   which: anyArguments,
   whoami: anyArguments,
   id: anyArguments,
   uname: anyArguments,
-  cut: anyArguments,
+  cut: workspaceArguments,
   tr: anyArguments,
-  nl: anyArguments,
-  comm: anyArguments,
-  cmp: anyArguments,
-  diff: anyArguments,
-  md5sum: anyArguments,
-  sha1sum: anyArguments,
-  sha256sum: anyArguments,
-  sha512sum: anyArguments,
-  cksum: anyArguments,
-  column: anyArguments,
-  fold: anyArguments,
-  rev: anyArguments,
-  tac: anyArguments,
-  paste: anyArguments,
+  nl: workspaceArguments,
+  comm: workspaceArguments,
+  cmp: workspaceArguments,
+  diff: workspaceArguments,
+  md5sum: workspaceArguments,
+  sha1sum: workspaceArguments,
+  sha256sum: workspaceArguments,
+  sha512sum: workspaceArguments,
+  cksum: workspaceArguments,
+  column: workspaceArguments,
+  fold: workspaceArguments,
+  rev: workspaceArguments,
+  tac: workspaceArguments,
+  paste: workspaceArguments,
   seq: anyArguments,
-  strings: anyArguments,
-  od: anyArguments,
-  jq: anyArguments,
+  strings: workspaceArguments,
+  od: workspaceArguments,
+  jq: workspaceArguments,
   find: literalArguments((arg) => FIND_ACTIONS_THAT_WRITE_OR_RUN.has(arg)),
-  rg: literalArguments((arg) => arg.startsWith("--pre")), // --pre runs a program on every file
+  // --pre runs a program on every file, --search-zip (-z) runs decompressors.
+  rg: literalArguments((arg) => longOptionFor(arg, ["--pre", "--search-zip"]) || shortCluster(arg, "z")),
   sort: literalArguments(
-    (arg) => shortCluster(arg, "o") || arg.startsWith("--output") || arg.startsWith("--compress-program"),
+    (arg) =>
+      shortCluster(arg, "o") ||
+      shortCluster(arg, "T") ||
+      longOptionFor(arg, ["--output", "--compress-program", "--temporary-directory"]),
   ),
-  date: literalArguments((arg) => shortCluster(arg, "s") || arg.startsWith("--set")),
-  tree: literalArguments((arg) => shortCluster(arg, "o")),
-  file: literalArguments((arg) => shortCluster(arg, "C") || arg === "--compile"),
+  date: literalArguments((arg) => shortCluster(arg, "s") || longOptionFor(arg, ["--set"])),
+  // -o writes a file; -H makes an HTML page whose links follow the tree.
+  tree: literalArguments((arg) => shortCluster(arg, "o") || shortCluster(arg, "H") || longOptionFor(arg, ["--output"])),
+  file: literalArguments((arg) => shortCluster(arg, "C") || longOptionFor(arg, ["--compile"])),
   // `uniq in out` writes `out`: allow at most one file operand.
   uniq: literalArguments(
     (arg, index, all) => !arg.startsWith("-") && all.slice(0, index).some((a) => !a.startsWith("-")),
@@ -370,6 +478,9 @@ function checkRedirect(redirect: sh.Redirect): string | undefined {
   const target = wordText(redirect.Word);
   switch (op) {
     case "<":
+      // Only a workspace file: not a device, /proc, a fifo path elsewhere, or anything outside.
+      if (!target.literal) return "it reads from a file named by an expansion";
+      return leavesWorkspace(target.text) || target.text === "/dev/null" ? `it reads from ${target.text}` : undefined;
     case "<<":
     case "<<-":
     case "<<<":
