@@ -8,6 +8,7 @@ import { readEvents } from "../events/store";
 import { readPlannerConfig } from "./config";
 import { createPlannerDeps, installPlanner, type PlannerDeps } from "./deps";
 import { settlePlanning } from "./sessions";
+import { sandboxAvailable } from "../tools/sandbox";
 
 let harness: Harness;
 let llm: ScriptedLlm;
@@ -335,6 +336,9 @@ describe("deep mode", () => {
     expect(offered).toContain("ask_user");
     expect(offered).not.toContain("write_file");
     expect(offered).not.toContain("delete_path");
+    // Seed 002: git tools are blocked while planning; read-only bash runs in the sandbox.
+    expect(offered).not.toContain("git_status");
+    expect(offered.includes("shell_read")).toBe(sandboxAvailable());
     expect(JSON.stringify(llm.requests[1]!.messages)).toContain("README.md"); // list_dir's result went back
 
     await harness.caller.planner.answer({

@@ -1,4 +1,6 @@
 import { z } from "zod";
+import { sandboxAvailable } from "../tools/sandbox";
+import { readOnlyShellTool } from "../tools/shell";
 import { generateText, NoObjectGeneratedError, Output, type ModelMessage, type Tool } from "ai";
 import type { PlanContent } from "../plans/schema";
 import type { AnyTool } from "../tools/types";
@@ -153,13 +155,20 @@ export async function planWithRefinement(context: PlanningContext, firstPrompt: 
   return { kind: "invalid", failure: planValidationFailed(lastFailure!.issues), draft: lastFailure!.draft };
 }
 
-/** Tools the deep planner may call while gathering context: read-only ones, never ask_user's step tool. */
+/**
+ * Tools the deep planner may call while gathering context (seed 002): reading and searching
+ * files, and read-only bash through the sandbox where one works. Git tools are blocked during
+ * planning, as the seed says (`git status` and friends remain available as read-only bash).
+ */
 export function gatheringTools(tools: AnyTool[]): AnyTool[] {
-  return tools.filter((tool) => tool.readOnly && !tool.destructive && GATHERING_CAPABILITIES.has(tool.capability));
+  const readers = tools.filter(
+    (tool) => tool.readOnly && !tool.destructive && GATHERING_CAPABILITIES.has(tool.capability),
+  );
+  return sandboxAvailable() ? [...readers, readOnlyShellTool] : readers;
 }
 
-/** Investigating the workspace: reading files, read-only shell and git. Not waiting, not asking via a step. */
-const GATHERING_CAPABILITIES = new Set<string>(["fs.read", "shell.read", "git.read"]);
+/** Investigating the workspace by reading. Not waiting, not asking via a step, not git tools. */
+const GATHERING_CAPABILITIES = new Set<string>(["fs.read"]);
 
 const MAX_TOOL_RESULT_CHARS = 8_000;
 

@@ -5,7 +5,7 @@ import { z } from "zod";
 import { AppError } from "../errors";
 import { asConfigEnv, gitHelperPaths, gitOverrides } from "./git-hardening";
 import { sandboxAvailable, sandboxed } from "./sandbox";
-import { isReadOnlyCommand } from "./shell-read-only";
+import { analyzeShellCommand, isReadOnlyCommand } from "./shell-read-only";
 import { defineTool, type ToolContext } from "./types";
 import { resolveInWorkspace } from "./workspace-path";
 
@@ -93,6 +93,38 @@ export const shellTool = defineTool({
       throw new ShellCommandError(result, `The command ${how}${tail ? `:\n${tail}` : ""}`);
     }
     return result;
+  },
+});
+
+/**
+ * Seed 002's read-only bash for planning: the deep planner may look around with commands the
+ * analysis judges read-only, always inside the sandbox; anything else is refused with the reason,
+ * not asked about (planning never waits for an approval). Offered only where a sandbox works.
+ */
+export const readOnlyShellTool = defineTool({
+  name: "shell_read",
+  description:
+    "Run a read-only bash command in the workspace (ls, cat, grep, find, head, wc, tree, git status/log/diff…) " +
+    "and return its exit code and output. Commands that write or run other programs are refused.",
+  inputSchema: z.object({
+    command: z.string().min(1).describe("A read-only bash command line"),
+  }),
+  outputSchema: shellTool.outputSchema,
+  capability: "shell.read",
+  capabilityLabel: "Run read-only commands",
+  readOnly: true,
+  destructive: false,
+  idempotent: true,
+  requiresApproval: false,
+  defaultTimeoutSeconds: 60,
+  async execute(input, context) {
+    const verdict = analyzeShellCommand(input.command);
+    if (!verdict.readOnly) throw new AppError("forbidden", `Blocked while planning: ${verdict.reason}`);
+    if (!sandboxAvailable())
+      throw new AppError("forbidden", "No sandbox is available, so no command runs while planning");
+    const workspace = await fs.realpath(context.workspaceRoot);
+    const gitEnv = asConfigEnv(await gitOverrides(workspace, shellEnvironment(process.env) as NodeJS.ProcessEnv));
+    return runShell(input.command, workspace, context, gitEnv, { workspace, readOnlyPaths: gitHelperPaths() });
   },
 });
 
