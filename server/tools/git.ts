@@ -1,8 +1,10 @@
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import fs from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import { AppError } from "../errors";
-import { asConfigArgs, gitOverrides, HARDENED_GIT_ENV } from "./git-hardening";
+import { asConfigArgs, gitHelperPaths, gitOverrides, HARDENED_GIT_ENV } from "./git-hardening";
+import { sandboxAvailable, sandboxed } from "./sandbox";
 import { shellEnvironment } from "./shell";
 import { resolveInWorkspace } from "./workspace-path";
 
@@ -57,18 +59,30 @@ export async function runGit(args: string[], options: GitOptions): Promise<GitOu
   // The server's environment without its secrets, and the repository's programs disarmed.
   const baseEnv = shellEnvironment(process.env) as NodeJS.ProcessEnv;
   const overrides = await gitOverrides(options.cwd, baseEnv);
+  const argv = ["git", "--literal-pathspecs", "--no-pager", ...asConfigArgs(overrides), ...args];
+  const env: Record<string, string> = {
+    ...(options.env ?? {}),
+    ...HARDENED_GIT_ENV,
+    LC_ALL: "C",
+    ...(options.readOnly && { GIT_OPTIONAL_LOCKS: "0" }),
+  };
+  // Reading git runs in the read-only sandbox too, with the repository (which may lie above the
+  // workspace) and its git directories mounted read-only; writing git (commit) was approved.
+  const confined = options.readOnly && sandboxAvailable();
+  const { command, args: spawnArgs } = confined
+    ? sandboxed(argv, {
+        workspace: options.cwd,
+        cwd: options.cwd,
+        env,
+        readOnlyPaths: [...(await repositoryMounts(options.cwd, overrides)), ...gitHelperPaths()],
+      })
+    : { command: argv[0]!, args: argv.slice(1) };
   return new Promise<GitOutput>((resolve, reject) => {
-    const child = spawn("git", ["--literal-pathspecs", "--no-pager", ...asConfigArgs(overrides), ...args], {
+    const child = spawn(command, spawnArgs, {
       cwd: options.cwd,
       signal: options.signal,
       stdio: ["ignore", "pipe", "pipe"],
-      env: {
-        ...baseEnv,
-        ...options.env,
-        ...HARDENED_GIT_ENV,
-        LC_ALL: "C",
-        ...(options.readOnly && { GIT_OPTIONAL_LOCKS: "0" }),
-      },
+      env: (confined ? {} : { ...baseEnv, ...env }) as NodeJS.ProcessEnv,
     });
     let stdout = "";
     let stderr = "";
@@ -97,6 +111,30 @@ export async function runGit(args: string[], options: GitOptions): Promise<GitOu
       if (code === 0 || (code !== null && options.okExitCodes?.includes(code))) resolve(output);
       else reject(new GitCommandError(args, output));
     });
+  });
+}
+
+/**
+ * The directories a sandboxed git needs besides the workspace: the repository's top level, its
+ * git directory and the common one (worktrees keep them apart). Asked of git itself, hardened.
+ */
+function repositoryMounts(cwd: string, overrides: [string, string][]): Promise<string[]> {
+  return new Promise((resolve) => {
+    execFile(
+      "git",
+      [...asConfigArgs(overrides), "rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir"],
+      { cwd, env: { ...(shellEnvironment(process.env) as NodeJS.ProcessEnv), ...HARDENED_GIT_ENV }, timeout: 10_000 },
+      (error, stdout) => {
+        if (error) return resolve([]); // not a repository: git will say so itself
+        const dirs = String(stdout)
+          .split("\n")
+          .map((line) => line.trim())
+          .filter(Boolean)
+          .map((dir) => path.resolve(cwd, dir))
+          .filter((dir) => fs.existsSync(dir) && dir !== cwd && !dir.startsWith(`${cwd}/`));
+        resolve([...new Set(dirs)]);
+      },
+    );
   });
 }
 
