@@ -85,6 +85,6 @@ describe("engine on PostgreSQL", () => {
     const run = await harness.waitForRun(runId);
     expect(run.status).toBe("failed");
     expect(run.steps.map((s) => s.status)).toEqual(["failed", "blocked", "completed"]);
-    expect(run.steps[0]!.result?.error).toMatch(/ENOENT|no such file/);
+    expect(run.steps[0]!.result?.error).toBe("No such file or directory in the workspace: nope.txt");
   });
 });

@@ -62,6 +62,9 @@ const BRANCHES = [
   { id: "step_8", description: "ungated", tool: "probe", args: { value: "free" } },
 ];
 
+/** Waiting for the engine, not timing it: generous, so a loaded machine cannot fail the test. */
+const SETTLE = { timeout: 15_000 };
+
 type Order = "approve A then deny B" | "deny B then approve A" | "approve A and deny B at once";
 const ORDERS: Order[] = ["approve A then deny B", "deny B then approve A", "approve A and deny B at once"];
 
@@ -82,18 +85,18 @@ describe("approval gates in parallel branches", () => {
 
       // Gates wait; the ungated branch is not held up by them.
       await expect
-        .poll(statuses)
+        .poll(statuses, SETTLE)
         .toMatchObject({ step_1: "awaiting_approval", step_2: "awaiting_approval", step_3: "awaiting_approval" });
-      await expect.poll(async () => (await statuses()).step_8).toBe("completed");
+      await expect.poll(async () => (await statuses()).step_8, SETTLE).toBe("completed");
       expect([...(await executions()).keys()]).toEqual(["step_8"]);
 
       const approveA = async () => {
         await alice.runs.decide({ runId, stepId: "step_1", approve: true });
-        await expect.poll(async () => (await statuses()).step_4).toBe("completed");
+        await expect.poll(async () => (await statuses()).step_4, SETTLE).toBe("completed");
       };
       const denyB = async () => {
         await bob.runs.decide({ runId, stepId: "step_2", approve: false, comment: "not today" });
-        await expect.poll(async () => (await statuses()).step_6).toBe("completed");
+        await expect.poll(async () => (await statuses()).step_6, SETTLE).toBe("completed");
       };
       if (order === "approve A then deny B") {
         await approveA();
