@@ -143,7 +143,7 @@ test.describe("with an access token", () => {
 
   test.beforeAll(async () => {
     test.setTimeout(120_000);
-    server = spawn("npx", ["tsx", "e2e/serve-for-tests.ts"], {
+    server = spawn(process.execPath, ["--import", "tsx", "e2e/serve-for-tests.ts"], {
       env: { ...process.env, PORT: String(tokenPort), STEPWISE_ACCESS_TOKEN: token, NEXT_TELEMETRY_DISABLED: "1" },
       stdio: "ignore",
       detached: true,
@@ -161,8 +161,12 @@ test.describe("with an access token", () => {
   });
 
   test.afterAll(async () => {
-    if (server?.pid) process.kill(-server.pid, "SIGTERM");
-    await new Promise((resolve) => server?.on("exit", resolve) ?? resolve(undefined));
+    // serve-for-tests stops its server, removes its database and folders, then exits.
+    const exited = new Promise((resolve) =>
+      server?.exitCode !== null ? resolve(undefined) : server.on("exit", resolve),
+    );
+    server?.kill("SIGTERM");
+    await exited;
   });
 
   test("every route kind refuses a request without the token and answers one with it", async () => {

@@ -205,9 +205,11 @@ test("a failed step gets a recovery proposal that, accepted in the live view, le
 
 /** Starts a second app with no LLM provider (the same build), for the "not configured" journey. */
 async function startUnconfiguredApp(port: number): Promise<{ url: string; stop(): Promise<void> }> {
-  const child: ChildProcess = spawn("npx", ["tsx", "e2e/serve-for-tests.ts"], {
+  // Its own process group, stopped as a whole: stopping only a wrapper leaves the server running.
+  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "e2e/serve-for-tests.ts"], {
     env: { ...process.env, PORT: String(port), STEPWISE_LLM_BASE_URL: "", OPENAI_API_KEY: "", ANTHROPIC_API_KEY: "" },
     stdio: "ignore",
+    detached: true,
   });
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 90_000;
@@ -225,6 +227,7 @@ async function startUnconfiguredApp(port: number): Promise<{ url: string; stop()
     stop: () =>
       new Promise<void>((resolve) => {
         child.once("exit", () => resolve());
+        // serve-for-tests stops its server, removes its database and folders, then exits.
         child.kill("SIGTERM");
       }),
   };

@@ -20,7 +20,15 @@ let harness: Harness | undefined;
 const workers: StepWorker[] = [];
 let child: ChildProcess | undefined;
 afterEach(async () => {
-  child?.kill("SIGKILL");
+  // The worker runs in its own process group (under faketime it is a child of the wrapper):
+  // kill the whole group, or an orphaned worker outlives the test, retrying a database that is gone.
+  if (child?.pid) {
+    try {
+      process.kill(-child.pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
   child = undefined;
   await Promise.all(workers.splice(0).map((worker) => worker.stop({ graceMs: 0 })));
   await harness?.close();
@@ -211,6 +219,7 @@ describe("engine under database faults", () => {
           FAKETIME_DONT_FAKE_MONOTONIC: "1",
         },
         stdio: ["ignore", "pipe", "pipe"],
+        detached: true,
       });
       worker.stdout!.on("data", (chunk) => (output += chunk));
       worker.stderr!.on("data", (chunk) => (output += chunk));
