@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { builtinRegistry } from "../tools/registry";
 import { planDraftSchema } from "./schema";
 import { checkPlanDraft, normalizePlan, schemaIssues, validatePlan, type PlanIssue } from "./validate";
+import { sandboxAvailable } from "../tools/sandbox";
 
 interface S {
   id: string;
@@ -312,7 +313,13 @@ describe("normalizePlan", () => {
       { id: "rm", tool: "shell", args: { command: "rm -rf build" } },
       { id: "ref", tool: "shell", args: { command: "$ls" }, dependsOn: ["ls"] },
     ]).steps;
-    expect(ls).toMatchObject({ approvalRequired: false, risk: "low", capability: "shell.exec" });
+    // Read-only commands run ungated only where the sandbox can hold them to it.
+    expect(ls).toMatchObject({
+      approvalRequired: !sandboxAvailable(),
+      // Unconfined, even a reading command is the shell's full risk.
+      risk: sandboxAvailable() ? "low" : "high",
+      capability: "shell.exec",
+    });
     expect(rm).toMatchObject({ approvalRequired: true, risk: "high" });
     // A command only known at run time is gated.
     expect(ref).toMatchObject({ approvalRequired: true, risk: "high" });

@@ -8,6 +8,7 @@ import { builtinRegistry } from "./registry";
 import { SHELL_LOG_LINE_LIMIT, SHELL_OUTPUT_LIMIT, ShellCommandError, shellEnvironment, shellTool } from "./shell";
 import { createTempWorkspace, createToolContext, rejectionOf, removeTempWorkspace, runTool } from "./tool-test-support";
 import { requiresApprovalByDefault } from "./types";
+import { sandboxAvailable } from "./sandbox";
 
 let root: string;
 
@@ -165,8 +166,9 @@ describe("shell environment", () => {
 
 describe("shell approval default", () => {
   it("is decided per command by the parser", () => {
-    expect(requiresApprovalByDefault(shellTool, { command: "ls -la" })).toBe(false);
-    expect(requiresApprovalByDefault(shellTool, { command: "git status && git diff" })).toBe(false);
+    // Read-only commands run ungated only where the sandbox can hold them to it.
+    expect(requiresApprovalByDefault(shellTool, { command: "ls -la" })).toBe(!sandboxAvailable());
+    expect(requiresApprovalByDefault(shellTool, { command: "git status && git diff" })).toBe(!sandboxAvailable());
     expect(requiresApprovalByDefault(shellTool, { command: "rm -rf build" })).toBe(true);
     expect(requiresApprovalByDefault(shellTool, { command: "ls > files.txt" })).toBe(true);
     // Unknown at plan time: a reference to another step's output.
