@@ -3,7 +3,9 @@ import type { StoredEvent } from "@/server/events/types";
 
 /** What a waiting step waits for; the snapshot carries it (when the server provides it) and events update it. */
 export interface StepWaiting {
-  kind: "approval" | "input";
+  kind: "approval" | "input" | "agent";
+  /** The agent working on an agent task in progress. */
+  agent?: string;
   question?: string;
   choices?: string[];
   expiresAt?: string;
@@ -185,6 +187,8 @@ function applyStepEvent(step: LiveStep, event: StoredEvent, data: Record<string,
   if (typeof data.reason === "string") updated.reason = data.reason || null;
   if (data.result) updated.result = data.result as LiveStep["result"];
   if (status !== "awaiting_approval" && status !== "awaiting_input") delete updated.waiting;
+  if (status === "awaiting_agent") updated.waiting = { kind: "agent" };
+  if (status === "running" && typeof data.agent === "string") updated.waiting = { kind: "agent", agent: data.agent };
   if (status === "running") {
     updated.startedAt = event.createdAt;
     updated.finishedAt = null;

@@ -19,7 +19,9 @@ import {
   type StepJob,
   CANCEL_CHANNEL,
 } from "./queue";
+import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { askUserInputSchema } from "../tools/ask-user";
+import { raiseFailureSignal } from "../agents/signal-store";
 import { decidePending, freeSlots, retryDelayMs, type GraphStep } from "./scheduler";
 import { FINISHED_RUN_STATUSES, type RunStatus } from "./state-machine";
 
@@ -64,9 +66,14 @@ interface RunRow {
   db_now: Date;
 }
 
-/** What a step in awaiting_approval or awaiting_input waits for; shown to people and checked by timers. */
+/**
+ * What a step in awaiting_approval, awaiting_input or awaiting_agent waits for — or, for an agent
+ * task in progress, which agent holds it. Shown to people and checked by timers.
+ */
 export type StepWaiting =
-  { kind: "approval"; expiresAt: string } | { kind: "input"; question: string; choices?: string[] };
+  | { kind: "approval"; expiresAt: string }
+  | { kind: "input"; question: string; choices?: string[] }
+  | { kind: "agent"; agent?: string; since?: string };
 
 /** Everything one engine transaction knows and changes about a run; written back once at the end. */
 class RunTransaction {
@@ -215,13 +222,25 @@ async function advance(tx: RunTransaction, settled: string[], alsoConsider: stri
       } else if (decision.kind === "awaiting_approval") {
         requestApproval(tx, id);
       } else {
-        tx.setStatus(id, "ready");
+        makeReady(tx, id);
       }
     }
     frontier = next;
   }
   await dispatch(tx);
   await finishIfDone(tx);
+}
+
+/**
+ * A step whose turn has come: a tool step is ready for a worker; an agent task waits for an agent
+ * instead and never enters the queue, so it holds no parallelism slot while nobody works on it.
+ */
+function makeReady(tx: RunTransaction, stepId: string): void {
+  if (tx.graph.steps.get(stepId)!.tool === AGENT_TASK_TOOL) {
+    tx.setStatus(stepId, "awaiting_agent", undefined, {}, { kind: "agent" });
+  } else {
+    tx.setStatus(stepId, "ready");
+  }
 }
 
 /**
@@ -273,6 +292,9 @@ async function finishIfDone(tx: RunTransaction): Promise<void> {
     return;
   }
   if (run.open_steps > 0) return;
+  // Statuses set in this transaction must be visible to the query (dispatch, which usually
+  // writes them first, does nothing in a paused run).
+  await tx.flushStatusesOnly();
   const failed = await tx.client.query(
     "select 1 from run_steps where run_id = $1 and status in ('failed','blocked') limit 1",
     [run.id],
@@ -285,7 +307,7 @@ async function cancelOpenSteps(tx: RunTransaction, reason: string): Promise<void
   await tx.flushStatusesOnly();
   const open = await tx.client.query<{ step_id: string }>(
     `select step_id from run_steps where run_id = $1
-       and status in ('pending','ready','awaiting_approval','awaiting_input','running') order by position`,
+       and status in ('pending','ready','awaiting_approval','awaiting_input','awaiting_agent','running') order by position`,
     [tx.run.id],
   );
   for (const row of open.rows) tx.setStatus(row.step_id, "cancelled", reason);
@@ -830,6 +852,10 @@ async function recordOutcomeIn(
     tx.run.status = "failing";
     tx.events.push({ type: "run.failing", data: { status: "failing", reason: `Critical step ${stepId} failed` } });
   }
+  // In an agent's session a failed step (a test run, a build) is a blocker the agent must fix.
+  if (!outcome.ok && (await raiseFailureSignal(tx.client, tx.run.id, step, outcome.error))) {
+    await holdForSignal(tx, `Blocked by the failure of ${stepId}`);
+  }
   if (advanceNow) await advance(tx, [stepId]);
   return true;
 }
@@ -992,7 +1018,7 @@ export async function decideApproval(
       data: { decision: input.approve ? "approved" : "denied", actor: input.actor, comment: input.comment ?? null },
     });
     if (input.approve) {
-      tx.setStatus(input.stepId, "ready");
+      makeReady(tx, input.stepId);
       await dispatch(tx);
     } else {
       tx.setStatus(
@@ -1134,7 +1160,7 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
   // A worker is judged by its own heartbeat interval: peers may be configured differently.
   const orphans = await deps.pool.query<{ run_id: string; step_id: string; attempt: number; worker_id: string | null }>(
     `select rs.run_id, rs.step_id, rs.attempt, rs.worker_id from run_steps rs
-     where rs.status = 'running'
+     where rs.status = 'running' and rs.tool <> '${AGENT_TASK_TOOL}'
        and not exists (select 1 from workers w where w.id = rs.worker_id
                        and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0))`,
   );
@@ -1385,4 +1411,298 @@ export async function adoptPlanVersion(
     await audit(tx, input.actor, "step.recovered", input.stepId, { ...input.detail, planVersion: input.newVersion });
     await advance(tx, [], [...input.insertedStepIds, input.stepId]);
   });
+}
+
+/**
+ * A blocker signal in an agent's session pauses its run: running steps finish, nothing new starts.
+ * The session remembers that the pause is the signal's, so clearing the signal lifts only that.
+ */
+async function holdForSignal(tx: RunTransaction, reason: string): Promise<boolean> {
+  if (tx.run.status !== "running") return false;
+  tx.run.status = "paused";
+  tx.events.push({ type: "run.paused", data: { status: "paused", reason } });
+  await tx.client.query("update agent_sessions set paused_by_signal = true where run_id = $1", [tx.run.id]);
+  return true;
+}
+
+/** Pauses a session's run for a blocker signal raised from outside the engine (CLI, API, browser). */
+export async function pauseRunForSignal(deps: EngineDeps, input: { runId: string; reason: string }): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    if (await holdForSignal(tx, input.reason)) await tx.flush();
+  });
+}
+
+/** The last blocker was cleared: a run the signal paused goes on; a person's own pause stays. */
+export async function resumeRunAfterSignal(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    const held = await client.query<{ paused_by_signal: boolean }>(
+      "select paused_by_signal from agent_sessions where run_id = $1",
+      [input.runId],
+    );
+    if (!held.rows[0]?.paused_by_signal) return;
+    await client.query("update agent_sessions set paused_by_signal = false where run_id = $1", [input.runId]);
+    if (tx.run.status !== "paused") return;
+    tx.run.status = "running";
+    tx.events.push({ type: "run.resumed", data: { status: "running", actor: input.actor, reason: "Signals cleared" } });
+    await dispatch(tx);
+    await finishIfDone(tx);
+    await tx.flush();
+  });
+}
+
+/** What an agent may report about its task (seed 003's `update_tasks[].status`). */
+export type AgentTaskStatus = "TODO" | "IN_PROGRESS" | "DONE" | "CANCELLED";
+
+export interface AgentTaskUpdate {
+  stepId: string;
+  status: AgentTaskStatus;
+  /** The agent's notes: what it did, or why it hands the task back or drops it. */
+  note?: string;
+}
+
+/**
+ * Whether `update` may move a step in `status` as asked: "apply", "noop" (already there — an agent
+ * repeating itself after a lost answer is not an error), or why not. Pure; used to check a whole
+ * `update` before anything is written, and again under the run lock while writing.
+ */
+export function checkAgentTaskUpdate(
+  step: Pick<Step, "id" | "tool" | "dependsOn">,
+  status: StepStatus,
+  wanted: AgentTaskStatus,
+): { kind: "apply" | "noop" } | { kind: "refused"; reason: string } {
+  const name = taskName(step.id);
+  if (step.tool !== AGENT_TASK_TOOL) {
+    return { kind: "refused", reason: `${name} is run by Stepwise (tool ${step.tool}), not by an agent.` };
+  }
+  const target: Record<AgentTaskStatus, StepStatus> = {
+    TODO: "awaiting_agent",
+    IN_PROGRESS: "running",
+    DONE: "completed",
+    CANCELLED: "skipped",
+  };
+  if (status === target[wanted]) return { kind: "noop" };
+  if (status === "awaiting_agent" && wanted !== "TODO") return { kind: "apply" };
+  if (status === "running" && wanted !== "IN_PROGRESS") return { kind: "apply" };
+  const why: Partial<Record<StepStatus, string>> = {
+    pending: `it waits for its dependencies (${step.dependsOn.map(taskName).join(", ")}) to be done`,
+    blocked: "a dependency failed; that has to be fixed first",
+    awaiting_approval: "it waits for a person's approval",
+    completed: "it is already DONE",
+    skipped: "it was cancelled or skipped",
+    cancelled: "the run was cancelled",
+  };
+  return { kind: "refused", reason: `${name} cannot become ${wanted}: ${why[status] ?? `it is ${status}`}.` };
+}
+
+/** Seed 003 numbers tasks; a task's number is its step's: `step_7` is task 7. */
+function taskName(stepId: string): string {
+  const number = /^step_(\d+)$/.exec(stepId)?.[1];
+  return number ? `Task ${number}` : `Step ${stepId}`;
+}
+
+/**
+ * Applies an agent's task updates in one transaction: all of them, or — when one is refused —
+ * none. DONE records the agent's note as the step's output, and dependents move on as after any
+ * completed step.
+ */
+export async function updateAgentTasks(
+  deps: EngineDeps,
+  input: { runId: string; updates: AgentTaskUpdate[]; actor: string; adoptVersion?: number },
+): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    if (tx.run.status === "cancelled") throw new AppError("invalid_state", "The session's run was cancelled");
+    if (input.adoptVersion !== undefined && input.adoptVersion > tx.run.plan_version) {
+      await adoptVersionIn(deps, tx, input.adoptVersion, input.actor);
+    }
+    const rows = await client.query<{ step_id: string; status: StepStatus; started_at: Date | null; attempt: number }>(
+      "select step_id, status, started_at, attempt from run_steps where run_id = $1 and step_id = any($2)",
+      [tx.run.id, input.updates.map((update) => update.stepId)],
+    );
+    const byId = new Map(rows.rows.map((row) => [row.step_id, row]));
+    const settled: string[] = [];
+    for (const update of input.updates) {
+      const step = tx.graph.steps.get(update.stepId);
+      const row = byId.get(update.stepId);
+      if (!step || !row)
+        throw new AppError("not_found", `There is no ${taskName(update.stepId).toLowerCase()} in this plan`);
+      const check = checkAgentTaskUpdate(step, row.status, update.status);
+      if (check.kind === "refused") throw new AppError("invalid_state", check.reason);
+      if (check.kind === "noop") continue;
+      tx.statuses.set(step.id, row.status);
+      const detail = { agent: input.actor, ...(update.note && { note: update.note }) };
+      if (update.status === "IN_PROGRESS") {
+        row.attempt += 1;
+        await client.query(
+          "update run_steps set attempt = $3, started_at = now(), progress = 0 where run_id = $1 and step_id = $2",
+          [tx.run.id, step.id, row.attempt],
+        );
+        row.started_at = tx.now;
+        tx.setStatus(
+          step.id,
+          "running",
+          undefined,
+          { attempt: row.attempt, ...detail },
+          {
+            kind: "agent",
+            agent: input.actor,
+            since: tx.now.toISOString(),
+          },
+        );
+      } else if (update.status === "TODO") {
+        tx.setStatus(
+          step.id,
+          "awaiting_agent",
+          `Handed back by ${input.actor}${update.note ? `: ${update.note}` : ""}`,
+          detail,
+          {
+            kind: "agent",
+          },
+        );
+      } else if (update.status === "DONE") {
+        const result: StepResult = {
+          ok: true,
+          value: { doneBy: input.actor, ...(update.note && { note: update.note }) },
+          duration: row.started_at ? tx.now.getTime() - row.started_at.getTime() : 0,
+          timestamp: tx.now.toISOString(),
+        };
+        tx.setResult(step.id, result);
+        tx.setStatus(step.id, "completed", undefined, { ...detail, result });
+        tx.run.open_steps--;
+        settled.push(step.id);
+      } else {
+        // A task is dropped only from waiting: one in progress is handed back first.
+        if (row.status === "running") tx.setStatus(step.id, "awaiting_agent", undefined, detail, { kind: "agent" });
+        tx.setStatus(step.id, "skipped", `Cancelled by ${input.actor}${update.note ? `: ${update.note}` : ""}`, detail);
+        tx.run.open_steps--;
+        settled.push(step.id);
+      }
+      row.status = tx.statuses.get(step.id)!;
+      await audit(tx, input.actor, `task.${update.status.toLowerCase()}`, step.id, detail);
+    }
+    await advance(tx, settled);
+    await tx.flush();
+  });
+}
+
+/**
+ * Moves an agent session's run to a newer version of its plan — tasks the agent added, or a
+ * person's edit in the browser. New steps join as pending; steps that have not started and whose
+ * definition or dependencies changed are decided again (a changed gated step needs a new
+ * approval); steps removed from the plan that have not started are cancelled; nothing that
+ * started or finished is touched. A finished run with new work is reopened.
+ */
+export async function adoptPlanVersionIntoRun(
+  deps: EngineDeps,
+  input: { runId: string; version: number; actor: string },
+): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    if (input.version <= tx.run.plan_version) return;
+    if (tx.run.status === "cancelled") throw new AppError("invalid_state", "The session's run was cancelled");
+    await adoptVersionIn(deps, tx, input.version, input.actor);
+    await tx.flush();
+  });
+}
+
+const NOT_STARTED: ReadonlySet<StepStatus> = new Set(["pending", "awaiting_agent", "awaiting_approval"]);
+
+async function adoptVersionIn(deps: EngineDeps, tx: RunTransaction, version: number, actor: string): Promise<void> {
+  const oldVersion = tx.run.plan_version;
+  const oldGraph = tx.graph;
+  const steps = await loadPlanSteps(tx.client, tx.run.plan_id, version);
+  tx.graph = await deps.graphs.get(tx.run.plan_id, version, async () => steps);
+  tx.run.plan_version = version;
+  await tx.client.query("update runs set plan_version = $2 where id = $1", [tx.run.id, version]);
+  const current = await tx.client.query<{ step_id: string; status: StepStatus; queued: boolean }>(
+    "select step_id, status, queued from run_steps where run_id = $1",
+    [tx.run.id],
+  );
+  const existing = new Map(current.rows.map((row) => [row.step_id, row]));
+  for (const row of current.rows) tx.statuses.set(row.step_id, row.status);
+  const inserted = steps.filter((step) => !existing.has(step.id));
+  await tx.client.query(
+    `insert into run_steps (run_id, step_id, position, tool, status, depends_on, reason)
+     select $1, s.id, 0, s.tool, s.status, s.depends_on, s.reason
+     from jsonb_to_recordset($2::jsonb) as s(id text, tool text, status text, depends_on text[], reason text)`,
+    [
+      tx.run.id,
+      JSON.stringify(
+        inserted.map((step) => ({
+          id: step.id,
+          tool: step.tool,
+          depends_on: step.dependsOn,
+          status: step.skipped ? "skipped" : "pending",
+          reason: step.skipped ? "Skipped by the reviewer" : null,
+        })),
+      ),
+    ],
+  );
+  await tx.client.query(
+    `update run_steps rs set position = s.position, depends_on = s.depends_on
+     from jsonb_to_recordset($2::jsonb) as s(id text, position int, depends_on text[])
+     where rs.run_id = $1 and rs.step_id = s.id`,
+    [tx.run.id, JSON.stringify(steps.map((step, position) => ({ id: step.id, position, depends_on: step.dependsOn })))],
+  );
+  const reconsider: string[] = [];
+  for (const step of inserted) {
+    tx.statuses.set(step.id, step.skipped ? "skipped" : "pending");
+    if (!step.skipped) {
+      tx.run.open_steps++;
+      reconsider.push(step.id);
+    }
+  }
+  const unchanged: string[] = [];
+  for (const [id, row] of existing) {
+    const before = oldGraph.steps.get(id);
+    const after = tx.graph.steps.get(id);
+    if (!NOT_STARTED.has(row.status)) {
+      if (after) unchanged.push(id);
+      continue;
+    }
+    if (!after || after.skipped) {
+      tx.setStatus(
+        id,
+        after ? "skipped" : "cancelled",
+        after ? "Skipped by the reviewer" : `Removed from the plan in version ${version}`,
+      );
+      tx.run.open_steps--;
+      continue;
+    }
+    if (before && sameDefinition(before, after)) {
+      unchanged.push(id);
+      continue;
+    }
+    // Decided again from pending: its gate or its dependencies may have changed.
+    if (row.status !== "pending") tx.setStatus(id, "pending", "");
+    reconsider.push(id);
+  }
+  // Approvals hold for exactly the definition approved: only unchanged steps keep theirs.
+  await tx.client.query(
+    `insert into approvals (run_id, step_id, plan_version, decision, actor, comment)
+     select run_id, step_id, $3, decision, actor, comment from approvals
+     where run_id = $1 and plan_version = $2 and step_id = any($4)`,
+    [tx.run.id, oldVersion, version, unchanged],
+  );
+  if (tx.run.open_steps > 0 && (tx.run.status === "completed" || tx.run.status === "failed")) {
+    tx.run.status = "running";
+    tx.events.push({ type: "run.running", data: { status: "running", reason: `New work in version ${version}` } });
+  }
+  tx.events.push({
+    type: "run.plan_changed",
+    data: { planVersion: version, previousVersion: oldVersion, insertedStepIds: inserted.map((step) => step.id) },
+  });
+  await audit(tx, actor, "run.plan_adopted", null, { planVersion: version, previousVersion: oldVersion });
+  await advance(tx, [], reconsider);
+}
+
+function sameDefinition(a: Step & GraphStep, b: Step & GraphStep): boolean {
+  return (
+    a.tool === b.tool &&
+    a.gated === b.gated &&
+    JSON.stringify(a.args) === JSON.stringify(b.args) &&
+    JSON.stringify(a.dependsOn) === JSON.stringify(b.dependsOn)
+  );
 }

@@ -14,6 +14,13 @@ import type { StepStatus } from "../plans/schema";
  *
  *   ready ──ask_user──▶ awaiting_input ──answered──▶ completed (the answer is the output)
  *
+ *   agent tasks (seed 003) are worked on by an agent, never by a worker:
+ *   pending ──deps satisfied (or approved)──▶ awaiting_agent ──IN_PROGRESS──▶ running ──DONE──▶ completed
+ *                                               │   ▲                            │
+ *                                               │   └────────────TODO────────────┘
+ *                                               ├──DONE──▶ completed (done without saying it started)
+ *                                               └──CANCELLED──▶ skipped (from running: via TODO first)
+ *
  *   pending ──a dependency failed──▶ blocked ──the dependency is retried──▶ pending
  *   pending ──a skipped dependency's output is referenced──▶ skipped
  *   any non-final state ──run cancelled──▶ cancelled
@@ -22,13 +29,16 @@ import type { StepStatus } from "../plans/schema";
  * intervenes — failed and blocked.
  */
 export const STEP_TRANSITIONS: Readonly<Record<StepStatus, readonly StepStatus[]>> = {
-  pending: ["ready", "awaiting_approval", "blocked", "skipped", "cancelled"],
-  awaiting_approval: ["ready", "skipped", "cancelled"],
+  pending: ["ready", "awaiting_agent", "awaiting_approval", "blocked", "skipped", "cancelled"],
+  awaiting_approval: ["ready", "awaiting_agent", "skipped", "cancelled"],
   // An ask_user step is answered by a person, not executed: the answer is its output.
   awaiting_input: ["completed", "cancelled"],
+  // An agent task waits for an agent to take it (IN_PROGRESS), finish it (DONE) or drop it.
+  awaiting_agent: ["running", "completed", "skipped", "cancelled"],
   // ask_user steps wait for their answer instead of running; an unaskable question fails.
   ready: ["running", "awaiting_input", "failed", "skipped", "cancelled"],
-  running: ["completed", "failed", "ready", "cancelled"],
+  // An agent may hand its task back (TODO) or drop it (CANCELLED).
+  running: ["completed", "failed", "ready", "awaiting_agent", "cancelled"],
   // A recovery that changes the plan (new args, inserted steps) decides the step again.
   failed: ["ready", "pending", "skipped"],
   blocked: ["pending", "cancelled"],

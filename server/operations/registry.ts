@@ -1,4 +1,5 @@
 import type { z } from "zod";
+import { agentOperations } from "./agent";
 import type { Operation } from "./operation";
 
 /**
@@ -16,7 +17,7 @@ export interface OperationAnnotations {
 }
 
 /** Each operations module exports its list; spread it in here. */
-export const operations: AnyOperation[] = [];
+export const operations: AnyOperation[] = [...agentOperations];
 
 export function findOperation(name: string): AnyOperation | undefined {
   return operations.find((operation) => operation.name === name);

@@ -13,6 +13,7 @@ export const STEP_STATUSES = [
   "running",
   "awaiting_approval",
   "awaiting_input",
+  "awaiting_agent",
   "completed",
   "failed",
   "skipped",

@@ -1,3 +1,4 @@
+import { agentTaskTool } from "./agent-task";
 import { askUserTool } from "./ask-user";
 import { deletePathTool } from "./delete-path";
 import { echoTool } from "./echo";
@@ -47,6 +48,7 @@ export const builtinTools: AnyTool[] = [
   sleepTool,
   echoTool,
   askUserTool,
+  agentTaskTool,
 ];
 
 export const builtinRegistry = createToolRegistry(builtinTools);

@@ -9,6 +9,7 @@ export type Capability =
   | "git.write"
   | "llm.generate"
   | "user.ask"
+  | "agent.work"
   | "time.wait"
   | "data.transform";
 

@@ -1,0 +1,184 @@
+import { z } from "zod";
+import { SIGNAL_LEVELS } from "./signal-store";
+
+/**
+ * Seed 003's agent contract (Part 2, "API Contract"), as zod schemas: what `start`, `status`,
+ * `update`, `alert` and `suggest` send and answer. The operations layer validates against these,
+ * the CLI prints exactly these objects with `--json`, and the tests check every answer with them.
+ * Where the seed leaves a case open (work the agent must wait for; a finished session) the
+ * additions are marked and described in the agent instructions the session syncs.
+ */
+
+export const TASK_TYPES = ["feature", "bugfix", "chore", "test", "docs", "refactor", "research", "ops"] as const;
+export const SEED_TASK_STATUSES = ["TODO", "IN_PROGRESS", "DONE", "CANCELLED"] as const;
+
+export const sessionCreatedSchema = z.object({
+  status: z.literal("session_created"),
+  session_id: z.string(),
+  message: z.string(),
+  next_command: z.string(),
+});
+
+export const taskSchema = z.object({
+  id: z.number().int(),
+  title: z.string(),
+  type: z.string().optional(),
+  status: z.enum(SEED_TASK_STATUSES),
+  dependencies: z.array(z.number().int()),
+  context_hints: z.array(z.string()),
+  relevant_file_paths: z.array(z.string()),
+  /** Addition: who carries the task out — the agent, or Stepwise running a tool (tests, builds). */
+  executor: z.enum(["agent", "stepwise"]),
+  /** Addition: Stepwise's own step state, finer than the seed's four (awaiting_approval, failed…). */
+  state: z.string(),
+});
+export type AgentTaskView = z.infer<typeof taskSchema>;
+
+const sessionRef = z.object({ id: z.string(), goal: z.string().optional() });
+const signalSchema = z.object({
+  id: z.string(),
+  task_id: z.number().int().nullable(),
+  level: z.enum(SIGNAL_LEVELS),
+  message: z.string(),
+});
+
+/** Response A: the first call in a session. */
+export const syncInstructionsSchema = z.object({
+  now: z.object({
+    reason: z.literal("sync_instructions"),
+    agent_instructions: z.string(),
+    instructions_content: z.string(),
+  }),
+  session: sessionRef,
+});
+
+/** Response B: the next task, with its hints. */
+export const readyForTaskSchema = z.object({
+  now: z.object({
+    reason: z.literal("ready_for_task"),
+    agent_instructions: z.string(),
+    current_task: taskSchema,
+  }),
+  plan: z.object({ tasks: z.array(taskSchema) }),
+  session: sessionRef,
+});
+
+/** Response C: a blocker signal holds the session. */
+export const waitingOnSignalSchema = z.object({
+  now: z.object({
+    reason: z.literal("waiting_on_signal"),
+    agent_instructions: z.string(),
+    message: z.string(),
+  }),
+  signal: signalSchema,
+  session: sessionRef,
+});
+
+/** Response D: every task is settled; the agent gives its final summary (once). */
+export const planCompletedSchema = z.object({
+  now: z.object({
+    reason: z.literal("plan_completed"),
+    agent_instructions: z.string(),
+    message: z.string(),
+  }),
+  session: sessionRef.extend({ final_summary: z.string().optional() }),
+});
+
+/**
+ * Addition: nothing is the agent's to do right now — Stepwise is running a tool step (the tests
+ * after a code task) or a person has to approve one. The agent asks again after `retry_after_seconds`.
+ */
+export const waitingSchema = z.object({
+  now: z.object({
+    reason: z.literal("waiting"),
+    agent_instructions: z.string(),
+    message: z.string(),
+    retry_after_seconds: z.number().int(),
+    waiting_for: z.array(z.object({ task_id: z.number().int().nullable(), title: z.string(), state: z.string() })),
+  }),
+  session: sessionRef,
+});
+
+export const statusResponseSchema = z.union([
+  syncInstructionsSchema,
+  readyForTaskSchema,
+  waitingOnSignalSchema,
+  planCompletedSchema,
+  waitingSchema,
+]);
+export type StatusResponse = z.infer<typeof statusResponseSchema>;
+
+/**
+ * `update`'s payload. Task fields are checked by the quality gates, not here, so a task missing its
+ * hints comes back as `plan_validation_failed` with an actionable detail rather than a parse error.
+ */
+export const newTaskSchema = z.object({
+  title: z.string().max(200).optional(),
+  type: z.string().max(40).optional(),
+  description: z.string().max(10_000).optional(),
+  dependencies: z.array(z.number().int().positive()).max(200).default([]),
+  context_hints: z.array(z.string().max(2_000)).max(50).optional(),
+  relevant_file_paths: z.array(z.string().max(1_000)).max(100).optional(),
+});
+export type NewTask = z.infer<typeof newTaskSchema>;
+
+export const updatePayloadSchema = z
+  .object({
+    add_tasks: z.array(newTaskSchema).max(200).optional(),
+    update_tasks: z
+      .array(
+        z.object({
+          id: z.number().int().positive(),
+          status: z.enum(SEED_TASK_STATUSES),
+          /** Addition: what the agent did, or why it hands the task back. */
+          notes: z.string().max(10_000).optional(),
+        }),
+      )
+      .max(200)
+      .optional(),
+    final_summary: z.string().trim().min(1).max(20_000).optional(),
+  })
+  .refine((payload) => payload.add_tasks || payload.update_tasks || payload.final_summary, {
+    message: "Give at least one of add_tasks, update_tasks or final_summary",
+  });
+export type UpdatePayload = z.infer<typeof updatePayloadSchema>;
+
+export const successSchema = z.object({ status: z.literal("success"), message: z.string() });
+
+export const planValidationFailedSchema = z.object({
+  status: z.literal("error"),
+  error_type: z.literal("plan_validation_failed"),
+  message: z.string(),
+  details: z.array(z.string()).min(1),
+});
+
+export const updateResponseSchema = z.union([successSchema, planValidationFailedSchema]);
+export type UpdateResponse = z.infer<typeof updateResponseSchema>;
+
+export const alertInputSchema = z.union([
+  z.object({
+    id: z
+      .string()
+      .trim()
+      .min(1)
+      .max(100)
+      .regex(/^[\w.:-]+$/, "Use letters, digits, _ . : - in signal ids"),
+    level: z.enum(SIGNAL_LEVELS).default("blocker"),
+    message: z.string().trim().min(1).max(5_000),
+    task_id: z.number().int().positive().optional(),
+  }),
+  z.object({ clear: z.string().trim().min(1).max(100) }),
+]);
+
+export const suggestResponseSchema = z.object({
+  status: z.literal("success"),
+  suggestions: z.array(
+    z.object({
+      title: z.string(),
+      type: z.string(),
+      context_hints: z.array(z.string()),
+      relevant_file_paths: z.array(z.string()),
+      reason: z.string(),
+    }),
+  ),
+});

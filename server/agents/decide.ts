@@ -1,0 +1,111 @@
+import type { OpenSignal } from "./signal-store";
+import type { AgentTaskView, StatusResponse } from "./contract";
+
+/**
+ * What an agent should do now — seed 003's `status` decision, as a pure function of the session's
+ * state, in priority order:
+ *
+ * 1. `sync_instructions` until this session has given the agent the current instructions;
+ * 2. `waiting_on_signal` while a blocker signal is open;
+ * 3. `ready_for_task` with the task the agent is working on (IN_PROGRESS), else the first task in
+ *    plan order whose dependencies are done;
+ * 4. `plan_completed` when every task is settled (done or cancelled), or the run was cancelled;
+ * 5. `waiting` (an addition to the seed) while Stepwise runs a tool step or a person must approve.
+ */
+export interface SessionState {
+  session: { id: string; goal: string; finalSummary: string | null };
+  instructions: { content: string; delivered: boolean };
+  signals: OpenSignal[];
+  tasks: AgentTaskView[];
+  runStatus: string;
+}
+
+const SETTLED = new Set(["completed", "skipped", "cancelled"]);
+
+export function decideNow(state: SessionState): StatusResponse {
+  const session = { id: state.session.id, goal: state.session.goal };
+  if (!state.instructions.delivered) {
+    return {
+      now: {
+        reason: "sync_instructions",
+        agent_instructions:
+          "CRITICAL: Your `docs/agents.md` is out of sync. Overwrite it with the content provided in `instructions_content` and then run `stepwise status --json` again.",
+        instructions_content: state.instructions.content,
+      },
+      session,
+    };
+  }
+  const blocker = state.signals.find((signal) => signal.level === "blocker");
+  if (blocker) {
+    const on = blocker.task_id === null ? "" : ` on task ${blocker.task_id}`;
+    return {
+      now: {
+        reason: "waiting_on_signal",
+        agent_instructions:
+          "CRITICAL: A signal is blocking progress. Analyze the signal details, fix the issue, and clear the signal using `stepwise alert --clear <id>`.",
+        message: `Waiting for signal '${blocker.id}'${on} to be cleared.`,
+      },
+      signal: { id: blocker.id, task_id: blocker.task_id, level: blocker.level, message: blocker.message },
+      session: { id: state.session.id },
+    };
+  }
+  const finished = state.runStatus === "cancelled" || state.tasks.every((task) => SETTLED.has(task.state));
+  if (finished) {
+    const summarised = state.session.finalSummary !== null;
+    return {
+      now: {
+        reason: "plan_completed",
+        agent_instructions: summarised
+          ? "The session is finished and your final summary is recorded. There is nothing more to do."
+          : state.runStatus === "cancelled"
+            ? 'A person cancelled this session\'s run. Stop working and provide a final summary of what you did via `stepwise update --json \'{"final_summary": "..."}\'`.'
+            : 'All tasks are complete. Provide a final summary of your work via `stepwise update --json \'{"final_summary": "..."}\'`.',
+        message: summarised
+          ? "The session is complete."
+          : "All tasks are complete. The agent should provide a final summary.",
+      },
+      session: { id: state.session.id, ...(summarised && { final_summary: state.session.finalSummary! }) },
+    };
+  }
+  const paused = state.runStatus === "paused";
+  const agentTasks = state.tasks.filter((task) => task.executor === "agent");
+  const current =
+    agentTasks.find((task) => task.state === "running") ??
+    (paused ? undefined : agentTasks.find((task) => task.state === "awaiting_agent"));
+  if (current) {
+    return {
+      now: {
+        reason: "ready_for_task",
+        agent_instructions:
+          current.state === "running"
+            ? "Carry on with the task you started. Gather context using `context_hints` and `relevant_file_paths` if you lost it, finish the work, then mark it DONE with `stepwise update`."
+            : "Your next task is ready. Gather context using `context_hints` and `relevant_file_paths`, then perform the work.",
+        current_task: current,
+      },
+      plan: { tasks: state.tasks },
+      session,
+    };
+  }
+  const waitingFor = state.tasks
+    .filter((task) => !SETTLED.has(task.state) && task.state !== "pending")
+    .map((task) => ({ task_id: task.id, title: task.title, state: task.state }));
+  const approvals = waitingFor.filter((task) => task.state === "awaiting_approval").length;
+  const failed = waitingFor.filter((task) => task.state === "failed" || task.state === "blocked").length;
+  const message = paused
+    ? "A person paused this session's run; nothing new starts until they resume it."
+    : approvals > 0
+      ? `Waiting for a person to approve ${approvals === 1 ? "a step" : `${approvals} steps`}.`
+      : failed > 0
+        ? "A step failed and waits for a person to retry or skip it."
+        : "Stepwise is running steps of the plan (tests, builds); your next task depends on them.";
+  return {
+    now: {
+      reason: "waiting",
+      agent_instructions: "Nothing is yours to do right now. Wait, then run `stepwise status --json` again.",
+      message,
+      retry_after_seconds: approvals > 0 || paused || failed > 0 ? 30 : 5,
+      waiting_for: waitingFor,
+    },
+    session,
+  };
+}

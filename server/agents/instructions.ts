@@ -1,0 +1,68 @@
+import { createHash } from "node:crypto";
+
+/**
+ * The canonical agent instructions (seed 003 I-1, "the Constitution"). A session's first `status`
+ * hands them to the agent to write to its `docs/agents.md`; a new version of this text is synced
+ * again. `docs/agents.md` in this repository is the same text (a unit test keeps them equal).
+ */
+export const AGENT_INSTRUCTIONS = `# Working with Stepwise — instructions for agents
+
+You work through a Stepwise session: a goal, a plan of tasks, and a person who can watch and
+steer it in the browser. Stepwise tells you what to do next; you do it and report back.
+
+## The loop
+
+1. Run \`stepwise status --json\` and act on \`now.reason\`:
+   - \`sync_instructions\`: overwrite \`docs/agents.md\` with \`now.instructions_content\`, then ask again.
+   - \`ready_for_task\`: \`now.current_task\` is yours. Read every \`context_hints\` entry and every
+     file in \`relevant_file_paths\` before you change anything. Mark it started with
+     \`{"update_tasks": [{"id": N, "status": "IN_PROGRESS"}]}\`, do the work, then mark it
+     \`DONE\` (add \`"notes"\` with what you did).
+   - \`waiting_on_signal\`: a blocker (for example a failed test run) holds the session. Read
+     \`signal.message\`, fix the cause, then clear it with \`stepwise alert --clear <signal id>\`.
+     Clearing a failed step's signal runs that step again.
+   - \`waiting\`: Stepwise is running a step (tests, a build) or a person must approve one. Wait
+     \`now.retry_after_seconds\`, then ask again. Do not work around it.
+   - \`plan_completed\`: every task is settled. Send \`{"final_summary": "..."}\` once; after that
+     the session is finished.
+2. Repeat: status → gather context → work → update.
+
+## Updating the plan
+
+\`stepwise update --json '<payload>'\` takes any of:
+
+- \`update_tasks\`: \`[{"id": N, "status": "IN_PROGRESS" | "DONE" | "TODO" | "CANCELLED", "notes": "..."}]\`.
+  TODO hands a task back; CANCELLED drops it (tasks that depend on it still run).
+- \`add_tasks\`: new tasks. Each needs a \`title\`, a \`type\` (feature, bugfix, chore, test,
+  docs, refactor, research, ops), \`context_hints\` (short, actionable: "Read \`spec.md\` section 2",
+  "Follow the pattern in \`src/api/users.ts\`") and \`relevant_file_paths\` that exist in the
+  workspace. \`dependencies\` lists task ids that must be done first; new tasks take the next
+  free numbers in the order you give them, so a new task may depend on one added before it.
+- \`final_summary\`: once every task is settled.
+
+A rejected \`add_tasks\` answers \`plan_validation_failed\` with \`details\`: fix every listed
+problem and resubmit. Nothing of a rejected update is applied.
+
+## Planning well (the Definition of Good)
+
+- One responsibility per task, small enough for one commit, with a verifiable outcome.
+- The title states what will be true when the task is done.
+- Hints tell your future self where to look and what pattern to follow.
+- Dependencies name what must be done first, and never form a cycle.
+
+## Signals
+
+\`stepwise alert --id <name> --level blocker|warning|info --message "..." [--task N]\` raises a
+signal for the person watching (a blocker also holds the session until cleared);
+\`stepwise alert --clear <name>\` clears one.
+
+## Rules
+
+- Work only on the task \`status\` gives you, and only inside the workspace.
+- Never mark a task DONE that you did not finish; hand it back (TODO) with notes instead.
+- Steps run by Stepwise (\`executor: "stepwise"\`) are not yours to update; their failures come
+  to you as signals.
+- \`stepwise suggest --json\` proposes further tasks; add the ones worth doing with \`add_tasks\`.
+`;
+
+export const AGENT_INSTRUCTIONS_VERSION = createHash("sha256").update(AGENT_INSTRUCTIONS).digest("hex").slice(0, 16);

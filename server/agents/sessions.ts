@@ -1,0 +1,565 @@
+import fs from "node:fs/promises";
+import path from "node:path";
+import type { AppContext } from "../app-context";
+import { inTransaction } from "../db";
+import {
+  adoptPlanVersionIntoRun,
+  checkAgentTaskUpdate,
+  pauseRunForSignal,
+  resumeRunAfterSignal,
+  retryStep,
+  startRun,
+  updateAgentTasks,
+  type AgentTaskUpdate,
+} from "../engine/engine";
+import { AppError } from "../errors";
+import type { Step, StepInput, StepStatus } from "../plans/schema";
+import { createPlan, getPlan } from "../plans/service";
+import { savePlanVersion } from "../plans/versions";
+import { AGENT_TASK_TOOL } from "../tools/agent-task";
+import { resolveInWorkspace } from "../tools/workspace-path";
+import {
+  planValidationFailedSchema,
+  type AgentTaskView,
+  type NewTask,
+  type StatusResponse,
+  type UpdatePayload,
+  type UpdateResponse,
+} from "./contract";
+import { decideNow } from "./decide";
+import { AGENT_INSTRUCTIONS, AGENT_INSTRUCTIONS_VERSION } from "./instructions";
+import { openSignals, taskNumber, upsertSignal, type OpenSignal, type SignalLevel } from "./signal-store";
+import { checkNewTasks } from "./task-gates";
+
+/**
+ * Agent sessions (seed 003): a goal, a plan whose steps are the agent's tasks (and any tool steps
+ * a person adds, such as the tests after a code task), the run that executes it, and signals.
+ * The engine owns step states; this module translates between the seed's contract and the engine,
+ * and checks everything an agent sends before anything is written.
+ */
+type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
+
+export interface SessionRow {
+  id: string;
+  goal: string;
+  workspace_root: string;
+  plan_id: string;
+  run_id: string;
+  instructions_version: string | null;
+  final_summary: string | null;
+  created_by: string;
+  created_at: Date;
+  closed_at: Date | null;
+}
+
+const MAX_GOAL = 4_000;
+
+export async function startSession(
+  app: App,
+  input: { goal: string; workspace?: string; actor: string },
+): Promise<{ sessionId: string; planId: string; runId: string }> {
+  const goal = input.goal.trim();
+  if (!goal) throw new AppError("invalid_input", 'A session needs a goal: --goal "what to achieve"');
+  if (goal.length > MAX_GOAL) throw new AppError("invalid_input", `The goal is limited to ${MAX_GOAL} characters`);
+  const workspaceRoot = await checkWorkspace(input.workspace ?? app.workspaceRoot);
+  const workspace = await app.db.prisma.workspace.upsert({
+    where: { path: workspaceRoot },
+    create: { path: workspaceRoot, name: path.basename(workspaceRoot) || workspaceRoot },
+    update: {},
+  });
+  const plan = await createPlan(app.db.prisma, app.tools, {
+    draft: {
+      goal,
+      summary: "An agent session (seed 003): the agent decomposes the goal, then works task by task.",
+      steps: [decompositionTask(goal)],
+    },
+    source: "agent",
+    author: input.actor,
+    workspaceId: workspace.id,
+  });
+  const { runId } = await startRun(app.engine, {
+    planId: plan.id,
+    version: plan.version,
+    actor: input.actor,
+    workspaceRoot,
+  });
+  const sessionId = await insertSession(app, { goal, workspaceRoot, planId: plan.id, runId, actor: input.actor });
+  return { sessionId, planId: plan.id, runId };
+}
+
+/** Task 1 of every session: seed 003's meta-task, decomposing the goal into tasks. */
+function decompositionTask(goal: string): StepInput {
+  const shown = goal.length > 120 ? `${goal.slice(0, 117)}…` : goal;
+  return {
+    id: "step_1",
+    title: `Decompose the goal '${shown}' into a detailed task list for Stepwise.`,
+    description: `Goal: ${goal}`,
+    tool: AGENT_TASK_TOOL,
+    type: "chore",
+    contextHints: [
+      "Read the goal and every document it names (a spec, an issue) before planning.",
+      "Follow the planning guide in `docs/agents.md`: one responsibility per task, with a type, actionable context_hints and relevant_file_paths that exist.",
+      "Submit the tasks with `add_tasks` and mark this task DONE in the same update.",
+    ],
+  };
+}
+
+async function checkWorkspace(candidate: string): Promise<string> {
+  if (!path.isAbsolute(candidate))
+    throw new AppError("invalid_input", `The workspace must be an absolute path: ${candidate}`);
+  let real: string;
+  try {
+    real = await fs.realpath(candidate);
+  } catch {
+    throw new AppError("invalid_input", `The workspace ${candidate} does not exist`);
+  }
+  if (!(await fs.stat(real)).isDirectory())
+    throw new AppError("invalid_input", `The workspace ${candidate} is not a directory`);
+  return real;
+}
+
+/** Seed 003's ids read like `user-auth-1678886400`: the goal's first words and the time. */
+export function sessionIdFor(goal: string, now: Date): string {
+  const words = goal
+    .toLowerCase()
+    .normalize("NFKD")
+    .replace(/[^a-z0-9\s-]/g, " ")
+    .split(/[\s-]+/)
+    .filter(
+      (word) =>
+        word.length > 1 && !["the", "and", "for", "into", "with", "from", "in", "to", "of", "an"].includes(word),
+    )
+    .slice(0, 4);
+  return `${words.join("-") || "session"}-${Math.floor(now.getTime() / 1000)}`;
+}
+
+async function insertSession(
+  app: App,
+  input: { goal: string; workspaceRoot: string; planId: string; runId: string; actor: string },
+): Promise<string> {
+  const base = sessionIdFor(input.goal, new Date());
+  for (let suffix = 1; ; suffix++) {
+    const id = suffix === 1 ? base : `${base}-${suffix}`;
+    const inserted = await app.db.pool.query(
+      `insert into agent_sessions (id, goal, workspace_root, plan_id, run_id, created_by)
+       values ($1, $2, $3, $4, $5, $6) on conflict (id) do nothing`,
+      [id, input.goal, input.workspaceRoot, input.planId, input.runId, input.actor],
+    );
+    if (inserted.rowCount) return id;
+  }
+}
+
+/**
+ * The named session, or — as seed 003's commands name none — the newest one still open, else the
+ * newest finished one (so `status` after the final summary says the session is complete).
+ */
+export async function findSession(app: App, sessionId?: string): Promise<SessionRow> {
+  const rows = sessionId
+    ? await app.db.pool.query<SessionRow>("select * from agent_sessions where id = $1", [sessionId])
+    : await app.db.pool.query<SessionRow>(
+        "select * from agent_sessions order by closed_at is null desc, created_at desc limit 1",
+      );
+  const row = rows.rows[0];
+  if (!row) {
+    throw new AppError(
+      "not_found",
+      sessionId ? `No session ${sessionId}` : 'No session yet. Start one with: stepwise start --goal "what to achieve"',
+    );
+  }
+  return row;
+}
+
+interface Loaded {
+  session: SessionRow;
+  runStatus: string;
+  steps: Step[];
+  statuses: Map<string, StepStatus>;
+  signals: OpenSignal[];
+  lastStepNumber: number;
+  planVersion: number;
+}
+
+/**
+ * Reads a session's state. A plan version newer than the run's (a person's edit in the browser,
+ * or tasks added just before a crash) is adopted into the run first, so what the agent is told
+ * always matches the plan people see.
+ */
+async function loadSession(app: App, session: SessionRow): Promise<Loaded> {
+  const [plan, run] = await Promise.all([
+    app.db.pool.query<{ current_version: number; last_step_number: number }>(
+      "select current_version, last_step_number from plans where id = $1",
+      [session.plan_id],
+    ),
+    app.db.pool.query<{ plan_version: number }>("select plan_version from runs where id = $1", [session.run_id]),
+  ]);
+  const current = plan.rows[0]!.current_version;
+  if (current > run.rows[0]!.plan_version) {
+    await adoptPlanVersionIntoRun(app.engine, { runId: session.run_id, version: current, actor: "stepwise" }).catch(
+      (error: unknown) => {
+        // A version that cannot be adopted (it removes a step that already ran) leaves the run on its version.
+        if (!(error instanceof AppError)) throw error;
+      },
+    );
+  }
+  const [runRow, stepRows, signals] = await Promise.all([
+    app.db.pool.query<{ status: string; plan_version: number }>("select status, plan_version from runs where id = $1", [
+      session.run_id,
+    ]),
+    app.db.pool.query<{ step_id: string; status: StepStatus }>(
+      "select step_id, status from run_steps where run_id = $1",
+      [session.run_id],
+    ),
+    openSignals(app.db.pool, session.id),
+  ]);
+  const planVersion = runRow.rows[0]!.plan_version;
+  const version = await app.db.pool.query<{ steps: Step[] }>(
+    "select steps from plan_versions where plan_id = $1 and version = $2",
+    [session.plan_id, planVersion],
+  );
+  return {
+    session,
+    runStatus: runRow.rows[0]!.status,
+    steps: version.rows[0]!.steps,
+    statuses: new Map(stepRows.rows.map((row) => [row.step_id, row.status])),
+    signals,
+    lastStepNumber: plan.rows[0]!.last_step_number,
+    planVersion,
+  };
+}
+
+const SEED_STATUS: Record<StepStatus, AgentTaskView["status"]> = {
+  pending: "TODO",
+  blocked: "TODO",
+  ready: "TODO",
+  awaiting_approval: "TODO",
+  awaiting_input: "TODO",
+  awaiting_agent: "TODO",
+  failed: "TODO",
+  running: "IN_PROGRESS",
+  completed: "DONE",
+  skipped: "CANCELLED",
+  cancelled: "CANCELLED",
+};
+
+export function taskView(step: Step, status: StepStatus): AgentTaskView {
+  return {
+    id: taskNumber(step.id) ?? 0,
+    title: step.title ?? step.description.split("\n")[0]!.slice(0, 200),
+    ...(step.type && { type: step.type }),
+    status: SEED_STATUS[status],
+    dependencies: step.dependsOn.map((dep) => taskNumber(dep) ?? 0),
+    context_hints: step.contextHints,
+    relevant_file_paths: step.relevantFilePaths,
+    executor: step.tool === AGENT_TASK_TOOL ? "agent" : "stepwise",
+    state: status,
+  };
+}
+
+function tasksOf(loaded: Loaded): AgentTaskView[] {
+  return loaded.steps.map((step) => taskView(step, loaded.statuses.get(step.id) ?? "pending"));
+}
+
+/** Seed 003's `status`. The first call of a session (or after new instructions) syncs them. */
+export async function sessionStatus(app: App, sessionId?: string): Promise<StatusResponse> {
+  const session = await findSession(app, sessionId);
+  const loaded = await loadSession(app, session);
+  const delivered = session.instructions_version === AGENT_INSTRUCTIONS_VERSION;
+  const response = decideNow({
+    session: { id: session.id, goal: session.goal, finalSummary: session.final_summary },
+    instructions: { content: AGENT_INSTRUCTIONS, delivered },
+    signals: loaded.signals,
+    tasks: tasksOf(loaded),
+    runStatus: loaded.runStatus,
+  });
+  if (!delivered) {
+    await app.db.pool.query("update agent_sessions set instructions_version = $2 where id = $1", [
+      session.id,
+      AGENT_INSTRUCTIONS_VERSION,
+    ]);
+  }
+  return response;
+}
+
+const SEED_TO_ENGINE_STATUS = {
+  TODO: "TODO",
+  IN_PROGRESS: "IN_PROGRESS",
+  DONE: "DONE",
+  CANCELLED: "CANCELLED",
+} as const;
+
+/**
+ * Seed 003's `update`. Everything is checked before anything is written: added tasks against the
+ * quality gates (a failure answers `plan_validation_failed` with every problem), status changes
+ * against the state machine. Then the tasks become a new plan version the run adopts, and the
+ * status changes apply in the same transaction as the adoption.
+ */
+export async function updateSession(
+  app: App,
+  input: { sessionId?: string; payload: UpdatePayload; actor: string },
+): Promise<UpdateResponse> {
+  const session = await findSession(app, input.sessionId);
+  if (session.closed_at) throw new AppError("invalid_state", `Session ${session.id} is finished; start a new one`);
+  const loaded = await loadSession(app, session);
+  const { payload } = input;
+
+  const added = payload.add_tasks ?? [];
+  if (added.length > 0) {
+    const details = await checkNewTasks(added, {
+      existingTaskIds: new Set(loaded.steps.map((step) => taskNumber(step.id)).filter((id) => id !== null)),
+      firstNewId: loaded.lastStepNumber + 1,
+      fileExists: (relativePath) => existsIn(session.workspace_root, relativePath),
+    });
+    if (details.length > 0) {
+      return planValidationFailedSchema.parse({
+        status: "error",
+        error_type: "plan_validation_failed",
+        message: "The submitted plan is invalid and was rejected. You must fix the plan and resubmit.",
+        details,
+      });
+    }
+  }
+
+  const updates: AgentTaskUpdate[] = (payload.update_tasks ?? []).map((update) => ({
+    stepId: `step_${update.id}`,
+    status: SEED_TO_ENGINE_STATUS[update.status],
+    ...(update.notes && { note: update.notes }),
+  }));
+  const byId = new Map(loaded.steps.map((step) => [step.id, step]));
+  const problems = updates.flatMap((update) => {
+    const step = byId.get(update.stepId);
+    if (!step) return [`There is no task ${update.stepId.slice(5)} in this plan.`];
+    const check = checkAgentTaskUpdate(step, loaded.statuses.get(step.id) ?? "pending", update.status);
+    return check.kind === "refused" ? [check.reason] : [];
+  });
+  if (problems.length > 0) throw new AppError("invalid_state", problems.join(" "), { details: problems });
+
+  if (payload.final_summary !== undefined) {
+    const open = tasksOf(loaded).filter((task) => !["completed", "skipped", "cancelled"].includes(task.state));
+    const closing = open.filter(
+      (task) =>
+        !updates.some((u) => u.stepId === `step_${task.id}` && u.status !== "TODO" && u.status !== "IN_PROGRESS"),
+    );
+    if ((closing.length > 0 || added.length > 0) && loaded.runStatus !== "cancelled") {
+      throw new AppError(
+        "invalid_state",
+        `A final summary comes when every task is settled; ${closing.length + added.length} still open.`,
+      );
+    }
+  }
+
+  let adoptVersion: number | undefined;
+  if (added.length > 0) {
+    const plan = await getPlan(app.db.prisma, session.plan_id, loaded.planVersion);
+    const saved = await savePlanVersion(app.db.prisma, app.tools, {
+      planId: session.plan_id,
+      baseVersion: plan.version,
+      draft: {
+        ...plan,
+        steps: [...plan.steps, ...added.map((task, index) => newTaskStep(task, loaded.lastStepNumber + 1 + index))],
+      },
+      source: "agent",
+      author: input.actor,
+      changeNote: `${input.actor} added ${added.length} task${added.length === 1 ? "" : "s"}`,
+    });
+    adoptVersion = saved.version;
+  }
+  if (updates.length > 0 || adoptVersion !== undefined) {
+    await updateAgentTasks(app.engine, { runId: session.run_id, updates, actor: input.actor, adoptVersion });
+  }
+  if (payload.final_summary !== undefined) {
+    await app.db.pool.query(
+      "update agent_sessions set final_summary = $2, closed_at = now() where id = $1 and closed_at is null",
+      [session.id, payload.final_summary],
+    );
+    await audit(app, session, input.actor, "session.summarised", { finalSummary: payload.final_summary });
+  }
+  return { status: "success", message: "State updated successfully." };
+}
+
+function newTaskStep(task: NewTask, number: number): StepInput {
+  return {
+    id: `step_${number}`,
+    title: task.title!.trim(),
+    description: task.description ?? "",
+    tool: AGENT_TASK_TOOL,
+    type: task.type as StepInput["type"],
+    dependsOn: task.dependencies.map((id) => `step_${id}`),
+    contextHints: task.context_hints ?? [],
+    relevantFilePaths: task.relevant_file_paths ?? [],
+  };
+}
+
+async function existsIn(root: string, relativePath: string): Promise<boolean> {
+  try {
+    await fs.stat(await resolveInWorkspace(root, relativePath.replace(/\/+$/, "") || "."));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function audit(app: App, session: SessionRow, actor: string, action: string, detail: object): Promise<void> {
+  await app.db.pool.query(
+    "insert into audit_entries (actor, action, plan_id, run_id, detail) values ($1, $2, $3, $4, $5)",
+    [actor, action, session.plan_id, session.run_id, JSON.stringify({ sessionId: session.id, ...detail })],
+  );
+}
+
+export type AlertInput = { id: string; level: SignalLevel; message: string; task_id?: number } | { clear: string };
+
+/**
+ * Seed 003's `alert`: raises a signal (a blocker pauses the session's run) or clears one. Clearing
+ * the signal of a failed step tries that step again; clearing the last blocker resumes the run.
+ */
+export async function alertSession(
+  app: App,
+  input: { sessionId?: string; alert: AlertInput; actor: string },
+): Promise<{ status: "success"; message: string }> {
+  const session = await findSession(app, input.sessionId);
+  const { alert } = input;
+  if ("clear" in alert) return clearSignal(app, session, alert.clear, input.actor);
+  if (alert.task_id !== undefined) {
+    const loaded = await loadSession(app, session);
+    if (!loaded.steps.some((step) => step.id === `step_${alert.task_id}`)) {
+      throw new AppError("not_found", `There is no task ${alert.task_id} in this plan`);
+    }
+  }
+  const isNew = await upsertSignal(app.db.pool, {
+    sessionId: session.id,
+    key: alert.id,
+    taskId: alert.task_id ?? null,
+    level: alert.level,
+    message: alert.message,
+    raisedBy: input.actor,
+  });
+  await audit(app, session, input.actor, "signal.raised", {
+    signal: alert.id,
+    level: alert.level,
+    message: alert.message,
+  });
+  if (alert.level === "blocker") {
+    await pauseRunForSignal(app.engine, { runId: session.run_id, reason: `Blocked by signal '${alert.id}'` });
+  }
+  return { status: "success", message: `Signal '${alert.id}' ${isNew ? "raised" : "updated"}.` };
+}
+
+export async function clearSignal(
+  app: App,
+  session: SessionRow,
+  key: string,
+  actor: string,
+): Promise<{ status: "success"; message: string }> {
+  const cleared = await inTransaction(app.db.pool, async (client) => {
+    const rows = await client.query<{ task_id: number | null; raised_by: string }>(
+      `update signals set cleared_by = $3, cleared_at = now()
+       where session_id = $1 and key = $2 and cleared_at is null returning task_id, raised_by`,
+      [session.id, key, actor],
+    );
+    return rows.rows[0];
+  });
+  if (!cleared) throw new AppError("not_found", `No open signal '${key}' in session ${session.id}`);
+  await audit(app, session, actor, "signal.cleared", { signal: key });
+  // A failure signal: the step that failed runs again now that the cause is fixed.
+  let retried = "";
+  if (cleared.raised_by === "stepwise" && cleared.task_id !== null) {
+    const stepId = `step_${cleared.task_id}`;
+    const status = await app.db.pool.query<{ status: StepStatus }>(
+      "select status from run_steps where run_id = $1 and step_id = $2",
+      [session.run_id, stepId],
+    );
+    if (status.rows[0]?.status === "failed") {
+      await retryStep(app.engine, { runId: session.run_id, stepId, actor });
+      retried = ` Task ${cleared.task_id} runs again.`;
+    }
+  }
+  const blockers = await app.db.pool.query(
+    "select 1 from signals where session_id = $1 and level = 'blocker' and cleared_at is null limit 1",
+    [session.id],
+  );
+  if (blockers.rowCount === 0) await resumeRunAfterSignal(app.engine, { runId: session.run_id, actor });
+  return { status: "success", message: `Signal '${key}' cleared.${retried}` };
+}
+
+/** Sessions for the browser's list, newest first. */
+export async function listSessions(app: App, options: { limit?: number } = {}) {
+  const rows = await app.db.pool.query<SessionRow & { open_signals: number; run_status: string }>(
+    `select s.*, r.status as run_status,
+       (select count(*)::int from signals g where g.session_id = s.id and g.cleared_at is null) as open_signals
+     from agent_sessions s join runs r on r.id = s.run_id
+     order by s.created_at desc limit $1`,
+    [Math.min(options.limit ?? 50, 200)],
+  );
+  return rows.rows.map((row) => ({
+    id: row.id,
+    goal: row.goal,
+    planId: row.plan_id,
+    runId: row.run_id,
+    runStatus: row.run_status,
+    openSignals: row.open_signals,
+    createdAt: row.created_at.toISOString(),
+    closed: row.closed_at !== null,
+  }));
+}
+
+/** The session a run belongs to, with its open signals, for the run's live view. */
+export async function sessionOfRun(app: App, runId: string) {
+  const rows = await app.db.pool.query<SessionRow>("select * from agent_sessions where run_id = $1", [runId]);
+  const session = rows.rows[0];
+  if (!session) return null;
+  return {
+    id: session.id,
+    goal: session.goal,
+    workspaceRoot: session.workspace_root,
+    finalSummary: session.final_summary,
+    closed: session.closed_at !== null,
+    signals: await openSignals(app.db.pool, session.id),
+  };
+}
+
+export interface TaskSuggestion {
+  title: string;
+  type: string;
+  context_hints: string[];
+  relevant_file_paths: string[];
+  reason: string;
+}
+
+/**
+ * Seed 003's `suggest` (P-3): new tasks for the session from the workspace — the TODO/FIXME
+ * markers in its files, and, with an LLM provider configured, the planner's suggestions. Nothing
+ * is added; the agent adds the ones worth doing with `add_tasks`. Titles already in the plan are
+ * left out.
+ */
+export async function suggestForSession(
+  app: App,
+  input: { sessionId?: string; suggestWithModel?: (planId: string) => Promise<TaskSuggestion[]> },
+): Promise<{ status: "success"; suggestions: TaskSuggestion[] }> {
+  const session = await findSession(app, input.sessionId);
+  const loaded = await loadSession(app, session);
+  const { findTodoMarkers } = await import("../planner/snapshot");
+  const markers = await findTodoMarkers(session.workspace_root, 20);
+  const fromMarkers: TaskSuggestion[] = markers.map((marker) => ({
+    title: `Resolve the ${marker.kind} in ${marker.path}:${marker.line}: ${marker.text}`.slice(0, 200),
+    type: marker.kind === "FIXME" || marker.kind === "BUG" ? "bugfix" : "chore",
+    context_hints: [`Read \`${marker.path}\` around line ${marker.line}, where the ${marker.kind} marker is.`],
+    relevant_file_paths: [marker.path],
+    reason: `${marker.kind} marker in ${marker.path}:${marker.line}`,
+  }));
+  const fromModel = input.suggestWithModel ? await input.suggestWithModel(session.plan_id) : [];
+  const known = new Set(loaded.steps.map((step) => normaliseTitle(step.title ?? step.description)));
+  const suggestions: TaskSuggestion[] = [];
+  for (const suggestion of [...fromModel, ...fromMarkers]) {
+    const key = normaliseTitle(suggestion.title);
+    if (known.has(key)) continue;
+    known.add(key);
+    suggestions.push(suggestion);
+  }
+  return { status: "success", suggestions };
+}
+
+function normaliseTitle(title: string): string {
+  return title
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, " ")
+    .trim();
+}

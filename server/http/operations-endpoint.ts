@@ -1,0 +1,54 @@
+import { z } from "zod";
+import type { AppContext } from "../app-context";
+import { AppError } from "../errors";
+import { logger } from "../logger";
+import { invokeOperation } from "../operations/operation";
+import { findOperation, operations } from "../operations/registry";
+import { refuseUnsafeInput } from "./input-guard";
+import { problemResponse, toProblem } from "./problem";
+import { identityOf } from "./request-identity";
+
+/**
+ * `POST /api/ops/<name>`: any operation of the registry, with its input as the JSON body and its
+ * output as the JSON answer — the CLI's transport. `GET /api/ops` lists the operations with their
+ * input and output JSON Schemas. Errors are problem+json with the operation's stable code.
+ */
+export async function handleOperation(request: Request, app: AppContext, name: string): Promise<Response> {
+  try {
+    const identity = identityOf(request);
+    const operation = findOperation(name);
+    if (!operation) throw new AppError("not_found", `No operation ${name}; GET /api/ops lists them`);
+    const refused = await refuseUnsafeInput(request);
+    if (refused) return refused;
+    let input: unknown;
+    try {
+      const text = await request.text();
+      input = text.trim() === "" ? {} : JSON.parse(text);
+    } catch {
+      throw new AppError("invalid_input", "The request body is not valid JSON");
+    }
+    const output = await invokeOperation(operation, { app, identity }, input);
+    return Response.json(output);
+  } catch (error) {
+    if (toProblem(error).status === 500) logger.error({ err: error, operation: name }, "operation failed");
+    return problemResponse(error);
+  }
+}
+
+export function listOperations(request: Request): Response {
+  try {
+    identityOf(request);
+  } catch (error) {
+    return problemResponse(error);
+  }
+  return Response.json({
+    operations: operations.map((operation) => ({
+      name: operation.name,
+      summary: operation.summary,
+      path: `/api/ops/${operation.name}`,
+      input: z.toJSONSchema(operation.input, { io: "input", unrepresentable: "any" }),
+      output: z.toJSONSchema(operation.output, { io: "output", unrepresentable: "any" }),
+      ...(operation.annotations && { annotations: operation.annotations }),
+    })),
+  });
+}

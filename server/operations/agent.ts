@@ -1,0 +1,115 @@
+import { z } from "zod";
+import {
+  alertInputSchema,
+  sessionCreatedSchema,
+  statusResponseSchema,
+  successSchema,
+  suggestResponseSchema,
+  updatePayloadSchema,
+  updateResponseSchema,
+} from "../agents/contract";
+import {
+  alertSession,
+  sessionStatus,
+  startSession,
+  suggestForSession,
+  updateSession,
+  type TaskSuggestion,
+} from "../agents/sessions";
+import { plannerFor } from "../planner/deps";
+import { suggestSteps } from "../planner/suggest";
+import { defineOperation } from "./operation";
+import type { AnyOperation } from "./registry";
+
+/**
+ * Seed 003's agent loop as operations: `start`, `status`, `update`, `alert`, `suggest`. Each
+ * answers exactly the seed's JSON, so the CLI (`--json`), MCP and HTTP pass it through untouched.
+ */
+const sessionField = {
+  session: z.string().max(200).optional().describe("The session id; the newest open session when omitted"),
+};
+
+export const agentStart = defineOperation({
+  name: "agent.start",
+  summary: "Start an agent session for a goal (seed 003 `start`)",
+  input: z.object({
+    goal: z.string().max(4_000),
+    workspace: z
+      .string()
+      .max(4_096)
+      .optional()
+      .describe("Absolute path of the workspace; the server's default when omitted"),
+  }),
+  output: sessionCreatedSchema,
+  async run({ app, identity }, input) {
+    const { sessionId } = await startSession(app, {
+      goal: input.goal,
+      workspace: input.workspace,
+      actor: identity.name,
+    });
+    return {
+      status: "session_created" as const,
+      session_id: sessionId,
+      message: "Session created. Agent can now begin work.",
+      next_command: "stepwise status --json",
+    };
+  },
+});
+
+export const agentStatus = defineOperation({
+  name: "agent.status",
+  summary: "What the agent should do now (seed 003 `status`)",
+  input: z.object(sessionField),
+  output: statusResponseSchema,
+  run: ({ app }, input) => sessionStatus(app, input.session),
+});
+
+export const agentUpdate = defineOperation({
+  name: "agent.update",
+  summary: "Report task progress, add tasks or give the final summary (seed 003 `update`)",
+  input: z.object({ ...sessionField, payload: updatePayloadSchema }),
+  output: updateResponseSchema,
+  run: ({ app, identity }, input) =>
+    updateSession(app, { sessionId: input.session, payload: input.payload, actor: identity.name }),
+});
+
+export const agentAlert = defineOperation({
+  name: "agent.alert",
+  summary: "Raise or clear a signal (seed 003 `alert`)",
+  input: z.object({ ...sessionField, alert: alertInputSchema }),
+  output: successSchema,
+  run: ({ app, identity }, input) =>
+    alertSession(app, { sessionId: input.session, alert: input.alert, actor: identity.name }),
+});
+
+export const agentSuggest = defineOperation({
+  name: "agent.suggest",
+  summary: "Suggest new, non-duplicate tasks from the workspace (seed 003 `suggest`)",
+  input: z.object(sessionField),
+  output: suggestResponseSchema,
+  async run({ app }, input) {
+    const planner = plannerFor(app);
+    const withModel =
+      planner.config.providers.length > 0
+        ? async (planId: string): Promise<TaskSuggestion[]> => {
+            const { suggestions } = await suggestSteps(planner, { planId });
+            return suggestions.map(({ reason, step }) => ({
+              title: step.title ?? step.description ?? "",
+              type: step.type ?? "chore",
+              context_hints: step.contextHints ?? [],
+              relevant_file_paths: step.relevantFilePaths ?? [],
+              reason,
+            }));
+          }
+        : undefined;
+    return suggestForSession(app, { sessionId: input.session, suggestWithModel: withModel });
+  },
+});
+
+export const agentOperations: AnyOperation[] = [
+  agentStart,
+  agentStatus,
+  agentUpdate,
+  agentAlert,
+  agentSuggest,
+] as AnyOperation[];
