@@ -1,7 +1,8 @@
 import fs from "node:fs";
 import { chromium, defineConfig } from "@playwright/test";
+import { E2E_DATA_DIR, E2E_PORT } from "./e2e/e2e-env";
 
-const port = Number(process.env.E2E_PORT ?? 3210);
+const port = E2E_PORT;
 /**
  * The planner specs start a scripted OpenAI-compatible server on this port (tests/scripted-llm.ts)
  * and the app under test uses it as its provider; other specs never call it.
@@ -48,6 +49,7 @@ export default defineConfig({
     url: `http://127.0.0.1:${port}/api/trpc/plans.list`,
     env: {
       PORT: String(port),
+      STEPWISE_E2E_DATA_DIR: E2E_DATA_DIR,
       NEXT_TELEMETRY_DISABLED: "1",
       STEPWISE_LLM_BASE_URL: `http://127.0.0.1:${llmPort}/v1`,
       STEPWISE_LLM_MODELS: "scripted-planner",

@@ -28,7 +28,12 @@ async function main() {
   const env: NodeJS.ProcessEnv = { ...process.env, STEPWISE_WORKSPACE: workspace };
   let cleanup = async () => undefined as void;
   const external = process.env.DATABASE_URL;
-  let dataDir: string | undefined;
+  // A known folder (e2e/e2e-env.ts), so CLI specs find the server's server.json like a user would.
+  const dataDir = process.env.STEPWISE_E2E_DATA_DIR ?? (await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-e2e-data-")));
+  await stopOrphanPostgres(path.join(dataDir, "pg"));
+  await fs.rm(dataDir, { recursive: true, force: true });
+  await fs.mkdir(dataDir, { recursive: true });
+  env.STEPWISE_DATA_DIR = dataDir;
   if (external) {
     const name = `stepwise_e2e_${randomBytes(4).toString("hex")}`;
     const admin = withDatabase(external, "postgres");
@@ -41,8 +46,6 @@ async function main() {
     env.DATABASE_URL = withDatabase(external, name);
     cleanup = () => run(`drop database if exists ${name} with (force)`);
   } else {
-    dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-e2e-data-"));
-    env.STEPWISE_DATA_DIR = dataDir;
     env.STEPWISE_PG_PORT = String(await findFreePort());
   }
   const child = spawn(process.execPath, ["--import", "tsx", "server/cli/main.ts", "serve"], { env, stdio: "inherit" });
@@ -60,10 +63,10 @@ async function main() {
   process.on("SIGHUP", stop);
   const code = await new Promise<number>((resolve) => child.on("exit", (exitCode) => resolve(exitCode ?? 0)));
   // The server stops its database in order; should it have died first, stop the orphan here.
-  if (dataDir) await stopOrphanPostgres(path.join(dataDir, "pg"));
+  if (!external) await stopOrphanPostgres(path.join(dataDir, "pg"));
   await cleanup();
   await fs.rm(workspace, { recursive: true, force: true });
-  if (dataDir) await fs.rm(dataDir, { recursive: true, force: true });
+  await fs.rm(dataDir, { recursive: true, force: true });
   process.exit(stopping ? 0 : code);
 }
 

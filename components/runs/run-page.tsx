@@ -15,6 +15,7 @@ import { RunPanel } from "./run-panel";
 import { isFinished, waitingSteps, type LiveRun } from "./run-state";
 import { RunStepCard } from "./run-step-card";
 import { RunTimeline } from "./run-timeline";
+import { SessionPanel } from "./session-panel";
 import { useLiveRun } from "./use-live-run";
 import "./runs.css";
 
@@ -59,6 +60,7 @@ export function RunPage({ runId }: { runId: string }) {
       </p>
       <RunPanel run={run} goal={version!.goal} connection={live.connection} />
       {live.error && <ErrorMessage error={live.error} />}
+      <SessionPanel runId={run.id} signalSeq={run.signalSeq} />
       <PendingList waiting={waiting} steps={stepsById} title={version!.goal} />
       {isFinished(run.status) && waiting.length === 0 && run.status !== "completed" && (
         <p className="muted">This run is {run.status}. Nothing waits for you.</p>

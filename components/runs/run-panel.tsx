@@ -16,6 +16,7 @@ const SETTLED = new Set(["completed", "failed", "skipped", "blocked", "cancelled
 const STATUS_ORDER = [
   "awaiting_approval",
   "awaiting_input",
+  "awaiting_agent",
   "running",
   "ready",
   "pending",

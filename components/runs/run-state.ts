@@ -56,6 +56,8 @@ export interface LiveRun extends Omit<RunView, "steps"> {
   gap?: { expected: number; received: number };
   /** The run's plan changed (a recovery inserted steps): the view must be rebuilt from a fresh snapshot. */
   planChanged?: boolean;
+  /** The last signal event of an agent session's run: the session panel reloads its signals then. */
+  signalSeq?: number;
   reason?: string | null;
   /** The run this one re-runs from a chosen step, if any. */
   rerunOf?: string;
@@ -108,6 +110,7 @@ export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
     eventCount: run.eventCount + 1,
   };
   if (event.type === "run.plan_changed") next.planChanged = true;
+  if (event.type.startsWith("signal.")) next.signalSeq = event.seq;
   if (event.type.startsWith("run.") && typeof data.status === "string") {
     next.status = data.status as LiveRun["status"];
     next.finishedAt = FINISHED_RUN.has(data.status) ? event.createdAt : null;

@@ -55,6 +55,7 @@ export const RunStepCard = memo(function RunStepCard({
           <strong>{step.title ?? step.description}</strong>
         </div>
         <div className="row">
+          {step.tool === "agent_task" && <span className="tag">Agent task</span>}
           {step.approvalRequired && <span className="tag warn">Requires approval</span>}
           {step.critical && <span className="tag">Critical</span>}
           <span className="mono muted">{step.tool}</span>
@@ -64,7 +65,17 @@ export const RunStepCard = memo(function RunStepCard({
       {state && (
         <div className="step-run">
           <StepTiming state={state} />
-          {status === "running" && (
+          {status === "awaiting_agent" && (
+            <p className="agent-note" data-testid="agent-state">
+              Waiting for an agent to take it.
+            </p>
+          )}
+          {status === "running" && state.waiting?.kind === "agent" && (
+            <p className="agent-note" data-testid="agent-state">
+              {state.waiting.agent ?? "An agent"} is working on it.
+            </p>
+          )}
+          {status === "running" && state.waiting?.kind !== "agent" && (
             <div className="stack-sm">
               <ProgressBar value={state.progress} label={`${step.id} progress`} />
               <span className="muted" data-testid="progress">

@@ -13,6 +13,8 @@ import {
   type AgentTaskUpdate,
 } from "../engine/engine";
 import { AppError } from "../errors";
+import { appendEvents } from "../events/store";
+import type { NewEvent } from "../events/types";
 import type { Step, StepInput, StepStatus } from "../plans/schema";
 import { createPlan, getPlan } from "../plans/service";
 import { savePlanVersion } from "../plans/versions";
@@ -405,6 +407,18 @@ async function audit(app: App, session: SessionRow, actor: string, action: strin
   );
 }
 
+/** Signals are not step states, but the live view shows them: they travel in the run's stream. */
+async function appendRunEvent(app: App, session: SessionRow, event: NewEvent): Promise<void> {
+  await inTransaction(app.db.pool, async (client) => {
+    const run = await client.query<{ trace_id: string }>("select trace_id from runs where id = $1", [session.run_id]);
+    await appendEvents(
+      client,
+      { streamId: session.run_id, planId: session.plan_id, runId: session.run_id, traceId: run.rows[0]!.trace_id },
+      [event],
+    );
+  });
+}
+
 export type AlertInput = { id: string; level: SignalLevel; message: string; task_id?: number } | { clear: string };
 
 /**
@@ -437,6 +451,11 @@ export async function alertSession(
     level: alert.level,
     message: alert.message,
   });
+  await appendRunEvent(app, session, {
+    type: "signal.raised",
+    stepId: alert.task_id ? `step_${alert.task_id}` : null,
+    data: { id: alert.id, level: alert.level, message: alert.message, raisedBy: input.actor },
+  });
   if (alert.level === "blocker") {
     await pauseRunForSignal(app.engine, { runId: session.run_id, reason: `Blocked by signal '${alert.id}'` });
   }
@@ -459,6 +478,11 @@ export async function clearSignal(
   });
   if (!cleared) throw new AppError("not_found", `No open signal '${key}' in session ${session.id}`);
   await audit(app, session, actor, "signal.cleared", { signal: key });
+  await appendRunEvent(app, session, {
+    type: "signal.cleared",
+    stepId: cleared.task_id === null ? null : `step_${cleared.task_id}`,
+    data: { id: key, clearedBy: actor },
+  });
   // A failure signal: the step that failed runs again now that the cause is fixed.
   let retried = "";
   if (cleared.raised_by === "stepwise" && cleared.task_id !== null) {

@@ -60,27 +60,23 @@ export async function raiseFailureSignal(
   runId: string,
   step: Step,
   error: string,
-): Promise<boolean> {
+): Promise<{ id: string; level: SignalLevel; message: string } | undefined> {
   const session = await client.query<{ id: string }>(
     "select id from agent_sessions where run_id = $1 and closed_at is null",
     [runId],
   );
   const sessionId = session.rows[0]?.id;
-  if (!sessionId) return false;
+  if (!sessionId) return undefined;
   const number = taskNumber(step.id);
   const what = step.title ?? step.description ?? step.tool;
-  await upsertSignal(client, {
-    sessionId,
-    key:
-      step.type === "test" || /\btest/i.test(what)
-        ? `test_failure_${number ?? step.id}`
-        : `task_failure_${number ?? step.id}`,
-    taskId: number,
-    level: "blocker",
+  const kind = step.type === "test" || /\btest/i.test(what) ? "test_failure" : "task_failure";
+  const signal = {
+    id: `${kind}_${number ?? step.id}`,
+    level: "blocker" as const,
     message: `Task ${number ?? step.id} (${what}) failed: ${error.slice(0, 2_000)}`,
-    raisedBy: "stepwise",
-  });
-  return true;
+  };
+  await upsertSignal(client, { sessionId, key: signal.id, taskId: number, raisedBy: "stepwise", ...signal });
+  return signal;
 }
 
 export async function openSignals(client: Queryable, sessionId: string): Promise<OpenSignal[]> {

@@ -1,17 +1,201 @@
-import { migrate, serve, worker } from "./serve";
+/**
+ * The `stepwise` command. `serve`, `worker` and `migrate` run Stepwise itself; `start`, `status`,
+ * `update`, `alert` and `suggest` are seed 003's agent loop, spoken to a running server over HTTP
+ * (`server/cli/client.ts` says how it is found). With `--json`, stdout carries exactly the seed's
+ * JSON and nothing else; errors then are JSON too: `{"status":"error","error_type":…,"message":…}`.
+ *
+ * Exit codes: 0 success · 1 the server refused (plan_validation_failed, a task not ready, no
+ * session…) · 2 bad usage · 3 no server reachable · 4 not authorised.
+ */
+import path from "node:path";
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { callOperation, CliError, EXIT, resolveConnection } from "./client";
+import { printHuman } from "./human-output";
 
-const [command = "serve", ...args] = process.argv.slice(2);
-const commands: Record<string, () => Promise<void>> = {
-  serve: () => serve(args.includes("--dev")),
-  worker,
-  migrate,
-};
-const run = commands[command];
-if (!run) {
-  console.error(`Unknown command "${command}". Commands: ${Object.keys(commands).join(", ")}`);
-  process.exit(2);
+interface ConnectionOptions {
+  server?: string;
+  token?: string;
+  agent?: string;
+  session?: string;
+  json?: boolean | string;
 }
-run().catch((error: unknown) => {
-  console.error(`[stepwise] ${error instanceof Error ? error.message : String(error)}`);
-  process.exit(1);
+
+const program = new Command("stepwise")
+  .description("Plan-review and live-execution workbench for AI agents")
+  .showHelpAfterError("(run with --help for usage)")
+  .exitOverride();
+
+program.configureOutput({ writeErr: (text) => process.stderr.write(text) });
+
+function withConnection(command: Command): Command {
+  return command
+    .addOption(new Option("--server <url>", "Stepwise server address").env("STEPWISE_URL"))
+    .addOption(new Option("--token <token>", "access or agent token (default: from server.json)").env("STEPWISE_TOKEN"))
+    .addOption(new Option("--agent <name>", "which agent you are, shown to people").env("STEPWISE_AGENT"))
+    .addOption(new Option("--session <id>", "the session (default: the newest open one)").env("STEPWISE_SESSION"));
+}
+
+/** Runs one agent operation and prints its answer; the exit code follows the answer. */
+async function agentCall(
+  name: string,
+  input: Record<string, unknown>,
+  options: ConnectionOptions,
+  jsonOutput: boolean,
+) {
+  try {
+    const connection = await resolveConnection(options);
+    const output = await callOperation(connection, name, {
+      ...(options.session && { session: options.session }),
+      ...input,
+    });
+    if (jsonOutput) process.stdout.write(`${JSON.stringify(output, null, 2)}\n`);
+    else printHuman(name, output);
+    const refused = (output as { status?: string }).status === "error";
+    process.exitCode = refused ? EXIT.refused : EXIT.ok;
+  } catch (error) {
+    if (!(error instanceof CliError)) throw error;
+    const details = (error as CliError & { details?: unknown }).details;
+    if (jsonOutput) {
+      process.stdout.write(
+        `${JSON.stringify({ status: "error", error_type: error.errorType, message: error.message, ...(details !== undefined && { details }) }, null, 2)}\n`,
+      );
+    } else {
+      process.stderr.write(`stepwise: ${error.message}\n`);
+    }
+    process.exitCode = error.exitCode;
+  }
+}
+
+function positiveInteger(value: string): number {
+  const number = Number(value);
+  if (!Number.isInteger(number) || number <= 0) throw new InvalidArgumentError("must be a positive whole number");
+  return number;
+}
+
+function parsePayload(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new InvalidArgumentError(`not valid JSON (${(error as Error).message})`);
+  }
+}
+
+program
+  .command("serve", { isDefault: true })
+  .description("start the web app, the API and an in-process worker (embedded PostgreSQL unless DATABASE_URL)")
+  .option("--dev", "Next.js development mode")
+  .action(async (options: { dev?: boolean }) => (await import("./serve")).serve(options.dev === true));
+
+program
+  .command("worker")
+  .description("run a worker process that executes steps (scale out beside `serve`)")
+  .action(async () => (await import("./serve")).worker());
+
+program
+  .command("migrate")
+  .description("apply database migrations and exit")
+  .action(async () => (await import("./serve")).migrate());
+
+withConnection(
+  program
+    .command("start")
+    .description("start an agent session for a goal (seed 003 `start`)")
+    .requiredOption("--goal <goal>", "what the session should achieve")
+    .option("--workspace <dir>", "the directory the agent works in (default: the current one, for a local server)")
+    .option("--json", "print the seed's JSON only"),
+).action(async (options: ConnectionOptions & { goal: string; workspace?: string }) => {
+  const connection = await resolveConnection(options).catch(() => undefined);
+  const local = connection ? /^https?:\/\/(127\.0\.0\.1|localhost|\[::1\])(:|\/|$)/.test(connection.url) : false;
+  const workspace = options.workspace ? path.resolve(options.workspace) : local ? process.cwd() : undefined;
+  await agentCall(
+    "agent.start",
+    { goal: options.goal, ...(workspace && { workspace }) },
+    options,
+    options.json === true,
+  );
 });
+
+withConnection(
+  program
+    .command("status")
+    .description("what to do now: sync instructions, the next task, a blocking signal, or completion")
+    .option("--json", "print the seed's JSON only"),
+).action((options: ConnectionOptions) => agentCall("agent.status", {}, options, options.json === true));
+
+withConnection(
+  program
+    .command("update")
+    .description("report progress, add tasks, or give the final summary (seed 003 `update`)")
+    .requiredOption("--json <payload>", "the update payload: add_tasks, update_tasks, final_summary", parsePayload)
+    .addHelpText(
+      "after",
+      `\nExample:\n  stepwise update --json '{"update_tasks": [{"id": 2, "status": "DONE"}]}'\n\nThe answer is JSON: {"status":"success",…} or {"status":"error","error_type":"plan_validation_failed","details":[…]} (exit 1).`,
+    ),
+).action((options: ConnectionOptions & { json: unknown }) =>
+  agentCall("agent.update", { payload: options.json }, options, true),
+);
+
+withConnection(
+  program
+    .command("alert")
+    .description("raise a signal (a blocker holds the session until cleared), or clear one")
+    .option("--id <id>", "the signal's name, e.g. test_failure")
+    .addOption(new Option("--level <level>", "how serious").choices(["blocker", "warning", "info"]).default("blocker"))
+    .option("--message <text>", "what is wrong")
+    .option("--task <id>", "the task it is about", positiveInteger)
+    .option("--clear <id>", "clear the signal with this id")
+    .option("--json", "print JSON only"),
+).action(
+  async (
+    options: ConnectionOptions & { id?: string; level: string; message?: string; task?: number; clear?: string },
+  ) => {
+    if (options.clear && (options.id || options.message)) {
+      throw new CommanderError(EXIT.usage, "stepwise.usage", "Give either --clear <id>, or --id and --message.");
+    }
+    if (!options.clear && (!options.id || !options.message)) {
+      throw new CommanderError(
+        EXIT.usage,
+        "stepwise.usage",
+        "Raising a signal needs --id and --message (or --clear <id>).",
+      );
+    }
+    const alert = options.clear
+      ? { clear: options.clear }
+      : {
+          id: options.id,
+          level: options.level,
+          message: options.message,
+          ...(options.task && { task_id: options.task }),
+        };
+    await agentCall("agent.alert", { alert }, options, options.json === true);
+  },
+);
+
+withConnection(
+  program
+    .command("suggest")
+    .description("suggest new, non-duplicate tasks from the workspace (TODO markers; the planner with an LLM)")
+    .option("--json", "print the seed's JSON only"),
+).action((options: ConnectionOptions) => agentCall("agent.suggest", {}, options, options.json === true));
+
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  if (error instanceof CommanderError) {
+    // Help and version are not errors; everything else commander refuses is a usage error.
+    if (
+      error.code === "commander.helpDisplayed" ||
+      error.code === "commander.version" ||
+      error.code === "commander.help"
+    ) {
+      process.exitCode = EXIT.ok;
+    } else {
+      if (error.code === "stepwise.usage") process.stderr.write(`stepwise: ${error.message}\n`);
+      process.exitCode = EXIT.usage;
+    }
+  } else {
+    // serve, worker and migrate may have started things (a database): exit rather than linger.
+    process.stderr.write(`[stepwise] ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  }
+}

@@ -11,6 +11,7 @@ import { assertNoOtherStepwise, takeOverShutdownSignals } from "../db/embedded";
 import { readConfig } from "../env";
 import { doorConfig, generateAccessToken } from "../http/door";
 import { behindDoor } from "../http/door-server";
+import { removeConnectionFile, writeConnectionFile } from "./connection-file";
 
 const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
 export const log = (line: string) => console.log(`[stepwise] ${line}`);
@@ -45,7 +46,9 @@ export async function serve(dev: boolean): Promise<void> {
   const loopback = ["127.0.0.1", "localhost", "::1"].includes(config.host);
   const generatedToken = !loopback && !config.accessToken ? generateAccessToken() : undefined;
   const accessToken = config.accessToken ?? generatedToken;
-  const door = doorConfig({ host: config.host, publicHost: config.publicHost, accessToken });
+  // The CLI's credential: an agent identity on the operations API, handed over in server.json.
+  const agentToken = process.env.STEPWISE_AGENT_TOKEN || generateAccessToken();
+  const door = doorConfig({ host: config.host, publicHost: config.publicHost, accessToken, agentToken });
   // Fail before starting anything when another Stepwise holds the data folder or the web port
   // is taken, so nothing is left running.
   if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
@@ -76,6 +79,12 @@ export async function serve(dev: boolean): Promise<void> {
     await database.stop();
     throw portError(error, config.port);
   }
+  const localHost = ["0.0.0.0", "::"].includes(config.host) ? "127.0.0.1" : config.host;
+  await writeConnectionFile(config.dataDir, {
+    url: `http://${localHost.includes(":") ? `[${localHost}]` : localHost}:${config.port}`,
+    token: agentToken,
+    pid: process.pid,
+  });
   log(`Database: ${database.embedded ? "embedded PostgreSQL" : "DATABASE_URL"}; workspace: ${config.workspaceDir}`);
   log(`Ready on http://${config.host}:${config.port}`);
   if (generatedToken) {
@@ -85,6 +94,7 @@ export async function serve(dev: boolean): Promise<void> {
     );
   }
   onShutdown(async () => {
+    await removeConnectionFile(config.dataDir);
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
     await app.close?.();

@@ -853,7 +853,9 @@ async function recordOutcomeIn(
     tx.events.push({ type: "run.failing", data: { status: "failing", reason: `Critical step ${stepId} failed` } });
   }
   // In an agent's session a failed step (a test run, a build) is a blocker the agent must fix.
-  if (!outcome.ok && (await raiseFailureSignal(tx.client, tx.run.id, step, outcome.error))) {
+  const signal = outcome.ok ? undefined : await raiseFailureSignal(tx.client, tx.run.id, step, outcome.error);
+  if (signal) {
+    tx.events.push({ type: "signal.raised", stepId, data: { ...signal, raisedBy: "stepwise" } });
     await holdForSignal(tx, `Blocked by the failure of ${stepId}`);
   }
   if (advanceNow) await advance(tx, [stepId]);

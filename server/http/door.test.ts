@@ -80,6 +80,33 @@ describe("the door", () => {
     }
   });
 
+  it("the agent token makes the caller an agent, on the operations API and MCP only", () => {
+    for (const config of [
+      doorConfig({ host: "127.0.0.1", agentToken: "agent-tok" }),
+      doorConfig({ host: "127.0.0.1", accessToken: "s3cret-token", agentToken: "agent-tok" }),
+    ]) {
+      const bearer = (url: string, token: string, extra: Record<string, string> = {}) =>
+        decide(request({ method: "POST", url, headers: { authorization: `Bearer ${token}`, ...extra } }), config);
+      expect(bearer("/api/ops/agent.status", "agent-tok")).toEqual({
+        kind: "pass",
+        identity: { kind: "agent", name: "agent" },
+      });
+      expect(bearer("/api/mcp", "agent-tok", { "x-stepwise-agent": "claude-1" })).toEqual({
+        kind: "pass",
+        identity: { kind: "agent", name: "claude-1" },
+      });
+      // A name that is not a name is ignored, not trusted.
+      expect(bearer("/api/ops/agent.update", "agent-tok", { "x-stepwise-agent": "a b<script>" })).toMatchObject({
+        identity: { kind: "agent", name: "agent" },
+      });
+      // Pages and tRPC — where people approve — stay closed to the agent token.
+      for (const url of ["/api/trpc/runs.decide", "/", "/api/opsx", "/api/trpc/plans.approve?x=/api/ops"]) {
+        expect(bearer(url, "agent-tok")).toMatchObject({ kind: "refuse", status: 403 });
+      }
+      expect(bearer("/api/ops/agent.status", "agent-tok-wrong").kind === "pass" && !!config.accessToken).toBe(false);
+    }
+  });
+
   it("signs the identity it hands to routes; a forged or altered header is not believed", () => {
     const signed = signIdentity({ kind: "agent", name: "local agent" });
     expect(verifyIdentity(signed)).toEqual({ kind: "agent", name: "local agent" });

@@ -14,6 +14,9 @@ import type { Identity } from "../operations/identity";
  * 3. Credential: with an access token configured, every request presents it as
  *    `Authorization: Bearer …` or as the session cookie the sign-in page sets. Without one
  *    (loopback only), the caller is the local person: any local process is the user anyway.
+ *    The agent token (written to `<data>/server.json` for the CLI) is checked first and makes the
+ *    caller an agent — on the operations API only: it never opens pages or tRPC, where people
+ *    approve and decide.
  *
  * This module decides; `server/cli/serve.ts` applies the decision to Node's request/response.
  */
@@ -23,6 +26,8 @@ export interface DoorConfig {
   allowedHosts: ReadonlySet<string>;
   /** The access token, when one is configured; compared in constant time. */
   accessToken: string | undefined;
+  /** The agent token of this server process, when it has one. */
+  agentToken?: string;
 }
 
 export interface DoorRequest {
@@ -43,13 +48,23 @@ export const SESSION_COOKIE = "stepwise_session";
 const LOOPBACK = ["127.0.0.1", "localhost", "[::1]", "::1"];
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
-export function doorConfig(options: { host: string; publicHost?: string; accessToken?: string }): DoorConfig {
+export function doorConfig(options: {
+  host: string;
+  publicHost?: string;
+  accessToken?: string;
+  agentToken?: string;
+}): DoorConfig {
   const hosts = new Set(LOOPBACK);
   for (const name of [options.host, options.publicHost]) {
     if (name && name !== "0.0.0.0" && name !== "::") hosts.add(name.toLowerCase());
   }
-  return { allowedHosts: hosts, accessToken: options.accessToken };
+  return { allowedHosts: hosts, accessToken: options.accessToken, agentToken: options.agentToken };
 }
+
+/** Where an agent's credential is good: the operations API (the CLI's transport) and MCP. */
+const AGENT_PATHS = /^\/api\/(ops|mcp)(\/|$)/;
+/** An agent may say which agent it is, for "who is working on what"; the credential is the token. */
+const AGENT_NAME = /^[\w.@-]{1,40}$/;
 
 function header(request: DoorRequest, name: string): string | undefined {
   const value = request.headers[name];
@@ -95,7 +110,21 @@ export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
       };
     }
   }
-  if (request.url.split("?")[0] === "/sign-in") return { kind: "sign-in-page" };
+  const pathname = request.url.split("?")[0]!;
+  if (pathname === "/sign-in") return { kind: "sign-in-page" };
+  const bearer = header(request, "authorization");
+  if (config.agentToken && bearer?.startsWith("Bearer ") && tokenMatches(bearer.slice(7).trim(), config.agentToken)) {
+    if (!AGENT_PATHS.test(pathname)) {
+      return {
+        kind: "refuse",
+        status: 403,
+        title: "Agent token",
+        detail: "The agent token opens the agent API (/api/ops, /api/mcp) only; pages and approvals are a person's.",
+      };
+    }
+    const name = header(request, "x-stepwise-agent");
+    return { kind: "pass", identity: { kind: "agent", name: name && AGENT_NAME.test(name) ? name : "agent" } };
+  }
   if (!config.accessToken) return { kind: "pass", identity: { kind: "person", name: "user" } };
   if (presentsToken(request, config.accessToken)) return { kind: "pass", identity: { kind: "person", name: "owner" } };
   const wantsPage = request.method === "GET" && (header(request, "accept") ?? "").includes("text/html");

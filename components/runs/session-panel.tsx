@@ -1,0 +1,71 @@
+"use client";
+
+import { useMutation, useQuery } from "@tanstack/react-query";
+import { useEffect } from "react";
+import { useTRPC } from "@/components/trpc";
+import { ErrorMessage } from "@/components/ui/error-message";
+
+/**
+ * Above the steps of an agent session's run: whose session it is, its open signals — blockers
+ * first, each clearable by the person watching — and the agent's final summary once given.
+ * Signals arrive as `signal.*` events in the run's stream; `signalSeq` changes with each, and the
+ * panel reloads then. Runs that are not a session's show nothing.
+ */
+export function SessionPanel({ runId, signalSeq }: { runId: string; signalSeq: number | undefined }) {
+  const trpc = useTRPC();
+  const session = useQuery(trpc.agents.sessionOfRun.queryOptions({ runId }));
+  const clear = useMutation(trpc.agents.clearSignal.mutationOptions({ onSuccess: () => void session.refetch() }));
+  const { refetch } = session;
+  useEffect(() => {
+    if (signalSeq !== undefined) void refetch();
+  }, [signalSeq, refetch]);
+
+  if (!session.data) return null;
+  const { data } = session;
+  const signals = [...data.signals].sort((a, b) => rank(a.level) - rank(b.level));
+  return (
+    <section className="card stack-sm session-panel" aria-label="Agent session">
+      <div className="row spread">
+        <strong>Agent session {data.id}</strong>
+        <span className="muted">{data.closed ? "finished" : "the agent drives it with the stepwise CLI"}</span>
+      </div>
+      {signals.length === 0 ? (
+        <p className="muted" data-testid="no-signals">
+          No open signals.
+        </p>
+      ) : (
+        <ul className="signal-list" aria-label="Open signals">
+          {signals.map((signal) => (
+            <li key={signal.id} className={`signal signal-${signal.level}`} data-signal-id={signal.id}>
+              <span>
+                <strong>
+                  {signal.level === "blocker" ? "Blocker" : signal.level === "warning" ? "Warning" : "Info"}
+                </strong>{" "}
+                <span className="mono">{signal.id}</span>
+                {signal.task_id !== null && ` · task ${signal.task_id}`}: {signal.message}
+                <span className="muted"> — raised by {signal.raised_by}</span>
+              </span>
+              <button
+                onClick={() => clear.mutate({ sessionId: data.id, signalId: signal.id })}
+                disabled={clear.isPending}
+                aria-label={`Clear signal ${signal.id}`}
+              >
+                Clear
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+      {clear.error && <ErrorMessage error={clear.error} />}
+      {data.finalSummary && (
+        <p data-testid="final-summary">
+          <strong>Final summary:</strong> {data.finalSummary}
+        </p>
+      )}
+    </section>
+  );
+}
+
+function rank(level: string): number {
+  return level === "blocker" ? 0 : level === "warning" ? 1 : 2;
+}
