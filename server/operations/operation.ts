@@ -48,3 +48,11 @@ export async function invokeOperation<Input extends z.ZodType, Output extends z.
   const result = await operation.run(context, parsed.data);
   return operation.output.parse(result);
 }
+
+/**
+ * The tRPC door's adapter: a procedure body that runs the operation for the caller the door
+ * proved. tRPC has already parsed the input with `operation.input`.
+ */
+export function viaOperation<Input extends z.ZodType, Output extends z.ZodType>(operation: Operation<Input, Output>) {
+  return ({ ctx, input }: { ctx: OperationContext; input: z.output<Input> }) => operation.run(ctx, input);
+}

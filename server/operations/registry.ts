@@ -1,5 +1,7 @@
 import type { z } from "zod";
 import { agentOperations } from "./agent";
+import { planOperations } from "./plans";
+import { runOperations } from "./runs";
 import type { Operation } from "./operation";
 
 /**
@@ -17,7 +19,7 @@ export interface OperationAnnotations {
 }
 
 /** Each operations module exports its list; spread it in here. */
-export const operations: AnyOperation[] = [...agentOperations];
+export const operations: AnyOperation[] = [...agentOperations, ...planOperations, ...runOperations];
 
 export function findOperation(name: string): AnyOperation | undefined {
   return operations.find((operation) => operation.name === name);

@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { startRun } from "../../engine/engine";
 import { diffPlans } from "../../plans/diff";
 import { editPlan, planEditSchema } from "../../plans/edits";
 import { describeTools, exportPlanJson, exportPlanMarkdown } from "../../plans/export";
@@ -8,6 +7,8 @@ import { PLAN_SOURCES } from "../../plans/schema";
 import { createPlan, getPlan, listPlans } from "../../plans/service";
 import { checkPlanDraft } from "../../plans/validate";
 import { listPlanVersions } from "../../plans/versions";
+import { planApprove } from "../../operations/plans";
+import { viaOperation } from "../../operations/operation";
 import { publicProcedure, router } from "../init";
 
 const planId = z.string().min(1).max(64);
@@ -44,33 +45,8 @@ export const plansRouter = router({
       }),
     ),
 
-  approve: publicProcedure
-    .input(
-      z.object({
-        planId: z.string(),
-        version: z.number().int().positive(),
-        maxParallel: z.number().int().min(1).max(256).optional(),
-        /** How long each gated step may wait for a decision before it is skipped. */
-        approvalTimeoutSeconds: z
-          .number()
-          .int()
-          .min(1)
-          .max(7 * 86_400)
-          .optional(),
-        approvalWarningSeconds: z.number().int().min(0).max(86_400).optional(),
-      }),
-    )
-    .mutation(({ ctx, input }) =>
-      startRun(ctx.app.engine, {
-        planId: input.planId,
-        version: input.version,
-        actor: ctx.actor,
-        workspaceRoot: ctx.app.workspaceRoot,
-        ...(input.maxParallel !== undefined && { maxParallel: input.maxParallel }),
-        ...(input.approvalTimeoutSeconds !== undefined && { approvalTimeoutMs: input.approvalTimeoutSeconds * 1000 }),
-        ...(input.approvalWarningSeconds !== undefined && { approvalWarningMs: input.approvalWarningSeconds * 1000 }),
-      }),
-    ),
+  /** A person approves exactly this version; its run starts (server/operations/plans.ts). */
+  approve: publicProcedure.input(planApprove.input).mutation(viaOperation(planApprove)),
 
   /** Tools with their input as JSON Schema, for the step editor's generated argument forms. */
   tools: publicProcedure.query(({ ctx }) => describeTools(ctx.app.tools)),

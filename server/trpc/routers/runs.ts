@@ -1,13 +1,4 @@
 import { z } from "zod";
-import {
-  answerQuestion,
-  cancelRun,
-  decideApproval,
-  pauseRun,
-  resumeRun,
-  retryStep,
-  skipStep,
-} from "../../engine/engine";
 import { applyRecoveryAction, rerunFrom } from "../../engine/recovery";
 import { recoveryActionSchema } from "../../engine/recovery-action";
 import { getRun, listRuns } from "../../engine/run-view";
@@ -18,11 +9,12 @@ import {
   runEventsInputSchema,
   runListInputSchema,
 } from "../../engine/run-list";
+import { viaOperation } from "../../operations/operation";
+import { runAnswer, runCancel, runDecide, runPause, runResume, runRetryStep, runSkipStep } from "../../operations/runs";
 import { publicProcedure, router } from "../init";
 import { trackedEvents } from "../tracked-events";
 
 const runInput = z.object({ runId: z.uuid() });
-const stepInput = z.object({ runId: z.uuid(), stepId: z.string() });
 
 export const runsRouter = router({
   get: publicProcedure
@@ -41,16 +33,10 @@ export const runsRouter = router({
     .input(z.object({ runId: z.uuid(), lastEventId: z.string().nullish() }))
     .subscription(({ ctx, input, signal }) => trackedEvents(ctx.app, input.runId, input.lastEventId, signal)),
 
-  decide: publicProcedure
-    .input(
-      z.object({ runId: z.uuid(), stepId: z.string(), approve: z.boolean(), comment: z.string().max(2000).optional() }),
-    )
-    .mutation(({ ctx, input }) => decideApproval(ctx.app.engine, { ...input, actor: ctx.actor })),
-
+  /** Steering and decisions are operations (server/operations/runs.ts): one place checks who may. */
+  decide: publicProcedure.input(runDecide.input).mutation(viaOperation(runDecide)),
   /** The answer to an ask_user step; it becomes the step's output. */
-  answer: publicProcedure
-    .input(z.object({ runId: z.uuid(), stepId: z.string(), answer: z.string().trim().min(1).max(10_000) }))
-    .mutation(({ ctx, input }) => answerQuestion(ctx.app.engine, { ...input, actor: ctx.actor })),
+  answer: publicProcedure.input(runAnswer.input).mutation(viaOperation(runAnswer)),
 
   /** A new run from `stepId` on, reusing the other steps' recorded results; optional new arguments. */
   rerunFrom: publicProcedure
@@ -64,21 +50,11 @@ export const runsRouter = router({
       applyRecoveryAction(ctx.app.engine, ctx.app.db.prisma, { ...input, actor: ctx.actor }),
     ),
 
-  cancel: publicProcedure
-    .input(runInput)
-    .mutation(({ ctx, input }) => cancelRun(ctx.app.engine, { ...input, actor: ctx.actor })),
-  pause: publicProcedure
-    .input(runInput)
-    .mutation(({ ctx, input }) => pauseRun(ctx.app.engine, { ...input, actor: ctx.actor })),
-  resume: publicProcedure
-    .input(runInput)
-    .mutation(({ ctx, input }) => resumeRun(ctx.app.engine, { ...input, actor: ctx.actor })),
-  retryStep: publicProcedure
-    .input(stepInput)
-    .mutation(({ ctx, input }) => retryStep(ctx.app.engine, { ...input, actor: ctx.actor })),
-  skipStep: publicProcedure
-    .input(stepInput)
-    .mutation(({ ctx, input }) => skipStep(ctx.app.engine, { ...input, actor: ctx.actor })),
+  cancel: publicProcedure.input(runCancel.input).mutation(viaOperation(runCancel)),
+  pause: publicProcedure.input(runPause.input).mutation(viaOperation(runPause)),
+  resume: publicProcedure.input(runResume.input).mutation(viaOperation(runResume)),
+  retryStep: publicProcedure.input(runRetryStep.input).mutation(viaOperation(runRetryStep)),
+  skipStep: publicProcedure.input(runSkipStep.input).mutation(viaOperation(runSkipStep)),
 
   /** Runs across the app or of one plan, newest first, filtered by state, paged by cursor. */
   list: publicProcedure.input(runListInputSchema).query(({ ctx, input }) => listRunSummaries(ctx.app.db.pool, input)),

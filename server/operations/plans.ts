@@ -1,0 +1,129 @@
+import { z } from "zod";
+import { startRun } from "../engine/engine";
+import { editPlan, planEditSchema } from "../plans/edits";
+import { exportPlanMarkdown } from "../plans/export";
+import { createPlan, getPlan, listPlans } from "../plans/service";
+import { requirePerson } from "./identity";
+import { defineOperation } from "./operation";
+import type { AnyOperation } from "./registry";
+
+/**
+ * Plans as operations: create, read, list, edit, and approve (a person's act, which starts a run).
+ * Output schemas describe the fields callers rely on and let the rest through.
+ */
+const planId = z.string().min(1).max(100);
+const version = z.number().int().positive();
+
+export const planOutputSchema = z.looseObject({
+  id: z.string(),
+  version: z.number(),
+  goal: z.string(),
+  source: z.string(),
+  author: z.string(),
+  steps: z.array(z.unknown()).describe("The steps: {id, tool, args, dependsOn, description, approvalRequired, …}"),
+});
+
+type PlanOutput = z.input<typeof planOutputSchema>;
+/** Domain interfaces carry no index signature; the loose output schema passes their fields through. */
+const asPlanOutput = async (plan: Promise<object>) => (await plan) as PlanOutput;
+
+export const planCreate = defineOperation({
+  name: "plan.create",
+  summary: "Create a plan from a draft (goal and typed steps); refused with every problem when invalid",
+  input: z.object({
+    draft: z
+      .looseObject({ goal: z.string(), steps: z.array(z.looseObject({})) })
+      .describe("A plan draft: goal, steps [{id, tool, args, dependsOn, description, …}]"),
+  }),
+  output: planOutputSchema,
+  run: ({ app, identity }, input) =>
+    asPlanOutput(
+      createPlan(app.db.prisma, app.tools, {
+        draft: input.draft,
+        source: identity.kind === "agent" ? "agent" : "manual",
+        author: identity.name,
+      }),
+    ),
+});
+
+export const planGet = defineOperation({
+  name: "plan.get",
+  summary: "Read a plan (the current version, or the one given)",
+  input: z.object({ planId, version: version.optional() }),
+  output: planOutputSchema,
+  run: ({ app }, input) => asPlanOutput(getPlan(app.db.prisma, input.planId, input.version)),
+});
+
+export const planMarkdown = defineOperation({
+  name: "plan.markdown",
+  summary: "A plan as Markdown, for reading",
+  input: z.object({ planId, version: version.optional() }),
+  output: z.object({ markdown: z.string() }),
+  async run({ app }, input) {
+    return { markdown: exportPlanMarkdown(await getPlan(app.db.prisma, input.planId, input.version)).content };
+  },
+});
+
+export const planList = defineOperation({
+  name: "plan.list",
+  summary: "Plans, most recently changed first",
+  input: z.object({ limit: z.number().int().min(1).max(200).default(50) }),
+  output: z.object({ plans: z.array(z.looseObject({ id: z.string(), goal: z.string(), version: z.number() })) }),
+  async run({ app }, input) {
+    return {
+      plans: (await listPlans(app.db.prisma, { limit: input.limit })) as unknown as {
+        id: string;
+        goal: string;
+        version: number;
+      }[],
+    };
+  },
+});
+
+export const planEdit = defineOperation({
+  name: "plan.edit",
+  summary: "One edit of a plan, made on baseVersion; stores the next version (a stale base is a version_conflict)",
+  input: z.object({ planId, baseVersion: version, edit: planEditSchema }),
+  output: planOutputSchema,
+  run: ({ app, identity }, input) =>
+    asPlanOutput(
+      editPlan(app.db.prisma, app.tools, {
+        ...input,
+        author: identity.name,
+        authorIsPerson: identity.kind === "person",
+      }),
+    ),
+});
+
+export const planApprove = defineOperation({
+  name: "plan.approve",
+  summary: "Approve exactly this version of a plan and start its run (a person only)",
+  input: z.object({
+    planId,
+    version,
+    maxParallel: z.number().int().min(1).max(256).optional(),
+    /** How long each gated step may wait for a decision before it is skipped. */
+    approvalTimeoutSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(7 * 86_400)
+      .optional(),
+    approvalWarningSeconds: z.number().int().min(0).max(86_400).optional(),
+  }),
+  output: z.object({ runId: z.string(), traceId: z.string() }),
+  run({ app, identity }, input) {
+    requirePerson(identity, "approve a plan");
+    return startRun(app.engine, {
+      planId: input.planId,
+      version: input.version,
+      actor: identity.name,
+      workspaceRoot: app.workspaceRoot,
+      ...(input.maxParallel !== undefined && { maxParallel: input.maxParallel }),
+      ...(input.approvalTimeoutSeconds !== undefined && { approvalTimeoutMs: input.approvalTimeoutSeconds * 1000 }),
+      ...(input.approvalWarningSeconds !== undefined && { approvalWarningMs: input.approvalWarningSeconds * 1000 }),
+    });
+  },
+});
+
+export const planOperations = [planCreate, planGet, planMarkdown, planList, planEdit, planApprove] as AnyOperation[];

@@ -1,0 +1,139 @@
+import { z } from "zod";
+import { answerQuestion, cancelRun, decideApproval, pauseRun, resumeRun, retryStep, skipStep } from "../engine/engine";
+import { listRunSummaries, readRunEvents, runEventsInputSchema, runListInputSchema } from "../engine/run-list";
+import { getRun } from "../engine/run-view";
+import { requirePerson } from "./identity";
+import { defineOperation } from "./operation";
+import type { AnyOperation } from "./registry";
+
+/** Runs as operations: read, list, follow events, and steer. Decisions on gates are a person's. */
+const runId = z.uuid();
+const stepId = z.string().min(1).max(64);
+const done = z.object({ ok: z.literal(true) });
+const when = z.string().nullable();
+const runViewSchema = z.object({
+  id: z.string(),
+  planId: z.string(),
+  planVersion: z.number(),
+  status: z.string(),
+  traceId: z.string(),
+  approvedBy: z.string(),
+  maxParallel: z.number(),
+  rerunOf: z.string().optional(),
+  createdAt: z.string(),
+  startedAt: when,
+  finishedAt: when,
+  lastSeq: z.number().describe("Read events after this sequence number to follow the run"),
+  steps: z.array(z.unknown()).describe("Per step: stepId, status, attempt, progress, result, error, reason, waiting"),
+});
+const runPageSchema = z.object({
+  runs: z.array(z.unknown()),
+  nextCursor: z.string().nullable(),
+  statusCounts: z.record(z.string(), z.number()),
+});
+const eventsSchema = z.looseObject({ events: z.array(z.unknown()), more: z.boolean() });
+
+export const runGet = defineOperation({
+  name: "run.get",
+  summary: "A run's state: status, and each step's status, attempt, progress, result",
+  input: z.object({ runId }),
+  output: runViewSchema,
+  run: ({ app }, input) => getRun(app.db.prisma, input.runId),
+});
+
+export const runList = defineOperation({
+  name: "run.list",
+  summary: "Runs, newest first, filtered by plan and state, paged by cursor",
+  input: runListInputSchema,
+  output: runPageSchema,
+  run: ({ app }, input) => listRunSummaries(app.db.pool, input),
+});
+
+export const runEvents = defineOperation({
+  name: "run.events",
+  summary: "A run's stored events after a sequence number, oldest first",
+  input: runEventsInputSchema,
+  output: eventsSchema,
+  run: async ({ app }, input) => (await readRunEvents(app.db.pool, input)) as z.input<typeof eventsSchema>,
+});
+
+export const runDecide = defineOperation({
+  name: "run.decide",
+  summary: "Approve or deny a gated step (a person only)",
+  input: z.object({ runId, stepId, approve: z.boolean(), comment: z.string().max(2000).optional() }),
+  output: done,
+  async run({ app, identity }, input) {
+    requirePerson(identity, "approve or deny a step");
+    await decideApproval(app.engine, { ...input, actor: identity.name });
+    return { ok: true as const };
+  },
+});
+
+export const runAnswer = defineOperation({
+  name: "run.answer",
+  summary: "Answer an ask_user step; the answer becomes its output (a person only)",
+  input: z.object({ runId, stepId, answer: z.string().trim().min(1).max(10_000) }),
+  output: done,
+  async run({ app, identity }, input) {
+    requirePerson(identity, "answer a question");
+    await answerQuestion(app.engine, { ...input, actor: identity.name });
+    return { ok: true as const };
+  },
+});
+
+function steer(
+  name: string,
+  summary: string,
+  action: typeof cancelRun,
+): ReturnType<typeof defineOperation<z.ZodObject<{ runId: typeof runId }>, typeof done>> {
+  return defineOperation({
+    name,
+    summary,
+    input: z.object({ runId }),
+    output: done,
+    async run({ app, identity }, input) {
+      await action(app.engine, { runId: input.runId, actor: identity.name });
+      return { ok: true as const };
+    },
+  });
+}
+
+function steerStep(name: string, summary: string, action: typeof retryStep) {
+  return defineOperation({
+    name,
+    summary,
+    input: z.object({ runId, stepId }),
+    output: done,
+    async run({ app, identity }, input) {
+      await action(app.engine, { ...input, actor: identity.name });
+      return { ok: true as const };
+    },
+  });
+}
+
+export const runCancel = steer(
+  "run.cancel",
+  "Cancel a run: running steps are aborted, open steps cancelled",
+  cancelRun,
+);
+export const runPause = steer("run.pause", "Pause a run: running steps finish, nothing new starts", pauseRun);
+export const runResume = steer("run.resume", "Resume a paused run", resumeRun);
+export const runRetryStep = steerStep("run.retry_step", "Try a failed step again", retryStep);
+export const runSkipStep = steerStep(
+  "run.skip_step",
+  "Give a failed step up; dependents that do not need its output run",
+  skipStep,
+);
+
+export const runOperations = [
+  runGet,
+  runList,
+  runEvents,
+  runDecide,
+  runAnswer,
+  runCancel,
+  runPause,
+  runResume,
+  runRetryStep,
+  runSkipStep,
+] as AnyOperation[];
