@@ -58,7 +58,15 @@ const MAX_GOAL = 4_000;
 
 export async function startSession(
   app: App,
-  input: { goal: string; workspace?: string; actor: string },
+  input: {
+    goal: string;
+    workspace?: string;
+    actor: string;
+    /** The plan's first tasks; by default seed 003's decomposition meta-task. */
+    steps?: StepInput[];
+    /** A seed 000 todo plan's owner (an MCP session); see `server/agents/todo-plans.ts`. */
+    todoKey?: string;
+  },
 ): Promise<{ sessionId: string; planId: string; runId: string }> {
   const goal = input.goal.trim();
   if (!goal) throw new AppError("invalid_input", 'A session needs a goal: --goal "what to achieve"');
@@ -72,8 +80,10 @@ export async function startSession(
   const plan = await createPlan(app.db.prisma, app.tools, {
     draft: {
       goal,
-      summary: "An agent session (seed 003): the agent decomposes the goal, then works task by task.",
-      steps: [decompositionTask(goal)],
+      summary: input.steps
+        ? "An agent's plan: the agent works through its steps and reports each."
+        : "An agent session (seed 003): the agent decomposes the goal, then works task by task.",
+      steps: input.steps ?? [decompositionTask(goal)],
     },
     source: "agent",
     author: input.actor,
@@ -85,7 +95,14 @@ export async function startSession(
     actor: input.actor,
     workspaceRoot,
   });
-  const sessionId = await insertSession(app, { goal, workspaceRoot, planId: plan.id, runId, actor: input.actor });
+  const sessionId = await insertSession(app, {
+    goal,
+    workspaceRoot,
+    planId: plan.id,
+    runId,
+    actor: input.actor,
+    todoKey: input.todoKey,
+  });
   return { sessionId, planId: plan.id, runId };
 }
 
@@ -137,15 +154,15 @@ export function sessionIdFor(goal: string, now: Date): string {
 
 async function insertSession(
   app: App,
-  input: { goal: string; workspaceRoot: string; planId: string; runId: string; actor: string },
+  input: { goal: string; workspaceRoot: string; planId: string; runId: string; actor: string; todoKey?: string },
 ): Promise<string> {
   const base = sessionIdFor(input.goal, new Date());
   for (let suffix = 1; ; suffix++) {
     const id = suffix === 1 ? base : `${base}-${suffix}`;
     const inserted = await app.db.pool.query(
-      `insert into agent_sessions (id, goal, workspace_root, plan_id, run_id, created_by)
-       values ($1, $2, $3, $4, $5, $6) on conflict (id) do nothing`,
-      [id, input.goal, input.workspaceRoot, input.planId, input.runId, input.actor],
+      `insert into agent_sessions (id, goal, workspace_root, plan_id, run_id, created_by, todo_key)
+       values ($1, $2, $3, $4, $5, $6, $7) on conflict (id) do nothing`,
+      [id, input.goal, input.workspaceRoot, input.planId, input.runId, input.actor, input.todoKey ?? null],
     );
     if (inserted.rowCount) return id;
   }
@@ -159,7 +176,8 @@ export async function findSession(app: App, sessionId?: string): Promise<Session
   const rows = sessionId
     ? await app.db.pool.query<SessionRow>("select * from agent_sessions where id = $1", [sessionId])
     : await app.db.pool.query<SessionRow>(
-        "select * from agent_sessions order by closed_at is null desc, created_at desc limit 1",
+        // Seed 000 todo plans belong to their MCP session, never to a caller who names none.
+        "select * from agent_sessions where todo_key is null order by closed_at is null desc, created_at desc limit 1",
       );
   const row = rows.rows[0];
   if (!row) {

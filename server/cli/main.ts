@@ -98,6 +98,21 @@ program
 
 withConnection(
   program
+    .command("mcp")
+    .description("MCP over stdio, relayed to the running server's /api/mcp (for clients that launch a command)"),
+).action(async (options: ConnectionOptions) => {
+  try {
+    const { relayStdioToServer } = await import("./mcp-bridge");
+    await relayStdioToServer(await resolveConnection(options));
+  } catch (error) {
+    if (!(error instanceof CliError)) throw error;
+    process.stderr.write(`stepwise mcp: ${error.message}\n`);
+    process.exit(error.exitCode);
+  }
+});
+
+withConnection(
+  program
     .command("start")
     .description("start an agent session for a goal (seed 003 `start`)")
     .requiredOption("--goal <goal>", "what the session should achieve")

@@ -61,6 +61,7 @@ export const agentStatus = defineOperation({
   summary: "What the agent should do now (seed 003 `status`)",
   input: z.object(sessionField),
   output: statusResponseSchema,
+  annotations: { readOnly: false, idempotent: true },
   run: ({ app }, input) => sessionStatus(app, input.session),
 });
 
@@ -69,6 +70,7 @@ export const agentUpdate = defineOperation({
   summary: "Report task progress, add tasks or give the final summary (seed 003 `update`)",
   input: z.object({ ...sessionField, payload: updatePayloadSchema }),
   output: updateResponseSchema,
+  annotations: { destructive: false },
   run: ({ app, identity }, input) =>
     updateSession(app, { sessionId: input.session, payload: input.payload, actor: identity.name }),
 });
@@ -87,6 +89,7 @@ export const agentSuggest = defineOperation({
   summary: "Suggest new, non-duplicate tasks from the workspace (seed 003 `suggest`)",
   input: z.object(sessionField),
   output: suggestResponseSchema,
+  annotations: { readOnly: true },
   async run({ app }, input) {
     const planner = plannerFor(app);
     const withModel =

@@ -21,6 +21,10 @@ export interface Operation<Input extends z.ZodType, Output extends z.ZodType> {
   summary: string;
   input: Input;
   output: Output;
+  /** What the operation does to the world (MCP tool annotations, documentation). */
+  annotations?: { readOnly?: boolean; destructive?: boolean; idempotent?: boolean };
+  /** `person`: decisions (approve, deny, answer) that agent-facing doors such as MCP do not offer. */
+  audience?: "person";
   run(context: OperationContext, input: z.output<Input>): Promise<z.input<Output>>;
 }
 

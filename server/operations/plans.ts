@@ -51,6 +51,7 @@ export const planGet = defineOperation({
   summary: "Read a plan (the current version, or the one given)",
   input: z.object({ planId, version: version.optional() }),
   output: planOutputSchema,
+  annotations: { readOnly: true },
   run: ({ app }, input) => asPlanOutput(getPlan(app.db.prisma, input.planId, input.version)),
 });
 
@@ -59,6 +60,7 @@ export const planMarkdown = defineOperation({
   summary: "A plan as Markdown, for reading",
   input: z.object({ planId, version: version.optional() }),
   output: z.object({ markdown: z.string() }),
+  annotations: { readOnly: true },
   async run({ app }, input) {
     return { markdown: exportPlanMarkdown(await getPlan(app.db.prisma, input.planId, input.version)).content };
   },
@@ -69,6 +71,7 @@ export const planList = defineOperation({
   summary: "Plans, most recently changed first",
   input: z.object({ limit: z.number().int().min(1).max(200).default(50) }),
   output: z.object({ plans: z.array(z.looseObject({ id: z.string(), goal: z.string(), version: z.number() })) }),
+  annotations: { readOnly: true },
   async run({ app }, input) {
     return {
       plans: (await listPlans(app.db.prisma, { limit: input.limit })) as unknown as {
@@ -112,6 +115,7 @@ export const planApprove = defineOperation({
     approvalWarningSeconds: z.number().int().min(0).max(86_400).optional(),
   }),
   output: z.object({ runId: z.string(), traceId: z.string() }),
+  audience: "person",
   run({ app, identity }, input) {
     requirePerson(identity, "approve a plan");
     return startRun(app.engine, {

@@ -9,14 +9,7 @@ import type { Operation } from "./operation";
  * list: `POST /api/ops/<name>` (the CLI's transport), MCP tools, and the OpenAPI document. Add an
  * operation here once and every door offers it.
  */
-export type AnyOperation = Operation<z.ZodType, z.ZodType> & { annotations?: OperationAnnotations };
-
-/** What an operation does to the world, for MCP tool annotations and documentation. */
-export interface OperationAnnotations {
-  readOnly?: boolean;
-  destructive?: boolean;
-  idempotent?: boolean;
-}
+export type AnyOperation = Operation<z.ZodType, z.ZodType>;
 
 /** Each operations module exports its list; spread it in here. */
 export const operations: AnyOperation[] = [...agentOperations, ...planOperations, ...runOperations];

@@ -38,6 +38,7 @@ export const runGet = defineOperation({
   summary: "A run's state: status, and each step's status, attempt, progress, result",
   input: z.object({ runId }),
   output: runViewSchema,
+  annotations: { readOnly: true },
   run: ({ app }, input) => getRun(app.db.prisma, input.runId),
 });
 
@@ -46,6 +47,7 @@ export const runList = defineOperation({
   summary: "Runs, newest first, filtered by plan and state, paged by cursor",
   input: runListInputSchema,
   output: runPageSchema,
+  annotations: { readOnly: true },
   run: ({ app }, input) => listRunSummaries(app.db.pool, input),
 });
 
@@ -54,6 +56,7 @@ export const runEvents = defineOperation({
   summary: "A run's stored events after a sequence number, oldest first",
   input: runEventsInputSchema,
   output: eventsSchema,
+  annotations: { readOnly: true },
   run: async ({ app }, input) => (await readRunEvents(app.db.pool, input)) as z.input<typeof eventsSchema>,
 });
 
@@ -62,6 +65,7 @@ export const runDecide = defineOperation({
   summary: "Approve or deny a gated step (a person only)",
   input: z.object({ runId, stepId, approve: z.boolean(), comment: z.string().max(2000).optional() }),
   output: done,
+  audience: "person",
   async run({ app, identity }, input) {
     requirePerson(identity, "approve or deny a step");
     await decideApproval(app.engine, { ...input, actor: identity.name });
@@ -74,6 +78,7 @@ export const runAnswer = defineOperation({
   summary: "Answer an ask_user step; the answer becomes its output (a person only)",
   input: z.object({ runId, stepId, answer: z.string().trim().min(1).max(10_000) }),
   output: done,
+  audience: "person",
   async run({ app, identity }, input) {
     requirePerson(identity, "answer a question");
     await answerQuestion(app.engine, { ...input, actor: identity.name });
@@ -91,6 +96,7 @@ function steer(
     summary,
     input: z.object({ runId }),
     output: done,
+    annotations: { destructive: name === "run.cancel", idempotent: false },
     async run({ app, identity }, input) {
       await action(app.engine, { runId: input.runId, actor: identity.name });
       return { ok: true as const };

@@ -1,0 +1,82 @@
+import { randomUUID } from "node:crypto";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { AppContext } from "../app-context";
+import { AppError } from "../errors";
+import { problemResponse } from "../http/problem";
+import { identityOf } from "../http/request-identity";
+import type { Identity } from "../operations/identity";
+import { createMcpServer } from "./server";
+
+/**
+ * MCP over Streamable HTTP at `/api/mcp`, behind the door like every route. Each MCP session has
+ * its own server and transport, bound to the identity that initialised it: a request naming the
+ * session with another credential is refused. Sessions live in this process (on globalThis, as
+ * Next.js bundles route handlers apart) and end with DELETE or after an hour without requests.
+ */
+interface Session {
+  transport: WebStandardStreamableHTTPServerTransport;
+  identity: Identity;
+  lastUsed: number;
+}
+
+const KEY = Symbol.for("stepwise.mcpSessions");
+const IDLE_MS = 60 * 60_000;
+
+function sessions(): Map<string, Session> {
+  const holder = globalThis as typeof globalThis & { [KEY]?: Map<string, Session> };
+  holder[KEY] ??= new Map();
+  return holder[KEY];
+}
+
+function sameCaller(a: Identity, b: Identity): boolean {
+  return a.kind === b.kind && a.name === b.name;
+}
+
+function dropIdle(now: number): void {
+  for (const [id, session] of sessions()) {
+    if (now - session.lastUsed > IDLE_MS) {
+      sessions().delete(id);
+      void session.transport.close();
+    }
+  }
+}
+
+export async function handleMcpRequest(request: Request, app: AppContext): Promise<Response> {
+  try {
+    const identity = identityOf(request);
+    const now = Date.now();
+    dropIdle(now);
+    const sessionId = request.headers.get("mcp-session-id");
+    if (sessionId) {
+      const session = sessions().get(sessionId);
+      if (!session)
+        throw new AppError("not_found", "No such MCP session (it ended, or the server restarted): initialize again");
+      if (!sameCaller(session.identity, identity))
+        throw new AppError("forbidden", "This MCP session belongs to another caller");
+      session.lastUsed = now;
+      return await session.transport.handleRequest(request);
+    }
+    if (request.method !== "POST")
+      throw new AppError("invalid_input", "Start an MCP session with an initialize request (POST)");
+    let body: unknown;
+    try {
+      body = await request.json();
+    } catch {
+      throw new AppError("invalid_input", "The request body is not valid JSON");
+    }
+    if (!isInitializeRequest(body)) {
+      throw new AppError("invalid_input", "No mcp-session-id header: the first request must be initialize");
+    }
+    const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => void sessions().set(id, { transport, identity, lastUsed: Date.now() }),
+      onsessionclosed: (id) => void sessions().delete(id),
+    });
+    const server = createMcpServer({ app, identity, sessionId: () => transport.sessionId });
+    await server.connect(transport);
+    return await transport.handleRequest(request, { parsedBody: body });
+  } catch (error) {
+    return problemResponse(error);
+  }
+}

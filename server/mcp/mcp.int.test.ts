@@ -1,0 +1,269 @@
+import fs from "node:fs/promises";
+import path from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { afterEach, describe, expect, it } from "vitest";
+import { startHarness, type Harness } from "../../tests/app-harness";
+import { startApiServer } from "../../tests/door-http-server";
+import { readyForTaskSchema, sessionCreatedSchema, syncInstructionsSchema } from "../agents/contract";
+import { todoPlanSchema } from "../agents/todo-plans";
+
+/**
+ * The MCP server driven by the SDK's own client, over Streamable HTTP behind the door and over
+ * stdio through `stepwise mcp` (a subprocess), on a real database.
+ */
+const AGENT_TOKEN = "mcp-test-agent-token";
+let harness: Harness | undefined;
+let api: Awaited<ReturnType<typeof startApiServer>> | undefined;
+const clients: Client[] = [];
+
+afterEach(async () => {
+  for (const client of clients.splice(0)) await client.close().catch(() => undefined);
+  await api?.close();
+  await harness?.close();
+  api = undefined;
+  harness = undefined;
+});
+
+async function start(options: { accessToken?: string } = {}) {
+  harness = await startHarness();
+  api = await startApiServer(harness.app, { agentToken: AGENT_TOKEN, ...options });
+  return api.url;
+}
+
+async function httpClient(url: string, token = AGENT_TOKEN, headers: Record<string, string> = {}) {
+  const client = new Client({ name: "stepwise-test", version: "1.0.0" });
+  const transport = new StreamableHTTPClientTransport(new URL("/api/mcp", url), {
+    requestInit: { headers: { authorization: `Bearer ${token}`, "x-stepwise-agent": "mcp-agent", ...headers } },
+  });
+  await client.connect(transport);
+  clients.push(client);
+  return client;
+}
+
+async function stdioClient(url: string) {
+  const client = new Client({ name: "stepwise-stdio-test", version: "1.0.0" });
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [path.resolve("bin/stepwise.mjs"), "mcp", "--server", url, "--token", AGENT_TOKEN, "--agent", "stdio-agent"],
+    stderr: "pipe",
+  });
+  await client.connect(transport);
+  clients.push(client);
+  return client;
+}
+
+type CallResult = Awaited<ReturnType<Client["callTool"]>>;
+
+function structured<T>(result: CallResult, schema: { parse(value: unknown): T }): T {
+  expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+  return schema.parse(result.structuredContent ?? JSON.parse((result.content as { text: string }[])[0]!.text));
+}
+
+function problem(result: CallResult): { code: string; detail: string } {
+  expect(result.isError).toBe(true);
+  return JSON.parse((result.content as { text: string }[])[0]!.text);
+}
+
+describe("MCP server", () => {
+  it("lists the agent tools with schemas and honest annotations, and never a person's decision", async () => {
+    const client = await httpClient(await start());
+    const { tools } = await client.listTools();
+    const byName = new Map(tools.map((tool) => [tool.name, tool]));
+    for (const name of [
+      "planning_setup_plan",
+      "planning_add_step",
+      "planning_update_step",
+      "planning_read_plan",
+      "start",
+      "status",
+      "update",
+      "alert",
+      "suggest",
+      "plan_create",
+      "plan_get",
+      "run_get",
+      "run_events",
+    ]) {
+      expect(byName.has(name), name).toBe(true);
+    }
+    for (const personOnly of ["plan_approve", "run_decide", "run_answer"]) expect(byName.has(personOnly)).toBe(false);
+    expect(byName.get("planning_read_plan")!.annotations).toMatchObject({ readOnlyHint: true, idempotentHint: true });
+    expect(byName.get("planning_setup_plan")!.annotations).toMatchObject({
+      readOnlyHint: false,
+      destructiveHint: true,
+    });
+    expect(byName.get("run_get")!.annotations).toMatchObject({ readOnlyHint: true });
+    expect(byName.get("planning_update_step")!.inputSchema.properties).toHaveProperty("status");
+    expect(byName.get("planning_read_plan")!.outputSchema).toBeDefined();
+  });
+
+  it("seed 000: setup, continuous ids across adds, updates, auto-completion, and every validation error", async () => {
+    const client = await httpClient(await start());
+    const call = (name: string, args: Record<string, unknown> = {}) => client.callTool({ name, arguments: args });
+
+    // Nothing works before a plan exists.
+    expect(problem(await call("planning_read_plan")).detail).toContain("planning_setup_plan");
+    expect(problem(await call("planning_add_step", { steps: ["x"] })).code).toBe("not_found");
+    expect(problem(await call("planning_update_step", { step_id: 1, status: "done" })).code).toBe("not_found");
+
+    const plan = structured(
+      await call("planning_setup_plan", { objective: "Ship it", initial_steps: ["Write", "Test"] }),
+      todoPlanSchema,
+    );
+    expect(plan).toMatchObject({
+      objective: "Ship it",
+      status: "active",
+      steps: [
+        { step_id: 1, title: "Write", status: "pending" },
+        { step_id: 2, title: "Test", status: "pending" },
+      ],
+    });
+    const added = structured(await call("planning_add_step", { steps: ["Release"] }), todoPlanSchema);
+    expect(added.steps.map((step) => step.step_id)).toEqual([1, 2, 3]);
+
+    const long = "L".repeat(500);
+    const updated = structured(
+      await call("planning_update_step", { step_id: 1, status: "in_progress", title: long }),
+      todoPlanSchema,
+    );
+    expect(updated.steps[0]).toEqual({ step_id: 1, title: long, status: "in_progress" });
+
+    // Validation: non-empty and ≤ 500-character titles; one of title or status; known steps.
+    expect(problem(await call("planning_add_step", { steps: [""] })).detail).toContain("non-empty");
+    expect(problem(await call("planning_add_step", { steps: ["x".repeat(501)] })).detail).toContain("500");
+    expect(problem(await call("planning_update_step", { step_id: 2 })).detail).toContain(
+      "at least one of title or status",
+    );
+    expect(problem(await call("planning_update_step", { step_id: 9, status: "done" })).code).toBe("not_found");
+    expect(problem(await call("planning_setup_plan", { objective: " " })).code).toBe("invalid_input");
+
+    for (const id of [1, 2, 3]) await call("planning_update_step", { step_id: id, status: "done" });
+    const done = structured(await call("planning_read_plan"), todoPlanSchema);
+    expect(done.status).toBe("completed");
+    expect(problem(await call("planning_add_step", { steps: ["more"] })).detail).toContain("completed");
+
+    // The plan is a real run people watch: three completed agent tasks.
+    const run = await harness!.caller.runs.get({ runId: done.run_id });
+    expect(run.status).toBe("completed");
+    expect(run.steps.map((step) => step.status)).toEqual(["completed", "completed", "completed"]);
+
+    // Replacing the plan starts ids at 1 again; a removed id is never reused within a plan.
+    const replaced = structured(
+      await call("planning_setup_plan", { objective: "Second", initial_steps: ["A"] }),
+      todoPlanSchema,
+    );
+    expect(replaced.steps).toEqual([{ step_id: 1, title: "A", status: "pending" }]);
+    expect(replaced.plan_id).not.toBe(done.plan_id);
+  });
+
+  it("keeps one plan per MCP session (or per session_id the client passes)", async () => {
+    const url = await start();
+    const first = await httpClient(url);
+    const second = await httpClient(url);
+    await first.callTool({ name: "planning_setup_plan", arguments: { objective: "First's" } });
+    expect(problem(await second.callTool({ name: "planning_read_plan", arguments: {} })).code).toBe("not_found");
+    await second.callTool({ name: "planning_setup_plan", arguments: { objective: "Shared", session_id: "team" } });
+    const shared = structured(
+      await first.callTool({ name: "planning_read_plan", arguments: { session_id: "team" } }),
+      todoPlanSchema,
+    );
+    expect(shared.objective).toBe("Shared");
+  });
+
+  it("runs seed 003's loop over stdio (`stepwise mcp`) with the same JSON as the CLI", async () => {
+    const url = await start();
+    await fs.writeFile(path.join(harness!.workspace, "spec.md"), "# spec\n");
+    const client = await stdioClient(url);
+    const call = async (name: string, args: Record<string, unknown> = {}) => {
+      const result = await client.callTool({ name, arguments: args });
+      expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+      return JSON.parse((result.content as { text: string }[])[0]!.text);
+    };
+    sessionCreatedSchema.parse(await call("start", { goal: "Document the spec" }));
+    syncInstructionsSchema.parse(await call("status"));
+    expect(readyForTaskSchema.parse(await call("status")).now.current_task.id).toBe(1);
+    const rejected = await call("update", { payload: { add_tasks: [{ title: "Docs", type: "docs" }] } });
+    expect(rejected).toMatchObject({ status: "error", error_type: "plan_validation_failed" });
+    await call("update", {
+      payload: {
+        add_tasks: [
+          {
+            title: "Write the docs",
+            type: "docs",
+            context_hints: ["Read `spec.md`."],
+            relevant_file_paths: ["spec.md"],
+          },
+        ],
+        update_tasks: [{ id: 1, status: "DONE" }],
+      },
+    });
+    await call("update", { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
+    const run = await harness!.caller.runs.list({});
+    const step = (await harness!.caller.runs.get({ runId: (run.runs[0] as { id: string }).id })).steps[1]!;
+    // The agent named on the stdio command line is who the live view shows working.
+    expect(step.waiting).toMatchObject({ kind: "agent", agent: "stdio-agent" });
+    const { resources } = { resources: await client.listResourceTemplates() };
+    expect(resources.resourceTemplates.map((template) => template.uriTemplate)).toContain("stepwise://plans/{planId}");
+  });
+
+  it("reads plans as resources, JSON and Markdown", async () => {
+    const client = await httpClient(await start());
+    const plan = structured(
+      await client.callTool({
+        name: "plan_create",
+        arguments: { draft: { goal: "Resource plan", steps: [{ id: "step_1", tool: "echo", args: { value: 1 } }] } },
+      }),
+      { parse: (value: unknown) => value as { id: string } },
+    );
+    const json = await client.readResource({ uri: `stepwise://plans/${plan.id}` });
+    expect(JSON.parse((json.contents[0] as { text: string }).text)).toMatchObject({
+      id: plan.id,
+      goal: "Resource plan",
+    });
+    const markdown = await client.readResource({ uri: `stepwise://plans/${plan.id}/markdown` });
+    expect((markdown.contents[0] as { text: string }).text).toContain("# Resource plan");
+  });
+
+  it("sits behind the door: no token, a wrong token, a foreign Origin, or another caller's session are refused", async () => {
+    const url = await start({ accessToken: "person-token" });
+    const initialize = (headers: Record<string, string>) =>
+      fetch(`${url}/api/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "initialize",
+          params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "1" } },
+        }),
+      });
+    expect((await initialize({})).status).toBe(401);
+    expect((await initialize({ authorization: "Bearer nope" })).status).toBe(401);
+    expect((await initialize({ authorization: `Bearer ${AGENT_TOKEN}`, origin: "http://attacker.test" })).status).toBe(
+      403,
+    );
+    const ok = await initialize({ authorization: `Bearer ${AGENT_TOKEN}` });
+    expect(ok.status).toBe(200);
+    const sessionId = ok.headers.get("mcp-session-id")!;
+    // The person's token may use MCP too, but not the agent's session.
+    const hijack = await fetch(`${url}/api/mcp`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        authorization: "Bearer person-token",
+        "mcp-session-id": sessionId,
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
+    });
+    expect(hijack.status).toBe(403);
+    const unknown = await fetch(`${url}/api/mcp`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${AGENT_TOKEN}`, "mcp-session-id": "nope", "content-type": "application/json" },
+      body: "{}",
+    });
+    expect(unknown.status).toBe(404);
+  });
+});

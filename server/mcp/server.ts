@@ -1,0 +1,215 @@
+import { McpServer, ResourceTemplate } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import {
+  addStepInput,
+  addSteps,
+  readPlan,
+  setupPlan,
+  setupPlanInput,
+  todoPlanSchema,
+  updateStep,
+  updateStepInput,
+} from "../agents/todo-plans";
+import type { AppContext } from "../app-context";
+import { AppError } from "../errors";
+import { toProblem } from "../http/problem";
+import { logger } from "../logger";
+import type { Identity } from "../operations/identity";
+import { invokeOperation } from "../operations/operation";
+import { operations, type AnyOperation } from "../operations/registry";
+import { exportPlanMarkdown } from "../plans/export";
+import { getPlan } from "../plans/service";
+
+/**
+ * The MCP door: every agent-facing operation of the registry as a tool (seed 003's loop under its
+ * own names — `start`, `status`, `update`, `alert`, `suggest` — the rest as `plan_create`,
+ * `run_events`, …), seed 000's four planning tools, and plans as resources. Decisions that are a
+ * person's (approve, deny, answer) are not offered. Tool errors come back as results with
+ * `isError` and the same problem object the HTTP API answers.
+ */
+const SEED_003_NAMES: Record<string, string> = {
+  "agent.start": "start",
+  "agent.status": "status",
+  "agent.update": "update",
+  "agent.alert": "alert",
+  "agent.suggest": "suggest",
+};
+
+export function toolName(operation: AnyOperation): string {
+  return SEED_003_NAMES[operation.name] ?? operation.name.replaceAll(".", "_");
+}
+
+function result(output: unknown): CallToolResult {
+  return {
+    content: [{ type: "text", text: JSON.stringify(output, null, 2) }],
+    ...(output !== null && typeof output === "object" && !Array.isArray(output)
+      ? { structuredContent: output as Record<string, unknown> }
+      : {}),
+  };
+}
+
+function failure(error: unknown, tool: string): CallToolResult {
+  const problem = toProblem(error);
+  if (problem.status === 500) logger.error({ err: error, tool }, "MCP tool failed");
+  return { isError: true, content: [{ type: "text", text: JSON.stringify(problem, null, 2) }] };
+}
+
+async function guarded(tool: string, work: () => Promise<unknown>): Promise<CallToolResult> {
+  try {
+    return result(await work());
+  } catch (error) {
+    return failure(error, tool);
+  }
+}
+
+/** Output schemas must describe an object; unions (seed 003's status answers) go without one. */
+function objectSchema(schema: z.ZodType): z.ZodObject | undefined {
+  return schema instanceof z.ZodObject ? schema : undefined;
+}
+
+export interface McpSessionContext {
+  app: AppContext;
+  identity: Identity;
+  /** The MCP session's id, which keys its seed 000 todo plan. */
+  sessionId(): string | undefined;
+}
+
+export function createMcpServer(context: McpSessionContext): McpServer {
+  const server = new McpServer(
+    { name: "stepwise", version: "0.1.0" },
+    {
+      instructions:
+        "Stepwise plans and runs work that people watch and steer in the browser. For a whole task, follow the loop: start → status → (work, update) → status … → final_summary. For a quick todo list, use planning_setup_plan and the other planning_* tools.",
+    },
+  );
+  const { app, identity } = context;
+
+  for (const operation of operations) {
+    if (operation.audience === "person") continue;
+    const name = toolName(operation);
+    const output = objectSchema(operation.output);
+    server.registerTool(
+      name,
+      {
+        description: operation.summary,
+        inputSchema: operation.input as z.ZodObject,
+        ...(output && { outputSchema: output }),
+        annotations: {
+          readOnlyHint: operation.annotations?.readOnly ?? false,
+          destructiveHint: operation.annotations?.destructive ?? false,
+          idempotentHint: operation.annotations?.idempotent ?? operation.annotations?.readOnly ?? false,
+          openWorldHint: false,
+        },
+      },
+      (input: unknown) => guarded(name, () => invokeOperation(operation, { app, identity }, input)),
+    );
+  }
+
+  // Seed 000: one todo plan per MCP session, or per `session_id` the client passes.
+  const sessionField = {
+    session_id: z.string().min(1).max(200).optional().describe("Key the plan by this id instead of the MCP session"),
+  };
+  const key = (explicit: string | undefined) => {
+    const id = explicit ?? context.sessionId();
+    if (!id) throw new AppError("invalid_input", "This connection has no MCP session; pass session_id");
+    return `mcp:${identity.name}:${id}`;
+  };
+  const planningTool = <Shape extends z.ZodRawShape>(
+    name: string,
+    description: string,
+    input: z.ZodType,
+    shape: Shape,
+    run: (input: never, key: string) => Promise<unknown>,
+    annotations: { readOnlyHint: boolean; idempotentHint: boolean; destructiveHint: boolean },
+  ) =>
+    server.registerTool(
+      name,
+      {
+        description,
+        inputSchema: { ...shape, ...sessionField },
+        outputSchema: todoPlanSchema,
+        annotations: { ...annotations, openWorldHint: false },
+      },
+      // The SDK checks the shape; the seed's rules (non-empty titles, ≤ 500 characters, one of
+      // title or status) are the domain schema's, checked here for one clear error.
+      ((raw: Record<string, unknown>) =>
+        guarded(name, async () => {
+          const { session_id: explicit, ...rest } = raw;
+          const parsed = input.safeParse(rest);
+          if (!parsed.success) throw invalid(parsed.error);
+          return run(parsed.data as never, key(explicit as string | undefined));
+        })) as never,
+    );
+
+  planningTool(
+    "planning_setup_plan",
+    "Create or replace this session's plan: an objective and optional initial steps (ids start at 1)",
+    setupPlanInput,
+    {
+      objective: z.string().describe("What the plan achieves"),
+      initial_steps: z.array(z.string()).optional().describe("Step titles, in order"),
+    },
+    (input: z.output<typeof setupPlanInput>, planKey) =>
+      setupPlan(app, { ...input, key: planKey, actor: identity.name }),
+    { readOnlyHint: false, idempotentHint: false, destructiveHint: true },
+  );
+  planningTool(
+    "planning_add_step",
+    "Append steps to the active plan (fails without a plan, or when it is completed)",
+    addStepInput,
+    { steps: z.array(z.string()).describe("Step titles, in order") },
+    (input: z.output<typeof addStepInput>, planKey) => addSteps(app, { ...input, key: planKey, actor: identity.name }),
+    { readOnlyHint: false, idempotentHint: false, destructiveHint: false },
+  );
+  planningTool(
+    "planning_update_step",
+    "Change a step's title or status (pending, in_progress, done); the plan completes when every step is done",
+    updateStepInput,
+    {
+      step_id: z.number().int().describe("The step's id"),
+      title: z.string().optional(),
+      status: z.enum(["pending", "in_progress", "done"]).optional(),
+    },
+    (input: z.output<typeof updateStepInput>, planKey) =>
+      updateStep(app, { ...input, key: planKey, actor: identity.name }),
+    { readOnlyHint: false, idempotentHint: true, destructiveHint: false },
+  );
+  planningTool(
+    "planning_read_plan",
+    "Read this session's plan (fails when there is none)",
+    z.object({}),
+    {},
+    (_input: never, planKey) => readPlan(app, planKey),
+    { readOnlyHint: true, idempotentHint: true, destructiveHint: false },
+  );
+
+  server.registerResource(
+    "plan",
+    new ResourceTemplate("stepwise://plans/{planId}", { list: undefined }),
+    { description: "A plan's current version as JSON", mimeType: "application/json" },
+    async (uri, variables) => {
+      const plan = await getPlan(app.db.prisma, String(variables.planId));
+      return { contents: [{ uri: uri.href, mimeType: "application/json", text: JSON.stringify(plan, null, 2) }] };
+    },
+  );
+  server.registerResource(
+    "plan-markdown",
+    new ResourceTemplate("stepwise://plans/{planId}/markdown", { list: undefined }),
+    { description: "A plan's current version as Markdown", mimeType: "text/markdown" },
+    async (uri, variables) => {
+      const plan = await getPlan(app.db.prisma, String(variables.planId));
+      return { contents: [{ uri: uri.href, mimeType: "text/markdown", text: exportPlanMarkdown(plan).content }] };
+    },
+  );
+  return server;
+}
+
+function invalid(error: z.ZodError): AppError {
+  const message = error.issues
+    .map((issue) => (issue.path.length ? `${issue.path.join(".")}: ` : "") + issue.message)
+    .join("; ");
+  return new AppError("invalid_input", message, {
+    issues: error.issues.map((issue) => ({ path: issue.path.map(String), message: issue.message })),
+  });
+}

@@ -1,0 +1,52 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Readable } from "node:stream";
+import type { AppContext } from "../server/app-context";
+import { doorConfig } from "../server/http/door";
+import { behindDoor } from "../server/http/door-server";
+import { handleOperation, listOperations } from "../server/http/operations-endpoint";
+import { handleMcpRequest } from "../server/mcp/http";
+
+/**
+ * The API routes (`/api/ops`, `/api/mcp`) on a real HTTP server behind the real door, without
+ * Next.js: what integration tests of the MCP and CLI transports talk to. Next.js's own routing is
+ * covered by the browser tests.
+ */
+export async function startApiServer(
+  app: AppContext,
+  options: { agentToken: string; accessToken?: string },
+): Promise<{ url: string; close(): Promise<void> }> {
+  const door = doorConfig({ host: "127.0.0.1", agentToken: options.agentToken, accessToken: options.accessToken });
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? "/", "http://127.0.0.1");
+    const hasBody = req.method !== "GET" && req.method !== "HEAD";
+    const request = new Request(url, {
+      method: req.method,
+      headers: Object.entries(req.headers).flatMap(([name, value]) =>
+        value === undefined ? [] : [[name, Array.isArray(value) ? value.join(", ") : value] as [string, string]],
+      ),
+      ...(hasBody && { body: Readable.toWeb(req) as ReadableStream, duplex: "half" }),
+    } as RequestInit);
+    let response: Response;
+    if (url.pathname === "/api/mcp") response = await handleMcpRequest(request, app);
+    else if (url.pathname === "/api/ops") response = listOperations(request);
+    else if (url.pathname.startsWith("/api/ops/"))
+      response = await handleOperation(request, app, url.pathname.slice(9));
+    else response = new Response("not found", { status: 404 });
+    res.writeHead(response.status, Object.fromEntries(response.headers));
+    if (!response.body) return void res.end();
+    const body = Readable.fromWeb(response.body as import("node:stream/web").ReadableStream);
+    res.on("close", () => body.destroy());
+    body.pipe(res);
+  };
+  const server = createServer(behindDoor((req, res) => void handle(req, res), door));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
