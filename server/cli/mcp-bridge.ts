@@ -29,13 +29,15 @@ export async function relayStdioToServer(connection: Connection): Promise<void> 
   };
   local.onmessage = (message: JSONRPCMessage) => {
     upstream.send(message).catch((error: unknown) => {
-      process.stderr.write(`[stepwise mcp] ${connection.url}: ${(error as Error).message}\n`);
+      // An HTML error page (a proxy, an old build) is no message for an agent: keep it short.
+      const reason = (error as Error).message.replace(/\s+/g, " ").slice(0, 300);
+      process.stderr.write(`[stepwise mcp] ${connection.url}: ${reason}\n`);
       // A request that cannot reach the server still gets an answer, so the client does not hang.
       if ("id" in message && "method" in message) {
         void local.send({
           jsonrpc: "2.0",
           id: message.id,
-          error: { code: -32603, message: `Stepwise at ${connection.url} did not answer: ${(error as Error).message}` },
+          error: { code: -32603, message: `Stepwise at ${connection.url} did not answer: ${reason}` },
         });
       }
     });

@@ -1,0 +1,99 @@
+import { spawn } from "node:child_process";
+import fs from "node:fs/promises";
+import path from "node:path";
+import { expect, test } from "@playwright/test";
+import { E2E_DATA_DIR } from "./e2e-env";
+import { RunViewPage } from "./pages/run-pages";
+
+/**
+ * An MCP client nobody here wrote — the MCP Inspector's CLI — against both transports of the real
+ * server: Streamable HTTP at /api/mcp (with the agent token from server.json) and stdio through
+ * `stepwise mcp`. The plan it creates is a run a person can watch in the browser.
+ */
+const inspectorDir = path.resolve("node_modules/@modelcontextprotocol/inspector-cli/build");
+const bin = path.resolve("bin/stepwise.mjs");
+
+function inspector(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    // The Inspector finds its own package.json relative to the working directory.
+    const child = spawn(process.execPath, [path.join(inspectorDir, "index.js"), ...args], {
+      cwd: inspectorDir,
+      env: { ...process.env, STEPWISE_DATA_DIR: E2E_DATA_DIR, STEPWISE_URL: "", STEPWISE_TOKEN: "" },
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => (stdout += chunk));
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    child.on("error", reject);
+    child.on("exit", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+function parsed(result: { code: number | null; stdout: string; stderr: string }) {
+  expect(result.code, result.stderr).toBe(0);
+  return JSON.parse(result.stdout.slice(result.stdout.indexOf("{")));
+}
+
+test("the MCP Inspector lists tools and plans through Stepwise over HTTP and stdio", async ({ page, baseURL }) => {
+  const { token } = JSON.parse(await fs.readFile(path.join(E2E_DATA_DIR, "server.json"), "utf8"));
+  const http = [`${baseURL}/api/mcp`, "--transport", "http", "--header", `Authorization: Bearer ${token}`];
+  const stdio = [process.execPath, bin, "mcp"];
+
+  for (const target of [http, stdio]) {
+    const { tools } = parsed(await inspector(...target, "--method", "tools/list"));
+    expect(tools.map((tool: { name: string }) => tool.name)).toEqual(
+      expect.arrayContaining(["planning_setup_plan", "planning_read_plan", "status", "update"]),
+    );
+  }
+
+  // Each Inspector call is a new MCP session: the plan is keyed by an explicit session_id.
+  const created = parsed(
+    await inspector(
+      ...http,
+      "--method",
+      "tools/call",
+      "--tool-name",
+      "planning_setup_plan",
+      "--tool-arg",
+      "objective=Inspect Stepwise",
+      'initial_steps=["Look around","Write notes"]',
+      "session_id=inspector",
+    ),
+  ).structuredContent;
+  expect(created).toMatchObject({ objective: "Inspect Stepwise", status: "active" });
+  const read = parsed(
+    await inspector(
+      ...stdio,
+      "--method",
+      "tools/call",
+      "--tool-name",
+      "planning_read_plan",
+      "--tool-arg",
+      "session_id=inspector",
+    ),
+  );
+  // Over stdio the relay names the agent's token holder the same: the plan is the one made over HTTP.
+  expect(read.structuredContent ?? JSON.parse(read.content[0].text)).toMatchObject({
+    objective: "Inspect Stepwise",
+    steps: [
+      { step_id: 1, title: "Look around", status: "pending" },
+      { step_id: 2, title: "Write notes", status: "pending" },
+    ],
+  });
+
+  const run = new RunViewPage(page);
+  await run.open(created.run_id);
+  await run.expectStepStatus("step_1", "awaiting_agent");
+  await inspector(
+    ...http,
+    "--method",
+    "tools/call",
+    "--tool-name",
+    "planning_update_step",
+    "--tool-arg",
+    "step_id=1",
+    "status=done",
+    "session_id=inspector",
+  );
+  await run.expectStepStatus("step_1", "completed");
+});
