@@ -208,6 +208,46 @@ describe("MCP server", () => {
     expect(resources.resourceTemplates.map((template) => template.uriTemplate)).toContain("stepwise://plans/{planId}");
   });
 
+  it("an agent submits a plan, waits for a person's approval, then follows the run with progress notifications", async () => {
+    const client = await httpClient(await start());
+    const plan = structured(
+      await client.callTool({
+        name: "plan_create",
+        arguments: {
+          draft: {
+            goal: "Two sleeps",
+            steps: [
+              { id: "step_1", tool: "sleep", args: { ms: 300 } },
+              { id: "step_2", tool: "sleep", args: { ms: 300 }, dependsOn: ["step_1"] },
+            ],
+          },
+        },
+      }),
+      { parse: (value: unknown) => value as { id: string; version: number } },
+    );
+    const review = (waitSeconds: number) =>
+      client.callTool({ name: "plan_review_status", arguments: { planId: plan.id, waitSeconds } });
+    expect((await review(0)).structuredContent).toMatchObject({
+      state: "awaiting_review",
+      reviewUrl: `/plans/${plan.id}`,
+    });
+    // The person approves in the browser while the agent waits.
+    const waiting = review(30);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const { runId } = await harness!.caller.plans.approve({ planId: plan.id, version: plan.version });
+    expect((await waiting).structuredContent).toMatchObject({ state: "approved", runId, approvedBy: "tester" });
+
+    const progress: { progress: number; total?: number }[] = [];
+    const followed = await client.callTool({ name: "run_wait", arguments: { runId, timeoutSeconds: 30 } }, undefined, {
+      onprogress: (update) => progress.push(update),
+      timeout: 60_000,
+    });
+    expect(followed.structuredContent).toMatchObject({ status: "completed", waitedFor: "finished" });
+    expect(progress.length).toBeGreaterThanOrEqual(2);
+    expect(progress.at(-1)).toMatchObject({ progress: 2, total: 2 });
+    expect(progress.map((update) => update.progress)).toEqual([...progress.map((update) => update.progress)].sort());
+  });
+
   it("reads plans as resources, JSON and Markdown", async () => {
     const client = await httpClient(await start());
     const plan = structured(

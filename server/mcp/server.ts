@@ -1,5 +1,6 @@
 import { McpServer, ResourceTemplate } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { CallToolResult, ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import {
   addStepInput,
@@ -63,6 +64,21 @@ async function guarded(tool: string, work: () => Promise<unknown>): Promise<Call
   }
 }
 
+type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+/** Progress of a long call (run.wait) as MCP progress notifications, when the client asked for them. */
+function progressOf(extra: ToolExtra) {
+  const token = extra._meta?.progressToken;
+  if (token === undefined) return undefined;
+  return (progress: number, total: number | undefined, message: string) =>
+    void extra
+      .sendNotification({
+        method: "notifications/progress",
+        params: { progressToken: token, progress, ...(total !== undefined && { total }), message },
+      })
+      .catch(() => undefined);
+}
+
 /** Output schemas must describe an object; unions (seed 003's status answers) go without one. */
 function objectSchema(schema: z.ZodType): z.ZodObject | undefined {
   return schema instanceof z.ZodObject ? schema : undefined;
@@ -102,7 +118,10 @@ export function createMcpServer(context: McpSessionContext): McpServer {
           openWorldHint: false,
         },
       },
-      (input: unknown) => guarded(name, () => invokeOperation(operation, { app, identity }, input)),
+      (input: unknown, extra: ToolExtra) =>
+        guarded(name, () =>
+          invokeOperation(operation, { app, identity, signal: extra.signal, progress: progressOf(extra) }, input),
+        ),
     );
   }
 

@@ -13,6 +13,10 @@ import type { Identity } from "./identity";
 export interface OperationContext {
   app: AppContext;
   identity: Identity;
+  /** Set by doors that can report progress of a long call (MCP progress notifications). */
+  progress?: (progress: number, total: number | undefined, message: string) => void;
+  /** Fires when the caller goes away (a cancelled MCP request, a closed connection). */
+  signal?: AbortSignal;
 }
 
 export interface Operation<Input extends z.ZodType, Output extends z.ZodType> {

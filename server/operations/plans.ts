@@ -3,6 +3,7 @@ import { startRun } from "../engine/engine";
 import { editPlan, planEditSchema } from "../plans/edits";
 import { exportPlanMarkdown } from "../plans/export";
 import { createPlan, getPlan, listPlans } from "../plans/service";
+import { AppError } from "../errors";
 import { requirePerson } from "./identity";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
@@ -130,4 +131,52 @@ export const planApprove = defineOperation({
   },
 });
 
-export const planOperations = [planCreate, planGet, planMarkdown, planList, planEdit, planApprove] as AnyOperation[];
+/**
+ * Whether a person approved a plan version (approving starts its run), optionally waiting for it.
+ * An agent submits a plan with plan.create or plan.edit; only a person approves, in the browser.
+ */
+export const planReviewStatus = defineOperation({
+  name: "plan.review_status",
+  summary: "Whether a person approved this plan version (and its run), waiting up to wait_seconds",
+  input: z.object({
+    planId,
+    version: version.optional(),
+    waitSeconds: z.number().int().min(0).max(600).default(0),
+  }),
+  output: z.object({
+    planId: z.string(),
+    version: z.number(),
+    state: z.enum(["awaiting_review", "approved", "superseded"]),
+    runId: z.string().optional(),
+    approvedBy: z.string().optional(),
+    reviewUrl: z.string(),
+  }),
+  annotations: { readOnly: true, idempotent: true },
+  async run({ app, signal }, input) {
+    const deadline = Date.now() + input.waitSeconds * 1000;
+    for (;;) {
+      const plan = await app.db.prisma.plan.findUnique({ where: { id: input.planId } });
+      if (!plan) throw new AppError("not_found", `No plan ${input.planId}`);
+      const asked = input.version ?? plan.currentVersion;
+      const run = await app.db.prisma.run.findFirst({
+        where: { planId: input.planId, planVersion: asked },
+        orderBy: { createdAt: "asc" },
+      });
+      const base = { planId: input.planId, version: asked, reviewUrl: `/plans/${input.planId}` };
+      if (run) return { ...base, state: "approved" as const, runId: run.id, approvedBy: run.approvedBy };
+      if (plan.currentVersion > asked) return { ...base, state: "superseded" as const };
+      if (Date.now() >= deadline || signal?.aborted) return { ...base, state: "awaiting_review" as const };
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  },
+});
+
+export const planOperations = [
+  planCreate,
+  planGet,
+  planMarkdown,
+  planList,
+  planEdit,
+  planReviewStatus,
+  planApprove,
+] as AnyOperation[];

@@ -60,6 +60,50 @@ export const runEvents = defineOperation({
   run: async ({ app }, input) => (await readRunEvents(app.db.pool, input)) as z.input<typeof eventsSchema>,
 });
 
+const FINISHED = ["completed", "failed", "cancelled"];
+
+/**
+ * Waits until a run finishes, or needs a person (a gate, a question), or the time is up — and
+ * reports progress meanwhile (MCP progress notifications) — so an agent can follow a run without
+ * polling. Answers the run's state when it returns.
+ */
+export const runWait = defineOperation({
+  name: "run.wait",
+  summary:
+    "Wait (up to timeout_seconds) until a run finishes or waits for a person; progress is reported while waiting",
+  input: z.object({
+    runId,
+    timeoutSeconds: z.number().int().min(1).max(600).default(60),
+    /** Also return as soon as a step waits for a person's approval or answer. */
+    untilWaiting: z.boolean().default(true),
+  }),
+  output: runViewSchema.extend({ waitedFor: z.enum(["finished", "waiting", "timeout"]) }),
+  annotations: { readOnly: true, idempotent: true },
+  async run({ app, progress, signal }, input) {
+    const deadline = Date.now() + input.timeoutSeconds * 1000;
+    let lastReported = -1;
+    for (;;) {
+      const run = await getRun(app.db.prisma, input.runId);
+      const settled = run.steps.filter((step) =>
+        ["completed", "skipped", "cancelled", "failed", "blocked"].includes(step.status),
+      ).length;
+      if (settled !== lastReported) {
+        lastReported = settled;
+        progress?.(
+          settled,
+          run.steps.length,
+          `${settled} of ${run.steps.length} steps settled; the run is ${run.status}`,
+        );
+      }
+      const waiting = run.steps.some((step) => step.status === "awaiting_approval" || step.status === "awaiting_input");
+      if (FINISHED.includes(run.status)) return { ...run, waitedFor: "finished" as const };
+      if (input.untilWaiting && waiting) return { ...run, waitedFor: "waiting" as const };
+      if (Date.now() >= deadline || signal?.aborted) return { ...run, waitedFor: "timeout" as const };
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  },
+});
+
 export const runDecide = defineOperation({
   name: "run.decide",
   summary: "Approve or deny a gated step (a person only)",
@@ -133,6 +177,7 @@ export const runSkipStep = steerStep(
 
 export const runOperations = [
   runGet,
+  runWait,
   runList,
   runEvents,
   runDecide,
