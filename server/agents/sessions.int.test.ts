@@ -303,6 +303,10 @@ describe("agent sessions (seed 003)", () => {
       baseVersion: plan.version,
       edit: { kind: "updateStep", stepId: "step_2", changes: { approvalRequired: true } },
     });
+    // The run adopts the person's edit at once: the live view shows task 2 waiting for approval.
+    const adopted = await harness.caller.runs.get({ runId: run_id });
+    expect(adopted.planVersion).toBe(plan.version + 1);
+    expect(adopted.steps.find((step) => step.stepId === "step_2")?.status).toBe("awaiting_approval");
     const next = readyForTaskSchema.parse(await statusOf());
     expect(next.now.current_task.id).toBe(3);
     await call(agentUpdate, { payload: { update_tasks: [{ id: 3, status: "CANCELLED", notes: "not needed" }] } });

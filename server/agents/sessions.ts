@@ -370,6 +370,9 @@ export async function updateSession(
   let adoptVersion: number | undefined;
   if (added.length > 0) {
     const plan = await getPlan(app.db.prisma, session.plan_id, loaded.planVersion);
+    // Task numbers were promised from lastStepNumber: a concurrent change (a person's edit, another
+    // update) that took numbers first makes this a version conflict, answered as one — never
+    // silently renumbered behind the agent's dependencies.
     const saved = await savePlanVersion(app.db.prisma, app.tools, {
       planId: session.plan_id,
       baseVersion: plan.version,
@@ -604,4 +607,22 @@ function normaliseTitle(title: string): string {
     .toLowerCase()
     .replace(/[^a-z0-9]+/g, " ")
     .trim();
+}
+
+/**
+ * A person's edit of a session's plan in the browser: the session's run adopts the new version at
+ * once, so the live view shows the change without waiting for the agent's next call. Plans that
+ * are not a session's are left alone; a version that cannot be adopted stays for the agent's next
+ * call to report.
+ */
+export async function adoptIntoSessionRun(app: App, planId: string, version: number, actor: string): Promise<void> {
+  const session = await app.db.pool.query<{ run_id: string }>(
+    "select run_id from agent_sessions where plan_id = $1 and closed_at is null",
+    [planId],
+  );
+  const runId = session.rows[0]?.run_id;
+  if (!runId) return;
+  await adoptPlanVersionIntoRun(app.engine, { runId, version, actor }).catch((error: unknown) => {
+    if (!(error instanceof AppError)) throw error;
+  });
 }

@@ -22,6 +22,8 @@ interface Session {
 
 const KEY = Symbol.for("stepwise.mcpSessions");
 const IDLE_MS = 60 * 60_000;
+/** Each session holds a server in memory: a client opening sessions in a loop is refused, not obeyed. */
+const MAX_SESSIONS = 500;
 
 function sessions(): Map<string, Session> {
   const holder = globalThis as typeof globalThis & { [KEY]?: Map<string, Session> };
@@ -67,6 +69,9 @@ export async function handleMcpRequest(request: Request, app: AppContext): Promi
     }
     if (!isInitializeRequest(body)) {
       throw new AppError("invalid_input", "No mcp-session-id header: the first request must be initialize");
+    }
+    if (sessions().size >= MAX_SESSIONS) {
+      throw new AppError("invalid_state", `Too many open MCP sessions (${MAX_SESSIONS}); end some with DELETE`);
     }
     const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),

@@ -3,6 +3,7 @@ import { startRun } from "../engine/engine";
 import { editPlan, planEditSchema } from "../plans/edits";
 import { exportPlanMarkdown } from "../plans/export";
 import { createPlan, getPlan, listPlans } from "../plans/service";
+import { adoptIntoSessionRun } from "../agents/sessions";
 import { AppError } from "../errors";
 import { requirePerson } from "./identity";
 import { defineOperation } from "./operation";
@@ -89,14 +90,15 @@ export const planEdit = defineOperation({
   summary: "One edit of a plan, made on baseVersion; stores the next version (a stale base is a version_conflict)",
   input: z.object({ planId, baseVersion: version, edit: planEditSchema }),
   output: planOutputSchema,
-  run: ({ app, identity }, input) =>
-    asPlanOutput(
-      editPlan(app.db.prisma, app.tools, {
-        ...input,
-        author: identity.name,
-        authorIsPerson: identity.kind === "person",
-      }),
-    ),
+  async run({ app, identity }, input) {
+    const plan = await editPlan(app.db.prisma, app.tools, {
+      ...input,
+      author: identity.name,
+      authorIsPerson: identity.kind === "person",
+    });
+    await adoptIntoSessionRun(app, plan.id, plan.version, identity.name);
+    return plan as object as PlanOutput;
+  },
 });
 
 export const planApprove = defineOperation({

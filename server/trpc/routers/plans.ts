@@ -1,13 +1,13 @@
 import { z } from "zod";
 import { diffPlans } from "../../plans/diff";
-import { editPlan, planEditSchema } from "../../plans/edits";
+import { planEditSchema } from "../../plans/edits";
 import { describeTools, exportPlanJson, exportPlanMarkdown } from "../../plans/export";
 import { MAX_PLAN_JSON_BYTES, parsePlanJson } from "../../plans/import";
-import { PLAN_SOURCES } from "../../plans/schema";
+import { PLAN_SOURCES, type Plan } from "../../plans/schema";
 import { createPlan, getPlan, listPlans } from "../../plans/service";
 import { checkPlanDraft } from "../../plans/validate";
 import { listPlanVersions } from "../../plans/versions";
-import { planApprove } from "../../operations/plans";
+import { planApprove, planEdit } from "../../operations/plans";
 import { viaOperation } from "../../operations/operation";
 import { publicProcedure, router } from "../init";
 
@@ -58,11 +58,7 @@ export const plansRouter = router({
   edit: publicProcedure
     .input(z.object({ planId, baseVersion: version, edit: planEditSchema }))
     .mutation(async ({ ctx, input }) => {
-      const plan = await editPlan(ctx.app.db.prisma, ctx.app.tools, {
-        ...input,
-        author: ctx.actor,
-        authorIsPerson: ctx.identity.kind === "person",
-      });
+      const plan = (await viaOperation(planEdit)({ ctx, input })) as unknown as Plan;
       return { plan, issues: [] as ReturnType<typeof checkPlanDraft>["issues"] };
     }),
 
