@@ -17,6 +17,9 @@ import {
   waitingSchema,
 } from "./contract";
 import { AGENT_INSTRUCTIONS } from "./instructions";
+import { startScriptedLlm } from "../../tests/scripted-llm";
+import { readPlannerConfig } from "../planner/config";
+import { createPlannerDeps, installPlanner } from "../planner/deps";
 import type { z } from "zod";
 
 /** The whole seed 003 loop through the operations layer, on a real database with a real worker. */
@@ -340,6 +343,50 @@ describe("agent sessions (seed 003)", () => {
     await statusOf();
     await call(agentUpdate, { payload: { add_tasks: [{ ...suggestions[0]!, dependencies: [] }] } });
     expect((await call(agentSuggest, {})).suggestions).toEqual([]);
+  });
+
+  it("with the judge configured, tasks that pass the gates also need its approval (seed 003 P-2)", async () => {
+    harness = await startHarness();
+    await setUpWorkspace(harness.workspace);
+    const llm = await startScriptedLlm();
+    try {
+      installPlanner(
+        harness.app,
+        createPlannerDeps(
+          harness.app,
+          readPlannerConfig({
+            STEPWISE_LLM_BASE_URL: llm.baseUrl,
+            STEPWISE_LLM_MODELS: "scripted-planner",
+            STEPWISE_PLANNER_JUDGE: "on",
+            STEPWISE_PLANNER_RETRIES: "0",
+          }),
+        ),
+      );
+      await call(agentStart, { goal: "Judge me" });
+      await statusOf();
+      llm.script(
+        { json: { is_approved: false, feedback: "Split the schema task: it has two responsibilities." } },
+        { json: { is_approved: true, feedback: "Fine." } },
+      );
+      const rejected = planValidationFailedSchema.parse(
+        await call(agentUpdate, { payload: { add_tasks: [schemaTask] } }),
+      );
+      expect(rejected.details).toEqual([
+        "The reviewing judge rejected the tasks: Split the schema task: it has two responsibilities.",
+      ]);
+      expect(JSON.stringify(llm.requests[0]!.messages)).toContain("Set up database schema");
+      expect(readyForTaskSchema.parse(await statusOf()).plan.tasks).toHaveLength(1);
+      // Tasks that fail the objective gates never reach the judge.
+      planValidationFailedSchema.parse(await call(agentUpdate, { payload: { add_tasks: [{ title: "x" }] } }));
+      expect(llm.requests).toHaveLength(1);
+      expect(await call(agentUpdate, { payload: { add_tasks: [schemaTask] } })).toEqual({
+        status: "success",
+        message: "State updated successfully.",
+      });
+      expect(llm.requests).toHaveLength(2);
+    } finally {
+      await llm.close();
+    }
   });
 
   it("refuses bad input before changing anything", async () => {

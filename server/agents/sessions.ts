@@ -313,9 +313,17 @@ const SEED_TO_ENGINE_STATUS = {
  * against the state machine. Then the tasks become a new plan version the run adopts, and the
  * status changes apply in the same transaction as the adoption.
  */
+/** Seed 003's LLM-as-a-judge on added tasks, when one is configured: `{is_approved, feedback}`. */
+export type TaskJudge = (review: {
+  goal: string;
+  planId: string;
+  traceId: string;
+  tasks: NewTask[];
+}) => Promise<{ is_approved: boolean; feedback: string }>;
+
 export async function updateSession(
   app: App,
-  input: { sessionId?: string; payload: UpdatePayload; actor: string },
+  input: { sessionId?: string; payload: UpdatePayload; actor: string; judge?: TaskJudge },
 ): Promise<UpdateResponse> {
   const session = await findSession(app, input.sessionId);
   if (session.closed_at) throw new AppError("invalid_state", `Session ${session.id} is finished; start a new one`);
@@ -329,6 +337,19 @@ export async function updateSession(
       firstNewId: loaded.lastStepNumber + 1,
       fileExists: (relativePath) => existsIn(session.workspace_root, relativePath),
     });
+    // The judge reviews only what passed the objective gates (seed 003 Part 3's order).
+    if (details.length === 0 && input.judge) {
+      const trace = await app.db.pool.query<{ trace_id: string }>("select trace_id from runs where id = $1", [
+        session.run_id,
+      ]);
+      const verdict = await input.judge({
+        goal: session.goal,
+        planId: session.plan_id,
+        traceId: trace.rows[0]!.trace_id,
+        tasks: added,
+      });
+      if (!verdict.is_approved) details.push(`The reviewing judge rejected the tasks: ${verdict.feedback}`);
+    }
     if (details.length > 0) {
       return planValidationFailedSchema.parse({
         status: "error",

@@ -14,9 +14,13 @@ import {
   startSession,
   suggestForSession,
   updateSession,
+  type TaskJudge,
   type TaskSuggestion,
 } from "../agents/sessions";
+import { AppError } from "../errors";
+import { requirePlanningModel } from "../planner/config";
 import { plannerFor } from "../planner/deps";
+import { judgePlan } from "../planner/planning";
 import { suggestSteps } from "../planner/suggest";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
@@ -71,8 +75,33 @@ export const agentUpdate = defineOperation({
   input: z.object({ ...sessionField, payload: updatePayloadSchema }),
   output: updateResponseSchema,
   annotations: { destructive: false },
-  run: ({ app, identity }, input) =>
-    updateSession(app, { sessionId: input.session, payload: input.payload, actor: identity.name }),
+  run({ app, identity, signal }, input) {
+    const planner = plannerFor(app);
+    // With STEPWISE_PLANNER_JUDGE=on and a provider, added tasks also face the LLM judge.
+    const judge: TaskJudge | undefined =
+      planner.config.judgeByDefault && planner.config.providers.length > 0
+        ? ({ goal, planId, traceId, tasks }) =>
+            judgePlan(
+              {
+                deps: planner,
+                scope: { traceId, planId },
+                goal,
+                model: requirePlanningModel(planner.config),
+                workspaceRoot: app.workspaceRoot,
+                useJudge: true,
+                maxRefinements: 0,
+                signal: signal ?? AbortSignal.timeout(planner.config.callTimeoutMs),
+                emit: async () => undefined,
+                saveDraft: async () => undefined,
+                ask: async () => {
+                  throw new AppError("invalid_state", "The judge asks no questions");
+                },
+              },
+              { goal, tasks },
+            )
+        : undefined;
+    return updateSession(app, { sessionId: input.session, payload: input.payload, actor: identity.name, judge });
+  },
 });
 
 export const agentAlert = defineOperation({
