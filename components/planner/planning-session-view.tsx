@@ -68,9 +68,16 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
     <div className="stack" data-session-status={data.status} data-testid="planning-session">
       <div className="row spread">
         <div className="stack-sm">
-          <h1>
-            {data.kind === "regenerate" ? "Regenerating" : "Planning"}: {data.goal}
-          </h1>
+          {data.kind === "external" ? (
+            <h1>An agent asks to plan first</h1>
+          ) : (
+            <h1>
+              {data.kind === "regenerate" ? "Regenerating" : "Planning"}: {data.goal}
+            </h1>
+          )}
+          {data.kind === "external" && (
+            <p data-testid="plan-mode-reason">I&apos;d like to plan this out before proceeding. Reason: {data.goal}</p>
+          )}
           <p className="muted">
             {data.mode} mode · {data.model}
             {data.useJudge ? " · judged" : ""} · trace <span className="mono">{data.traceId}</span> ·{" "}
@@ -105,7 +112,11 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
               ? `Version ${data.resultVersion} is ready for review.`
               : "The plan is ready for review."}
           </strong>
-          <p>It passed every quality gate{data.useJudge ? " and the judge" : ""}. Nothing runs until you approve it.</p>
+          <p>
+            {data.kind === "external"
+              ? "The agent submitted its plan. Approve it, send it back with instructions, or reject it there."
+              : `It passed every quality gate${data.useJudge ? " and the judge" : ""}. Nothing runs until you approve it.`}
+          </p>
           <Link className="button primary" href={`/plans/${data.planId}`}>
             Review the plan
           </Link>

@@ -13,6 +13,7 @@ import { ExportImport } from "./export-import";
 import { HistoryPanel } from "./history-panel";
 import { PlanDetails } from "./plan-details";
 import { PlanGraph } from "./plan-graph";
+import { ReviewForm } from "./review-form";
 import { groupIssuesByStep } from "./plan-issues";
 import type { StepActions } from "./step-card";
 import { StepEditor, type StepEditorTarget } from "./step-editor";
@@ -140,6 +141,7 @@ export function PlanPage({ planId }: { planId: string }) {
             {approve.isPending ? "Starting…" : `Approve and run v${current.version}`}
           </button>
           <ErrorMessage error={approve.error} />
+          {current.source === "agent" && <ReviewForm planId={planId} version={current.version} />}
         </div>
       </header>
 

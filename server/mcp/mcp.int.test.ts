@@ -248,6 +248,78 @@ describe("MCP server", () => {
     expect(progress.map((update) => update.progress)).toEqual([...progress.map((update) => update.progress)].sort());
   });
 
+  it("seed 002 plan mode: validation, a pending question polled with get_answer, and a rejection that ends the session", async () => {
+    const client = await httpClient(await start());
+    const call = (name: string, args: Record<string, unknown> = {}) => client.callTool({ name, arguments: args });
+    const body = (result: CallResult) => JSON.parse((result.content as { text: string }[])[0]!.text);
+    expect(problem(await call("submit_plan", { summary: "s", steps: [{ description: "d" }] })).detail).toContain(
+      "enter_plan_mode",
+    );
+    // The SDK checks the declared schema first and answers with its own error text.
+    const empty = await call("enter_plan_mode", { reason: "" });
+    expect(empty.isError).toBe(true);
+    expect((empty.content as { text: string }[])[0]!.text).toContain("Say why you want to plan first");
+    const entered = body(await call("enter_plan_mode", { reason: "Risky change" }));
+    expect(entered.status).toBe("plan_mode");
+
+    const pending = body(await call("ask_user", { question: "Which branch?", wait_seconds: 0 }));
+    expect(pending).toMatchObject({ status: "pending" });
+    // A plan cannot be submitted over an unanswered question.
+    expect(problem(await call("submit_plan", { summary: "s", steps: [{ description: "d" }] })).detail).toContain(
+      "waiting for its answer",
+    );
+    const questions = await harness!.caller.planner.session({ sessionId: entered.planning_session_id });
+    expect(questions.status).toBe("awaiting_answer");
+    await harness!.caller.planner.answer({
+      sessionId: entered.planning_session_id,
+      questionId: pending.question_id,
+      answer: "main",
+    });
+    expect(body(await call("get_answer", { question_id: pending.question_id, wait_seconds: 5 }))).toMatchObject({
+      status: "answered",
+      answer: "main",
+      answered_by: "tester",
+    });
+
+    // Refused by the declared schema (checked by the SDK, in its own words) before anything is stored.
+    for (const [args, text] of [
+      [{ summary: "s", steps: [] }, "at least one step"],
+      [{ summary: "s", steps: [{ description: "d", risk: "extreme" }] }, "risk"],
+    ] as const) {
+      const refused = await call("submit_plan", args);
+      expect(refused.isError).toBe(true);
+      expect((refused.content as { text: string }[])[0]!.text).toContain(text);
+    }
+    const submitted = body(
+      await call("submit_plan", {
+        summary: "Do it",
+        steps: [{ description: "Change the config", tools: ["edit_file"] }],
+      }),
+    );
+    const { plan } = await harness!.caller.plans.get({ planId: submitted.plan_id });
+    expect(plan.steps[0]).toMatchObject({
+      tool: "agent_task",
+      labels: ["edit_file"],
+      description: "Change the config",
+    });
+
+    // Only a person reviews; the rejection is audited, reaches the agent, and ends plan mode.
+    await harness!.caller.plans.review({
+      planId: plan.id,
+      version: plan.version,
+      decision: "reject",
+      comment: "Not now",
+    });
+    expect(
+      (await client.callTool({ name: "plan_review_status", arguments: { planId: plan.id } })).structuredContent,
+    ).toMatchObject({ state: "rejected", reviewedBy: "tester", comment: "Not now" });
+    expect(problem(await call("submit_plan", { summary: "again", steps: [{ description: "d" }] })).detail).toContain(
+      "cancelled",
+    );
+    const { tools } = await client.listTools();
+    expect(tools.some((tool) => tool.name === "plan_review")).toBe(false);
+  });
+
   it("reads plans as resources, JSON and Markdown", async () => {
     const client = await httpClient(await start());
     const plan = structured(

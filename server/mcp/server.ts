@@ -12,6 +12,16 @@ import {
   updateStep,
   updateStepInput,
 } from "../agents/todo-plans";
+import {
+  askUser,
+  askUserInput,
+  enterPlanMode,
+  enterPlanModeInput,
+  getAnswer,
+  getAnswerInput,
+  submitPlan,
+  submitPlanInput,
+} from "../agents/plan-mode";
 import type { AppContext } from "../app-context";
 import { AppError } from "../errors";
 import { toProblem } from "../http/problem";
@@ -201,6 +211,77 @@ export function createMcpServer(context: McpSessionContext): McpServer {
     {},
     (_input: never, planKey) => readPlan(app, planKey),
     { readOnlyHint: true, idempotentHint: true, destructiveHint: false },
+  );
+
+  // Seed 002's planning mode for this agent: enter, ask the person, submit for review.
+  let planningSessionId: string | undefined;
+  const planningField = {
+    planning_session_id: z
+      .string()
+      .optional()
+      .describe("The planning session (default: the one this connection entered)"),
+  };
+  const currentPlanning = (explicit: unknown) => {
+    const id = typeof explicit === "string" ? explicit : planningSessionId;
+    if (!id) throw new AppError("not_found", "Not in plan mode: call enter_plan_mode first");
+    return id;
+  };
+  const planModeTool = (
+    name: string,
+    description: string,
+    input: z.ZodObject,
+    run: (input: never, sessionId: string | undefined, signal: AbortSignal) => Promise<unknown>,
+    annotations: { readOnlyHint: boolean; idempotentHint: boolean },
+  ) =>
+    server.registerTool(
+      name,
+      {
+        description,
+        inputSchema: { ...input.shape, ...planningField },
+        annotations: { ...annotations, destructiveHint: false, openWorldHint: false },
+      },
+      ((raw: Record<string, unknown>, extra: ToolExtra) =>
+        guarded(name, async () => {
+          const { planning_session_id: explicit, ...rest } = raw;
+          const parsed = input.safeParse(rest);
+          if (!parsed.success) throw invalid(parsed.error);
+          return run(parsed.data as never, explicit as string | undefined, extra.signal);
+        })) as never,
+    );
+  planModeTool(
+    "enter_plan_mode",
+    "Tell the person you want to plan before acting, and why; then gather context read-only, ask_user, and submit_plan",
+    enterPlanModeInput,
+    async (input: z.output<typeof enterPlanModeInput>) => {
+      const entered = await enterPlanMode(app, { reason: input.reason, actor: identity.name });
+      planningSessionId = entered.planning_session_id;
+      return entered;
+    },
+    { readOnlyHint: false, idempotentHint: false },
+  );
+  planModeTool(
+    "ask_user",
+    "Ask the person a question in the browser; waits up to wait_seconds for the answer, else returns a question_id for get_answer",
+    askUserInput,
+    (input: z.output<typeof askUserInput>, explicit, signal) =>
+      askUser(app, { ...input, sessionId: currentPlanning(explicit), actor: identity.name }, signal),
+    { readOnlyHint: false, idempotentHint: false },
+  );
+  planModeTool(
+    "get_answer",
+    "Wait for the answer to an earlier ask_user question",
+    getAnswerInput,
+    (input: z.output<typeof getAnswerInput>, explicit, signal) =>
+      getAnswer(app, { ...input, sessionId: currentPlanning(explicit), actor: identity.name }, signal),
+    { readOnlyHint: true, idempotentHint: true },
+  );
+  planModeTool(
+    "submit_plan",
+    "Submit the plan (summary, steps with description, tools and risk, open questions, context notes) for the person's review; resubmit to revise",
+    submitPlanInput,
+    (input: z.output<typeof submitPlanInput>, explicit) =>
+      submitPlan(app, { ...input, sessionId: currentPlanning(explicit), actor: identity.name }),
+    { readOnlyHint: false, idempotentHint: false },
   );
 
   server.registerResource(

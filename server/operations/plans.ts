@@ -148,9 +148,12 @@ export const planReviewStatus = defineOperation({
   output: z.object({
     planId: z.string(),
     version: z.number(),
-    state: z.enum(["awaiting_review", "approved", "superseded"]),
+    state: z.enum(["awaiting_review", "approved", "rejected", "changes_requested", "superseded"]),
     runId: z.string().optional(),
     approvedBy: z.string().optional(),
+    /** For rejected and changes_requested: who decided, and their words (the instructions to revise by). */
+    reviewedBy: z.string().optional(),
+    comment: z.string().optional(),
     reviewUrl: z.string(),
   }),
   annotations: { readOnly: true, idempotent: true },
@@ -166,10 +169,78 @@ export const planReviewStatus = defineOperation({
       });
       const base = { planId: input.planId, version: asked, reviewUrl: `/plans/${input.planId}` };
       if (run) return { ...base, state: "approved" as const, runId: run.id, approvedBy: run.approvedBy };
+      const review = await app.db.prisma.auditEntry.findFirst({
+        where: {
+          planId: input.planId,
+          planVersion: asked,
+          action: { in: ["plan.rejected", "plan.changes_requested"] },
+        },
+        orderBy: { id: "desc" },
+      });
+      if (review) {
+        return {
+          ...base,
+          state: review.action === "plan.rejected" ? ("rejected" as const) : ("changes_requested" as const),
+          reviewedBy: review.actor,
+          comment: String((review.detail as { comment?: unknown }).comment ?? ""),
+        };
+      }
       if (plan.currentVersion > asked) return { ...base, state: "superseded" as const };
       if (Date.now() >= deadline || signal?.aborted) return { ...base, state: "awaiting_review" as const };
       await new Promise((resolve) => setTimeout(resolve, 500));
     }
+  },
+});
+
+/**
+ * A person's review short of approval (seed 002): reject the plan (its planning session ends), or
+ * send it back with instructions the agent revises by. Audited; the agent learns it through
+ * plan.review_status.
+ */
+export const planReview = defineOperation({
+  name: "plan.review",
+  summary: "Reject a plan version, or request changes with instructions (a person only)",
+  input: z.object({
+    planId,
+    version,
+    decision: z.enum(["reject", "request_changes"]),
+    comment: z.string().trim().max(4_000).default(""),
+  }),
+  output: z.object({ ok: z.literal(true) }),
+  audience: "person",
+  async run({ app, identity }, input) {
+    requirePerson(identity, "review a plan");
+    if (input.decision === "request_changes" && !input.comment) {
+      throw new AppError("invalid_input", "Say what should change: the agent revises the plan by your instructions");
+    }
+    const plan = await app.db.prisma.plan.findUnique({ where: { id: input.planId } });
+    if (!plan) throw new AppError("not_found", `No plan ${input.planId}`);
+    if (input.version !== plan.currentVersion) {
+      throw new AppError(
+        "version_conflict",
+        `Version ${input.version} is not the current version (${plan.currentVersion})`,
+      );
+    }
+    if (await app.db.prisma.run.findFirst({ where: { planId: input.planId, planVersion: input.version } })) {
+      throw new AppError("invalid_state", "This version was already approved and runs");
+    }
+    const action = input.decision === "reject" ? "plan.rejected" : "plan.changes_requested";
+    await app.db.prisma.auditEntry.create({
+      data: {
+        actor: identity.name,
+        action,
+        planId: input.planId,
+        planVersion: input.version,
+        detail: { comment: input.comment },
+      },
+    });
+    if (input.decision === "reject") {
+      await app.db.pool.query(
+        "update planning_sessions set status = 'cancelled', finished_at = now() where plan_id = $1 and kind = 'external'",
+        [input.planId],
+      );
+    }
+    return { ok: true as const };
   },
 });
 
@@ -180,5 +251,6 @@ export const planOperations = [
   planList,
   planEdit,
   planReviewStatus,
+  planReview,
   planApprove,
 ] as AnyOperation[];

@@ -30,7 +30,8 @@ export type SessionFailure =
 
 export interface PlanningSessionView {
   id: string;
-  kind: "create" | "regenerate";
+  /** external: an agent's own planning through MCP (seed 002 planning mode, server/agents/plan-mode.ts). */
+  kind: "create" | "regenerate" | "external";
   mode: PlanningMode;
   status: SessionStatus;
   goal: string;

@@ -7,7 +7,7 @@ import { PLAN_SOURCES, type Plan } from "../../plans/schema";
 import { createPlan, getPlan, listPlans } from "../../plans/service";
 import { checkPlanDraft } from "../../plans/validate";
 import { listPlanVersions } from "../../plans/versions";
-import { planApprove, planEdit } from "../../operations/plans";
+import { planApprove, planEdit, planReview, planReviewStatus } from "../../operations/plans";
 import { viaOperation } from "../../operations/operation";
 import { publicProcedure, router } from "../init";
 
@@ -47,6 +47,9 @@ export const plansRouter = router({
 
   /** A person approves exactly this version; its run starts (server/operations/plans.ts). */
   approve: publicProcedure.input(planApprove.input).mutation(viaOperation(planApprove)),
+  /** Reject, or send back with instructions (seed 002); the agent reads it with plan_review_status. */
+  review: publicProcedure.input(planReview.input).mutation(viaOperation(planReview)),
+  reviewStatus: publicProcedure.input(planReviewStatus.input).query(viaOperation(planReviewStatus)),
 
   /** Tools with their input as JSON Schema, for the step editor's generated argument forms. */
   tools: publicProcedure.query(({ ctx }) => describeTools(ctx.app.tools)),

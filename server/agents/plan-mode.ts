@@ -1,0 +1,245 @@
+import { randomUUID } from "node:crypto";
+import { z } from "zod";
+import type { AppContext } from "../app-context";
+import { AppError } from "../errors";
+import { appendEvents } from "../events/store";
+import type { StepInput } from "../plans/schema";
+import { createPlan, getPlan } from "../plans/service";
+import { savePlanVersion } from "../plans/versions";
+import { AGENT_TASK_TOOL } from "../tools/agent-task";
+
+/**
+ * Seed 002's planning mode for an external agent (through MCP): the agent says it wants to plan
+ * (`enter_plan_mode`), the person sees why in the browser, the agent gathers context with its own
+ * read-only tools, asks the person (`ask_user`, answered in the browser), and submits a plan
+ * (`submit_plan`) that the person approves, rejects or sends back with instructions in the review
+ * page. It is a planning session like the built-in planner's (same page, same questions), of kind
+ * `external`; its plan is a Stepwise plan of agent tasks.
+ */
+type App = Pick<AppContext, "db" | "tools" | "workspaceRoot">;
+
+export const MAX_ANSWER_WAIT_SECONDS = 120;
+
+export const enterPlanModeInput = z.object({
+  reason: z.string().trim().min(1, "Say why you want to plan first").max(2_000),
+});
+export const askUserInput = z.object({
+  question: z.string().trim().min(1, "A question is needed").max(2_000),
+  /** How long to wait for the answer before returning a handle to poll with get_answer. */
+  wait_seconds: z.number().int().min(0).max(MAX_ANSWER_WAIT_SECONDS).default(60),
+});
+export const getAnswerInput = z.object({
+  question_id: z.uuid(),
+  wait_seconds: z.number().int().min(0).max(MAX_ANSWER_WAIT_SECONDS).default(60),
+});
+export const submitPlanInput = z.object({
+  summary: z.string().trim().min(1, "A plan needs a summary").max(10_000),
+  steps: z
+    .array(
+      z.object({
+        description: z.string().trim().min(1, "Every step needs a description").max(2_000),
+        tools: z.array(z.string().min(1).max(100)).max(20).default([]),
+        risk: z.enum(["low", "medium", "high"]).default("low"),
+      }),
+    )
+    .min(1, "A plan needs at least one step")
+    .max(200),
+  questions: z.array(z.string().max(2_000)).max(50).default([]),
+  context_notes: z.string().max(10_000).optional(),
+});
+
+interface SessionRow {
+  id: string;
+  status: string;
+  goal: string;
+  trace_id: string;
+  plan_id: string | null;
+}
+
+async function emit(app: App, session: { id: string; trace_id: string }, type: string, data: Record<string, unknown>) {
+  await appendEvents(
+    app.db.pool,
+    { streamId: session.id, planId: session.id, runId: null, traceId: session.trace_id },
+    [{ type, data }],
+  );
+}
+
+async function openSession(app: App, sessionId: string, actor: string): Promise<SessionRow> {
+  const rows = await app.db.pool.query<SessionRow & { actor: string; kind: string }>(
+    "select id, status, goal, trace_id, plan_id, actor, kind from planning_sessions where id = $1",
+    [sessionId],
+  );
+  const session = rows.rows[0];
+  if (!session || session.kind !== "external" || session.actor !== actor) {
+    throw new AppError("not_found", "Not in plan mode: call enter_plan_mode first");
+  }
+  if (session.status === "cancelled") throw new AppError("invalid_state", "The person cancelled this planning session");
+  return session;
+}
+
+export async function enterPlanMode(app: App, input: { reason: string; actor: string }) {
+  const id = randomUUID();
+  const traceId = randomUUID();
+  await app.db.pool.query(
+    `insert into planning_sessions (id, kind, mode, status, goal, model, workspace_root, trace_id, actor)
+     values ($1, 'external', 'deep', 'running', $2, $3, $4, $5, $6)`,
+    [id, input.reason, `agent ${input.actor}`, app.workspaceRoot, traceId, input.actor],
+  );
+  await emit(app, { id, trace_id: traceId }, "planning.started", {
+    kind: "external",
+    mode: "agent",
+    model: `agent ${input.actor}`,
+    reason: input.reason,
+  });
+  return {
+    status: "plan_mode",
+    planning_session_id: id,
+    message: `I'd like to plan this out before proceeding. Reason: ${input.reason}`,
+    review_url: `/tasks/${id}`,
+    agent_instructions:
+      "Gather context with read-only tools only. Ask the person with ask_user when something is unclear, then submit_plan. Do not change anything until the plan is approved (plan_review_status).",
+  };
+}
+
+/** Asks the person; waits up to `wait_seconds` for the answer, else returns a handle for get_answer. */
+export async function askUser(
+  app: App,
+  input: { sessionId: string; actor: string } & z.output<typeof askUserInput>,
+  signal?: AbortSignal,
+) {
+  const session = await openSession(app, input.sessionId, input.actor);
+  const questionId = randomUUID();
+  await app.db.pool.query("insert into planning_questions (id, session_id, question) values ($1, $2, $3)", [
+    questionId,
+    session.id,
+    input.question,
+  ]);
+  await app.db.pool.query("update planning_sessions set status = 'awaiting_answer' where id = $1", [session.id]);
+  await emit(app, session, "planning.question", { questionId, question: input.question });
+  return waitForAnswer(app, { sessionId: session.id, questionId, waitSeconds: input.wait_seconds }, signal);
+}
+
+export async function getAnswer(
+  app: App,
+  input: { sessionId: string; actor: string } & z.output<typeof getAnswerInput>,
+  signal?: AbortSignal,
+) {
+  await openSession(app, input.sessionId, input.actor);
+  return waitForAnswer(
+    app,
+    { sessionId: input.sessionId, questionId: input.question_id, waitSeconds: input.wait_seconds },
+    signal,
+  );
+}
+
+async function waitForAnswer(
+  app: App,
+  input: { sessionId: string; questionId: string; waitSeconds: number },
+  signal?: AbortSignal,
+) {
+  const deadline = Date.now() + input.waitSeconds * 1000;
+  for (;;) {
+    const rows = await app.db.pool.query<{ answer: string | null; answered_by: string | null; status: string }>(
+      `select q.answer, q.answered_by, s.status from planning_questions q join planning_sessions s on s.id = q.session_id
+       where q.id = $1 and q.session_id = $2`,
+      [input.questionId, input.sessionId],
+    );
+    const row = rows.rows[0];
+    if (!row) throw new AppError("not_found", `No question ${input.questionId} in this planning session`);
+    if (row.answer !== null) {
+      await app.db.pool.query(
+        `update planning_sessions set status = 'running' where id = $1 and status = 'awaiting_answer'
+           and not exists (select 1 from planning_questions where session_id = $1 and answer is null)`,
+        [input.sessionId],
+      );
+      return { status: "answered", question_id: input.questionId, answer: row.answer, answered_by: row.answered_by };
+    }
+    if (row.status === "cancelled") throw new AppError("invalid_state", "The person cancelled this planning session");
+    if (Date.now() >= deadline || signal?.aborted) {
+      return {
+        status: "pending",
+        question_id: input.questionId,
+        agent_instructions: "The person has not answered yet. Call get_answer with this question_id to keep waiting.",
+      };
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+}
+
+/**
+ * The agent's plan goes to review: version 1 of a new Stepwise plan, or — after the person sent it
+ * back with instructions — the next version of the same plan, so the review page shows the diff.
+ */
+export async function submitPlan(
+  app: App,
+  input: { sessionId: string; actor: string } & z.output<typeof submitPlanInput>,
+) {
+  const session = await openSession(app, input.sessionId, input.actor);
+  const unanswered = await app.db.pool.query(
+    "select 1 from planning_questions where session_id = $1 and answer is null",
+    [session.id],
+  );
+  if (unanswered.rowCount)
+    throw new AppError("invalid_state", "A question is still waiting for its answer (get_answer)");
+  const steps: StepInput[] = input.steps.map((step, index) => ({
+    id: `step_${index + 1}`,
+    title: step.description.length > 200 ? `${step.description.slice(0, 199)}…` : step.description,
+    description: step.description,
+    tool: AGENT_TASK_TOOL,
+    labels: step.tools,
+    risk: step.risk,
+    type: "chore",
+    dependsOn: index === 0 ? [] : [`step_${index}`],
+  }));
+  const draft = {
+    goal: session.goal,
+    summary: input.summary,
+    steps,
+    questions: input.questions,
+    ...(input.context_notes && { contextNotes: input.context_notes }),
+  };
+  let planId: string;
+  let version: number;
+  if (session.plan_id) {
+    const current = await getPlan(app.db.prisma, session.plan_id);
+    const row = await app.db.prisma.plan.findUniqueOrThrow({ where: { id: session.plan_id } });
+    // New step ids for the revision: ids of the earlier version are never reused.
+    const renumbered = steps.map((step, index) => ({
+      ...step,
+      id: `step_${row.lastStepNumber + index + 1}`,
+      dependsOn: index === 0 ? [] : [`step_${row.lastStepNumber + index}`],
+    }));
+    const saved = await savePlanVersion(app.db.prisma, app.tools, {
+      planId: session.plan_id,
+      baseVersion: current.version,
+      draft: { ...draft, steps: renumbered },
+      source: "agent",
+      author: input.actor,
+      changeNote: `${input.actor} revised the plan`,
+    });
+    planId = saved.id;
+    version = saved.version;
+  } else {
+    const plan = await createPlan(app.db.prisma, app.tools, {
+      draft,
+      source: "agent",
+      author: input.actor,
+      traceId: session.trace_id,
+    });
+    planId = plan.id;
+    version = plan.version;
+  }
+  await app.db.pool.query(
+    "update planning_sessions set status = 'completed', plan_id = $2, result_version = $3, finished_at = now() where id = $1",
+    [session.id, planId, version],
+  );
+  await emit(app, session, "planning.completed", { planId, version });
+  return {
+    status: "submitted",
+    plan_id: planId,
+    version,
+    review_url: `/plans/${planId}`,
+    agent_instructions:
+      "The plan waits for the person's review. Call plan_review_status with wait_seconds to learn whether it was approved, rejected, or sent back with instructions.",
+  };
+}
