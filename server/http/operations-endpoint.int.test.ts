@@ -58,6 +58,28 @@ describe("POST /api/ops/<name>", () => {
     }
   });
 
+  it("refuses an invalid plan with seed 003's plan_validation_failed details, storing nothing", async () => {
+    harness = await startHarness({ worker: false });
+    const response = await post(
+      "plan.create",
+      JSON.stringify({
+        draft: {
+          goal: "Broken",
+          steps: [
+            { id: "step_1", tool: "teleport", args: {} },
+            { id: "step_2", tool: "echo", args: { value: 1 }, dependsOn: ["step_9"] },
+          ],
+        },
+      }),
+      AGENT,
+    );
+    expect(response.status).toBe(422);
+    const problem = await response.json();
+    expect(problem).toMatchObject({ code: "invalid_plan", details: { error_type: "plan_validation_failed" } });
+    expect(problem.details.details).toEqual([expect.stringContaining("step_1: "), expect.stringContaining("step_2: ")]);
+    expect((await harness.app.db.pool.query("select count(*)::int as n from plans")).rows[0].n).toBe(0);
+  });
+
   it("keeps approvals a person's: an agent's credential cannot approve a plan or decide a gate", async () => {
     harness = await startHarness({ worker: false });
     const plan = await post(

@@ -3,6 +3,7 @@ import { startRun } from "../engine/engine";
 import { editPlan, planEditSchema } from "../plans/edits";
 import { exportPlanMarkdown } from "../plans/export";
 import { createPlan, getPlan, listPlans } from "../plans/service";
+import type { PlanIssue } from "../plans/validate";
 import { adoptIntoSessionRun } from "../agents/sessions";
 import { AppError } from "../errors";
 import { requirePerson } from "./identity";
@@ -38,14 +39,32 @@ export const planCreate = defineOperation({
       .describe("A plan draft: goal, steps [{id, tool, args, dependsOn, description, …}]"),
   }),
   output: planOutputSchema,
-  run: ({ app, identity }, input) =>
-    asPlanOutput(
-      createPlan(app.db.prisma, app.tools, {
-        draft: input.draft,
-        source: identity.kind === "agent" ? "agent" : "manual",
-        author: identity.name,
-      }),
-    ),
+  async run({ app, identity }, input) {
+    try {
+      return await asPlanOutput(
+        createPlan(app.db.prisma, app.tools, {
+          draft: input.draft,
+          source: identity.kind === "agent" ? "agent" : "manual",
+          author: identity.name,
+        }),
+      );
+    } catch (error) {
+      // Seed 003's plan_validation_failed: one actionable sentence per problem, and the issues.
+      if (error instanceof AppError && error.code === "invalid_plan" && Array.isArray(error.details)) {
+        const issues = error.details as PlanIssue[];
+        throw new AppError(
+          "invalid_plan",
+          "The submitted plan is invalid and was rejected. You must fix the plan and resubmit.",
+          {
+            error_type: "plan_validation_failed",
+            details: issues.map((issue) => (issue.stepId ? `${issue.stepId}: ${issue.message}` : issue.message)),
+            issues,
+          },
+        );
+      }
+      throw error;
+    }
+  },
 });
 
 export const planGet = defineOperation({
