@@ -146,6 +146,9 @@ describe("agent sessions (seed 003)", () => {
       ),
     ).toEqual({ status: "success", message: "State updated successfully." });
 
+    // The same update again (an agent retrying after a lost answer) adds nothing twice.
+    await call(agentUpdate, { payload: { add_tasks: [schemaTask], update_tasks: [{ id: 1, status: "DONE" }] } });
+
     const task2 = readyForTaskSchema.parse(await statusOf());
     expect(task2.now.current_task).toMatchObject({
       id: 2,

@@ -330,7 +330,10 @@ export async function updateSession(
   const loaded = await loadSession(app, session);
   const { payload } = input;
 
-  const added = payload.add_tasks ?? [];
+  // An agent that retries an update whose answer it lost must not get its tasks twice: a task the
+  // plan already has, identical in title, hints, paths and dependencies, is not added again.
+  const known = new Set(loaded.steps.map((step) => taskFingerprint(step)));
+  const added = (payload.add_tasks ?? []).filter((task) => !known.has(newTaskFingerprint(task)));
   if (added.length > 0) {
     const details = await checkNewTasks(added, {
       existingTaskIds: new Set(loaded.steps.map((step) => taskNumber(step.id)).filter((id) => id !== null)),
@@ -418,6 +421,19 @@ export async function updateSession(
     await audit(app, session, input.actor, "session.summarised", { finalSummary: payload.final_summary });
   }
   return { status: "success", message: "State updated successfully." };
+}
+
+function taskFingerprint(step: Step): string {
+  return JSON.stringify([step.title ?? "", step.contextHints, step.relevantFilePaths, step.dependsOn]);
+}
+
+function newTaskFingerprint(task: NewTask): string {
+  return JSON.stringify([
+    task.title?.trim() ?? "",
+    task.context_hints ?? [],
+    task.relevant_file_paths ?? [],
+    task.dependencies.map((id) => `step_${id}`),
+  ]);
 }
 
 function newTaskStep(task: NewTask, number: number): StepInput {
