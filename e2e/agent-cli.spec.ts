@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -14,6 +13,7 @@ import {
 } from "../server/agents/contract";
 import { E2E_DATA_DIR } from "./e2e-env";
 import { RunViewPage } from "./pages/run-pages";
+import { runNode, type ProcessResult } from "./run-node";
 
 /**
  * Seed 003 Part 1, end to end: the built `stepwise` executable, run as a subprocess from the
@@ -22,30 +22,16 @@ import { RunViewPage } from "./pages/run-pages";
  */
 const bin = path.resolve("bin/stepwise.mjs");
 
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(cwd: string, ...args: string[]): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], {
-      cwd,
-      env: {
-        ...process.env,
-        STEPWISE_DATA_DIR: E2E_DATA_DIR,
-        STEPWISE_AGENT: "e2e-agent",
-        STEPWISE_URL: "",
-        STEPWISE_TOKEN: "",
-      },
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk) => (stdout += chunk));
-    child.stderr.on("data", (chunk) => (stderr += chunk));
-    child.on("error", reject);
-    child.on("exit", (code) => resolve({ code, stdout, stderr }));
+function cli(cwd: string, ...args: string[]): Promise<ProcessResult> {
+  return runNode(bin, args, {
+    cwd,
+    env: {
+      ...process.env,
+      STEPWISE_DATA_DIR: E2E_DATA_DIR,
+      STEPWISE_AGENT: "e2e-agent",
+      STEPWISE_URL: "",
+      STEPWISE_TOKEN: "",
+    },
   });
 }
 

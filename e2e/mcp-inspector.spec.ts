@@ -1,9 +1,9 @@
-import { spawn } from "node:child_process";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { expect, test } from "@playwright/test";
 import { E2E_DATA_DIR } from "./e2e-env";
 import { RunViewPage } from "./pages/run-pages";
+import { runNode, type ProcessResult } from "./run-node";
 
 /**
  * An MCP client nobody here wrote — the MCP Inspector's CLI — against both transports of the real
@@ -13,23 +13,15 @@ import { RunViewPage } from "./pages/run-pages";
 const inspectorDir = path.resolve("node_modules/@modelcontextprotocol/inspector-cli/build");
 const bin = path.resolve("bin/stepwise.mjs");
 
-function inspector(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    // The Inspector finds its own package.json relative to the working directory.
-    const child = spawn(process.execPath, [path.join(inspectorDir, "index.js"), ...args], {
-      cwd: inspectorDir,
-      env: { ...process.env, STEPWISE_DATA_DIR: E2E_DATA_DIR, STEPWISE_URL: "", STEPWISE_TOKEN: "" },
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk) => (stdout += chunk));
-    child.stderr.on("data", (chunk) => (stderr += chunk));
-    child.on("error", reject);
-    child.on("exit", (code) => resolve({ code, stdout, stderr }));
+function inspector(...args: string[]): Promise<ProcessResult> {
+  // The Inspector finds its own package.json relative to the working directory.
+  return runNode(path.join(inspectorDir, "index.js"), args, {
+    cwd: inspectorDir,
+    env: { ...process.env, STEPWISE_DATA_DIR: E2E_DATA_DIR, STEPWISE_URL: "", STEPWISE_TOKEN: "" },
   });
 }
 
-function parsed(result: { code: number | null; stdout: string; stderr: string }) {
+function parsed(result: ProcessResult) {
   expect(result.code, result.stderr).toBe(0);
   return JSON.parse(result.stdout.slice(result.stdout.indexOf("{")));
 }
