@@ -11,7 +11,9 @@ export type AppErrorCode =
   | "payload_too_large"
   | "unauthorized"
   | "forbidden"
-  | "provider_error";
+  | "provider_error"
+  /** Something the server needs is not set up (an LLM provider): 503, with what to configure. */
+  | "unavailable";
 
 export class AppError extends Error {
   constructor(

@@ -5,10 +5,17 @@ import type { AppContext } from "../server/app-context";
 import { doorConfig } from "../server/http/door";
 import { behindDoor } from "../server/http/door-server";
 import { handleOperation, listOperations } from "../server/http/operations-endpoint";
+import {
+  approvePlanFromApi,
+  createPlanFromApi,
+  decideFromApi,
+  getPlanFromApi,
+  planEventsFromApi,
+} from "../server/http/plan-api";
 import { handleMcpRequest } from "../server/mcp/http";
 
 /**
- * The API routes (`/api/ops`, `/api/mcp`) on a real HTTP server behind the real door, without
+ * The API routes (`/api/ops`, `/api/mcp`, seed 001's `/api/plan` and `/api/runs`) on a real HTTP server behind the real door, without
  * Next.js: what integration tests of the MCP and CLI transports talk to. Next.js's own routing is
  * covered by the browser tests.
  */
@@ -28,10 +35,20 @@ export async function startApiServer(
       ...(hasBody && { body: Readable.toWeb(req) as ReadableStream, duplex: "half" }),
     } as RequestInit);
     let response: Response;
+    let match: RegExpExecArray | null;
     if (url.pathname === "/api/mcp") response = await handleMcpRequest(request, app);
     else if (url.pathname === "/api/ops") response = listOperations(request);
     else if (url.pathname.startsWith("/api/ops/"))
       response = await handleOperation(request, app, url.pathname.slice(9));
+    else if (url.pathname === "/api/plan" && req.method === "POST") response = await createPlanFromApi(request, app);
+    else if ((match = /^\/api\/plan\/([^/]+)$/.exec(url.pathname)))
+      response = await getPlanFromApi(request, app, match[1]!);
+    else if ((match = /^\/api\/plan\/([^/]+)\/events$/.exec(url.pathname)))
+      response = await planEventsFromApi(request, app, match[1]!);
+    else if ((match = /^\/api\/plan\/([^/]+)\/approve$/.exec(url.pathname)))
+      response = await approvePlanFromApi(request, app, match[1]!);
+    else if ((match = /^\/api\/runs\/([^/]+)\/decide$/.exec(url.pathname)))
+      response = await decideFromApi(request, app, match[1]!);
     else response = new Response("not found", { status: 404 });
     res.writeHead(response.status, Object.fromEntries(response.headers));
     if (!response.body) return void res.end();

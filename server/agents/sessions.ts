@@ -1,5 +1,4 @@
 import fs from "node:fs/promises";
-import path from "node:path";
 import type { AppContext } from "../app-context";
 import { inTransaction } from "../db";
 import {
@@ -17,6 +16,7 @@ import { appendEvents } from "../events/store";
 import type { NewEvent } from "../events/types";
 import type { Step, StepInput, StepStatus } from "../plans/schema";
 import { createPlan, getPlan } from "../plans/service";
+import { registerWorkspace } from "../plans/workspaces";
 import { savePlanVersion } from "../plans/versions";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { resolveInWorkspace } from "../tools/workspace-path";
@@ -71,12 +71,8 @@ export async function startSession(
   const goal = input.goal.trim();
   if (!goal) throw new AppError("invalid_input", 'A session needs a goal: --goal "what to achieve"');
   if (goal.length > MAX_GOAL) throw new AppError("invalid_input", `The goal is limited to ${MAX_GOAL} characters`);
-  const workspaceRoot = await checkWorkspace(input.workspace ?? app.workspaceRoot);
-  const workspace = await app.db.prisma.workspace.upsert({
-    where: { path: workspaceRoot },
-    create: { path: workspaceRoot, name: path.basename(workspaceRoot) || workspaceRoot },
-    update: {},
-  });
+  const workspace = await registerWorkspace(app.db.pool, input.workspace ?? app.workspaceRoot);
+  const workspaceRoot = workspace.path;
   const plan = await createPlan(app.db.prisma, app.tools, {
     draft: {
       goal,
@@ -121,20 +117,6 @@ function decompositionTask(goal: string): StepInput {
       "Submit the tasks with `add_tasks` and mark this task DONE in the same update.",
     ],
   };
-}
-
-async function checkWorkspace(candidate: string): Promise<string> {
-  if (!path.isAbsolute(candidate))
-    throw new AppError("invalid_input", `The workspace must be an absolute path: ${candidate}`);
-  let real: string;
-  try {
-    real = await fs.realpath(candidate);
-  } catch {
-    throw new AppError("invalid_input", `The workspace ${candidate} does not exist`);
-  }
-  if (!(await fs.stat(real)).isDirectory())
-    throw new AppError("invalid_input", `The workspace ${candidate} is not a directory`);
-  return real;
 }
 
 /** Seed 003's ids read like `user-auth-1678886400`: the goal's first words and the time. */

@@ -95,12 +95,22 @@ describe("the door", () => {
         kind: "pass",
         identity: { kind: "agent", name: "claude-1" },
       });
+      expect(bearer("/api/plan/plan-1/events", "agent-tok")).toMatchObject({
+        kind: "pass",
+        identity: { kind: "agent" },
+      });
       // A name that is not a name is ignored, not trusted.
       expect(bearer("/api/ops/agent.update", "agent-tok", { "x-stepwise-agent": "a b<script>" })).toMatchObject({
         identity: { kind: "agent", name: "agent" },
       });
       // Pages and tRPC — where people approve — stay closed to the agent token.
-      for (const url of ["/api/trpc/runs.decide", "/", "/api/opsx", "/api/trpc/plans.approve?x=/api/ops"]) {
+      for (const url of [
+        "/api/trpc/runs.decide",
+        "/",
+        "/api/opsx",
+        "/api/planx",
+        "/api/trpc/plans.approve?x=/api/ops",
+      ]) {
         expect(bearer(url, "agent-tok")).toMatchObject({ kind: "refuse", status: 403 });
       }
       expect(bearer("/api/ops/agent.status", "agent-tok-wrong").kind === "pass" && !!config.accessToken).toBe(false);

@@ -61,8 +61,11 @@ export function doorConfig(options: {
   return { allowedHosts: hosts, accessToken: options.accessToken, agentToken: options.agentToken };
 }
 
-/** Where an agent's credential is good: the operations API (the CLI's transport) and MCP. */
-const AGENT_PATHS = /^\/api\/(ops|mcp)(\/|$)/;
+/**
+ * Where an agent's credential is good: the operations API (the CLI's transport), MCP, and seed
+ * 001's plan and run API — whose approve and decide answer an agent with 403 (operations layer).
+ */
+const AGENT_PATHS = /^\/api\/(ops|mcp|plan|runs)(\/|$)/;
 /** An agent may say which agent it is, for "who is working on what"; the credential is the token. */
 const AGENT_NAME = /^[\w.@-]{1,40}$/;
 
@@ -119,7 +122,8 @@ export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
         kind: "refuse",
         status: 403,
         title: "Agent token",
-        detail: "The agent token opens the agent API (/api/ops, /api/mcp) only; pages and approvals are a person's.",
+        detail:
+          "The agent token opens the agent API (/api/ops, /api/mcp, /api/plan, /api/runs) only; pages and the browser's API are a person's.",
       };
     }
     const name = header(request, "x-stepwise-agent");

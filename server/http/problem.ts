@@ -16,6 +16,7 @@ export const HTTP_STATUS: Record<AppErrorCode, number> = {
   unauthorized: 401,
   forbidden: 403,
   provider_error: 502,
+  unavailable: 503,
 };
 
 export interface Problem {

@@ -3,6 +3,7 @@ import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { PrismaClient } from "../generated/prisma/client";
 import type { ToolRegistry } from "../tools/registry";
+import { refreshPlanArtifacts } from "./artifacts";
 import { findReferences } from "./references";
 import type { Plan, PlanSource, Step } from "./schema";
 import { getPlan, highestStepNumber, planVersionRow } from "./service";
@@ -104,7 +105,10 @@ export async function savePlanVersion(
       [{ type: "plan.updated", data: { version, baseVersion: input.baseVersion, changeNote: input.changeNote } }],
     );
   });
-  return getPlan(prisma, input.planId, version);
+  const saved = await getPlan(prisma, input.planId, version);
+  const task = await prisma.task.findUnique({ where: { id: saved.taskId }, include: { workspace: true } });
+  await refreshPlanArtifacts(task?.workspace?.path, saved);
+  return saved;
 }
 
 /**

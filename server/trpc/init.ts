@@ -45,6 +45,7 @@ const STATUS: Record<AppErrorCode, TRPCError["code"]> = {
   unauthorized: "UNAUTHORIZED",
   forbidden: "FORBIDDEN",
   provider_error: "BAD_GATEWAY",
+  unavailable: "SERVICE_UNAVAILABLE",
 };
 
 /** Maps domain errors to tRPC errors; anything else is an internal error without its stack. */

@@ -1,0 +1,232 @@
+import fs from "node:fs/promises";
+import path from "node:path";
+import { EventSource } from "eventsource";
+import { afterEach, describe, expect, it } from "vitest";
+import { startHarness, type Harness } from "../../tests/app-harness";
+import { startApiServer } from "../../tests/door-http-server";
+
+/**
+ * Seed 001's HTTP API with plain clients: fetch for JSON, and the `eventsource` package for SSE,
+ * against the handlers behind the real door, on a real database with a real worker.
+ */
+const AGENT_TOKEN = "plan-api-agent-token";
+let harness: Harness | undefined;
+let api: Awaited<ReturnType<typeof startApiServer>> | undefined;
+
+afterEach(async () => {
+  await api?.close();
+  await harness?.close();
+  api = undefined;
+  harness = undefined;
+});
+
+async function start() {
+  harness = await startHarness();
+  api = await startApiServer(harness.app, { agentToken: AGENT_TOKEN });
+  return api.url;
+}
+
+const sleeps = (count: number, ms: number) =>
+  Array.from({ length: count }, (_, index) => ({
+    id: `step_${index + 1}`,
+    title: `Sleep ${index + 1}`,
+    tool: "sleep",
+    args: { ms },
+    dependsOn: index === 0 ? [] : [`step_${index}`],
+  }));
+
+function post(url: string, body: unknown, headers: Record<string, string> = {}) {
+  return fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+}
+
+interface SseEvent {
+  id: string;
+  type: string;
+  data: { event: string; stream: string; seq: number; step?: { id: string; state: string } };
+}
+
+/** Reads SSE events until `until` says so; then closes the connection. */
+function collect(url: string, until: (events: SseEvent[]) => boolean, after?: string): Promise<SseEvent[]> {
+  const source = new EventSource(after ? `${url}?after=${after}` : url);
+  const events: SseEvent[] = [];
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      source.close();
+      reject(new Error(`timed out after ${events.length} events`));
+    }, 20_000);
+    const onEvent = (message: MessageEvent) => {
+      events.push({ id: message.lastEventId, type: message.type, data: JSON.parse(message.data) });
+      if (until(events)) {
+        clearTimeout(timer);
+        source.close();
+        resolve(events);
+      }
+    };
+    // Every event type the server may send: a gap in the sequence numbers would show a loss.
+    for (const type of [
+      "plan.created",
+      "plan.step",
+      "plan.updated",
+      "run.started",
+      "run.completed",
+      "run.failed",
+      "run.paused",
+      "run.resumed",
+      "run.running",
+      "run.plan_changed",
+      "step.progress",
+      "step.log",
+      "step.retrying",
+      "step.interrupted",
+      "approval.requested",
+      "approval.decided",
+      "approval.expiring",
+      "input.requested",
+      "input.answered",
+      "signal.raised",
+      "signal.cleared",
+    ]) {
+      source.addEventListener(type, onEvent);
+    }
+    source.onerror = (error) => {
+      if (source.readyState === EventSource.CLOSED) reject(error);
+    };
+  });
+}
+
+describe("seed 001 HTTP API", () => {
+  it("creates a ready plan with seed 001's step metadata, queued events and artifacts on disk", async () => {
+    const url = await start();
+    const response = await post(`${url}/api/plan`, { goal: "Ship the milestone", steps: sleeps(2, 10) });
+    expect(response.status).toBe(201);
+    const { plan, traceId } = await response.json();
+    expect(traceId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(plan).toMatchObject({ id: expect.stringMatching(/^plan-[0-9a-f]{8}$/), goal: "Ship the milestone" });
+    expect(plan.steps[0]).toEqual(
+      expect.objectContaining({
+        id: "step_1",
+        action: "Sleep 1",
+        tool: "sleep",
+        capability: "time.wait",
+        capabilityLabel: expect.any(String),
+        labels: [],
+        timeoutSeconds: expect.any(Number),
+        approvalRequired: false,
+      }),
+    );
+    const dir = path.join(harness!.workspace, ".plans", plan.id);
+    const stored = JSON.parse(await fs.readFile(path.join(dir, "plan.json"), "utf8"));
+    expect(stored).toMatchObject({ id: plan.id, version: 1, goal: "Ship the milestone" });
+    expect(await fs.readFile(path.join(dir, "plan.md"), "utf8")).toContain("# Ship the milestone");
+    expect((await fs.readdir(dir)).sort()).toEqual(["plan.json", "plan.md"]);
+
+    // Accumulated events as JSON: the creation and one queued plan.step per step.
+    const events = await (
+      await fetch(`${url}/api/plan/${plan.id}/events`, { headers: { accept: "application/json" } })
+    ).json();
+    expect(events.events.map((event: { event: string }) => event.event)).toEqual([
+      "plan.created",
+      "plan.step",
+      "plan.step",
+    ]);
+    expect(events.events[1]).toMatchObject({
+      traceId,
+      planId: plan.id,
+      step: { id: "step_1", state: "queued", action: "Sleep 1" },
+    });
+
+    // Read back as JSON and as Markdown; a new version rewrites the artifacts.
+    const read = await (await fetch(`${url}/api/plan/${plan.id}`)).json();
+    expect(read.plan.steps).toHaveLength(2);
+    const markdown = await fetch(`${url}/api/plan/${plan.id}`, { headers: { accept: "text/markdown" } });
+    expect(markdown.headers.get("content-type")).toContain("text/markdown");
+    await harness!.caller.plans.edit({
+      planId: plan.id,
+      baseVersion: 1,
+      edit: { kind: "updatePlan", changes: { goal: "Ship it" } },
+    });
+    expect(JSON.parse(await fs.readFile(path.join(dir, "plan.json"), "utf8"))).toMatchObject({
+      version: 2,
+      goal: "Ship it",
+    });
+  });
+
+  it("streams a run live over SSE; reconnecting with the last id misses and repeats nothing", async () => {
+    const url = await start();
+    const { plan } = await (await post(`${url}/api/plan`, { goal: "Sleep in a row", steps: sleeps(4, 250) })).json();
+    const eventsUrl = `${url}/api/plan/${plan.id}/events`;
+    const first = collect(eventsUrl, (events) => events.some((event) => event.data.step?.state === "running"));
+    const approved = await post(`${url}/api/plan/${plan.id}/approve`, {});
+    expect(approved.status).toBe(201);
+    const part1 = await first;
+    // Resume from the last id the first connection saw, mid-run.
+    const part2 = await collect(
+      eventsUrl,
+      (events) => events.some((event) => event.type === "run.completed"),
+      part1.at(-1)!.id,
+    );
+    const all = [...part1, ...part2];
+    const byStream = new Map<string, number[]>();
+    for (const event of all)
+      byStream.set(event.data.stream, [...(byStream.get(event.data.stream) ?? []), event.data.seq]);
+    for (const [stream, seqs] of byStream) {
+      expect(seqs, stream).toEqual(Array.from({ length: seqs.length }, (_, index) => index + 1));
+    }
+    const states = all.filter((event) => event.type === "plan.step" && event.data.stream !== plan.id);
+    expect(
+      states.filter((event) => event.data.step!.state === "completed").map((event) => event.data.step!.id),
+    ).toEqual(["step_1", "step_2", "step_3", "step_4"]);
+  });
+
+  it("refuses bad input with problem+json and stores nothing; approvals and decisions are a person's", async () => {
+    const url = await start();
+    const cases: [Promise<Response>, number, string][] = [
+      [post(`${url}/api/plan`, "{not json"), 400, "invalid_input"],
+      [post(`${url}/api/plan`, { goal: "" }), 400, "invalid_input"],
+      [post(`${url}/api/plan`, { goal: "g", steps: [{ id: "step_1", tool: "teleport" }] }), 422, "invalid_plan"],
+      [post(`${url}/api/plan`, { goal: "No provider" }), 503, "unavailable"],
+      [post(`${url}/api/plan`, { goal: "g", steps: [], workspace: "/nope/not/here" }), 400, "invalid_input"],
+      [fetch(`${url}/api/plan/plan-00000000`), 404, "not_found"],
+      [fetch(`${url}/api/plan/plan-00000000/events`, { headers: { accept: "application/json" } }), 404, "not_found"],
+      [post(`${url}/api/plan`, { goal: "g", steps: "x".repeat(2_000_000) }), 413, ""],
+    ];
+    for (const [pending, status, code] of cases) {
+      const response = await pending;
+      expect(response.status).toBe(status);
+      expect(response.headers.get("content-type")).toBe("application/problem+json");
+      if (code) expect((await response.json()).code).toBe(code);
+    }
+    expect((await harness!.app.db.pool.query("select count(*)::int as n from plans")).rows[0].n).toBe(0);
+
+    const { plan } = await (
+      await post(
+        `${url}/api/plan`,
+        { goal: "Gated", steps: [{ id: "step_1", tool: "write_file", args: { path: "a", content: "b" } }] },
+        {
+          authorization: `Bearer ${AGENT_TOKEN}`,
+        },
+      )
+    ).json();
+    const wrongAccept = await fetch(`${url}/api/plan/${plan.id}/events`, { headers: { accept: "text/html" } });
+    expect(wrongAccept.status).toBe(400);
+    const byAgent = await post(`${url}/api/plan/${plan.id}/approve`, {}, { authorization: `Bearer ${AGENT_TOKEN}` });
+    expect(byAgent.status).toBe(403);
+    const { runId } = await (await post(`${url}/api/plan/${plan.id}/approve`, {})).json();
+    await harness!.waitForRun(runId, ["running"]);
+    const decideByAgent = await post(
+      `${url}/api/runs/${runId}/decide`,
+      { stepId: "step_1", approve: true },
+      {
+        authorization: `Bearer ${AGENT_TOKEN}`,
+      },
+    );
+    expect(decideByAgent.status).toBe(403);
+    const decided = await post(`${url}/api/runs/${runId}/decide`, { stepId: "step_1", approve: true });
+    expect(await decided.json()).toEqual({ ok: true });
+    expect((await harness!.waitForRun(runId)).status).toBe("completed");
+  });
+});
