@@ -333,8 +333,15 @@ export const DEFAULT_APPROVAL_WARNING_MS = 5 * 60_000;
 /** Approving a plan version starts a run of exactly that version. */
 export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<{ runId: string; traceId: string }> {
   const runId = randomUUID();
-  const traceId = randomUUID();
+  // One trace per plan: its versions, its events and every run of it share the plan's trace id,
+  // so one id finds everything (seed 001's observability).
+  let traceId = "";
   await inTransaction(deps.pool, async (client) => {
+    const trace = await client.query<{ trace_id: string }>(
+      "select trace_id from plan_versions where plan_id = $1 and version = $2",
+      [input.planId, input.version],
+    );
+    traceId = trace.rows[0]?.trace_id ?? randomUUID();
     const steps = await loadPlanSteps(client, input.planId, input.version);
     const issues = validatePlan({ steps }, deps.tools);
     if (issues.length > 0) throw new AppError("invalid_plan", "The plan is not valid and cannot run", issues);

@@ -157,7 +157,8 @@ describe("seed 001 HTTP API", () => {
 
   it("streams a run live over SSE; reconnecting with the last id misses and repeats nothing", async () => {
     const url = await start();
-    const { plan } = await (await post(`${url}/api/plan`, { goal: "Sleep in a row", steps: sleeps(4, 250) })).json();
+    const created = await (await post(`${url}/api/plan`, { goal: "Sleep in a row", steps: sleeps(4, 250) })).json();
+    const plan = { ...created.plan, traceId: created.traceId };
     const eventsUrl = `${url}/api/plan/${plan.id}/events`;
     const first = collect(eventsUrl, (events) => events.some((event) => event.data.step?.state === "running"));
     const approved = await post(`${url}/api/plan/${plan.id}/approve`, {});
@@ -177,6 +178,12 @@ describe("seed 001 HTTP API", () => {
       expect(seqs, stream).toEqual(Array.from({ length: seqs.length }, (_, index) => index + 1));
     }
     const states = all.filter((event) => event.type === "plan.step" && event.data.stream !== plan.id);
+    // The run shares the plan's trace, and every step transition names its idempotency key.
+    const runId = states[0]!.data.stream;
+    expect(states.every((event) => (event.data as { traceId?: string }).traceId === plan.traceId)).toBe(true);
+    expect((states[0]!.data.step as { idempotencyKey?: string }).idempotencyKey).toBe(
+      `${runId}:${states[0]!.data.step!.id}`,
+    );
     expect(
       states.filter((event) => event.data.step!.state === "completed").map((event) => event.data.step!.id),
     ).toEqual(["step_1", "step_2", "step_3", "step_4"]);

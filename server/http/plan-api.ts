@@ -281,7 +281,9 @@ function shape(event: StoredEvent, steps: Map<string, Step>) {
         traceId: event.traceId,
         planId: event.planId,
         runId: event.runId,
-        step: { ...seedStep(step), state: status },
+        // The key a step presents on every attempt, replays after a crash included (seed 001's
+        // durable resume): tools use it to de-duplicate side effects downstream.
+        step: { ...seedStep(step), state: status, idempotencyKey: `${event.runId}:${step.id}` },
         ...(event.data.result !== undefined && { result: event.data.result }),
       },
     };
