@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { Readable } from "node:stream";
 import type { AppContext } from "../server/app-context";
+import { chatFromApi } from "../server/http/chat-api";
 import { doorConfig } from "../server/http/door";
 import { behindDoor } from "../server/http/door-server";
 import { handleOperation, listOperations } from "../server/http/operations-endpoint";
@@ -41,6 +42,7 @@ export async function startApiServer(
     else if (url.pathname.startsWith("/api/ops/"))
       response = await handleOperation(request, app, url.pathname.slice(9));
     else if (url.pathname === "/api/plan" && req.method === "POST") response = await createPlanFromApi(request, app);
+    else if (url.pathname === "/api/chat" && req.method === "POST") response = await chatFromApi(request, app);
     else if ((match = /^\/api\/plan\/([^/]+)$/.exec(url.pathname)))
       response = await getPlanFromApi(request, app, match[1]!);
     else if ((match = /^\/api\/plan\/([^/]+)\/events$/.exec(url.pathname)))

@@ -107,6 +107,33 @@ export async function startScriptedLlm(options: { port?: number } = {}): Promise
       }
       const promptTokens = tokens(body.messages);
       const completionTokens = tokens(message.content ?? message.tool_calls);
+      if ((body as { stream?: boolean }).stream && typeof message.content === "string") {
+        // OpenAI's streaming shape: the text in a few chunks, then the finish and usage, then [DONE].
+        const id = `chatcmpl-${++callCounter}`;
+        const chunk = (delta: Record<string, unknown>, finish: string | null, usage?: object) =>
+          `data: ${JSON.stringify({
+            id,
+            object: "chat.completion.chunk",
+            created: Math.floor(Date.now() / 1000),
+            model: body.model,
+            choices: [{ index: 0, delta, finish_reason: finish }],
+            ...(usage && { usage }),
+          })}\n\n`;
+        response.writeHead(200, { "content-type": "text/event-stream" });
+        const text = message.content;
+        const pieces = text.match(/.{1,8}/gs) ?? [""];
+        response.write(chunk({ role: "assistant", content: "" }, null));
+        for (const piece of pieces) response.write(chunk({ content: piece }, null));
+        response.write(
+          chunk({}, "stop", {
+            prompt_tokens: promptTokens,
+            completion_tokens: completionTokens,
+            total_tokens: promptTokens + completionTokens,
+          }),
+        );
+        response.end("data: [DONE]\n\n");
+        return;
+      }
       send(response, 200, {
         id: `chatcmpl-${++callCounter}`,
         object: "chat.completion",

@@ -65,7 +65,7 @@ export function doorConfig(options: {
  * Where an agent's credential is good: the operations API (the CLI's transport), MCP, and seed
  * 001's plan and run API — whose approve and decide answer an agent with 403 (operations layer).
  */
-const AGENT_PATHS = /^\/api\/(ops|mcp|plan|runs)(\/|$)/;
+const AGENT_PATHS = /^\/api\/(ops|mcp|plan|runs|chat)(\/|$)/;
 /** An agent may say which agent it is, for "who is working on what"; the credential is the token. */
 const AGENT_NAME = /^[\w.@-]{1,40}$/;
 
@@ -123,7 +123,7 @@ export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
         status: 403,
         title: "Agent token",
         detail:
-          "The agent token opens the agent API (/api/ops, /api/mcp, /api/plan, /api/runs) only; pages and the browser's API are a person's.",
+          "The agent token opens the agent API (/api/ops, /api/mcp, /api/plan, /api/runs, /api/chat) only; pages and the browser's API are a person's.",
       };
     }
     const name = header(request, "x-stepwise-agent");

@@ -18,7 +18,7 @@ export interface CallScope {
   runId?: string;
 }
 
-export type CallPurpose = "draft" | "refine" | "judge" | "deep_step" | "suggest" | "recovery";
+export type CallPurpose = "draft" | "refine" | "judge" | "deep_step" | "suggest" | "recovery" | "chat";
 
 export type ProviderFailureKind = "timeout" | "rate_limit" | "provider" | "auth" | "unreachable" | "unparsable";
 
