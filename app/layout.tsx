@@ -20,6 +20,7 @@ export default function RootLayout({ children }: { children: ReactNode }) {
             <Link href="/tasks/new">New task</Link>
             <Link href="/plans/new">New plan</Link>
             <Link href="/settings">Settings</Link>
+            <Link href="/docs/api">API</Link>
           </nav>
         </header>
         <main className="page">

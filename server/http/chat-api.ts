@@ -17,7 +17,7 @@ import { identityOf } from "./request-identity";
  * the usage records. `stream: true` answers the text as it arrives (plain text, with the trace id
  * in the `x-trace-id` header).
  */
-const chatInput = z.object({
+export const chatInput = z.object({
   messages: z
     .array(
       z.object({

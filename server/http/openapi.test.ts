@@ -14,17 +14,18 @@ describe("the OpenAPI document", () => {
     expect(validator.version).toBe("3.1");
   });
 
-  it("documents every operation, from the schemas the operations validate with", () => {
-    const document = openApiDocument();
-    expect(Object.keys(document.paths).sort()).toEqual(
-      operations.map((operation) => `/api/ops/${operation.name}`).sort(),
+  it("documents every operation, from the schemas the operations validate with, and seed 001's routes", () => {
+    const paths = openApiDocument().paths as Record<string, { post?: Record<string, any> }>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    expect(
+      Object.keys(paths)
+        .filter((route) => route.startsWith("/api/ops/"))
+        .sort(),
+    ).toEqual(operations.map((operation) => `/api/ops/${operation.name}`).sort());
+    expect(Object.keys(paths)).toEqual(
+      expect.arrayContaining(["/api/plan", "/api/plan/{planId}", "/api/plan/{planId}/events", "/api/chat"]),
     );
-    const update = document.paths["/api/ops/agent.update"]!.post;
-    expect(update.requestBody.content["application/json"].schema).toEqual(
-      (({ $schema: _, ...rest }) => rest)(
-        z.toJSONSchema(agentUpdate.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>,
-      ),
-    );
-    expect(document.paths["/api/ops/plan.approve"]!.post.description).toContain("person");
+    const { $schema: _ignored, ...input } = z.toJSONSchema(agentUpdate.input, { io: "input", unrepresentable: "any" });
+    expect(paths["/api/ops/agent.update"]!.post!.requestBody.content["application/json"].schema).toEqual(input);
+    expect(paths["/api/ops/plan.approve"]!.post!.description).toContain("person");
   });
 });

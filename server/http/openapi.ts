@@ -1,6 +1,9 @@
 import { z } from "zod";
 import { HTTP_STATUS } from "./problem";
+import { planApprove } from "../operations/plans";
 import { operations, type AnyOperation } from "../operations/registry";
+import { chatInput } from "./chat-api";
+import { createPlanInput } from "./plan-api";
 
 /**
  * OpenAPI 3.1 for the operations endpoint, generated from the same zod schemas the operations
@@ -34,9 +37,177 @@ function pathItem(operation: AnyOperation) {
           description: "The operation's result",
           content: { "application/json": { schema: jsonSchema(operation.output, "output") } },
         },
-        default: {
-          description: "An error, as RFC 9457 problem+json with a stable `code`",
-          content: { "application/problem+json": { schema: { $ref: "#/components/schemas/Problem" } } },
+        ...problemResponses,
+      },
+    },
+  };
+}
+
+const problemResponses = {
+  default: {
+    description: "An error, as RFC 9457 problem+json with a stable `code`",
+    content: { "application/problem+json": { schema: { $ref: "#/components/schemas/Problem" } } },
+  },
+};
+const planIdParameter = { name: "planId", in: "path", required: true, schema: { type: "string" } };
+const json = (schema: Record<string, unknown>) => ({ "application/json": { schema } });
+const planEnvelope = {
+  type: "object",
+  required: ["plan", "traceId"],
+  properties: {
+    traceId: { type: "string", format: "uuid" },
+    plan: {
+      type: "object",
+      required: ["id", "goal", "steps"],
+      properties: {
+        id: { type: "string" },
+        version: { type: "integer" },
+        goal: { type: "string" },
+        successCriteria: { type: "array", items: { type: "string" } },
+        steps: {
+          type: "array",
+          items: {
+            type: "object",
+            required: [
+              "id",
+              "action",
+              "tool",
+              "capability",
+              "capabilityLabel",
+              "labels",
+              "timeoutSeconds",
+              "approvalRequired",
+            ],
+            properties: {
+              id: { type: "string" },
+              action: { type: "string" },
+              tool: { type: "string" },
+              capability: { type: "string" },
+              capabilityLabel: { type: "string" },
+              labels: { type: "array", items: { type: "string" } },
+              timeoutSeconds: { type: "integer" },
+              approvalRequired: { type: "boolean" },
+            },
+          },
+        },
+      },
+    },
+  },
+};
+
+/** Seed 001's routes: plain JSON (and SSE) beside the operations endpoint. */
+function seed001Paths() {
+  return {
+    "/api/plan": {
+      post: {
+        operationId: "createPlan",
+        tags: ["seed 001"],
+        summary: "Create a plan: a ready one ({goal, steps}), or planned by the configured LLM from a goal",
+        description:
+          "Stores version 1 for review, appends a queued plan.step event per step, and writes .plans/<id>/plan.json and plan.md in the workspace.",
+        requestBody: { required: true, content: json(jsonSchema(createPlanInput, "input")) },
+        responses: { "201": { description: "The stored plan", content: json(planEnvelope) }, ...problemResponses },
+      },
+    },
+    "/api/plan/{planId}": {
+      get: {
+        operationId: "getPlan",
+        tags: ["seed 001"],
+        summary: "A plan (current version, or ?version=N) as JSON, or Markdown with Accept: text/markdown",
+        parameters: [planIdParameter, { name: "version", in: "query", required: false, schema: { type: "integer" } }],
+        responses: {
+          "200": {
+            description: "The plan",
+            content: { ...json(planEnvelope), "text/markdown": { schema: { type: "string" } } },
+          },
+          ...problemResponses,
+        },
+      },
+    },
+    "/api/plan/{planId}/events": {
+      get: {
+        operationId: "planEvents",
+        tags: ["seed 001"],
+        summary: "The plan's and its runs' events: SSE (replay, then live; resume with Last-Event-ID) or JSON",
+        parameters: [
+          planIdParameter,
+          { name: "Last-Event-ID", in: "header", required: false, schema: { type: "string" } },
+          {
+            name: "after",
+            in: "query",
+            required: false,
+            schema: { type: "string" },
+            description: "An event id to resume after",
+          },
+        ],
+        responses: {
+          "200": {
+            description: "Step transitions arrive as `event: plan.step` with seed 001's payload",
+            content: {
+              "text/event-stream": { schema: { type: "string" } },
+              ...json({
+                type: "object",
+                properties: { planId: { type: "string" }, lastEventId: { type: "string" }, events: { type: "array" } },
+              }),
+            },
+          },
+          ...problemResponses,
+        },
+      },
+    },
+    "/api/plan/{planId}/approve": {
+      post: {
+        operationId: "approvePlan",
+        tags: ["seed 001"],
+        summary: "A person approves a version (default: the current one); its run starts",
+        parameters: [planIdParameter],
+        requestBody: {
+          content: json({
+            type: "object",
+            properties: { version: { type: "integer" }, maxParallel: { type: "integer" } },
+          }),
+        },
+        responses: {
+          "201": { description: "The run", content: json(jsonSchema(planApprove.output, "output")) },
+          ...problemResponses,
+        },
+      },
+    },
+    "/api/runs/{runId}/decide": {
+      post: {
+        operationId: "decideStep",
+        tags: ["seed 001"],
+        summary: "A person approves or denies a gated step",
+        parameters: [{ name: "runId", in: "path", required: true, schema: { type: "string", format: "uuid" } }],
+        requestBody: {
+          required: true,
+          content: json({
+            type: "object",
+            required: ["stepId", "approve"],
+            properties: { stepId: { type: "string" }, approve: { type: "boolean" }, comment: { type: "string" } },
+          }),
+        },
+        responses: { "200": { description: "Decided", content: json({ type: "object" }) }, ...problemResponses },
+      },
+    },
+    "/api/chat": {
+      post: {
+        operationId: "chat",
+        tags: ["seed 001"],
+        summary: "Pass-through to the configured model providers, with a traceId; text streaming with stream: true",
+        requestBody: { required: true, content: json(jsonSchema(chatInput, "input")) },
+        responses: {
+          "200": {
+            description: "The provider's answer",
+            content: {
+              ...json({
+                type: "object",
+                properties: { traceId: { type: "string" }, model: { type: "string" }, text: { type: "string" } },
+              }),
+              "text/plain": { schema: { type: "string" } },
+            },
+          },
+          ...problemResponses,
         },
       },
     },
@@ -54,7 +225,10 @@ export function openApiDocument(serverUrl?: string) {
     },
     ...(serverUrl && { servers: [{ url: serverUrl }] }),
     security: [{ bearer: [] }],
-    paths: Object.fromEntries(operations.map((operation) => [`/api/ops/${operation.name}`, pathItem(operation)])),
+    paths: {
+      ...seed001Paths(),
+      ...Object.fromEntries(operations.map((operation) => [`/api/ops/${operation.name}`, pathItem(operation)])),
+    },
     components: {
       securitySchemes: {
         bearer: {

@@ -59,7 +59,7 @@ export function seedPlan(plan: Plan) {
   };
 }
 
-const createInput = z.object({
+export const createPlanInput = z.object({
   goal: z.string().trim().min(1, "A plan needs a goal").max(10_000),
   /** Absolute path of a directory the plan works in; the server's default workspace otherwise. */
   workspace: z.string().max(4_096).optional(),
@@ -106,7 +106,7 @@ async function respond(work: () => Promise<Response>): Promise<Response> {
 export function createPlanFromApi(request: Request, app: AppContext): Promise<Response> {
   return respond(async () => {
     const identity = identityOf(request);
-    const input = parse(createInput, await readJson(request));
+    const input = parse(createPlanInput, await readJson(request));
     const workspace = await registerWorkspace(app.db.pool, input.workspace ?? app.workspaceRoot);
     const plan = input.steps
       ? await storeReadyPlan(app, identity, input, workspace.id)
@@ -119,7 +119,7 @@ export function createPlanFromApi(request: Request, app: AppContext): Promise<Re
 async function storeReadyPlan(
   app: AppContext,
   identity: Identity,
-  input: z.output<typeof createInput>,
+  input: z.output<typeof createPlanInput>,
   workspaceId: string,
 ): Promise<Plan> {
   const created = await invokeOperation(
@@ -144,7 +144,7 @@ async function storeReadyPlan(
 async function planWithLlm(
   app: AppContext,
   identity: Identity,
-  input: z.output<typeof createInput>,
+  input: z.output<typeof createPlanInput>,
   workspaceId: string,
 ): Promise<Plan> {
   const planner = plannerFor(app);

@@ -1,0 +1,5 @@
+import { ApiReference } from "@/components/docs/api-reference";
+
+export default function ApiDocsPage() {
+  return <ApiReference />;
+}
