@@ -11,6 +11,7 @@ import { assertNoOtherStepwise, takeOverShutdownSignals } from "../db/embedded";
 import { readConfig } from "../env";
 import { doorConfig, generateAccessToken } from "../http/door";
 import { behindDoor } from "../http/door-server";
+import { startTelemetry } from "../telemetry";
 import { removeConnectionFile, writeConnectionFile } from "./connection-file";
 
 const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
@@ -41,6 +42,7 @@ function onShutdown(stop: () => Promise<void>): void {
 
 export async function serve(dev: boolean): Promise<void> {
   const config = readConfig();
+  const telemetry = startTelemetry();
   // Beyond loopback every request needs the token; when none is set, make one and say how to
   // sign in, as Jupyter does.
   const loopback = ["127.0.0.1", "localhost", "::1"].includes(config.host);
@@ -100,6 +102,7 @@ export async function serve(dev: boolean): Promise<void> {
     await app.close?.();
     await context.close();
     await database.stop();
+    await telemetry?.shutdown();
   });
 }
 
@@ -126,6 +129,7 @@ async function assertPortFree(port: number, host: string): Promise<void> {
 
 export async function worker(): Promise<void> {
   const config = readConfig();
+  const telemetry = startTelemetry();
   if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
   await fs.mkdir(config.workspaceDir, { recursive: true });
   const database = await openDatabase(config, log);
@@ -138,6 +142,7 @@ export async function worker(): Promise<void> {
   onShutdown(async () => {
     await context.close();
     await database.stop();
+    await telemetry?.shutdown();
   });
 }
 

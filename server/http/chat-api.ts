@@ -3,7 +3,9 @@ import { generateText, streamText, type ModelMessage } from "ai";
 import { z } from "zod";
 import type { AppContext } from "../app-context";
 import { AppError } from "../errors";
+import type { Span } from "@opentelemetry/api";
 import { logger } from "../logger";
+import { inSpan } from "../telemetry";
 import { CONFIGURATION_HELP, requirePlanningModel } from "../planner/config";
 import { plannerFor } from "../planner/deps";
 import { callModel } from "../planner/model-call";
@@ -33,7 +35,11 @@ export const chatInput = z.object({
   traceId: z.uuid().optional(),
 });
 
-export async function chatFromApi(request: Request, app: AppContext): Promise<Response> {
+export function chatFromApi(request: Request, app: AppContext): Promise<Response> {
+  return inSpan("POST /api/chat", { "http.route": "POST /api/chat" }, (span) => chat(request, app, span));
+}
+
+async function chat(request: Request, app: AppContext, span: Span): Promise<Response> {
   try {
     identityOf(request);
     const refused = await refuseUnsafeInput(request);
@@ -53,6 +59,7 @@ export async function chatFromApi(request: Request, app: AppContext): Promise<Re
     }
     const modelId = requirePlanningModel(planner.config, input.model);
     const traceId = input.traceId ?? randomUUID();
+    span.setAttributes({ "stepwise.trace_id": traceId, "gen_ai.request.model": modelId });
     const messages = input.messages as ModelMessage[];
     if (input.stream) {
       const result = streamText({

@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { AppContext } from "../app-context";
 import { AppError } from "../errors";
 import { logger } from "../logger";
+import { inSpan } from "../telemetry";
 import { invokeOperation } from "../operations/operation";
 import { findOperation, operations } from "../operations/registry";
 import { refuseUnsafeInput } from "./input-guard";
@@ -13,7 +14,13 @@ import { identityOf } from "./request-identity";
  * output as the JSON answer — the CLI's transport. `GET /api/ops` lists the operations with their
  * input and output JSON Schemas. Errors are problem+json with the operation's stable code.
  */
-export async function handleOperation(request: Request, app: AppContext, name: string): Promise<Response> {
+export function handleOperation(request: Request, app: AppContext, name: string): Promise<Response> {
+  return inSpan(`POST /api/ops/${name}`, { "http.route": "POST /api/ops/:name", "stepwise.operation": name }, () =>
+    runOperation(request, app, name),
+  );
+}
+
+async function runOperation(request: Request, app: AppContext, name: string): Promise<Response> {
   try {
     const identity = identityOf(request);
     const operation = findOperation(name);

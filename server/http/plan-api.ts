@@ -3,6 +3,7 @@ import type { AppContext } from "../app-context";
 import { AppError } from "../errors";
 import { toStoredEvent, type EventRow } from "../events/store";
 import type { StoredEvent } from "../events/types";
+import type { Span } from "@opentelemetry/api";
 import { logger } from "../logger";
 import type { Identity } from "../operations/identity";
 import { invokeOperation } from "../operations/operation";
@@ -15,6 +16,7 @@ import { writePlanArtifacts } from "../plans/artifacts";
 import { exportPlanMarkdown } from "../plans/export";
 import type { Plan, Step } from "../plans/schema";
 import { getPlan } from "../plans/service";
+import { inSpan } from "../telemetry";
 import { registerWorkspace } from "../plans/workspaces";
 import { refuseUnsafeInput } from "./input-guard";
 import { problemResponse } from "./problem";
@@ -91,27 +93,41 @@ function parse<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
   return parsed.data;
 }
 
-async function respond(work: () => Promise<Response>): Promise<Response> {
-  try {
-    return await work();
-  } catch (error) {
-    const refused = (error as { response?: Response }).response;
-    if (refused) return refused;
-    if (!(error instanceof AppError)) logger.error({ err: error }, "HTTP API request failed");
-    return problemResponse(error);
-  }
+/** Every handler runs in a span named for its route; errors become problem+json inside it. */
+function respond(route: string, work: (span: Span) => Promise<Response>): Promise<Response> {
+  return inSpan(route, { "http.route": route }, async (span) => {
+    let response: Response;
+    try {
+      response = await work(span);
+    } catch (error) {
+      const refused = (error as { response?: Response }).response;
+      if (!refused && !(error instanceof AppError)) logger.error({ err: error, route }, "HTTP API request failed");
+      response = refused ?? problemResponse(error);
+    }
+    span.setAttribute("http.response.status_code", response.status);
+    return response;
+  });
+}
+
+function traced(span: Span, plan: { id: string; traceId: string }): void {
+  span.setAttributes({ "stepwise.plan_id": plan.id, "stepwise.trace_id": plan.traceId });
 }
 
 /** `POST /api/plan`: a ready plan is validated and stored; a bare goal is planned by the LLM. */
 export function createPlanFromApi(request: Request, app: AppContext): Promise<Response> {
-  return respond(async () => {
+  return respond("POST /api/plan", async (span) => {
     const identity = identityOf(request);
     const input = parse(createPlanInput, await readJson(request));
     const workspace = await registerWorkspace(app.db.pool, input.workspace ?? app.workspaceRoot);
     const plan = input.steps
       ? await storeReadyPlan(app, identity, input, workspace.id)
       : await planWithLlm(app, identity, input, workspace.id);
-    await writePlanArtifacts(workspace.path, plan);
+    traced(span, plan);
+    const artifacts = await writePlanArtifacts(workspace.path, plan);
+    logger.info(
+      { traceId: plan.traceId, planId: plan.id, steps: plan.steps.length, artifacts },
+      "plan created via the HTTP API",
+    );
     return Response.json({ plan: seedPlan(plan), traceId: plan.traceId }, { status: 201 });
   });
 }
@@ -187,7 +203,7 @@ async function planWithLlm(
 
 /** `GET /api/plan/:id`: JSON in seed 001's shape, or Markdown with `Accept: text/markdown`. */
 export function getPlanFromApi(request: Request, app: AppContext, planId: string): Promise<Response> {
-  return respond(async () => {
+  return respond("GET /api/plan/:id", async (span) => {
     identityOf(request);
     const versionParam = new URL(request.url).searchParams.get("version");
     const version = versionParam === null ? undefined : Number(versionParam);
@@ -195,6 +211,7 @@ export function getPlanFromApi(request: Request, app: AppContext, planId: string
       throw new AppError("invalid_input", "version must be a positive whole number");
     }
     const plan = await getPlan(app.db.prisma, planId, version);
+    traced(span, plan);
     if ((request.headers.get("accept") ?? "").includes("text/markdown")) {
       return new Response(exportPlanMarkdown(plan).content, {
         headers: { "content-type": "text/markdown; charset=utf-8" },
@@ -206,19 +223,22 @@ export function getPlanFromApi(request: Request, app: AppContext, planId: string
 
 /** `POST /api/plan/:id/approve {version?, maxParallel?}`: a person's approval starts the run. */
 export function approvePlanFromApi(request: Request, app: AppContext, planId: string): Promise<Response> {
-  return respond(async () => {
+  return respond("POST /api/plan/:id/approve", async (span) => {
     const identity = identityOf(request);
     const body = (await readJson(request)) as Record<string, unknown>;
     const version = body.version ?? (await app.db.prisma.plan.findUnique({ where: { id: planId } }))?.currentVersion;
     if (version === undefined) throw new AppError("not_found", `No plan ${planId}`);
     const started = await invokeOperation(planApprove, { app, identity }, { ...body, planId, version });
+    traced(span, { id: planId, traceId: started.traceId });
+    span.setAttribute("stepwise.run_id", started.runId);
     return Response.json(started, { status: 201 });
   });
 }
 
 /** `POST /api/runs/:id/decide {stepId, approve, comment?}`: a person approves or denies a gated step. */
 export function decideFromApi(request: Request, app: AppContext, runId: string): Promise<Response> {
-  return respond(async () => {
+  return respond("POST /api/runs/:id/decide", async (span) => {
+    span.setAttribute("stepwise.run_id", runId);
     const identity = identityOf(request);
     const body = (await readJson(request)) as Record<string, unknown>;
     return Response.json(await invokeOperation(runDecide, { app, identity }, { ...body, runId }));
@@ -309,10 +329,11 @@ const HEARTBEAT_MS = 15_000;
  * heartbeat comment every 15 s; with `Accept: application/json`, the events so far as one object.
  */
 export function planEventsFromApi(request: Request, app: AppContext, planId: string): Promise<Response> {
-  return respond(async () => {
+  return respond("GET /api/plan/:id/events", async (span) => {
     identityOf(request);
     const accept = request.headers.get("accept") ?? "";
     const plan = await getPlan(app.db.prisma, planId);
+    traced(span, plan);
     const steps = new Map(plan.steps.map((step) => [step.id, step]));
     const start = decodeCursor(request.headers.get("last-event-id") ?? new URL(request.url).searchParams.get("after"));
     if (accept.includes("application/json") && !accept.includes("text/event-stream")) {

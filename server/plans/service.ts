@@ -3,6 +3,7 @@ import { prismaQueryable } from "../db";
 import type { PrismaClient } from "../generated/prisma/client";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
+import { inSpan } from "../telemetry";
 import type { ToolRegistry } from "../tools/registry";
 import type { Plan, PlanContent, PlanSource, Step } from "./schema";
 import { checkPlanDraft } from "./validate";
@@ -30,7 +31,19 @@ export function highestStepNumber(content: PlanContent): number {
  * Validates a draft and stores it as version 1 of a new plan in a new task. Invalid drafts are
  * refused with every issue and store nothing.
  */
-export async function createPlan(prisma: PrismaClient, tools: ToolRegistry, input: CreatePlanInput): Promise<Plan> {
+export function createPlan(prisma: PrismaClient, tools: ToolRegistry, input: CreatePlanInput): Promise<Plan> {
+  return inSpan("plan.create", { "stepwise.plan_source": input.source }, async (span) => {
+    const plan = await storeNewPlan(prisma, tools, input);
+    span.setAttributes({
+      "stepwise.plan_id": plan.id,
+      "stepwise.trace_id": plan.traceId,
+      "stepwise.steps": plan.steps.length,
+    });
+    return plan;
+  });
+}
+
+async function storeNewPlan(prisma: PrismaClient, tools: ToolRegistry, input: CreatePlanInput): Promise<Plan> {
   const checked = checkPlanDraft(input.draft, tools);
   if (!checked.ok) throw new AppError("invalid_plan", "The plan has problems", checked.issues);
   const content = checked.plan;
