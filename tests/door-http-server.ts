@@ -12,6 +12,9 @@ import {
   decideFromApi,
   getPlanFromApi,
   planEventsFromApi,
+  planRunsFromApi,
+  planVersionsFromApi,
+  runFromApi,
 } from "../server/http/plan-api";
 import { handleMcpRequest } from "../server/mcp/http";
 
@@ -47,6 +50,12 @@ export async function startApiServer(
       response = await getPlanFromApi(request, app, match[1]!);
     else if ((match = /^\/api\/plan\/([^/]+)\/events$/.exec(url.pathname)))
       response = await planEventsFromApi(request, app, match[1]!);
+    else if ((match = /^\/api\/plan\/([^/]+)\/versions$/.exec(url.pathname)))
+      response = await planVersionsFromApi(request, app, match[1]!);
+    else if ((match = /^\/api\/plan\/([^/]+)\/runs$/.exec(url.pathname)))
+      response = await planRunsFromApi(request, app, match[1]!);
+    else if ((match = /^\/api\/runs\/([^/]+)$/.exec(url.pathname)))
+      response = await runFromApi(request, app, match[1]!);
     else if ((match = /^\/api\/plan\/([^/]+)\/approve$/.exec(url.pathname)))
       response = await approvePlanFromApi(request, app, match[1]!);
     else if ((match = /^\/api\/runs\/([^/]+)\/decide$/.exec(url.pathname)))

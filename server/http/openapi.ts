@@ -155,6 +155,33 @@ function seed001Paths() {
         },
       },
     },
+    "/api/plan/{planId}/versions": {
+      get: {
+        operationId: "planVersions",
+        tags: ["seed 001"],
+        summary: "Every version of a plan, newest first: who made it, from what source, and why",
+        parameters: [planIdParameter],
+        responses: { "200": { description: "The versions", content: json({ type: "object" }) }, ...problemResponses },
+      },
+    },
+    "/api/plan/{planId}/runs": {
+      get: {
+        operationId: "planRuns",
+        tags: ["seed 001"],
+        summary: "The plan's runs, newest first",
+        parameters: [planIdParameter],
+        responses: { "200": { description: "The runs", content: json({ type: "object" }) }, ...problemResponses },
+      },
+    },
+    "/api/runs/{runId}": {
+      get: {
+        operationId: "getRun",
+        tags: ["seed 001"],
+        summary: "A run's state; each step with the idempotency key it presents on every attempt",
+        parameters: [{ name: "runId", in: "path", required: true, schema: { type: "string", format: "uuid" } }],
+        responses: { "200": { description: "The run", content: json({ type: "object" }) }, ...problemResponses },
+      },
+    },
     "/api/plan/{planId}/approve": {
       post: {
         operationId: "approvePlan",

@@ -4,6 +4,12 @@ import { EventSource } from "eventsource";
 import { afterEach, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { startApiServer } from "../../tests/door-http-server";
+import { goodPlan } from "../../tests/planner-fixtures";
+import { startScriptedLlm } from "../../tests/scripted-llm";
+import { z } from "zod";
+import { readPlannerConfig } from "../planner/config";
+import { createPlannerDeps, installPlanner } from "../planner/deps";
+import { openApiDocument } from "./openapi";
 
 /**
  * Seed 001's HTTP API with plain clients: fetch for JSON, and the `eventsource` package for SSE,
@@ -177,6 +183,14 @@ describe("seed 001 HTTP API", () => {
     for (const [stream, seqs] of byStream) {
       expect(seqs, stream).toEqual(Array.from({ length: seqs.length }, (_, index) => index + 1));
     }
+    // The run, its steps' idempotency keys, and the plan's versions and runs, as plain JSON.
+    const runs = await (await fetch(`${url}/api/plan/${plan.id}/runs`)).json();
+    expect(runs.runs).toHaveLength(1);
+    const run = await (await fetch(`${url}/api/runs/${runs.runs[0].id}`)).json();
+    expect(run).toMatchObject({ status: "completed", traceId: plan.traceId });
+    expect(run.steps[0].idempotencyKey).toBe(`${run.id}:step_1`);
+    const versions = await (await fetch(`${url}/api/plan/${plan.id}/versions`)).json();
+    expect(versions.versions.map((version: { version: number }) => version.version)).toEqual([1]);
     const states = all.filter((event) => event.type === "plan.step" && event.data.stream !== plan.id);
     // The run shares the plan's trace, and every step transition names its idempotency key.
     const runId = states[0]!.data.stream;
@@ -187,6 +201,44 @@ describe("seed 001 HTTP API", () => {
     expect(
       states.filter((event) => event.data.step!.state === "completed").map((event) => event.data.step!.id),
     ).toEqual(["step_1", "step_2", "step_3", "step_4"]);
+  });
+
+  it("plans a bare goal with the configured LLM, and the answer matches the OpenAPI document", async () => {
+    const url = await start();
+    await fs.writeFile(path.join(harness!.workspace, "README.md"), "# Demo\n");
+    const llm = await startScriptedLlm();
+    try {
+      installPlanner(
+        harness!.app,
+        createPlannerDeps(
+          harness!.app,
+          readPlannerConfig({
+            STEPWISE_LLM_BASE_URL: llm.baseUrl,
+            STEPWISE_LLM_MODELS: "scripted-planner",
+            STEPWISE_PLANNER_RETRIES: "0",
+          }),
+        ),
+      );
+      llm.script({ json: goodPlan });
+      const response = await post(`${url}/api/plan`, { goal: "Show the README" });
+      expect(response.status).toBe(201);
+      const body = await response.json();
+      expect(body.plan.steps.map((step: { tool: string }) => step.tool)).toEqual(["read_file", "echo"]);
+      expect(JSON.stringify(llm.requests[0]!.messages)).toContain("Show the README");
+      await fs.access(path.join(harness!.workspace, ".plans", body.plan.id, "plan.json"));
+      // The documented response schema accepts the answer.
+      const paths = openApiDocument().paths as Record<
+        string,
+        { post?: { responses: Record<string, { content: Record<string, { schema: object }> }> } }
+      >;
+      const documented = z.fromJSONSchema(
+        paths["/api/plan"]!.post!.responses["201"]!.content["application/json"]!.schema as never,
+      );
+      expect(documented.safeParse(body).success).toBe(true);
+      expect(documented.safeParse({ plan: { id: 1 } }).success).toBe(false);
+    } finally {
+      await llm.close();
+    }
   });
 
   it("refuses bad input with problem+json and stores nothing; approvals and decisions are a person's", async () => {

@@ -16,6 +16,8 @@ import { writePlanArtifacts } from "../plans/artifacts";
 import { exportPlanMarkdown } from "../plans/export";
 import type { Plan, Step } from "../plans/schema";
 import { getPlan } from "../plans/service";
+import { listPlanVersions } from "../plans/versions";
+import { getRun, listRuns } from "../engine/run-view";
 import { inSpan } from "../telemetry";
 import { registerWorkspace } from "../plans/workspaces";
 import { refuseUnsafeInput } from "./input-guard";
@@ -218,6 +220,39 @@ export function getPlanFromApi(request: Request, app: AppContext, planId: string
       });
     }
     return Response.json({ plan: seedPlan(plan), traceId: plan.traceId });
+  });
+}
+
+/** `GET /api/plan/:id/versions`: every version, newest first, with who made it and why. */
+export function planVersionsFromApi(request: Request, app: AppContext, planId: string): Promise<Response> {
+  return respond("GET /api/plan/:id/versions", async () => {
+    identityOf(request);
+    return Response.json({ planId, versions: await listPlanVersions(app.db.prisma, planId) });
+  });
+}
+
+/** `GET /api/plan/:id/runs`: the plan's runs, newest first. */
+export function planRunsFromApi(request: Request, app: AppContext, planId: string): Promise<Response> {
+  return respond("GET /api/plan/:id/runs", async () => {
+    identityOf(request);
+    await getPlan(app.db.prisma, planId);
+    return Response.json({ planId, runs: await listRuns(app.db.prisma, planId) });
+  });
+}
+
+/**
+ * `GET /api/runs/:id`: a run's state, each step with the idempotency key it presents on every
+ * attempt — replays after a crash included — so side effects can be de-duplicated downstream.
+ */
+export function runFromApi(request: Request, app: AppContext, runId: string): Promise<Response> {
+  return respond("GET /api/runs/:id", async (span) => {
+    identityOf(request);
+    const run = await getRun(app.db.prisma, runId);
+    traced(span, { id: run.planId, traceId: run.traceId });
+    return Response.json({
+      ...run,
+      steps: run.steps.map((step) => ({ ...step, idempotencyKey: `${run.id}:${step.stepId}` })),
+    });
   });
 }
 
