@@ -56,8 +56,12 @@ interface SseEvent {
 }
 
 /** Reads SSE events until `until` says so; then closes the connection. */
-function collect(url: string, until: (events: SseEvent[]) => boolean, after?: string): Promise<SseEvent[]> {
-  const source = new EventSource(after ? `${url}?after=${after}` : url);
+function collect(url: string, until: (events: SseEvent[]) => boolean, lastEventId?: string): Promise<SseEvent[]> {
+  // A reconnecting client sends the last id it saw as Last-Event-ID, as browsers do.
+  const source = new EventSource(url, {
+    fetch: (input, init) =>
+      fetch(input, { ...init, headers: { ...init.headers, ...(lastEventId && { "last-event-id": lastEventId }) } }),
+  });
   const events: SseEvent[] = [];
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
