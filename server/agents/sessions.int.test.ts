@@ -406,6 +406,9 @@ describe("agent sessions (seed 003)", () => {
     await expect(call(agentStart, { goal: "x", workspace: "/definitely/not/here" })).rejects.toMatchObject({
       code: "invalid_input",
     });
+    for (const system of ["/", "/etc", "/usr/lib"]) {
+      await expect(call(agentStart, { goal: "x", workspace: system })).rejects.toMatchObject({ code: "forbidden" });
+    }
     await call(agentStart, { goal: "Something" });
     await expect(call(agentUpdate, { payload: {} })).rejects.toMatchObject({ code: "invalid_input" });
     await expect(
