@@ -172,6 +172,11 @@ test("the graph view shows the dependencies; choosing a node opens the same edit
   await editor.getByRole("button", { name: "Save changes" }).click();
   await view.expectVersion(2);
   await expect(graph.locator("[data-graph-step='step_2']")).toContainText("Wait a little longer");
+
+  // Mouse: a click on a node opens its editor too (nodes must take pointer events).
+  await expect(editor).toBeHidden();
+  await graph.locator("[data-graph-step='step_3']").click();
+  await expect(view.editor("step_3")).toBeVisible();
 });
 
 test("the plan is exported as JSON and Markdown, and JSON is imported as a new version", async ({ page, request }) => {

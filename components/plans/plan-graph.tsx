@@ -93,6 +93,10 @@ export function PlanGraph({ steps, issuesByStep, selectedStepId, onSelect }: Pla
           nodesFocusable={false}
           edgesFocusable={false}
           elementsSelectable={false}
+          // A click handler is what makes React Flow let pointer events reach the (otherwise
+          // inert) nodes; the node's own button opens the editor, by mouse as by keyboard, so
+          // this handler does nothing itself (doing it here too would open and close at once).
+          onNodeClick={ignoreNodeClick}
           onlyRenderVisibleElements={steps.length > 150}
           proOptions={{ hideAttribution: true }}
         >
@@ -107,6 +111,8 @@ export function PlanGraph({ steps, issuesByStep, selectedStepId, onSelect }: Pla
     </SelectContext.Provider>
   );
 }
+
+function ignoreNodeClick(): void {}
 
 const StepNodeView = memo(function StepNodeView({ data }: NodeProps<StepNode>) {
   const onSelect = useContext(SelectContext);
