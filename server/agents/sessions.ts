@@ -360,15 +360,16 @@ export async function updateSession(
   if (problems.length > 0) throw new AppError("invalid_state", problems.join(" "), { details: problems });
 
   if (payload.final_summary !== undefined) {
+    // Tasks not settled now and not settled by this very update.
     const open = tasksOf(loaded).filter((task) => !["completed", "skipped", "cancelled"].includes(task.state));
-    const closing = open.filter(
+    const stillOpen = open.filter(
       (task) =>
         !updates.some((u) => u.stepId === `step_${task.id}` && u.status !== "TODO" && u.status !== "IN_PROGRESS"),
     );
-    if ((closing.length > 0 || added.length > 0) && loaded.runStatus !== "cancelled") {
+    if ((stillOpen.length > 0 || added.length > 0) && loaded.runStatus !== "cancelled") {
       throw new AppError(
         "invalid_state",
-        `A final summary comes when every task is settled; ${closing.length + added.length} still open.`,
+        `A final summary comes when every task is settled; ${stillOpen.length + added.length} still open.`,
       );
     }
   }
