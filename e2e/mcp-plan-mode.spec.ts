@@ -46,9 +46,10 @@ test("an MCP agent plans with the person: a question answered and a plan reviewe
 
     // The agent waits on its question while the person answers it in the page.
     const asked = call(client, "ask_user", { question: "May I take the database offline?", wait_seconds: 60 });
-    await expect(page.getByText("The planner asks: May I take the database offline?")).toBeVisible();
-    await page.getByLabel("Your answer").fill("Yes, after 18:00");
-    await page.getByRole("button", { name: "Send answer" }).click();
+    const question = page.getByRole("form", { name: "Question from the planner" });
+    await expect(question).toContainText("The planner asks: May I take the database offline?");
+    await question.getByLabel("Your answer").fill("Yes, after 18:00");
+    await question.getByRole("button", { name: "Send answer" }).click();
     expect(await asked).toMatchObject({ status: "answered", answer: "Yes, after 18:00" });
 
     const submitted = await call(client, "submit_plan", {
