@@ -54,6 +54,8 @@ test("a run waiting at a gate: no serious axe violation, and Approve and Deny ar
   expect(await contrastOf(deny)).toBeGreaterThanOrEqual(4.5);
   expect(await contrastOf(approve)).toBeGreaterThanOrEqual(4.5);
   expect(await seriousViolations(page)).toEqual([]);
+  // Every page has an icon for its tab.
+  expect(await page.locator('link[rel="icon"]').count()).toBeGreaterThan(0);
 });
 
 test("an agent session's run with a blocker: the session panel passes axe, and its Clear button is readable", async ({

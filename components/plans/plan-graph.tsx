@@ -105,8 +105,8 @@ export function PlanGraph({ steps, issuesByStep, selectedStepId, onSelect }: Pla
         </ReactFlow>
       </div>
       <p className="muted graph-legend">
-        Colour shows risk (green low, amber medium, red high); ⛔ marks steps that wait for approval. Arrows point from
-        a step to the steps that depend on it.
+        Colour shows risk (green low, amber medium, red high); <GateIcon /> marks steps that wait for approval. Arrows
+        point from a step to the steps that depend on it.
       </p>
     </SelectContext.Provider>
   );
@@ -132,7 +132,7 @@ const StepNodeView = memo(function StepNodeView({ data }: NodeProps<StepNode>) {
           <span className="mono">{step.id}</span>
           {step.approvalRequired && (
             <span className="gate" aria-label="requires approval" role="img">
-              ⛔
+              <GateIcon />
             </span>
           )}
           <span className="graph-risk">{step.risk}</span>
@@ -146,3 +146,13 @@ const StepNodeView = memo(function StepNodeView({ data }: NodeProps<StepNode>) {
 });
 
 const NODE_TYPES = { step: StepNodeView };
+
+/** The approval-gate mark: drawn, not an emoji, so it shows without an emoji font. */
+function GateIcon() {
+  return (
+    <svg className="gate-icon" viewBox="0 0 16 16" width="14" height="14" aria-hidden="true" focusable="false">
+      <rect x="1.5" y="1.5" width="13" height="13" rx="3" fill="#b42318" />
+      <rect x="4" y="7" width="8" height="2.2" rx="1" fill="#fff" />
+    </svg>
+  );
+}

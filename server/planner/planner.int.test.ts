@@ -138,7 +138,10 @@ describe("quick mode", () => {
     const events = await readEvents(harness.app.db.pool, sessionId, 0);
     const failed = events.find((event) => event.type === "planning.gates_failed")!;
     expect(failed.data.details).toEqual(
-      expect.arrayContaining([expect.stringContaining("Circular dependency"), "Unknown tool: teleport_file"]),
+      expect.arrayContaining([
+        expect.stringContaining("Circular dependency"),
+        expect.stringContaining("Unknown tool: teleport_file. Available tools: "),
+      ]),
     );
     expect(events.map((event) => event.type)).toContain("planning.refining");
   });

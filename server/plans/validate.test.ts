@@ -63,6 +63,9 @@ describe("validatePlan", () => {
       expect(found, `missing ${code}`).toContain(code);
     }
     expect(issues.find((i) => i.code === "unknown_tool")).toMatchObject({ stepId: "c", path: ["tool"] });
+    expect(issues.find((i) => i.code === "unknown_tool")!.message).toMatch(
+      /^Unknown tool: \S+\. Available tools: .*\bread_file\b/,
+    );
     expect(issues.find((i) => i.code === "invalid_args")).toMatchObject({ stepId: "d", path: ["args", "ms"] });
     expect(issues.find((i) => i.code === "unknown_dependency")).toMatchObject({ stepId: "e", path: ["dependsOn"] });
     expect(issues.find((i) => i.code === "unknown_dependency")!.message).toContain("ghost");

@@ -62,7 +62,17 @@ export function validatePlan(plan: { steps: StepShape[] }, registry: ToolRegistr
     }
     const tool = registry.get(step.tool);
     if (!tool) {
-      issues.push({ code: "unknown_tool", stepId: step.id, message: `Unknown tool: ${step.tool}`, path: ["tool"] });
+      // Say what would work: the available tools, so the fix is one look away.
+      const available = registry
+        .list()
+        .map((candidate) => candidate.name)
+        .join(", ");
+      issues.push({
+        code: "unknown_tool",
+        stepId: step.id,
+        message: `Unknown tool: ${step.tool}. Available tools: ${available}`,
+        path: ["tool"],
+      });
     } else {
       issues.push(...argumentIssues(step, tool.inputSchema, byId));
     }
