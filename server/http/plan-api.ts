@@ -15,7 +15,7 @@ import { getPlanningSession, startPlanning } from "../planner/sessions";
 import { writePlanArtifacts } from "../plans/artifacts";
 import { exportPlanMarkdown } from "../plans/export";
 import type { Plan, Step } from "../plans/schema";
-import { getPlan } from "../plans/service";
+import { getPlan, stepMetadata } from "../plans/service";
 import { listPlanVersions } from "../plans/versions";
 import { getRun, listRuns } from "../engine/run-view";
 import { inSpan } from "../telemetry";
@@ -31,17 +31,10 @@ import { identityOf } from "./request-identity";
  * shape seed 001's answers; every error is problem+json. Identity comes from the door.
  */
 
-/** Seed 001's step metadata, with Stepwise's own fields kept beside it. */
+/** Seed 001's step metadata (`stepMetadata`), with the fields a client needs to run it beside it. */
 export function seedStep(step: Step) {
   return {
-    id: step.id,
-    action: step.title ?? step.description.split("\n")[0]!.slice(0, 200),
-    tool: step.tool,
-    capability: step.capability,
-    capabilityLabel: step.capabilityLabel,
-    labels: step.labels,
-    timeoutSeconds: step.timeoutSeconds,
-    approvalRequired: step.approvalRequired,
+    ...stepMetadata(step),
     description: step.description,
     args: step.args,
     dependsOn: step.dependsOn,
@@ -338,7 +331,9 @@ function shape(event: StoredEvent, steps: Map<string, Step>) {
         runId: event.runId,
         // The key a step presents on every attempt, replays after a crash included (seed 001's
         // durable resume): tools use it to de-duplicate side effects downstream.
-        step: { ...seedStep(step), state: status, idempotencyKey: `${event.runId}:${step.id}` },
+        // Observers get the metadata, not the arguments (which may hold content), as in the
+        // plan's own queued plan.step events.
+        step: { ...stepMetadata(step), state: status, idempotencyKey: `${event.runId}:${step.id}` },
         ...(event.data.result !== undefined && { result: event.data.result }),
       },
     };

@@ -89,6 +89,44 @@ function progressOf(extra: ToolExtra) {
       .catch(() => undefined);
 }
 
+/**
+ * A tool whose input the domain checks beyond its declared shape (seed 000's title rules, seed
+ * 002's plan fields): the SDK checks `shape` plus one routing field (`session_id`, the planning
+ * session), the domain schema `input` the rest, for one clear error. `run` gets the parsed input,
+ * the routing field's value and the call's abort signal.
+ */
+function registerCheckedTool(
+  server: McpServer,
+  tool: {
+    name: string;
+    description: string;
+    input: z.ZodType;
+    shape: z.ZodRawShape;
+    routing: Record<string, z.ZodType>;
+    outputSchema?: z.ZodObject;
+    annotations: { readOnlyHint: boolean; idempotentHint: boolean; destructiveHint: boolean };
+  },
+  run: (input: never, routing: string | undefined, signal: AbortSignal) => Promise<unknown>,
+): void {
+  const [routingName] = Object.keys(tool.routing);
+  server.registerTool(
+    tool.name,
+    {
+      description: tool.description,
+      inputSchema: { ...tool.shape, ...tool.routing },
+      ...(tool.outputSchema && { outputSchema: tool.outputSchema }),
+      annotations: { ...tool.annotations, openWorldHint: false },
+    },
+    ((raw: Record<string, unknown>, extra: ToolExtra) =>
+      guarded(tool.name, async () => {
+        const { [routingName!]: routing, ...rest } = raw;
+        const parsed = tool.input.safeParse(rest);
+        if (!parsed.success) throw invalid(parsed.error);
+        return run(parsed.data as never, routing as string | undefined, extra.signal);
+      })) as never,
+  );
+}
+
 /** Output schemas must describe an object; unions (seed 003's status answers) go without one. */
 function objectSchema(schema: z.ZodType): z.ZodObject | undefined {
   return schema instanceof z.ZodObject ? schema : undefined;
@@ -144,31 +182,20 @@ export function createMcpServer(context: McpSessionContext): McpServer {
     if (!id) throw new AppError("invalid_input", "This connection has no MCP session; pass session_id");
     return `mcp:${identity.name}:${id}`;
   };
-  const planningTool = <Shape extends z.ZodRawShape>(
+  // The SDK checks the shape; the seed's rules (non-empty titles, ≤ 500 characters, one of
+  // title or status) are the domain schema's.
+  const planningTool = (
     name: string,
     description: string,
     input: z.ZodType,
-    shape: Shape,
+    shape: z.ZodRawShape,
     run: (input: never, key: string) => Promise<unknown>,
     annotations: { readOnlyHint: boolean; idempotentHint: boolean; destructiveHint: boolean },
   ) =>
-    server.registerTool(
-      name,
-      {
-        description,
-        inputSchema: { ...shape, ...sessionField },
-        outputSchema: todoPlanSchema,
-        annotations: { ...annotations, openWorldHint: false },
-      },
-      // The SDK checks the shape; the seed's rules (non-empty titles, ≤ 500 characters, one of
-      // title or status) are the domain schema's, checked here for one clear error.
-      ((raw: Record<string, unknown>) =>
-        guarded(name, async () => {
-          const { session_id: explicit, ...rest } = raw;
-          const parsed = input.safeParse(rest);
-          if (!parsed.success) throw invalid(parsed.error);
-          return run(parsed.data as never, key(explicit as string | undefined));
-        })) as never,
+    registerCheckedTool(
+      server,
+      { name, description, input, shape, routing: sessionField, outputSchema: todoPlanSchema, annotations },
+      (parsed, explicit) => run(parsed, key(explicit)),
     );
 
   planningTool(
@@ -233,20 +260,17 @@ export function createMcpServer(context: McpSessionContext): McpServer {
     run: (input: never, sessionId: string | undefined, signal: AbortSignal) => Promise<unknown>,
     annotations: { readOnlyHint: boolean; idempotentHint: boolean },
   ) =>
-    server.registerTool(
-      name,
+    registerCheckedTool(
+      server,
       {
+        name,
         description,
-        inputSchema: { ...input.shape, ...planningField },
-        annotations: { ...annotations, destructiveHint: false, openWorldHint: false },
+        input,
+        shape: input.shape,
+        routing: planningField,
+        annotations: { ...annotations, destructiveHint: false },
       },
-      ((raw: Record<string, unknown>, extra: ToolExtra) =>
-        guarded(name, async () => {
-          const { planning_session_id: explicit, ...rest } = raw;
-          const parsed = input.safeParse(rest);
-          if (!parsed.success) throw invalid(parsed.error);
-          return run(parsed.data as never, explicit as string | undefined, extra.signal);
-        })) as never,
+      run,
     );
   planModeTool(
     "enter_plan_mode",
