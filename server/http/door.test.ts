@@ -35,6 +35,24 @@ describe("the door", () => {
     ).toMatchObject({ kind: "pass" });
   });
 
+  it("puts the same Host and Origin checks in front of every API door, whatever the credential", () => {
+    const withAgent = doorConfig({ host: "127.0.0.1", agentToken: "agent-tok" });
+    for (const url of ["/api/ops/agent.update", "/api/mcp", "/api/plan", "/api/runs/r-1/decide", "/api/chat"]) {
+      const authorization = "Bearer agent-tok";
+      expect(
+        decide(request({ method: "POST", url, headers: { host: "attacker.test", authorization } }), withAgent),
+        url,
+      ).toMatchObject({
+        kind: "refuse",
+        status: 403,
+      });
+      expect(
+        decide(request({ method: "POST", url, headers: { origin: "http://attacker.test", authorization } }), withAgent),
+        url,
+      ).toMatchObject({ kind: "refuse", status: 403 });
+    }
+  });
+
   it("refuses state-changing requests from another origin or marked cross-site, and allows same-origin ones", () => {
     const post = (headers: DoorRequest["headers"]) => decide(request({ method: "POST", headers }), open);
     expect(post({ origin: "http://attacker.test:3000" })).toMatchObject({ kind: "refuse", status: 403 });
@@ -60,6 +78,13 @@ describe("the door", () => {
       { method: "POST", url: "/api/trpc/plans.approve", headers: { host } },
       { method: "GET", url: "/api/trpc/runs.events?input=%7B%7D", headers: { host, accept: "text/event-stream" } },
       { method: "POST", url: "/api/mcp", headers: { host } },
+      // The agent APIs: the operations endpoint (CLI), seed 001's routes, chat, the API document.
+      { method: "POST", url: "/api/ops/agent.status", headers: { host } },
+      { method: "POST", url: "/api/plan", headers: { host } },
+      { method: "GET", url: "/api/plan/plan-1/events", headers: { host, accept: "text/event-stream" } },
+      { method: "POST", url: "/api/runs/r-1/decide", headers: { host } },
+      { method: "POST", url: "/api/chat", headers: { host } },
+      { method: "GET", url: "/api/openapi.json", headers: { host } },
     ];
     for (const kind of kinds) {
       const anonymous = decide(kind, locked);
