@@ -111,7 +111,8 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === "object" && !Array.isArray(value);
 }
 
-function sameValue(a: unknown, b: unknown): boolean {
+/** Equal as a person reads them: key order (which jsonb does not keep) and missing-vs-empty do not count. */
+export function sameValue(a: unknown, b: unknown): boolean {
   // A missing optional field and an empty one read the same to a person.
   if ((a === undefined || a === null) && (b === undefined || b === null)) return true;
   return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));

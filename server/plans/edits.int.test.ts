@@ -76,6 +76,28 @@ describe("plan edits", () => {
     expect(history[0]).toMatchObject({ author: "tester", source: "manual" });
   });
 
+  it("names only what changed: a form resending the default retry policy and reordered arguments", async () => {
+    const plan = await newPlan({
+      goal: "One write",
+      steps: [{ id: "step_1", description: "write", tool: "write_file", args: { path: "a.txt", content: "x" } }],
+    });
+    // What a form sends: every field, the retry policy as shown (the defaults) and the
+    // arguments in the order it holds them, which need not be the order jsonb stored.
+    const v2 = await edit(plan.id, 1, {
+      kind: "updateStep",
+      stepId: "step_1",
+      changes: { args: { content: "y", path: "a.txt" }, retry: { maxAttempts: 3, backoffMs: 500 } },
+    });
+    const v3 = await edit(plan.id, v2.version, {
+      kind: "updateStep",
+      stepId: "step_1",
+      changes: { args: { content: "y", path: "a.txt" }, retry: { backoffMs: 500, maxAttempts: 3 }, title: "Write" },
+    });
+    const history = await harness.caller.plans.versions({ planId: plan.id });
+    expect(history.slice(0, 2).map((v) => v.changeNote)).toEqual(["Edited step_1: title", "Edited step_1: arguments"]);
+    expect(v3.steps[0]!.args).toEqual({ path: "a.txt", content: "y" });
+  });
+
   it("changing a step's tool brings the new tool's defaults unless the edit sets them", async () => {
     const plan = await newPlan();
     const v2 = await edit(plan.id, 1, {

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { AppError, isAppError } from "../errors";
 import type { PrismaClient } from "../generated/prisma/client";
 import type { ToolRegistry } from "../tools/registry";
+import { sameValue } from "./diff";
 import { parsePlanJson } from "./import";
 import { checkMove } from "./reorder";
 import {
@@ -10,11 +11,12 @@ import {
   stepTypeSchema,
   type Plan,
   type PlanContent,
+  type RetryPolicy,
   type Step,
   type StepInput,
 } from "./schema";
 import { getPlan } from "./service";
-import type { PlanIssue } from "./validate";
+import { effectiveRetry, type PlanIssue } from "./validate";
 import { renumberNewSteps, savePlanVersion } from "./versions";
 
 /**
@@ -142,7 +144,7 @@ function updateStep(content: PlanContent, id: string, changes: StepChanges): Edi
   const steps: StepInput[] = content.steps.map((s, i) => (i === index ? (step as StepInput) : s));
   // Forms send every field; the history names only those that differ.
   const changed = Object.keys(changes).filter(
-    (key) => JSON.stringify((old as unknown as Record<string, unknown>)[key]) !== JSON.stringify(step[key]),
+    (key) => !sameValue(comparable(key, (old as unknown as Record<string, unknown>)[key]), comparable(key, step[key])),
   );
   if (changed.length === 0) throw new AppError("invalid_input", `Nothing to save: ${id} is unchanged`);
   const changeNote =
@@ -308,6 +310,11 @@ export function dependenciesFirst<S extends { id: string; dependsOn?: string[] }
     for (const dependent of dependents.get(steps[index]!.id) ?? []) if (--waiting[dependent]! === 0) push(dependent);
   }
   return sorted.length === steps.length ? sorted : steps;
+}
+
+/** A field as it takes effect: an absent retry policy is the default one. */
+function comparable(key: string, value: unknown): unknown {
+  return key === "retry" ? effectiveRetry(value as Partial<RetryPolicy> | undefined) : value;
 }
 
 function listIds(ids: string[]): string {

@@ -3,7 +3,7 @@ import type { z } from "zod";
 import type { ToolRegistry } from "../tools/registry";
 import { requiresApprovalByDefault, type AnyTool } from "../tools/types";
 import { findReferences, looksLikeStepId } from "./references";
-import { planDraftSchema, type ParsedPlanDraft, type PlanContent, type Step } from "./schema";
+import { planDraftSchema, type ParsedPlanDraft, type PlanContent, type RetryPolicy, type Step } from "./schema";
 
 export type PlanIssueCode =
   | "schema"
@@ -281,7 +281,7 @@ export function normalizePlan(draft: ParsedPlanDraft, registry: ToolRegistry): P
       timeoutSeconds: step.timeoutSeconds ?? tool?.defaultTimeoutSeconds ?? 300,
       risk: step.risk ?? defaultRisk(tool, step.args),
       critical: step.critical,
-      retry: { maxAttempts: step.retry?.maxAttempts ?? 3, backoffMs: step.retry?.backoffMs ?? 500 },
+      retry: effectiveRetry(step.retry),
       contextHints: step.contextHints,
       relevantFilePaths: step.relevantFilePaths,
       ...(step.type !== undefined && { type: step.type }),
@@ -317,4 +317,9 @@ export function checkPlanDraft(input: unknown, registry: ToolRegistry): DraftChe
   const plan = normalizePlan(parsed.data, registry);
   const issues = validatePlan(plan, registry);
   return issues.length === 0 ? { ok: true, plan, issues: [] } : { ok: false, issues, plan };
+}
+
+/** A step's retry policy with the defaults filled in: what the engine will use. */
+export function effectiveRetry(retry: Partial<RetryPolicy> | undefined): RetryPolicy {
+  return { maxAttempts: retry?.maxAttempts ?? 3, backoffMs: retry?.backoffMs ?? 500 };
 }
