@@ -49,8 +49,8 @@ test("a run waiting at a gate: no serious axe violation, and Approve and Deny ar
   const run = new RunViewPage(page);
   await run.open(runId);
   await run.expectStepStatus("step_1", "awaiting_approval");
-  const deny = run.step("step_1").getByRole("button", { name: "Deny" });
-  const approve = run.step("step_1").getByRole("button", { name: "Approve" });
+  const deny = run.pendingItem("step_1").getByRole("button", { name: "Deny" });
+  const approve = run.pendingItem("step_1").getByRole("button", { name: "Approve" });
   expect(await contrastOf(deny)).toBeGreaterThanOrEqual(4.5);
   expect(await contrastOf(approve)).toBeGreaterThanOrEqual(4.5);
   expect(await seriousViolations(page)).toEqual([]);

@@ -91,9 +91,15 @@ test("approving one gated step and denying another: dependents run, or are skipp
   const run = new RunViewPage(page);
   await run.open(runId);
   await expect(run.pending().locator("li")).toHaveCount(2);
-  await expect(run.pending().getByTestId("time-left").first()).toHaveText(/left$/);
+  await expect(run.pending().getByTestId("time-left").first()).toContainText(/ left(;|$)/);
   await expect(page).toHaveTitle(/^\(2\) Two gates/);
 
+  // Each entry shows what would run and decides in place; the step cards only point to it.
+  await expect(run.pendingItem("step_1")).toContainText("Runs echo with");
+  await expect(run.pendingItem("step_1")).toContainText('"value": "a"');
+  await expect(run.step("step_1").getByRole("button", { name: "Approve" })).toHaveCount(0);
+  await run.step("step_1").getByRole("link", { name: "decide in “Waiting for you”" }).click();
+  await expect(page).toHaveURL(/#pending-step_1$/);
   await run.decide("step_1", true, "looks right");
   await run.expectStepStatus("step_3", "completed");
   await expect(run.step("step_1").getByTestId("decision")).toHaveText("Approved by user: “looks right”");
@@ -134,7 +140,8 @@ test("an ask_user question is answered in the page and its answer flows to the d
   await run.expectStepStatus("step_1", "awaiting_input");
   await expect(run.pending()).toContainText("Question");
   await expect(page).toHaveTitle(/^\(1\) Ask first/);
-  await run.step("step_1").getByRole("button", { name: "blue" }).click();
+  await expect(run.step("step_1").getByTestId("decide-above")).toContainText("Waiting for your answer");
+  await run.pendingItem("step_1").getByRole("button", { name: "blue" }).click();
   await run.expectStepStatus("step_1", "completed");
   await run.expectStepStatus("step_2", "completed");
   await expect(run.step("step_2").getByTestId("result")).toHaveText('"blue"');

@@ -61,9 +61,11 @@ export function RunPage({ runId }: { runId: string }) {
       <RunPanel run={run} goal={version!.goal} connection={live.connection} />
       {live.error && <ErrorMessage error={live.error} />}
       <SessionPanel runId={run.id} signalSeq={run.signalSeq} />
-      <PendingList waiting={waiting} steps={stepsById} title={version!.goal} />
+      <PendingList runId={run.id} waiting={waiting} steps={stepsById} title={version!.goal} steerable={steerable} />
       {isFinished(run.status) && waiting.length === 0 && run.status !== "completed" && (
-        <p className="muted">This run is {run.status}. Nothing waits for you.</p>
+        <p className="muted" data-testid="run-outcome">
+          {runOutcome(run)}
+        </p>
       )}
       <Tabs tabs={TABS} selected={tab} onSelect={setTab} label="Run views">
         {tab === "steps" && (
@@ -89,6 +91,14 @@ export function RunPage({ runId }: { runId: string }) {
       <UsageSummary scope={{ runId }} label="Planner usage in this run" />
     </section>
   );
+}
+
+/** One sentence on how a run that did not complete ended, and what the person can still do. */
+function runOutcome(run: LiveRun): string {
+  if (run.status === "cancelled") return "This run was cancelled. Nothing waits for you.";
+  const failed = run.steps.filter((step) => step.status === "failed").length;
+  const steps = failed === 1 ? "1 step" : `${failed} steps`;
+  return `This run failed: ${steps} failed. Retry or skip a failed step to go on, or re-run from any step.`;
 }
 
 declare global {

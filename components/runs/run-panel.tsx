@@ -45,6 +45,8 @@ export function RunPanel({ run, goal, connection }: { run: LiveRun; goal: string
   const [confirmCancel, setConfirmCancel] = useState(false);
   const finished = isFinished(run.status);
   const now = useNow(1000, !finished);
+  // A failed run keeps its stream open (a retry or skip reopens it), but it is not "live" work.
+  const shownConnection = run.status === "failed" && connection === "pending" ? "closed" : connection;
 
   const { counts, settled } = useMemo(() => {
     const byStatus = new Map<string, number>();
@@ -71,8 +73,8 @@ export function RunPanel({ run, goal, connection }: { run: LiveRun; goal: string
           <StatusBadge status={run.status} />
         </div>
         <div className="row">
-          <span className={`connection connection-${connection}`} data-testid="connection" role="status">
-            {CONNECTION_TEXT[connection] ?? connection}
+          <span className={`connection connection-${shownConnection}`} data-testid="connection" role="status">
+            {CONNECTION_TEXT[shownConnection] ?? shownConnection}
           </span>
           {run.status === "running" && (
             <button onClick={() => pause.mutate({ runId: run.id })} disabled={pause.isPending}>

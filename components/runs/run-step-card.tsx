@@ -9,7 +9,7 @@ import { StatusBadge } from "@/components/ui/status-badge";
 import { useNow } from "@/components/ui/use-now";
 import { describeValue, formatClock, formatDuration, formatTimeLeft } from "./format";
 import type { LiveStep } from "./run-state";
-import { AnswerForm, DecisionForm, FailedStepActions, RerunForm } from "./step-actions";
+import { FailedStepActions, RerunForm } from "./step-actions";
 import { StepLogs } from "./step-logs";
 
 interface RunStepCardProps {
@@ -91,7 +91,7 @@ export const RunStepCard = memo(function RunStepCard({
           )}
           {state.reason && (status === "blocked" || status === "skipped" || status === "cancelled") && (
             <p className="reason" data-testid="reason">
-              {status === "blocked" ? "Blocked: " : status === "skipped" ? "Skipped: " : "Cancelled: "}
+              {/* Reasons are whole sentences ("Skipped by ann after it failed"); the badge names the state. */}
               {state.reason}
             </p>
           )}
@@ -107,19 +107,17 @@ export const RunStepCard = memo(function RunStepCard({
             </p>
           )}
           {state.result?.ok && status === "completed" && <ResultValue value={state.result.value} />}
-          {status === "awaiting_approval" && steerable && (
-            <>
-              {state.waiting?.expiresAt && <ExpiresIn at={state.waiting.expiresAt} />}
-              <DecisionForm runId={runId} stepId={step.id} />
-            </>
-          )}
-          {status === "awaiting_input" && steerable && (
-            <AnswerForm
-              runId={runId}
-              stepId={step.id}
-              question={state.waiting?.question}
-              choices={state.waiting?.choices}
-            />
+          {(status === "awaiting_approval" || status === "awaiting_input") && steerable && (
+            <p className="warn-text" data-testid="decide-above">
+              {status === "awaiting_approval" ? "Waiting for your approval" : "Waiting for your answer"}
+              {state.waiting?.expiresAt && (
+                <>
+                  {" "}
+                  (<ExpiresIn at={state.waiting.expiresAt} />)
+                </>
+              )}{" "}
+              — <a href={`#pending-${step.id}`}>decide in “Waiting for you”</a>.
+            </p>
           )}
           {status === "failed" && steerable && <FailedStepActions runId={runId} stepId={step.id} />}
           {status === "failed" && steerable && <RecoveryPanel runId={runId} stepId={step.id} />}
@@ -140,23 +138,23 @@ function StepTiming({ state }: { state: LiveStep }) {
     : running
       ? Math.max(now, Date.parse(state.startedAt))
       : NaN;
-  const duration = state.result?.duration ?? end - Date.parse(state.startedAt);
+  // From the step's own start and finish events, as the timeline measures it, so both agree.
+  const measured = end - Date.parse(state.startedAt);
+  const duration = Number.isFinite(measured) ? measured : state.result?.duration;
   return (
     <p className="muted step-timing">
       {state.attempt > 0 && <span data-testid="attempt">attempt {state.attempt}</span>} · started{" "}
       {formatClock(state.startedAt)}
-      {Number.isFinite(duration) && <span data-testid="duration"> · {formatDuration(duration)}</span>}
+      {duration !== undefined && Number.isFinite(duration) && (
+        <span data-testid="duration"> · {formatDuration(duration)}</span>
+      )}
     </p>
   );
 }
 
 function ExpiresIn({ at }: { at: string }) {
   const now = useNow(1000);
-  return (
-    <p className="warn-text" data-testid="expires">
-      {formatTimeLeft(at, now || Date.now())} to decide; no answer skips the step.
-    </p>
-  );
+  return <span data-testid="expires">{formatTimeLeft(at, now || Date.now())}</span>;
 }
 
 function ResultValue({ value }: { value: unknown }) {

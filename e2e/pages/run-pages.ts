@@ -65,10 +65,15 @@ export class RunViewPage {
     await this.page.getByRole("tab", { name }).click();
   }
 
+  /** One entry of "Waiting for you": where a person approves, denies or answers. */
+  pendingItem(stepId: string): Locator {
+    return this.pending().locator(`[data-pending-step="${stepId}"]`);
+  }
+
   async decide(stepId: string, approve: boolean, comment?: string) {
-    const step = this.step(stepId);
-    if (comment) await step.getByLabel("Comment (optional)").fill(comment);
-    await step.getByRole("button", { name: approve ? "Approve" : "Deny" }).click();
+    const item = this.pendingItem(stepId);
+    if (comment) await item.getByLabel("Comment (optional)").fill(comment);
+    await item.getByRole("button", { name: approve ? "Approve" : "Deny" }).click();
   }
 
   async cancelRun() {
