@@ -15,7 +15,9 @@ import { UsageSummary } from "./usage-summary";
 export function PlanPlannerTools({ planId, version }: { planId: string; version: number }) {
   const trpc = useTRPC();
   const options = useQuery(trpc.planner.options.queryOptions(undefined, { staleTime: 60_000 }));
-  if (options.data && !options.data.config.configured) {
+  // Nothing until it is known which of the two to show, so one does not replace the other.
+  if (!options.data) return null;
+  if (!options.data.config.configured) {
     return (
       <section className="card" aria-label="Planner">
         <p className="muted">

@@ -106,6 +106,7 @@ export function PlanPage({ planId }: { planId: string }) {
       steps={current.steps}
       tools={toolList}
       onClose={() => setEditing(null)}
+      onConflict={(draft) => step && setEditing({ mode: "edit", step, draft })}
       onSave={(changes) => {
         if (target.mode === "add") {
           const { position, ...step } = changes;
@@ -117,6 +118,7 @@ export function PlanPage({ planId }: { planId: string }) {
   );
   const editingStep =
     editing?.mode === "edit" ? (current.steps.find((step) => step.id === editing.step.id) ?? null) : null;
+  const editingDraft = editing?.mode === "edit" ? editing.draft : undefined;
 
   return (
     <section className="stack plan-page" aria-busy={pending}>
@@ -152,12 +154,6 @@ export function PlanPage({ planId }: { planId: string }) {
       />
       <NoticeBar notice={notice} onDismiss={() => setNotice(null)} />
 
-      <PlanDetails plan={current} onSave={(changes) => edit({ kind: "updatePlan", changes })} />
-
-      <PlanRuns planId={planId} />
-
-      <PlanPlannerTools planId={planId} version={current.version} />
-
       <div className="row spread toolbar">
         <div className="row" role="group" aria-label="View">
           <button type="button" aria-pressed={view === "list"} onClick={() => setView("list")}>
@@ -185,7 +181,7 @@ export function PlanPage({ planId }: { planId: string }) {
           <ExportImport
             planId={planId}
             version={current.version}
-            onImport={(planJson) => edit({ kind: "import", planJson })}
+            onImport={(planJson) => edit({ kind: "import", planJson }, { reportRefusal: false })}
           />
         </div>
       </div>
@@ -205,7 +201,7 @@ export function PlanPage({ planId }: { planId: string }) {
           issuesByStep={issuesByStep}
           actions={actions}
           editingStepId={editingStep?.id ?? null}
-          renderEditor={(step) => renderEditor(step, { mode: "edit", step })}
+          renderEditor={(step) => renderEditor(step, { mode: "edit", step, draft: editingDraft })}
           onMove={onMove}
           onRefusedMove={onRefusedMove}
         />
@@ -219,7 +215,7 @@ export function PlanPage({ planId }: { planId: string }) {
           />
           <aside aria-label="Selected step" className="graph-side">
             {editingStep ? (
-              renderEditor(editingStep, { mode: "edit", step: editingStep })
+              renderEditor(editingStep, { mode: "edit", step: editingStep, draft: editingDraft })
             ) : (
               <p className="muted">
                 Select a step in the graph (click it, or focus it and press Enter) to edit it here.
@@ -228,6 +224,12 @@ export function PlanPage({ planId }: { planId: string }) {
           </aside>
         </div>
       )}
+
+      {/* The steps come first: they are what a reviewer came for. Then the plan-wide fields,
+          the plan's runs and the planner's tools, none of which moves the steps when it loads. */}
+      <PlanDetails plan={current} onSave={(changes) => edit({ kind: "updatePlan", changes })} />
+      <PlanRuns planId={planId} />
+      <PlanPlannerTools planId={planId} version={current.version} />
     </section>
   );
 }

@@ -11,7 +11,12 @@ import type { EditOutcome } from "./use-plan-editor";
 const RISKS = ["low", "medium", "high"] as const;
 const TYPES = ["feature", "bugfix", "chore", "test", "docs", "refactor", "research", "ops"] as const;
 
-export type StepEditorTarget = { mode: "edit"; step: Step } | { mode: "add"; position: number };
+/**
+ * What the editor edits. `draft` holds a person's changes that a newer version refused (someone
+ * else saved first): the editor opens on the newer step with those changes on top, so nothing
+ * typed is lost and nothing the other person changed is silently reverted.
+ */
+export type StepEditorTarget = { mode: "edit"; step: Step; draft?: StepChanges } | { mode: "add"; position: number };
 
 interface StepEditorProps {
   target: StepEditorTarget;
@@ -19,6 +24,8 @@ interface StepEditorProps {
   tools: readonly ToolDescription[];
   /** Saves the changes (edit) or the new step (add); resolves with the server's answer. */
   onSave(changes: StepChanges & { position?: number }): Promise<EditOutcome>;
+  /** The plan moved on before these changes were saved: reopen on the newer version with them. */
+  onConflict?(changes: StepChanges): void;
   onClose(): void;
 }
 
@@ -33,25 +40,28 @@ function lines(text: string): string[] {
  * Every field of a step in one form. Used in the list (inline, under the card), in the graph
  * (beside it) and for adding a step. Problems come back inline, next to the field they concern.
  */
-export function StepEditor({ target, steps, tools, onSave, onClose }: StepEditorProps) {
+export function StepEditor({ target, steps, tools, onSave, onConflict, onClose }: StepEditorProps) {
   const formId = useId();
   const step = target.mode === "edit" ? target.step : undefined;
-  const [title, setTitle] = useState(step?.title ?? "");
-  const [description, setDescription] = useState(step?.description ?? "");
-  const [toolName, setToolName] = useState(step?.tool ?? "");
-  const [args, setArgs] = useState<Record<string, unknown>>(step?.args ?? {});
+  const draft = target.mode === "edit" ? target.draft : undefined;
+  // The form starts from the step, with a refused draft's changes on top.
+  const start = step && ({ ...step, ...draft } as Partial<Step> & Partial<StepChanges>);
+  const [title, setTitle] = useState(start?.title ?? "");
+  const [description, setDescription] = useState(start?.description ?? "");
+  const [toolName, setToolName] = useState(start?.tool ?? "");
+  const [args, setArgs] = useState<Record<string, unknown>>(start?.args ?? {});
   const [argsVersion, setArgsVersion] = useState(0);
-  const [dependsOn, setDependsOn] = useState<string[]>(step?.dependsOn ?? []);
-  const [approvalRequired, setApprovalRequired] = useState(step?.approvalRequired);
-  const [critical, setCritical] = useState(step?.critical ?? false);
-  const [timeout, setTimeoutText] = useState(step ? String(step.timeoutSeconds) : "");
-  const [attempts, setAttempts] = useState(step ? String(step.retry.maxAttempts) : "3");
-  const [backoff, setBackoff] = useState(step ? String(step.retry.backoffMs) : "500");
-  const [risk, setRisk] = useState<Step["risk"] | "">(step?.risk ?? "");
-  const [type, setType] = useState<string>(step?.type ?? "");
-  const [hints, setHints] = useState((step?.contextHints ?? []).join("\n"));
-  const [paths, setPaths] = useState((step?.relevantFilePaths ?? []).join("\n"));
-  const [labels, setLabels] = useState((step?.labels ?? []).join("\n"));
+  const [dependsOn, setDependsOn] = useState<string[]>(start?.dependsOn ?? []);
+  const [approvalRequired, setApprovalRequired] = useState(start?.approvalRequired);
+  const [critical, setCritical] = useState(start?.critical ?? false);
+  const [timeout, setTimeoutText] = useState(start?.timeoutSeconds ? String(start.timeoutSeconds) : "");
+  const [attempts, setAttempts] = useState(String(start?.retry?.maxAttempts ?? 3));
+  const [backoff, setBackoff] = useState(String(start?.retry?.backoffMs ?? 500));
+  const [risk, setRisk] = useState<Step["risk"] | "">(start?.risk ?? "");
+  const [type, setType] = useState<string>(start?.type ?? "");
+  const [hints, setHints] = useState((start?.contextHints ?? []).join("\n"));
+  const [paths, setPaths] = useState((start?.relevantFilePaths ?? []).join("\n"));
+  const [labels, setLabels] = useState((start?.labels ?? []).join("\n"));
   const [position, setPosition] = useState(target.mode === "add" ? target.position : 0);
   const [depFilter, setDepFilter] = useState("");
   const [rawError, setRawError] = useState<string | null>(null);
@@ -132,6 +142,7 @@ export function StepEditor({ target, steps, tools, onSave, onClose }: StepEditor
     const outcome = await onSave(changes);
     setSaving(false);
     if (outcome.ok) onClose();
+    else if (outcome.refusal.code === "version_conflict" && step && onConflict) onConflict(changes);
     else setRefusal(outcome.refusal);
   }
 
@@ -141,6 +152,12 @@ export function StepEditor({ target, steps, tools, onSave, onClose }: StepEditor
   return (
     <form className="step-editor card" aria-labelledby={`${formId}-title`} onSubmit={submit} noValidate>
       <h3 id={`${formId}-title`}>{heading}</h3>
+      {draft && (
+        <p role="status" className="warn-text" data-testid="editor-draft">
+          Not saved yet: the plan changed before your save. Your changes are kept here on top of the newer version;
+          check them and save again.
+        </p>
+      )}
       {refusal && refusal.code !== "version_conflict" && (
         <p role="alert" className="error" data-testid="editor-refusal">
           {refusal.message}

@@ -84,12 +84,20 @@ export function StepList({
   }, [steps]);
 
   const position = (id: unknown) => ids.indexOf(String(id)) + 1;
+  // dnd-kit reports the picked-up card as "over" itself at once; that is not news after "Picked up".
+  const lastOver = useRef<unknown>(null);
   const announcements: Announcements = {
-    onDragStart: ({ active }) => `Picked up ${active.id} at position ${position(active.id)} of ${ids.length}.`,
-    onDragOver: ({ active, over }) =>
-      over
+    onDragStart: ({ active }) => {
+      lastOver.current = active.id;
+      return `Picked up ${active.id} at position ${position(active.id)} of ${ids.length}.`;
+    },
+    onDragOver: ({ active, over }) => {
+      if ((over?.id ?? null) === lastOver.current) return undefined;
+      lastOver.current = over?.id ?? null;
+      return over
         ? `${active.id} is over position ${position(over.id)} of ${ids.length}.`
-        : `${active.id} is no longer over the list.`,
+        : `${active.id} is no longer over the list.`;
+    },
     onDragEnd: ({ active, over }) => {
       if (!over) return `${active.id} was dropped outside the list and stays at position ${position(active.id)}.`;
       const check = checkMove(steps, String(active.id), position(over.id) - 1);

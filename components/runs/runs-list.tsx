@@ -33,7 +33,8 @@ export function RunsList({ planId, heading }: { planId?: string; heading: string
   const toggle = (status: RunStatus) =>
     setStatuses((current) => (current.includes(status) ? current.filter((s) => s !== status) : [...current, status]));
 
-  if (planId && runs.data && total === 0) return null;
+  // On a plan's page the list appears only once it has runs, so loading it moves nothing.
+  if (planId && (runs.isPending || (runs.data && total === 0))) return null;
   return (
     <section aria-label={heading} className="stack-sm runs-list">
       <div className="row spread">

@@ -82,14 +82,16 @@ export class PlanViewPage {
   /** Moves a step with the keyboard: Space lifts, arrows move, Space drops. */
   async moveWithKeyboard(stepId: string, steps: number) {
     const handle = this.dragHandle(stepId);
+    const start = (await this.order()).indexOf(stepId) + 1;
+    const announced = this.page.locator("[id^='DndLiveRegion']");
     await handle.focus();
     await this.page.keyboard.press("Space");
-    await this.page.waitForTimeout(150);
+    // Each key press is announced once dnd-kit has measured and moved: wait for that, not a time.
+    await expect(announced).toContainText(`Picked up ${stepId} at position ${start}`);
     const key = steps < 0 ? "ArrowUp" : "ArrowDown";
-    for (let i = 0; i < Math.abs(steps); i++) {
+    for (let i = 1; i <= Math.abs(steps); i++) {
       await this.page.keyboard.press(key);
-      // dnd-kit measures and animates between key presses.
-      await this.page.waitForTimeout(150);
+      await expect(announced).toContainText(`${stepId} is over position ${start + Math.sign(steps) * i}`);
     }
     await this.page.keyboard.press("Space");
   }
