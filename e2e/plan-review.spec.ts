@@ -18,11 +18,44 @@ const plan = {
 test("a step is reordered with the keyboard only, and screen readers hear where it went", async ({ page, request }) => {
   const view = new PlanViewPage(page);
   await view.open(await createPlanViaApi(request, plan));
+  // The live region shows only the latest announcement: record every one.
+  await page.evaluate(() => {
+    const region = document.querySelector("[id^='DndLiveRegion']")!;
+    const heard: string[] = [];
+    (window as unknown as { heard: string[] }).heard = heard;
+    new MutationObserver(() => heard.push(region.textContent ?? "")).observe(region, {
+      childList: true,
+      characterData: true,
+      subtree: true,
+    });
+  });
   await view.moveWithKeyboard("step_3", -2);
   await view.expectVersion(2);
+  const heard = await page.evaluate(() => (window as unknown as { heard: string[] }).heard);
+  const distinct = heard.filter((text, i) => text && text !== heard[i - 1]);
+  expect(distinct.slice(0, 3)).toEqual([
+    "Picked up step_3 at position 3 of 4.",
+    "step_3 is over position 2 of 4.",
+    "step_3 is over position 1 of 4.",
+  ]);
   expect(await view.order()).toEqual(["step_3", "step_1", "step_2", "step_4"]);
   await expect(page.locator("[id^='DndLiveRegion']")).toContainText("step_3 was dropped at position 1");
   await expect(page.locator("[id^='DndLiveRegion']")).not.toContainText("refused");
+});
+
+test("the steps come first and stay put while the rest of the page loads", async ({ page, request }) => {
+  const view = new PlanViewPage(page);
+  await view.open(await createPlanViaApi(request, plan));
+  const firstStep = view.step("step_1");
+  await expect(firstStep).toBeVisible();
+  const before = (await firstStep.boundingBox())!.y;
+  // The plan's runs and the planner's options load after the plan; neither may push the steps down.
+  await expect(page.getByRole("region", { name: "Planner" })).toBeVisible();
+  expect((await firstStep.boundingBox())!.y).toBe(before);
+  const planner = (await page.getByRole("region", { name: "Planner" }).boundingBox())!;
+  expect(planner.y).toBeGreaterThan(before);
+  expect(before).toBeLessThan(page.viewportSize()!.height);
+  await expect(page.getByText("Loading runs…")).toHaveCount(0);
 });
 
 test("a drop above a dependency is refused with the reason, and the list snaps back", async ({ page, request }) => {
@@ -76,6 +109,38 @@ test("two pages editing the same plan never overwrite each other", async ({ brow
   await second.getByRole("button", { name: "Skip step_1" }).click();
   await b.expectVersion(3);
   await expect(b.step("step_1")).toContainText("Skipped by reviewer");
+  await first.close();
+  await second.close();
+});
+
+test("an edit refused because another tab saved first keeps what the person typed, on top of the newer version", async ({
+  browser,
+  request,
+}) => {
+  const planId = await createPlanViaApi(request, plan);
+  const [first, second] = [await browser.newPage(), await browser.newPage()];
+  const a = new PlanViewPage(first);
+  const b = new PlanViewPage(second);
+  await a.open(planId);
+  await b.open(planId);
+
+  const editorB = await b.edit("step_3");
+  await editorB.getByLabel("Description").fill("Typed in the second tab");
+  const editorA = await a.edit("step_3");
+  await editorA.getByLabel("Title").fill("Title from the first tab");
+  await editorA.getByRole("button", { name: "Save changes" }).click();
+  await a.expectVersion(2);
+
+  await editorB.getByRole("button", { name: "Save changes" }).click();
+  await b.expectVersion(2);
+  // Still open, with the typed description, and with the first tab's title (not reverted).
+  await expect(editorB.getByTestId("editor-draft")).toBeVisible();
+  await expect(editorB.getByLabel("Description")).toHaveValue("Typed in the second tab");
+  await expect(editorB.getByLabel("Title")).toHaveValue("Title from the first tab");
+  await editorB.getByRole("button", { name: "Save changes" }).click();
+  await b.expectVersion(3);
+  await expect(b.step("step_3")).toContainText("Title from the first tab");
+  await expect(b.step("step_3")).toContainText("Typed in the second tab");
   await first.close();
   await second.close();
 });
@@ -203,7 +268,10 @@ test("the plan is exported as JSON and Markdown, and JSON is imported as a new v
   const form = page.getByRole("form", { name: "Import a plan from JSON" });
   await form.getByLabel("Or paste JSON").fill(JSON.stringify({ steps: [{ id: "x", tool: "no_such_tool" }] }));
   await form.getByRole("button", { name: "Import as new version" }).click();
-  await expect(form.getByRole("alert")).toContainText("Unknown tool: no_such_tool");
+  await expect(form.getByRole("alert")).toContainText("The import was refused: 1 problem");
+  // Said once, naming the imported step.
+  await expect(form.getByRole("alert")).toContainText("x: Unknown tool: no_such_tool");
+  await expect(page.getByText(/Unknown tool: no_such_tool/)).toHaveCount(1);
   await view.expectVersion(1);
 
   exported.steps[2].description = "Say hello, imported";

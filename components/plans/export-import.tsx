@@ -73,8 +73,18 @@ function ImportForm({ onImport, onClose }: { onImport(planJson: string): Promise
     const outcome = await onImport(text);
     setSaving(false);
     if (outcome.ok) return onClose();
-    setError(outcome.refusal.message);
-    setIssues(outcome.refusal.issues.map((issue) => issue.message));
+    const { message, issues: found } = outcome.refusal;
+    // One sentence, then each problem once, named by the imported step it concerns.
+    setError(
+      found.length > 0
+        ? `The import was refused: ${found.length} problem${found.length === 1 ? "" : "s"} in the imported plan.`
+        : message,
+    );
+    setIssues(
+      found.map((issue) =>
+        issue.stepId && !issue.message.startsWith(issue.stepId) ? `${issue.stepId}: ${issue.message}` : issue.message,
+      ),
+    );
   }
 
   return (

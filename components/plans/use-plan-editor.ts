@@ -43,7 +43,8 @@ export function usePlanEditor(planId: string) {
   const queue = useRef<Promise<unknown>>(Promise.resolve());
 
   const edit = useCallback(
-    (change: PlanEdit): Promise<EditOutcome> => {
+    /** `reportRefusal: false` when the caller shows the refusal itself (the import form does). */
+    (change: PlanEdit, { reportRefusal = true }: { reportRefusal?: boolean } = {}): Promise<EditOutcome> => {
       // A state update here would render the page (every sortable card) before the request leaves.
       setTimeout(() => setPending((count) => count + 1));
       // Synchronous up to the request, so an idle page sends it at once.
@@ -87,7 +88,7 @@ export function usePlanEditor(planId: string) {
                 });
                 await queryClient.invalidateQueries({ queryKey: planQuery.queryKey });
                 void queryClient.invalidateQueries(trpc.plans.versions.queryFilter({ planId }));
-              } else {
+              } else if (reportRefusal) {
                 setNotice({ kind: "refused", message: refusal.message });
               }
               return { ok: false, refusal };

@@ -274,7 +274,7 @@ describe("plan edits", () => {
     await expect(
       edit(plan.id, 2, { kind: "import", planJson: JSON.stringify({ steps: [{ id: "a", tool: "nope" }] }) }),
     ).rejects.toMatchObject({
-      cause: { code: "invalid_plan" },
+      cause: { code: "invalid_plan", details: [expect.objectContaining({ stepId: "a" })] },
       message: expect.stringContaining("Unknown tool: nope"),
     });
     expect(await versionCount(plan.id)).toBe(2);

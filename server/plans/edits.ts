@@ -432,7 +432,13 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
       );
       if (steps.length !== imported.steps.length)
         throw new AppError("invalid_input", "Every imported step needs a string `id`");
-      return await save({ goal: base.goal, ...imported, steps }, "Imported from JSON", { source: "import" });
+      try {
+        return await save({ goal: base.goal, ...imported, steps }, "Imported from JSON", { source: "import" });
+      } catch (error) {
+        // The person knows the steps by the ids in their file, not the fresh ones they would get.
+        const fileIds = new Map(steps.map((step, index) => [step.id, (imported.steps as { id: string }[])[index]!.id]));
+        throw withIssuesRenamed(error, fileIds);
+      }
     }
     const { draft, changeNote } = applyPlanEdit(base, edit, row.lastStepNumber);
     const waiver =
@@ -466,4 +472,12 @@ function explainRefusal(error: unknown): unknown {
   const shown = issues.slice(0, 3).map((issue) => issue.message);
   const more = issues.length > 3 ? ` (and ${issues.length - 3} more)` : "";
   return new AppError("invalid_plan", `This change was refused: ${shown.join("; ")}${more}`, issues);
+}
+
+function withIssuesRenamed(error: unknown, ids: ReadonlyMap<string, string>): unknown {
+  if (!isAppError(error) || !Array.isArray(error.details)) return error;
+  const issues = (error.details as { stepId?: string }[]).map((issue) =>
+    issue.stepId && ids.has(issue.stepId) ? { ...issue, stepId: ids.get(issue.stepId) } : issue,
+  );
+  return new AppError(error.code, error.message, issues);
 }
