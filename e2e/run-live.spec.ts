@@ -246,3 +246,44 @@ test("two pages watching one run see the same states and the same events", async
   await two.showTab("Steps");
   expect(await states(page)).toEqual(await states(second));
 });
+
+test("a 1,000-step run renders only the cards near the viewport, and links still reach any step", async ({
+  page,
+  request,
+}) => {
+  const steps = Array.from({ length: 1_000 }, (_, i) => ({
+    id: `step_${i + 1}`,
+    description: `Echo ${i + 1}`,
+    tool: "echo",
+    args: { value: i + 1 },
+    // The last step waits for a person, so "Waiting for you" links to a card far below the fold.
+    ...(i === 999 && { approvalRequired: true }),
+  }));
+  const runId = await startRunViaApi(request, "A thousand steps", { steps });
+  const run = new RunViewPage(page);
+  await run.open(runId);
+  await expect(run.pendingItem("step_1000")).toBeVisible({ timeout: 30_000 });
+  await expect(page.locator('[data-virtual-count="1000"]')).toBeVisible();
+  const rendered = await page.locator("li.run-step").count();
+  expect(rendered).toBeGreaterThan(0);
+  expect(rendered).toBeLessThan(60);
+  // Assistive technology is told where each rendered card sits among all of them.
+  await expect(run.step("step_1")).toHaveAttribute("aria-setsize", "1000");
+  await expect(run.step("step_1000")).toHaveCount(0);
+
+  await run.pendingItem("step_1000").getByRole("link").click();
+  await expect(run.step("step_1000")).toBeInViewport();
+  await expect(run.step("step_1000")).toBeFocused();
+  await expect(run.step("step_1")).toHaveCount(0);
+
+  // Deciding scrolls back up to "Waiting for you"; the run finishes live.
+  await run.decide("step_1000", true);
+  await run.expectRunStatus("completed");
+  await expect(run.step("step_1")).toHaveAttribute("data-status", "completed");
+
+  // A pasted link lands on its card once the run has loaded.
+  await page.goto("about:blank");
+  await page.goto(`/runs/${runId}#step-step_1000`);
+  await expect(run.step("step_1000")).toBeInViewport();
+  await run.expectStepStatus("step_1000", "completed");
+});

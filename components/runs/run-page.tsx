@@ -13,7 +13,7 @@ import { RunEvents } from "./run-events";
 import { RunGraph } from "./run-graph";
 import { RunPanel } from "./run-panel";
 import { isFinished, waitingSteps, type LiveRun } from "./run-state";
-import { RunStepCard } from "./run-step-card";
+import { RunStepList } from "./run-step-list";
 import { RunTimeline } from "./run-timeline";
 import { SessionPanel } from "./session-panel";
 import { useLiveRun } from "./use-live-run";
@@ -69,20 +69,7 @@ export function RunPage({ runId }: { runId: string }) {
       )}
       <Tabs tabs={TABS} selected={tab} onSelect={setTab} label="Run views">
         {tab === "steps" && (
-          <ol className="steps" aria-label="Steps">
-            {version!.steps.map((step) => (
-              <RunStepCard
-                key={step.id}
-                step={step}
-                state={run.steps[run.stepIndex.get(step.id) ?? -1]}
-                runId={runId}
-                snapshotSeq={run.snapshotSeq}
-                storedDecision={decisionByStep.get(step.id)}
-                steerable={steerable}
-                rerunnable={isFinished(run.status)}
-              />
-            ))}
-          </ol>
+          <RunStepList steps={version!.steps} run={run} decisionByStep={decisionByStep} steerable={steerable} />
         )}
         {tab === "graph" && <RunGraph steps={version!.steps} states={run.steps} />}
         {tab === "timeline" && <RunTimeline run={run} steps={version!.steps} />}

@@ -24,6 +24,11 @@ interface RunStepCardProps {
   steerable: boolean;
   /** True once the run finished: it can be re-run from any step as a new run. */
   rerunnable: boolean;
+  /** In a virtualised list: the card's index among all steps, and their number, told to assistive technology. */
+  index?: number;
+  setSize?: number;
+  /** In a virtualised list: measures the rendered card so the rows below it are placed right. */
+  measureRef?: (element: HTMLLIElement | null) => void;
 }
 
 /**
@@ -39,6 +44,9 @@ export const RunStepCard = memo(function RunStepCard({
   storedDecision,
   steerable,
   rerunnable,
+  index,
+  setSize,
+  measureRef,
 }: RunStepCardProps) {
   const status = state?.status ?? "pending";
   const decision = state?.decision ?? storedDecision;
@@ -46,6 +54,11 @@ export const RunStepCard = memo(function RunStepCard({
     <li
       className={`card step run-step status-${status}`}
       id={`step-${step.id}`}
+      ref={measureRef}
+      tabIndex={-1}
+      data-index={index}
+      aria-posinset={index === undefined ? undefined : index + 1}
+      aria-setsize={setSize}
       data-step-id={step.id}
       data-status={status}
     >

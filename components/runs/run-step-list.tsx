@@ -1,0 +1,129 @@
+"use client";
+
+import { useWindowVirtualizer } from "@tanstack/react-virtual";
+import { useEffect, useLayoutEffect, useRef, useState } from "react";
+import type { RunDecision } from "@/server/engine/run-list";
+import type { Step } from "@/server/plans/schema";
+import { RunStepCard } from "./run-step-card";
+import { isFinished, type LiveRun } from "./run-state";
+
+/**
+ * Runs up to this many steps render every card (the browser's find and printing see them all);
+ * longer runs render only the cards near the viewport, so a 1,000-step live view stays smooth.
+ */
+export const VIRTUALISE_ABOVE = 150;
+
+interface RunStepListProps {
+  steps: Step[];
+  run: LiveRun;
+  decisionByStep: ReadonlyMap<string, RunDecision>;
+  steerable: boolean;
+}
+
+/** The run's steps as cards in plan order. Links to `#step-<id>` reach every step, rendered or not. */
+export function RunStepList(props: RunStepListProps) {
+  return props.steps.length > VIRTUALISE_ABOVE ? <VirtualStepList {...props} /> : <FullStepList {...props} />;
+}
+
+function FullStepList({ steps, run, decisionByStep, steerable }: RunStepListProps) {
+  // Cards appear after the run loads, so a URL's #step-… had nothing to land on at first.
+  useJumpToStep(steps, () => {});
+  return (
+    <ol className="steps" aria-label="Steps">
+      {steps.map((step) => (
+        <RunStepCard key={step.id} {...cardProps(step, run, decisionByStep, steerable)} />
+      ))}
+    </ol>
+  );
+}
+
+function VirtualStepList({ steps, run, decisionByStep, steerable }: RunStepListProps) {
+  const boxRef = useRef<HTMLDivElement>(null);
+  const [scrollMargin, setScrollMargin] = useState(0);
+  useLayoutEffect(() => {
+    const box = boxRef.current;
+    if (!box) return;
+    const measure = () => setScrollMargin(box.getBoundingClientRect().top + window.scrollY);
+    measure();
+    // Content above the list (what waits for the person, the outcome line) grows and shrinks live.
+    const observer = new ResizeObserver(measure);
+    observer.observe(document.body);
+    return () => observer.disconnect();
+  }, []);
+
+  const virtualizer = useWindowVirtualizer({
+    count: steps.length,
+    estimateSize: () => 96,
+    overscan: 8,
+    scrollMargin,
+    getItemKey: (index) => steps[index]!.id,
+  });
+  useJumpToStep(steps, (index) => virtualizer.scrollToIndex(index, { align: "start" }));
+
+  const items = virtualizer.getVirtualItems();
+  const offset = (items[0]?.start ?? scrollMargin) - scrollMargin;
+  return (
+    <div ref={boxRef} style={{ height: virtualizer.getTotalSize(), position: "relative" }}>
+      {/* One translated list rather than absolutely placed rows keeps the cards' own spacing. */}
+      <ol
+        className="steps"
+        aria-label="Steps"
+        data-virtual-count={steps.length}
+        style={{ transform: `translateY(${offset}px)` }}
+      >
+        {items.map((item) => (
+          <RunStepCard
+            key={item.key}
+            {...cardProps(steps[item.index]!, run, decisionByStep, steerable)}
+            index={item.index}
+            setSize={steps.length}
+            measureRef={virtualizer.measureElement}
+          />
+        ))}
+      </ol>
+    </div>
+  );
+}
+
+function cardProps(step: Step, run: LiveRun, decisionByStep: ReadonlyMap<string, RunDecision>, steerable: boolean) {
+  return {
+    step,
+    state: run.steps[run.stepIndex.get(step.id) ?? -1],
+    runId: run.id,
+    snapshotSeq: run.snapshotSeq,
+    storedDecision: decisionByStep.get(step.id),
+    steerable,
+    rerunnable: isFinished(run.status),
+  };
+}
+
+/**
+ * A `#step-<id>` link (from "Waiting for you", the graph, or a pasted URL) whose card is not
+ * rendered: scroll its row into view, then let the browser land on the card and focus it.
+ */
+function useJumpToStep(steps: Step[], scrollToIndex: (index: number) => void) {
+  const latest = useRef({ steps, scrollToIndex });
+  latest.current = { steps, scrollToIndex };
+  useEffect(() => {
+    const jump = () => {
+      const id = decodeURIComponent(window.location.hash.replace(/^#step-/, ""));
+      if (!window.location.hash.startsWith("#step-")) return;
+      const index = latest.current.steps.findIndex((step) => step.id === id);
+      if (index < 0) return;
+      latest.current.scrollToIndex(index);
+      // The card mounts on the next frames; then align it exactly and move focus to it.
+      let tries = 0;
+      const land = () => {
+        const card = document.getElementById(`step-${id}`);
+        if (card) {
+          card.scrollIntoView({ block: "start" });
+          card.focus({ preventScroll: true });
+        } else if (++tries < 20) requestAnimationFrame(land);
+      };
+      requestAnimationFrame(land);
+    };
+    jump();
+    window.addEventListener("hashchange", jump);
+    return () => window.removeEventListener("hashchange", jump);
+  }, []);
+}
