@@ -18,11 +18,13 @@ test("parallel sleeping steps are seen running together, with progress moving, u
   page,
   request,
 }) => {
+  // The sleepers wait behind a gate until the page is open and live, however slow the machine.
   const runId = await startRunViaApi(request, "Three sleepers and a join", {
     steps: [
-      { id: "step_1", description: "Sleep A", tool: "sleep", args: { ms: 4000 } },
-      { id: "step_2", description: "Sleep B", tool: "sleep", args: { ms: 4000 } },
-      { id: "step_3", description: "Sleep C", tool: "sleep", args: { ms: 4000 } },
+      { id: "step_0", description: "Start", tool: "echo", args: { value: "go" }, approvalRequired: true },
+      { id: "step_1", description: "Sleep A", tool: "sleep", args: { ms: 5000 }, dependsOn: ["step_0"] },
+      { id: "step_2", description: "Sleep B", tool: "sleep", args: { ms: 5000 }, dependsOn: ["step_0"] },
+      { id: "step_3", description: "Sleep C", tool: "sleep", args: { ms: 5000 }, dependsOn: ["step_0"] },
       {
         id: "step_4",
         description: "Join",
@@ -36,6 +38,12 @@ test("parallel sleeping steps are seen running together, with progress moving, u
   await run.open(runId);
   const loads: string[] = [];
   page.on("load", () => loads.push(page.url()));
+  await run.expectStepStatus("step_0", "awaiting_approval");
+  await expect(run.connection()).toHaveText("live");
+  const approved = await request.post("/api/trpc/runs.decide", {
+    data: { json: { runId, stepId: "step_0", approve: true } },
+  });
+  expect(approved.ok()).toBe(true);
 
   // All three sleepers run at once; the join waits.
   await expect(run.count("running")).toHaveAttribute("data-count", "3");
@@ -51,19 +59,19 @@ test("parallel sleeping steps are seen running together, with progress moving, u
   await expect(run.step("step_1").getByTestId("attempt")).toHaveText("attempt 1");
 
   await run.expectRunStatus("completed");
-  for (const id of ["step_1", "step_2", "step_3", "step_4"]) await run.expectStepStatus(id, "completed");
+  for (const id of ["step_0", "step_1", "step_2", "step_3", "step_4"]) await run.expectStepStatus(id, "completed");
   await expect(run.step("step_4").getByTestId("result")).toHaveText('"done"');
-  await expect(run.count("completed")).toHaveAttribute("data-count", "4");
+  await expect(run.count("completed")).toHaveAttribute("data-count", "5");
   await expect(run.run().getByRole("progressbar")).toHaveAttribute("aria-valuenow", "100");
   await expect(run.connection()).toHaveText("finished");
 
   // The timeline shows the three sleepers overlapping and a critical path ending in the join.
   await run.showTab("Timeline");
-  await expect(page.getByTestId("timeline").locator(".gantt-row")).toHaveCount(4);
+  await expect(page.getByTestId("timeline").locator(".gantt-row")).toHaveCount(5);
   await expect(page.getByTestId("critical-path")).toHaveText(/→ step_4$/);
   // The graph colours every node by its final state.
   await run.showTab("Graph");
-  await expect(page.locator(".react-flow__node.status-completed")).toHaveCount(4);
+  await expect(page.locator(".react-flow__node.status-completed")).toHaveCount(5);
 
   await expectCompleteEventList(run);
   expect(loads).toEqual([]);
@@ -286,4 +294,39 @@ test("a 1,000-step run renders only the cards near the viewport, and links still
   await page.goto(`/runs/${runId}#step-step_1000`);
   await expect(run.step("step_1000")).toBeInViewport();
   await run.expectStepStatus("step_1000", "completed");
+});
+
+test("seven tabs follow seven runs live over one shared connection (a browser allows six per host)", async ({
+  context,
+  request,
+}) => {
+  test.setTimeout(180_000); // seven live pages on a 2-core machine
+  const tabs = 7;
+  const runIds: string[] = [];
+  for (let i = 1; i <= tabs; i++) {
+    runIds.push(
+      await startRunViaApi(request, `Tab ${i}`, {
+        steps: [{ id: "step_1", description: `Gate ${i}`, tool: "echo", args: { value: i }, approvalRequired: true }],
+      }),
+    );
+  }
+  const views: RunViewPage[] = [];
+  for (const runId of runIds) {
+    const view = new RunViewPage(await context.newPage());
+    await view.open(runId);
+    await view.expectStepStatus("step_1", "awaiting_approval");
+    views.push(view);
+  }
+  // Every tab's stream is open before anything happens; then only live events can move them.
+  for (const view of views) await expect(view.connection()).toHaveText(/live/);
+  const live = await views.at(-1)!.page.evaluate(() => window.__stepwiseLive);
+  expect(live).toEqual({ relayed: true, clients: tabs });
+
+  for (const runId of runIds) {
+    const response = await request.post("/api/trpc/runs.decide", {
+      data: { json: { runId, stepId: "step_1", approve: true } },
+    });
+    expect(response.ok()).toBe(true);
+  }
+  for (const view of views) await view.expectRunStatus("completed");
 });

@@ -5,6 +5,7 @@ import type { AppContext } from "../server/app-context";
 import { chatFromApi } from "../server/http/chat-api";
 import { doorConfig } from "../server/http/door";
 import { behindDoor } from "../server/http/door-server";
+import { attachLiveSocket } from "../server/http/live-socket";
 import { handleOperation, listOperations } from "../server/http/operations-endpoint";
 import {
   approvePlanFromApi,
@@ -19,7 +20,8 @@ import {
 import { handleMcpRequest } from "../server/mcp/http";
 
 /**
- * The API routes (`/api/ops`, `/api/mcp`, seed 001's `/api/plan` and `/api/runs`) on a real HTTP server behind the real door, without
+ * The API routes (`/api/ops`, `/api/mcp`, seed 001's `/api/plan` and `/api/runs`) and the browser's
+ * live socket (`/api/live`) on a real HTTP server behind the real door, without
  * Next.js: what integration tests of the MCP and CLI transports talk to. Next.js's own routing is
  * covered by the browser tests.
  */
@@ -68,11 +70,13 @@ export async function startApiServer(
     body.pipe(res);
   };
   const server = createServer(behindDoor((req, res) => void handle(req, res), door));
+  const liveSocket = attachLiveSocket(server, { door, app });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
     async close() {
+      liveSocket.close();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
     },

@@ -26,7 +26,7 @@ export async function startRunViaApi(request: APIRequestContext, goal: string, p
 
 /** A run's live view: its header, the pending list, steps and the graph, timeline and event tabs. */
 export class RunViewPage {
-  constructor(private readonly page: Page) {}
+  constructor(readonly page: Page) {}
 
   async open(runId: string) {
     await this.page.goto(`/runs/${runId}`);

@@ -11,6 +11,7 @@ import { assertNoOtherStepwise, takeOverShutdownSignals } from "../db/embedded";
 import { readConfig } from "../env";
 import { doorConfig, generateAccessToken } from "../http/door";
 import { behindDoor } from "../http/door-server";
+import { attachLiveSocket } from "../http/live-socket";
 import { startTelemetry } from "../telemetry";
 import { removeConnectionFile, writeConnectionFile } from "./connection-file";
 
@@ -69,6 +70,11 @@ export async function serve(dev: boolean): Promise<void> {
   await app.prepare();
   const handle = app.getRequestHandler();
   const server = createServer(behindDoor((req, res) => void handle(req, res), door));
+  const liveSocket = attachLiveSocket(server, {
+    door,
+    app: context,
+    otherUpgrades: dev ? app.getUpgradeHandler() : undefined,
+  });
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
@@ -97,6 +103,7 @@ export async function serve(dev: boolean): Promise<void> {
   }
   onShutdown(async () => {
     await removeConnectionFile(config.dataDir);
+    liveSocket.close();
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
     await app.close?.();

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   decide,
+  decideUpgrade,
   doorConfig,
   IDENTITY_HEADER,
   sessionValue,
@@ -152,5 +153,30 @@ describe("the door", () => {
     expect(verifyIdentity(JSON.stringify({ kind: "person", name: "owner" }))).toBeUndefined();
     expect(verifyIdentity(undefined)).toBeUndefined();
     expect(IDENTITY_HEADER).toBe("x-stepwise-identity");
+  });
+
+  it("opens the live socket only to this server's own pages: a WebSocket handshake is not stopped by CORS", () => {
+    const upgrade = (headers: DoorRequest["headers"], config = open) =>
+      decideUpgrade(request({ url: "/api/live", headers: { upgrade: "websocket", ...headers } }), config);
+    expect(upgrade({ origin: "http://127.0.0.1:3000" })).toMatchObject({ kind: "pass" });
+    // A page elsewhere, a sandboxed frame, and a rebinding name are refused before any credential.
+    expect(upgrade({ origin: "https://attacker.test" })).toMatchObject({ kind: "refuse", status: 403 });
+    expect(upgrade({ origin: "null" })).toMatchObject({ kind: "refuse", status: 403 });
+    expect(upgrade({ host: "attacker.test", origin: "http://attacker.test" })).toMatchObject({ status: 403 });
+    // With a token there is no sign-in page to send a socket to: it is refused until signed in.
+    expect(upgrade({ host: "stepwise.example", origin: "http://stepwise.example" }, locked)).toMatchObject({
+      kind: "refuse",
+      status: 401,
+    });
+    expect(
+      upgrade(
+        {
+          host: "stepwise.example",
+          origin: "http://stepwise.example",
+          cookie: `stepwise_session=${sessionValue("s3cret-token")}`,
+        },
+        locked,
+      ),
+    ).toMatchObject({ kind: "pass", identity: { kind: "person" } });
   });
 });

@@ -141,6 +141,37 @@ export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
   };
 }
 
+/**
+ * The browser's live socket. A WebSocket handshake is a GET that any web page may send to any
+ * host, with no CORS to stop it reading the answer; so beyond the usual checks its Origin, when
+ * present, must be this server's, and there is no sign-in page to send it to.
+ */
+export function decideUpgrade(
+  request: DoorRequest,
+  config: DoorConfig,
+): Extract<DoorDecision, { kind: "pass" | "refuse" }> {
+  const origin = header(request, "origin");
+  const decision = decide(request, config);
+  if (decision.kind === "refuse") return decision;
+  if (origin !== undefined && !originAllowed(origin, config)) {
+    return {
+      kind: "refuse",
+      status: 403,
+      title: "Origin not allowed",
+      detail: `Live connections from ${origin} are refused.`,
+    };
+  }
+  if (decision.kind !== "pass") {
+    return {
+      kind: "refuse",
+      status: 401,
+      title: "Sign-in required",
+      detail: "Sign in at /sign-in before opening a live connection.",
+    };
+  }
+  return decision;
+}
+
 function originAllowed(origin: string, config: DoorConfig): boolean {
   try {
     const url = new URL(origin);
