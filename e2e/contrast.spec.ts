@@ -70,7 +70,6 @@ async function contrastOf(element: Locator): Promise<number> {
 /** Every visible button (and link styled as one) whose text is below 4.5:1, with its contrast. */
 async function unreadableButtons(page: Page): Promise<string[]> {
   const measured = await page.locator("button, .button").evaluateAll(contrasts);
-  expect(measured.length).toBeGreaterThan(0);
   return measured
     .filter(({ ratio }) => ratio < 4.5)
     .map(({ label, className, ratio }) => `${label} (${className}): ${ratio.toFixed(2)}`);
