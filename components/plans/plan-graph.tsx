@@ -151,8 +151,8 @@ const NODE_TYPES = { step: StepNodeView };
 function GateIcon() {
   return (
     <svg className="gate-icon" viewBox="0 0 16 16" width="14" height="14" aria-hidden="true" focusable="false">
-      <rect x="1.5" y="1.5" width="13" height="13" rx="3" fill="#b42318" />
-      <rect x="4" y="7" width="8" height="2.2" rx="1" fill="#fff" />
+      <rect className="gate-icon-box" x="1.5" y="1.5" width="13" height="13" rx="3" />
+      <rect className="gate-icon-bar" x="4" y="7" width="8" height="2.2" rx="1" />
     </svg>
   );
 }

@@ -282,7 +282,7 @@ function NoticeBar({ notice, onDismiss }: { notice: Notice | null; onDismiss(): 
           data-kind={notice.kind}
         >
           <span>{notice.message}</span>
-          <button type="button" className="link" onClick={onDismiss}>
+          <button type="button" className="quiet" onClick={onDismiss}>
             Dismiss
           </button>
         </div>

@@ -44,7 +44,7 @@ export function RunEvents({ run }: { run: LiveRun }) {
         </p>
       )}
       {run.snapshotSeq > 0 && !showEarlier && (
-        <button className="link-button" onClick={() => setShowEarlier(true)}>
+        <button className="quiet self-start" onClick={() => setShowEarlier(true)}>
           Show the {run.snapshotSeq} earlier events
         </button>
       )}

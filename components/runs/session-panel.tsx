@@ -46,6 +46,7 @@ export function SessionPanel({ runId, signalSeq }: { runId: string; signalSeq: n
                 <span className="muted"> — raised by {signal.raised_by}</span>
               </span>
               <button
+                className="small"
                 onClick={() => clear.mutate({ sessionId: data.id, signalId: signal.id })}
                 disabled={clear.isPending}
                 aria-label={`Clear signal ${signal.id}`}
