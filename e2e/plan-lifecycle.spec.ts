@@ -62,3 +62,46 @@ test("an invalid plan shows its problems next to the offending steps and stores 
   await expect(page.getByRole("heading", { name: "Plans" })).toBeVisible();
   await expect(page.getByText(/^Broken (plan|JSON)$/)).toHaveCount(0);
 });
+
+test("run options next to Approve set how many steps run at once and how long gates wait", async ({ page }) => {
+  const newPlan = new NewPlanPage(page);
+  await newPlan.open();
+  const sleeper = (id: string) => ({
+    id,
+    description: `Sleep ${id}`,
+    tool: "sleep",
+    args: { ms: 5000 },
+    dependsOn: ["step_0"],
+  });
+  await newPlan.create("Two at a time", {
+    steps: [
+      { id: "step_0", description: "Gate", tool: "echo", args: { value: 1 }, approvalRequired: true },
+      sleeper("step_1"),
+      sleeper("step_2"),
+      sleeper("step_3"),
+    ],
+  });
+  const plan = new PlanViewPage(page);
+  await expect(plan.step("step_3")).toContainText("Sleep step_3");
+  await page.getByText(/^Run options: up to 8 steps at once · gates wait 30 min$/).click();
+  await page.getByLabel("Steps at once").fill("2");
+  await page.getByLabel("Gates wait (minutes)").fill("10");
+  await page.getByLabel("Warn before (minutes)").fill("20");
+  // A warning after the deadline cannot be sent: said, and Approve waits for a fix.
+  await expect(page.getByTestId("run-options-problem")).toHaveText(
+    "The warning must come before the approval time runs out.",
+  );
+  await expect(page.getByRole("button", { name: /Approve and run/ })).toBeDisabled();
+  await page.getByLabel("Warn before (minutes)").fill("2");
+  await expect(page.getByText("Run options: up to 2 steps at once · gates wait 10 min")).toBeVisible();
+
+  const run = await plan.approve();
+  await expect(page.getByTestId("max-parallel")).toHaveText("up to 2 steps");
+  await expect(run.pendingItem("step_0").getByTestId("time-left")).toContainText(/^(9|10) min/);
+  // The sleepers start only now, with the page live: never more than two of the three at once.
+  await run.decide("step_0", true);
+  await expect(run.count("running")).toHaveAttribute("data-count", "2");
+  // Ready, not running: its dependency is done, and it waits for a free place.
+  await run.expectStepStatus("step_3", "ready");
+  await run.expectRunStatus("completed");
+});

@@ -14,6 +14,13 @@ import { HistoryPanel } from "./history-panel";
 import { PlanDetails } from "./plan-details";
 import { PlanGraph } from "./plan-graph";
 import { ReviewForm } from "./review-form";
+import {
+  approvalInput,
+  DEFAULT_RUN_OPTIONS,
+  RunOptionsFields,
+  runOptionsProblem,
+  type RunOptions,
+} from "./run-options";
 import { groupIssuesByStep } from "./plan-issues";
 import type { StepActions } from "./step-card";
 import { StepEditor, type StepEditorTarget } from "./step-editor";
@@ -31,6 +38,7 @@ export function PlanPage({ planId }: { planId: string }) {
   const [view, setView] = useState<View>("list");
   const [editing, setEditing] = useState<StepEditorTarget | null>(null);
   const [showHistory, setShowHistory] = useState(false);
+  const [runOptions, setRunOptions] = useState<RunOptions>(DEFAULT_RUN_OPTIONS);
   // Approval starts a run of this exact version; the person then watches it live.
   const approve = useMutation(
     trpc.plans.approve.mutationOptions({
@@ -136,12 +144,19 @@ export function PlanPage({ planId }: { planId: string }) {
         <div className="stack-sm align-end">
           <button
             className="primary"
-            onClick={() => approve.mutate({ planId, version: current.version })}
-            disabled={issues.length > 0 || approve.isPending || pending || current.steps.length === 0}
+            onClick={() => approve.mutate({ planId, version: current.version, ...approvalInput(runOptions) })}
+            disabled={
+              issues.length > 0 ||
+              approve.isPending ||
+              pending ||
+              current.steps.length === 0 ||
+              runOptionsProblem(runOptions) !== null
+            }
             aria-describedby="plan-validation"
           >
             {approve.isPending ? "Starting…" : `Approve and run v${current.version}`}
           </button>
+          <RunOptionsFields value={runOptions} onChange={setRunOptions} />
           <ErrorMessage error={approve.error} />
           {current.source === "agent" && <ReviewForm planId={planId} version={current.version} />}
         </div>

@@ -114,6 +114,10 @@ export function RunPanel({ run, goal, connection }: { run: LiveRun; goal: string
           </dd>
         </div>
         <div>
+          <dt>At once</dt>
+          <dd data-testid="max-parallel">up to {run.maxParallel} steps</dd>
+        </div>
+        <div>
           <dt>Trace id</dt>
           <dd className="mono" data-testid="trace-id">
             {run.traceId}
