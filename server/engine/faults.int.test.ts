@@ -1,4 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs/promises";
+import path from "node:path";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -34,6 +36,15 @@ afterEach(async () => {
   await harness?.close();
   harness = undefined;
 });
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Terminates every other connection to the test database, as a server restart would. */
 async function terminateBackends(databaseUrl: string): Promise<number> {
@@ -256,6 +267,39 @@ describe("engine under database faults", () => {
       worker.process.kill("SIGTERM");
       expect(await worker.exited).toBe(130);
       expect(worker.output()).toContain("exiting now");
+      await h.caller.runs.cancel({ runId });
+    }, 60_000);
+
+    it("a SIGKILLed worker's shell command dies with it, children and all", async () => {
+      harness = await startHarness({ worker: false });
+      const h = harness;
+      const worker = startWorkerProcess(h);
+      const file = (name: string) => path.join(h.workspace, name);
+      // The shell itself, a background child that would leave a mark later, and a loop that
+      // would keep writing: none may outlive the worker.
+      const command =
+        "echo $$ > shell.pid; (sleep 3; touch late-marker) & echo $! > child.pid; " +
+        "while true; do echo tick >> ticks.txt; sleep 0.1; done";
+      const runId = await createRun(h, "outlive me", [{ id: "step_1", tool: "shell", args: { command } }]);
+      await expect
+        .poll(async () => (await h.caller.runs.get({ runId })).steps[0]!.status, { timeout: 15_000 })
+        .toBe("awaiting_approval");
+      await h.caller.runs.decide({ runId, stepId: "step_1", approve: true });
+      const pidIn = async (name: string) => Number((await fs.readFile(file(name), "utf8").catch(() => "")).trim());
+      await expect
+        .poll(async () => (await pidIn("shell.pid")) > 0 && (await pidIn("child.pid")) > 0, { timeout: 30_000 })
+        .toBe(true);
+      const pids = [await pidIn("shell.pid"), await pidIn("child.pid")];
+      expect(pids.every(isAlive)).toBe(true);
+      worker.process.kill("SIGKILL");
+      await worker.exited;
+      await expect.poll(() => pids.filter(isAlive), { timeout: 5_000 }).toEqual([]);
+      const ticks = await fs.readFile(file("ticks.txt"), "utf8");
+      // Past the moment the background child would have touched its marker.
+      await new Promise((resolve) => setTimeout(resolve, 3_500));
+      expect(await fs.readFile(file("ticks.txt"), "utf8")).toBe(ticks);
+      await expect(fs.access(file("late-marker"))).rejects.toThrow();
+      expect((await h.caller.runs.get({ runId })).steps[0]!.status).toBe("running");
       await h.caller.runs.cancel({ runId });
     }, 60_000);
 
