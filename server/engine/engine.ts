@@ -478,6 +478,7 @@ async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<v
         attempt,
         // One key per step across attempts: a retried or replayed step presents the same key.
         idempotencyKey: `${run.id}:${step.id}`,
+        effectsStarting: () => markEffectsStarted(deps, job, controller.signal),
         reportProgress: (percent, message) => reporter.progress(percent, message),
         log: (message, level) => reporter.log(message, level ?? "info"),
       }),
@@ -507,6 +508,28 @@ async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<v
       await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** tries));
     }
   }
+}
+
+/**
+ * Records that a step's side effect begins now, before it does: recovery can then tell a step that
+ * was interrupted before its command started (safe to run again) from one that may have run. A cut
+ * connection is waited out; the effect does not start unrecorded. A step no longer running this
+ * attempt here (cancelled, recovered elsewhere) must not start it at all.
+ */
+async function markEffectsStarted(deps: EngineDeps, job: StepJobRef, signal: AbortSignal): Promise<void> {
+  signal.throwIfAborted();
+  const marked = await retryOnConnectionLoss(
+    () =>
+      deps.pool.query(
+        `update run_steps set effects_started_at = coalesce(effects_started_at, now())
+         where run_id = $1 and step_id = $2 and attempt = $3 and status = 'running'
+           and worker_id is not distinct from $4`,
+        [job.runId, job.stepId, job.attempt, deps.workerId ?? null],
+      ),
+    { shouldStop: () => signal.aborted || deps.stopping === true },
+  );
+  signal.throwIfAborted();
+  if (marked.rowCount === 0) throw new Error("The step is no longer running here; its command was not started");
 }
 
 type StepJobRef = { runId: string; stepId: string; attempt: number };
@@ -736,13 +759,22 @@ async function claimStepsIn(
   }
   if (toRun.length === 0) return results;
   await tx.client.query(
-    `update run_steps rs set status = 'running', attempt = u.attempt, queued = false, started_at = now(), progress = 0, worker_id = $2
-     from jsonb_to_recordset($3::jsonb) as u(step_id text, attempt int)
+    // A tool that marks the start of its effect itself has started none yet; for any other the
+    // effect may begin as soon as the claim commits.
+    `update run_steps rs set status = 'running', attempt = u.attempt, queued = false, started_at = now(), progress = 0, worker_id = $2,
+       effects_started_at = case when u.marks then null else now() end
+     from jsonb_to_recordset($3::jsonb) as u(step_id text, attempt int, marks boolean)
      where rs.run_id = $1 and rs.step_id = u.step_id`,
     [
       tx.run.id,
       deps.workerId ?? null,
-      JSON.stringify(toRun.map((e) => ({ step_id: e.step.id, attempt: e.job.attempt }))),
+      JSON.stringify(
+        toRun.map((e) => ({
+          step_id: e.step.id,
+          attempt: e.job.attempt,
+          marks: deps.tools.get(e.step.tool)?.marksEffectStart === true,
+        })),
+      ),
     ],
   );
   const outputs = await referencedOutputs(
@@ -819,7 +851,10 @@ async function askUser(deps: EngineDeps, tx: RunTransaction, step: Step & GraphS
   await dispatch(tx);
 }
 
-type Outcome = { ok: true; value: unknown } | { ok: false; error: string; retryable: boolean };
+type Outcome =
+  | { ok: true; value: unknown }
+  /** `reason`: the person-facing reason stored on the failed step, when the error alone is not it. */
+  | { ok: false; error: string; retryable: boolean; reason?: string };
 
 async function recordOutcomeIn(
   tx: RunTransaction,
@@ -852,7 +887,7 @@ async function recordOutcomeIn(
     : { ok: false, error: outcome.error, duration, timestamp };
   tx.setResult(stepId, result);
   const status = outcome.ok ? "completed" : "failed";
-  tx.setStatus(stepId, status, undefined, { attempt, result });
+  tx.setStatus(stepId, status, outcome.ok ? undefined : outcome.reason, { attempt, result });
   tx.run.open_steps--;
   tx.run.active_steps--;
   if (!outcome.ok && step.critical && tx.run.status === "running") {
@@ -1177,18 +1212,30 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
     await inTransaction(deps.pool, async (client) => {
       const tx = await openRunTransaction(deps, client, orphan.run_id);
       if (!tx) return;
-      const current = await client.query<{ status: StepStatus; attempt: number; worker_id: string | null }>(
-        "select status, attempt, worker_id from run_steps where run_id = $1 and step_id = $2",
+      const current = await client.query<{
+        status: StepStatus;
+        attempt: number;
+        worker_id: string | null;
+        effects_started: boolean;
+      }>(
+        `select status, attempt, worker_id, effects_started_at is not null as effects_started
+         from run_steps where run_id = $1 and step_id = $2`,
         [orphan.run_id, orphan.step_id],
       );
       const row = current.rows[0];
       if (row?.status !== "running" || row.attempt !== orphan.attempt || row.worker_id !== orphan.worker_id) return;
       const step = tx.graph.steps.get(orphan.step_id)!;
       const tool = deps.tools.get(step.tool);
+      const reason = interruptedReason(row.effects_started);
       tx.events.push({
         type: "step.interrupted",
         stepId: step.id,
-        data: { attempt: row.attempt, idempotent: tool?.idempotent ?? false },
+        data: {
+          attempt: row.attempt,
+          idempotent: tool?.idempotent ?? false,
+          effectsStarted: row.effects_started,
+          reason,
+        },
       });
       if (tool?.idempotent && tx.run.status !== "cancelled") {
         await client.query(
@@ -1207,7 +1254,7 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
           tx,
           step.id,
           row.attempt,
-          { ok: false, error: "Interrupted: its worker stopped while it ran; retry or skip it", retryable: false },
+          { ok: false, error: reason, reason, retryable: false },
           0,
           deps,
         );
@@ -1216,6 +1263,16 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
     });
   }
   return orphans.rowCount ?? 0;
+}
+
+/**
+ * What a person is told about a step whose worker died: whether its side effect may have happened
+ * (the effect's start is recorded before it begins; see `markEffectsStarted`).
+ */
+export function interruptedReason(effectsStarted: boolean): string {
+  return effectsStarted
+    ? "Interrupted: its worker stopped while it ran; its command may have run; check before retrying"
+    : "Interrupted: its worker stopped; its command had not started; safe to retry";
 }
 
 /** How many of its own heartbeats a worker may miss before its running steps count as interrupted. */

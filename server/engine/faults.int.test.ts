@@ -5,6 +5,8 @@ import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { startHarness, type Harness } from "../../tests/app-harness";
+import { createProbeRegistry, illegalTransitions, readProbeLog, sequenceProblems } from "../../tests/probe-tool";
+import { spawnProbeWorker, type ProbeWorkerProcess } from "../../tests/probe-worker";
 import { readEvents } from "../events/store";
 import { builtinTools, createToolRegistry } from "../tools/registry";
 import { defineTool } from "../tools/types";
@@ -21,7 +23,9 @@ import { startStepWorker, type StepWorker } from "./worker";
 let harness: Harness | undefined;
 const workers: StepWorker[] = [];
 let child: ChildProcess | undefined;
+const probeWorkers: ProbeWorkerProcess[] = [];
 afterEach(async () => {
+  await Promise.all(probeWorkers.splice(0).map((worker) => worker.kill()));
   // The worker runs in its own process group (under faketime it is a child of the wrapper):
   // kill the whole group, or an orphaned worker outlives the test, retrying a database that is gone.
   if (child?.pid) {
@@ -354,5 +358,52 @@ describe("engine under database faults", () => {
       },
       60_000,
     );
+  });
+  describe("an interrupted step says whether its effect may have happened", () => {
+    it("a step killed before its command started is safe to retry; one killed after may have run", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      const probeLog = path.join(h.workspace, "probe.log");
+      const runId = await createRun(h, "effects", [
+        // Still preparing (its effect's start not yet marked) when the worker dies.
+        { id: "step_1", tool: "probe_effect", args: { sleepBeforeEffectMs: 60_000 } },
+        // Marked its effect's start and recorded its execution, then dies mid-way.
+        { id: "step_2", tool: "probe_effect", args: { sleepMs: 60_000 } },
+        // A tool that does not mark the start: its effect counts as begun once it is claimed.
+        { id: "step_3", tool: "probe_once", args: { sleepMs: 60_000 } },
+      ]);
+      const first = spawnProbeWorker({ databaseUrl: h.app.db.url, probeLog, workspace: h.workspace });
+      probeWorkers.push(first);
+      await first.ready;
+      await expect
+        .poll(async () => (await readProbeLog(probeLog)).map((e) => e.stepId).sort(), { timeout: 30_000 })
+        .toEqual(["step_2", "step_3"]);
+      expect((await h.caller.runs.get({ runId })).steps.map((s) => s.status)).toEqual([
+        "running",
+        "running",
+        "running",
+      ]);
+      await first.kill();
+
+      const second = spawnProbeWorker({ databaseUrl: h.app.db.url, probeLog, workspace: h.workspace });
+      probeWorkers.push(second);
+      await second.ready;
+      const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 20_000);
+      expect(run.steps.map((s) => s.status)).toEqual(["failed", "failed", "failed"]);
+      const [notStarted, started, unmarked] = run.steps;
+      expect(notStarted!.reason).toContain("its command had not started; safe to retry");
+      expect(started!.reason).toContain("its command may have run; check before retrying");
+      expect(unmarked!.reason).toContain("its command may have run; check before retrying");
+      const events = await readEvents(h.app.db.pool, runId, 0);
+      expect(
+        Object.fromEntries(
+          events.filter((e) => e.type === "step.interrupted").map((e) => [e.stepId, e.data.effectsStarted]),
+        ),
+      ).toEqual({ step_1: false, step_2: true, step_3: true });
+      // Nothing ran again on its own, and the step that had not started never ran at all.
+      expect((await readProbeLog(probeLog)).map((e) => e.stepId).sort()).toEqual(["step_2", "step_3"]);
+      expect(sequenceProblems(events)).toEqual([]);
+      expect(illegalTransitions(events)).toEqual([]);
+    }, 60_000);
   });
 });

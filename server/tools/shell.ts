@@ -75,6 +75,7 @@ export const shellTool = defineTool({
     return typeof command !== "string" || !isReadOnlyCommand(command) || !sandboxAvailable();
   },
   defaultTimeoutSeconds: 300,
+  marksEffectStart: true,
   async execute(input, context) {
     const cwd = await resolveInWorkspace(context.workspaceRoot, input.cwd);
     const stat = await fs.stat(cwd).catch(() => undefined);
@@ -86,6 +87,7 @@ export const shellTool = defineTool({
       isReadOnlyCommand(input.command) && sandboxAvailable()
         ? { workspace: await fs.realpath(context.workspaceRoot), readOnlyPaths: gitHelperPaths() }
         : undefined;
+    await context.effectsStarting();
     const result = await runShell(input.command, cwd, context, gitEnv, confine);
     if (result.exitCode !== 0 && !input.allowFailure) {
       const how = result.exitCode === null ? `was killed by ${result.signal}` : `exited with code ${result.exitCode}`;
