@@ -42,6 +42,11 @@ export interface EngineDeps {
   continuationSlots?: { limit: number; used: number };
   /** Set when the process shuts down: transactions stop retrying lost connections. */
   stopping?: boolean;
+  /**
+   * Fault injection for tests: called inside each step transaction (claims and outcomes) after its
+   * work, before it commits, e.g. to freeze the process while it holds the run's lock.
+   */
+  beforeCommit?: (runId: string, ops: readonly { kind: "claim" | "record"; job: { stepId: string } }[]) => void;
   now?: () => Date;
   random?: () => number;
 }
@@ -178,16 +183,20 @@ async function loadPlanSteps(client: Pick<pg.ClientBase, "query">, planId: strin
   return row.rows[0]!.steps;
 }
 
-/** Locks the run row: every engine transaction on a run is serialised by this lock. */
+/**
+ * Locks the run row: every engine transaction on a run is serialised by this lock. With
+ * `skipLocked` a run whose lock is held elsewhere is not waited for (undefined, as for no run).
+ */
 async function openRunTransaction(
   deps: EngineDeps,
   client: Client,
   runId: string,
+  options: { skipLocked?: boolean } = {},
 ): Promise<RunTransaction | undefined> {
   const result = await client.query<RunRow>(
     `select id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
             approval_timeout_ms, approval_warning_ms, now() as db_now
-     from runs where id = $1 for update`,
+     from runs where id = $1 for update${options.skipLocked ? " skip locked" : ""}`,
     [runId],
   );
   const run = result.rows[0];
@@ -591,15 +600,12 @@ class RunCombiner {
   private async attempt(runId: string, batch: { op: EngineOp }[]) {
     const reserved: ClaimedStep[] = [];
     try {
-      const results = await inTransaction(this.deps.pool, (client) =>
-        processOps(
-          this.deps,
-          client,
-          runId,
-          batch.map((entry) => entry.op),
-          reserved,
-        ),
-      );
+      const ops = batch.map((entry) => entry.op);
+      const results = await inTransaction(this.deps.pool, async (client) => {
+        const results = await processOps(this.deps, client, runId, ops, reserved);
+        this.deps.beforeCommit?.(runId, ops);
+        return results;
+      });
       return { results, continuations: reserved };
     } catch (error) {
       // The claims rolled back: give their continuation slots back.
@@ -1206,24 +1212,34 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
     `select rs.run_id, rs.step_id, rs.attempt, rs.worker_id from run_steps rs
      where rs.status = 'running' and rs.tool <> '${AGENT_TASK_TOOL}'
        and not exists (select 1 from workers w where w.id = rs.worker_id
-                       and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0))`,
+                       and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0))
+     order by rs.started_at`,
   );
   for (const orphan of orphans.rows) {
     await inTransaction(deps.pool, async (client) => {
-      const tx = await openRunTransaction(deps, client, orphan.run_id);
+      // A run locked elsewhere is passed over, not waited for: its holder may be a frozen worker
+      // (SIGSTOP), and one stuck recovery would stall every other run's recovery and this
+      // worker's own heartbeat. The next tick tries again; the server ends a frozen holder's
+      // session after idle_in_transaction_session_timeout.
+      const tx = await openRunTransaction(deps, client, orphan.run_id, { skipLocked: true });
       if (!tx) return;
+      // Judged again under the lock: the owner may have beaten since the scan.
       const current = await client.query<{
         status: StepStatus;
         attempt: number;
         worker_id: string | null;
         effects_started: boolean;
+        owner_alive: boolean;
       }>(
-        `select status, attempt, worker_id, effects_started_at is not null as effects_started
-         from run_steps where run_id = $1 and step_id = $2`,
+        `select rs.status, rs.attempt, rs.worker_id, rs.effects_started_at is not null as effects_started,
+                exists (select 1 from workers w where w.id = rs.worker_id
+                        and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0)) as owner_alive
+         from run_steps rs where rs.run_id = $1 and rs.step_id = $2 for update of rs skip locked`,
         [orphan.run_id, orphan.step_id],
       );
       const row = current.rows[0];
       if (row?.status !== "running" || row.attempt !== orphan.attempt || row.worker_id !== orphan.worker_id) return;
+      if (row.owner_alive) return;
       const step = tx.graph.steps.get(orphan.step_id)!;
       const tool = deps.tools.get(step.tool);
       const reason = interruptedReason(row.effects_started);

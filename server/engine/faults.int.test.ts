@@ -406,4 +406,121 @@ describe("engine under database faults", () => {
       expect(illegalTransitions(events)).toEqual([]);
     }, 60_000);
   });
+  describe("a worker frozen inside a run transaction", () => {
+    /** The process state letter from /proc (T: stopped). */
+    const processState = async (pid: number) => (await fs.readFile(`/proc/${pid}/stat`, "utf8")).split(") ")[1]![0];
+    const interruptedSteps = async (h: Harness, runId: string) =>
+      (await readEvents(h.app.db.pool, runId, 0)).filter((e) => e.type === "step.interrupted").map((e) => e.stepId);
+
+    /** R1's first outcome freezes worker A holding R1's lock; R2's step was running on A too. */
+    async function freezeAWorker(h: Harness, idleInTransactionMs: number) {
+      const probeLog = path.join(h.workspace, "probe.log");
+      const frozenRun = await createRun(h, "frozen", [
+        { id: "step_1", tool: "probe", args: { sleepMs: 500 } },
+        { id: "step_2", tool: "probe", args: {}, dependsOn: ["step_1"] },
+      ]);
+      const a = spawnProbeWorker({
+        databaseUrl: h.app.db.url,
+        probeLog,
+        workspace: h.workspace,
+        freezeRun: frozenRun,
+        idleInTransactionMs,
+      });
+      probeWorkers.push(a);
+      await a.ready;
+      const otherRun = await createRun(h, "other", [{ id: "step_1", tool: "probe", args: { sleepMs: 4_000 } }]);
+      await expect.poll(() => a.output(), { timeout: 15_000 }).toContain(`frozen ${frozenRun}`);
+      expect(await processState(a.pid)).toBe("T");
+      expect((await h.caller.runs.get({ runId: otherRun })).steps[0]!.status).toBe("running");
+      // Its peer: recovery and new work must go on around the frozen transaction.
+      const b = spawnProbeWorker({ databaseUrl: h.app.db.url, probeLog, workspace: h.workspace });
+      probeWorkers.push(b);
+      await b.ready;
+      return { a, b, frozenRun, otherRun };
+    }
+
+    it("recovery passes over the run a frozen worker holds: its other runs are recovered and new runs complete", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      // The server will not end the frozen session during this test.
+      const { a, frozenRun, otherRun } = await freezeAWorker(h, 600_000);
+      const fresh = await createRun(h, "after the freeze", [{ id: "step_1", tool: "probe", args: {} }]);
+      expect((await h.waitForRun(otherRun, ["completed", "failed", "cancelled"], 20_000)).status).toBe("completed");
+      expect(await interruptedSteps(h, otherRun)).toEqual(["step_1"]);
+      expect((await h.waitForRun(fresh, ["completed", "failed", "cancelled"], 20_000)).status).toBe("completed");
+      // All the while the frozen worker held its transaction, and its run waited.
+      expect(await processState(a.pid)).toBe("T");
+      const idle = await h.app.db.pool.query<{ pid: number }>(
+        `select pid from pg_stat_activity where datname = current_database() and state = 'idle in transaction'`,
+      );
+      expect(idle.rowCount).toBeGreaterThan(0);
+      expect((await h.caller.runs.get({ runId: frozenRun })).status).toBe("running");
+      // What the server's idle-in-transaction timeout does; then the frozen run is recovered too.
+      await h.app.db.pool.query("select pg_terminate_backend(pid) from unnest($1::int[]) as pid", [
+        idle.rows.map((row) => row.pid),
+      ]);
+      expect((await h.waitForRun(frozenRun, ["completed", "failed", "cancelled"], 20_000)).status).toBe("completed");
+      expect(await interruptedSteps(h, frozenRun)).toEqual(["step_1"]);
+      a.child.kill("SIGCONT");
+      for (const runId of [frozenRun, otherRun, fresh]) {
+        const events = await readEvents(h.app.db.pool, runId, 0);
+        expect(sequenceProblems(events)).toEqual([]);
+        expect(illegalTransitions(events)).toEqual([]);
+      }
+    }, 90_000);
+
+    it("the server ends a frozen worker's transaction after STEPWISE_IDLE_IN_TRANSACTION_MS, and its run is recovered", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      const { a, frozenRun } = await freezeAWorker(h, 2_000);
+      expect((await h.waitForRun(frozenRun, ["completed", "failed", "cancelled"], 30_000)).status).toBe("completed");
+      expect(await interruptedSteps(h, frozenRun)).toEqual(["step_1"]);
+      // Recovered while the worker was still frozen, not because it woke up.
+      expect(await processState(a.pid)).toBe("T");
+      a.child.kill("SIGCONT");
+      // Woken, it finds its transaction gone and carries on without undoing anything.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(a.child.exitCode).toBe(null);
+      const run = await h.caller.runs.get({ runId: frozenRun });
+      expect(run.status).toBe("completed");
+      const events = await readEvents(h.app.db.pool, frozenRun, 0);
+      expect(sequenceProblems(events)).toEqual([]);
+      expect(illegalTransitions(events)).toEqual([]);
+    }, 90_000);
+
+    it("an engine transaction waiting for a run's lock gives up after lock_timeout and tries again", async () => {
+      harness = await startHarness({ worker: false });
+      const h = harness;
+      const runId = await createRun(h, "locked", [
+        { id: "step_1", tool: "echo", args: { value: 1 }, approvalRequired: true },
+      ]);
+      const holder = new pg.Client({ connectionString: h.app.db.url });
+      await holder.connect();
+      try {
+        await holder.query("begin");
+        await holder.query("select 1 from runs where id = $1 for update", [runId]);
+        const pausing = h.caller.runs.pause({ runId });
+        // The waiting engine transaction rolls back and begins anew: its start time changes.
+        const starts = new Set<string>();
+        await expect
+          .poll(
+            async () => {
+              const waiting = await h.app.db.pool.query<{ xact_start: Date }>(
+                `select xact_start from pg_stat_activity
+                 where datname = current_database() and application_name = 'stepwise' and wait_event_type = 'Lock'`,
+              );
+              for (const row of waiting.rows) starts.add(row.xact_start.toISOString());
+              return starts.size;
+            },
+            { timeout: 15_000, interval: 100 },
+          )
+          .toBeGreaterThanOrEqual(2);
+        await holder.query("commit");
+        await pausing;
+        expect((await h.caller.runs.get({ runId })).status).toBe("paused");
+      } finally {
+        await holder.end();
+      }
+    });
+  });
 });

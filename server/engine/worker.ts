@@ -121,14 +121,23 @@ export async function startStepWorker(
   supervise(runner);
 
   // Each worker heartbeats and, on the same tick, recovers steps of workers that stopped doing so.
-  // A failed beat (database away) is logged and the next tick tries again.
+  // The beat never waits for recovery: recovery that is slow (a database under strain) must not
+  // make this worker look dead to its peers. A failed beat (database away) is retried next tick.
   let beating = false;
+  let maintaining = false;
   const heartbeat = setInterval(() => {
-    if (beating) return;
-    beating = true;
-    deps.pool
-      .query("update workers set last_seen = now() where id = $1", [workerId])
-      .then(() => recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS))
+    if (!beating) {
+      beating = true;
+      deps.pool
+        .query("update workers set last_seen = now() where id = $1", [workerId])
+        .catch((error: unknown) => {
+          if (!isConnectionError(error)) log.error({ err: String(error) }, "heartbeat failed");
+        })
+        .finally(() => (beating = false));
+    }
+    if (maintaining) return;
+    maintaining = true;
+    recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS)
       .then(async () => {
         // A runner wedged by a connection lost inside graphile takes no jobs although it has room:
         // due step jobs wait unlocked while this process runs fewer than it may. Replace it.
@@ -144,9 +153,9 @@ export async function startStepWorker(
         }
       })
       .catch((error: unknown) => {
-        if (!isConnectionError(error)) log.error({ err: String(error) }, "heartbeat failed");
+        if (!isConnectionError(error)) log.error({ err: String(error) }, "recovery failed");
       })
-      .finally(() => (beating = false));
+      .finally(() => (maintaining = false));
   }, heartbeatMs);
 
   // Cancellation may be decided in another process; abort our in-flight steps of that run. The
