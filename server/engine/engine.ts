@@ -457,7 +457,8 @@ export async function executeStepJob(
   if (claimed) await runClaimedStep(deps, claimed);
 }
 
-const RECORD_ATTEMPTS = 5;
+/** The longest pause between two tries at writing a step's outcome. */
+const RECORD_MAX_DELAY_MS = 5_000;
 
 /** Runs a claimed step's tool outside any transaction, then records the outcome. */
 async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<void> {
@@ -507,14 +508,21 @@ async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<v
   // recovery decides (queue again if idempotent, else ask the person) as after a crash.
   if (controller.signal.reason instanceof WorkerShutdownError) return;
   const duration = Date.now() - started;
-  // A lost connection must not strand a finished step as running: recording is retried.
+  // The outcome is written, whatever it takes: given up, the step would stay running under a worker
+  // that is alive, so no recovery would ever look at it. Only a process going away stops trying;
+  // its steps are then recovered as interrupted once its heartbeat ends.
   for (let tries = 1; ; tries++) {
     try {
       await combinerFor(deps).submit<void>(job.runId, { kind: "record", job, attempt, outcome, duration });
       return;
     } catch (error) {
-      if (tries >= RECORD_ATTEMPTS) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** tries));
+      if (deps.stopping) throw error;
+      if (tries === 1 || tries % 10 === 0) {
+        console.error(
+          `[worker] writing the outcome of ${step.id} of run ${run.id} failed (try ${tries}), trying again: ${errorMessage(error)}`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(RECORD_MAX_DELAY_MS, 100 * 2 ** tries)));
     }
   }
 }
@@ -1207,13 +1215,17 @@ export function abortRunLocally(deps: EngineDeps, runId: string): void {
  */
 export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: number): Promise<number> {
   await requeueStrandedJobs(deps, staleAfterMs);
-  // A worker is judged by its own heartbeat interval: peers may be configured differently.
+  // A worker is judged by its own heartbeat interval: peers may be configured differently. Its
+  // own steps a live worker never recovers: they are running here (or their outcomes are being
+  // written), even if its own heartbeat went stale while the database was out of reach.
   const orphans = await deps.pool.query<{ run_id: string; step_id: string; attempt: number; worker_id: string | null }>(
     `select rs.run_id, rs.step_id, rs.attempt, rs.worker_id from run_steps rs
      where rs.status = 'running' and rs.tool <> '${AGENT_TASK_TOOL}'
+       and rs.worker_id is distinct from $1
        and not exists (select 1 from workers w where w.id = rs.worker_id
                        and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0))
      order by rs.started_at`,
+    [deps.workerId ?? null],
   );
   for (const orphan of orphans.rows) {
     await inTransaction(deps.pool, async (client) => {

@@ -7,6 +7,7 @@ import { z } from "zod";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { createProbeRegistry, illegalTransitions, readProbeLog, sequenceProblems } from "../../tests/probe-tool";
 import { spawnProbeWorker, type ProbeWorkerProcess } from "../../tests/probe-worker";
+import { startTcpProxy, throughProxy, type TcpProxy } from "../../tests/tcp-proxy";
 import { readEvents } from "../events/store";
 import { builtinTools, createToolRegistry } from "../tools/registry";
 import { defineTool } from "../tools/types";
@@ -24,8 +25,11 @@ let harness: Harness | undefined;
 const workers: StepWorker[] = [];
 let child: ChildProcess | undefined;
 const probeWorkers: ProbeWorkerProcess[] = [];
+let proxy: TcpProxy | undefined;
 afterEach(async () => {
   await Promise.all(probeWorkers.splice(0).map((worker) => worker.kill()));
+  await proxy?.close();
+  proxy = undefined;
   // The worker runs in its own process group (under faketime it is a child of the wrapper):
   // kill the whole group, or an orphaned worker outlives the test, retrying a database that is gone.
   if (child?.pid) {
@@ -522,5 +526,79 @@ describe("engine under database faults", () => {
         await holder.end();
       }
     });
+  });
+  describe("a network cut between a worker and the database", () => {
+    it("the worker rides out a 4 s cut: it stays alive, every outcome is written after the cut, nothing runs twice", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      const url = new URL(h.app.db.url);
+      proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+      const probeLog = path.join(h.workspace, "probe.log");
+      const worker = spawnProbeWorker({
+        databaseUrl: throughProxy(h.app.db.url, proxy),
+        probeLog,
+        workspace: h.workspace,
+        heartbeatMs: 200,
+      });
+      probeWorkers.push(worker);
+      await worker.ready;
+      const probeChain = (length: number, sleepMs: number) =>
+        Array.from({ length }, (_, i) => ({
+          id: `step_${i + 1}`,
+          tool: "probe",
+          args: { sleepMs },
+          dependsOn: i ? [`step_${i}`] : [],
+        }));
+      const runs = await Promise.all([
+        createRun(h, "chain one", probeChain(20, 100)),
+        createRun(h, "chain two", probeChain(20, 150)),
+        createRun(
+          h,
+          "fan",
+          Array.from({ length: 20 }, (_, i) => ({ id: `step_${i + 1}`, tool: "probe", args: { sleepMs: 300 * i } })),
+        ),
+        // Spans the cut: its outcome can only be written after it.
+        createRun(h, "long", [{ id: "step_1", tool: "probe", args: { sleepMs: 3_000 } }]),
+      ]);
+      const runningSteps = async () =>
+        (
+          await h.app.db.pool.query<{ run_id: string; step_id: string }>(
+            "select run_id, step_id from run_steps where status = 'running'",
+          )
+        ).rows.map((row) => `${row.run_id}/${row.step_id}`);
+      await expect.poll(async () => (await runningSteps()).length, { timeout: 30_000 }).toBeGreaterThanOrEqual(3);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const cutAt = await runningSteps();
+      await proxy.cut(4_000);
+      const cutEnd = (await h.app.db.pool.query<{ now: Date }>("select now()")).rows[0]!.now;
+      expect(proxy.dropped()).toBeGreaterThan(0);
+
+      for (const runId of runs) {
+        expect((await h.waitForRun(runId, ["completed", "failed", "cancelled"], 60_000)).status).toBe("completed");
+      }
+      expect(worker.child.exitCode).toBe(null);
+      expect(worker.child.signalCode).toBe(null);
+      const finished = await h.app.db.pool.query<{ id: string; status: string; attempt: number; finished_at: Date }>(
+        "select run_id || '/' || step_id as id, status, attempt, finished_at from run_steps",
+      );
+      const byId = new Map(finished.rows.map((row) => [row.id, row]));
+      expect(finished.rows.filter((row) => row.status !== "completed")).toEqual([]);
+      // Steps running when the connections dropped finished their only attempt, recorded after the cut.
+      expect(cutAt.length).toBeGreaterThan(0);
+      for (const id of cutAt) {
+        expect(byId.get(id)).toMatchObject({ status: "completed", attempt: 1 });
+        expect(byId.get(id)!.finished_at.getTime()).toBeGreaterThanOrEqual(cutEnd.getTime() - 1_000);
+      }
+      // Every step executed exactly once: nothing was recovered behind the live worker's back.
+      const executions = (await readProbeLog(probeLog)).map((e) => `${e.runId}/${e.stepId}`);
+      expect(executions.length).toBe(61);
+      expect(new Set(executions).size).toBe(61);
+      for (const runId of runs) {
+        const events = await readEvents(h.app.db.pool, runId, 0);
+        expect(sequenceProblems(events)).toEqual([]);
+        expect(illegalTransitions(events)).toEqual([]);
+        expect(events.filter((e) => e.type === "step.interrupted")).toEqual([]);
+      }
+    }, 120_000);
   });
 });

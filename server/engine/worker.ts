@@ -123,21 +123,23 @@ export async function startStepWorker(
   // Each worker heartbeats and, on the same tick, recovers steps of workers that stopped doing so.
   // The beat never waits for recovery: recovery that is slow (a database under strain) must not
   // make this worker look dead to its peers. A failed beat (database away) is retried next tick.
-  let beating = false;
+  let beat: Promise<void> | undefined;
   let maintaining = false;
   const heartbeat = setInterval(() => {
-    if (!beating) {
-      beating = true;
-      deps.pool
-        .query("update workers set last_seen = now() where id = $1", [workerId])
-        .catch((error: unknown) => {
+    beat ??= deps.pool
+      .query("update workers set last_seen = now() where id = $1", [workerId])
+      .then(
+        () => undefined,
+        (error: unknown) => {
           if (!isConnectionError(error)) log.error({ err: String(error) }, "heartbeat failed");
-        })
-        .finally(() => (beating = false));
-    }
+        },
+      )
+      .finally(() => (beat = undefined));
     if (maintaining) return;
     maintaining = true;
-    recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS)
+    // After this tick's beat, so that the database has heard from us before we judge others.
+    (beat ?? Promise.resolve())
+      .then(() => recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS))
       .then(async () => {
         // A runner wedged by a connection lost inside graphile takes no jobs although it has room:
         // due step jobs wait unlocked while this process runs fewer than it may. Replace it.
