@@ -15,6 +15,9 @@
  * With STEPWISE_PROBE_FREEZE_RUN=<run id> it stops itself (SIGSTOP) inside the transaction that
  * records the first outcome of that run, holding the run's lock, after printing `frozen <run id>`:
  * a worker process frozen mid-transaction. SIGCONT lets it go on.
+ *
+ * With STEPWISE_PROBE_SKIP_LEASE_RENEWAL=1 it heartbeats but never renews the leases of the
+ * attempts it runs: a live worker that has lost hold of its steps.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
@@ -60,6 +63,8 @@ export function spawnProbeWorker(options: {
   freezeRun?: string;
   /** Its pools' STEPWISE_IDLE_IN_TRANSACTION_MS. */
   idleInTransactionMs?: number;
+  /** Beat, but never renew the leases of running attempts. */
+  skipLeaseRenewal?: boolean;
 }): ProbeWorkerProcess {
   const child = spawn(process.execPath, ["--import", "tsx", thisFile], {
     cwd: projectRoot,
@@ -72,6 +77,7 @@ export function spawnProbeWorker(options: {
       STEPWISE_WORKER_CONCURRENCY: String(options.concurrency ?? 4),
       STEPWISE_PROBE_STALL: options.stallClaims ? "1" : "0",
       STEPWISE_PROBE_FREEZE_RUN: options.freezeRun ?? "",
+      STEPWISE_PROBE_SKIP_LEASE_RENEWAL: options.skipLeaseRenewal ? "1" : "0",
       ...(options.idleInTransactionMs && { STEPWISE_IDLE_IN_TRANSACTION_MS: String(options.idleInTransactionMs) }),
     },
     stdio: ["ignore", "pipe", "pipe"],
@@ -132,18 +138,19 @@ async function main(): Promise<void> {
     return;
   }
   const freezeRun = process.env.STEPWISE_PROBE_FREEZE_RUN;
-  if (freezeRun) {
+  const skipLeaseRenewal = process.env.STEPWISE_PROBE_SKIP_LEASE_RENEWAL === "1";
+  if (freezeRun || skipLeaseRenewal) {
     const db = connectDatabase(databaseUrl);
     const engine = createEngineDeps(db.pool, createProbeRegistry());
     let frozen = false;
     engine.beforeCommit = (runId, ops) => {
-      if (frozen || runId !== freezeRun || !ops.some((op) => op.kind === "record")) return;
+      if (frozen || !freezeRun || runId !== freezeRun || !ops.some((op) => op.kind === "record")) return;
       frozen = true;
       // Pipes are written synchronously on Linux: the line is out before the process stops.
       process.stdout.write(`${FROZEN_PREFIX}${runId}\n`);
       process.kill(process.pid, "SIGSTOP");
     };
-    await startStepWorker(engine, { databaseUrl, concurrency });
+    await startStepWorker(engine, { databaseUrl, concurrency, skipLeaseRenewal });
     process.stdout.write(`${READY_PREFIX}${process.pid}\n`);
     return;
   }

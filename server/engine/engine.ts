@@ -43,6 +43,12 @@ export interface EngineDeps {
   /** Set when the process shuts down: transactions stop retrying lost connections. */
   stopping?: boolean;
   /**
+   * Worker processes only: how long a claimed attempt's lease lasts without renewal, and the
+   * attempts this process is executing (or still recording), whose leases its heartbeat renews.
+   */
+  leaseMs?: number;
+  inFlight?: Map<string, { runId: string; stepId: string; attempt: number; controller: AbortController }>;
+  /**
    * Fault injection for tests: called inside each step transaction (claims and outcomes) after its
    * work, before it commits, e.g. to freeze the process while it holds the run's lock.
    */
@@ -463,16 +469,34 @@ const RECORD_MAX_DELAY_MS = 5_000;
 /** Runs a claimed step's tool outside any transaction, then records the outcome. */
 async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<void> {
   const { step, attempt, run } = claimed;
+  const controller = new AbortController();
+  const inFlight = deps.cancellations.get(run.id) ?? new Set();
+  inFlight.add(controller);
+  deps.cancellations.set(run.id, inFlight);
+  // Leased until the outcome is written, not only while the tool runs: a peer must not take a
+  // step whose result is on its way.
+  const leaseKey = `${run.id}/${step.id}/${attempt}`;
+  deps.inFlight?.set(leaseKey, { runId: run.id, stepId: step.id, attempt, controller });
+  try {
+    await executeAndRecord(deps, claimed, controller, inFlight);
+  } finally {
+    deps.inFlight?.delete(leaseKey);
+  }
+}
+
+async function executeAndRecord(
+  deps: EngineDeps,
+  claimed: ClaimedStep,
+  controller: AbortController,
+  inFlight: Set<AbortController>,
+): Promise<void> {
+  const { step, attempt, run } = claimed;
   const job = { runId: run.id, stepId: step.id, attempt };
   const started = Date.now();
-  const controller = new AbortController();
   const timeout = setTimeout(
     () => controller.abort(new StepTimeoutError(`Timed out after ${step.timeoutSeconds}s`)),
     step.timeoutSeconds * 1000,
   );
-  const inFlight = deps.cancellations.get(run.id) ?? new Set();
-  inFlight.add(controller);
-  deps.cancellations.set(run.id, inFlight);
   const reporter = new ProgressReporter(deps.pool, run, step.id);
   let outcome: { ok: true; value: unknown } | { ok: false; error: string; retryable: boolean };
   try {
@@ -776,7 +800,8 @@ async function claimStepsIn(
     // A tool that marks the start of its effect itself has started none yet; for any other the
     // effect may begin as soon as the claim commits.
     `update run_steps rs set status = 'running', attempt = u.attempt, queued = false, started_at = now(), progress = 0, worker_id = $2,
-       effects_started_at = case when u.marks then null else now() end
+       effects_started_at = case when u.marks then null else now() end,
+       lease_expires_at = now() + make_interval(secs => $4::int / 1000.0)
      from jsonb_to_recordset($3::jsonb) as u(step_id text, attempt int, marks boolean)
      where rs.run_id = $1 and rs.step_id = u.step_id`,
     [
@@ -789,6 +814,7 @@ async function claimStepsIn(
           marks: deps.tools.get(e.step.tool)?.marksEffectStart === true,
         })),
       ),
+      deps.leaseMs ?? null,
     ],
   );
   const outputs = await referencedOutputs(
@@ -1208,6 +1234,53 @@ export function abortRunLocally(deps: EngineDeps, runId: string): void {
   for (const controller of deps.cancellations.get(runId) ?? []) controller.abort(new Error("Run cancelled"));
 }
 
+/** How many of its own heartbeats a worker may miss before its running steps count as interrupted. */
+export const MISSED_BEATS = 5;
+
+/** SQL: the worker owning step row `rs` has beaten within its own MISSED_BEATS intervals. */
+const OWNER_ALIVE = `exists (select 1 from workers w where w.id = rs.worker_id
+  and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0))`;
+
+/**
+ * Renews the leases of the attempts this worker is executing (or still recording). An attempt
+ * whose row no longer names it (recovered by a peer after its lease ran out, cancelled) is aborted
+ * here: another attempt may already be running, and this one's outcome would not be recorded.
+ * A lease that lapsed during a short cut but was not yet taken is simply renewed.
+ */
+export async function renewLeases(deps: EngineDeps): Promise<void> {
+  const inFlight = [...(deps.inFlight?.values() ?? [])];
+  if (!deps.workerId || !deps.leaseMs || inFlight.length === 0) return;
+  const renewed = await deps.pool.query<{ key: string }>(
+    `update run_steps rs set lease_expires_at = now() + make_interval(secs => $2::int / 1000.0)
+     from jsonb_to_recordset($3::jsonb) as u(run_id uuid, step_id text, attempt int)
+     where rs.run_id = u.run_id and rs.step_id = u.step_id and rs.attempt = u.attempt
+       and rs.status = 'running' and rs.worker_id = $1
+     returning rs.run_id || '/' || rs.step_id || '/' || rs.attempt as key`,
+    [
+      deps.workerId,
+      deps.leaseMs,
+      JSON.stringify(
+        inFlight
+          .map(({ runId, stepId, attempt }) => ({ run_id: runId, step_id: stepId, attempt }))
+          .sort((a, b) => (a.run_id + a.step_id).localeCompare(b.run_id + b.step_id)),
+      ),
+    ],
+  );
+  const held = new Set(renewed.rows.map((row) => row.key));
+  for (const [key, entry] of deps.inFlight ?? []) {
+    if (!held.has(key) && inFlight.includes(entry) && !entry.controller.signal.aborted) {
+      entry.controller.abort(new LeaseLostError());
+    }
+  }
+}
+
+/** The abort reason of an attempt whose step is no longer this worker's to run. */
+export class LeaseLostError extends Error {
+  constructor() {
+    super("The step was taken over: this worker lost its lease on it");
+  }
+}
+
 /**
  * Steps whose worker stopped heartbeating were interrupted mid-execution. An idempotent tool's
  * step is queued again (at-least-once); any other becomes failed with an "interrupted" reason so
@@ -1222,8 +1295,7 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
     `select rs.run_id, rs.step_id, rs.attempt, rs.worker_id from run_steps rs
      where rs.status = 'running' and rs.tool <> '${AGENT_TASK_TOOL}'
        and rs.worker_id is distinct from $1
-       and not exists (select 1 from workers w where w.id = rs.worker_id
-                       and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0))
+       and (rs.lease_expires_at < now() or not ${OWNER_ALIVE})
      order by rs.started_at`,
     [deps.workerId ?? null],
   );
@@ -1241,17 +1313,16 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
         attempt: number;
         worker_id: string | null;
         effects_started: boolean;
-        owner_alive: boolean;
+        held: boolean;
       }>(
         `select rs.status, rs.attempt, rs.worker_id, rs.effects_started_at is not null as effects_started,
-                exists (select 1 from workers w where w.id = rs.worker_id
-                        and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0)) as owner_alive
+                (rs.lease_expires_at is null or rs.lease_expires_at >= now()) and ${OWNER_ALIVE} as held
          from run_steps rs where rs.run_id = $1 and rs.step_id = $2 for update of rs skip locked`,
         [orphan.run_id, orphan.step_id],
       );
       const row = current.rows[0];
       if (row?.status !== "running" || row.attempt !== orphan.attempt || row.worker_id !== orphan.worker_id) return;
-      if (row.owner_alive) return;
+      if (row.held) return;
       const step = tx.graph.steps.get(orphan.step_id)!;
       const tool = deps.tools.get(step.tool);
       const reason = interruptedReason(row.effects_started);
@@ -1299,12 +1370,9 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
  */
 export function interruptedReason(effectsStarted: boolean): string {
   return effectsStarted
-    ? "Interrupted: its worker stopped while it ran; its command may have run; check before retrying"
-    : "Interrupted: its worker stopped; its command had not started; safe to retry";
+    ? "Interrupted: its worker stopped or lost touch while it ran; its command may have run; check before retrying"
+    : "Interrupted: its worker stopped or lost touch; its command had not started; safe to retry";
 }
-
-/** How many of its own heartbeats a worker may miss before its running steps count as interrupted. */
-export const MISSED_BEATS = 5;
 
 /**
  * A worker that died after taking a step's job off the queue but before claiming it leaves the

@@ -601,4 +601,84 @@ describe("engine under database faults", () => {
       }
     }, 120_000);
   });
+  describe("per-attempt leases", () => {
+    it("a step whose lease ran out is recovered even though its worker's row is alive", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      const probeLog = path.join(h.workspace, "probe.log");
+      // Beats, so its row looks alive, but has lost hold of what it runs.
+      const holder = spawnProbeWorker({
+        databaseUrl: h.app.db.url,
+        probeLog,
+        workspace: h.workspace,
+        heartbeatMs: 200,
+        skipLeaseRenewal: true,
+      });
+      probeWorkers.push(holder);
+      await holder.ready;
+      const runId = await createRun(h, "lease", [{ id: "step_1", tool: "probe_once", args: { sleepMs: 15_000 } }]);
+      await expect.poll(async () => (await readProbeLog(probeLog)).length, { timeout: 15_000 }).toBe(1);
+      const peer = spawnProbeWorker({ databaseUrl: h.app.db.url, probeLog, workspace: h.workspace, heartbeatMs: 200 });
+      probeWorkers.push(peer);
+      await peer.ready;
+      const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 20_000);
+      expect(run.steps[0]).toMatchObject({ status: "failed", attempt: 1 });
+      expect(run.steps[0]!.reason).toMatch(/^Interrupted/);
+      // Its worker was alive and beating all along.
+      expect(holder.child.exitCode).toBe(null);
+      const owner = await h.app.db.pool.query<{ fresh: boolean }>(
+        "select last_seen > now() - interval '1 second' as fresh from workers where pid = $1",
+        [holder.pid],
+      );
+      expect(owner.rows).toEqual([{ fresh: true }]);
+      const events = await readEvents(h.app.db.pool, runId, 0);
+      expect(events.filter((e) => e.type === "step.interrupted").map((e) => e.stepId)).toEqual(["step_1"]);
+      expect(sequenceProblems(events)).toEqual([]);
+      expect(illegalTransitions(events)).toEqual([]);
+    }, 60_000);
+
+    it("a cut shorter than the lease costs a worker none of its steps, though a peer watches", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      const url = new URL(h.app.db.url);
+      proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+      const probeLog = path.join(h.workspace, "probe.log");
+      // Leases of 5 s (five beats of 1 s); the cut lasts 2 s.
+      const cutOff = spawnProbeWorker({
+        databaseUrl: throughProxy(h.app.db.url, proxy),
+        probeLog,
+        workspace: h.workspace,
+        heartbeatMs: 1_000,
+      });
+      probeWorkers.push(cutOff);
+      await cutOff.ready;
+      const runId = await createRun(
+        h,
+        "short cut",
+        // Long enough to be running still when the peer is up and the cut comes.
+        Array.from({ length: 4 }, (_, i) => ({ id: `step_${i + 1}`, tool: "probe_once", args: { sleepMs: 10_000 } })),
+      );
+      await expect.poll(async () => (await readProbeLog(probeLog)).length, { timeout: 15_000 }).toBe(4);
+      // The peer starts only now, so every step is the cut-off worker's.
+      const peer = spawnProbeWorker({ databaseUrl: h.app.db.url, probeLog, workspace: h.workspace, heartbeatMs: 200 });
+      probeWorkers.push(peer);
+      await peer.ready;
+      expect((await h.caller.runs.get({ runId })).steps.map((s) => s.status)).toEqual(Array(4).fill("running"));
+      await proxy.cut(2_000);
+      const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 30_000);
+      const events = await readEvents(h.app.db.pool, runId, 0);
+      expect(events.filter((e) => e.type === "step.interrupted").map((e) => e.stepId)).toEqual([]);
+      expect(run.status).toBe("completed");
+      expect(run.steps.map((s) => s.attempt)).toEqual([1, 1, 1, 1]);
+      expect((await readProbeLog(probeLog)).map((e) => e.pid)).toEqual([
+        cutOff.pid,
+        cutOff.pid,
+        cutOff.pid,
+        cutOff.pid,
+      ]);
+      expect(cutOff.child.exitCode).toBe(null);
+      expect(sequenceProblems(events)).toEqual([]);
+      expect(illegalTransitions(events)).toEqual([]);
+    }, 60_000);
+  });
 });

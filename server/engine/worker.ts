@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import os from "node:os";
 import { Logger, run as runGraphileWorker, type Runner } from "graphile-worker";
-import { createPool, isConnectionError, retryOnConnectionLoss } from "../db";
+import { createPool, isConnectionError, isLockTimeout, retryOnConnectionLoss } from "../db";
 import { DatabaseListener } from "../db/listener";
 import { logger } from "../logger";
 import {
@@ -11,6 +11,7 @@ import {
   expireApproval,
   MISSED_BEATS,
   recoverInterruptedSteps,
+  renewLeases,
   warnApprovalExpiring,
   type EngineDeps,
 } from "./engine";
@@ -37,11 +38,24 @@ const DEFAULT_GRACE_MS = Number(process.env.STEPWISE_SHUTDOWN_GRACE_MS ?? 10_000
  */
 export async function startStepWorker(
   engine: EngineDeps,
-  options: { databaseUrl: string; concurrency: number; heartbeatMs?: number },
+  options: {
+    databaseUrl: string;
+    concurrency: number;
+    heartbeatMs?: number;
+    /** Fault injection for tests: beat, but never renew the leases of running attempts. */
+    skipLeaseRenewal?: boolean;
+  },
 ): Promise<StepWorker> {
   const workerId = randomUUID();
-  const deps: EngineDeps = { ...engine, workerId, continuationSlots: { limit: options.concurrency, used: 0 } };
   const heartbeatMs = options.heartbeatMs ?? Number(process.env.STEPWISE_HEARTBEAT_MS ?? 2000);
+  const deps: EngineDeps = {
+    ...engine,
+    workerId,
+    continuationSlots: { limit: options.concurrency, used: 0 },
+    // A lease lasts as long as the worker may stay silent before its peers give up on it.
+    leaseMs: heartbeatMs * MISSED_BEATS,
+    inFlight: new Map(),
+  };
   await retryOnConnectionLoss(
     () =>
       deps.pool.query("insert into workers (id, hostname, pid, heartbeat_ms) values ($1, $2, $3, $4)", [
@@ -128,10 +142,12 @@ export async function startStepWorker(
   const heartbeat = setInterval(() => {
     beat ??= deps.pool
       .query("update workers set last_seen = now() where id = $1", [workerId])
+      .then(() => (options.skipLeaseRenewal ? undefined : renewLeases(deps)))
       .then(
         () => undefined,
         (error: unknown) => {
-          if (!isConnectionError(error)) log.error({ err: String(error) }, "heartbeat failed");
+          // A lease row locked by a transaction in flight is renewed on the next beat.
+          if (!isConnectionError(error) && !isLockTimeout(error)) log.error({ err: String(error) }, "heartbeat failed");
         },
       )
       .finally(() => (beat = undefined));
