@@ -193,7 +193,10 @@ export async function startStepWorker(
     const runnerStopped = runner.stop().catch(() => undefined);
     const idle = async () => {
       await runnerStopped;
-      while (deps.continuationSlots!.used > 0) await new Promise((resolve) => setTimeout(resolve, 50));
+      // Jobs of a runner replaced earlier (see restartRunner) are not waited for by this one's stop.
+      while (activeJobs > 0 || deps.continuationSlots!.used > 0) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
     };
     const timedOut = await Promise.race([
       idle().then(() => false),
