@@ -1,5 +1,6 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
+import { idleInTransactionMs } from "./env";
 import { PrismaClient } from "./generated/prisma/client";
 
 /**
@@ -13,9 +14,27 @@ export interface Database {
   close(): Promise<void>;
 }
 
+/**
+ * How long an engine statement waits for a row lock before its transaction is rolled back and
+ * tried again (see `inTransaction`). Engine transactions hold their locks for milliseconds; one
+ * that waits longer is behind a stalled holder, and waiting while holding its own locks only
+ * spreads the stall.
+ */
+export const LOCK_TIMEOUT_MS = 2_000;
+
 export function connectDatabase(url: string, options: { poolSize?: number } = {}): Database {
-  const pool = createPool(url, { max: options.poolSize ?? 20, applicationName: "stepwise" });
-  const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 10 }) });
+  const pool = createPool(url, {
+    max: options.poolSize ?? 20,
+    applicationName: "stepwise",
+    lockTimeoutMs: LOCK_TIMEOUT_MS,
+  });
+  const prisma = new PrismaClient({
+    adapter: new PrismaPg({
+      connectionString: url,
+      max: 10,
+      idle_in_transaction_session_timeout: idleInTransactionMs(),
+    }),
+  });
   return {
     url,
     prisma,
@@ -36,8 +55,9 @@ export function isConnectionError(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const code = (error as { code?: unknown }).code;
   if (typeof code === "string") {
-    // 57P01-03: admin shutdown, crash shutdown, cannot connect now; 08xxx: connection exceptions.
-    if (/^(57P0[123]|08...)$/.test(code)) return true;
+    // 57P01-03: admin shutdown, crash shutdown, cannot connect now; 57P05 and 25P03: the server
+    // ended an idle session or one idle in a transaction; 08xxx: connection exceptions.
+    if (/^(57P0[1235]|25P03|08...)$/.test(code)) return true;
     if (["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "ENOTFOUND", "EAI_AGAIN"].includes(code)) return true;
   }
   return /Connection terminated|connection error|not queryable|timeout exceeded when trying to connect/i.test(
@@ -45,19 +65,31 @@ export function isConnectionError(error: unknown): boolean {
   );
 }
 
+/** A statement gave up waiting for a lock (lock_timeout): nothing was written; try again later. */
+export function isLockTimeout(error: unknown): boolean {
+  return error instanceof Error && (error as { code?: unknown }).code === "55P03";
+}
+
 /**
  * A pool that rides out a flaky database: an idle client losing its connection (server restart)
  * does not crash the process, a connection attempt that hangs (a backend terminated during the
  * handshake) fails after a while instead of never, and so does a statement whose connection died
- * silently. Engine statements are short; a minute is far beyond any of them.
+ * silently. Engine statements are short; a minute is far beyond any of them. A session left idle
+ * inside a transaction (its process frozen) is ended by the server after `idleInTransactionMs`,
+ * which releases its locks; with `lockTimeoutMs` a statement stops waiting for a lock.
  */
-export function createPool(url: string, options: { max: number; applicationName: string }): pg.Pool {
+export function createPool(
+  url: string,
+  options: { max: number; applicationName: string; lockTimeoutMs?: number; idleInTransactionMs?: number },
+): pg.Pool {
   const pool = new pg.Pool({
     connectionString: url,
     max: options.max,
     application_name: options.applicationName,
     connectionTimeoutMillis: 10_000,
     query_timeout: 60_000,
+    idle_in_transaction_session_timeout: options.idleInTransactionMs ?? idleInTransactionMs(),
+    ...(options.lockTimeoutMs && { lock_timeout: options.lockTimeoutMs }),
   });
   pool.on("error", () => undefined);
   // A checked-out client whose connection dies emits 'error' on itself: never unhandled.
@@ -68,9 +100,23 @@ export function createPool(url: string, options: { max: number; applicationName:
 /**
  * Runs `work` in one transaction on a pooled client. A client whose connection dies while checked
  * out emits 'error' on itself, not on the pool: without a handler that kills the process. The
- * broken client is destroyed rather than returned to the pool.
+ * broken client is destroyed rather than returned to the pool. A transaction that gave up waiting
+ * for a lock (the pool's lock_timeout) has rolled back, releasing its own locks, and is run again
+ * after a pause: `work` must be safe to repeat, as engine transactions are (they re-read what
+ * they change).
  */
 export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await inTransactionOnce(pool, work);
+    } catch (error) {
+      if (!isLockTimeout(error)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 25 * 2 ** attempt)));
+    }
+  }
+}
+
+async function inTransactionOnce<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
   const onError = (error: Error) => (broken = error);
@@ -91,9 +137,10 @@ export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClie
 }
 
 /**
- * Retries `work` while it fails for connection reasons, with capped exponential backoff, until it
- * succeeds, fails otherwise, or `shouldStop` says the process is going away. `work` must be safe to
- * repeat after a rollback (engine transactions re-check every state they change).
+ * Retries `work` while it fails for connection reasons or a lock timeout, with capped exponential
+ * backoff, until it succeeds, fails otherwise, or `shouldStop` says the process is going away.
+ * `work` must be safe to repeat after a rollback (engine transactions re-check every state they
+ * change).
  */
 export async function retryOnConnectionLoss<T>(
   work: () => Promise<T>,
@@ -107,7 +154,7 @@ export async function retryOnConnectionLoss<T>(
     try {
       return await work();
     } catch (error) {
-      if (!isConnectionError(error) || options.shouldStop?.()) throw error;
+      if (!(isConnectionError(error) || isLockTimeout(error)) || options.shouldStop?.()) throw error;
       options.onRetry?.(error, attempt);
       await new Promise((resolve) => setTimeout(resolve, Math.min(options.maxDelayMs ?? 2_000, 50 * 2 ** attempt)));
     }

@@ -19,9 +19,14 @@ export interface AppConfig {
   accessToken: string | undefined;
   /** The hostname users reach this server by, besides loopback names (behind a proxy, say). */
   publicHost: string | undefined;
+  /**
+   * PostgreSQL ends a session that sits this long inside a transaction without a statement, so a
+   * frozen worker (SIGSTOP, a stalled VM) cannot hold a run's locks for ever.
+   */
+  idleInTransactionMs: number;
 }
 
-function intFromEnv(name: string, fallback: number): number {
+export function intFromEnv(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === "") return fallback;
   const value = Number(raw);
@@ -46,5 +51,11 @@ export function readConfig(): AppConfig {
     inProcessWorker: process.env.STEPWISE_IN_PROCESS_WORKER !== "0",
     accessToken: process.env.STEPWISE_ACCESS_TOKEN || undefined,
     publicHost: process.env.STEPWISE_PUBLIC_HOST || undefined,
+    idleInTransactionMs: idleInTransactionMs(),
   };
+}
+
+/** STEPWISE_IDLE_IN_TRANSACTION_MS, read where pools are made (workers have no full config). */
+export function idleInTransactionMs(): number {
+  return intFromEnv("STEPWISE_IDLE_IN_TRANSACTION_MS", 15_000);
 }

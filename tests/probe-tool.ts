@@ -23,14 +23,22 @@ export interface ProbeExecution {
  * execution, appended (O_APPEND, one write) before it does anything else, so even an execution
  * killed mid-way is counted. It then sleeps `sleepMs`, honouring its abort signal. `probe` is
  * idempotent, so the engine may re-run it after its worker died; `probe_once` is the same tool
- * declared non-idempotent, which the engine must never re-run on its own.
+ * declared non-idempotent, which the engine must never re-run on its own. With `marksEffectStart`
+ * (`probe_effect`) it first waits `sleepBeforeEffectMs`, then marks its effect's start and only
+ * then records the execution: a kill during that first wait interrupts it before any effect.
  */
-export function createProbeTool(options: { logFile?: string; name?: string; idempotent?: boolean } = {}) {
+export function createProbeTool(
+  options: { logFile?: string; name?: string; idempotent?: boolean; marksEffectStart?: boolean } = {},
+) {
   const idempotent = options.idempotent ?? true;
   return defineTool({
     name: options.name ?? "probe",
     description: `Test probe (${idempotent ? "idempotent" : "not idempotent"}): records each execution in a file, then optionally sleeps.`,
-    inputSchema: z.object({ sleepMs: z.number().int().min(0).max(600_000).default(0), value: z.unknown().optional() }),
+    inputSchema: z.object({
+      sleepMs: z.number().int().min(0).max(600_000).default(0),
+      sleepBeforeEffectMs: z.number().int().min(0).max(600_000).default(0),
+      value: z.unknown().optional(),
+    }),
     capability: "data.transform",
     capabilityLabel: "Test probe",
     readOnly: true,
@@ -38,9 +46,14 @@ export function createProbeTool(options: { logFile?: string; name?: string; idem
     idempotent,
     requiresApproval: false,
     defaultTimeoutSeconds: 600,
-    async execute({ sleepMs, value }, context) {
+    marksEffectStart: options.marksEffectStart ?? false,
+    async execute({ sleepMs, sleepBeforeEffectMs, value }, context) {
       const logFile = options.logFile ?? process.env[PROBE_LOG_ENV];
       if (!logFile) throw new Error(`The probe tool needs ${PROBE_LOG_ENV} (or a logFile) to record executions`);
+      if (options.marksEffectStart) {
+        if (sleepBeforeEffectMs > 0) await delay(sleepBeforeEffectMs, undefined, { signal: context.signal });
+        await context.effectsStarting();
+      }
       const execution: ProbeExecution = {
         runId: context.runId,
         stepId: context.stepId,
@@ -54,12 +67,13 @@ export function createProbeTool(options: { logFile?: string; name?: string; idem
   });
 }
 
-/** The built-in tools plus `probe` (idempotent) and `probe_once` (not idempotent). */
+/** The built-in tools plus `probe` (idempotent), `probe_once` (not idempotent) and `probe_effect` (`probe_once` marking its effect's start). */
 export function createProbeRegistry(options: { logFile?: string } = {}): ToolRegistry {
   return createToolRegistry([
     ...builtinTools,
     createProbeTool(options),
     createProbeTool({ ...options, name: "probe_once", idempotent: false }),
+    createProbeTool({ ...options, name: "probe_effect", idempotent: false, marksEffectStart: true }),
   ]);
 }
 

@@ -11,16 +11,27 @@
  * With STEPWISE_PROBE_STALL=1 it is instead a worker frozen at the worst moment: it takes step
  * jobs off the queue (graphile-worker locks them) but never claims them, as a worker does while
  * it waits for a run's lock. Killing it then leaves jobs locked by a dead process.
+ *
+ * With STEPWISE_PROBE_FREEZE_RUN=<run id> it stops itself (SIGSTOP) inside the transaction that
+ * records the first outcome of that run, holding the run's lock, after printing `frozen <run id>`:
+ * a worker process frozen mid-transaction. SIGCONT lets it go on.
+ *
+ * With STEPWISE_PROBE_SKIP_LEASE_RENEWAL=1 it heartbeats but never renews the leases of the
+ * attempts it runs: a live worker that has lost hold of its steps.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Logger, run as runGraphileWorker } from "graphile-worker";
 import { createAppContext } from "../server/app-context";
+import { connectDatabase } from "../server/db";
+import { createEngineDeps } from "../server/engine/engine";
 import { RUN_STEP_TASK } from "../server/engine/queue";
+import { startStepWorker } from "../server/engine/worker";
 import { createProbeRegistry, PROBE_LOG_ENV } from "./probe-tool";
 
 const READY_PREFIX = "ready ";
+const FROZEN_PREFIX = "frozen ";
 const thisFile = fileURLToPath(import.meta.url);
 const projectRoot = path.resolve(path.dirname(thisFile), "..");
 
@@ -35,6 +46,8 @@ export interface ProbeWorkerProcess {
   kill(): Promise<void>;
   /** SIGTERM: a clean stop (jobs finish, the worker row is removed). */
   stop(): Promise<void>;
+  /** Everything it printed so far. */
+  output(): string;
 }
 
 export function spawnProbeWorker(options: {
@@ -46,6 +59,12 @@ export function spawnProbeWorker(options: {
   readyTimeoutMs?: number;
   /** Take step jobs off the queue but never claim them (see the file comment). */
   stallClaims?: boolean;
+  /** Freeze (SIGSTOP itself) inside the transaction recording this run's first outcome. */
+  freezeRun?: string;
+  /** Its pools' STEPWISE_IDLE_IN_TRANSACTION_MS. */
+  idleInTransactionMs?: number;
+  /** Beat, but never renew the leases of running attempts. */
+  skipLeaseRenewal?: boolean;
 }): ProbeWorkerProcess {
   const child = spawn(process.execPath, ["--import", "tsx", thisFile], {
     cwd: projectRoot,
@@ -57,6 +76,9 @@ export function spawnProbeWorker(options: {
       STEPWISE_HEARTBEAT_MS: String(options.heartbeatMs ?? 200),
       STEPWISE_WORKER_CONCURRENCY: String(options.concurrency ?? 4),
       STEPWISE_PROBE_STALL: options.stallClaims ? "1" : "0",
+      STEPWISE_PROBE_FREEZE_RUN: options.freezeRun ?? "",
+      STEPWISE_PROBE_SKIP_LEASE_RENEWAL: options.skipLeaseRenewal ? "1" : "0",
+      ...(options.idleInTransactionMs && { STEPWISE_IDLE_IN_TRANSACTION_MS: String(options.idleInTransactionMs) }),
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -94,6 +116,7 @@ export function spawnProbeWorker(options: {
     exited,
     kill: () => signal("SIGKILL"),
     stop: () => signal("SIGTERM"),
+    output: () => output,
   };
 }
 
@@ -111,6 +134,23 @@ async function main(): Promise<void> {
       logger: new Logger(() => () => undefined),
       taskList: { [RUN_STEP_TASK]: () => new Promise<void>(() => undefined) },
     });
+    process.stdout.write(`${READY_PREFIX}${process.pid}\n`);
+    return;
+  }
+  const freezeRun = process.env.STEPWISE_PROBE_FREEZE_RUN;
+  const skipLeaseRenewal = process.env.STEPWISE_PROBE_SKIP_LEASE_RENEWAL === "1";
+  if (freezeRun || skipLeaseRenewal) {
+    const db = connectDatabase(databaseUrl);
+    const engine = createEngineDeps(db.pool, createProbeRegistry());
+    let frozen = false;
+    engine.beforeCommit = (runId, ops) => {
+      if (frozen || !freezeRun || runId !== freezeRun || !ops.some((op) => op.kind === "record")) return;
+      frozen = true;
+      // Pipes are written synchronously on Linux: the line is out before the process stops.
+      process.stdout.write(`${FROZEN_PREFIX}${runId}\n`);
+      process.kill(process.pid, "SIGSTOP");
+    };
+    await startStepWorker(engine, { databaseUrl, concurrency, skipLeaseRenewal });
     process.stdout.write(`${READY_PREFIX}${process.pid}\n`);
     return;
   }

@@ -42,6 +42,17 @@ export interface EngineDeps {
   continuationSlots?: { limit: number; used: number };
   /** Set when the process shuts down: transactions stop retrying lost connections. */
   stopping?: boolean;
+  /**
+   * Worker processes only: how long a claimed attempt's lease lasts without renewal, and the
+   * attempts this process is executing (or still recording), whose leases its heartbeat renews.
+   */
+  leaseMs?: number;
+  inFlight?: Map<string, { runId: string; stepId: string; attempt: number; controller: AbortController }>;
+  /**
+   * Fault injection for tests: called inside each step transaction (claims and outcomes) after its
+   * work, before it commits, e.g. to freeze the process while it holds the run's lock.
+   */
+  beforeCommit?: (runId: string, ops: readonly { kind: "claim" | "record"; job: { stepId: string } }[]) => void;
   now?: () => Date;
   random?: () => number;
 }
@@ -178,16 +189,20 @@ async function loadPlanSteps(client: Pick<pg.ClientBase, "query">, planId: strin
   return row.rows[0]!.steps;
 }
 
-/** Locks the run row: every engine transaction on a run is serialised by this lock. */
+/**
+ * Locks the run row: every engine transaction on a run is serialised by this lock. With
+ * `skipLocked` a run whose lock is held elsewhere is not waited for (undefined, as for no run).
+ */
 async function openRunTransaction(
   deps: EngineDeps,
   client: Client,
   runId: string,
+  options: { skipLocked?: boolean } = {},
 ): Promise<RunTransaction | undefined> {
   const result = await client.query<RunRow>(
     `select id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
             approval_timeout_ms, approval_warning_ms, now() as db_now
-     from runs where id = $1 for update`,
+     from runs where id = $1 for update${options.skipLocked ? " skip locked" : ""}`,
     [runId],
   );
   const run = result.rows[0];
@@ -448,21 +463,40 @@ export async function executeStepJob(
   if (claimed) await runClaimedStep(deps, claimed);
 }
 
-const RECORD_ATTEMPTS = 5;
+/** The longest pause between two tries at writing a step's outcome. */
+const RECORD_MAX_DELAY_MS = 5_000;
 
 /** Runs a claimed step's tool outside any transaction, then records the outcome. */
 async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<void> {
   const { step, attempt, run } = claimed;
+  const controller = new AbortController();
+  const inFlight = deps.cancellations.get(run.id) ?? new Set();
+  inFlight.add(controller);
+  deps.cancellations.set(run.id, inFlight);
+  // Leased until the outcome is written, not only while the tool runs: a peer must not take a
+  // step whose result is on its way.
+  const leaseKey = `${run.id}/${step.id}/${attempt}`;
+  deps.inFlight?.set(leaseKey, { runId: run.id, stepId: step.id, attempt, controller });
+  try {
+    await executeAndRecord(deps, claimed, controller, inFlight);
+  } finally {
+    deps.inFlight?.delete(leaseKey);
+  }
+}
+
+async function executeAndRecord(
+  deps: EngineDeps,
+  claimed: ClaimedStep,
+  controller: AbortController,
+  inFlight: Set<AbortController>,
+): Promise<void> {
+  const { step, attempt, run } = claimed;
   const job = { runId: run.id, stepId: step.id, attempt };
   const started = Date.now();
-  const controller = new AbortController();
   const timeout = setTimeout(
     () => controller.abort(new StepTimeoutError(`Timed out after ${step.timeoutSeconds}s`)),
     step.timeoutSeconds * 1000,
   );
-  const inFlight = deps.cancellations.get(run.id) ?? new Set();
-  inFlight.add(controller);
-  deps.cancellations.set(run.id, inFlight);
   const reporter = new ProgressReporter(deps.pool, run, step.id);
   let outcome: { ok: true; value: unknown } | { ok: false; error: string; retryable: boolean };
   try {
@@ -478,6 +512,7 @@ async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<v
         attempt,
         // One key per step across attempts: a retried or replayed step presents the same key.
         idempotencyKey: `${run.id}:${step.id}`,
+        effectsStarting: () => markEffectsStarted(deps, job, controller.signal),
         reportProgress: (percent, message) => reporter.progress(percent, message),
         log: (message, level) => reporter.log(message, level ?? "info"),
       }),
@@ -497,16 +532,45 @@ async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<v
   // recovery decides (queue again if idempotent, else ask the person) as after a crash.
   if (controller.signal.reason instanceof WorkerShutdownError) return;
   const duration = Date.now() - started;
-  // A lost connection must not strand a finished step as running: recording is retried.
+  // The outcome is written, whatever it takes: given up, the step would stay running under a worker
+  // that is alive, so no recovery would ever look at it. Only a process going away stops trying;
+  // its steps are then recovered as interrupted once its heartbeat ends.
   for (let tries = 1; ; tries++) {
     try {
       await combinerFor(deps).submit<void>(job.runId, { kind: "record", job, attempt, outcome, duration });
       return;
     } catch (error) {
-      if (tries >= RECORD_ATTEMPTS) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** tries));
+      if (deps.stopping) throw error;
+      if (tries === 1 || tries % 10 === 0) {
+        console.error(
+          `[worker] writing the outcome of ${step.id} of run ${run.id} failed (try ${tries}), trying again: ${errorMessage(error)}`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(RECORD_MAX_DELAY_MS, 100 * 2 ** tries)));
     }
   }
+}
+
+/**
+ * Records that a step's side effect begins now, before it does: recovery can then tell a step that
+ * was interrupted before its command started (safe to run again) from one that may have run. A cut
+ * connection is waited out; the effect does not start unrecorded. A step no longer running this
+ * attempt here (cancelled, recovered elsewhere) must not start it at all.
+ */
+async function markEffectsStarted(deps: EngineDeps, job: StepJobRef, signal: AbortSignal): Promise<void> {
+  signal.throwIfAborted();
+  const marked = await retryOnConnectionLoss(
+    () =>
+      deps.pool.query(
+        `update run_steps set effects_started_at = coalesce(effects_started_at, now())
+         where run_id = $1 and step_id = $2 and attempt = $3 and status = 'running'
+           and worker_id is not distinct from $4`,
+        [job.runId, job.stepId, job.attempt, deps.workerId ?? null],
+      ),
+    { shouldStop: () => signal.aborted || deps.stopping === true },
+  );
+  signal.throwIfAborted();
+  if (marked.rowCount === 0) throw new Error("The step is no longer running here; its command was not started");
 }
 
 type StepJobRef = { runId: string; stepId: string; attempt: number };
@@ -568,15 +632,12 @@ class RunCombiner {
   private async attempt(runId: string, batch: { op: EngineOp }[]) {
     const reserved: ClaimedStep[] = [];
     try {
-      const results = await inTransaction(this.deps.pool, (client) =>
-        processOps(
-          this.deps,
-          client,
-          runId,
-          batch.map((entry) => entry.op),
-          reserved,
-        ),
-      );
+      const ops = batch.map((entry) => entry.op);
+      const results = await inTransaction(this.deps.pool, async (client) => {
+        const results = await processOps(this.deps, client, runId, ops, reserved);
+        this.deps.beforeCommit?.(runId, ops);
+        return results;
+      });
       return { results, continuations: reserved };
     } catch (error) {
       // The claims rolled back: give their continuation slots back.
@@ -736,13 +797,24 @@ async function claimStepsIn(
   }
   if (toRun.length === 0) return results;
   await tx.client.query(
-    `update run_steps rs set status = 'running', attempt = u.attempt, queued = false, started_at = now(), progress = 0, worker_id = $2
-     from jsonb_to_recordset($3::jsonb) as u(step_id text, attempt int)
+    // A tool that marks the start of its effect itself has started none yet; for any other the
+    // effect may begin as soon as the claim commits.
+    `update run_steps rs set status = 'running', attempt = u.attempt, queued = false, started_at = now(), progress = 0, worker_id = $2,
+       effects_started_at = case when u.marks then null else now() end,
+       lease_expires_at = now() + make_interval(secs => $4::int / 1000.0)
+     from jsonb_to_recordset($3::jsonb) as u(step_id text, attempt int, marks boolean)
      where rs.run_id = $1 and rs.step_id = u.step_id`,
     [
       tx.run.id,
       deps.workerId ?? null,
-      JSON.stringify(toRun.map((e) => ({ step_id: e.step.id, attempt: e.job.attempt }))),
+      JSON.stringify(
+        toRun.map((e) => ({
+          step_id: e.step.id,
+          attempt: e.job.attempt,
+          marks: deps.tools.get(e.step.tool)?.marksEffectStart === true,
+        })),
+      ),
+      deps.leaseMs ?? null,
     ],
   );
   const outputs = await referencedOutputs(
@@ -819,7 +891,10 @@ async function askUser(deps: EngineDeps, tx: RunTransaction, step: Step & GraphS
   await dispatch(tx);
 }
 
-type Outcome = { ok: true; value: unknown } | { ok: false; error: string; retryable: boolean };
+type Outcome =
+  | { ok: true; value: unknown }
+  /** `reason`: the person-facing reason stored on the failed step, when the error alone is not it. */
+  | { ok: false; error: string; retryable: boolean; reason?: string };
 
 async function recordOutcomeIn(
   tx: RunTransaction,
@@ -852,7 +927,7 @@ async function recordOutcomeIn(
     : { ok: false, error: outcome.error, duration, timestamp };
   tx.setResult(stepId, result);
   const status = outcome.ok ? "completed" : "failed";
-  tx.setStatus(stepId, status, undefined, { attempt, result });
+  tx.setStatus(stepId, status, outcome.ok ? undefined : outcome.reason, { attempt, result });
   tx.run.open_steps--;
   tx.run.active_steps--;
   if (!outcome.ok && step.critical && tx.run.status === "running") {
@@ -1159,6 +1234,53 @@ export function abortRunLocally(deps: EngineDeps, runId: string): void {
   for (const controller of deps.cancellations.get(runId) ?? []) controller.abort(new Error("Run cancelled"));
 }
 
+/** How many of its own heartbeats a worker may miss before its running steps count as interrupted. */
+export const MISSED_BEATS = 5;
+
+/** SQL: the worker owning step row `rs` has beaten within its own MISSED_BEATS intervals. */
+const OWNER_ALIVE = `exists (select 1 from workers w where w.id = rs.worker_id
+  and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0))`;
+
+/**
+ * Renews the leases of the attempts this worker is executing (or still recording). An attempt
+ * whose row no longer names it (recovered by a peer after its lease ran out, cancelled) is aborted
+ * here: another attempt may already be running, and this one's outcome would not be recorded.
+ * A lease that lapsed during a short cut but was not yet taken is simply renewed.
+ */
+export async function renewLeases(deps: EngineDeps): Promise<void> {
+  const inFlight = [...(deps.inFlight?.values() ?? [])];
+  if (!deps.workerId || !deps.leaseMs || inFlight.length === 0) return;
+  const renewed = await deps.pool.query<{ key: string }>(
+    `update run_steps rs set lease_expires_at = now() + make_interval(secs => $2::int / 1000.0)
+     from jsonb_to_recordset($3::jsonb) as u(run_id uuid, step_id text, attempt int)
+     where rs.run_id = u.run_id and rs.step_id = u.step_id and rs.attempt = u.attempt
+       and rs.status = 'running' and rs.worker_id = $1
+     returning rs.run_id || '/' || rs.step_id || '/' || rs.attempt as key`,
+    [
+      deps.workerId,
+      deps.leaseMs,
+      JSON.stringify(
+        inFlight
+          .map(({ runId, stepId, attempt }) => ({ run_id: runId, step_id: stepId, attempt }))
+          .sort((a, b) => (a.run_id + a.step_id).localeCompare(b.run_id + b.step_id)),
+      ),
+    ],
+  );
+  const held = new Set(renewed.rows.map((row) => row.key));
+  for (const [key, entry] of deps.inFlight ?? []) {
+    if (!held.has(key) && inFlight.includes(entry) && !entry.controller.signal.aborted) {
+      entry.controller.abort(new LeaseLostError());
+    }
+  }
+}
+
+/** The abort reason of an attempt whose step is no longer this worker's to run. */
+export class LeaseLostError extends Error {
+  constructor() {
+    super("The step was taken over: this worker lost its lease on it");
+  }
+}
+
 /**
  * Steps whose worker stopped heartbeating were interrupted mid-execution. An idempotent tool's
  * step is queued again (at-least-once); any other becomes failed with an "interrupted" reason so
@@ -1166,29 +1288,53 @@ export function abortRunLocally(deps: EngineDeps, runId: string): void {
  */
 export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: number): Promise<number> {
   await requeueStrandedJobs(deps, staleAfterMs);
-  // A worker is judged by its own heartbeat interval: peers may be configured differently.
+  // A worker is judged by its own heartbeat interval: peers may be configured differently. Its
+  // own steps a live worker never recovers: they are running here (or their outcomes are being
+  // written), even if its own heartbeat went stale while the database was out of reach.
   const orphans = await deps.pool.query<{ run_id: string; step_id: string; attempt: number; worker_id: string | null }>(
     `select rs.run_id, rs.step_id, rs.attempt, rs.worker_id from run_steps rs
      where rs.status = 'running' and rs.tool <> '${AGENT_TASK_TOOL}'
-       and not exists (select 1 from workers w where w.id = rs.worker_id
-                       and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0))`,
+       and rs.worker_id is distinct from $1
+       and (rs.lease_expires_at < now() or not ${OWNER_ALIVE})
+     order by rs.started_at`,
+    [deps.workerId ?? null],
   );
   for (const orphan of orphans.rows) {
     await inTransaction(deps.pool, async (client) => {
-      const tx = await openRunTransaction(deps, client, orphan.run_id);
+      // A run locked elsewhere is passed over, not waited for: its holder may be a frozen worker
+      // (SIGSTOP), and one stuck recovery would stall every other run's recovery and this
+      // worker's own heartbeat. The next tick tries again; the server ends a frozen holder's
+      // session after idle_in_transaction_session_timeout.
+      const tx = await openRunTransaction(deps, client, orphan.run_id, { skipLocked: true });
       if (!tx) return;
-      const current = await client.query<{ status: StepStatus; attempt: number; worker_id: string | null }>(
-        "select status, attempt, worker_id from run_steps where run_id = $1 and step_id = $2",
+      // Judged again under the lock: the owner may have beaten since the scan.
+      const current = await client.query<{
+        status: StepStatus;
+        attempt: number;
+        worker_id: string | null;
+        effects_started: boolean;
+        held: boolean;
+      }>(
+        `select rs.status, rs.attempt, rs.worker_id, rs.effects_started_at is not null as effects_started,
+                (rs.lease_expires_at is null or rs.lease_expires_at >= now()) and ${OWNER_ALIVE} as held
+         from run_steps rs where rs.run_id = $1 and rs.step_id = $2 for update of rs skip locked`,
         [orphan.run_id, orphan.step_id],
       );
       const row = current.rows[0];
       if (row?.status !== "running" || row.attempt !== orphan.attempt || row.worker_id !== orphan.worker_id) return;
+      if (row.held) return;
       const step = tx.graph.steps.get(orphan.step_id)!;
       const tool = deps.tools.get(step.tool);
+      const reason = interruptedReason(row.effects_started);
       tx.events.push({
         type: "step.interrupted",
         stepId: step.id,
-        data: { attempt: row.attempt, idempotent: tool?.idempotent ?? false },
+        data: {
+          attempt: row.attempt,
+          idempotent: tool?.idempotent ?? false,
+          effectsStarted: row.effects_started,
+          reason,
+        },
       });
       if (tool?.idempotent && tx.run.status !== "cancelled") {
         await client.query(
@@ -1207,7 +1353,7 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
           tx,
           step.id,
           row.attempt,
-          { ok: false, error: "Interrupted: its worker stopped while it ran; retry or skip it", retryable: false },
+          { ok: false, error: reason, reason, retryable: false },
           0,
           deps,
         );
@@ -1218,8 +1364,15 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
   return orphans.rowCount ?? 0;
 }
 
-/** How many of its own heartbeats a worker may miss before its running steps count as interrupted. */
-export const MISSED_BEATS = 5;
+/**
+ * What a person is told about a step whose worker died: whether its side effect may have happened
+ * (the effect's start is recorded before it begins; see `markEffectsStarted`).
+ */
+export function interruptedReason(effectsStarted: boolean): string {
+  return effectsStarted
+    ? "Interrupted: its worker stopped or lost touch while it ran; its command may have run; check before retrying"
+    : "Interrupted: its worker stopped or lost touch; its command had not started; safe to retry";
+}
 
 /**
  * A worker that died after taking a step's job off the queue but before claiming it leaves the

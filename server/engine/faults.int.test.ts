@@ -1,8 +1,13 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs/promises";
+import path from "node:path";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { startHarness, type Harness } from "../../tests/app-harness";
+import { createProbeRegistry, illegalTransitions, readProbeLog, sequenceProblems } from "../../tests/probe-tool";
+import { spawnProbeWorker, type ProbeWorkerProcess } from "../../tests/probe-worker";
+import { startTcpProxy, throughProxy, type TcpProxy } from "../../tests/tcp-proxy";
 import { readEvents } from "../events/store";
 import { builtinTools, createToolRegistry } from "../tools/registry";
 import { defineTool } from "../tools/types";
@@ -19,7 +24,12 @@ import { startStepWorker, type StepWorker } from "./worker";
 let harness: Harness | undefined;
 const workers: StepWorker[] = [];
 let child: ChildProcess | undefined;
+const probeWorkers: ProbeWorkerProcess[] = [];
+let proxy: TcpProxy | undefined;
 afterEach(async () => {
+  await Promise.all(probeWorkers.splice(0).map((worker) => worker.kill()));
+  await proxy?.close();
+  proxy = undefined;
   // The worker runs in its own process group (under faketime it is a child of the wrapper):
   // kill the whole group, or an orphaned worker outlives the test, retrying a database that is gone.
   if (child?.pid) {
@@ -34,6 +44,15 @@ afterEach(async () => {
   await harness?.close();
   harness = undefined;
 });
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Terminates every other connection to the test database, as a server restart would. */
 async function terminateBackends(databaseUrl: string): Promise<number> {
@@ -259,6 +278,39 @@ describe("engine under database faults", () => {
       await h.caller.runs.cancel({ runId });
     }, 60_000);
 
+    it("a SIGKILLed worker's shell command dies with it, children and all", async () => {
+      harness = await startHarness({ worker: false });
+      const h = harness;
+      const worker = startWorkerProcess(h);
+      const file = (name: string) => path.join(h.workspace, name);
+      // The shell itself, a background child that would leave a mark later, and a loop that
+      // would keep writing: none may outlive the worker.
+      const command =
+        "echo $$ > shell.pid; (sleep 3; touch late-marker) & echo $! > child.pid; " +
+        "while true; do echo tick >> ticks.txt; sleep 0.1; done";
+      const runId = await createRun(h, "outlive me", [{ id: "step_1", tool: "shell", args: { command } }]);
+      await expect
+        .poll(async () => (await h.caller.runs.get({ runId })).steps[0]!.status, { timeout: 15_000 })
+        .toBe("awaiting_approval");
+      await h.caller.runs.decide({ runId, stepId: "step_1", approve: true });
+      const pidIn = async (name: string) => Number((await fs.readFile(file(name), "utf8").catch(() => "")).trim());
+      await expect
+        .poll(async () => (await pidIn("shell.pid")) > 0 && (await pidIn("child.pid")) > 0, { timeout: 30_000 })
+        .toBe(true);
+      const pids = [await pidIn("shell.pid"), await pidIn("child.pid")];
+      expect(pids.every(isAlive)).toBe(true);
+      worker.process.kill("SIGKILL");
+      await worker.exited;
+      await expect.poll(() => pids.filter(isAlive), { timeout: 5_000 }).toEqual([]);
+      const ticks = await fs.readFile(file("ticks.txt"), "utf8");
+      // Past the moment the background child would have touched its marker.
+      await new Promise((resolve) => setTimeout(resolve, 3_500));
+      expect(await fs.readFile(file("ticks.txt"), "utf8")).toBe(ticks);
+      await expect(fs.access(file("late-marker"))).rejects.toThrow();
+      expect((await h.caller.runs.get({ runId })).steps[0]!.status).toBe("running");
+      await h.caller.runs.cancel({ runId });
+    }, 60_000);
+
     const hasFaketime = (() => {
       try {
         execFileSync("faketime", ["-f", "+0", "true"]);
@@ -310,5 +362,323 @@ describe("engine under database faults", () => {
       },
       60_000,
     );
+  });
+  describe("an interrupted step says whether its effect may have happened", () => {
+    it("a step killed before its command started is safe to retry; one killed after may have run", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      const probeLog = path.join(h.workspace, "probe.log");
+      const runId = await createRun(h, "effects", [
+        // Still preparing (its effect's start not yet marked) when the worker dies.
+        { id: "step_1", tool: "probe_effect", args: { sleepBeforeEffectMs: 60_000 } },
+        // Marked its effect's start and recorded its execution, then dies mid-way.
+        { id: "step_2", tool: "probe_effect", args: { sleepMs: 60_000 } },
+        // A tool that does not mark the start: its effect counts as begun once it is claimed.
+        { id: "step_3", tool: "probe_once", args: { sleepMs: 60_000 } },
+      ]);
+      const first = spawnProbeWorker({ databaseUrl: h.app.db.url, probeLog, workspace: h.workspace });
+      probeWorkers.push(first);
+      await first.ready;
+      await expect
+        .poll(async () => (await readProbeLog(probeLog)).map((e) => e.stepId).sort(), { timeout: 30_000 })
+        .toEqual(["step_2", "step_3"]);
+      expect((await h.caller.runs.get({ runId })).steps.map((s) => s.status)).toEqual([
+        "running",
+        "running",
+        "running",
+      ]);
+      await first.kill();
+
+      const second = spawnProbeWorker({ databaseUrl: h.app.db.url, probeLog, workspace: h.workspace });
+      probeWorkers.push(second);
+      await second.ready;
+      const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 20_000);
+      expect(run.steps.map((s) => s.status)).toEqual(["failed", "failed", "failed"]);
+      const [notStarted, started, unmarked] = run.steps;
+      expect(notStarted!.reason).toContain("its command had not started; safe to retry");
+      expect(started!.reason).toContain("its command may have run; check before retrying");
+      expect(unmarked!.reason).toContain("its command may have run; check before retrying");
+      const events = await readEvents(h.app.db.pool, runId, 0);
+      expect(
+        Object.fromEntries(
+          events.filter((e) => e.type === "step.interrupted").map((e) => [e.stepId, e.data.effectsStarted]),
+        ),
+      ).toEqual({ step_1: false, step_2: true, step_3: true });
+      // Nothing ran again on its own, and the step that had not started never ran at all.
+      expect((await readProbeLog(probeLog)).map((e) => e.stepId).sort()).toEqual(["step_2", "step_3"]);
+      expect(sequenceProblems(events)).toEqual([]);
+      expect(illegalTransitions(events)).toEqual([]);
+    }, 60_000);
+  });
+  describe("a worker frozen inside a run transaction", () => {
+    /** The process state letter from /proc (T: stopped). */
+    const processState = async (pid: number) => (await fs.readFile(`/proc/${pid}/stat`, "utf8")).split(") ")[1]![0];
+    const interruptedSteps = async (h: Harness, runId: string) =>
+      (await readEvents(h.app.db.pool, runId, 0)).filter((e) => e.type === "step.interrupted").map((e) => e.stepId);
+
+    /** R1's first outcome freezes worker A holding R1's lock; R2's step was running on A too. */
+    async function freezeAWorker(h: Harness, idleInTransactionMs: number) {
+      const probeLog = path.join(h.workspace, "probe.log");
+      const frozenRun = await createRun(h, "frozen", [
+        { id: "step_1", tool: "probe", args: { sleepMs: 500 } },
+        { id: "step_2", tool: "probe", args: {}, dependsOn: ["step_1"] },
+      ]);
+      const a = spawnProbeWorker({
+        databaseUrl: h.app.db.url,
+        probeLog,
+        workspace: h.workspace,
+        freezeRun: frozenRun,
+        idleInTransactionMs,
+      });
+      probeWorkers.push(a);
+      await a.ready;
+      const otherRun = await createRun(h, "other", [{ id: "step_1", tool: "probe", args: { sleepMs: 4_000 } }]);
+      await expect.poll(() => a.output(), { timeout: 15_000 }).toContain(`frozen ${frozenRun}`);
+      expect(await processState(a.pid)).toBe("T");
+      expect((await h.caller.runs.get({ runId: otherRun })).steps[0]!.status).toBe("running");
+      // Its peer: recovery and new work must go on around the frozen transaction.
+      const b = spawnProbeWorker({ databaseUrl: h.app.db.url, probeLog, workspace: h.workspace });
+      probeWorkers.push(b);
+      await b.ready;
+      return { a, b, frozenRun, otherRun };
+    }
+
+    it("recovery passes over the run a frozen worker holds: its other runs are recovered and new runs complete", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      // The server will not end the frozen session during this test.
+      const { a, frozenRun, otherRun } = await freezeAWorker(h, 600_000);
+      const fresh = await createRun(h, "after the freeze", [{ id: "step_1", tool: "probe", args: {} }]);
+      expect((await h.waitForRun(otherRun, ["completed", "failed", "cancelled"], 20_000)).status).toBe("completed");
+      expect(await interruptedSteps(h, otherRun)).toEqual(["step_1"]);
+      expect((await h.waitForRun(fresh, ["completed", "failed", "cancelled"], 20_000)).status).toBe("completed");
+      // All the while the frozen worker held its transaction, and its run waited.
+      expect(await processState(a.pid)).toBe("T");
+      const idle = await h.app.db.pool.query<{ pid: number }>(
+        `select pid from pg_stat_activity where datname = current_database() and state = 'idle in transaction'`,
+      );
+      expect(idle.rowCount).toBeGreaterThan(0);
+      expect((await h.caller.runs.get({ runId: frozenRun })).status).toBe("running");
+      // What the server's idle-in-transaction timeout does; then the frozen run is recovered too.
+      await h.app.db.pool.query("select pg_terminate_backend(pid) from unnest($1::int[]) as pid", [
+        idle.rows.map((row) => row.pid),
+      ]);
+      expect((await h.waitForRun(frozenRun, ["completed", "failed", "cancelled"], 20_000)).status).toBe("completed");
+      expect(await interruptedSteps(h, frozenRun)).toEqual(["step_1"]);
+      a.child.kill("SIGCONT");
+      for (const runId of [frozenRun, otherRun, fresh]) {
+        const events = await readEvents(h.app.db.pool, runId, 0);
+        expect(sequenceProblems(events)).toEqual([]);
+        expect(illegalTransitions(events)).toEqual([]);
+      }
+    }, 90_000);
+
+    it("the server ends a frozen worker's transaction after STEPWISE_IDLE_IN_TRANSACTION_MS, and its run is recovered", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      const { a, frozenRun } = await freezeAWorker(h, 2_000);
+      expect((await h.waitForRun(frozenRun, ["completed", "failed", "cancelled"], 30_000)).status).toBe("completed");
+      expect(await interruptedSteps(h, frozenRun)).toEqual(["step_1"]);
+      // Recovered while the worker was still frozen, not because it woke up.
+      expect(await processState(a.pid)).toBe("T");
+      a.child.kill("SIGCONT");
+      // Woken, it finds its transaction gone and carries on without undoing anything.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(a.child.exitCode).toBe(null);
+      const run = await h.caller.runs.get({ runId: frozenRun });
+      expect(run.status).toBe("completed");
+      const events = await readEvents(h.app.db.pool, frozenRun, 0);
+      expect(sequenceProblems(events)).toEqual([]);
+      expect(illegalTransitions(events)).toEqual([]);
+    }, 90_000);
+
+    it("an engine transaction waiting for a run's lock gives up after lock_timeout and tries again", async () => {
+      harness = await startHarness({ worker: false });
+      const h = harness;
+      const runId = await createRun(h, "locked", [
+        { id: "step_1", tool: "echo", args: { value: 1 }, approvalRequired: true },
+      ]);
+      const holder = new pg.Client({ connectionString: h.app.db.url });
+      await holder.connect();
+      try {
+        await holder.query("begin");
+        await holder.query("select 1 from runs where id = $1 for update", [runId]);
+        const pausing = h.caller.runs.pause({ runId });
+        // The waiting engine transaction rolls back and begins anew: its start time changes.
+        const starts = new Set<string>();
+        await expect
+          .poll(
+            async () => {
+              const waiting = await h.app.db.pool.query<{ xact_start: Date }>(
+                `select xact_start from pg_stat_activity
+                 where datname = current_database() and application_name = 'stepwise' and wait_event_type = 'Lock'`,
+              );
+              for (const row of waiting.rows) starts.add(row.xact_start.toISOString());
+              return starts.size;
+            },
+            { timeout: 15_000, interval: 100 },
+          )
+          .toBeGreaterThanOrEqual(2);
+        await holder.query("commit");
+        await pausing;
+        expect((await h.caller.runs.get({ runId })).status).toBe("paused");
+      } finally {
+        await holder.end();
+      }
+    });
+  });
+  describe("a network cut between a worker and the database", () => {
+    it("the worker rides out a 4 s cut: it stays alive, every outcome is written after the cut, nothing runs twice", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      const url = new URL(h.app.db.url);
+      proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+      const probeLog = path.join(h.workspace, "probe.log");
+      const worker = spawnProbeWorker({
+        databaseUrl: throughProxy(h.app.db.url, proxy),
+        probeLog,
+        workspace: h.workspace,
+        heartbeatMs: 200,
+      });
+      probeWorkers.push(worker);
+      await worker.ready;
+      const probeChain = (length: number, sleepMs: number) =>
+        Array.from({ length }, (_, i) => ({
+          id: `step_${i + 1}`,
+          tool: "probe",
+          args: { sleepMs },
+          dependsOn: i ? [`step_${i}`] : [],
+        }));
+      const runs = await Promise.all([
+        createRun(h, "chain one", probeChain(20, 100)),
+        createRun(h, "chain two", probeChain(20, 150)),
+        createRun(
+          h,
+          "fan",
+          Array.from({ length: 20 }, (_, i) => ({ id: `step_${i + 1}`, tool: "probe", args: { sleepMs: 300 * i } })),
+        ),
+        // Spans the cut: its outcome can only be written after it.
+        createRun(h, "long", [{ id: "step_1", tool: "probe", args: { sleepMs: 3_000 } }]),
+      ]);
+      const runningSteps = async () =>
+        (
+          await h.app.db.pool.query<{ run_id: string; step_id: string }>(
+            "select run_id, step_id from run_steps where status = 'running'",
+          )
+        ).rows.map((row) => `${row.run_id}/${row.step_id}`);
+      await expect.poll(async () => (await runningSteps()).length, { timeout: 30_000 }).toBeGreaterThanOrEqual(3);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const cutAt = await runningSteps();
+      await proxy.cut(4_000);
+      const cutEnd = (await h.app.db.pool.query<{ now: Date }>("select now()")).rows[0]!.now;
+      expect(proxy.dropped()).toBeGreaterThan(0);
+
+      for (const runId of runs) {
+        expect((await h.waitForRun(runId, ["completed", "failed", "cancelled"], 60_000)).status).toBe("completed");
+      }
+      expect(worker.child.exitCode).toBe(null);
+      expect(worker.child.signalCode).toBe(null);
+      const finished = await h.app.db.pool.query<{ id: string; status: string; attempt: number; finished_at: Date }>(
+        "select run_id || '/' || step_id as id, status, attempt, finished_at from run_steps",
+      );
+      const byId = new Map(finished.rows.map((row) => [row.id, row]));
+      expect(finished.rows.filter((row) => row.status !== "completed")).toEqual([]);
+      // Steps running when the connections dropped finished their only attempt, recorded after the cut.
+      expect(cutAt.length).toBeGreaterThan(0);
+      for (const id of cutAt) {
+        expect(byId.get(id)).toMatchObject({ status: "completed", attempt: 1 });
+        expect(byId.get(id)!.finished_at.getTime()).toBeGreaterThanOrEqual(cutEnd.getTime() - 1_000);
+      }
+      // Every step executed exactly once: nothing was recovered behind the live worker's back.
+      const executions = (await readProbeLog(probeLog)).map((e) => `${e.runId}/${e.stepId}`);
+      expect(executions.length).toBe(61);
+      expect(new Set(executions).size).toBe(61);
+      for (const runId of runs) {
+        const events = await readEvents(h.app.db.pool, runId, 0);
+        expect(sequenceProblems(events)).toEqual([]);
+        expect(illegalTransitions(events)).toEqual([]);
+        expect(events.filter((e) => e.type === "step.interrupted")).toEqual([]);
+      }
+    }, 120_000);
+  });
+  describe("per-attempt leases", () => {
+    it("a step whose lease ran out is recovered even though its worker's row is alive", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      const probeLog = path.join(h.workspace, "probe.log");
+      // Beats, so its row looks alive, but has lost hold of what it runs.
+      const holder = spawnProbeWorker({
+        databaseUrl: h.app.db.url,
+        probeLog,
+        workspace: h.workspace,
+        heartbeatMs: 200,
+        skipLeaseRenewal: true,
+      });
+      probeWorkers.push(holder);
+      await holder.ready;
+      const runId = await createRun(h, "lease", [{ id: "step_1", tool: "probe_once", args: { sleepMs: 15_000 } }]);
+      await expect.poll(async () => (await readProbeLog(probeLog)).length, { timeout: 15_000 }).toBe(1);
+      const peer = spawnProbeWorker({ databaseUrl: h.app.db.url, probeLog, workspace: h.workspace, heartbeatMs: 200 });
+      probeWorkers.push(peer);
+      await peer.ready;
+      const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 20_000);
+      expect(run.steps[0]).toMatchObject({ status: "failed", attempt: 1 });
+      expect(run.steps[0]!.reason).toMatch(/^Interrupted/);
+      // Its worker was alive and beating all along.
+      expect(holder.child.exitCode).toBe(null);
+      const owner = await h.app.db.pool.query<{ fresh: boolean }>(
+        "select last_seen > now() - interval '1 second' as fresh from workers where pid = $1",
+        [holder.pid],
+      );
+      expect(owner.rows).toEqual([{ fresh: true }]);
+      const events = await readEvents(h.app.db.pool, runId, 0);
+      expect(events.filter((e) => e.type === "step.interrupted").map((e) => e.stepId)).toEqual(["step_1"]);
+      expect(sequenceProblems(events)).toEqual([]);
+      expect(illegalTransitions(events)).toEqual([]);
+    }, 60_000);
+
+    it("a cut shorter than the lease costs a worker none of its steps, though a peer watches", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      const url = new URL(h.app.db.url);
+      proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+      const probeLog = path.join(h.workspace, "probe.log");
+      // Leases of 5 s (five beats of 1 s); the cut lasts 2 s.
+      const cutOff = spawnProbeWorker({
+        databaseUrl: throughProxy(h.app.db.url, proxy),
+        probeLog,
+        workspace: h.workspace,
+        heartbeatMs: 1_000,
+      });
+      probeWorkers.push(cutOff);
+      await cutOff.ready;
+      const runId = await createRun(
+        h,
+        "short cut",
+        // Long enough to be running still when the peer is up and the cut comes.
+        Array.from({ length: 4 }, (_, i) => ({ id: `step_${i + 1}`, tool: "probe_once", args: { sleepMs: 10_000 } })),
+      );
+      await expect.poll(async () => (await readProbeLog(probeLog)).length, { timeout: 15_000 }).toBe(4);
+      // The peer starts only now, so every step is the cut-off worker's.
+      const peer = spawnProbeWorker({ databaseUrl: h.app.db.url, probeLog, workspace: h.workspace, heartbeatMs: 200 });
+      probeWorkers.push(peer);
+      await peer.ready;
+      expect((await h.caller.runs.get({ runId })).steps.map((s) => s.status)).toEqual(Array(4).fill("running"));
+      await proxy.cut(2_000);
+      const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 30_000);
+      const events = await readEvents(h.app.db.pool, runId, 0);
+      expect(events.filter((e) => e.type === "step.interrupted").map((e) => e.stepId)).toEqual([]);
+      expect(run.status).toBe("completed");
+      expect(run.steps.map((s) => s.attempt)).toEqual([1, 1, 1, 1]);
+      expect((await readProbeLog(probeLog)).map((e) => e.pid)).toEqual([
+        cutOff.pid,
+        cutOff.pid,
+        cutOff.pid,
+        cutOff.pid,
+      ]);
+      expect(cutOff.child.exitCode).toBe(null);
+      expect(sequenceProblems(events)).toEqual([]);
+      expect(illegalTransitions(events)).toEqual([]);
+    }, 60_000);
   });
 });

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import os from "node:os";
 import { Logger, run as runGraphileWorker, type Runner } from "graphile-worker";
-import { createPool, isConnectionError, retryOnConnectionLoss } from "../db";
+import { createPool, isConnectionError, isLockTimeout, retryOnConnectionLoss } from "../db";
 import { DatabaseListener } from "../db/listener";
 import { logger } from "../logger";
 import {
@@ -11,6 +11,7 @@ import {
   expireApproval,
   MISSED_BEATS,
   recoverInterruptedSteps,
+  renewLeases,
   warnApprovalExpiring,
   type EngineDeps,
 } from "./engine";
@@ -37,11 +38,24 @@ const DEFAULT_GRACE_MS = Number(process.env.STEPWISE_SHUTDOWN_GRACE_MS ?? 10_000
  */
 export async function startStepWorker(
   engine: EngineDeps,
-  options: { databaseUrl: string; concurrency: number; heartbeatMs?: number },
+  options: {
+    databaseUrl: string;
+    concurrency: number;
+    heartbeatMs?: number;
+    /** Fault injection for tests: beat, but never renew the leases of running attempts. */
+    skipLeaseRenewal?: boolean;
+  },
 ): Promise<StepWorker> {
   const workerId = randomUUID();
-  const deps: EngineDeps = { ...engine, workerId, continuationSlots: { limit: options.concurrency, used: 0 } };
   const heartbeatMs = options.heartbeatMs ?? Number(process.env.STEPWISE_HEARTBEAT_MS ?? 2000);
+  const deps: EngineDeps = {
+    ...engine,
+    workerId,
+    continuationSlots: { limit: options.concurrency, used: 0 },
+    // A lease lasts as long as the worker may stay silent before its peers give up on it.
+    leaseMs: heartbeatMs * MISSED_BEATS,
+    inFlight: new Map(),
+  };
   await retryOnConnectionLoss(
     () =>
       deps.pool.query("insert into workers (id, hostname, pid, heartbeat_ms) values ($1, $2, $3, $4)", [
@@ -121,13 +135,26 @@ export async function startStepWorker(
   supervise(runner);
 
   // Each worker heartbeats and, on the same tick, recovers steps of workers that stopped doing so.
-  // A failed beat (database away) is logged and the next tick tries again.
-  let beating = false;
+  // The beat never waits for recovery: recovery that is slow (a database under strain) must not
+  // make this worker look dead to its peers. A failed beat (database away) is retried next tick.
+  let beat: Promise<void> | undefined;
+  let maintaining = false;
   const heartbeat = setInterval(() => {
-    if (beating) return;
-    beating = true;
-    deps.pool
+    beat ??= deps.pool
       .query("update workers set last_seen = now() where id = $1", [workerId])
+      .then(() => (options.skipLeaseRenewal ? undefined : renewLeases(deps)))
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          // A lease row locked by a transaction in flight is renewed on the next beat.
+          if (!isConnectionError(error) && !isLockTimeout(error)) log.error({ err: String(error) }, "heartbeat failed");
+        },
+      )
+      .finally(() => (beat = undefined));
+    if (maintaining) return;
+    maintaining = true;
+    // After this tick's beat, so that the database has heard from us before we judge others.
+    (beat ?? Promise.resolve())
       .then(() => recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS))
       .then(async () => {
         // A runner wedged by a connection lost inside graphile takes no jobs although it has room:
@@ -144,9 +171,9 @@ export async function startStepWorker(
         }
       })
       .catch((error: unknown) => {
-        if (!isConnectionError(error)) log.error({ err: String(error) }, "heartbeat failed");
+        if (!isConnectionError(error)) log.error({ err: String(error) }, "recovery failed");
       })
-      .finally(() => (beating = false));
+      .finally(() => (maintaining = false));
   }, heartbeatMs);
 
   // Cancellation may be decided in another process; abort our in-flight steps of that run. The
@@ -166,7 +193,10 @@ export async function startStepWorker(
     const runnerStopped = runner.stop().catch(() => undefined);
     const idle = async () => {
       await runnerStopped;
-      while (deps.continuationSlots!.used > 0) await new Promise((resolve) => setTimeout(resolve, 50));
+      // Jobs of a runner replaced earlier (see restartRunner) are not waited for by this one's stop.
+      while (activeJobs > 0 || deps.continuationSlots!.used > 0) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
     };
     const timedOut = await Promise.race([
       idle().then(() => false),

@@ -293,6 +293,7 @@ export async function planDeep(context: PlanningContext, firstPrompt: string): P
           stepId: `planning-${turn}`,
           attempt: 1,
           idempotencyKey: `planning:${context.scope.sessionId}:${turn}`,
+          effectsStarting: async () => undefined,
           reportProgress: () => undefined,
           log: () => undefined,
         });

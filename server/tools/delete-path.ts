@@ -30,6 +30,7 @@ export const deletePathTool = defineTool({
   idempotent: false,
   requiresApproval: true,
   defaultTimeoutSeconds: 60,
+  marksEffectStart: true,
   async execute(input, context) {
     const root = await fs.realpath(context.workspaceRoot);
     // Resolve the parent only: resolving the path itself would follow a symlink and delete its target.
@@ -55,6 +56,7 @@ export const deletePathTool = defineTool({
         throw new AppError("not_found", `No such file or directory in the workspace: ${input.path}`);
       }
       context.signal.throwIfAborted();
+      await context.effectsStarting();
       if (stat.isDirectory()) {
         if (!input.recursive) {
           const entries = await fs.readdir(target);

@@ -30,6 +30,7 @@ export const editFileTool = defineTool({
   idempotent: false,
   requiresApproval: true,
   defaultTimeoutSeconds: 30,
+  marksEffectStart: true,
   async execute(input, context) {
     const { handle, size, mode } = await openWorkspaceFileForRead(context.workspaceRoot, input.path).catch(
       (error: unknown) => {
@@ -66,6 +67,7 @@ export const editFileTool = defineTool({
     }
     // split/join rather than String.replace: `$&` and friends in newString must stay literal.
     const updated = content.split(input.oldString).join(input.newString);
+    await context.effectsStarting();
     // Written beside the file through the verified parent descriptor and renamed over it, so a
     // timeout or crash never leaves half a file and a swap cannot redirect the write.
     await writeWorkspaceFile(context.workspaceRoot, input.path, updated, {

@@ -41,9 +41,12 @@ export const gitCommitTool = defineTool({
   idempotent: false,
   requiresApproval: true,
   defaultTimeoutSeconds: 120,
+  marksEffectStart: true,
   async execute(input, context) {
     const repository = await openRepository(context.workspaceRoot, context.signal);
     const options = { cwd: repository.cwd, signal: context.signal };
+    // Staging already changes the repository's index.
+    await context.effectsStarting();
     if (input.all || input.paths.length > 0) {
       const pathspecs = await workspacePathspecs(repository.cwd, input.all ? [] : input.paths);
       await runGit(["add", "--all", "--", ...pathspecs], options);

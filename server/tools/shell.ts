@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
@@ -75,6 +75,7 @@ export const shellTool = defineTool({
     return typeof command !== "string" || !isReadOnlyCommand(command) || !sandboxAvailable();
   },
   defaultTimeoutSeconds: 300,
+  marksEffectStart: true,
   async execute(input, context) {
     const cwd = await resolveInWorkspace(context.workspaceRoot, input.cwd);
     const stat = await fs.stat(cwd).catch(() => undefined);
@@ -86,6 +87,7 @@ export const shellTool = defineTool({
       isReadOnlyCommand(input.command) && sandboxAvailable()
         ? { workspace: await fs.realpath(context.workspaceRoot), readOnlyPaths: gitHelperPaths() }
         : undefined;
+    await context.effectsStarting();
     const result = await runShell(input.command, cwd, context, gitEnv, confine);
     if (result.exitCode !== 0 && !input.allowFailure) {
       const how = result.exitCode === null ? `was killed by ${result.signal}` : `exited with code ${result.exitCode}`;
@@ -128,9 +130,29 @@ export const readOnlyShellTool = defineTool({
   },
 });
 
+let setprivWorks: boolean | undefined;
+
+/** Whether util-linux `setpriv --pdeathsig` runs here; probed once per process. */
+function pdeathsigAvailable(): boolean {
+  setprivWorks ??= spawnSync("setpriv", ["--pdeathsig", "KILL", "--", "true"], { stdio: "ignore" }).status === 0;
+  return setprivWorks;
+}
+
+/**
+ * Kills process group `$1` when its stdin reaches end of file without the word "done": the
+ * worker holds the other end, so a worker that dies (even by SIGKILL, when no handler of ours
+ * runs) takes the command's whole group with it. A pipe closes however its holder dies; it needs
+ * no polling and no help from the kernel's parent-death signal, which reaches one process only.
+ */
+const GROUP_WATCHDOG = 'read -r word; [ "$word" = done ] || kill -KILL -- "-$1" 2>/dev/null; exit 0';
+
 /**
  * Runs `bash -c` in its own process group, so that on abort (timeout, cancellation) the whole
- * group — pipelines, children, grandchildren — is terminated, not only the shell.
+ * group — pipelines, children, grandchildren — is terminated, not only the shell. The command
+ * also dies with its worker: the shell itself by the parent-death signal (`setpriv --pdeathsig`),
+ * and whatever it started by a watchdog that kills the group once the worker's end of its pipe
+ * closes. Without this a SIGKILLed worker's command runs on unseen while recovery may start it
+ * again elsewhere. (The sandboxed path has bubblewrap's --die-with-parent as well.)
  */
 export function runShell(
   command: string,
@@ -143,15 +165,19 @@ export function runShell(
   context.signal.throwIfAborted();
   return new Promise<ShellResult>((resolve, reject) => {
     const bash = ["bash", "--noprofile", "--norc", "-c", command];
-    const { command: program, args } = confine
+    const wrapped = confine
       ? sandboxed(bash, { workspace: confine.workspace, cwd, env: extraEnv, readOnlyPaths: confine.readOnlyPaths })
       : { command: bash[0]!, args: bash.slice(1) };
+    const { command: program, args } = pdeathsigAvailable()
+      ? { command: "setpriv", args: ["--pdeathsig", "KILL", "--", wrapped.command, ...wrapped.args] }
+      : wrapped;
     const child = spawn(program, args, {
       cwd,
       env: (confine ? {} : { ...shellEnvironment(process.env), ...extraEnv }) as NodeJS.ProcessEnv,
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,
     });
+    const watchdog = child.pid === undefined ? undefined : startGroupWatchdog(child.pid);
     const stdout = new CappedText(SHELL_OUTPUT_LIMIT);
     const stderr = new CappedText(SHELL_OUTPUT_LIMIT);
     const lines = new LineLogger(context);
@@ -177,6 +203,10 @@ export function runShell(
       if (settled) return;
       settled = true;
       context.signal.removeEventListener("abort", onAbort);
+      // On abort the group is still being terminated (SIGTERM, then SIGKILL): the watchdog stays
+      // until then, so a worker dying meanwhile still takes the rest with it.
+      if (context.signal.aborted) setTimeout(() => watchdog?.release(), KILL_GRACE_MS + 100).unref();
+      else watchdog?.release();
       clearTimeout(drainTimer);
       lines.flush();
       if (error) return reject(error);
@@ -212,6 +242,32 @@ export function runShell(
     });
     child.on("close", () => finish());
   });
+}
+
+/** A watchdog over one process group (see GROUP_WATCHDOG); `release` lets it go quietly. */
+function startGroupWatchdog(pgid: number): { release(): void } {
+  const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
+  const watchdog: ChildProcess = spawn(
+    "bash",
+    ["--noprofile", "--norc", "-c", GROUP_WATCHDOG, "stepwise-watchdog", String(pgid)],
+    {
+      env: env as NodeJS.ProcessEnv,
+      stdio: ["pipe", "ignore", "ignore"],
+      // Its own group: a signal to the command's group or the worker's must not take it first.
+      detached: true,
+    },
+  );
+  watchdog.on("error", () => undefined);
+  watchdog.stdin!.on("error", () => undefined);
+  watchdog.unref();
+  let released = false;
+  return {
+    release() {
+      if (released) return;
+      released = true;
+      watchdog.stdin!.end("done\n");
+    },
+  };
 }
 
 /**

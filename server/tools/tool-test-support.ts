@@ -37,6 +37,7 @@ export function createToolContext(workspaceRoot: string, signal = new AbortContr
     stepId: "step_1",
     attempt: 1,
     idempotencyKey: "run-test:step_1",
+    effectsStarting: async () => undefined,
     reportProgress: (percent) => progress.push(percent),
     log: (message, level = "info") => logs.push({ message, level }),
     logs,

@@ -26,6 +26,13 @@ export interface ToolContext {
    * de-duplicated downstream: seed 001 asks for the original key on replay.
    */
   idempotencyKey: string;
+  /**
+   * Tools with `marksEffectStart` call this right before their side effect begins (a command
+   * spawned, a file replaced, a commit made). It resolves once that moment is durably recorded, so
+   * if the worker dies an interrupted step can say whether its effect may have happened. It
+   * rejects when the step is no longer this attempt's to run; the tool must then not start.
+   */
+  effectsStarting(): Promise<void>;
   reportProgress(percent: number, message?: string): void;
   log(message: string, level?: "info" | "warn" | "error"): void;
 }
@@ -49,6 +56,12 @@ export interface ToolDefinition<Input = unknown, Output = unknown> {
    */
   requiresApprovalFor?(input: unknown): boolean;
   defaultTimeoutSeconds: number;
+  /**
+   * The tool calls `context.effectsStarting()` right before its side effect, so work before that
+   * (validation, reading) is known to have changed nothing. Without it the engine counts the
+   * effect as possibly begun from the moment the step is claimed.
+   */
+  marksEffectStart?: boolean;
   execute(input: Input, context: ToolContext): Promise<Output>;
 }
 

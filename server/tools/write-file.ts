@@ -18,7 +18,9 @@ export const writeFileTool = defineTool({
   idempotent: true,
   requiresApproval: true,
   defaultTimeoutSeconds: 30,
+  marksEffectStart: true,
   async execute(input, context) {
+    await context.effectsStarting();
     // Parents are created one no-follow step at a time; the file is written through the verified parent descriptor.
     await writeWorkspaceFile(context.workspaceRoot, input.path, input.content, {
       signal: context.signal,
