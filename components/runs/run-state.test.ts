@@ -13,6 +13,7 @@ const stepView = (stepId: string, overrides: Partial<RunStepView> = {}): RunStep
   reason: null,
   startedAt: null,
   finishedAt: null,
+  worker: null,
   ...overrides,
 });
 
@@ -63,6 +64,17 @@ describe("fromSnapshot", () => {
 });
 
 describe("applyEvent", () => {
+  it("names the worker a step runs on, and forgets the last one when an attempt starts elsewhere", () => {
+    let live = fromSnapshot(snapshot({ lastSeq: 0, steps: [stepView("step_1", { worker: "old-host · pid 1" })] }));
+    live = applyEvent(
+      live,
+      event(1, "step.running", { status: "running", attempt: 1, worker: "host-a · pid 42" }, "step_1"),
+    );
+    expect(live.steps[0]!.worker).toBe("host-a · pid 42");
+    live = applyEvent(live, event(2, "step.running", { status: "running", attempt: 2 }, "step_1"));
+    expect(live.steps[0]!.worker).toBeNull();
+  });
+
   it("ignores events at or below lastSeq, counting them as duplicates", () => {
     let live = fromSnapshot(snapshot({ lastSeq: 5 }));
     for (const seq of [1, 4, 5]) {

@@ -192,6 +192,7 @@ function applyStepEvent(step: LiveStep, event: StoredEvent, data: Record<string,
   if (status !== "awaiting_approval" && status !== "awaiting_input") delete updated.waiting;
   if (status === "awaiting_agent") updated.waiting = { kind: "agent" };
   if (status === "running" && typeof data.agent === "string") updated.waiting = { kind: "agent", agent: data.agent };
+  if (status === "running") updated.worker = typeof data.worker === "string" ? data.worker : null;
   if (status === "running") {
     updated.startedAt = event.createdAt;
     updated.finishedAt = null;

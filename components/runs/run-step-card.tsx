@@ -161,6 +161,7 @@ function StepTiming({ state }: { state: LiveStep }) {
       {duration !== undefined && Number.isFinite(duration) && (
         <span data-testid="duration"> · {formatDuration(duration)}</span>
       )}
+      {state.worker && <span data-testid="worker"> · on {state.worker}</span>}
     </p>
   );
 }

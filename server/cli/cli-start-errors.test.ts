@@ -51,7 +51,8 @@ async function pretendAnotherStepwise(pid: number, port: number): Promise<void> 
   await fs.writeFile(path.join(dataDir, "pg", "postmaster.pid"), `${pid}\n${dataDir}/pg\n0\n${port}\n`);
 }
 
-describe("CLI start errors", () => {
+// Each test starts the CLI as a process (tsx compiles it first): seconds, more on a loaded machine.
+describe("CLI start errors", { timeout: 60_000 }, () => {
   it("a second serve names the running Stepwise instead of a TypeError", async () => {
     await pretendAnotherStepwise(process.pid, 54987);
     const { code, output } = await runCli("serve", { PORT: "39123" });

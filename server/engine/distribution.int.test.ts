@@ -64,8 +64,9 @@ describe("work distribution across worker processes", () => {
       const [execution] = byStep.get(step.stepId)!;
       expect(byStep.get(step.stepId), step.stepId).toHaveLength(1);
       expect(execution!.attempt).toBe(1);
-      // The recorded result comes from the process that executed the step.
+      // The recorded result comes from the process that executed the step, and the step names it.
       expect(step.result?.value).toMatchObject({ stepId: step.stepId, attempt: 1, pid: execution!.pid });
+      expect(step.worker, step.stepId).toMatch(new RegExp(` · pid ${execution!.pid}$`));
     }
 
     // Both processes did real work.
@@ -89,6 +90,18 @@ describe("work distribution across worker processes", () => {
       ).toBe(true);
     }
     expect(events.filter((e) => e.type === "run.completed")).toHaveLength(1);
+    const running = events.find((e) => e.type === "step.running" && e.stepId === "step_200")!;
+    expect(running.data).toMatchObject({ worker: run.steps.find((step) => step.stepId === "step_200")!.worker });
+
+    // A stopped worker's row stays, marked: the steps it ran still name it.
+    await Promise.all(probeWorkers.splice(0).map((worker) => worker.stop()));
+    const rows = await harness.app.db.pool.query<{ pid: number; stopped: boolean }>(
+      "select pid, stopped_at is not null as stopped from workers",
+    );
+    expect(rows.rows.map((row) => row.pid).sort()).toEqual(workers.map((worker) => worker.pid).sort());
+    expect(rows.rows.every((row) => row.stopped)).toBe(true);
+    const after = await harness.caller.runs.get({ runId });
+    expect(after.steps.every((step) => step.worker !== null)).toBe(true);
   }, 150_000);
 
   it("when one of two worker processes is SIGKILLed mid-run, the survivor finishes the run", async () => {

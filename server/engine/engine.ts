@@ -35,6 +35,8 @@ export interface EngineDeps {
   cancellations: Map<string, Set<AbortController>>;
   /** Set in worker processes: recorded on claimed steps so recovery knows whose they are. */
   workerId?: string;
+  /** Set in worker processes: host and pid, told on `step.running` so a person sees who runs a step. */
+  workerName?: string;
   /**
    * Worker processes only: how many steps this process may run as continuations — dependents it
    * claims itself in the transaction that made them ready, skipping a queue round trip.
@@ -823,7 +825,11 @@ async function claimStepsIn(
   );
   const failed: string[] = [];
   for (const { job, index, step } of toRun) {
-    tx.events.push({ type: "step.running", stepId: step.id, data: { status: "running", attempt: job.attempt } });
+    tx.events.push({
+      type: "step.running",
+      stepId: step.id,
+      data: { status: "running", attempt: job.attempt, ...(deps.workerName && { worker: deps.workerName }) },
+    });
     const resolved = resolveArgs(step, outputs);
     if (resolved.ok) {
       results[index] = { ok: true, value: { step, attempt: job.attempt, args: resolved.args, run: tx.run } };
@@ -1238,7 +1244,7 @@ export function abortRunLocally(deps: EngineDeps, runId: string): void {
 export const MISSED_BEATS = 5;
 
 /** SQL: the worker owning step row `rs` has beaten within its own MISSED_BEATS intervals. */
-const OWNER_ALIVE = `exists (select 1 from workers w where w.id = rs.worker_id
+const OWNER_ALIVE = `exists (select 1 from workers w where w.id = rs.worker_id and w.stopped_at is null
   and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0))`;
 
 /**

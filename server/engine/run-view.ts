@@ -16,6 +16,8 @@ export interface RunStepView {
   waiting?: StepWaiting;
   startedAt: string | null;
   finishedAt: string | null;
+  /** The worker process that runs or ran the step's latest attempt (host · pid), when known. */
+  worker: string | null;
 }
 
 export interface RunView {
@@ -47,6 +49,14 @@ export async function getRun(prisma: PrismaClient, runId: string): Promise<RunVi
     { isolationLevel: "RepeatableRead" },
   );
   if (!run) throw new AppError("not_found", `No run ${runId}`);
+  // Worker rows stay after their process stops, so a finished step still names who ran it.
+  const workerIds = [...new Set(run.steps.flatMap((step) => (step.workerId ? [step.workerId] : [])))];
+  const workers = new Map(
+    (await prisma.worker.findMany({ where: { id: { in: workerIds } } })).map((worker) => [
+      worker.id,
+      workerName(worker),
+    ]),
+  );
   return {
     id: run.id,
     planId: run.planId,
@@ -71,8 +81,14 @@ export async function getRun(prisma: PrismaClient, runId: string): Promise<RunVi
       ...(step.waiting !== null && { waiting: step.waiting as unknown as StepWaiting }),
       startedAt: step.startedAt?.toISOString() ?? null,
       finishedAt: step.finishedAt?.toISOString() ?? null,
+      worker: (step.workerId && workers.get(step.workerId)) ?? null,
     })),
   };
+}
+
+/** How a worker process is named to people: the same words `step.running` events carry. */
+export function workerName(worker: { hostname: string; pid: number }): string {
+  return `${worker.hostname} · pid ${worker.pid}`;
 }
 
 export async function listRuns(prisma: PrismaClient, planId: string) {

@@ -16,6 +16,7 @@ import {
   type EngineDeps,
 } from "./engine";
 import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK, CANCEL_CHANNEL, RUN_STEP_TASK } from "./queue";
+import { workerName } from "./run-view";
 
 export interface StepWorker {
   /**
@@ -51,6 +52,7 @@ export async function startStepWorker(
   const deps: EngineDeps = {
     ...engine,
     workerId,
+    workerName: workerName({ hostname: os.hostname(), pid: process.pid }),
     continuationSlots: { limit: options.concurrency, used: 0 },
     // A lease lasts as long as the worker may stay silent before its peers give up on it.
     leaseMs: heartbeatMs * MISSED_BEATS,
@@ -209,8 +211,9 @@ export async function startStepWorker(
     }
     deps.stopping = true;
     clearInterval(heartbeat);
-    // Our row goes last: peers then see any step still marked running here as interrupted.
-    await deps.pool.query("delete from workers where id = $1", [workerId]).catch(() => undefined);
+    // Our row is marked last: peers then see any step still marked running here as interrupted.
+    // It stays, so a step's card can still say which worker ran it.
+    await deps.pool.query("update workers set stopped_at = now() where id = $1", [workerId]).catch(() => undefined);
     await listener.close();
     await queuePool.end().catch(() => undefined);
   };

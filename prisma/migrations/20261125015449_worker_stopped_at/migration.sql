@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "workers" ADD COLUMN     "stopped_at" TIMESTAMPTZ(3);
