@@ -44,7 +44,7 @@ export interface ProbeWorkerProcess {
   exited: Promise<void>;
   /** SIGKILL: no shutdown handler runs, in-flight steps are left `running`. */
   kill(): Promise<void>;
-  /** SIGTERM: a clean stop (jobs finish, the worker row is removed). */
+  /** SIGTERM: a clean stop (jobs finish, the worker row is marked stopped). */
   stop(): Promise<void>;
   /** Everything it printed so far. */
   output(): string;

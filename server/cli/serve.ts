@@ -18,17 +18,23 @@ import { removeConnectionFile, writeConnectionFile } from "./connection-file";
 const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
 export const log = (line: string) => console.log(`[stepwise] ${line}`);
 
+/** Copies of one signal arrive within this time of each other; a real second press comes later. */
+export const REPEATED_SIGNAL_MS = 1_000;
+
 /** Stops everything once on SIGINT/SIGTERM, so the embedded database shuts down cleanly. */
 function onShutdown(stop: () => Promise<void>): void {
   takeOverShutdownSignals();
-  let stopping = false;
+  let stoppingSince: number | undefined;
   const handler = (signal: string) => {
-    if (stopping) {
+    if (stoppingSince !== undefined) {
+      // One Ctrl-C reaches this process more than once (from the terminal, and relayed by npm and
+      // tsx): only a signal that comes later is the person's second press.
+      if (Date.now() - stoppingSince < REPEATED_SIGNAL_MS) return;
       // A second signal means "now": in-flight steps are left to recovery as interrupted.
       log(`${signal} again: exiting now`);
       process.exit(130);
     }
-    stopping = true;
+    stoppingSince = Date.now();
     log(`${signal}: shutting down…`);
     stop()
       .then(() => process.exit(0))

@@ -13,6 +13,7 @@ import { builtinTools, createToolRegistry } from "../tools/registry";
 import { defineTool } from "../tools/types";
 import { createEngineDeps } from "./engine";
 import { startStepWorker, type StepWorker } from "./worker";
+import { REPEATED_SIGNAL_MS } from "../cli/serve";
 
 /**
  * Database faults injected into a live engine: backends terminated mid-transaction (what a
@@ -247,7 +248,7 @@ describe("engine under database faults", () => {
       return { process: worker, exited, output: () => output };
     }
 
-    it("one SIGTERM lets the running step finish and record its outcome before the process exits", async () => {
+    it("one SIGTERM, even delivered twice at once as a relayed Ctrl-C is, lets the running step finish first", async () => {
       harness = await startHarness({ worker: false });
       const h = harness;
       const worker = startWorkerProcess(h);
@@ -255,6 +256,8 @@ describe("engine under database faults", () => {
       await expect
         .poll(async () => (await h.caller.runs.get({ runId })).steps[0]!.status, { timeout: 30_000 })
         .toBe("running");
+      // A terminal's Ctrl-C reaches the process itself and again through npm and tsx.
+      worker.process.kill("SIGTERM");
       worker.process.kill("SIGTERM");
       expect(await worker.exited).toBe(0);
       const run = await h.caller.runs.get({ runId });
@@ -272,6 +275,8 @@ describe("engine under database faults", () => {
         .toBe("running");
       worker.process.kill("SIGTERM");
       await expect.poll(() => worker.output(), { timeout: 10_000 }).toContain("shutting down");
+      // The person's second press comes after the copies of the first.
+      await new Promise((resolve) => setTimeout(resolve, REPEATED_SIGNAL_MS + 200));
       worker.process.kill("SIGTERM");
       expect(await worker.exited).toBe(130);
       expect(worker.output()).toContain("exiting now");
