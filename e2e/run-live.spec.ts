@@ -330,3 +330,65 @@ test("seven tabs follow seven runs live over one shared connection (a browser al
   }
   for (const view of views) await view.expectRunStatus("completed");
 });
+
+test("opted in, a background tab is notified once when a new step waits for the person", async ({
+  page,
+  context,
+  request,
+}) => {
+  await context.grantPermissions(["notifications"]);
+  await page.addInitScript(() => {
+    // Spy on the browser's own Notification, and let the test say when the tab is in the background.
+    const shown: { title: string; body?: string; tag?: string }[] = [];
+    const real = window.Notification;
+    Object.assign(window, { __notifications: shown, __hidden: false });
+    window.Notification = new Proxy(real, {
+      construct(target, args: [string, NotificationOptions?]) {
+        shown.push({ title: args[0], body: args[1]?.body, tag: args[1]?.tag });
+        return Reflect.construct(target, args);
+      },
+    });
+    Object.defineProperty(document, "visibilityState", {
+      configurable: true,
+      get: () => ((window as unknown as { __hidden: boolean }).__hidden ? "hidden" : "visible"),
+    });
+  });
+  const runId = await startRunViaApi(request, "Notify on gates", {
+    steps: [
+      { id: "step_1", description: "First gate", tool: "echo", args: { value: 1 }, approvalRequired: true },
+      {
+        id: "step_2",
+        description: "Second gate",
+        tool: "echo",
+        args: { value: 2 },
+        approvalRequired: true,
+        dependsOn: ["step_1"],
+      },
+    ],
+  });
+  const run = new RunViewPage(page);
+  await run.open(runId);
+  await run.expectStepStatus("step_1", "awaiting_approval");
+  const toggle = page.getByRole("button", { name: /^Notify me/ });
+  await toggle.click();
+  await expect(page.getByRole("button", { name: /^Notifying you/ })).toHaveAttribute("aria-pressed", "true");
+
+  await page.evaluate(() => Object.assign(window, { __hidden: true }));
+  const decided = await request.post("/api/trpc/runs.decide", {
+    data: { json: { runId, stepId: "step_1", approve: true } },
+  });
+  expect(decided.ok()).toBe(true);
+  await run.expectStepStatus("step_2", "awaiting_approval");
+  const shown = () => page.evaluate(() => (window as unknown as { __notifications: unknown[] }).__notifications);
+  // Only the new gate: the first one was on screen when the page opened.
+  await expect
+    .poll(shown)
+    .toEqual([
+      { title: "Approval needed · Stepwise", body: "Notify on gates: Second gate", tag: `stepwise-${runId}-step_2` },
+    ]);
+
+  // Turned off, it stays off for this browser.
+  await page.getByRole("button", { name: /^Notifying you/ }).click();
+  await page.reload();
+  await expect(page.getByRole("button", { name: /^Notify me/ })).toHaveAttribute("aria-pressed", "false");
+});

@@ -47,7 +47,9 @@ function newestIn(dirs) {
 
 const installed = mtime("node_modules/.package-lock.json");
 if (!installed || installed < mtime("package-lock.json"))
-  step("Installing dependencies", "npm", ["ci", "--no-audit", "--no-fund"]);
+  // Quiet unless something is wrong: on Node.js 20 npm would warn that a package of the Prisma
+  // CLI that Stepwise never runs (`@prisma/streams-local`) prefers Node.js 22.
+  step("Installing dependencies", "npm", ["ci", "--no-audit", "--no-fund", "--loglevel=error"]);
 if (mtime("server/generated/prisma/client.ts") < mtime("prisma/schema.prisma")) {
   step("Generating the database client", "npx", ["tsx", "scripts/prisma-generate.ts"]);
 }

@@ -17,6 +17,7 @@ import { RunStepList } from "./run-step-list";
 import { RunTimeline } from "./run-timeline";
 import { SessionPanel } from "./session-panel";
 import { useLiveRun } from "./use-live-run";
+import { useWaitNotifications } from "./wait-notifications";
 import "./runs.css";
 
 const TABS = [
@@ -47,6 +48,7 @@ export function RunPage({ runId }: { runId: string }) {
     [decisions.data],
   );
   const waiting = useMemo(() => (run ? waitingSteps(run) : []), [run]);
+  useWaitNotifications(runId, version?.goal ?? "", waiting, stepsById);
 
   if (live.error && !run) return <ErrorMessage error={live.error} />;
   if (!run || plan.isPending) return <p aria-busy="true">Loading run…</p>;

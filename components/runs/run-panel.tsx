@@ -10,6 +10,7 @@ import { StatusBadge } from "@/components/ui/status-badge";
 import { useNow } from "@/components/ui/use-now";
 import { formatDuration, humanStatus } from "./format";
 import { isFinished, type LiveRun } from "./run-state";
+import { NotificationToggle } from "./wait-notifications";
 
 const SETTLED = new Set(["completed", "failed", "skipped", "blocked", "cancelled"]);
 /** Counts are listed in the order a run moves through them. */
@@ -76,6 +77,7 @@ export function RunPanel({ run, goal, connection }: { run: LiveRun; goal: string
           <span className={`connection connection-${shownConnection}`} data-testid="connection" role="status">
             {CONNECTION_TEXT[shownConnection] ?? shownConnection}
           </span>
+          {!finished && <NotificationToggle />}
           {run.status === "running" && (
             <button onClick={() => pause.mutate({ runId: run.id })} disabled={pause.isPending}>
               Pause
