@@ -1,6 +1,6 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { readConnectionFile } from "./connection-file";
+import { processAlive, readConnectionFile } from "./connection-file";
 
 /**
  * How the `stepwise` CLI reaches a server: `--server`/`--token` flags, else STEPWISE_URL /
@@ -68,15 +68,6 @@ export async function resolveConnection(options: {
     ...(agentName && { agentName }),
     source: path.join(dataDir, "server.json"),
   };
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 export interface Problem {

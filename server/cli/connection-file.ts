@@ -3,7 +3,7 @@ import path from "node:path";
 
 /**
  * `<data dir>/server.json`: how a local `stepwise` CLI finds the running server — its address and
- * the agent token of this server process. Readable by its owner only (0600), written when the
+ * the agent token of this server process — and how a local worker finds its embedded database. Readable by its owner only (0600), written when the
  * server is listening and removed when it stops.
  */
 export interface ConnectionFile {
@@ -11,6 +11,11 @@ export interface ConnectionFile {
   token: string;
   pid: number;
   startedAt: string;
+  /**
+   * The embedded PostgreSQL's address, credentials included, when the server runs on it: how
+   * `npm run worker` on this machine joins the running server without a DATABASE_URL.
+   */
+  databaseUrl?: string;
 }
 
 export const CONNECTION_FILE = "server.json";
@@ -48,5 +53,16 @@ export async function readConnectionFile(dataDir: string): Promise<ConnectionFil
     return parsed as ConnectionFile;
   } catch {
     return undefined;
+  }
+}
+
+/** Whether a process with this pid exists (signal 0 checks without sending anything). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists but belongs to another user.
+    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }

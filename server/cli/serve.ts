@@ -13,7 +13,7 @@ import { doorConfig, generateAccessToken } from "../http/door";
 import { behindDoor } from "../http/door-server";
 import { attachLiveSocket } from "../http/live-socket";
 import { startTelemetry } from "../telemetry";
-import { removeConnectionFile, writeConnectionFile } from "./connection-file";
+import { processAlive, readConnectionFile, removeConnectionFile, writeConnectionFile } from "./connection-file";
 
 const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
 export const log = (line: string) => console.log(`[stepwise] ${line}`);
@@ -98,6 +98,7 @@ export async function serve(dev: boolean): Promise<void> {
     url: `http://${localHost.includes(":") ? `[${localHost}]` : localHost}:${config.port}`,
     token: agentToken,
     pid: process.pid,
+    ...(database.embedded && { databaseUrl: database.databaseUrl }),
   });
   log(`Database: ${database.embedded ? "embedded PostgreSQL" : "DATABASE_URL"}; workspace: ${config.workspaceDir}`);
   log(`Ready on http://${config.host}:${config.port}`);
@@ -143,6 +144,13 @@ async function assertPortFree(port: number, host: string): Promise<void> {
 export async function worker(): Promise<void> {
   const config = readConfig();
   const telemetry = startTelemetry();
+  // Without DATABASE_URL, join the `npm start` running from this data folder on its embedded
+  // PostgreSQL (server.json, readable by this user only, says where and how).
+  const running = config.databaseUrl ? undefined : await readConnectionFile(config.dataDir);
+  if (running?.databaseUrl && processAlive(running.pid)) {
+    log(`Joining the running Stepwise (pid ${running.pid}) on its embedded PostgreSQL`);
+    config.databaseUrl = running.databaseUrl;
+  }
   if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
   await fs.mkdir(config.workspaceDir, { recursive: true });
   const database = await openDatabase(config, log);
