@@ -237,6 +237,10 @@ test("the graph view shows the dependencies; choosing a node opens the same edit
   await editor.getByRole("button", { name: "Save changes" }).click();
   await view.expectVersion(2);
   await expect(graph.locator("[data-graph-step='step_2']")).toContainText("Wait a little longer");
+  // Every node of the new version is drawn, not only the one whose size changed.
+  for (const id of ["step_1", "step_2", "step_3", "step_4", "step_5"]) {
+    await expect(graph.locator(`[data-graph-step='${id}']`)).toBeVisible();
+  }
 
   // Mouse: a click on a node opens its editor too (nodes must take pointer events).
   await expect(editor).toBeHidden();

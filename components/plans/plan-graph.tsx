@@ -17,6 +17,7 @@ import { createContext, memo, useContext, useMemo } from "react";
 import type { Step } from "@/server/plans/schema";
 import type { PlanIssue } from "@/server/plans/validate";
 import { stepLabel } from "./plan-rules";
+import { useMeasuredNodes } from "@/components/ui/use-measured-nodes";
 
 const NODE_WIDTH = 230;
 const NODE_HEIGHT = 78;
@@ -66,6 +67,7 @@ export function PlanGraph({ steps, issuesByStep, selectedStepId, onSelect }: Pla
       })),
     [steps, positions, issuesByStep, selectedStepId],
   );
+  const measuredNodes = useMeasuredNodes(nodes);
   const edges: Edge[] = useMemo(
     () =>
       steps.flatMap((step) =>
@@ -83,7 +85,8 @@ export function PlanGraph({ steps, issuesByStep, selectedStepId, onSelect }: Pla
     <SelectContext.Provider value={onSelect}>
       <div className="plan-graph" role="region" aria-label="Dependency graph">
         <ReactFlow
-          nodes={nodes}
+          nodes={measuredNodes.nodes}
+          onNodesChange={measuredNodes.onNodesChange}
           edges={edges}
           nodeTypes={NODE_TYPES}
           fitView

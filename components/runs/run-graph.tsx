@@ -4,6 +4,7 @@ import { Background, Controls, ReactFlow, type Edge, type Node } from "@xyflow/r
 import "@xyflow/react/dist/style.css";
 import { useMemo } from "react";
 import type { Step } from "@/server/plans/schema";
+import { useMeasuredNodes } from "@/components/ui/use-measured-nodes";
 import { humanStatus } from "./format";
 import { NODE_HEIGHT, NODE_WIDTH, layoutGraph } from "./graph-layout";
 import type { LiveStep } from "./run-state";
@@ -41,10 +42,12 @@ export function RunGraph({ steps, states }: { steps: Step[]; states: LiveStep[] 
       }),
     [steps, positions, statusById],
   );
+  const measuredNodes = useMeasuredNodes(nodes);
   return (
     <div className="run-graph" data-testid="run-graph">
       <ReactFlow
-        nodes={nodes}
+        nodes={measuredNodes.nodes}
+        onNodesChange={measuredNodes.onNodesChange}
         edges={edges}
         fitView
         minZoom={0.05}
