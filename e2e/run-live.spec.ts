@@ -72,6 +72,8 @@ test("parallel sleeping steps are seen running together, with progress moving, u
   // The graph colours every node by its final state.
   await run.showTab("Graph");
   await expect(page.locator(".react-flow__node.status-completed")).toHaveCount(5);
+  // Nodes rebuilt by every event keep their size, so all of them stay drawn.
+  for (const node of await page.locator(".react-flow__node").all()) await expect(node).toBeVisible();
 
   await expectCompleteEventList(run);
   expect(loads).toEqual([]);
