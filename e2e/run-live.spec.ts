@@ -393,4 +393,12 @@ test("opted in, a background tab is notified once when a new step waits for the 
   await page.getByRole("button", { name: /^Notifying you/ }).click();
   await page.reload();
   await expect(page.getByRole("button", { name: /^Notify me/ })).toHaveAttribute("aria-pressed", "false");
+
+  // Opened in the background with a step already waiting: that step is not news.
+  await page.getByRole("button", { name: /^Notify me/ }).click();
+  await page.addInitScript(() => Object.assign(window, { __hidden: true }));
+  await page.reload();
+  await run.expectStepStatus("step_2", "awaiting_approval");
+  await expect(run.connection()).toHaveText("live");
+  expect(await shown()).toEqual([]);
 });

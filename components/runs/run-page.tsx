@@ -48,7 +48,7 @@ export function RunPage({ runId }: { runId: string }) {
     [decisions.data],
   );
   const waiting = useMemo(() => (run ? waitingSteps(run) : []), [run]);
-  useWaitNotifications(runId, version?.goal ?? "", waiting, stepsById);
+  useWaitNotifications(runId, version?.goal ?? "", run && version ? waiting : undefined, stepsById);
 
   if (live.error && !run) return <ErrorMessage error={live.error} />;
   if (!run || plan.isPending) return <p aria-busy="true">Loading run…</p>;

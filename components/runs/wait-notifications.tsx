@@ -72,12 +72,14 @@ export function NotificationToggle() {
 export function useWaitNotifications(
   runId: string,
   goal: string,
-  waiting: LiveStep[],
+  /** Undefined until the run has loaded. */
+  waiting: LiveStep[] | undefined,
   steps: ReadonlyMap<string, Step>,
 ) {
   const preference = useNotificationPreference();
   const announced = useRef<Set<string> | null>(null);
   useEffect(() => {
+    if (!waiting) return;
     // What already waited when the page opened was seen by the person opening it.
     if (announced.current === null) {
       announced.current = new Set(waiting.map((step) => step.stepId));
