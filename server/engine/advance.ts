@@ -1,3 +1,4 @@
+import type { StepStatus } from "../plans/schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK } from "./queue";
 import type { RunTransaction } from "./run-transaction";
@@ -110,12 +111,15 @@ export async function finishIfDone(tx: RunTransaction): Promise<void> {
 
 export async function cancelOpenSteps(tx: RunTransaction, reason: string): Promise<void> {
   await tx.flushStatusesOnly();
-  const open = await tx.client.query<{ step_id: string }>(
-    `select step_id from run_steps where run_id = $1
+  const open = await tx.client.query<{ step_id: string; status: StepStatus }>(
+    `select step_id, status from run_steps where run_id = $1
        and status in ('pending','ready','awaiting_approval','awaiting_input','awaiting_agent','running') order by position`,
     [tx.run.id],
   );
-  for (const row of open.rows) tx.setStatus(row.step_id, "cancelled", reason);
+  for (const row of open.rows) {
+    tx.statuses.set(row.step_id, row.status);
+    tx.setStatus(row.step_id, "cancelled", reason);
+  }
   tx.run.open_steps -= open.rows.length;
 }
 

@@ -111,6 +111,7 @@ export async function processOps(
     [runId, [...new Set(ops.map((op) => op.job.stepId))]],
   );
   const rows = new Map(current.rows.map((row) => [row.step_id, row]));
+  for (const row of current.rows) tx.statuses.set(row.step_id, row.status);
 
   const settled: string[] = [];
   for (const { op } of records) {

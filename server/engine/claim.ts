@@ -36,7 +36,11 @@ export async function claimContinuations(
   if (taken.length === 0) return [];
   const takenSet = new Set(taken);
   tx.jobs.splice(0, tx.jobs.length, ...tx.jobs.filter((job) => !takenSet.has(job)));
-  for (const job of taken) rows.set(job.stepId, { status: "ready", attempt: job.attempt - 1 });
+  for (const job of taken) {
+    // dispatch queued them as ready; some were made ready in an earlier transaction.
+    rows.set(job.stepId, { status: "ready", attempt: job.attempt - 1 });
+    tx.statuses.set(job.stepId, "ready");
+  }
   const claimed = await claimStepsIn(deps, tx, taken, rows);
   const local: ClaimedStep[] = [];
   claimed.forEach((result, index) => {
@@ -111,6 +115,7 @@ export async function claimStepsIn(
       deps.leaseMs ?? null,
     ],
   );
+  for (const { step } of toRun) tx.noteStatus(step.id, "running");
   const outputs = await referencedOutputs(
     tx,
     toRun.flatMap((e) => [...e.step.references]),

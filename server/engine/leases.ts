@@ -96,6 +96,7 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
       if (row?.status !== "running" || row.attempt !== orphan.attempt || row.worker_id !== orphan.worker_id) return;
       if (row.held) return;
       const step = tx.graph.steps.get(orphan.step_id)!;
+      tx.statuses.set(step.id, row.status);
       const tool = deps.tools.get(step.tool);
       const reason = interruptedReason(row.effects_started);
       tx.events.push({
@@ -113,7 +114,7 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
           "update run_steps set status = 'ready', queued = true, worker_id = null where run_id = $1 and step_id = $2",
           [orphan.run_id, orphan.step_id],
         );
-        tx.statuses.set(step.id, "ready");
+        tx.noteStatus(step.id, "ready");
         tx.jobs.push({ runId: orphan.run_id, stepId: step.id, attempt: row.attempt + 1 });
         tx.events.push({
           type: "step.retrying",

@@ -27,7 +27,7 @@ export async function recordOutcomeIn(
       "update run_steps set status = 'ready', queued = true, error = $3 where run_id = $1 and step_id = $2",
       [tx.run.id, stepId, outcome.error],
     );
-    tx.statuses.set(stepId, "ready");
+    tx.noteStatus(stepId, "ready");
     tx.jobs.push({ runId: tx.run.id, stepId, attempt: attempt + 1, runAt: new Date(tx.now.getTime() + delayMs) });
     tx.events.push({
       type: "step.retrying",

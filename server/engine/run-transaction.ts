@@ -6,7 +6,7 @@ import type { Step, StepResult, StepStatus } from "../plans/schema";
 import type { EngineDeps } from "./deps";
 import type { RunGraph } from "./graph";
 import { enqueueApprovalTimers, enqueueStepJobs, type ApprovalTimerJob, type StepJob } from "./queue";
-import type { RunStatus } from "./state-machine";
+import { assertTransition, type RunStatus } from "./state-machine";
 
 export type Client = pg.PoolClient;
 
@@ -68,9 +68,19 @@ export class RunTransaction {
     data: Record<string, unknown> = {},
     waiting: StepWaiting | null = null,
   ): void {
+    assertTransition(stepId, this.statuses.get(stepId), status);
     this.statuses.set(stepId, status);
     this.updates.set(stepId, { status, reason: reason ?? null, waiting });
     this.events.push({ type: `step.${status}`, stepId, data: { status, ...(reason && { reason }), ...data } });
+  }
+
+  /**
+   * A status change the caller writes itself (with other columns, in its own statement): checked
+   * and remembered like `setStatus`, but neither written nor announced here.
+   */
+  noteStatus(stepId: string, status: StepStatus): void {
+    assertTransition(stepId, this.statuses.get(stepId), status);
+    this.statuses.set(stepId, status);
   }
 
   setResult(stepId: string, result: StepResult): void {
