@@ -2,8 +2,12 @@ import { describe, expect, it } from "vitest";
 import { illegalTransitions, sequenceProblems } from "../../tests/probe-tool";
 import type { StoredEvent } from "../events/types";
 import { STEP_STATUSES, type StepStatus } from "../plans/schema";
+import type { RunGraph } from "./graph";
+import { RunTransaction, type RunRow } from "./run-transaction";
 import {
+  assertTransition,
   canTransition,
+  IllegalTransitionError,
   FINISHED_RUN_STATUSES,
   RUN_STATUSES,
   SETTLED_STATUSES,
@@ -46,6 +50,8 @@ const ALLOWED: [StepStatus, StepStatus, string][] = [
   ["failed", "skipped", "a person skips it"],
   ["blocked", "pending", "the dependency that blocked it is retried or skipped"],
   ["blocked", "cancelled", "the run is cancelled"],
+  ["awaiting_approval", "pending", "a new plan version changed the gated step, so it is decided again"],
+  ["awaiting_agent", "pending", "a new plan version changed the agent task, so it is decided again"],
 ];
 
 /** Transitions that must never happen, and why. */
@@ -152,6 +158,44 @@ describe("step state machine", () => {
     for (const status of FINISHED_RUN_STATUSES) expect(RUN_STATUSES).toContain(status);
     expect(FINISHED_RUN_STATUSES.has("paused")).toBe(false);
     expect(FINISHED_RUN_STATUSES.has("failing")).toBe(false);
+  });
+});
+
+describe("status changes are checked at runtime", () => {
+  it.each(ALLOWED)("assertTransition lets %s → %s through", (from, to) => {
+    expect(() => assertTransition("step_1", from, to)).not.toThrow();
+  });
+
+  it.each(REFUSED)("assertTransition throws on %s → %s", (from, to) => {
+    expect(() => assertTransition("step_1", from, to)).toThrow(IllegalTransitionError);
+    expect(() => assertTransition("step_1", from, to)).toThrow(`step_1 cannot go from ${from} to ${to}`);
+  });
+
+  it("assertTransition throws when the current status is unknown", () => {
+    expect(() => assertTransition("step_1", undefined, "ready")).toThrow(/status is unknown/);
+  });
+
+  // No database: setStatus and noteStatus only touch the transaction's memory.
+  const transaction = () => new RunTransaction({} as never, { id: "run" } as RunRow, {} as RunGraph, new Date(0));
+
+  it("the engine's setStatus refuses an illegal change and records nothing", () => {
+    const tx = transaction();
+    tx.statuses.set("step_1", "awaiting_approval");
+    expect(() => tx.setStatus("step_1", "running")).toThrow(IllegalTransitionError);
+    expect(tx.statuses.get("step_1")).toBe("awaiting_approval");
+    expect(tx.events).toEqual([]);
+    expect(() => tx.setStatus("step_2", "ready")).toThrow(/status is unknown/);
+    expect(() => tx.noteStatus("step_1", "completed")).toThrow(IllegalTransitionError);
+  });
+
+  it("the engine's setStatus applies a legal change", () => {
+    const tx = transaction();
+    tx.statuses.set("step_1", "awaiting_approval");
+    tx.setStatus("step_1", "ready");
+    expect(tx.statuses.get("step_1")).toBe("ready");
+    expect(tx.events).toEqual([{ type: "step.ready", stepId: "step_1", data: { status: "ready" } }]);
+    tx.noteStatus("step_1", "running");
+    expect(tx.statuses.get("step_1")).toBe("running");
   });
 });
 

@@ -1,0 +1,141 @@
+import { inTransaction, retryOnConnectionLoss } from "../db";
+import type { StepStatus } from "../plans/schema";
+import { advance } from "./advance";
+import { claimContinuations, claimStepsIn, type ClaimedStep, type OpResult } from "./claim";
+import type { EngineDeps } from "./deps";
+import { recordOutcomeIn, type Outcome } from "./outcome";
+import { openRunTransaction, type Client, type StepJobRef } from "./run-transaction";
+
+export type EngineOp =
+  | { kind: "claim"; job: StepJobRef }
+  | { kind: "record"; job: StepJobRef; attempt: number; outcome: Outcome; duration: number };
+
+/**
+ * Every engine transaction on a run holds the run's row lock, so under load a process's claims and
+ * completions on one run would queue for it one by one. The combiner instead runs one transaction
+ * per run at a time and hands it everything that arrived meanwhile: many claims and outcomes share
+ * one lock acquisition, one status read, one dispatch and one event append. With no contention a
+ * request runs at once, so it adds no latency.
+ */
+export class RunCombiner {
+  private readonly pending = new Map<
+    string,
+    { op: EngineOp; resolve: (value: unknown) => void; reject: (error: unknown) => void }[]
+  >();
+  private readonly busy = new Set<string>();
+
+  constructor(
+    private readonly deps: EngineDeps,
+    /** Starts a continuation this process claimed, once its claim has committed. */
+    private readonly startContinuation: (claimed: ClaimedStep) => void,
+  ) {}
+
+  submit<T>(runId: string, op: EngineOp): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const queue = this.pending.get(runId) ?? [];
+      queue.push({ op, resolve: resolve as (value: unknown) => void, reject });
+      this.pending.set(runId, queue);
+      if (!this.busy.has(runId)) void this.drain(runId);
+    });
+  }
+
+  private async drain(runId: string): Promise<void> {
+    this.busy.add(runId);
+    try {
+      for (let batch = this.take(runId); batch.length > 0; batch = this.take(runId)) {
+        try {
+          // A lost connection rolls the batch back; every op re-checks state, so it is retried
+          // whole until written — a finished step must not stay "running" because of a cut.
+          const { results, continuations } = await retryOnConnectionLoss(() => this.attempt(runId, batch), {
+            shouldStop: () => this.deps.stopping === true,
+          });
+          batch.forEach((entry, index) => {
+            const result = results[index]!;
+            if (result.ok) entry.resolve(result.value);
+            else entry.reject(result.error);
+          });
+          // Only now, with the claims committed, are the continuations this process's to run.
+          for (const claimed of continuations) this.startContinuation(claimed);
+        } catch (error) {
+          for (const entry of batch) entry.reject(error);
+        }
+      }
+    } finally {
+      this.busy.delete(runId);
+    }
+  }
+
+  private async attempt(runId: string, batch: { op: EngineOp }[]) {
+    const reserved: ClaimedStep[] = [];
+    try {
+      const ops = batch.map((entry) => entry.op);
+      const results = await inTransaction(this.deps.pool, async (client) => {
+        const results = await processOps(this.deps, client, runId, ops, reserved);
+        this.deps.beforeCommit?.(runId, ops);
+        return results;
+      });
+      return { results, continuations: reserved };
+    } catch (error) {
+      // The claims rolled back: give their continuation slots back.
+      if (this.deps.continuationSlots) this.deps.continuationSlots.used -= reserved.length;
+      throw error;
+    }
+  }
+
+  private take(runId: string) {
+    const batch = this.pending.get(runId) ?? [];
+    this.pending.delete(runId);
+    return batch;
+  }
+}
+
+/**
+ * One transaction for a batch of claims and outcomes on one run; outcomes first, as they free slots.
+ * Dependents claimed as continuations are pushed to `continuations`; the caller starts them after
+ * the commit.
+ */
+export async function processOps(
+  deps: EngineDeps,
+  client: Client,
+  runId: string,
+  ops: EngineOp[],
+  continuations: ClaimedStep[],
+): Promise<OpResult[]> {
+  const results: OpResult[] = ops.map(() => ({ ok: true, value: undefined }));
+  const tx = await openRunTransaction(deps, client, runId);
+  if (!tx) return results;
+  const records = ops.flatMap((op, index) => (op.kind === "record" ? [{ op, index }] : []));
+  const claims = ops.flatMap((op, index) => (op.kind === "claim" ? [{ op, index }] : []));
+  const current = await tx.client.query<{ step_id: string; status: StepStatus; attempt: number }>(
+    "select step_id, status, attempt from run_steps where run_id = $1 and step_id = any($2)",
+    [runId, [...new Set(ops.map((op) => op.job.stepId))]],
+  );
+  const rows = new Map(current.rows.map((row) => [row.step_id, row]));
+  for (const row of current.rows) tx.statuses.set(row.step_id, row.status);
+
+  const settled: string[] = [];
+  for (const { op } of records) {
+    if (op.kind !== "record") continue;
+    const row = rows.get(op.job.stepId);
+    // Cancelled (or otherwise moved on) while the tool ran: the result is not recorded.
+    if (row?.status !== "running" || row.attempt !== op.attempt) continue;
+    row.status = "completed"; // a duplicate outcome in the same batch must not count twice
+    if (await recordOutcomeIn(tx, op.job.stepId, op.attempt, op.outcome, op.duration, deps, false)) {
+      settled.push(op.job.stepId);
+    }
+  }
+  if (settled.length > 0) await advance(tx, settled);
+  continuations.push(...(await claimContinuations(deps, tx, rows)));
+
+  if (claims.length > 0) {
+    const claimed = await claimStepsIn(
+      deps,
+      tx,
+      claims.map(({ op }) => op.job),
+      rows,
+    );
+    claims.forEach(({ index }, i) => (results[index] = claimed[i]!));
+  }
+  await tx.flush();
+  return results;
+}

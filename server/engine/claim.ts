@@ -1,0 +1,200 @@
+import type { Step, StepResult } from "../plans/schema";
+import { ReferenceError, resolveReferences } from "../plans/references";
+import type { StepStatus } from "../plans/schema";
+import { askUserInputSchema } from "../tools/ask-user";
+import { advance, dispatch } from "./advance";
+import type { EngineDeps } from "./deps";
+import { recordOutcomeIn, type Outcome } from "./outcome";
+import type { RunRow, RunTransaction, StepJobRef, StepWaiting } from "./run-transaction";
+import type { GraphStep } from "./scheduler";
+
+export interface ClaimedStep {
+  step: Step;
+  attempt: number;
+  args: unknown;
+  run: RunRow;
+}
+
+export type OpResult = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+/**
+ * Steps that outcomes in this transaction just made ready are claimed by this process directly,
+ * as far as it has continuation slots, instead of going through the queue: a chain then costs one
+ * transaction per step. The rest are queued as usual. Durability is unchanged: a continuation is a
+ * running step of this worker, recovered like any other if the process dies.
+ */
+export async function claimContinuations(
+  deps: EngineDeps,
+  tx: RunTransaction,
+  rows: Map<string, { status: StepStatus; attempt: number }>,
+): Promise<ClaimedStep[]> {
+  const slots = deps.continuationSlots;
+  if (!deps.workerId || !slots) return [];
+  const free = slots.limit - slots.used;
+  if (free <= 0) return [];
+  const taken = tx.jobs.filter((job) => !job.runAt && !job.requeued).slice(0, free);
+  if (taken.length === 0) return [];
+  const takenSet = new Set(taken);
+  tx.jobs.splice(0, tx.jobs.length, ...tx.jobs.filter((job) => !takenSet.has(job)));
+  for (const job of taken) {
+    // dispatch queued them as ready; some were made ready in an earlier transaction.
+    rows.set(job.stepId, { status: "ready", attempt: job.attempt - 1 });
+    tx.statuses.set(job.stepId, "ready");
+  }
+  const claimed = await claimStepsIn(deps, tx, taken, rows);
+  const local: ClaimedStep[] = [];
+  claimed.forEach((result, index) => {
+    if (result.ok && result.value) local.push(result.value as ClaimedStep);
+    else if (!result.ok) tx.jobs.push(taken[index]!); // refused here: let the queue try it
+  });
+  slots.used += local.length;
+  return local;
+}
+
+/**
+ * Claims ready steps (ready → running) for this process. A job whose step is no longer ready at
+ * the expected attempt (cancelled, already done, duplicate delivery) claims nothing.
+ */
+export async function claimStepsIn(
+  deps: EngineDeps,
+  tx: RunTransaction,
+  jobs: StepJobRef[],
+  rows: Map<string, { status: StepStatus; attempt: number }>,
+): Promise<OpResult[]> {
+  const results: OpResult[] = jobs.map(() => ({ ok: true, value: undefined }));
+  if (tx.run.status !== "running" && tx.run.status !== "failing" && tx.run.status !== "paused") return results;
+  const eligible = jobs.flatMap((job, index) => {
+    const row = rows.get(job.stepId);
+    if (row?.status !== "ready" || row.attempt !== job.attempt - 1) return [];
+    row.status = "running"; // a duplicate job in the same batch claims nothing
+    return [{ job, index, step: tx.graph.steps.get(job.stepId)! }];
+  });
+  const gated = eligible.filter((e) => e.step.gated).map((e) => e.job.stepId);
+  const approved = new Set<string>();
+  if (gated.length > 0) {
+    // Enforced here, not only in the UI: a gated step runs only with an approval of this version.
+    const approvals = await tx.client.query<{ step_id: string }>(
+      "select step_id from approvals where run_id = $1 and step_id = any($2) and plan_version = $3 and decision = 'approved'",
+      [tx.run.id, gated, tx.run.plan_version],
+    );
+    for (const row of approvals.rows) approved.add(row.step_id);
+  }
+  const toRun: typeof eligible = [];
+  for (const entry of eligible) {
+    if (entry.step.gated && !approved.has(entry.step.id)) {
+      rows.get(entry.step.id)!.status = "ready";
+      results[entry.index] = {
+        ok: false,
+        error: new Error(`Refusing to run gated step ${entry.step.id} without an approval`),
+      };
+    } else if (deps.tools.get(entry.step.tool)?.capability === "user.ask") {
+      await askUser(deps, tx, entry.step, entry.job.attempt);
+    } else {
+      toRun.push(entry);
+    }
+  }
+  if (toRun.length === 0) return results;
+  await tx.client.query(
+    // A tool that marks the start of its effect itself has started none yet; for any other the
+    // effect may begin as soon as the claim commits.
+    `update run_steps rs set status = 'running', attempt = u.attempt, queued = false, started_at = now(), progress = 0, worker_id = $2,
+       effects_started_at = case when u.marks then null else now() end,
+       lease_expires_at = now() + make_interval(secs => $4::int / 1000.0)
+     from jsonb_to_recordset($3::jsonb) as u(step_id text, attempt int, marks boolean)
+     where rs.run_id = $1 and rs.step_id = u.step_id`,
+    [
+      tx.run.id,
+      deps.workerId ?? null,
+      JSON.stringify(
+        toRun.map((e) => ({
+          step_id: e.step.id,
+          attempt: e.job.attempt,
+          marks: deps.tools.get(e.step.tool)?.marksEffectStart === true,
+        })),
+      ),
+      deps.leaseMs ?? null,
+    ],
+  );
+  for (const { step } of toRun) tx.noteStatus(step.id, "running");
+  const outputs = await referencedOutputs(
+    tx,
+    toRun.flatMap((e) => [...e.step.references]),
+  );
+  const failed: string[] = [];
+  for (const { job, index, step } of toRun) {
+    tx.events.push({
+      type: "step.running",
+      stepId: step.id,
+      data: { status: "running", attempt: job.attempt, ...(deps.workerName && { worker: deps.workerName }) },
+    });
+    const resolved = resolveArgs(step, outputs);
+    if (resolved.ok) {
+      results[index] = { ok: true, value: { step, attempt: job.attempt, args: resolved.args, run: tx.run } };
+    } else {
+      // Not retryable: the referenced output will not change.
+      const outcome: Outcome = { ok: false, error: resolved.error, retryable: false };
+      if (await recordOutcomeIn(tx, step.id, job.attempt, outcome, 0, deps, false)) failed.push(step.id);
+    }
+  }
+  if (failed.length > 0) await advance(tx, failed);
+  return results;
+}
+
+async function referencedOutputs(tx: RunTransaction, stepIds: string[]): Promise<Map<string, unknown>> {
+  if (stepIds.length === 0) return new Map();
+  const outputs = await tx.client.query<{ step_id: string; result: StepResult | null }>(
+    "select step_id, result from run_steps where run_id = $1 and step_id = any($2)",
+    [tx.run.id, [...new Set(stepIds)]],
+  );
+  return new Map(outputs.rows.filter((r) => r.result?.ok).map((r) => [r.step_id, r.result!.value]));
+}
+
+function resolveArgs(
+  step: Step & GraphStep,
+  outputs: ReadonlyMap<string, unknown>,
+): { ok: true; args: unknown } | { ok: false; error: string } {
+  if (step.references.size === 0) return { ok: true, args: step.args };
+  try {
+    return { ok: true, args: resolveReferences(step.args, outputs) };
+  } catch (error) {
+    if (!(error instanceof ReferenceError)) throw error;
+    return { ok: false, error: error.message };
+  }
+}
+
+/** `$step` references replaced by the recorded outputs; a missing field is an error, never undefined. */
+async function resolveStepArgs(
+  tx: RunTransaction,
+  step: Step & GraphStep,
+): Promise<{ ok: true; args: unknown } | { ok: false; error: string }> {
+  return resolveArgs(step, await referencedOutputs(tx, [...step.references]));
+}
+
+/**
+ * An `ask_user` step is answered by a person, not executed: it waits in `awaiting_input` with its
+ * question (references resolved) and gives its parallelism slot back while it waits.
+ */
+export async function askUser(
+  deps: EngineDeps,
+  tx: RunTransaction,
+  step: Step & GraphStep,
+  attempt: number,
+): Promise<void> {
+  const resolved = await resolveStepArgs(tx, step);
+  const parsed = resolved.ok ? askUserInputSchema.safeParse(resolved.args) : undefined;
+  await tx.client.query(
+    "update run_steps set attempt = $3, queued = false, started_at = now() where run_id = $1 and step_id = $2",
+    [tx.run.id, step.id, attempt],
+  );
+  if (!parsed?.success) {
+    const error = resolved.ok ? `Invalid question: ${parsed!.error.issues[0]?.message}` : resolved.error;
+    await recordOutcomeIn(tx, step.id, attempt, { ok: false, error, retryable: false }, 0, deps);
+    return;
+  }
+  tx.run.active_steps--;
+  const { question, choices } = parsed.data;
+  const waiting: StepWaiting = { kind: "input", question, ...(choices && { choices }) };
+  tx.setStatus(step.id, "awaiting_input", undefined, { attempt }, waiting);
+  tx.events.push({ type: "input.requested", stepId: step.id, data: { question, ...(choices && { choices }) } });
+  await dispatch(tx);
+}

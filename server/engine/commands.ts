@@ -1,0 +1,232 @@
+import { inTransaction } from "../db";
+import { AppError } from "../errors";
+import type { StepResult, StepStatus } from "../plans/schema";
+import { advance, cancelOpenSteps, dispatch, finishIfDone, makeReady, unblockDependents } from "./advance";
+import type { EngineDeps } from "./deps";
+import { holdForSignal } from "./outcome";
+import { CANCEL_CHANNEL } from "./queue";
+import { audit, openRunTransaction, requireRun, type RunTransaction, type StepWaiting } from "./run-transaction";
+
+/** Approve or deny a gated step. Enforced here, whatever the client: only awaiting steps can be decided. */
+export async function decideApproval(
+  deps: EngineDeps,
+  input: { runId: string; stepId: string; approve: boolean; actor: string; comment?: string },
+): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await openRunTransaction(deps, client, input.runId);
+    if (!tx) throw new AppError("not_found", `No run ${input.runId}`);
+    await tx.loadStatuses([input.stepId]);
+    const status = tx.statuses.get(input.stepId);
+    if (status === undefined) throw new AppError("not_found", `Run has no step ${input.stepId}`);
+    if (status !== "awaiting_approval") {
+      // A repeated decision (a double click, a client retrying after a lost response) answers
+      // with the decision already recorded; only a contrary one is an error.
+      const recorded = await client.query<{ decision: string; actor: string }>(
+        `select decision, actor from approvals where run_id = $1 and step_id = $2 order by id desc limit 1`,
+        [input.runId, input.stepId],
+      );
+      const last = recorded.rows[0];
+      if (last && (last.decision === "approved") === input.approve) return;
+      throw new AppError("invalid_state", `${input.stepId} is ${status}, not awaiting approval`);
+    }
+    await client.query(
+      `insert into approvals (run_id, step_id, plan_version, decision, actor, comment) values ($1, $2, $3, $4, $5, $6)`,
+      [
+        input.runId,
+        input.stepId,
+        tx.run.plan_version,
+        input.approve ? "approved" : "denied",
+        input.actor,
+        input.comment ?? null,
+      ],
+    );
+    await audit(tx, input.actor, input.approve ? "step.approved" : "step.denied", input.stepId, {
+      comment: input.comment ?? null,
+    });
+    tx.events.push({
+      type: "approval.decided",
+      stepId: input.stepId,
+      data: { decision: input.approve ? "approved" : "denied", actor: input.actor, comment: input.comment ?? null },
+    });
+    if (input.approve) {
+      makeReady(tx, input.stepId);
+      await dispatch(tx);
+    } else {
+      tx.setStatus(
+        input.stepId,
+        "skipped",
+        `Approval denied by ${input.actor}${input.comment ? `: ${input.comment}` : ""}`,
+      );
+      tx.run.open_steps--;
+      await advance(tx, [input.stepId]);
+    }
+    await tx.flush();
+  });
+}
+
+/** The answer to an `ask_user` step becomes its output, and the run carries on from there. */
+export async function answerQuestion(
+  deps: EngineDeps,
+  input: { runId: string; stepId: string; answer: string; actor: string },
+): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    const row = await client.query<{ status: StepStatus; waiting: StepWaiting | null; started_at: Date | null }>(
+      "select status, waiting, started_at from run_steps where run_id = $1 and step_id = $2",
+      [input.runId, input.stepId],
+    );
+    const current = row.rows[0];
+    if (!current) throw new AppError("not_found", `Run has no step ${input.stepId}`);
+    if (current.status !== "awaiting_input" || current.waiting?.kind !== "input") {
+      throw new AppError("invalid_state", `${input.stepId} is ${current.status}, not waiting for an answer`);
+    }
+    const { choices } = current.waiting;
+    if (choices && !choices.includes(input.answer)) {
+      throw new AppError("invalid_input", `The answer must be one of: ${choices.join(", ")}`);
+    }
+    const now = tx.now;
+    const result: StepResult = {
+      ok: true,
+      value: input.answer,
+      duration: current.started_at ? now.getTime() - current.started_at.getTime() : 0,
+      timestamp: now.toISOString(),
+    };
+    await client.query("update run_steps set result = $3::jsonb, progress = 100 where run_id = $1 and step_id = $2", [
+      input.runId,
+      input.stepId,
+      JSON.stringify(result),
+    ]);
+    tx.statuses.set(input.stepId, "awaiting_input");
+    tx.events.push({ type: "input.answered", stepId: input.stepId, data: { actor: input.actor } });
+    tx.setStatus(input.stepId, "completed", undefined, { result });
+    tx.run.open_steps--;
+    await audit(tx, input.actor, "step.answered", input.stepId, { answer: input.answer });
+    await advance(tx, [input.stepId]);
+    await tx.flush();
+  });
+}
+
+/** Cancels a run: running steps are aborted, every other open step becomes cancelled. */
+export async function cancelRun(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await openRunTransaction(deps, client, input.runId);
+    if (!tx) throw new AppError("not_found", `No run ${input.runId}`);
+    if (tx.run.status === "completed" || tx.run.status === "failed" || tx.run.status === "cancelled") {
+      throw new AppError("invalid_state", `The run is already ${tx.run.status}`);
+    }
+    await cancelOpenSteps(tx, `Cancelled by ${input.actor}`);
+    tx.run.status = "cancelled";
+    tx.run.active_steps = 0;
+    tx.events.push({ type: "run.cancelled", data: { status: "cancelled", actor: input.actor } });
+    await audit(tx, input.actor, "run.cancelled", null);
+    await tx.flush();
+    await client.query("select pg_notify($1, $2)", [CANCEL_CHANNEL, input.runId]);
+  });
+}
+
+/** Pause: running steps finish, nothing new starts until resumed. */
+export async function pauseRun(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    if (tx.run.status !== "running")
+      throw new AppError("invalid_state", `Only a running run can be paused; it is ${tx.run.status}`);
+    tx.run.status = "paused";
+    tx.events.push({ type: "run.paused", data: { status: "paused", actor: input.actor } });
+    await audit(tx, input.actor, "run.paused", null);
+    await tx.flush();
+  });
+}
+
+export async function resumeRun(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    if (tx.run.status !== "paused")
+      throw new AppError("invalid_state", `Only a paused run can be resumed; it is ${tx.run.status}`);
+    tx.run.status = "running";
+    tx.events.push({ type: "run.resumed", data: { status: "running", actor: input.actor } });
+    await audit(tx, input.actor, "run.resumed", null);
+    await dispatch(tx);
+    await finishIfDone(tx);
+    await tx.flush();
+  });
+}
+
+/** A person's intervention on a failed run puts it back to work. */
+export function reopenRun(tx: RunTransaction, reason: string): void {
+  if (tx.run.status !== "failed" && tx.run.status !== "failing") return;
+  tx.run.status = "running";
+  tx.events.push({ type: "run.running", data: { status: "running", reason } });
+}
+
+/** Opens a run transaction on a failed step of a run that can still be steered. */
+export async function onFailedStep(
+  deps: EngineDeps,
+  input: { runId: string; stepId: string },
+  verb: string,
+  apply: (tx: RunTransaction) => Promise<void>,
+): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    await tx.loadStatuses([input.stepId]);
+    const status = tx.statuses.get(input.stepId);
+    if (status !== "failed") {
+      throw new AppError(
+        "invalid_state",
+        `Only a failed step can be ${verb}; ${input.stepId} is ${status ?? "unknown"}`,
+      );
+    }
+    if (tx.run.status === "cancelled") throw new AppError("invalid_state", "The run was cancelled");
+    await apply(tx);
+    await tx.flush();
+  });
+}
+
+/** A failed step is tried again (a new attempt); what it blocked waits for it again. */
+export function retryStep(deps: EngineDeps, input: { runId: string; stepId: string; actor: string }): Promise<void> {
+  return onFailedStep(deps, input, "retried", async (tx) => {
+    tx.setStatus(input.stepId, "ready", "");
+    tx.run.open_steps++;
+    await unblockDependents(tx, input.stepId);
+    reopenRun(tx, `${input.stepId} retried by ${input.actor}`);
+    await audit(tx, input.actor, "step.retried", input.stepId);
+    await dispatch(tx);
+  });
+}
+
+/** A failed step is given up: its dependents run unless they need its output. */
+export function skipStep(deps: EngineDeps, input: { runId: string; stepId: string; actor: string }): Promise<void> {
+  return onFailedStep(deps, input, "skipped", async (tx) => {
+    tx.setStatus(input.stepId, "skipped", `Skipped by ${input.actor} after it failed`);
+    await unblockDependents(tx, input.stepId);
+    reopenRun(tx, `${input.stepId} skipped by ${input.actor}`);
+    await audit(tx, input.actor, "step.skipped", input.stepId);
+    await advance(tx, [input.stepId]);
+  });
+}
+
+/** Pauses a session's run for a blocker signal raised from outside the engine (CLI, API, browser). */
+export async function pauseRunForSignal(deps: EngineDeps, input: { runId: string; reason: string }): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    if (await holdForSignal(tx, input.reason)) await tx.flush();
+  });
+}
+
+/** The last blocker was cleared: a run the signal paused goes on; a person's own pause stays. */
+export async function resumeRunAfterSignal(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, input.runId);
+    const held = await client.query<{ paused_by_signal: boolean }>(
+      "select paused_by_signal from agent_sessions where run_id = $1",
+      [input.runId],
+    );
+    if (!held.rows[0]?.paused_by_signal) return;
+    await client.query("update agent_sessions set paused_by_signal = false where run_id = $1", [input.runId]);
+    if (tx.run.status !== "paused") return;
+    tx.run.status = "running";
+    tx.events.push({ type: "run.resumed", data: { status: "running", actor: input.actor, reason: "Signals cleared" } });
+    await dispatch(tx);
+    await finishIfDone(tx);
+    await tx.flush();
+  });
+}

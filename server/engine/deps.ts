@@ -1,0 +1,39 @@
+import type pg from "pg";
+import type { ToolRegistry } from "../tools/registry";
+import { RunGraphCache } from "./graph";
+
+export interface EngineDeps {
+  pool: pg.Pool;
+  tools: ToolRegistry;
+  graphs: RunGraphCache;
+  /** Aborts in-flight steps of runs cancelled from this or another process. */
+  cancellations: Map<string, Set<AbortController>>;
+  /** Set in worker processes: recorded on claimed steps so recovery knows whose they are. */
+  workerId?: string;
+  /** Set in worker processes: host and pid, told on `step.running` so a person sees who runs a step. */
+  workerName?: string;
+  /**
+   * Worker processes only: how many steps this process may run as continuations — dependents it
+   * claims itself in the transaction that made them ready, skipping a queue round trip.
+   */
+  continuationSlots?: { limit: number; used: number };
+  /** Set when the process shuts down: transactions stop retrying lost connections. */
+  stopping?: boolean;
+  /**
+   * Worker processes only: how long a claimed attempt's lease lasts without renewal, and the
+   * attempts this process is executing (or still recording), whose leases its heartbeat renews.
+   */
+  leaseMs?: number;
+  inFlight?: Map<string, { runId: string; stepId: string; attempt: number; controller: AbortController }>;
+  /**
+   * Fault injection for tests: called inside each step transaction (claims and outcomes) after its
+   * work, before it commits, e.g. to freeze the process while it holds the run's lock.
+   */
+  beforeCommit?: (runId: string, ops: readonly { kind: "claim" | "record"; job: { stepId: string } }[]) => void;
+  now?: () => Date;
+  random?: () => number;
+}
+
+export function createEngineDeps(pool: pg.Pool, tools: ToolRegistry): EngineDeps {
+  return { pool, tools, graphs: new RunGraphCache(), cancellations: new Map() };
+}

@@ -1,0 +1,168 @@
+import { inTransaction } from "../db";
+import type { StepStatus } from "../plans/schema";
+import { AGENT_TASK_TOOL } from "../tools/agent-task";
+import type { EngineDeps } from "./deps";
+import { recordOutcomeIn } from "./outcome";
+import { enqueueStepJobs } from "./queue";
+import { openRunTransaction } from "./run-transaction";
+
+/** How many of its own heartbeats a worker may miss before its running steps count as interrupted. */
+export const MISSED_BEATS = 5;
+
+/** SQL: the worker owning step row `rs` has beaten within its own MISSED_BEATS intervals. */
+const OWNER_ALIVE = `exists (select 1 from workers w where w.id = rs.worker_id and w.stopped_at is null
+  and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0))`;
+
+/**
+ * Renews the leases of the attempts this worker is executing (or still recording). An attempt
+ * whose row no longer names it (recovered by a peer after its lease ran out, cancelled) is aborted
+ * here: another attempt may already be running, and this one's outcome would not be recorded.
+ * A lease that lapsed during a short cut but was not yet taken is simply renewed.
+ */
+export async function renewLeases(deps: EngineDeps): Promise<void> {
+  const inFlight = [...(deps.inFlight?.values() ?? [])];
+  if (!deps.workerId || !deps.leaseMs || inFlight.length === 0) return;
+  const renewed = await deps.pool.query<{ key: string }>(
+    `update run_steps rs set lease_expires_at = now() + make_interval(secs => $2::int / 1000.0)
+     from jsonb_to_recordset($3::jsonb) as u(run_id uuid, step_id text, attempt int)
+     where rs.run_id = u.run_id and rs.step_id = u.step_id and rs.attempt = u.attempt
+       and rs.status = 'running' and rs.worker_id = $1
+     returning rs.run_id || '/' || rs.step_id || '/' || rs.attempt as key`,
+    [
+      deps.workerId,
+      deps.leaseMs,
+      JSON.stringify(
+        inFlight
+          .map(({ runId, stepId, attempt }) => ({ run_id: runId, step_id: stepId, attempt }))
+          .sort((a, b) => (a.run_id + a.step_id).localeCompare(b.run_id + b.step_id)),
+      ),
+    ],
+  );
+  const held = new Set(renewed.rows.map((row) => row.key));
+  for (const [key, entry] of deps.inFlight ?? []) {
+    if (!held.has(key) && inFlight.includes(entry) && !entry.controller.signal.aborted) {
+      entry.controller.abort(new LeaseLostError());
+    }
+  }
+}
+
+/** The abort reason of an attempt whose step is no longer this worker's to run. */
+export class LeaseLostError extends Error {
+  constructor() {
+    super("The step was taken over: this worker lost its lease on it");
+  }
+}
+
+/**
+ * Steps whose worker stopped heartbeating were interrupted mid-execution. An idempotent tool's
+ * step is queued again (at-least-once); any other becomes failed with an "interrupted" reason so
+ * a person decides to retry or skip it. Completed steps are never touched.
+ */
+export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: number): Promise<number> {
+  await requeueStrandedJobs(deps, staleAfterMs);
+  // A worker is judged by its own heartbeat interval: peers may be configured differently. Its
+  // own steps a live worker never recovers: they are running here (or their outcomes are being
+  // written), even if its own heartbeat went stale while the database was out of reach.
+  const orphans = await deps.pool.query<{ run_id: string; step_id: string; attempt: number; worker_id: string | null }>(
+    `select rs.run_id, rs.step_id, rs.attempt, rs.worker_id from run_steps rs
+     where rs.status = 'running' and rs.tool <> '${AGENT_TASK_TOOL}'
+       and rs.worker_id is distinct from $1
+       and (rs.lease_expires_at < now() or not ${OWNER_ALIVE})
+     order by rs.started_at`,
+    [deps.workerId ?? null],
+  );
+  for (const orphan of orphans.rows) {
+    await inTransaction(deps.pool, async (client) => {
+      // A run locked elsewhere is passed over, not waited for: its holder may be a frozen worker
+      // (SIGSTOP), and one stuck recovery would stall every other run's recovery and this
+      // worker's own heartbeat. The next tick tries again; the server ends a frozen holder's
+      // session after idle_in_transaction_session_timeout.
+      const tx = await openRunTransaction(deps, client, orphan.run_id, { skipLocked: true });
+      if (!tx) return;
+      // Judged again under the lock: the owner may have beaten since the scan.
+      const current = await client.query<{
+        status: StepStatus;
+        attempt: number;
+        worker_id: string | null;
+        effects_started: boolean;
+        held: boolean;
+      }>(
+        `select rs.status, rs.attempt, rs.worker_id, rs.effects_started_at is not null as effects_started,
+                (rs.lease_expires_at is null or rs.lease_expires_at >= now()) and ${OWNER_ALIVE} as held
+         from run_steps rs where rs.run_id = $1 and rs.step_id = $2 for update of rs skip locked`,
+        [orphan.run_id, orphan.step_id],
+      );
+      const row = current.rows[0];
+      if (row?.status !== "running" || row.attempt !== orphan.attempt || row.worker_id !== orphan.worker_id) return;
+      if (row.held) return;
+      const step = tx.graph.steps.get(orphan.step_id)!;
+      tx.statuses.set(step.id, row.status);
+      const tool = deps.tools.get(step.tool);
+      const reason = interruptedReason(row.effects_started);
+      tx.events.push({
+        type: "step.interrupted",
+        stepId: step.id,
+        data: {
+          attempt: row.attempt,
+          idempotent: tool?.idempotent ?? false,
+          effectsStarted: row.effects_started,
+          reason,
+        },
+      });
+      if (tool?.idempotent && tx.run.status !== "cancelled") {
+        await client.query(
+          "update run_steps set status = 'ready', queued = true, worker_id = null where run_id = $1 and step_id = $2",
+          [orphan.run_id, orphan.step_id],
+        );
+        tx.noteStatus(step.id, "ready");
+        tx.jobs.push({ runId: orphan.run_id, stepId: step.id, attempt: row.attempt + 1 });
+        tx.events.push({
+          type: "step.retrying",
+          stepId: step.id,
+          data: { status: "ready", attempt: row.attempt, error: "Interrupted: its worker stopped", delayMs: 0 },
+        });
+      } else {
+        await recordOutcomeIn(
+          tx,
+          step.id,
+          row.attempt,
+          { ok: false, error: reason, reason, retryable: false },
+          0,
+          deps,
+        );
+      }
+      await tx.flush();
+    });
+  }
+  return orphans.rowCount ?? 0;
+}
+
+/**
+ * What a person is told about a step whose worker died: whether its side effect may have happened
+ * (the effect's start is recorded before it begins; see `markEffectsStarted`).
+ */
+export function interruptedReason(effectsStarted: boolean): string {
+  return effectsStarted
+    ? "Interrupted: its worker stopped or lost touch while it ran; its command may have run; check before retrying"
+    : "Interrupted: its worker stopped or lost touch; its command had not started; safe to retry";
+}
+
+/**
+ * A worker that died after taking a step's job off the queue but before claiming it leaves the
+ * job locked (graphile-worker frees such locks only after hours) and the step ready. Such a step
+ * gets a fresh job for the same attempt; should the stranded one ever run, its claim finds the step
+ * no longer ready and does nothing.
+ */
+async function requeueStrandedJobs(deps: EngineDeps, staleAfterMs: number): Promise<void> {
+  const stranded = await deps.pool.query<{ run_id: string; step_id: string; attempt: number }>(
+    `select rs.run_id, rs.step_id, rs.attempt from run_steps rs
+     join graphile_worker.jobs j on j.key = rs.run_id || ':' || rs.step_id || ':' || (rs.attempt + 1)
+     where rs.status = 'ready' and rs.queued and j.locked_at < now() - make_interval(secs => $1)`,
+    [staleAfterMs / 1000],
+  );
+  if (stranded.rowCount === 0) return;
+  await enqueueStepJobs(
+    deps.pool,
+    stranded.rows.map((row) => ({ runId: row.run_id, stepId: row.step_id, attempt: row.attempt + 1, requeued: true })),
+  );
+}

@@ -1,0 +1,198 @@
+import type pg from "pg";
+import { AppError } from "../errors";
+import { appendEvents } from "../events/store";
+import type { NewEvent } from "../events/types";
+import type { Step, StepResult, StepStatus } from "../plans/schema";
+import type { EngineDeps } from "./deps";
+import type { RunGraph } from "./graph";
+import { enqueueApprovalTimers, enqueueStepJobs, type ApprovalTimerJob, type StepJob } from "./queue";
+import { assertTransition, type RunStatus } from "./state-machine";
+
+export type Client = pg.PoolClient;
+
+export interface RunRow {
+  id: string;
+  plan_id: string;
+  plan_version: number;
+  status: RunStatus;
+  max_parallel: number;
+  trace_id: string;
+  workspace_root: string;
+  open_steps: number;
+  active_steps: number;
+  approval_timeout_ms: number;
+  approval_warning_ms: number;
+  /** The database's clock at the start of the transaction. */
+  db_now: Date;
+}
+
+/**
+ * What a step in awaiting_approval, awaiting_input or awaiting_agent waits for — or, for an agent
+ * task in progress, which agent holds it. Shown to people and checked by timers.
+ */
+export type StepWaiting =
+  | { kind: "approval"; expiresAt: string }
+  | { kind: "input"; question: string; choices?: string[] }
+  | { kind: "agent"; agent?: string; since?: string };
+
+/** Everything one engine transaction knows and changes about a run; written back once at the end. */
+export class RunTransaction {
+  readonly events: NewEvent[] = [];
+  readonly jobs: StepJob[] = [];
+  readonly timers: ApprovalTimerJob[] = [];
+  readonly statuses = new Map<string, StepStatus>();
+  /** Final results, written with the status changes in one statement. */
+  private readonly results = new Map<string, StepResult>();
+  private readonly updates = new Map<
+    string,
+    { status: StepStatus; reason?: string | null; waiting: StepWaiting | null }
+  >();
+
+  constructor(
+    readonly client: Client,
+    readonly run: RunRow,
+    /** Replaced only when a recovery moves the run to a new plan version. */
+    public graph: RunGraph,
+    /**
+     * "Now" for every time decision of this transaction — approval expiry, retry backoff, result
+     * and event timestamps: the database's clock, so a worker whose own clock is off cannot
+     * expire a gate early or stamp events out of order.
+     */
+    readonly now: Date,
+  ) {}
+
+  setStatus(
+    stepId: string,
+    status: StepStatus,
+    reason?: string,
+    data: Record<string, unknown> = {},
+    waiting: StepWaiting | null = null,
+  ): void {
+    assertTransition(stepId, this.statuses.get(stepId), status);
+    this.statuses.set(stepId, status);
+    this.updates.set(stepId, { status, reason: reason ?? null, waiting });
+    this.events.push({ type: `step.${status}`, stepId, data: { status, ...(reason && { reason }), ...data } });
+  }
+
+  /**
+   * A status change the caller writes itself (with other columns, in its own statement): checked
+   * and remembered like `setStatus`, but neither written nor announced here.
+   */
+  noteStatus(stepId: string, status: StepStatus): void {
+    assertTransition(stepId, this.statuses.get(stepId), status);
+    this.statuses.set(stepId, status);
+  }
+
+  setResult(stepId: string, result: StepResult): void {
+    this.results.set(stepId, result);
+  }
+
+  async loadStatuses(stepIds: Iterable<string>): Promise<void> {
+    const missing = [...new Set(stepIds)].filter((id) => !this.statuses.has(id));
+    if (missing.length === 0) return;
+    const rows = await this.client.query<{ step_id: string; status: StepStatus }>(
+      "select step_id, status from run_steps where run_id = $1 and step_id = any($2)",
+      [this.run.id, missing],
+    );
+    for (const row of rows.rows) this.statuses.set(row.step_id, row.status);
+  }
+
+  /** Writes step status changes made so far, so that queries in this transaction see them. */
+  async flushStatusesOnly(): Promise<void> {
+    if (this.results.size > 0) {
+      await this.client.query(
+        `update run_steps rs set result = u.result, error = u.result->>'error',
+           progress = case when (u.result->>'ok')::boolean then 100 else rs.progress end
+         from jsonb_to_recordset($2::jsonb) as u(step_id text, result jsonb)
+         where rs.run_id = $1 and rs.step_id = u.step_id`,
+        [this.run.id, JSON.stringify([...this.results].map(([step_id, result]) => ({ step_id, result })))],
+      );
+      this.results.clear();
+    }
+    if (this.updates.size > 0) {
+      await this.client.query(
+        `update run_steps rs set status = u.status, reason = coalesce(u.reason, rs.reason), waiting = u.waiting,
+           finished_at = case when u.status in ('completed','failed','blocked','skipped','cancelled') then now() else rs.finished_at end
+         from jsonb_to_recordset($2::jsonb) as u(step_id text, status text, reason text, waiting jsonb)
+         where rs.run_id = $1 and rs.step_id = u.step_id`,
+        [this.run.id, JSON.stringify([...this.updates].map(([step_id, u]) => ({ step_id, ...u })))],
+      );
+      this.updates.clear();
+    }
+  }
+
+  async flush(): Promise<void> {
+    await this.flushStatusesOnly();
+    await this.client.query(
+      `update runs set status = $2, open_steps = $3, active_steps = $4,
+         finished_at = case when $2 in ('completed','failed','cancelled') then coalesce(finished_at, now()) else null end
+       where id = $1`,
+      [this.run.id, this.run.status, this.run.open_steps, this.run.active_steps],
+    );
+    await enqueueStepJobs(this.client, this.jobs.splice(0));
+    await enqueueApprovalTimers(this.client, this.timers.splice(0));
+    await appendEvents(
+      this.client,
+      { streamId: this.run.id, planId: this.run.plan_id, runId: this.run.id, traceId: this.run.trace_id },
+      this.events.splice(0),
+    );
+  }
+}
+
+export async function loadPlanSteps(
+  client: Pick<pg.ClientBase, "query">,
+  planId: string,
+  version: number,
+): Promise<Step[]> {
+  const row = await client.query<{ steps: Step[] }>(
+    "select steps from plan_versions where plan_id = $1 and version = $2",
+    [planId, version],
+  );
+  if (row.rowCount === 0) throw new AppError("not_found", `Plan ${planId} has no version ${version}`);
+  return row.rows[0]!.steps;
+}
+
+/**
+ * Locks the run row: every engine transaction on a run is serialised by this lock. With
+ * `skipLocked` a run whose lock is held elsewhere is not waited for (undefined, as for no run).
+ */
+export async function openRunTransaction(
+  deps: EngineDeps,
+  client: Client,
+  runId: string,
+  options: { skipLocked?: boolean } = {},
+): Promise<RunTransaction | undefined> {
+  const result = await client.query<RunRow>(
+    `select id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
+            approval_timeout_ms, approval_warning_ms, now() as db_now
+     from runs where id = $1 for update${options.skipLocked ? " skip locked" : ""}`,
+    [runId],
+  );
+  const run = result.rows[0];
+  if (!run) return undefined;
+  const graph = await deps.graphs.get(run.plan_id, run.plan_version, () =>
+    loadPlanSteps(client, run.plan_id, run.plan_version),
+  );
+  return new RunTransaction(client, run, graph, deps.now?.() ?? run.db_now);
+}
+
+export type StepJobRef = { runId: string; stepId: string; attempt: number };
+
+export async function requireRun(deps: EngineDeps, client: Client, runId: string): Promise<RunTransaction> {
+  const tx = await openRunTransaction(deps, client, runId);
+  if (!tx) throw new AppError("not_found", `No run ${runId}`);
+  return tx;
+}
+
+export async function audit(
+  tx: RunTransaction,
+  actor: string,
+  action: string,
+  stepId: string | null,
+  detail: Record<string, unknown> = {},
+) {
+  await tx.client.query(
+    "insert into audit_entries (actor, action, plan_id, plan_version, run_id, step_id, detail) values ($1, $2, $3, $4, $5, $6, $7)",
+    [actor, action, tx.run.plan_id, tx.run.plan_version, tx.run.id, stepId, JSON.stringify(detail)],
+  );
+}

@@ -1,0 +1,122 @@
+import { randomUUID } from "node:crypto";
+import { inTransaction } from "../db";
+import { AppError } from "../errors";
+import type { StepStatus } from "../plans/schema";
+import { validatePlan } from "../plans/validate";
+import { advance } from "./advance";
+import type { EngineDeps } from "./deps";
+import { audit, loadPlanSteps, openRunTransaction } from "./run-transaction";
+
+export interface StartRunInput {
+  planId: string;
+  version: number;
+  actor: string;
+  workspaceRoot: string;
+  maxParallel?: number;
+  /** How long gated steps wait for a decision (default 30 minutes) and when to warn before. */
+  approvalTimeoutMs?: number;
+  approvalWarningMs?: number;
+  /** Re-run: these steps are not executed again; their recorded results are copied from `fromRunId`. */
+  reuse?: { fromRunId: string; stepIds: string[] };
+}
+
+export const DEFAULT_APPROVAL_TIMEOUT_MS = 30 * 60_000;
+export const DEFAULT_APPROVAL_WARNING_MS = 5 * 60_000;
+
+/** Approving a plan version starts a run of exactly that version. */
+export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<{ runId: string; traceId: string }> {
+  const runId = randomUUID();
+  // One trace per plan: its versions, its events and every run of it share the plan's trace id,
+  // so one id finds everything (seed 001's observability).
+  let traceId = "";
+  await inTransaction(deps.pool, async (client) => {
+    const trace = await client.query<{ trace_id: string }>(
+      "select trace_id from plan_versions where plan_id = $1 and version = $2",
+      [input.planId, input.version],
+    );
+    traceId = trace.rows[0]?.trace_id ?? randomUUID();
+    const steps = await loadPlanSteps(client, input.planId, input.version);
+    const issues = validatePlan({ steps }, deps.tools);
+    if (issues.length > 0) throw new AppError("invalid_plan", "The plan is not valid and cannot run", issues);
+    const reused = new Set(input.reuse?.stepIds);
+    const initial: StepStatus[] = steps.map((step) =>
+      reused.has(step.id) ? "completed" : step.skipped ? "skipped" : "pending",
+    );
+    await client.query(
+      `insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root,
+                         open_steps, active_steps, started_at, approval_timeout_ms, approval_warning_ms, rerun_of)
+       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11)`,
+      [
+        runId,
+        input.planId,
+        input.version,
+        input.maxParallel ?? 8,
+        traceId,
+        input.actor,
+        input.workspaceRoot,
+        initial.filter((s) => s === "pending").length,
+        input.approvalTimeoutMs ?? DEFAULT_APPROVAL_TIMEOUT_MS,
+        input.approvalWarningMs ?? DEFAULT_APPROVAL_WARNING_MS,
+        input.reuse?.fromRunId ?? null,
+      ],
+    );
+    await client.query(
+      `insert into run_steps (run_id, step_id, position, tool, status, depends_on, reason)
+       select $1, s.id, s.position, s.tool, s.status, s.depends_on, s.reason
+       from jsonb_to_recordset($2::jsonb) as s(id text, position int, tool text, status text, depends_on text[], reason text)`,
+      [
+        runId,
+        JSON.stringify(
+          steps.map((step, index) => ({
+            id: step.id,
+            position: index,
+            tool: step.tool,
+            status: initial[index],
+            depends_on: step.dependsOn,
+            reason: reused.has(step.id)
+              ? `Result reused from run ${input.reuse!.fromRunId}`
+              : step.skipped
+                ? "Skipped by the reviewer"
+                : null,
+          })),
+        ),
+      ],
+    );
+    if (input.reuse && reused.size > 0) {
+      // Only results that succeeded are reused; anything else would make the new run lie.
+      const copied = await client.query(
+        `update run_steps rs set result = old.result, attempt = old.attempt, progress = 100,
+           started_at = old.started_at, finished_at = old.finished_at
+         from run_steps old
+         where rs.run_id = $1 and old.run_id = $2 and old.step_id = rs.step_id and rs.step_id = any($3)
+           and old.status = 'completed' and (old.result->>'ok')::boolean`,
+        [runId, input.reuse.fromRunId, [...reused]],
+      );
+      if (copied.rowCount !== reused.size) {
+        throw new AppError("invalid_state", "Only completed steps of the earlier run can be reused");
+      }
+    }
+    const tx = (await openRunTransaction(deps, client, runId))!;
+    await audit(tx, input.actor, "plan.approved", null);
+    tx.events.push({
+      type: "run.started",
+      data: {
+        status: "running",
+        planVersion: input.version,
+        approvedBy: input.actor,
+        ...(input.reuse && { rerunOf: input.reuse.fromRunId }),
+        steps: steps.map((s, index) => ({ id: s.id, status: initial[index] })),
+      },
+    });
+    steps.forEach((step, index) => tx.statuses.set(step.id, initial[index]!));
+    // Roots have no dependencies to wait for; evaluate them like any dependent.
+    const roots = steps.filter((s, index) => initial[index] === "pending" && s.dependsOn.length === 0).map((s) => s.id);
+    await advance(
+      tx,
+      steps.filter((s, index) => initial[index] !== "pending").map((s) => s.id),
+      roots,
+    );
+    await tx.flush();
+  });
+  return { runId, traceId };
+}

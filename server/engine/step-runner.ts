@@ -1,0 +1,198 @@
+import { retryOnConnectionLoss } from "../db";
+import { RetryableToolError } from "../tools/types";
+import { RunCombiner } from "./batching";
+import type { ClaimedStep } from "./claim";
+import type { EngineDeps } from "./deps";
+import { ProgressReporter } from "./progress";
+import type { StepJobRef } from "./run-transaction";
+
+/**
+ * The body of a `run_step` job. Claims the step (ready → running), runs the tool outside any
+ * transaction, then records the outcome and advances the run in one transaction.
+ * A job whose step is no longer in the state it expects (cancelled, already done) does nothing.
+ */
+export async function executeStepJob(
+  deps: EngineDeps,
+  job: { runId: string; stepId: string; attempt: number },
+): Promise<void> {
+  const claimed = await combinerFor(deps).submit<ClaimedStep | undefined>(job.runId, { kind: "claim", job });
+  if (claimed) await runClaimedStep(deps, claimed);
+}
+
+/** The longest pause between two tries at writing a step's outcome. */
+const RECORD_MAX_DELAY_MS = 5_000;
+
+/** Runs a claimed step's tool outside any transaction, then records the outcome. */
+async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<void> {
+  const { step, attempt, run } = claimed;
+  const controller = new AbortController();
+  const inFlight = deps.cancellations.get(run.id) ?? new Set();
+  inFlight.add(controller);
+  deps.cancellations.set(run.id, inFlight);
+  // Leased until the outcome is written, not only while the tool runs: a peer must not take a
+  // step whose result is on its way.
+  const leaseKey = `${run.id}/${step.id}/${attempt}`;
+  deps.inFlight?.set(leaseKey, { runId: run.id, stepId: step.id, attempt, controller });
+  try {
+    await executeAndRecord(deps, claimed, controller, inFlight);
+  } finally {
+    deps.inFlight?.delete(leaseKey);
+  }
+}
+
+async function executeAndRecord(
+  deps: EngineDeps,
+  claimed: ClaimedStep,
+  controller: AbortController,
+  inFlight: Set<AbortController>,
+): Promise<void> {
+  const { step, attempt, run } = claimed;
+  const job = { runId: run.id, stepId: step.id, attempt };
+  const started = Date.now();
+  const timeout = setTimeout(
+    () => controller.abort(new StepTimeoutError(`Timed out after ${step.timeoutSeconds}s`)),
+    step.timeoutSeconds * 1000,
+  );
+  const reporter = new ProgressReporter(deps.pool, run, step.id);
+  let outcome: { ok: true; value: unknown } | { ok: false; error: string; retryable: boolean };
+  try {
+    const tool = deps.tools.get(step.tool);
+    if (!tool) throw new Error(`Unknown tool: ${step.tool}`);
+    const input = tool.inputSchema.parse(claimed.args);
+    const value = await raceAbort(
+      tool.execute(input, {
+        signal: controller.signal,
+        workspaceRoot: run.workspace_root,
+        runId: run.id,
+        stepId: step.id,
+        attempt,
+        // One key per step across attempts: a retried or replayed step presents the same key.
+        idempotencyKey: `${run.id}:${step.id}`,
+        effectsStarting: () => markEffectsStarted(deps, job, controller.signal),
+        reportProgress: (percent, message) => reporter.progress(percent, message),
+        log: (message, level) => reporter.log(message, level ?? "info"),
+      }),
+      controller.signal,
+    );
+    outcome = { ok: true, value: value === undefined ? null : value };
+  } catch (error) {
+    const reason = controller.signal.aborted ? controller.signal.reason : error;
+    outcome = { ok: false, error: errorMessage(reason), retryable: isRetryable(reason) };
+  } finally {
+    clearTimeout(timeout);
+    inFlight.delete(controller);
+    if (inFlight.size === 0) deps.cancellations.delete(run.id);
+    await reporter.close();
+  }
+  // Not an outcome: the step stays running under this worker, whose row goes away with it, so
+  // recovery decides (queue again if idempotent, else ask the person) as after a crash.
+  if (controller.signal.reason instanceof WorkerShutdownError) return;
+  const duration = Date.now() - started;
+  // The outcome is written, whatever it takes: given up, the step would stay running under a worker
+  // that is alive, so no recovery would ever look at it. Only a process going away stops trying;
+  // its steps are then recovered as interrupted once its heartbeat ends.
+  for (let tries = 1; ; tries++) {
+    try {
+      await combinerFor(deps).submit<void>(job.runId, { kind: "record", job, attempt, outcome, duration });
+      return;
+    } catch (error) {
+      if (deps.stopping) throw error;
+      if (tries === 1 || tries % 10 === 0) {
+        console.error(
+          `[worker] writing the outcome of ${step.id} of run ${run.id} failed (try ${tries}), trying again: ${errorMessage(error)}`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(RECORD_MAX_DELAY_MS, 100 * 2 ** tries)));
+    }
+  }
+}
+
+/**
+ * Records that a step's side effect begins now, before it does: recovery can then tell a step that
+ * was interrupted before its command started (safe to run again) from one that may have run. A cut
+ * connection is waited out; the effect does not start unrecorded. A step no longer running this
+ * attempt here (cancelled, recovered elsewhere) must not start it at all.
+ */
+async function markEffectsStarted(deps: EngineDeps, job: StepJobRef, signal: AbortSignal): Promise<void> {
+  signal.throwIfAborted();
+  const marked = await retryOnConnectionLoss(
+    () =>
+      deps.pool.query(
+        `update run_steps set effects_started_at = coalesce(effects_started_at, now())
+         where run_id = $1 and step_id = $2 and attempt = $3 and status = 'running'
+           and worker_id is not distinct from $4`,
+        [job.runId, job.stepId, job.attempt, deps.workerId ?? null],
+      ),
+    { shouldStop: () => signal.aborted || deps.stopping === true },
+  );
+  signal.throwIfAborted();
+  if (marked.rowCount === 0) throw new Error("The step is no longer running here; its command was not started");
+}
+
+const combiners = new WeakMap<EngineDeps, RunCombiner>();
+function combinerFor(deps: EngineDeps): RunCombiner {
+  let combiner = combiners.get(deps);
+  if (!combiner)
+    combiners.set(deps, (combiner = new RunCombiner(deps, (claimed) => void runContinuation(deps, claimed))));
+  return combiner;
+}
+
+async function runContinuation(deps: EngineDeps, claimed: ClaimedStep): Promise<void> {
+  try {
+    await runClaimedStep(deps, claimed);
+  } catch (error) {
+    // The step stays running under this worker; recovery re-queues it if this process goes away.
+    console.error(`[worker] continuation ${claimed.step.id} of run ${claimed.run.id}: ${errorMessage(error)}`);
+  } finally {
+    deps.continuationSlots!.used--;
+  }
+}
+
+class StepTimeoutError extends Error {}
+
+/** The abort reason for steps still running when a worker's shutdown grace period ends. */
+export class WorkerShutdownError extends Error {
+  constructor() {
+    super("The worker shut down while the step ran");
+  }
+}
+
+/** Aborts every step this process is running (shutdown after the grace period). */
+export function abortAllLocally(deps: EngineDeps): number {
+  let aborted = 0;
+  for (const controllers of deps.cancellations.values()) {
+    for (const controller of controllers) {
+      controller.abort(new WorkerShutdownError());
+      aborted++;
+    }
+  }
+  return aborted;
+}
+
+function isRetryable(error: unknown): boolean {
+  if (error instanceof RetryableToolError || error instanceof StepTimeoutError) return true;
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return (
+    code !== undefined && ["ECONNRESET", "ECONNREFUSED", "ETIMEDOUT", "EAI_AGAIN", "EBUSY", "EPIPE"].includes(code)
+  );
+}
+
+export function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name;
+  return String(error);
+}
+
+/** A tool that ignores its abort signal still cannot hold the step past its timeout. */
+function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
+/** Aborts this process's in-flight steps of a cancelled run. */
+export function abortRunLocally(deps: EngineDeps, runId: string): void {
+  for (const controller of deps.cancellations.get(runId) ?? []) controller.abort(new Error("Run cancelled"));
+}
