@@ -439,7 +439,8 @@ describe("engine under database faults", () => {
       await a.ready;
       const otherRun = await createRun(h, "other", [{ id: "step_1", tool: "probe", args: { sleepMs: 4_000 } }]);
       await expect.poll(() => a.output(), { timeout: 15_000 }).toContain(`frozen ${frozenRun}`);
-      expect(await processState(a.pid)).toBe("T");
+      // It prints, then stops itself: the stop lands a moment after the line.
+      await expect.poll(() => processState(a.pid), { timeout: 5_000 }).toBe("T");
       expect((await h.caller.runs.get({ runId: otherRun })).steps[0]!.status).toBe("running");
       // Its peer: recovery and new work must go on around the frozen transaction.
       const b = spawnProbeWorker({ databaseUrl: h.app.db.url, probeLog, workspace: h.workspace });
