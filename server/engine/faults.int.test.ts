@@ -13,6 +13,7 @@ import { builtinTools, createToolRegistry } from "../tools/registry";
 import { defineTool } from "../tools/types";
 import { createEngineDeps } from "./engine";
 import { startStepWorker, type StepWorker } from "./worker";
+import { processAlive } from "../cli/connection-file";
 import { REPEATED_SIGNAL_MS } from "../cli/serve";
 
 /**
@@ -45,15 +46,6 @@ afterEach(async () => {
   await harness?.close();
   harness = undefined;
 });
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Terminates every other connection to the test database, as a server restart would. */
 async function terminateBackends(databaseUrl: string): Promise<number> {
@@ -303,10 +295,10 @@ describe("engine under database faults", () => {
         .poll(async () => (await pidIn("shell.pid")) > 0 && (await pidIn("child.pid")) > 0, { timeout: 30_000 })
         .toBe(true);
       const pids = [await pidIn("shell.pid"), await pidIn("child.pid")];
-      expect(pids.every(isAlive)).toBe(true);
+      expect(pids.every(processAlive)).toBe(true);
       worker.process.kill("SIGKILL");
       await worker.exited;
-      await expect.poll(() => pids.filter(isAlive), { timeout: 5_000 }).toEqual([]);
+      await expect.poll(() => pids.filter(processAlive), { timeout: 5_000 }).toEqual([]);
       const ticks = await fs.readFile(file("ticks.txt"), "utf8");
       // Past the moment the background child would have touched its marker.
       await new Promise((resolve) => setTimeout(resolve, 3_500));
