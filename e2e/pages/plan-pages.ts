@@ -88,6 +88,9 @@ export class PlanViewPage {
     await this.page.keyboard.press("Space");
     // Each key press is announced once dnd-kit has measured and moved: wait for that, not a time.
     await expect(announced).toContainText(`Picked up ${stepId} at position ${start}`);
+    // dnd-kit's keyboard sensor starts listening for arrows in a setTimeout after pick-up, and
+    // Chromium runs input before timers: a timer of ours, queued after its one, fires after it.
+    await this.page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 0)));
     const key = steps < 0 ? "ArrowUp" : "ArrowDown";
     for (let i = 1; i <= Math.abs(steps); i++) {
       await this.page.keyboard.press(key);
