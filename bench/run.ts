@@ -21,6 +21,7 @@ import { checkPlanDraft } from "../server/plans/validate";
 import { createToolRegistry } from "../server/tools/registry";
 import { defineTool } from "../server/tools/types";
 import { withDatabase } from "../tests/test-database";
+import { checkOrder, percentile, round, stats } from "./stats";
 import { chainSteps, layeredSteps, randomDagSteps } from "./workloads";
 
 const benchNoop = defineTool({
@@ -53,32 +54,6 @@ const args = process.argv.slice(2);
 const only = args.includes("--only") ? args[args.indexOf("--only") + 1]!.split(",") : ["W1", "W2", "W3", "W4", "W5"];
 const runs = args.includes("--runs") ? Number(args[args.indexOf("--runs") + 1]) : 5;
 const concurrency = Number(process.env.STEPWISE_WORKER_CONCURRENCY ?? 50);
-
-function stats(values: number[]) {
-  const sorted = [...values].sort((a, b) => a - b);
-  const median = sorted[Math.floor((sorted.length - 1) / 2)]!;
-  return { median_ms: round(median), min_ms: round(sorted[0]!), max_ms: round(sorted.at(-1)!), runs: values.length };
-}
-const round = (n: number) => Math.round(n * 10) / 10;
-function percentile(values: number[], p: number) {
-  const sorted = [...values].sort((a, b) => a - b);
-  return round(sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!);
-}
-
-/** No step may start before all of its dependencies finished: checked on the event order. */
-function checkOrder(events: StoredEvent[], steps: { id: string; dependsOn?: string[] }[]): boolean {
-  const started = new Map<string, number>();
-  const completed = new Map<string, number>();
-  for (const event of events) {
-    if (event.type === "step.running" && event.stepId) started.set(event.stepId, event.seq);
-    if (event.type === "step.completed" && event.stepId) completed.set(event.stepId, event.seq);
-  }
-  return steps.every(
-    (step) =>
-      completed.has(step.id) &&
-      (step.dependsOn ?? []).every((dep) => (completed.get(dep) ?? Infinity) < (started.get(step.id) ?? -Infinity)),
-  );
-}
 
 async function main() {
   const external = process.env.DATABASE_URL;

@@ -1,6 +1,7 @@
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { letPostgresUserReach, startEmbeddedPostgres } from "./embedded";
 
@@ -33,6 +34,25 @@ describe("embedded PostgreSQL as root", () => {
     try {
       expect(database.databaseUrl).toContain("127.0.0.1");
     } finally {
+      await database.stop();
+    }
+  });
+});
+
+describe("embedded PostgreSQL capacity", () => {
+  it("has room for the connections of three Stepwise processes (npm start and two workers)", async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "sw-capacity-"));
+    created.push(dir);
+    await fs.chmod(dir, 0o711);
+    const database = await startEmbeddedPostgres({ dataDir: dir });
+    const clients: pg.Client[] = [];
+    try {
+      // ~50 per process at the default worker concurrency; PostgreSQL's default of 100 refuses the 98th.
+      for (let i = 0; i < 150; i++) clients.push(new pg.Client({ connectionString: database.databaseUrl }));
+      const connected = await Promise.allSettled(clients.map((client) => client.connect()));
+      expect(connected.filter((outcome) => outcome.status === "rejected")).toEqual([]);
+    } finally {
+      await Promise.all(clients.map((client) => client.end().catch(() => undefined)));
       await database.stop();
     }
   });

@@ -142,6 +142,9 @@ export async function findFreePort(): Promise<number> {
  * Starts (initialising on first use) a PostgreSQL cluster whose files live in `dataDir`, and
  * makes sure `database` exists. Data is kept between starts.
  */
+/** Room for several Stepwise processes on one embedded database (see startEmbeddedPostgres). */
+export const EMBEDDED_MAX_CONNECTIONS = 300;
+
 export async function startEmbeddedPostgres(options: {
   dataDir: string;
   port?: number;
@@ -160,6 +163,10 @@ export async function startEmbeddedPostgres(options: {
     persistent: true,
     // PostgreSQL refuses to run as root; the library then runs it as a `postgres` system user.
     createPostgresUser: true,
+    // Each Stepwise process opens up to ~50 connections at the default worker concurrency (queue,
+    // engine and Prisma pools); PostgreSQL's default of 100 leaves room for only two, and `npm run
+    // worker` beside `npm start` is exactly two. Connection slots cost little memory.
+    postgresFlags: ["-c", `max_connections=${EMBEDDED_MAX_CONNECTIONS}`],
     onLog: (message: unknown) => options.log?.(String(message)),
     onError: (message: unknown) => options.log?.(String(message)),
   });
