@@ -145,6 +145,12 @@ async function main() {
       "select stream_id, count(*) as count, max(seq) as last from events where stream_id = any($1) group by stream_id",
       [runIds],
     );
+    // Which process ran each step: both workers must have shared the work.
+    const perWorker = await app.db.pool.query<{ pid: number; steps: string }>(
+      `select w.pid, count(*) as steps from run_steps s join workers w on w.id = s.worker_id
+       where s.run_id = any($1) group by w.pid order by w.pid`,
+      [runIds],
+    );
     const expected = new Map(stored.rows.map((row) => [row.stream_id, Number(row.count)]));
     let lost = 0;
     let duplicated = 0;
@@ -180,6 +186,7 @@ async function main() {
       events_delivered: delays.length,
       delivery_p50_ms: percentile(delays, 50),
       delivery_p99_ms: percentile(delays, 99),
+      steps_by_worker_pid: Object.fromEntries(perWorker.rows.map((row) => [row.pid, Number(row.steps)])),
       lost,
       duplicated,
       out_of_order: outOfOrder,
