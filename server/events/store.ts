@@ -17,12 +17,14 @@ export async function appendEvents(
   events: NewEvent[],
 ): Promise<StoredEvent[]> {
   if (events.length === 0) return [];
-  // Timestamps come from the database's clock (the transaction's start), not this process's:
-  // processes with skewed clocks still stamp one stream's events in order.
+  // Timestamps come from the database's clock, not this process's, so processes with skewed clocks
+  // still stamp one stream's events in order. clock_timestamp(), read once the stream's row lock
+  // is held (after the previous writer committed), rather than now() — the transaction's start,
+  // which a transaction that waited for the lock would stamp before its predecessor's events.
   const bumped = await client.query<{ last_seq: number; now: Date | string }>(
     `insert into event_streams (id, last_seq) values ($1, $2)
      on conflict (id) do update set last_seq = event_streams.last_seq + $2
-     returning last_seq, now() as now`,
+     returning last_seq, clock_timestamp() as now`,
     [stream.streamId, events.length],
   );
   const lastSeq = bumped.rows[0]!.last_seq;

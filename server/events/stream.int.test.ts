@@ -189,3 +189,24 @@ describe("runs.events subscription", () => {
     expect(resumed.length).toBeGreaterThan(0);
   });
 });
+
+describe("appendEvents timestamps", () => {
+  it("stamps a stream's events in sequence order even when an earlier transaction waited for the stream", async () => {
+    const streamId = `stream-${randomUUID()}`;
+    await append(streamId, 1);
+    const early = await harness.app.db.pool.connect();
+    try {
+      // `early` starts its transaction first, then waits while another writer appends and commits.
+      await early.query("begin");
+      await early.query("select 1");
+      await delay(50);
+      const [middle] = await append(streamId, 1);
+      const [late] = await appendEvents(early, streamFor(streamId), [{ type: "test.event" }]);
+      await early.query("commit");
+      expect(late!.seq).toBe(middle!.seq + 1);
+      expect(Date.parse(late!.createdAt)).toBeGreaterThanOrEqual(Date.parse(middle!.createdAt));
+    } finally {
+      early.release();
+    }
+  });
+});
