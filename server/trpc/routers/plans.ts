@@ -30,11 +30,6 @@ export const plansRouter = router({
       return { plan, issues };
     }),
 
-  /** Dry run of the create form: every issue, nothing stored. */
-  check: publicProcedure.input(planJsonInput).mutation(({ ctx, input }) => {
-    return checkPlanDraft(parsePlanJson(input.planJson, input.goal), ctx.app.tools).issues;
-  }),
-
   createFromJson: publicProcedure
     .input(planJsonInput.extend({ source: z.enum(PLAN_SOURCES).default("manual") }))
     .mutation(({ ctx, input }) =>
