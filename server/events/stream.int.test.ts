@@ -3,7 +3,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { inTransaction } from "../db";
-import { appendEvents } from "./store";
+import { appendEvents, readEvents } from "./store";
 import { streamEvents } from "./stream";
 import type { StoredEvent } from "./types";
 
@@ -208,5 +208,32 @@ describe("appendEvents timestamps", () => {
     } finally {
       early.release();
     }
+  });
+});
+
+describe("appendEvents notifications", () => {
+  it("sends live exactly the events the table replays, field for field", async () => {
+    const streamId = `stream-${randomUUID()}`;
+    const live = new Promise<StoredEvent[]>((resolve) => {
+      const unsubscribe = harness.app.bus.subscribe(streamId, (events) => {
+        unsubscribe();
+        resolve(events);
+      });
+    });
+    const returned = await inTransaction(harness.app.db.pool, (client) =>
+      appendEvents(client, { ...streamFor(streamId), runId: randomUUID() }, [
+        {
+          type: "test.first",
+          stepId: "step_1",
+          data: { text: 'é ✓ "quoted"', nested: { n: 1.5, list: [null, true] } },
+        },
+        { type: "test.second" },
+      ]),
+    );
+    const replayed = await readEvents(harness.app.db.pool, streamId, 0);
+    expect(await live).toEqual(replayed);
+    expect(returned).toEqual(replayed);
+    expect(replayed.map((event) => event.seq)).toEqual([1, 2]);
+    expect(replayed[1]!.data).toEqual({});
   });
 });
