@@ -40,8 +40,7 @@ export function WorkspaceSelect({
         {!workspaces.data && <option value="">Loading workspaces…</option>}
         {workspaces.data?.workspaces.map((workspace) => (
           <option key={workspace.id} value={workspace.id}>
-            {workspace.name}
-            {workspace.isDefault ? " (default)" : ""} — {workspace.path}
+            {`${workspace.name}${workspace.isDefault ? " (default)" : ""} — ${workspace.path}`}
           </option>
         ))}
       </select>
