@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { recordAudit } from "../audit/audit-log";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { NewEvent } from "../events/types";
@@ -196,8 +197,13 @@ export async function audit(
   stepId: string | null,
   detail: Record<string, unknown> = {},
 ) {
-  await tx.client.query(
-    "insert into audit_entries (actor, action, plan_id, plan_version, run_id, step_id, detail) values ($1, $2, $3, $4, $5, $6, $7)",
-    [actor, action, tx.run.plan_id, tx.run.plan_version, tx.run.id, stepId, JSON.stringify(detail)],
-  );
+  await recordAudit(tx.client, {
+    actor,
+    action,
+    planId: tx.run.plan_id,
+    planVersion: tx.run.plan_version,
+    runId: tx.run.id,
+    stepId,
+    detail,
+  });
 }

@@ -1,7 +1,9 @@
 import type { z } from "zod";
 import { agentOperations } from "./agent";
+import { auditOperations } from "./audit";
 import { planOperations } from "./plans";
 import { runOperations } from "./runs";
+import { workspaceOperations } from "./workspaces";
 import type { Operation } from "./operation";
 
 /**
@@ -12,7 +14,13 @@ import type { Operation } from "./operation";
 export type AnyOperation = Operation<z.ZodType, z.ZodType>;
 
 /** Each operations module exports its list; spread it in here. */
-export const operations: AnyOperation[] = [...agentOperations, ...planOperations, ...runOperations];
+export const operations: AnyOperation[] = [
+  ...agentOperations,
+  ...planOperations,
+  ...runOperations,
+  ...workspaceOperations,
+  ...auditOperations,
+];
 
 export function findOperation(name: string): AnyOperation | undefined {
   return operations.find((operation) => operation.name === name);

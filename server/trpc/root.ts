@@ -1,9 +1,18 @@
 import { createCallerFactory, router } from "./init";
 import { agentsRouter } from "./routers/agents";
+import { auditRouter } from "./routers/audit";
 import { plannerRouter } from "./routers/planner";
 import { plansRouter } from "./routers/plans";
 import { runsRouter } from "./routers/runs";
+import { workspacesRouter } from "./routers/workspaces";
 
-export const appRouter = router({ plans: plansRouter, runs: runsRouter, planner: plannerRouter, agents: agentsRouter });
+export const appRouter = router({
+  plans: plansRouter,
+  runs: runsRouter,
+  planner: plannerRouter,
+  agents: agentsRouter,
+  workspaces: workspacesRouter,
+  audit: auditRouter,
+});
 export type AppRouter = typeof appRouter;
 export const createCaller = createCallerFactory(appRouter);

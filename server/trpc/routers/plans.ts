@@ -7,6 +7,7 @@ import { PLAN_SOURCES, type Plan } from "../../plans/schema";
 import { createPlan, getPlan, listPlans } from "../../plans/service";
 import { checkPlanDraft } from "../../plans/validate";
 import { listPlanVersions } from "../../plans/versions";
+import { requireWorkspace } from "../../plans/workspaces";
 import { planApprove, planEdit, planReview, planReviewStatus } from "../../operations/plans";
 import { viaOperation } from "../../operations/operation";
 import { publicProcedure, router } from "../init";
@@ -31,14 +32,16 @@ export const plansRouter = router({
     }),
 
   createFromJson: publicProcedure
-    .input(planJsonInput.extend({ source: z.enum(PLAN_SOURCES).default("manual") }))
-    .mutation(({ ctx, input }) =>
-      createPlan(ctx.app.db.prisma, ctx.app.tools, {
+    .input(planJsonInput.extend({ source: z.enum(PLAN_SOURCES).default("manual"), workspaceId: z.uuid().optional() }))
+    .mutation(async ({ ctx, input }) => {
+      if (input.workspaceId) await requireWorkspace(ctx.app.db.pool, input.workspaceId);
+      return createPlan(ctx.app.db.prisma, ctx.app.tools, {
         draft: parsePlanJson(input.planJson, input.goal),
         source: input.source,
         author: ctx.actor,
-      }),
-    ),
+        ...(input.workspaceId && { workspaceId: input.workspaceId }),
+      });
+    }),
 
   /** A person approves exactly this version; its run starts (server/operations/plans.ts). */
   approve: publicProcedure.input(planApprove.input).mutation(viaOperation(planApprove)),
