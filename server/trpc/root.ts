@@ -1,9 +1,18 @@
 import { createCallerFactory, router } from "./init";
 import { agentsRouter } from "./routers/agents";
+import { inboxRouter } from "./routers/inbox";
 import { plannerRouter } from "./routers/planner";
+import { planningRouter } from "./routers/planning";
 import { plansRouter } from "./routers/plans";
 import { runsRouter } from "./routers/runs";
 
-export const appRouter = router({ plans: plansRouter, runs: runsRouter, planner: plannerRouter, agents: agentsRouter });
+export const appRouter = router({
+  plans: plansRouter,
+  runs: runsRouter,
+  planner: plannerRouter,
+  agents: agentsRouter,
+  planning: planningRouter,
+  inbox: inboxRouter,
+});
 export type AppRouter = typeof appRouter;
 export const createCaller = createCallerFactory(appRouter);
