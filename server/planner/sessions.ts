@@ -2,6 +2,7 @@ import { redactSecrets } from "../redact";
 import { randomUUID } from "node:crypto";
 import { AppError, isAppError } from "../errors";
 import { appendEvents } from "../events/store";
+import { logger } from "../logger";
 import type { StoredEvent } from "../events/types";
 import { getPlan } from "../plans/service";
 import { renumberNewSteps, savePlanVersion } from "../plans/versions";
@@ -299,7 +300,7 @@ export async function listPlanningSessions(deps: PlannerDeps, options: { planId?
 
 function launch(deps: PlannerDeps, sessionId: string): void {
   const work = runSession(deps, sessionId).catch((error: unknown) => {
-    console.error(`[stepwise] planning session ${sessionId} crashed:`, error);
+    logger.error({ sessionId, err: error }, "planning session crashed");
   });
   deps.background.add(work);
   void work.finally(() => deps.background.delete(work));
