@@ -5,7 +5,7 @@ import { appendEvents } from "../events/store";
 import { logger } from "../logger";
 import type { StoredEvent } from "../events/types";
 import { getPlan } from "../plans/service";
-import { renumberNewSteps, savePlanVersion } from "../plans/versions";
+import { revisePlan } from "../plans/versions";
 import { createPlan } from "../plans/service";
 import { requirePlanningModel } from "./config";
 import type { PlannerDeps } from "./deps";
@@ -422,17 +422,10 @@ async function runSession(deps: PlannerDeps, sessionId: string): Promise<void> {
     const { totals } = await getUsage(deps.prisma, { sessionId });
     const usage = { inputTokens: totals.inputTokens, outputTokens: totals.outputTokens };
     if (session.kind === "regenerate") {
-      const planRow = await deps.prisma.plan.findUniqueOrThrow({ where: { id: session.planId! } });
-      const base = await getPlan(deps.prisma, session.planId!, session.baseVersion!);
-      const steps = renumberNewSteps(
-        outcome.draft.steps as { id: string; dependsOn?: string[]; args?: Record<string, unknown> }[],
-        new Set(base.steps.map((step) => step.id)),
-        planRow.lastStepNumber,
-      );
-      const saved = await savePlanVersion(deps.prisma, deps.tools, {
+      const { plan: saved } = await revisePlan(deps.prisma, deps.tools, {
         planId: session.planId!,
         baseVersion: session.baseVersion!,
-        draft: { ...outcome.draft, steps },
+        revise: () => outcome.draft as { steps: { id: string }[] },
         source: "llm",
         author: session.actor,
         changeNote: `Regenerated with feedback: ${(session.feedback ?? "").slice(0, 200)}`,
