@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { AppError, isAppError } from "../errors";
 import { appendEvents } from "../events/store";
 import { logger } from "../logger";
-import type { StoredEvent } from "../events/types";
+import type { NewEvent, StoredEvent } from "../events/types";
 import { getPlan } from "../plans/service";
 import { revisePlan } from "../plans/versions";
 import { createPlan } from "../plans/service";
@@ -186,11 +186,7 @@ export async function retryPlanning(
   });
 }
 
-async function emitTo(
-  deps: PlannerDeps,
-  session: { id: string; traceId: string },
-  events: { type: string; data?: Record<string, unknown> }[],
-) {
+async function emitTo(deps: PlannerDeps, session: { id: string; traceId: string }, events: NewEvent[]) {
   return appendEvents(
     deps.pool,
     { streamId: session.id, planId: session.id, runId: null, traceId: session.traceId },
@@ -317,7 +313,7 @@ async function finish(
   session: { id: string; traceId: string },
   status: SessionStatus,
   data: { failure?: SessionFailure; planId?: string; resultVersion?: number },
-  event: { type: string; data?: Record<string, unknown> },
+  event: NewEvent,
 ): Promise<boolean> {
   const changed = await deps.prisma.planningSession.updateMany({
     where: { id: session.id, status: { in: OPEN_STATUSES } },
@@ -346,8 +342,8 @@ async function runSession(deps: PlannerDeps, sessionId: string): Promise<void> {
       }
     }
   });
-  const emit = async (type: string, data: Record<string, unknown> = {}) => {
-    await emitTo(deps, session, [{ type, data }]);
+  const emit: PlanningContext["emit"] = async (type, data) => {
+    await emitTo(deps, session, [{ type, data } as NewEvent]);
   };
   const context: PlanningContext = {
     deps,
