@@ -314,6 +314,24 @@ for (const scheme of SCHEMES) {
       }
     });
 
+    test(`workspaces page and audit log, filtered and confirming a removal (${scheme})`, async ({ page }) => {
+      await page.goto("/workspaces");
+      await expect(page.getByRole("table", { name: "Registered workspaces" })).toBeVisible();
+      await expectAccessible(page);
+      await page.getByRole("button", { name: "Rename" }).first().click();
+      await expectAccessible(page);
+
+      await page.goto("/audit");
+      await expect(page.getByRole("table", { name: "Audit entries" })).toBeVisible();
+      await expectAccessible(page);
+      await page.goto(`/audit?run=${fixtures.gateRunId}`);
+      await expect(page.locator('tr[data-audit-action="plan.approved"]')).toBeVisible();
+      await expectAccessible(page);
+      await page.goto("/audit?person=nobody-at-all");
+      await expect(page.getByText("No decision matches these filters.")).toBeVisible();
+      await expectAccessible(page);
+    });
+
     test(`a run waiting at a gate, with its graph, timeline and events (${scheme})`, async ({ page }) => {
       const run = new RunViewPage(page);
       await run.open(fixtures.gateRunId);

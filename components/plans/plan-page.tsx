@@ -36,6 +36,7 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
   const queryClient = useQueryClient();
   const { plan, edit, pending, notice, setNotice } = usePlanEditor(planId);
   const tools = useQuery({ ...trpc.plans.tools.queryOptions(), staleTime: 60_000 });
+  const planWorkspace = useQuery(trpc.workspaces.forPlan.queryOptions({ planId }));
   // Rejected or archived plans are not offered for approval (components/plans/plan-lifecycle.tsx).
   const lifecycle = useQuery(trpc.plans.lifecycle.queryOptions({ planId }));
   const setAside = lifecycle.data !== undefined && lifecycle.data.state !== "active";
@@ -107,6 +108,7 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
   }
 
   const { plan: current, issues } = plan.data;
+  const workspace = planWorkspace.data;
   const issuesByStep = groupIssuesByStep(issues);
   const planIssues = issuesByStep.get("") ?? [];
   const toolList = tools.data ?? [];
@@ -143,6 +145,16 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
             <span data-testid="plan-version">version {current.version}</span> · source {current.source} ·{" "}
             {current.steps.length} step{current.steps.length === 1 ? "" : "s"} · by {current.author} ·{" "}
             {new Date(current.createdAt).toLocaleString()}
+          </p>
+          <p className="muted" data-testid="plan-workspace">
+            {workspace && (
+              <>
+                Workspace <strong>{workspace.name}</strong> <span className="mono">{workspace.path}</span>
+                {workspace.isDefault && " (default)"}
+                {workspace.removed && " — removed: register it again to run this plan"} ·{" "}
+              </>
+            )}
+            <Link href={`/audit?plan=${encodeURIComponent(current.id)}`}>Audit log for this plan</Link>
           </p>
         </div>
         <div className="stack-sm align-end">

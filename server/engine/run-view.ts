@@ -28,6 +28,8 @@ export interface RunView {
   traceId: string;
   approvedBy: string;
   maxParallel: number;
+  /** The directory every tool of the run acts in, and the registered workspace's name. */
+  workspace: { id: string | null; name: string | null; path: string };
   /** The run this one re-runs from a chosen step, if any. */
   rerunOf?: string;
   createdAt: string;
@@ -57,6 +59,9 @@ export async function getRun(prisma: PrismaClient, runId: string): Promise<RunVi
       workerName(worker),
     ]),
   );
+  const workspace = await prisma.workspace.findFirst({
+    where: run.workspaceId ? { id: run.workspaceId } : { path: run.workspaceRoot },
+  });
   return {
     id: run.id,
     planId: run.planId,
@@ -65,6 +70,7 @@ export async function getRun(prisma: PrismaClient, runId: string): Promise<RunVi
     traceId: run.traceId,
     approvedBy: run.approvedBy,
     maxParallel: run.maxParallel,
+    workspace: { id: workspace?.id ?? null, name: workspace?.name ?? null, path: run.workspaceRoot },
     ...(run.rerunOf !== null && { rerunOf: run.rerunOf }),
     createdAt: run.createdAt.toISOString(),
     startedAt: run.startedAt?.toISOString() ?? null,

@@ -3,6 +3,7 @@ import { startRun } from "../engine/engine";
 import { editPlan, planEditSchema } from "../plans/edits";
 import { exportPlanMarkdown } from "../plans/export";
 import { createPlan, getPlan, listPlans } from "../plans/service";
+import { requireWorkspace, workspaceForPlan } from "../plans/workspaces";
 import type { PlanIssue } from "../plans/validate";
 import { adoptIntoSessionRun } from "../agents/sessions";
 import { AppError } from "../errors";
@@ -38,13 +39,16 @@ export const planCreate = defineOperation({
     draft: z
       .looseObject({ goal: z.string(), steps: z.array(z.looseObject({})) })
       .describe("A plan draft: goal, steps [{id, tool, args, dependsOn, description, …}]"),
+    workspaceId: z.uuid().optional().describe("A registered workspace (workspace.list); the default one otherwise"),
   }),
   output: planOutputSchema,
   async run({ app, identity }, input) {
+    if (input.workspaceId) await requireWorkspace(app.db.pool, input.workspaceId);
     try {
       return await asPlanOutput(
         createPlan(app.db.prisma, app.tools, {
           draft: input.draft,
+          ...(input.workspaceId && { workspaceId: input.workspaceId }),
           source: identity.kind === "agent" ? "agent" : "manual",
           author: identity.name,
         }),
@@ -142,13 +146,16 @@ export const planApprove = defineOperation({
   }),
   output: z.object({ runId: z.string(), traceId: z.string() }),
   audience: "person",
-  run({ app, identity }, input) {
+  async run({ app, identity }, input) {
     requirePerson(identity, "approve a plan");
+    // The run acts where the plan's task was made, not wherever the server happens to point.
+    const workspace = await workspaceForPlan(app.db.pool, input.planId, app.workspaceRoot);
     return startRun(app.engine, {
       planId: input.planId,
       version: input.version,
       actor: identity.name,
-      workspaceRoot: app.workspaceRoot,
+      workspaceRoot: workspace.path,
+      workspaceId: workspace.id,
       ...(input.maxParallel !== undefined && { maxParallel: input.maxParallel }),
       ...(input.approvalTimeoutSeconds !== undefined && { approvalTimeoutMs: input.approvalTimeoutSeconds * 1000 }),
       ...(input.approvalWarningSeconds !== undefined && { approvalWarningMs: input.approvalWarningSeconds * 1000 }),

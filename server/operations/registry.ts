@@ -1,8 +1,10 @@
 import type { z } from "zod";
 import { agentOperations } from "./agent";
+import { auditOperations } from "./audit";
 import { planLifecycleOperations } from "./plan-lifecycle";
 import { planOperations } from "./plans";
 import { runOperations } from "./runs";
+import { workspaceOperations } from "./workspaces";
 import type { Operation } from "./operation";
 
 /**
@@ -18,6 +20,8 @@ export const operations: AnyOperation[] = [
   ...planOperations,
   ...planLifecycleOperations,
   ...runOperations,
+  ...workspaceOperations,
+  ...auditOperations,
 ];
 
 export function findOperation(name: string): AnyOperation | undefined {

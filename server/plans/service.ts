@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
+import { recordAudit } from "../audit/audit-log";
 import { prismaQueryable } from "../db";
 import type { PrismaClient } from "../generated/prisma/client";
 import { AppError } from "../errors";
@@ -57,7 +58,7 @@ async function storeNewPlan(prisma: PrismaClient, tools: ToolRegistry, input: Cr
     await db.planVersion.create({
       data: planVersionRow(id, 1, content, { ...input, traceId, changeNote: "Created" }),
     });
-    await db.auditEntry.create({ data: { actor: input.author, action: "plan.created", planId: id, planVersion: 1 } });
+    await recordAudit(prismaQueryable(db), { actor: input.author, action: "plan.created", planId: id, planVersion: 1 });
     // Seed 001: a new plan announces each of its steps as queued on the plan's event stream.
     await appendEvents(prismaQueryable(db), { streamId: id, planId: id, runId: null, traceId }, [
       { type: "plan.created", data: { version: 1, goal: content.goal, source: input.source } },

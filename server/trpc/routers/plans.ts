@@ -9,6 +9,7 @@ import { checkPlanDraft } from "../../plans/validate";
 import { AppError } from "../../errors";
 import { lifecycleStateOf } from "../../plans/lifecycle";
 import { listPlanVersions } from "../../plans/versions";
+import { requireWorkspace } from "../../plans/workspaces";
 import { planApprove, planEdit, planReview, planReviewStatus } from "../../operations/plans";
 import { viaOperation } from "../../operations/operation";
 import { planArchive, planRestore } from "../../operations/plan-lifecycle";
@@ -54,20 +55,17 @@ export const plansRouter = router({
     };
   }),
 
-  /** Dry run of the create form: every issue, nothing stored. */
-  check: publicProcedure.input(planJsonInput).mutation(({ ctx, input }) => {
-    return checkPlanDraft(parsePlanJson(input.planJson, input.goal), ctx.app.tools).issues;
-  }),
-
   createFromJson: publicProcedure
-    .input(planJsonInput.extend({ source: z.enum(PLAN_SOURCES).default("manual") }))
-    .mutation(({ ctx, input }) =>
-      createPlan(ctx.app.db.prisma, ctx.app.tools, {
+    .input(planJsonInput.extend({ source: z.enum(PLAN_SOURCES).default("manual"), workspaceId: z.uuid().optional() }))
+    .mutation(async ({ ctx, input }) => {
+      if (input.workspaceId) await requireWorkspace(ctx.app.db.pool, input.workspaceId);
+      return createPlan(ctx.app.db.prisma, ctx.app.tools, {
         draft: parsePlanJson(input.planJson, input.goal),
         source: input.source,
         author: ctx.actor,
-      }),
-    ),
+        ...(input.workspaceId && { workspaceId: input.workspaceId }),
+      });
+    }),
 
   /** A person approves exactly this version; its run starts (server/operations/plans.ts). */
   approve: publicProcedure.input(planApprove.input).mutation(viaOperation(planApprove)),
