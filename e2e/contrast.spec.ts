@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import AxeBuilder from "@axe-core/playwright";
 import { expect, test, type APIRequestContext, type Locator, type Page } from "@playwright/test";
+import { goodPlan } from "../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
 import { E2E_PORT } from "./e2e-env";
 import { createPlanViaApi, PlanViewPage } from "./pages/plan-pages";
@@ -137,7 +138,30 @@ let fixtures: {
   agentRunId: string;
   questionSessionId: string;
   failedSessionId: string;
+  submittedSessionId: string;
+  rejectedSessionId: string;
+  archivedPlanId: string;
 };
+
+/**
+ * Answers one procedure of a (possibly batched) tRPC GET with `value` and lets the others through,
+ * so a page's state without data can be shown whatever else the page loads in the same batch.
+ */
+async function answerProcedure(page: Page, procedure: string, value: unknown) {
+  await page.route(
+    (url) => url.pathname.startsWith("/api/trpc/") && url.pathname.split("/").pop()!.split(",").includes(procedure),
+    async (route) => {
+      const response = await route.fetch();
+      const body = await response.json();
+      const names = new URL(route.request().url()).pathname.split("/").pop()!.split(",");
+      const results = Array.isArray(body) ? body : [body];
+      names.forEach((name, index) => {
+        if (name === procedure) results[index] = { result: { data: { json: value } } };
+      });
+      await route.fulfill({ response, json: Array.isArray(body) ? results : results[0] });
+    },
+  );
+}
 
 test.beforeAll(async ({ playwright }) => {
   test.setTimeout(120_000);
@@ -185,6 +209,25 @@ test.beforeAll(async ({ playwright }) => {
     const failed = await trpc<{ sessionId: string }>(request, "planner.start", { goal: "Show the README" });
     await expect.poll(() => sessionStatus(request, failed.sessionId)).toBe("failed");
 
+    // Planning sessions whose plans wait for review, and one rejected; an archived plan.
+    const submitted: string[] = [];
+    for (const goal of [`Review me ${tag}`, `Reject me ${tag}`]) {
+      llm.script({ json: goodPlan });
+      const { sessionId } = await trpc<{ sessionId: string }>(request, "planner.start", { goal });
+      await expect.poll(() => sessionStatus(request, sessionId)).toBe("completed");
+      submitted.push(sessionId);
+    }
+    const toReject = (
+      await (
+        await request.get(
+          `/api/trpc/planner.session?input=${encodeURIComponent(JSON.stringify({ json: { sessionId: submitted[1] } }))}`,
+        )
+      ).json()
+    ).result.data.json as { planId: string };
+    await trpc(request, "plans.review", { planId: toReject.planId, version: 1, decision: "reject", comment: "No" });
+    const archivedPlanId = await createPlanViaApi(request, { goal: `Archived ${tag}`, steps: PLAN.steps });
+    await trpc(request, "plans.archive", { planId: archivedPlanId });
+
     fixtures = {
       planId,
       emptyPlanId,
@@ -194,6 +237,9 @@ test.beforeAll(async ({ playwright }) => {
       agentRunId,
       questionSessionId: question.sessionId,
       failedSessionId: failed.sessionId,
+      submittedSessionId: submitted[0]!,
+      rejectedSessionId: submitted[1]!,
+      archivedPlanId,
     };
   } finally {
     await request.dispose();
@@ -224,9 +270,7 @@ for (const scheme of SCHEMES) {
       await expectAccessible(page);
 
       // The list as a new installation shows it: the server's answer without its plans.
-      await page.route("**/api/trpc/plans.list?*", async (route) => {
-        await route.fulfill({ json: [{ result: { data: { json: [] } } }] });
-      });
+      await answerProcedure(page, "plans.list", []);
       await page.goto("/");
       await expect(page.getByText("No plans yet.")).toBeVisible();
       await expectAccessible(page);
@@ -352,6 +396,48 @@ for (const scheme of SCHEMES) {
       await page.goto(`/tasks/${fixtures.failedSessionId}`);
       await session.expectStatus("failed");
       await expect(session.failure()).toBeVisible();
+      await expectAccessible(page);
+    });
+
+    test(`planning sessions with a plan to review and a rejected one; an archived plan (${scheme})`, async ({
+      page,
+    }) => {
+      await page.goto(`/tasks/${fixtures.submittedSessionId}`);
+      await expect(page.getByRole("group", { name: "Decide on the plan" })).toBeVisible();
+      await expectAccessible(page);
+      await page.goto(`/tasks/${fixtures.rejectedSessionId}`);
+      await expect(page.getByTestId("session-state")).toHaveText("Rejected");
+      await expectAccessible(page);
+      await new PlanViewPage(page).open(fixtures.archivedPlanId);
+      await expect(page.getByTestId("plan-set-aside")).toBeVisible();
+      await expectAccessible(page);
+      await page.goto("/");
+      await page.getByRole("group", { name: "Show plans" }).getByRole("button", { name: "Archived" }).click();
+      await expect(page.getByRole("link", { name: `Archived ${tag}` })).toBeVisible();
+      await expectAccessible(page);
+    });
+
+    test(`planning list and inbox, with items and empty (${scheme})`, async ({ page }) => {
+      await page.goto("/planning");
+      await expect(page.locator(`tr[data-session-id="${fixtures.questionSessionId}"]`)).toBeVisible();
+      await expectAccessible(page);
+      await page.goto("/inbox");
+      await expect(page.locator("[data-kind='planning_question']").first()).toBeVisible();
+      await expect(page.locator("[data-kind='step_approval']").first()).toBeVisible();
+      await expect(page.locator("[data-kind='plan_review']").first()).toBeVisible();
+      await expect(page.locator("[data-kind='agent_blocker']").first()).toBeVisible();
+      await expectAccessible(page);
+
+      await answerProcedure(page, "planning.list", {
+        sessions: [],
+        counts: { gathering: 0, waiting: 0, submitted: 0, approved: 0, rejected: 0, cancelled: 0, failed: 0 },
+      });
+      await answerProcedure(page, "inbox.list", { items: [], count: 0 });
+      await page.goto("/planning");
+      await expect(page.getByText("No planning sessions yet.")).toBeVisible();
+      await expectAccessible(page);
+      await page.goto("/inbox");
+      await expect(page.getByText("Nothing waits for you.")).toBeVisible();
       await expectAccessible(page);
     });
 

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import type { StepStatus } from "../plans/schema";
+import { assertPlanMayRun } from "../plans/lifecycle";
 import { validatePlan } from "../plans/validate";
 import { advance } from "./advance";
 import type { EngineDeps } from "./deps";
@@ -32,6 +33,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
   // so one id finds everything (seed 001's observability).
   let traceId = "";
   await inTransaction(deps.pool, async (client) => {
+    await assertPlanMayRun(client, input.planId);
     const trace = await client.query<{ trace_id: string }>(
       "select trace_id from plan_versions where plan_id = $1 and version = $2",
       [input.planId, input.version],

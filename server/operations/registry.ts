@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
+import { planLifecycleOperations } from "./plan-lifecycle";
 import { planOperations } from "./plans";
 import { runOperations } from "./runs";
 import { workspaceOperations } from "./workspaces";
@@ -17,6 +18,7 @@ export type AnyOperation = Operation<z.ZodType, z.ZodType>;
 export const operations: AnyOperation[] = [
   ...agentOperations,
   ...planOperations,
+  ...planLifecycleOperations,
   ...runOperations,
   ...workspaceOperations,
   ...auditOperations,

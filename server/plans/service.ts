@@ -161,10 +161,20 @@ export interface PlanSummary {
   source: string;
   updatedAt: string;
   lastRun: { id: string; status: string } | null;
+  /** active, or set aside by a person: rejected (seed 002) or archived. */
+  state: "active" | "rejected" | "archived";
 }
 
-export async function listPlans(prisma: PrismaClient, options: { limit?: number } = {}): Promise<PlanSummary[]> {
+/** `active` (the default list) or `archived`: the plans a person archived or rejected. */
+export type PlanListShow = "active" | "archived";
+
+export async function listPlans(
+  prisma: PrismaClient,
+  options: { limit?: number; show?: PlanListShow } = {},
+): Promise<PlanSummary[]> {
+  const setAside = { OR: [{ archivedAt: { not: null } }, { rejectedAt: { not: null } }] };
   const plans = await prisma.plan.findMany({
+    where: options.show === "archived" ? setAside : { archivedAt: null, rejectedAt: null },
     orderBy: { updatedAt: "desc" },
     take: options.limit ?? 100,
     include: { runs: { orderBy: { createdAt: "desc" }, take: 1, select: { id: true, status: true } } },
@@ -184,6 +194,7 @@ export async function listPlans(prisma: PrismaClient, options: { limit?: number 
       source: version?.source ?? "manual",
       updatedAt: plan.updatedAt.toISOString(),
       lastRun: plan.runs[0] ?? null,
+      state: plan.rejectedAt ? "rejected" : plan.archivedAt ? "archived" : "active",
     };
   });
 }

@@ -1,7 +1,9 @@
 import { createCallerFactory, router } from "./init";
 import { agentsRouter } from "./routers/agents";
 import { auditRouter } from "./routers/audit";
+import { inboxRouter } from "./routers/inbox";
 import { plannerRouter } from "./routers/planner";
+import { planningRouter } from "./routers/planning";
 import { plansRouter } from "./routers/plans";
 import { runsRouter } from "./routers/runs";
 import { workspacesRouter } from "./routers/workspaces";
@@ -13,6 +15,8 @@ export const appRouter = router({
   agents: agentsRouter,
   workspaces: workspacesRouter,
   audit: auditRouter,
+  planning: planningRouter,
+  inbox: inboxRouter,
 });
 export type AppRouter = typeof appRouter;
 export const createCaller = createCallerFactory(appRouter);
