@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
 
@@ -35,10 +36,7 @@ async function writeAudit(
   client: pg.PoolClient,
   entry: { actor: string; action: string; planId: string; planVersion: number; detail: Record<string, unknown> },
 ) {
-  await client.query(
-    "insert into audit_entries (actor, action, plan_id, plan_version, detail) values ($1, $2, $3, $4, $5)",
-    [entry.actor, entry.action, entry.planId, entry.planVersion, JSON.stringify(entry.detail)],
-  );
+  await recordAudit(client, entry);
 }
 
 /** The one rule every run start checks (inside its transaction, before inserting the run). */
