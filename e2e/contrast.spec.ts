@@ -1,3 +1,6 @@
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import AxeBuilder from "@axe-core/playwright";
 import { expect, test, type APIRequestContext, type Locator, type Page } from "@playwright/test";
 import { goodPlan } from "../tests/planner-fixtures";
@@ -314,12 +317,25 @@ for (const scheme of SCHEMES) {
       }
     });
 
-    test(`workspaces page and audit log, filtered and confirming a removal (${scheme})`, async ({ page }) => {
-      await page.goto("/workspaces");
-      await expect(page.getByRole("table", { name: "Registered workspaces" })).toBeVisible();
-      await expectAccessible(page);
-      await page.getByRole("button", { name: "Rename" }).first().click();
-      await expectAccessible(page);
+    test(`workspaces page renaming and confirming a removal, and the audit log filtered (${scheme})`, async ({
+      page,
+    }) => {
+      const directory = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-contrast-ws-"));
+      const { id } = await trpc<{ id: string }>(page.request, "workspaces.register", { path: directory });
+      try {
+        await page.goto("/workspaces");
+        await expect(page.getByRole("table", { name: "Registered workspaces" })).toBeVisible();
+        await expectAccessible(page);
+        const row = page.locator(`tr[data-workspace-id="${id}"]`);
+        await row.getByRole("button", { name: "Rename" }).click();
+        await row.getByRole("button", { name: "Remove…" }).click();
+        await expect(row.getByRole("group", { name: /Confirm removing/ })).toBeVisible();
+        await expectAccessible(page);
+        await expectReadableAtRestAndHovered(page, row.getByRole("button", { name: "Remove", exact: true }));
+      } finally {
+        await trpc(page.request, "workspaces.remove", { workspaceId: id });
+        await fs.rm(directory, { recursive: true, force: true });
+      }
 
       await page.goto("/audit");
       await expect(page.getByRole("table", { name: "Audit entries" })).toBeVisible();

@@ -37,6 +37,13 @@ const ACTIONS: Record<string, string> = {
   "recovery.proposed": "asked the planner for a recovery",
   "recovery.accepted": "accepted the recovery",
   "recovery.rejected": "rejected the recovery",
+  "task.done": "reported the task done",
+  "task.in_progress": "started the task",
+  "task.todo": "put the task back",
+  "task.cancelled": "cancelled the task",
+  "signal.raised": "raised a signal",
+  "signal.cleared": "cleared a signal",
+  "session.summarised": "summarised the session",
 };
 
 /** The link to this page with the given filters, so a filtered view can be shared. */

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { recordAudit } from "../audit/audit-log";
 import { startRun } from "../engine/engine";
 import { editPlan, planEditSchema } from "../plans/edits";
 import { exportPlanMarkdown } from "../plans/export";
@@ -269,14 +270,12 @@ export const planReview = defineOperation({
       });
       return { ok: true as const };
     }
-    await app.db.prisma.auditEntry.create({
-      data: {
-        actor: identity.name,
-        action: "plan.changes_requested",
-        planId: input.planId,
-        planVersion: input.version,
-        detail: { comment: input.comment },
-      },
+    await recordAudit(app.db.pool, {
+      actor: identity.name,
+      action: "plan.changes_requested",
+      planId: input.planId,
+      planVersion: input.version,
+      detail: { comment: input.comment },
     });
     return { ok: true as const };
   },

@@ -166,6 +166,10 @@ describe("workspaces", () => {
     await expect(harness.caller.workspaces.remove({ workspaceId: workspace.id })).rejects.toMatchObject({
       code: "NOT_FOUND",
     });
+    await expect(harness.caller.planner.start({ goal: "Plan here", workspaceId: workspace.id })).rejects.toMatchObject({
+      code: "NOT_FOUND",
+      message: expect.stringContaining("No workspace"),
+    });
 
     // Registering the directory again brings the same workspace back.
     expect((await harness.caller.workspaces.register({ path: dir })).id).toBe(workspace.id);
