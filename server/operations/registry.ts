@@ -2,6 +2,7 @@ import type { z } from "zod";
 import { agentOperations } from "./agent";
 import { planOperations } from "./plans";
 import { runOperations } from "./runs";
+import { templateOperations } from "./templates";
 import type { Operation } from "./operation";
 
 /**
@@ -12,7 +13,12 @@ import type { Operation } from "./operation";
 export type AnyOperation = Operation<z.ZodType, z.ZodType>;
 
 /** Each operations module exports its list; spread it in here. */
-export const operations: AnyOperation[] = [...agentOperations, ...planOperations, ...runOperations];
+export const operations: AnyOperation[] = [
+  ...agentOperations,
+  ...planOperations,
+  ...runOperations,
+  ...templateOperations,
+];
 
 export function findOperation(name: string): AnyOperation | undefined {
   return operations.find((operation) => operation.name === name);
