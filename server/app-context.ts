@@ -3,6 +3,7 @@ import { createEngineDeps, type EngineDeps } from "./engine/engine";
 import { startStepWorker, type StepWorker } from "./engine/worker";
 import { EventBus } from "./events/bus";
 import { readConfig } from "./env";
+import { autoRecover } from "./planner/auto-recovery";
 import { plannerFor } from "./planner/deps";
 import { createStepTextGenerator } from "./planner/step-generation";
 import { createLlmGenerateTool } from "./tools/llm-generate";
@@ -34,6 +35,8 @@ export async function createAppContext(options: {
   const generator = createStepTextGenerator(() => plannerFor(context));
   const tools = options.tools ?? createToolRegistry([...builtinTools, createLlmGenerateTool(generator)]);
   const engine = createEngineDeps(db.pool, tools);
+  // Runs whose recovery policy is `auto` have the planner recover their failed steps.
+  engine.autoRecover = async (job) => void (await autoRecover(plannerFor(context), job));
   const context: AppContext = {
     db,
     bus,

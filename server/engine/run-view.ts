@@ -28,6 +28,8 @@ export interface RunView {
   traceId: string;
   approvedBy: string;
   maxParallel: number;
+  /** `auto`: failed steps get a recovery proposal applied by policy (bounded); `ask`: a person decides. */
+  recoveryPolicy?: "ask" | "auto";
   /** The run this one re-runs from a chosen step, if any. */
   rerunOf?: string;
   createdAt: string;
@@ -65,6 +67,7 @@ export async function getRun(prisma: PrismaClient, runId: string): Promise<RunVi
     traceId: run.traceId,
     approvedBy: run.approvedBy,
     maxParallel: run.maxParallel,
+    recoveryPolicy: run.recoveryPolicy === "auto" ? "auto" : "ask",
     ...(run.rerunOf !== null && { rerunOf: run.rerunOf }),
     createdAt: run.createdAt.toISOString(),
     startedAt: run.startedAt?.toISOString() ?? null,

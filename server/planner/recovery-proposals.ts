@@ -23,6 +23,8 @@ export interface RecoveryProposalView {
   action: RecoveryAction;
   reasoning: string;
   model: string;
+  /** Asked and decided by the run's `auto` recovery policy, not a person. */
+  automatic: boolean;
   decidedBy: string | null;
   decidedAt: string | null;
   error: string | null;
@@ -41,6 +43,7 @@ function toView(row: ProposalRow): RecoveryProposalView {
     action: row.action as RecoveryAction,
     reasoning: row.reasoning,
     model: row.model,
+    automatic: row.automatic,
     decidedBy: row.decidedBy,
     decidedAt: row.decidedAt?.toISOString() ?? null,
     error: row.error,
@@ -92,7 +95,7 @@ function actionProblems(
  */
 export async function proposeRecovery(
   deps: PlannerDeps,
-  input: { runId: string; stepId: string; model?: string; actor: string },
+  input: { runId: string; stepId: string; model?: string; actor: string; automatic?: boolean },
 ): Promise<RecoveryProposalView> {
   const modelId = requirePlanningModel(deps.config, input.model);
   const run = await getRun(deps.prisma, input.runId);
@@ -147,6 +150,7 @@ export async function proposeRecovery(
           action: action as object,
           reasoning: result.output.reasoning,
           model: modelId,
+          automatic: input.automatic === true,
         },
       });
       await deps.prisma.auditEntry.create({
