@@ -19,6 +19,7 @@ export default function RootLayout({ children }: { children: ReactNode }) {
             <Link href="/runs">Runs</Link>
             <Link href="/tasks/new">New task</Link>
             <Link href="/plans/new">New plan</Link>
+            <Link href="/templates">Templates</Link>
             <Link href="/settings">Settings</Link>
             <Link href="/docs/api">API</Link>
           </nav>

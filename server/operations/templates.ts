@@ -30,6 +30,10 @@ export const templateOutputSchema = z.looseObject({
   goal: z.string(),
   parameters: z.array(parameterOutput),
   steps: z.array(z.looseObject({ id: z.string(), tool: z.string() })),
+  sourcePlanId: z.string().nullable(),
+  sourceVersion: z.number().nullable(),
+  createdBy: z.string(),
+  createdAt: z.string(),
 });
 
 type TemplateOutput = z.input<typeof templateOutputSchema>;

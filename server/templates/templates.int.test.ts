@@ -94,7 +94,9 @@ describe("plan templates", () => {
       values: { service: "{{env}}", env: "prod" },
     });
     expect(plan.goal).toBe("Release {{env}} to prod");
-    expect(plan.steps[0]!.args).toEqual({ value: { text: "deploying {{env}}", tags: ["prod", "fixed"], count: 3 } });
+    expect((plan.steps[0] as { args: unknown }).args).toEqual({
+      value: { text: "deploying {{env}}", tags: ["prod", "fixed"], count: 3 },
+    });
 
     const reference = await harness.caller.templates
       .instantiate({ templateId: template.id, values: { service: "x", env: "$step_1" } })
