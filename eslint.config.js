@@ -113,6 +113,7 @@ export default defineConfig([
   {
     files: [
       "server/engine/**/*.{ts,tsx}",
+      "server/audit/**/*.{ts,tsx}",
       "server/planner/**/*.{ts,tsx}",
       "server/tools/**/*.{ts,tsx}",
       "server/plans/**/*.{ts,tsx}",

@@ -1,6 +1,7 @@
 import type { Metadata } from "next";
 import Link from "next/link";
 import type { ReactNode } from "react";
+import { InboxNavLink } from "@/components/inbox/inbox-nav-link";
 import { Providers } from "@/components/trpc";
 import "./globals.css";
 
@@ -10,23 +11,27 @@ export default function RootLayout({ children }: { children: ReactNode }) {
   return (
     <html lang="en">
       <body>
-        <header className="topbar">
-          <Link href="/" className="brand">
-            Stepwise
-          </Link>
-          <nav>
-            <Link href="/">Plans</Link>
-            <Link href="/runs">Runs</Link>
-            <Link href="/tasks/new">New task</Link>
-            <Link href="/plans/new">New plan</Link>
-            <Link href="/templates">Templates</Link>
-            <Link href="/settings">Settings</Link>
-            <Link href="/docs/api">API</Link>
-          </nav>
-        </header>
-        <main className="page">
-          <Providers>{children}</Providers>
-        </main>
+        <Providers>
+          <header className="topbar">
+            <Link href="/" className="brand">
+              Stepwise
+            </Link>
+            <nav>
+              <Link href="/">Plans</Link>
+              <Link href="/runs">Runs</Link>
+              <Link href="/planning">Planning</Link>
+              <InboxNavLink />
+              <Link href="/tasks/new">New task</Link>
+              <Link href="/plans/new">New plan</Link>
+              <Link href="/templates">Templates</Link>
+              <Link href="/workspaces">Workspaces</Link>
+              <Link href="/audit">Audit</Link>
+              <Link href="/settings">Settings</Link>
+              <Link href="/docs/api">API</Link>
+            </nav>
+          </header>
+          <main className="page">{children}</main>
+        </Providers>
       </body>
     </html>
   );

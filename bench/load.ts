@@ -1,8 +1,9 @@
 /**
  * `npm run bench:load [-- --runs 10] [-- --steps 500] [-- --subscribers 5] [-- --workers 2]`:
  * the engine under load, as issue 15 defines it — 10 runs of 500 steps (W1's layered shape of
- * `echo` steps) started together, executed by two worker processes (this one and a spawned
- * `stepwise worker`), while 5 stream subscribers each follow every run.
+ * `echo` steps) started together, executed by two `stepwise worker` processes, while 5 stream
+ * subscribers in this process (as in the web server, which then runs no steps itself) each
+ * follow every run.
  *
  * Checks what must hold under any load — every subscriber receives every event of every run once,
  * in order, with no gap (sequence numbers 1..N, compared with the table), and no step starts
@@ -108,11 +109,11 @@ async function main() {
   const app = await createAppContext({
     databaseUrl,
     workspaceRoot: scratch,
-    worker: { concurrency: CONCURRENCY },
+    worker: false,
   });
   const others: ChildProcess[] = [];
   try {
-    for (let i = 1; i < WORKERS; i++) others.push(await startWorkerProcess(databaseUrl, path.join(scratch, `w${i}`)));
+    for (let i = 0; i < WORKERS; i++) others.push(await startWorkerProcess(databaseUrl, path.join(scratch, `w${i}`)));
 
     const steps = layeredSteps(Math.ceil(STEPS / 100), Math.min(100, STEPS), "echo", (i) => ({ value: i }));
     const plans = await Promise.all(

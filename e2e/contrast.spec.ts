@@ -1,5 +1,6 @@
 import AxeBuilder from "@axe-core/playwright";
 import { expect, test, type APIRequestContext, type Locator, type Page } from "@playwright/test";
+import { goodPlan } from "../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
 import { E2E_PORT } from "./e2e-env";
 import { createPlanViaApi, PlanViewPage } from "./pages/plan-pages";
@@ -135,7 +136,30 @@ let fixtures: {
   questionSessionId: string;
   failedSessionId: string;
   templatePlanId: string;
+  submittedSessionId: string;
+  rejectedSessionId: string;
+  archivedPlanId: string;
 };
+
+/**
+ * Answers one procedure of a (possibly batched) tRPC GET with `value` and lets the others through,
+ * so a page's state without data can be shown whatever else the page loads in the same batch.
+ */
+async function answerProcedure(page: Page, procedure: string, value: unknown) {
+  await page.route(
+    (url) => url.pathname.startsWith("/api/trpc/") && url.pathname.split("/").pop()!.split(",").includes(procedure),
+    async (route) => {
+      const response = await route.fetch();
+      const body = await response.json();
+      const names = new URL(route.request().url()).pathname.split("/").pop()!.split(",");
+      const results = Array.isArray(body) ? body : [body];
+      names.forEach((name, index) => {
+        if (name === procedure) results[index] = { result: { data: { json: value } } };
+      });
+      await route.fulfill({ response, json: Array.isArray(body) ? results : results[0] });
+    },
+  );
+}
 
 test.beforeAll(async ({ playwright }) => {
   test.setTimeout(120_000);
@@ -194,6 +218,25 @@ test.beforeAll(async ({ playwright }) => {
       parameters: [{ name: "service", label: "Service", default: "api" }],
     });
 
+    // Planning sessions whose plans wait for review, and one rejected; an archived plan.
+    const submitted: string[] = [];
+    for (const goal of [`Review me ${tag}`, `Reject me ${tag}`]) {
+      llm.script({ json: goodPlan });
+      const { sessionId } = await trpc<{ sessionId: string }>(request, "planner.start", { goal });
+      await expect.poll(() => sessionStatus(request, sessionId)).toBe("completed");
+      submitted.push(sessionId);
+    }
+    const toReject = (
+      await (
+        await request.get(
+          `/api/trpc/planner.session?input=${encodeURIComponent(JSON.stringify({ json: { sessionId: submitted[1] } }))}`,
+        )
+      ).json()
+    ).result.data.json as { planId: string };
+    await trpc(request, "plans.review", { planId: toReject.planId, version: 1, decision: "reject", comment: "No" });
+    const archivedPlanId = await createPlanViaApi(request, { goal: `Archived ${tag}`, steps: PLAN.steps });
+    await trpc(request, "plans.archive", { planId: archivedPlanId });
+
     fixtures = {
       templatePlanId,
       planId,
@@ -204,6 +247,9 @@ test.beforeAll(async ({ playwright }) => {
       agentRunId,
       questionSessionId: question.sessionId,
       failedSessionId: failed.sessionId,
+      submittedSessionId: submitted[0]!,
+      rejectedSessionId: submitted[1]!,
+      archivedPlanId,
     };
   } finally {
     await request.dispose();
@@ -234,9 +280,7 @@ for (const scheme of SCHEMES) {
       await expectAccessible(page);
 
       // The list as a new installation shows it: the server's answer without its plans.
-      await page.route("**/api/trpc/plans.list?*", async (route) => {
-        await route.fulfill({ json: [{ result: { data: { json: [] } } }] });
-      });
+      await answerProcedure(page, "plans.list", []);
       await page.goto("/");
       await expect(page.getByText("No plans yet.")).toBeVisible();
       await expectAccessible(page);
@@ -308,6 +352,24 @@ for (const scheme of SCHEMES) {
       await expectAccessible(page);
     });
 
+    test(`workspaces page and audit log, filtered and confirming a removal (${scheme})`, async ({ page }) => {
+      await page.goto("/workspaces");
+      await expect(page.getByRole("table", { name: "Registered workspaces" })).toBeVisible();
+      await expectAccessible(page);
+      await page.getByRole("button", { name: "Rename" }).first().click();
+      await expectAccessible(page);
+
+      await page.goto("/audit");
+      await expect(page.getByRole("table", { name: "Audit entries" })).toBeVisible();
+      await expectAccessible(page);
+      await page.goto(`/audit?run=${fixtures.gateRunId}`);
+      await expect(page.locator('tr[data-audit-action="plan.approved"]')).toBeVisible();
+      await expectAccessible(page);
+      await page.goto("/audit?person=nobody-at-all");
+      await expect(page.getByText("No decision matches these filters.")).toBeVisible();
+      await expectAccessible(page);
+    });
+
     test(`a run waiting at a gate, with its graph, timeline and events (${scheme})`, async ({ page }) => {
       const run = new RunViewPage(page);
       await run.open(fixtures.gateRunId);
@@ -356,6 +418,48 @@ for (const scheme of SCHEMES) {
       await page.goto(`/tasks/${fixtures.failedSessionId}`);
       await session.expectStatus("failed");
       await expect(session.failure()).toBeVisible();
+      await expectAccessible(page);
+    });
+
+    test(`planning sessions with a plan to review and a rejected one; an archived plan (${scheme})`, async ({
+      page,
+    }) => {
+      await page.goto(`/tasks/${fixtures.submittedSessionId}`);
+      await expect(page.getByRole("group", { name: "Decide on the plan" })).toBeVisible();
+      await expectAccessible(page);
+      await page.goto(`/tasks/${fixtures.rejectedSessionId}`);
+      await expect(page.getByTestId("session-state")).toHaveText("Rejected");
+      await expectAccessible(page);
+      await new PlanViewPage(page).open(fixtures.archivedPlanId);
+      await expect(page.getByTestId("plan-set-aside")).toBeVisible();
+      await expectAccessible(page);
+      await page.goto("/");
+      await page.getByRole("group", { name: "Show plans" }).getByRole("button", { name: "Archived" }).click();
+      await expect(page.getByRole("link", { name: `Archived ${tag}` })).toBeVisible();
+      await expectAccessible(page);
+    });
+
+    test(`planning list and inbox, with items and empty (${scheme})`, async ({ page }) => {
+      await page.goto("/planning");
+      await expect(page.locator(`tr[data-session-id="${fixtures.questionSessionId}"]`)).toBeVisible();
+      await expectAccessible(page);
+      await page.goto("/inbox");
+      await expect(page.locator("[data-kind='planning_question']").first()).toBeVisible();
+      await expect(page.locator("[data-kind='step_approval']").first()).toBeVisible();
+      await expect(page.locator("[data-kind='plan_review']").first()).toBeVisible();
+      await expect(page.locator("[data-kind='agent_blocker']").first()).toBeVisible();
+      await expectAccessible(page);
+
+      await answerProcedure(page, "planning.list", {
+        sessions: [],
+        counts: { gathering: 0, waiting: 0, submitted: 0, approved: 0, rejected: 0, cancelled: 0, failed: 0 },
+      });
+      await answerProcedure(page, "inbox.list", { items: [], count: 0 });
+      await page.goto("/planning");
+      await expect(page.getByText("No planning sessions yet.")).toBeVisible();
+      await expectAccessible(page);
+      await page.goto("/inbox");
+      await expect(page.getByText("Nothing waits for you.")).toBeVisible();
       await expectAccessible(page);
     });
 

@@ -5,6 +5,7 @@ import { useRouter } from "next/navigation";
 import { useEffect, useId, useState, type FormEvent } from "react";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
+import { WorkspaceSelect } from "@/components/workspaces/workspace-select";
 import { ConfigureHelp } from "./configure-help";
 
 /** Same bound as the server's (MAX_GOAL_CHARS); the server refuses longer goals too. */
@@ -69,22 +70,7 @@ export function NewTaskForm() {
         </span>
       </label>
       <div className="row">
-        <label className="field" htmlFor={`${id}-workspace`}>
-          <span>Workspace</span>
-          <select
-            id={`${id}-workspace`}
-            value={workspaceId}
-            onChange={(event) => setWorkspaceId(event.target.value)}
-            disabled={disabled}
-          >
-            <option value="">Default ({options.data.defaultWorkspace})</option>
-            {options.data.workspaces.map((workspace) => (
-              <option key={workspace.id} value={workspace.id}>
-                {workspace.name} ({workspace.path})
-              </option>
-            ))}
-          </select>
-        </label>
+        <WorkspaceSelect value={workspaceId} onChange={setWorkspaceId} disabled={disabled} />
         <label className="field" htmlFor={`${id}-model`}>
           <span>Model</span>
           <select

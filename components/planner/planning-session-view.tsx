@@ -6,6 +6,7 @@ import Link from "next/link";
 import { useRouter } from "next/navigation";
 import { useId, useState, type FormEvent } from "react";
 import { useTRPC } from "@/components/trpc";
+import { SessionDecision } from "@/components/planning/session-decision";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { StatusBadge } from "@/components/ui/status-badge";
 import { describePlanningEvent, formatCost, formatTokens, type ProgressLine } from "./planner-format";
@@ -105,22 +106,9 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
         <AnswerForm sessionId={sessionId} questionId={question.id} question={question.question} />
       )}
 
-      {data.status === "completed" && data.planId && (
-        <div className="card stack-sm" role="status">
-          <strong>
-            {data.kind === "regenerate"
-              ? `Version ${data.resultVersion} is ready for review.`
-              : "The plan is ready for review."}
-          </strong>
-          <p>
-            {data.kind === "external"
-              ? "The agent submitted its plan. Approve it, send it back with instructions, or reject it there."
-              : `It passed every quality gate${data.useJudge ? " and the judge" : ""}. Nothing runs until you approve it.`}
-          </p>
-          <Link className="button primary" href={`/plans/${data.planId}`}>
-            Review the plan
-          </Link>
-        </div>
+      {/* The plan's review state, Reject and Edit (components/planning/session-decision.tsx). */}
+      {data.planId && (data.status === "completed" || (data.status === "cancelled" && data.kind === "external")) && (
+        <SessionDecision session={data} />
       )}
 
       {data.status === "invalid" && data.failure?.error_type === "plan_validation_failed" && (
@@ -166,13 +154,13 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
         </div>
       )}
 
-      {data.status === "cancelled" && (
+      {data.status === "cancelled" && !(data.kind === "external" && data.planId) && (
         <p role="status" className="muted">
           Planning was cancelled. Nothing was saved.
         </p>
       )}
 
-      {!open && data.status !== "completed" && (
+      {!open && data.status !== "completed" && !(data.kind === "external" && data.planId) && (
         <div className="row">
           <button
             type="button"

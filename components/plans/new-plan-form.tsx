@@ -5,6 +5,7 @@ import { useRouter } from "next/navigation";
 import { useMemo, useState, type FormEvent } from "react";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
+import { WorkspaceSelect } from "@/components/workspaces/workspace-select";
 import { groupIssuesByStep, issuesFromError } from "./plan-issues";
 
 const EXAMPLE = JSON.stringify(
@@ -37,6 +38,7 @@ export function NewPlanForm() {
   const router = useRouter();
   const [goal, setGoal] = useState("");
   const [planJson, setPlanJson] = useState("");
+  const [workspaceId, setWorkspaceId] = useState("");
   const create = useMutation(
     trpc.plans.createFromJson.mutationOptions({ onSuccess: (plan) => router.push(`/plans/${plan.id}`) }),
   );
@@ -46,7 +48,7 @@ export function NewPlanForm() {
 
   function submit(event: FormEvent) {
     event.preventDefault();
-    create.mutate({ goal, planJson });
+    create.mutate({ goal, planJson, ...(workspaceId && { workspaceId }) });
   }
 
   return (
@@ -62,6 +64,7 @@ export function NewPlanForm() {
           required
         />
       </label>
+      <WorkspaceSelect value={workspaceId} onChange={setWorkspaceId} />
       <label className="field">
         <span>
           Plan as JSON <span className="muted">(an object with a steps array, or an array of steps)</span>

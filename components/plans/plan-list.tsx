@@ -2,13 +2,16 @@
 
 import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
+import { useState } from "react";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { StatusBadge } from "@/components/ui/status-badge";
 
 export function PlanList() {
   const trpc = useTRPC();
-  const plans = useQuery(trpc.plans.list.queryOptions());
+  // Archived and rejected plans are set aside: hidden unless asked for (the "Archived" filter).
+  const [show, setShow] = useState<"active" | "archived">("active");
+  const plans = useQuery(trpc.plans.list.queryOptions({ show }));
   if (plans.isPending) return <p aria-busy="true">Loading plans…</p>;
   if (plans.error) return <ErrorMessage error={plans.error} />;
   return (
@@ -19,7 +22,20 @@ export function PlanList() {
           New plan
         </Link>
       </div>
-      {plans.data.length === 0 ? (
+      <div className="row" role="group" aria-label="Show plans">
+        <button type="button" aria-pressed={show === "active"} onClick={() => setShow("active")}>
+          Active
+        </button>
+        <button type="button" aria-pressed={show === "archived"} onClick={() => setShow("archived")}>
+          Archived
+        </button>
+      </div>
+      {plans.data.length === 0 && show === "archived" ? (
+        <div className="empty">
+          <p>No archived or rejected plans.</p>
+          <p>Plans you archive or reject on their page are listed here, where they can be restored.</p>
+        </div>
+      ) : plans.data.length === 0 ? (
         <div className="empty">
           <p>No plans yet.</p>
           <p>
@@ -35,6 +51,7 @@ export function PlanList() {
               <th>Steps</th>
               <th>Version</th>
               <th>Source</th>
+              {show === "archived" && <th>State</th>}
               <th>Last run</th>
               <th>Updated</th>
             </tr>
@@ -49,6 +66,13 @@ export function PlanList() {
                 <td>{plan.steps}</td>
                 <td>v{plan.version}</td>
                 <td>{plan.source}</td>
+                {show === "archived" && (
+                  <td>
+                    <span className={`badge ${plan.state === "rejected" ? "planning-rejected" : ""}`}>
+                      {plan.state}
+                    </span>
+                  </td>
+                )}
                 <td>
                   {plan.lastRun ? (
                     <StatusBadge status={plan.lastRun.status} />

@@ -14,6 +14,7 @@ import { ExportImport } from "./export-import";
 import { HistoryPanel } from "./history-panel";
 import { PlanDetails } from "./plan-details";
 import { PlanGraph } from "./plan-graph";
+import { PlanLifecycleActions, PlanSetAsideBanner } from "./plan-lifecycle";
 import { ReviewForm } from "./review-form";
 import {
   approvalInput,
@@ -30,15 +31,19 @@ import { usePlanEditor, type Notice } from "./use-plan-editor";
 
 type View = "list" | "graph";
 
-export function PlanPage({ planId }: { planId: string }) {
+export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: string; showHistoryAtFirst?: boolean }) {
   const trpc = useTRPC();
   const router = useRouter();
   const queryClient = useQueryClient();
   const { plan, edit, pending, notice, setNotice } = usePlanEditor(planId);
   const tools = useQuery({ ...trpc.plans.tools.queryOptions(), staleTime: 60_000 });
+  const planWorkspace = useQuery(trpc.workspaces.forPlan.queryOptions({ planId }));
+  // Rejected or archived plans are not offered for approval (components/plans/plan-lifecycle.tsx).
+  const lifecycle = useQuery(trpc.plans.lifecycle.queryOptions({ planId }));
+  const setAside = lifecycle.data !== undefined && lifecycle.data.state !== "active";
   const [view, setView] = useState<View>("list");
   const [editing, setEditing] = useState<StepEditorTarget | null>(null);
-  const [showHistory, setShowHistory] = useState(false);
+  const [showHistory, setShowHistory] = useState(showHistoryAtFirst);
   const [runOptions, setRunOptions] = useState<RunOptions>(DEFAULT_RUN_OPTIONS);
   // Approval starts a run of this exact version; the person then watches it live.
   const approve = useMutation(
@@ -104,6 +109,7 @@ export function PlanPage({ planId }: { planId: string }) {
   }
 
   const { plan: current, issues } = plan.data;
+  const workspace = planWorkspace.data;
   const issuesByStep = groupIssuesByStep(issues);
   const planIssues = issuesByStep.get("") ?? [];
   const toolList = tools.data ?? [];
@@ -141,6 +147,16 @@ export function PlanPage({ planId }: { planId: string }) {
             {current.steps.length} step{current.steps.length === 1 ? "" : "s"} · by {current.author} ·{" "}
             {new Date(current.createdAt).toLocaleString()}
           </p>
+          <p className="muted" data-testid="plan-workspace">
+            {workspace && (
+              <>
+                Workspace <strong>{workspace.name}</strong> <span className="mono">{workspace.path}</span>
+                {workspace.isDefault && " (default)"}
+                {workspace.removed && " — removed: register it again to run this plan"} ·{" "}
+              </>
+            )}
+            <Link href={`/audit?plan=${encodeURIComponent(current.id)}`}>Audit log for this plan</Link>
+          </p>
         </div>
         <div className="stack-sm align-end">
           <button
@@ -151,6 +167,7 @@ export function PlanPage({ planId }: { planId: string }) {
               approve.isPending ||
               pending ||
               current.steps.length === 0 ||
+              setAside ||
               runOptionsProblem(runOptions) !== null
             }
             aria-describedby="plan-validation"
@@ -159,10 +176,19 @@ export function PlanPage({ planId }: { planId: string }) {
           </button>
           <RunOptionsFields value={runOptions} onChange={setRunOptions} />
           <ErrorMessage error={approve.error} />
-          {current.source === "agent" && <ReviewForm planId={planId} version={current.version} />}
+          {current.source === "agent" && !setAside && <ReviewForm planId={planId} version={current.version} />}
+          {lifecycle.data && (
+            <PlanLifecycleActions
+              planId={planId}
+              version={current.version}
+              lifecycle={lifecycle.data}
+              agentPlan={current.source === "agent"}
+            />
+          )}
         </div>
       </header>
 
+      {lifecycle.data && <PlanSetAsideBanner planId={planId} lifecycle={lifecycle.data} />}
       <ValidationBanner
         issueCount={issues.length}
         planIssues={planIssues.map((i) => i.message)}

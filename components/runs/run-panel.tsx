@@ -116,6 +116,12 @@ export function RunPanel({ run, goal, connection }: { run: LiveRun; goal: string
           </dd>
         </div>
         <div>
+          <dt>Workspace</dt>
+          <dd data-testid="run-workspace">
+            {run.workspace.name ?? run.workspace.path} <span className="mono muted">{run.workspace.path}</span>
+          </dd>
+        </div>
+        <div>
           <dt>At once</dt>
           <dd data-testid="max-parallel">up to {run.maxParallel} steps</dd>
         </div>
@@ -131,6 +137,12 @@ export function RunPanel({ run, goal, connection }: { run: LiveRun; goal: string
           <dt>Trace id</dt>
           <dd className="mono" data-testid="trace-id">
             {run.traceId}
+          </dd>
+        </div>
+        <div>
+          <dt>Decisions</dt>
+          <dd>
+            <Link href={`/audit?run=${run.id}`}>Audit log for this run</Link>
           </dd>
         </div>
         {run.rerunOf && (

@@ -23,6 +23,7 @@ const snapshot = (overrides: Partial<RunView> = {}): RunView => ({
   planVersion: 1,
   status: "running",
   traceId: "trace",
+  workspace: { id: null, name: null, path: "/tmp/ws" },
   approvedBy: "alice",
   maxParallel: 4,
   createdAt: "2024-01-01T00:00:00.000Z",

@@ -1,5 +1,6 @@
 import fs from "node:fs/promises";
 import type { AppContext } from "../app-context";
+import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
 import {
   adoptPlanVersionIntoRun,
@@ -90,6 +91,7 @@ export async function startSession(
     version: plan.version,
     actor: input.actor,
     workspaceRoot,
+    workspaceId: workspace.id,
   });
   const sessionId = await insertSession(app, {
     goal,
@@ -442,10 +444,13 @@ async function existsIn(root: string, relativePath: string): Promise<boolean> {
 }
 
 async function audit(app: App, session: SessionRow, actor: string, action: string, detail: object): Promise<void> {
-  await app.db.pool.query(
-    "insert into audit_entries (actor, action, plan_id, run_id, detail) values ($1, $2, $3, $4, $5)",
-    [actor, action, session.plan_id, session.run_id, JSON.stringify({ sessionId: session.id, ...detail })],
-  );
+  await recordAudit(app.db.pool, {
+    actor,
+    action,
+    planId: session.plan_id,
+    runId: session.run_id,
+    detail: { sessionId: session.id, ...detail },
+  });
 }
 
 /** Signals are not step states, but the live view shows them: they travel in the run's stream. */

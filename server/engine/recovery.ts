@@ -166,6 +166,7 @@ export async function rerunFrom(
     version,
     actor: input.actor,
     workspaceRoot: run.workspaceRoot,
+    workspaceId: run.workspaceId,
     maxParallel: run.maxParallel,
     approvalTimeoutMs: run.approvalTimeoutMs,
     approvalWarningMs: run.approvalWarningMs,

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { recordAudit } from "../audit/audit-log";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { NewEvent } from "../events/types";
@@ -36,6 +37,12 @@ export type StepWaiting =
   | { kind: "input"; question: string; choices?: string[] }
   | { kind: "agent"; agent?: string; since?: string };
 
+interface StepUpdate {
+  status: StepStatus;
+  reason?: string | null;
+  waiting: StepWaiting | null;
+}
+
 /** Everything one engine transaction knows and changes about a run; written back once at the end. */
 export class RunTransaction {
   readonly events: NewEvent[] = [];
@@ -44,10 +51,7 @@ export class RunTransaction {
   readonly statuses = new Map<string, StepStatus>();
   /** Final results, written with the status changes in one statement. */
   private readonly results = new Map<string, StepResult>();
-  private readonly updates = new Map<
-    string,
-    { status: StepStatus; reason?: string | null; waiting: StepWaiting | null }
-  >();
+  private readonly updates = new Map<string, StepUpdate>();
 
   constructor(
     readonly client: Client,
@@ -98,28 +102,30 @@ export class RunTransaction {
     for (const row of rows.rows) this.statuses.set(row.step_id, row.status);
   }
 
-  /** Writes step status changes made so far, so that queries in this transaction see them. */
+  /**
+   * Writes step results and status changes made so far, so that queries in this transaction see
+   * them: one statement for both (a finishing step usually has both).
+   */
   async flushStatusesOnly(): Promise<void> {
-    if (this.results.size > 0) {
-      await this.client.query(
-        `update run_steps rs set result = u.result, error = u.result->>'error',
-           progress = case when (u.result->>'ok')::boolean then 100 else rs.progress end
-         from jsonb_to_recordset($2::jsonb) as u(step_id text, result jsonb)
-         where rs.run_id = $1 and rs.step_id = u.step_id`,
-        [this.run.id, JSON.stringify([...this.results].map(([step_id, result]) => ({ step_id, result })))],
-      );
-      this.results.clear();
-    }
-    if (this.updates.size > 0) {
-      await this.client.query(
-        `update run_steps rs set status = u.status, reason = coalesce(u.reason, rs.reason), waiting = u.waiting,
-           finished_at = case when u.status in ('completed','failed','blocked','skipped','cancelled') then now() else rs.finished_at end
-         from jsonb_to_recordset($2::jsonb) as u(step_id text, status text, reason text, waiting jsonb)
-         where rs.run_id = $1 and rs.step_id = u.step_id`,
-        [this.run.id, JSON.stringify([...this.updates].map(([step_id, u]) => ({ step_id, ...u })))],
-      );
-      this.updates.clear();
-    }
+    if (this.results.size === 0 && this.updates.size === 0) return;
+    const rows = new Map<string, { step_id: string; result?: StepResult } & Partial<StepUpdate>>();
+    for (const [step_id, result] of this.results) rows.set(step_id, { step_id, result });
+    for (const [step_id, update] of this.updates) rows.set(step_id, { ...rows.get(step_id), step_id, ...update });
+    this.results.clear();
+    this.updates.clear();
+    await this.client.query(
+      `update run_steps rs set
+         result = coalesce(u.result, rs.result),
+         error = case when u.result is null then rs.error else u.result->>'error' end,
+         progress = case when (u.result->>'ok')::boolean then 100 else rs.progress end,
+         status = coalesce(u.status, rs.status),
+         reason = case when u.status is null then rs.reason else coalesce(u.reason, rs.reason) end,
+         waiting = case when u.status is null then rs.waiting else u.waiting end,
+         finished_at = case when u.status in ('completed','failed','blocked','skipped','cancelled') then now() else rs.finished_at end
+       from jsonb_to_recordset($2::jsonb) as u(step_id text, result jsonb, status text, reason text, waiting jsonb)
+       where rs.run_id = $1 and rs.step_id = u.step_id`,
+      [this.run.id, JSON.stringify([...rows.values()])],
+    );
   }
 
   async flush(): Promise<void> {
@@ -192,8 +198,13 @@ export async function audit(
   stepId: string | null,
   detail: Record<string, unknown> = {},
 ) {
-  await tx.client.query(
-    "insert into audit_entries (actor, action, plan_id, plan_version, run_id, step_id, detail) values ($1, $2, $3, $4, $5, $6, $7)",
-    [actor, action, tx.run.plan_id, tx.run.plan_version, tx.run.id, stepId, JSON.stringify(detail)],
-  );
+  await recordAudit(tx.client, {
+    actor,
+    action,
+    planId: tx.run.plan_id,
+    planVersion: tx.run.plan_version,
+    runId: tx.run.id,
+    stepId,
+    detail,
+  });
 }

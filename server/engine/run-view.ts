@@ -30,6 +30,8 @@ export interface RunView {
   maxParallel: number;
   /** `auto`: failed steps get a recovery proposal applied by policy (bounded); `ask`: a person decides. */
   recoveryPolicy?: "ask" | "auto";
+  /** The directory every tool of the run acts in, and the registered workspace's name. */
+  workspace: { id: string | null; name: string | null; path: string };
   /** The run this one re-runs from a chosen step, if any. */
   rerunOf?: string;
   createdAt: string;
@@ -59,6 +61,9 @@ export async function getRun(prisma: PrismaClient, runId: string): Promise<RunVi
       workerName(worker),
     ]),
   );
+  const workspace = await prisma.workspace.findFirst({
+    where: run.workspaceId ? { id: run.workspaceId } : { path: run.workspaceRoot },
+  });
   return {
     id: run.id,
     planId: run.planId,
@@ -68,6 +73,7 @@ export async function getRun(prisma: PrismaClient, runId: string): Promise<RunVi
     approvedBy: run.approvedBy,
     maxParallel: run.maxParallel,
     recoveryPolicy: run.recoveryPolicy === "auto" ? "auto" : "ask",
+    workspace: { id: workspace?.id ?? null, name: workspace?.name ?? null, path: run.workspaceRoot },
     ...(run.rerunOf !== null && { rerunOf: run.rerunOf }),
     createdAt: run.createdAt.toISOString(),
     startedAt: run.startedAt?.toISOString() ?? null,

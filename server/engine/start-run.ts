@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import type { StepStatus } from "../plans/schema";
+import { assertPlanMayRun } from "../plans/lifecycle";
 import { validatePlan } from "../plans/validate";
 import { advance } from "./advance";
 import type { EngineDeps } from "./deps";
@@ -12,6 +13,8 @@ export interface StartRunInput {
   version: number;
   actor: string;
   workspaceRoot: string;
+  /** The registered workspace at `workspaceRoot`; read `for share`, so it cannot be removed meanwhile. */
+  workspaceId?: string | null;
   maxParallel?: number;
   /** How long gated steps wait for a decision (default 30 minutes) and when to warn before. */
   approvalTimeoutMs?: number;
@@ -35,11 +38,18 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
   // so one id finds everything (seed 001's observability).
   let traceId = "";
   await inTransaction(deps.pool, async (client) => {
+    await assertPlanMayRun(client, input.planId);
     const trace = await client.query<{ trace_id: string }>(
       "select trace_id from plan_versions where plan_id = $1 and version = $2",
       [input.planId, input.version],
     );
     traceId = trace.rows[0]?.trace_id ?? randomUUID();
+    if (input.workspaceId) {
+      const workspace = await client.query("select 1 from workspaces where id = $1 and removed_at is null for share", [
+        input.workspaceId,
+      ]);
+      if (workspace.rowCount === 0) throw new AppError("invalid_state", "The plan's workspace was removed");
+    }
     const steps = await loadPlanSteps(client, input.planId, input.version);
     const issues = validatePlan({ steps }, deps.tools);
     if (issues.length > 0) throw new AppError("invalid_plan", "The plan is not valid and cannot run", issues);
@@ -50,8 +60,8 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
     await client.query(
       `insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root,
                          open_steps, active_steps, started_at, approval_timeout_ms, approval_warning_ms, rerun_of,
-                         recovery_policy)
-       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12)`,
+                         workspace_id, recovery_policy)
+       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12, $13)`,
       [
         runId,
         input.planId,
@@ -64,6 +74,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
         input.approvalTimeoutMs ?? DEFAULT_APPROVAL_TIMEOUT_MS,
         input.approvalWarningMs ?? DEFAULT_APPROVAL_WARNING_MS,
         input.reuse?.fromRunId ?? null,
+        input.workspaceId ?? null,
         input.recoveryPolicy ?? "ask",
       ],
     );
@@ -104,7 +115,10 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
       }
     }
     const tx = (await openRunTransaction(deps, client, runId))!;
-    await audit(tx, input.actor, "plan.approved", null);
+    await audit(tx, input.actor, "plan.approved", null, {
+      workspace: input.workspaceRoot,
+      ...(input.reuse && { rerunOf: input.reuse.fromRunId }),
+    });
     tx.events.push({
       type: "run.started",
       data: {

@@ -17,18 +17,59 @@ export async function appendEvents(
   events: NewEvent[],
 ): Promise<StoredEvent[]> {
   if (events.length === 0) return [];
-  // Timestamps come from the database's clock (the transaction's start), not this process's:
-  // processes with skewed clocks still stamp one stream's events in order.
-  const bumped = await client.query<{ last_seq: number; now: Date | string }>(
-    `insert into event_streams (id, last_seq) values ($1, $2)
-     on conflict (id) do update set last_seq = event_streams.last_seq + $2
-     returning last_seq, now() as now`,
-    [stream.streamId, events.length],
+  // One statement (one round trip, paid by every engine transaction): bump the stream's counter,
+  // insert the events numbered from it, and queue the NOTIFY — the events themselves when they
+  // fit, else only their range.
+  //
+  // Timestamps come from the database's clock, not this process's, so processes with skewed
+  // clocks still stamp one stream's events in order: clock_timestamp(), read once the stream's
+  // row lock is held (after the previous writer committed), rather than now() — the
+  // transaction's start, which a transaction that waited for the lock would stamp before its
+  // predecessor's events. Rounded to the column's milliseconds first, so the stamp sent live is
+  // exactly the one stored and replayed.
+  const result = await client.query<{ last_seq: number; created_at: string }>(
+    `with bumped as (
+       insert into event_streams (id, last_seq) values ($1, $2)
+       on conflict (id) do update set last_seq = event_streams.last_seq + $2
+       returning last_seq,
+         to_char(clock_timestamp()::timestamptz(3) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as created_at
+     ),
+     numbered as (
+       select b.last_seq - $2 + e.ord::int as seq, e.type, e.step_id, coalesce(e.data, '{}'::jsonb) as data, b.created_at
+       from bumped b,
+         rows from (jsonb_to_recordset($6::jsonb) as (type text, step_id text, data jsonb))
+           with ordinality as e(type, step_id, data, ord)
+     ),
+     inserted as (
+       insert into events (stream_id, seq, type, plan_id, run_id, step_id, trace_id, data, created_at)
+       select $1, seq, type, $3, $4::uuid, step_id, $5, data, created_at::timestamptz from numbered
+     ),
+     inline as (
+       select jsonb_build_object('streamId', $1::text, 'events', jsonb_agg(jsonb_build_object(
+         'streamId', $1::text, 'seq', seq, 'type', type, 'planId', $3::text, 'runId', $4::text,
+         'stepId', step_id, 'traceId', $5::text, 'data', data, 'createdAt', created_at) order by seq))::text as payload
+       from numbered
+     )
+     select b.last_seq, b.created_at, pg_notify($7, case
+         when octet_length(i.payload) <= ${MAX_INLINE_PAYLOAD} then i.payload
+         else jsonb_build_object('streamId', $1::text, 'fromSeq', b.last_seq - $2 + 1, 'toSeq', b.last_seq)::text
+       end) is null as sent
+     from bumped b, inline i`,
+    [
+      stream.streamId,
+      events.length,
+      stream.planId,
+      stream.runId,
+      stream.traceId,
+      JSON.stringify(
+        events.map((event) => ({ type: event.type, step_id: event.stepId ?? null, data: event.data ?? {} })),
+      ),
+      EVENTS_CHANNEL,
+    ],
   );
-  const lastSeq = bumped.rows[0]!.last_seq;
+  const { last_seq: lastSeq, created_at: createdAt } = result.rows[0]!;
   const firstSeq = lastSeq - events.length + 1;
-  const now = new Date(bumped.rows[0]!.now).toISOString();
-  const stored: StoredEvent[] = events.map((event, index) => ({
+  return events.map((event, index) => ({
     streamId: stream.streamId,
     seq: firstSeq + index,
     type: event.type,
@@ -37,32 +78,8 @@ export async function appendEvents(
     stepId: event.stepId ?? null,
     traceId: stream.traceId,
     data: event.data ?? {},
-    createdAt: now,
+    createdAt,
   }));
-  await client.query(
-    `insert into events (stream_id, seq, type, plan_id, run_id, step_id, trace_id, data, created_at)
-     select $1, s.seq, s.type, $2, $3::uuid, s.step_id, $4, s.data, $5::timestamptz
-     from jsonb_to_recordset($6::jsonb) as s(seq int, type text, step_id text, data jsonb)`,
-    [
-      stream.streamId,
-      stream.planId,
-      stream.runId,
-      stream.traceId,
-      now,
-      JSON.stringify(stored.map((e) => ({ seq: e.seq, type: e.type, step_id: e.stepId, data: e.data }))),
-    ],
-  );
-  let payload = JSON.stringify({ streamId: stream.streamId, events: stored } satisfies EventNotification);
-  if (payload.length > MAX_INLINE_PAYLOAD) {
-    payload = JSON.stringify({
-      streamId: stream.streamId,
-      fromSeq: firstSeq,
-      toSeq: lastSeq,
-    } satisfies EventNotification);
-  }
-  // Selecting a constant rather than pg_notify's void keeps this usable through Prisma raw queries.
-  await client.query("select 1 as sent from (select pg_notify($1, $2)) as notified", [EVENTS_CHANNEL, payload]);
-  return stored;
 }
 
 /** An `events` row as `select *` returns it. */

@@ -3,7 +3,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { inTransaction } from "../db";
-import { appendEvents } from "./store";
+import { appendEvents, readEvents } from "./store";
 import { streamEvents } from "./stream";
 import type { StoredEvent } from "./types";
 
@@ -187,5 +187,53 @@ describe("runs.events subscription", () => {
     const all = [...first, ...resumed].map(Number);
     expect(all).toEqual(range(1, all.length));
     expect(resumed.length).toBeGreaterThan(0);
+  });
+});
+
+describe("appendEvents timestamps", () => {
+  it("stamps a stream's events in sequence order even when an earlier transaction waited for the stream", async () => {
+    const streamId = `stream-${randomUUID()}`;
+    await append(streamId, 1);
+    const early = await harness.app.db.pool.connect();
+    try {
+      // `early` starts its transaction first, then waits while another writer appends and commits.
+      await early.query("begin");
+      await early.query("select 1");
+      await delay(50);
+      const [middle] = await append(streamId, 1);
+      const [late] = await appendEvents(early, streamFor(streamId), [{ type: "test.event" }]);
+      await early.query("commit");
+      expect(late!.seq).toBe(middle!.seq + 1);
+      expect(Date.parse(late!.createdAt)).toBeGreaterThanOrEqual(Date.parse(middle!.createdAt));
+    } finally {
+      early.release();
+    }
+  });
+});
+
+describe("appendEvents notifications", () => {
+  it("sends live exactly the events the table replays, field for field", async () => {
+    const streamId = `stream-${randomUUID()}`;
+    const live = new Promise<StoredEvent[]>((resolve) => {
+      const unsubscribe = harness.app.bus.subscribe(streamId, (events) => {
+        unsubscribe();
+        resolve(events);
+      });
+    });
+    const returned = await inTransaction(harness.app.db.pool, (client) =>
+      appendEvents(client, { ...streamFor(streamId), runId: randomUUID() }, [
+        {
+          type: "test.first",
+          stepId: "step_1",
+          data: { text: 'é ✓ "quoted"', nested: { n: 1.5, list: [null, true] } },
+        },
+        { type: "test.second" },
+      ]),
+    );
+    const replayed = await readEvents(harness.app.db.pool, streamId, 0);
+    expect(await live).toEqual(replayed);
+    expect(returned).toEqual(replayed);
+    expect(replayed.map((event) => event.seq)).toEqual([1, 2]);
+    expect(replayed[1]!.data).toEqual({});
   });
 });

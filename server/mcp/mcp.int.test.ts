@@ -85,6 +85,11 @@ describe("MCP server", () => {
       "plan_get",
       "run_get",
       "run_events",
+      "workspace_list",
+      "workspace_register",
+      "workspace_rename",
+      "workspace_remove",
+      "audit_list",
     ]) {
       expect(byName.has(name), name).toBe(true);
     }

@@ -3,9 +3,11 @@ import { startRun } from "../engine/engine";
 import { editPlan, planEditSchema } from "../plans/edits";
 import { exportPlanMarkdown } from "../plans/export";
 import { createPlan, getPlan, listPlans } from "../plans/service";
+import { requireWorkspace, workspaceForPlan } from "../plans/workspaces";
 import type { PlanIssue } from "../plans/validate";
 import { adoptIntoSessionRun } from "../agents/sessions";
 import { AppError } from "../errors";
+import { rejectPlan } from "../plans/lifecycle";
 import { requirePerson } from "./identity";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
@@ -37,13 +39,16 @@ export const planCreate = defineOperation({
     draft: z
       .looseObject({ goal: z.string(), steps: z.array(z.looseObject({})) })
       .describe("A plan draft: goal, steps [{id, tool, args, dependsOn, description, …}]"),
+    workspaceId: z.uuid().optional().describe("A registered workspace (workspace.list); the default one otherwise"),
   }),
   output: planOutputSchema,
   async run({ app, identity }, input) {
+    if (input.workspaceId) await requireWorkspace(app.db.pool, input.workspaceId);
     try {
       return await asPlanOutput(
         createPlan(app.db.prisma, app.tools, {
           draft: input.draft,
+          ...(input.workspaceId && { workspaceId: input.workspaceId }),
           source: identity.kind === "agent" ? "agent" : "manual",
           author: identity.name,
         }),
@@ -90,12 +95,15 @@ export const planMarkdown = defineOperation({
 export const planList = defineOperation({
   name: "plan.list",
   summary: "Plans, most recently changed first",
-  input: z.object({ limit: z.number().int().min(1).max(200).default(50) }),
+  input: z.object({
+    limit: z.number().int().min(1).max(200).default(50),
+    show: z.enum(["active", "archived"]).default("active").describe("archived: the archived and rejected plans"),
+  }),
   output: z.object({ plans: z.array(z.looseObject({ id: z.string(), goal: z.string(), version: z.number() })) }),
   annotations: { readOnly: true },
   async run({ app }, input) {
     return {
-      plans: (await listPlans(app.db.prisma, { limit: input.limit })) as unknown as {
+      plans: (await listPlans(app.db.prisma, { limit: input.limit, show: input.show })) as unknown as {
         id: string;
         goal: string;
         version: number;
@@ -143,13 +151,16 @@ export const planApprove = defineOperation({
   }),
   output: z.object({ runId: z.string(), traceId: z.string() }),
   audience: "person",
-  run({ app, identity }, input) {
+  async run({ app, identity }, input) {
     requirePerson(identity, "approve a plan");
+    // The run acts where the plan's task was made, not wherever the server happens to point.
+    const workspace = await workspaceForPlan(app.db.pool, input.planId, app.workspaceRoot);
     return startRun(app.engine, {
       planId: input.planId,
       version: input.version,
       actor: identity.name,
-      workspaceRoot: app.workspaceRoot,
+      workspaceRoot: workspace.path,
+      workspaceId: workspace.id,
       ...(input.maxParallel !== undefined && { maxParallel: input.maxParallel }),
       ...(input.approvalTimeoutSeconds !== undefined && { approvalTimeoutMs: input.approvalTimeoutSeconds * 1000 }),
       ...(input.approvalWarningSeconds !== undefined && { approvalWarningMs: input.approvalWarningSeconds * 1000 }),
@@ -198,16 +209,21 @@ export const planReviewStatus = defineOperation({
         where: {
           planId: input.planId,
           planVersion: asked,
-          action: { in: ["plan.rejected", "plan.changes_requested"] },
+          action: { in: ["plan.rejected", "plan.changes_requested", "plan.restored"] },
         },
         orderBy: { id: "desc" },
       });
-      if (review) {
+      // A restored plan waits for review again.
+      if (review && review.action !== "plan.restored") {
         return {
           ...base,
           state: review.action === "plan.rejected" ? ("rejected" as const) : ("changes_requested" as const),
           reviewedBy: review.actor,
-          comment: String((review.detail as { comment?: unknown }).comment ?? ""),
+          comment: String(
+            (review.detail as { comment?: unknown; reason?: unknown }).reason ??
+              (review.detail as { comment?: unknown }).comment ??
+              "",
+          ),
         };
       }
       if (plan.currentVersion > asked) return { ...base, state: "superseded" as const };
@@ -249,22 +265,25 @@ export const planReview = defineOperation({
     if (await app.db.prisma.run.findFirst({ where: { planId: input.planId, planVersion: input.version } })) {
       throw new AppError("invalid_state", "This version was already approved and runs");
     }
-    const action = input.decision === "reject" ? "plan.rejected" : "plan.changes_requested";
+    if (input.decision === "reject") {
+      // The same rejection as the planning session page's (server/plans/lifecycle.ts).
+      await rejectPlan(app.db.pool, {
+        planId: input.planId,
+        version: input.version,
+        actor: identity.name,
+        reason: input.comment,
+      });
+      return { ok: true as const };
+    }
     await app.db.prisma.auditEntry.create({
       data: {
         actor: identity.name,
-        action,
+        action: "plan.changes_requested",
         planId: input.planId,
         planVersion: input.version,
         detail: { comment: input.comment },
       },
     });
-    if (input.decision === "reject") {
-      await app.db.pool.query(
-        "update planning_sessions set status = 'cancelled', finished_at = now() where plan_id = $1 and kind = 'external'",
-        [input.planId],
-      );
-    }
     return { ok: true as const };
   },
 });

@@ -1,8 +1,11 @@
 import type { z } from "zod";
 import { agentOperations } from "./agent";
+import { auditOperations } from "./audit";
+import { planLifecycleOperations } from "./plan-lifecycle";
 import { planOperations } from "./plans";
 import { runOperations } from "./runs";
 import { templateOperations } from "./templates";
+import { workspaceOperations } from "./workspaces";
 import type { Operation } from "./operation";
 
 /**
@@ -16,7 +19,10 @@ export type AnyOperation = Operation<z.ZodType, z.ZodType>;
 export const operations: AnyOperation[] = [
   ...agentOperations,
   ...planOperations,
+  ...planLifecycleOperations,
   ...runOperations,
+  ...workspaceOperations,
+  ...auditOperations,
   ...templateOperations,
 ];
 

@@ -19,6 +19,9 @@ const runViewSchema = z.object({
   traceId: z.string(),
   approvedBy: z.string(),
   maxParallel: z.number(),
+  workspace: z
+    .object({ id: z.string().nullable(), name: z.string().nullable(), path: z.string() })
+    .describe("The directory the run's tools act in"),
   rerunOf: z.string().optional(),
   createdAt: z.string(),
   startedAt: when,

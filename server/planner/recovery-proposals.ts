@@ -1,4 +1,6 @@
 import { generateText, Output, type ModelMessage } from "ai";
+import { recordAudit } from "../audit/audit-log";
+import { prismaQueryable } from "../db";
 import { applyRecoveryAction } from "../engine/recovery";
 import { recoveryActionSchema, type RecoveryAction } from "../engine/recovery-action";
 import { getRun } from "../engine/run-view";
@@ -153,16 +155,14 @@ export async function proposeRecovery(
           automatic: input.automatic === true,
         },
       });
-      await deps.prisma.auditEntry.create({
-        data: {
-          actor: input.actor,
-          action: "recovery.proposed",
-          planId: run.planId,
-          planVersion: run.planVersion,
-          runId: run.id,
-          stepId: input.stepId,
-          detail: { proposalId: row.id, kind: action.kind, model: modelId },
-        },
+      await recordAudit(prismaQueryable(deps.prisma), {
+        actor: input.actor,
+        action: "recovery.proposed",
+        planId: run.planId,
+        planVersion: run.planVersion,
+        runId: run.id,
+        stepId: input.stepId,
+        detail: { proposalId: row.id, kind: action.kind, model: modelId },
       });
       return toView(row);
     }
@@ -224,16 +224,14 @@ export async function decideRecovery(
       throw error;
     }
   }
-  await deps.prisma.auditEntry.create({
-    data: {
-      actor: input.actor,
-      action: input.accept ? "recovery.accepted" : "recovery.rejected",
-      planId: run.planId,
-      planVersion: run.planVersion,
-      runId: run.id,
-      stepId: proposal.stepId,
-      detail: { proposalId: proposal.id, kind: (proposal.action as RecoveryAction).kind },
-    },
+  await recordAudit(prismaQueryable(deps.prisma), {
+    actor: input.actor,
+    action: input.accept ? "recovery.accepted" : "recovery.rejected",
+    planId: run.planId,
+    planVersion: run.planVersion,
+    runId: run.id,
+    stepId: proposal.stepId,
+    detail: { proposalId: proposal.id, kind: (proposal.action as RecoveryAction).kind },
   });
   return toView(await deps.prisma.recoveryProposal.findUniqueOrThrow({ where: { id: proposal.id } }));
 }

@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
+import { recordAudit } from "../audit/audit-log";
 import { prismaQueryable } from "../db";
 import type { PrismaClient } from "../generated/prisma/client";
 import { AppError } from "../errors";
@@ -57,7 +58,7 @@ async function storeNewPlan(prisma: PrismaClient, tools: ToolRegistry, input: Cr
     await db.planVersion.create({
       data: planVersionRow(id, 1, content, { ...input, traceId, changeNote: "Created" }),
     });
-    await db.auditEntry.create({ data: { actor: input.author, action: "plan.created", planId: id, planVersion: 1 } });
+    await recordAudit(prismaQueryable(db), { actor: input.author, action: "plan.created", planId: id, planVersion: 1 });
     // Seed 001: a new plan announces each of its steps as queued on the plan's event stream.
     await appendEvents(prismaQueryable(db), { streamId: id, planId: id, runId: null, traceId }, [
       { type: "plan.created", data: { version: 1, goal: content.goal, source: input.source } },
@@ -160,10 +161,20 @@ export interface PlanSummary {
   source: string;
   updatedAt: string;
   lastRun: { id: string; status: string } | null;
+  /** active, or set aside by a person: rejected (seed 002) or archived. */
+  state: "active" | "rejected" | "archived";
 }
 
-export async function listPlans(prisma: PrismaClient, options: { limit?: number } = {}): Promise<PlanSummary[]> {
+/** `active` (the default list) or `archived`: the plans a person archived or rejected. */
+export type PlanListShow = "active" | "archived";
+
+export async function listPlans(
+  prisma: PrismaClient,
+  options: { limit?: number; show?: PlanListShow } = {},
+): Promise<PlanSummary[]> {
+  const setAside = { OR: [{ archivedAt: { not: null } }, { rejectedAt: { not: null } }] };
   const plans = await prisma.plan.findMany({
+    where: options.show === "archived" ? setAside : { archivedAt: null, rejectedAt: null },
     orderBy: { updatedAt: "desc" },
     take: options.limit ?? 100,
     include: { runs: { orderBy: { createdAt: "desc" }, take: 1, select: { id: true, status: true } } },
@@ -183,6 +194,7 @@ export async function listPlans(prisma: PrismaClient, options: { limit?: number 
       source: version?.source ?? "manual",
       updatedAt: plan.updatedAt.toISOString(),
       lastRun: plan.runs[0] ?? null,
+      state: plan.rejectedAt ? "rejected" : plan.archivedAt ? "archived" : "active",
     };
   });
 }

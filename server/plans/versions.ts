@@ -1,3 +1,4 @@
+import { recordAudit } from "../audit/audit-log";
 import { prismaQueryable } from "../db";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
@@ -86,18 +87,20 @@ export async function savePlanVersion(
       data: planVersionRow(input.planId, version, content, { ...input, traceId: base.traceId }),
     });
     for (const stepId of waived) {
-      await db.auditEntry.create({
-        data: { actor: input.author, action: "gate.waived", planId: input.planId, planVersion: version, stepId },
-      });
-    }
-    await db.auditEntry.create({
-      data: {
+      await recordAudit(prismaQueryable(db), {
         actor: input.author,
-        action: "plan.version_created",
+        action: "gate.waived",
         planId: input.planId,
         planVersion: version,
-        detail: { baseVersion: input.baseVersion, changeNote: input.changeNote, source: input.source },
-      },
+        stepId,
+      });
+    }
+    await recordAudit(prismaQueryable(db), {
+      actor: input.author,
+      action: "plan.version_created",
+      planId: input.planId,
+      planVersion: version,
+      detail: { baseVersion: input.baseVersion, changeNote: input.changeNote, source: input.source },
     });
     await appendEvents(
       prismaQueryable(db),

@@ -1,15 +1,23 @@
 import { createCallerFactory, router } from "./init";
 import { agentsRouter } from "./routers/agents";
+import { auditRouter } from "./routers/audit";
+import { inboxRouter } from "./routers/inbox";
 import { plannerRouter } from "./routers/planner";
+import { planningRouter } from "./routers/planning";
 import { plansRouter } from "./routers/plans";
 import { runsRouter } from "./routers/runs";
 import { templatesRouter } from "./routers/templates";
+import { workspacesRouter } from "./routers/workspaces";
 
 export const appRouter = router({
   plans: plansRouter,
   runs: runsRouter,
   planner: plannerRouter,
   agents: agentsRouter,
+  workspaces: workspacesRouter,
+  audit: auditRouter,
+  planning: planningRouter,
+  inbox: inboxRouter,
   templates: templatesRouter,
 });
 export type AppRouter = typeof appRouter;

@@ -14,6 +14,7 @@ import {
 } from "../../planner/sessions";
 import { addSuggestedStep, suggestSteps } from "../../planner/suggest";
 import { getUsage } from "../../planner/usage";
+import { listWorkspaces, requireWorkspace } from "../../plans/workspaces";
 import { publicProcedure, router } from "../init";
 import { trackedEvents } from "../tracked-events";
 
@@ -26,11 +27,16 @@ export const plannerRouter = router({
   /** What is configured (never the keys) and which workspaces a task can plan against. */
   options: publicProcedure.query(async ({ ctx }) => {
     const planner = plannerFor(ctx.app);
-    const workspaces = await ctx.app.db.prisma.workspace.findMany({ orderBy: { name: "asc" } });
+    const workspaces = await listWorkspaces(ctx.app.db.pool, ctx.app.workspaceRoot);
     return {
       config: describePlannerConfig(planner.config),
       defaultWorkspace: ctx.app.workspaceRoot,
-      workspaces: workspaces.map((workspace) => ({ id: workspace.id, name: workspace.name, path: workspace.path })),
+      workspaces: workspaces.map((workspace) => ({
+        id: workspace.id,
+        name: workspace.name,
+        path: workspace.path,
+        isDefault: workspace.isDefault,
+      })),
     };
   }),
 
@@ -44,7 +50,11 @@ export const plannerRouter = router({
         useJudge: z.boolean().optional(),
       }),
     )
-    .mutation(({ ctx, input }) => startPlanning(plannerFor(ctx.app), { ...input, actor: ctx.actor })),
+    .mutation(async ({ ctx, input }) => {
+      // A removed workspace is refused here: the session would otherwise act in it.
+      if (input.workspaceId) await requireWorkspace(ctx.app.db.pool, input.workspaceId);
+      return startPlanning(plannerFor(ctx.app), { ...input, actor: ctx.actor });
+    }),
 
   session: publicProcedure
     .input(sessionInput)

@@ -6,9 +6,13 @@ import { MAX_PLAN_JSON_BYTES, parsePlanJson } from "../../plans/import";
 import { PLAN_SOURCES, type Plan } from "../../plans/schema";
 import { createPlan, getPlan, listPlans } from "../../plans/service";
 import { checkPlanDraft } from "../../plans/validate";
+import { AppError } from "../../errors";
+import { lifecycleStateOf } from "../../plans/lifecycle";
 import { listPlanVersions } from "../../plans/versions";
+import { requireWorkspace } from "../../plans/workspaces";
 import { planApprove, planEdit, planReview, planReviewStatus } from "../../operations/plans";
 import { viaOperation } from "../../operations/operation";
+import { planArchive, planRestore } from "../../operations/plan-lifecycle";
 import { publicProcedure, router } from "../init";
 
 const planId = z.string().min(1).max(64);
@@ -20,7 +24,13 @@ const planJsonInput = z.object({
 });
 
 export const plansRouter = router({
-  list: publicProcedure.query(({ ctx }) => listPlans(ctx.app.db.prisma)),
+  /** Active plans by default; `show: "archived"` lists the archived and rejected ones. */
+  list: publicProcedure
+    .input(z.object({ show: z.enum(["active", "archived"]).default("active") }).optional())
+    .query(({ ctx, input }) => listPlans(ctx.app.db.prisma, { show: input?.show ?? "active" })),
+  /** Archive and restore (server/operations/plan-lifecycle.ts); reject is `review`. */
+  archive: publicProcedure.input(planArchive.input).mutation(viaOperation(planArchive)),
+  restore: publicProcedure.input(planRestore.input).mutation(viaOperation(planRestore)),
 
   get: publicProcedure
     .input(z.object({ planId: z.string(), version: z.number().int().positive().optional() }))
@@ -30,20 +40,32 @@ export const plansRouter = router({
       return { plan, issues };
     }),
 
-  /** Dry run of the create form: every issue, nothing stored. */
-  check: publicProcedure.input(planJsonInput).mutation(({ ctx, input }) => {
-    return checkPlanDraft(parsePlanJson(input.planJson, input.goal), ctx.app.tools).issues;
+  /** Whether a person set the plan aside: rejected (seed 002) or archived; and whether it ever ran. */
+  lifecycle: publicProcedure.input(z.object({ planId })).query(async ({ ctx, input }) => {
+    const row = await ctx.app.db.prisma.plan.findUnique({
+      where: { id: input.planId },
+      select: { rejectedAt: true, rejectedVersion: true, archivedAt: true, _count: { select: { runs: true } } },
+    });
+    if (!row) throw new AppError("not_found", `No plan ${input.planId}`);
+    return {
+      state: lifecycleStateOf(row),
+      rejectedVersion: row.rejectedVersion,
+      archivedAt: row.archivedAt?.toISOString() ?? null,
+      runs: row._count.runs,
+    };
   }),
 
   createFromJson: publicProcedure
-    .input(planJsonInput.extend({ source: z.enum(PLAN_SOURCES).default("manual") }))
-    .mutation(({ ctx, input }) =>
-      createPlan(ctx.app.db.prisma, ctx.app.tools, {
+    .input(planJsonInput.extend({ source: z.enum(PLAN_SOURCES).default("manual"), workspaceId: z.uuid().optional() }))
+    .mutation(async ({ ctx, input }) => {
+      if (input.workspaceId) await requireWorkspace(ctx.app.db.pool, input.workspaceId);
+      return createPlan(ctx.app.db.prisma, ctx.app.tools, {
         draft: parsePlanJson(input.planJson, input.goal),
         source: input.source,
         author: ctx.actor,
-      }),
-    ),
+        ...(input.workspaceId && { workspaceId: input.workspaceId }),
+      });
+    }),
 
   /** A person approves exactly this version; its run starts (server/operations/plans.ts). */
   approve: publicProcedure.input(planApprove.input).mutation(viaOperation(planApprove)),

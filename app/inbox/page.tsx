@@ -1,0 +1,7 @@
+import { InboxView } from "@/components/inbox/inbox-view";
+
+export const metadata = { title: "Inbox · Stepwise" };
+
+export default function InboxRoute() {
+  return <InboxView />;
+}

@@ -1,0 +1,176 @@
+"use client";
+
+import { useInfiniteQuery } from "@tanstack/react-query";
+import Link from "next/link";
+import { useRouter } from "next/navigation";
+import { useId, type FormEvent } from "react";
+import { useTRPC } from "@/components/trpc";
+import { ErrorMessage } from "@/components/ui/error-message";
+
+export interface AuditFilters {
+  plan?: string;
+  run?: string;
+  person?: string;
+}
+
+/** How each recorded action reads in the log; anything else shows its name. */
+const ACTIONS: Record<string, string> = {
+  "plan.created": "created the plan",
+  "plan.version_created": "saved a new version",
+  "plan.approved": "approved the plan and started a run",
+  "plan.rejected": "rejected the plan",
+  "plan.changes_requested": "requested changes",
+  "gate.waived": "waived the approval gate",
+  "step.approved": "approved the step",
+  "step.denied": "denied the step",
+  "step.answered": "answered the question",
+  "step.approval_expired": "let the approval expire",
+  "step.retried": "retried the step",
+  "step.skipped": "skipped the step",
+  "step.recovered": "recovered the step",
+  "run.cancelled": "cancelled the run",
+  "run.paused": "paused the run",
+  "run.resumed": "resumed the run",
+  "run.plan_adopted": "moved the run to a new plan version",
+  "recovery.proposed": "asked the planner for a recovery",
+  "recovery.accepted": "accepted the recovery",
+  "recovery.rejected": "rejected the recovery",
+};
+
+/** The link to this page with the given filters, so a filtered view can be shared. */
+export function auditHref(filters: AuditFilters): string {
+  const params = new URLSearchParams();
+  if (filters.plan) params.set("plan", filters.plan);
+  if (filters.run) params.set("run", filters.run);
+  if (filters.person) params.set("person", filters.person);
+  const query = params.toString();
+  return query ? `/audit?${query}` : "/audit";
+}
+
+function describeDetail(detail: Record<string, unknown>): string {
+  return Object.entries(detail)
+    .filter(([, value]) => value !== undefined && value !== null && value !== "")
+    .map(([key, value]) => `${key}: ${typeof value === "string" ? value : JSON.stringify(value)}`)
+    .join(" · ");
+}
+
+/** Every decision, newest first, filtered by plan, run and person (from the address), older ones on request. */
+export function AuditPage({ filters }: { filters: AuditFilters }) {
+  const trpc = useTRPC();
+  const router = useRouter();
+  const id = useId();
+  const entries = useInfiniteQuery({
+    ...trpc.audit.list.infiniteQueryOptions(
+      {
+        ...(filters.plan && { planId: filters.plan }),
+        ...(filters.run && { runId: filters.run }),
+        ...(filters.person && { actor: filters.person }),
+        limit: 50,
+      },
+      { getNextPageParam: (page) => page.nextCursor },
+    ),
+    staleTime: 0,
+  });
+  const rows = entries.data?.pages.flatMap((page) => page.entries) ?? [];
+  const filtered = Boolean(filters.plan || filters.run || filters.person);
+
+  const submit = (event: FormEvent<HTMLFormElement>) => {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    const value = (name: string) => String(form.get(name) ?? "").trim() || undefined;
+    router.push(auditHref({ plan: value("plan"), run: value("run"), person: value("person") }));
+  };
+
+  return (
+    <section className="stack" aria-label="Audit log">
+      <h1>Audit log</h1>
+      <p className="muted">Who decided what and when: approvals, denials, answers, cancellations, waived gates.</p>
+      <form
+        key={auditHref(filters)}
+        onSubmit={submit}
+        className="row align-end"
+        role="search"
+        aria-label="Filter the audit log"
+      >
+        <label className="field" htmlFor={`${id}-plan`}>
+          <span>Plan</span>
+          <input id={`${id}-plan`} name="plan" defaultValue={filters.plan} placeholder="plan-…" className="mono" />
+        </label>
+        <label className="field" htmlFor={`${id}-run`}>
+          <span>Run</span>
+          <input id={`${id}-run`} name="run" defaultValue={filters.run} placeholder="run id" className="mono" />
+        </label>
+        <label className="field" htmlFor={`${id}-person`}>
+          <span>Person</span>
+          <input id={`${id}-person`} name="person" defaultValue={filters.person} placeholder="name" />
+        </label>
+        <button type="submit" className="primary">
+          Filter
+        </button>
+        {filtered && (
+          <Link href="/audit" className="button">
+            Clear filters
+          </Link>
+        )}
+      </form>
+      <ErrorMessage error={entries.error} />
+      {entries.isPending && <p aria-busy="true">Loading the audit log…</p>}
+      {entries.data && rows.length === 0 && (
+        <p className="empty">
+          {filtered ? "No decision matches these filters." : "No decisions yet. Approve a plan to start the log."}
+        </p>
+      )}
+      {rows.length > 0 && (
+        <table className="table" aria-label="Audit entries">
+          <thead>
+            <tr>
+              <th scope="col">When</th>
+              <th scope="col">Person</th>
+              <th scope="col">Decision</th>
+              <th scope="col">Plan</th>
+              <th scope="col">Run and step</th>
+              <th scope="col">Detail</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((entry) => (
+              <tr key={entry.id} data-audit-action={entry.action}>
+                <td>
+                  <time dateTime={entry.createdAt}>{new Date(entry.createdAt).toLocaleString()}</time>
+                </td>
+                <td>
+                  <Link href={auditHref({ ...filters, person: entry.actor })} title={`Only ${entry.actor}'s decisions`}>
+                    {entry.actor}
+                  </Link>
+                </td>
+                <td>
+                  {ACTIONS[entry.action] ?? entry.action} <span className="muted mono">{entry.action}</span>
+                </td>
+                <td>
+                  <Link href={`/plans/${entry.planId}`}>{entry.planGoal ?? entry.planId}</Link>
+                  {entry.planVersion !== null && <span className="muted"> v{entry.planVersion}</span>}
+                </td>
+                <td>
+                  {entry.runId ? (
+                    <Link href={`/runs/${entry.runId}`} className="mono">
+                      {entry.runId.slice(0, 8)}
+                    </Link>
+                  ) : (
+                    <span className="muted">–</span>
+                  )}
+                  {entry.stepId && <span className="mono"> · {entry.stepId}</span>}
+                </td>
+                <td className="pre-line">{describeDetail(entry.detail)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {entries.hasNextPage && (
+        <button onClick={() => void entries.fetchNextPage()} disabled={entries.isFetchingNextPage}>
+          {entries.isFetchingNextPage ? "Loading…" : "Older"}
+        </button>
+      )}
+    </section>
+  );
+}

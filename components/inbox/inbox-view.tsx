@@ -1,0 +1,209 @@
+"use client";
+
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import Link from "next/link";
+import { useId, useState, type FormEvent } from "react";
+import { useTRPC } from "@/components/trpc";
+import { ErrorMessage } from "@/components/ui/error-message";
+import type { InboxItem } from "@/server/inbox/inbox";
+import { INBOX_POLL_MS } from "./inbox-nav-link";
+
+const KIND_LABEL: Record<InboxItem["kind"], string> = {
+  planning_question: "Planning question",
+  plan_review: "Plan to review",
+  step_approval: "Step to approve",
+  step_input: "Run question",
+  agent_blocker: "Agent blocked",
+};
+
+/** Everything waiting for the person, oldest first, each with where it is decided. */
+export function InboxView() {
+  const trpc = useTRPC();
+  const inbox = useQuery({ ...trpc.inbox.list.queryOptions(), refetchInterval: INBOX_POLL_MS, staleTime: 0 });
+  return (
+    <section className="stack" aria-labelledby="inbox-heading">
+      <h1 id="inbox-heading">Inbox</h1>
+      <p className="muted">Everything that waits for you: questions, plans to review, steps to approve.</p>
+      <ErrorMessage error={inbox.error} />
+      {inbox.isPending && <p aria-busy="true">Loading the inbox…</p>}
+      {inbox.data && inbox.data.items.length === 0 && (
+        <div className="empty">
+          <p>Nothing waits for you.</p>
+          <p>
+            Questions from the planner, plans ready for review, gated steps and run questions appear here. Start
+            planning with <Link href="/tasks/new">New task</Link>, or see <Link href="/planning">Planning</Link> and{" "}
+            <Link href="/runs">Runs</Link>.
+          </p>
+        </div>
+      )}
+      {inbox.data && inbox.data.items.length > 0 && (
+        <ul className="stack-sm inbox-list" aria-label="Waiting for you">
+          {inbox.data.items.map((item) => (
+            <li key={item.id} className="card stack-sm" data-kind={item.kind} data-testid="inbox-item">
+              <div className="row spread">
+                <span className="tag">{KIND_LABEL[item.kind]}</span>
+                <time className="muted" dateTime={item.since}>
+                  since {new Date(item.since).toLocaleString()}
+                </time>
+              </div>
+              <InboxEntry item={item} />
+            </li>
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+function useRefreshInbox() {
+  const trpc = useTRPC();
+  const queryClient = useQueryClient();
+  return () => void queryClient.invalidateQueries({ queryKey: trpc.inbox.list.queryKey() });
+}
+
+function InboxEntry({ item }: { item: InboxItem }) {
+  switch (item.kind) {
+    case "planning_question":
+      return (
+        <>
+          <strong>{item.question}</strong>
+          <p className="muted">
+            {item.external ? "An agent planning" : "The planner"} “{item.goal}” asks.{" "}
+            <Link href={item.href}>Open the planning session</Link>
+          </p>
+          <TextAnswer
+            label={`Answer: ${item.question}`}
+            mutation="planning"
+            ids={{ sessionId: item.sessionId, questionId: item.questionId }}
+          />
+        </>
+      );
+    case "plan_review":
+      return (
+        <>
+          <strong>
+            {item.goal} — version {item.version} is ready for your review
+          </strong>
+          <p className="row">
+            <Link className="button primary" href={item.href}>
+              Review plan v{item.version}
+            </Link>
+            {item.sessionId && <Link href={`/tasks/${item.sessionId}`}>The planning session</Link>}
+          </p>
+        </>
+      );
+    case "step_approval":
+      return <StepApproval item={item} />;
+    case "step_input":
+      return (
+        <>
+          <strong>{item.question}</strong>
+          <p className="muted">
+            Step {item.stepId} of “{item.goal}” asks. <Link href={item.href}>Open the run</Link>
+          </p>
+          <TextAnswer
+            label={`Answer: ${item.question}`}
+            mutation="run"
+            ids={{ runId: item.runId, stepId: item.stepId }}
+            choices={item.choices}
+          />
+        </>
+      );
+    case "agent_blocker":
+      return (
+        <>
+          <strong>{item.message}</strong>
+          <p className="muted">
+            {item.raisedBy} is blocked in “{item.goal}”. <Link href={item.href}>Open its run</Link>
+          </p>
+        </>
+      );
+  }
+}
+
+function StepApproval({ item }: { item: Extract<InboxItem, { kind: "step_approval" }> }) {
+  const trpc = useTRPC();
+  const refresh = useRefreshInbox();
+  const decide = useMutation(trpc.runs.decide.mutationOptions({ onSuccess: refresh }));
+  return (
+    <>
+      <strong>{item.title}</strong>
+      <p className="muted">
+        Step {item.stepId} of “{item.goal}” waits for approval
+        {item.expiresAt && ` until ${new Date(item.expiresAt).toLocaleTimeString()}`}.{" "}
+        <Link href={item.href}>Open the run</Link>
+      </p>
+      <div className="row">
+        <button
+          type="button"
+          className="primary"
+          aria-label={`Approve ${item.stepId} of ${item.goal}`}
+          disabled={decide.isPending}
+          onClick={() => decide.mutate({ runId: item.runId, stepId: item.stepId, approve: true })}
+        >
+          Approve
+        </button>
+        <button
+          type="button"
+          className="danger"
+          aria-label={`Deny ${item.stepId} of ${item.goal}`}
+          disabled={decide.isPending}
+          onClick={() => decide.mutate({ runId: item.runId, stepId: item.stepId, approve: false })}
+        >
+          Deny
+        </button>
+      </div>
+      <ErrorMessage error={decide.error} />
+    </>
+  );
+}
+
+type AnswerTarget =
+  | { mutation: "planning"; ids: { sessionId: string; questionId: string } }
+  | { mutation: "run"; ids: { runId: string; stepId: string } };
+
+function TextAnswer({ label, choices, ...target }: { label: string; choices?: string[] | null } & AnswerTarget) {
+  const trpc = useTRPC();
+  const refresh = useRefreshInbox();
+  const id = useId();
+  const [answer, setAnswer] = useState("");
+  const planning = useMutation(trpc.planner.answer.mutationOptions({ onSuccess: refresh }));
+  const run = useMutation(trpc.runs.answer.mutationOptions({ onSuccess: refresh }));
+  const pending = planning.isPending || run.isPending;
+  const send = (value: string) => {
+    if (target.mutation === "planning") planning.mutate({ ...target.ids, answer: value });
+    else run.mutate({ ...target.ids, answer: value });
+  };
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    send(answer.trim());
+  };
+  if (choices && choices.length > 0) {
+    return (
+      <div className="stack-sm">
+        <div className="row" role="group" aria-label={label}>
+          {choices.map((choice) => (
+            <button type="button" key={choice} disabled={pending} onClick={() => send(choice)}>
+              {choice}
+            </button>
+          ))}
+        </div>
+        <ErrorMessage error={planning.error ?? run.error} />
+      </div>
+    );
+  }
+  return (
+    <form className="stack-sm" onSubmit={submit} aria-label={label}>
+      <label className="field" htmlFor={`${id}-answer`}>
+        <span>Your answer</span>
+        <textarea id={`${id}-answer`} rows={2} value={answer} onChange={(event) => setAnswer(event.target.value)} />
+      </label>
+      <div className="row">
+        <button type="submit" className="primary" disabled={pending || !answer.trim()}>
+          {pending ? "Sending…" : "Send answer"}
+        </button>
+      </div>
+      <ErrorMessage error={planning.error ?? run.error} />
+    </form>
+  );
+}

@@ -1,0 +1,129 @@
+import type pg from "pg";
+import { z } from "zod";
+
+type Queryable = Pick<pg.ClientBase, "query">;
+
+/**
+ * The audit log: who decided what, when, on which plan version, run and step. Every decision
+ * (approvals, denials, cancellations, waived gates, recovery decisions, answers) is written by
+ * `recordAudit` in the same transaction as the change it records, so the log never claims a
+ * decision that did not happen or misses one that did.
+ */
+export interface AuditRecord {
+  /** The authenticated identity's name (`system` for the engine's own decisions). */
+  actor: string;
+  /** Dotted verb, e.g. `step.approved`, `run.cancelled`, `gate.waived`, `recovery.accepted`. */
+  action: string;
+  planId: string;
+  planVersion?: number | null;
+  runId?: string | null;
+  stepId?: string | null;
+  detail?: Record<string, unknown>;
+}
+
+export async function recordAudit(db: Queryable, entry: AuditRecord): Promise<void> {
+  await db.query(
+    `insert into audit_entries (actor, action, plan_id, plan_version, run_id, step_id, detail)
+     values ($1, $2, $3, $4, $5, $6, $7::jsonb)`,
+    [
+      entry.actor,
+      entry.action,
+      entry.planId,
+      entry.planVersion ?? null,
+      entry.runId ?? null,
+      entry.stepId ?? null,
+      JSON.stringify(entry.detail ?? {}),
+    ],
+  );
+}
+
+export const auditListInputSchema = z.object({
+  planId: z.string().trim().min(1).max(100).optional(),
+  runId: z.uuid().optional(),
+  /** The person (or agent, or `system`) who decided: exact name. */
+  actor: z.string().trim().min(1).max(200).optional(),
+  /** The `nextCursor` of the previous page: entries older than it. */
+  cursor: z
+    .string()
+    .regex(/^\d{1,19}$/, "A cursor is the nextCursor of an earlier page")
+    .optional(),
+  limit: z.number().int().min(1).max(200).default(50),
+});
+export type AuditListInput = z.input<typeof auditListInputSchema>;
+
+export interface AuditEntryView {
+  id: string;
+  actor: string;
+  action: string;
+  planId: string;
+  planVersion: number | null;
+  /** The goal of the plan version the decision was about, for reading the log without opening it. */
+  planGoal: string | null;
+  runId: string | null;
+  stepId: string | null;
+  detail: Record<string, unknown>;
+  createdAt: string;
+}
+
+export interface AuditPage {
+  entries: AuditEntryView[];
+  /** Pass as `cursor` for the next, older page; null on the last page. */
+  nextCursor: string | null;
+}
+
+/**
+ * Entries newest first, filtered by plan, run and actor, a page at a time. Keyset paging on the
+ * entry id (indexes `(plan_id, id)`, `(run_id, id)`, `(actor, id)`) costs the same on page 1000
+ * as on page 1, where an offset would read every skipped row.
+ */
+export async function listAuditEntries(db: Queryable, rawInput: AuditListInput): Promise<AuditPage> {
+  const input = auditListInputSchema.parse(rawInput);
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const add = (sql: string, value: unknown) => {
+    params.push(value);
+    where.push(sql.replace("?", `$${params.length}`));
+  };
+  if (input.planId) add("a.plan_id = ?", input.planId);
+  if (input.runId) add("a.run_id = ?", input.runId);
+  if (input.actor) add("a.actor = ?", input.actor);
+  if (input.cursor) add("a.id < ?::bigint", input.cursor);
+  params.push(input.limit + 1);
+  const rows = await db.query<{
+    id: string;
+    actor: string;
+    action: string;
+    plan_id: string;
+    plan_version: number | null;
+    goal: string | null;
+    run_id: string | null;
+    step_id: string | null;
+    detail: Record<string, unknown> | null;
+    created_at: Date;
+  }>(
+    `select a.id::text, a.actor, a.action, a.plan_id, a.plan_version, pv.goal, a.run_id, a.step_id, a.detail,
+            a.created_at
+     from audit_entries a
+     left join plan_versions pv on pv.plan_id = a.plan_id and pv.version = a.plan_version
+     ${where.length > 0 ? `where ${where.join(" and ")}` : ""}
+     order by a.id desc
+     limit $${params.length}`,
+    params,
+  );
+  const page = rows.rows.slice(0, input.limit);
+  return {
+    entries: page.map((row) => ({
+      id: row.id,
+      actor: row.actor,
+      action: row.action,
+      planId: row.plan_id,
+      planVersion: row.plan_version,
+      planGoal: row.goal,
+      runId: row.run_id,
+      stepId: row.step_id,
+      detail: row.detail ?? {},
+      createdAt: new Date(row.created_at).toISOString(),
+    })),
+    nextCursor: rows.rows.length > input.limit ? page[page.length - 1]!.id : null,
+  };
+}

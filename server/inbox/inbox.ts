@@ -1,0 +1,225 @@
+import type pg from "pg";
+
+/**
+ * Everything that waits for a person, anywhere, in one list: planning questions awaiting an
+ * answer, plans from planning sessions awaiting review, gated steps awaiting approval, run
+ * questions (`ask_user`) awaiting input, and blockers agents raised in their sessions. Each item
+ * names where it is decided. Read straight from the rows that define each wait, so the list
+ * cannot disagree with the pages it links to.
+ */
+export type InboxItem =
+  | {
+      kind: "planning_question";
+      id: string;
+      sessionId: string;
+      questionId: string;
+      question: string;
+      goal: string;
+      external: boolean;
+      since: string;
+      href: string;
+    }
+  | {
+      kind: "plan_review";
+      id: string;
+      planId: string;
+      version: number;
+      goal: string;
+      sessionId: string | null;
+      since: string;
+      href: string;
+    }
+  | {
+      kind: "step_approval";
+      id: string;
+      runId: string;
+      stepId: string;
+      title: string;
+      goal: string;
+      expiresAt: string | null;
+      since: string;
+      href: string;
+    }
+  | {
+      kind: "step_input";
+      id: string;
+      runId: string;
+      stepId: string;
+      question: string;
+      choices: string[] | null;
+      goal: string;
+      since: string;
+      href: string;
+    }
+  | {
+      kind: "agent_blocker";
+      id: string;
+      sessionId: string;
+      runId: string | null;
+      message: string;
+      goal: string;
+      raisedBy: string;
+      since: string;
+      href: string;
+    };
+
+export type InboxKind = InboxItem["kind"];
+
+const iso = (value: Date) => value.toISOString();
+
+async function planningQuestions(pool: pg.Pool): Promise<InboxItem[]> {
+  const rows = await pool.query<{
+    session_id: string;
+    question_id: string;
+    question: string;
+    goal: string;
+    kind: string;
+    asked_at: Date;
+  }>(
+    `select s.id as session_id, q.id as question_id, q.question, s.goal, s.kind, q.asked_at
+       from planning_questions q join planning_sessions s on s.id = q.session_id
+      where q.answer is null and s.status = 'awaiting_answer'
+      order by q.asked_at`,
+  );
+  return rows.rows.map((row) => ({
+    kind: "planning_question" as const,
+    id: `question:${row.question_id}`,
+    sessionId: row.session_id,
+    questionId: row.question_id,
+    question: row.question,
+    goal: row.goal,
+    external: row.kind === "external",
+    since: iso(row.asked_at),
+    href: `/tasks/${row.session_id}`,
+  }));
+}
+
+/**
+ * Plans a planning session produced whose current version waits for a decision: never run at that
+ * version, not rejected or archived, no planner still revising it, and (for an agent's plan) not
+ * sent back to the agent for changes.
+ */
+async function plansToReview(pool: pg.Pool): Promise<InboxItem[]> {
+  const rows = await pool.query<{
+    plan_id: string;
+    current_version: number;
+    goal: string;
+    session_id: string | null;
+    updated_at: Date;
+  }>(
+    `select p.id as plan_id, p.current_version, v.goal, p.updated_at,
+            (select s.id from planning_sessions s where s.plan_id = p.id and s.status = 'completed'
+              order by s.created_at desc limit 1) as session_id
+       from plans p
+       join plan_versions v on v.plan_id = p.id and v.version = p.current_version
+      where p.rejected_at is null and p.archived_at is null
+        and exists (select 1 from planning_sessions s where s.plan_id = p.id and s.status = 'completed')
+        and not exists (select 1 from planning_sessions s where s.plan_id = p.id and s.status in ('running', 'awaiting_answer'))
+        and not exists (select 1 from runs r where r.plan_id = p.id and r.plan_version = p.current_version)
+        and coalesce((select a.action from audit_entries a
+                       where a.plan_id = p.id and a.plan_version = p.current_version
+                         and a.action in ('plan.changes_requested', 'plan.restored')
+                       order by a.id desc limit 1), '') <> 'plan.changes_requested'
+      order by p.updated_at`,
+  );
+  return rows.rows.map((row) => ({
+    kind: "plan_review" as const,
+    id: `plan:${row.plan_id}:${row.current_version}`,
+    planId: row.plan_id,
+    version: row.current_version,
+    goal: row.goal,
+    sessionId: row.session_id,
+    since: iso(row.updated_at),
+    href: `/plans/${row.plan_id}`,
+  }));
+}
+
+async function waitingSteps(pool: pg.Pool): Promise<InboxItem[]> {
+  const rows = await pool.query<{
+    run_id: string;
+    step_id: string;
+    status: string;
+    waiting: { expiresAt?: string; question?: string; choices?: string[] } | null;
+    steps: { id: string; title?: string; description?: string }[];
+    goal: string;
+    since: Date;
+  }>(
+    `select rs.run_id, rs.step_id, rs.status, rs.waiting, v.steps, v.goal,
+            coalesce(r.started_at, r.created_at) as since
+       from run_steps rs
+       join runs r on r.id = rs.run_id
+       join plan_versions v on v.plan_id = r.plan_id and v.version = r.plan_version
+      where rs.status in ('awaiting_approval', 'awaiting_input')
+        and r.status not in ('completed', 'failed', 'cancelled')
+      order by since`,
+  );
+  return rows.rows.map((row) => {
+    const step = row.steps.find((candidate) => candidate.id === row.step_id);
+    const title = step?.title ?? step?.description ?? row.step_id;
+    const href = `/runs/${row.run_id}#step-${row.step_id}`;
+    if (row.status === "awaiting_approval") {
+      return {
+        kind: "step_approval" as const,
+        id: `approval:${row.run_id}:${row.step_id}`,
+        runId: row.run_id,
+        stepId: row.step_id,
+        title,
+        goal: row.goal,
+        expiresAt: row.waiting?.expiresAt ?? null,
+        since: iso(row.since),
+        href,
+      };
+    }
+    return {
+      kind: "step_input" as const,
+      id: `input:${row.run_id}:${row.step_id}`,
+      runId: row.run_id,
+      stepId: row.step_id,
+      question: row.waiting?.question ?? title,
+      choices: row.waiting?.choices ?? null,
+      goal: row.goal,
+      since: iso(row.since),
+      href,
+    };
+  });
+}
+
+async function agentBlockers(pool: pg.Pool): Promise<InboxItem[]> {
+  const rows = await pool.query<{
+    seq: string;
+    session_id: string;
+    run_id: string | null;
+    message: string;
+    goal: string;
+    raised_by: string;
+    raised_at: Date;
+  }>(
+    `select g.seq::text as seq, g.session_id, a.run_id, g.message, a.goal, g.raised_by, g.raised_at
+       from signals g join agent_sessions a on a.id = g.session_id
+      where g.cleared_at is null and g.level = 'blocker'
+      order by g.raised_at`,
+  );
+  return rows.rows.map((row) => ({
+    kind: "agent_blocker" as const,
+    id: `blocker:${row.seq}`,
+    sessionId: row.session_id,
+    runId: row.run_id,
+    message: row.message,
+    goal: row.goal,
+    raisedBy: row.raised_by,
+    since: iso(row.raised_at),
+    href: row.run_id ? `/runs/${row.run_id}` : `/runs`,
+  }));
+}
+
+/** Oldest wait first: the one that has waited longest is the first to decide. */
+export async function listInbox(pool: pg.Pool): Promise<{ items: InboxItem[]; count: number }> {
+  const groups = await Promise.all([
+    planningQuestions(pool),
+    plansToReview(pool),
+    waitingSteps(pool),
+    agentBlockers(pool),
+  ]);
+  const items = groups.flat().sort((a, b) => a.since.localeCompare(b.since));
+  return { items, count: items.length };
+}

@@ -1,0 +1,28 @@
+import { z } from "zod";
+import { auditListInputSchema, listAuditEntries } from "../audit/audit-log";
+import { defineOperation } from "./operation";
+import type { AnyOperation } from "./registry";
+
+const entrySchema = z.object({
+  id: z.string(),
+  actor: z.string(),
+  action: z.string(),
+  planId: z.string(),
+  planVersion: z.number().nullable(),
+  planGoal: z.string().nullable(),
+  runId: z.string().nullable(),
+  stepId: z.string().nullable(),
+  detail: z.record(z.string(), z.unknown()),
+  createdAt: z.string(),
+});
+
+export const auditList = defineOperation({
+  name: "audit.list",
+  summary: "The audit log newest first (who decided what, when), filtered by plan, run and actor, paged by cursor",
+  input: auditListInputSchema,
+  output: z.object({ entries: z.array(entrySchema), nextCursor: z.string().nullable() }),
+  annotations: { readOnly: true },
+  run: ({ app }, input) => listAuditEntries(app.db.pool, input),
+});
+
+export const auditOperations: AnyOperation[] = [auditList];

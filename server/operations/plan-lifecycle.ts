@@ -1,0 +1,43 @@
+import { z } from "zod";
+import { archivePlan, restorePlan } from "../plans/lifecycle";
+import { requirePerson } from "./identity";
+import { defineOperation } from "./operation";
+import type { AnyOperation } from "./registry";
+
+/**
+ * Discarding and restoring plans: a person's decisions, audited (`plan.archived`, `plan.restored`).
+ * Rejecting a submitted plan is `plan.review` with decision `reject` (server/operations/plans.ts),
+ * the same for the built-in planner's plans and an agent's.
+ */
+const planId = z.string().min(1).max(100);
+
+export const planArchive = defineOperation({
+  name: "plan.archive",
+  summary: "Archive (discard) a plan: hidden from the plans list, never runs; refused while a run of it is active",
+  input: z.object({ planId }),
+  output: z.object({ planId: z.string(), state: z.enum(["archived", "rejected"]) }),
+  annotations: { destructive: false, idempotent: false },
+  audience: "person",
+  async run({ app, identity }, input) {
+    requirePerson(identity, "archive a plan");
+    const result = await archivePlan(app.db.pool, { planId: input.planId, actor: identity.name });
+    return {
+      planId: result.planId,
+      state: result.state === "rejected" ? ("rejected" as const) : ("archived" as const),
+    };
+  },
+});
+
+export const planRestore = defineOperation({
+  name: "plan.restore",
+  summary: "Restore an archived or rejected plan to the plans list; it may be approved again",
+  input: z.object({ planId }),
+  output: z.object({ planId: z.string(), state: z.literal("active") }),
+  audience: "person",
+  run({ app, identity }, input) {
+    requirePerson(identity, "restore a plan");
+    return restorePlan(app.db.pool, { planId: input.planId, actor: identity.name });
+  },
+});
+
+export const planLifecycleOperations = [planArchive, planRestore] as AnyOperation[];

@@ -1,0 +1,177 @@
+import type pg from "pg";
+import { inTransaction } from "../db";
+import { AppError } from "../errors";
+
+/**
+ * A plan's life beyond its versions (seed 002's Plan Approval, and discarding plans): a person may
+ * reject a submitted plan (it ends; its planning session shows "rejected"), archive a plan (hidden
+ * from the plans list) and restore either. A rejected or archived plan never starts a run:
+ * `startRun` reads the same columns under the plan row lock (`assertPlanMayRun`), and these
+ * changes take that lock first, so an approval and a rejection of one plan never both succeed.
+ */
+export type PlanLifecycleState = "active" | "rejected" | "archived";
+
+const ACTIVE_RUN_STATUSES = ["running", "paused", "failing"];
+
+interface PlanRow {
+  id: string;
+  current_version: number;
+  rejected_at: Date | null;
+  rejected_version: number | null;
+  archived_at: Date | null;
+}
+
+async function lockPlan(client: pg.PoolClient, planId: string): Promise<PlanRow> {
+  const rows = await client.query<PlanRow>(
+    "select id, current_version, rejected_at, rejected_version, archived_at from plans where id = $1 for update",
+    [planId],
+  );
+  const plan = rows.rows[0];
+  if (!plan) throw new AppError("not_found", `No plan ${planId}`);
+  return plan;
+}
+
+async function writeAudit(
+  client: pg.PoolClient,
+  entry: { actor: string; action: string; planId: string; planVersion: number; detail: Record<string, unknown> },
+) {
+  await client.query(
+    "insert into audit_entries (actor, action, plan_id, plan_version, detail) values ($1, $2, $3, $4, $5)",
+    [entry.actor, entry.action, entry.planId, entry.planVersion, JSON.stringify(entry.detail)],
+  );
+}
+
+/** The one rule every run start checks (inside its transaction, before inserting the run). */
+export async function assertPlanMayRun(client: pg.PoolClient, planId: string): Promise<void> {
+  const rows = await client.query<{ rejected_at: Date | null; archived_at: Date | null }>(
+    "select rejected_at, archived_at from plans where id = $1 for share",
+    [planId],
+  );
+  const plan = rows.rows[0];
+  if (plan?.rejected_at) {
+    throw new AppError("invalid_state", "This plan was rejected and cannot run; restore it first to approve it");
+  }
+  if (plan?.archived_at) {
+    throw new AppError("invalid_state", "This plan is archived and cannot run; restore it first to approve it");
+  }
+}
+
+/**
+ * Rejects the plan at `version` (its current one, never run). Ends every planning session still
+ * open on it, writes `plan.rejected` with the reason. Both kinds of planning session agree: the
+ * built-in planner's and an external agent's (which reads the rejection through plan.review_status).
+ */
+export async function rejectPlan(
+  pool: pg.Pool,
+  input: { planId: string; version: number; actor: string; reason: string },
+): Promise<{ planId: string; version: number; state: "rejected" }> {
+  return inTransaction(pool, async (client) => {
+    const plan = await lockPlan(client, input.planId);
+    if (plan.rejected_at) {
+      throw new AppError("invalid_state", `This plan was already rejected (version ${plan.rejected_version})`);
+    }
+    if (input.version !== plan.current_version) {
+      throw new AppError(
+        "version_conflict",
+        `Version ${input.version} is not the current version (${plan.current_version})`,
+        { currentVersion: plan.current_version },
+      );
+    }
+    const ran = await client.query("select 1 from runs where plan_id = $1 and plan_version = $2 limit 1", [
+      input.planId,
+      input.version,
+    ]);
+    if (ran.rowCount) throw new AppError("invalid_state", "This version was already approved and runs");
+    const regenerating = await client.query(
+      "select id from planning_sessions where plan_id = $1 and kind = 'regenerate' and status in ('running', 'awaiting_answer') limit 1",
+      [input.planId],
+    );
+    if (regenerating.rowCount) {
+      throw new AppError(
+        "invalid_state",
+        "The planner is still revising this plan; cancel that planning session before rejecting the plan",
+        { sessionId: (regenerating.rows[0] as { id: string }).id },
+      );
+    }
+    await client.query("update plans set rejected_at = now(), rejected_version = $2 where id = $1", [
+      input.planId,
+      input.version,
+    ]);
+    // An agent in plan mode learns it through plan.review_status; its session ends here.
+    await client.query(
+      "update planning_sessions set status = 'cancelled', finished_at = now() where plan_id = $1 and kind = 'external'",
+      [input.planId],
+    );
+    await writeAudit(client, {
+      actor: input.actor,
+      action: "plan.rejected",
+      planId: input.planId,
+      planVersion: input.version,
+      detail: { reason: input.reason },
+    });
+    return { planId: input.planId, version: input.version, state: "rejected" as const };
+  });
+}
+
+/** Archives (discards) a plan; refused while one of its runs is still going. */
+export async function archivePlan(
+  pool: pg.Pool,
+  input: { planId: string; actor: string },
+): Promise<{ planId: string; state: PlanLifecycleState }> {
+  return inTransaction(pool, async (client) => {
+    const plan = await lockPlan(client, input.planId);
+    if (plan.archived_at) throw new AppError("invalid_state", "This plan is already archived");
+    const active = await client.query<{ id: string; status: string }>(
+      "select id, status from runs where plan_id = $1 and status = any($2::text[]) order by created_at limit 1",
+      [input.planId, ACTIVE_RUN_STATUSES],
+    );
+    const run = active.rows[0];
+    if (run) {
+      throw new AppError(
+        "invalid_state",
+        `A run of this plan is still ${run.status} (${run.id}); cancel it or let it finish before archiving the plan`,
+        { runId: run.id },
+      );
+    }
+    await client.query("update plans set archived_at = now() where id = $1", [input.planId]);
+    await writeAudit(client, {
+      actor: input.actor,
+      action: "plan.archived",
+      planId: input.planId,
+      planVersion: plan.current_version,
+      detail: {},
+    });
+    return { planId: input.planId, state: plan.rejected_at ? ("rejected" as const) : ("archived" as const) };
+  });
+}
+
+/** Brings an archived or rejected plan back to the list; it may be approved again. */
+export async function restorePlan(
+  pool: pg.Pool,
+  input: { planId: string; actor: string },
+): Promise<{ planId: string; state: "active" }> {
+  return inTransaction(pool, async (client) => {
+    const plan = await lockPlan(client, input.planId);
+    if (!plan.archived_at && !plan.rejected_at) {
+      throw new AppError("invalid_state", "This plan is neither archived nor rejected; there is nothing to restore");
+    }
+    await client.query(
+      "update plans set archived_at = null, rejected_at = null, rejected_version = null where id = $1",
+      [input.planId],
+    );
+    await writeAudit(client, {
+      actor: input.actor,
+      action: "plan.restored",
+      planId: input.planId,
+      planVersion: plan.current_version,
+      detail: { wasArchived: plan.archived_at !== null, wasRejectedVersion: plan.rejected_version },
+    });
+    return { planId: input.planId, state: "active" as const };
+  });
+}
+
+export function lifecycleStateOf(plan: { rejectedAt: Date | null; archivedAt: Date | null }): PlanLifecycleState {
+  if (plan.rejectedAt) return "rejected";
+  if (plan.archivedAt) return "archived";
+  return "active";
+}
