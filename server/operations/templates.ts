@@ -8,6 +8,7 @@ import {
   saveTemplate,
 } from "../templates/service";
 import { TEMPLATE_LIMITS } from "../templates/placeholders";
+import { requireWorkspace } from "../plans/workspaces";
 import { defineOperation } from "./operation";
 import { planOutputSchema } from "./plans";
 import type { AnyOperation } from "./registry";
@@ -102,13 +103,16 @@ export const templateInstantiate = defineOperation({
   input: z.object({
     templateId,
     values: z.record(z.string().max(64), value).default({}),
+    workspaceId: z.uuid().optional().describe("A registered workspace (workspace.list); the default one otherwise"),
   }),
   output: planOutputSchema,
   async run({ app, identity }, input) {
+    if (input.workspaceId) await requireWorkspace(app.db.pool, input.workspaceId);
     const plan = await instantiateTemplate(app.db.prisma, app.tools, {
       templateId: input.templateId,
       values: input.values,
       actor: identity.name,
+      ...(input.workspaceId && { workspaceId: input.workspaceId }),
     });
     return plan as object as z.input<typeof planOutputSchema>;
   },

@@ -1,3 +1,6 @@
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { invokeOperation } from "../operations/operation";
@@ -112,6 +115,31 @@ describe("plan templates", () => {
       .instantiate({ templateId: template.id, values: { service: "a", env: "b", region: "c" } })
       .catch((e: unknown) => e);
     expect(issueOf(unknown).message).toMatch(/no parameter "region"/);
+  });
+
+  it("starts the plan in the registered workspace asked for, and refuses an unknown one", async () => {
+    const template = await savedTemplate();
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-template-ws-"));
+    try {
+      const workspace = await harness.caller.workspaces.register({ path: dir, name: "Template target" });
+      const plan = await harness.caller.templates.instantiate({
+        templateId: template.id,
+        values: { service: "api", env: "dev" },
+        workspaceId: workspace.id,
+      });
+      const task = await harness.app.db.prisma.task.findUniqueOrThrow({ where: { id: plan.taskId as string } });
+      expect(task.workspaceId).toBe(workspace.id);
+      const missing = await harness.caller.templates
+        .instantiate({
+          templateId: template.id,
+          values: { service: "api", env: "dev" },
+          workspaceId: "00000000-0000-4000-8000-000000000000",
+        })
+        .catch((e: unknown) => e);
+      expect(issueOf(missing).code).toBe("NOT_FOUND");
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("is reachable as operations (HTTP API, MCP) and can be deleted", async () => {
