@@ -79,6 +79,10 @@ describe("run policy: automatic recovery", () => {
     expect(llm.requests).toHaveLength(1);
     expect((await harness.caller.runs.get({ runId: asked.runId })).steps[0]!.status).toBe("failed");
     expect(await harness.caller.planner.recoveryProposals({ runId: asked.runId })).toEqual([]);
+
+    // A re-run keeps the run's policy.
+    const rerun = await harness.caller.runs.rerunFrom({ runId: auto.runId, stepId: "step_1" });
+    expect((await harness.waitForRun(rerun.runId, ["completed"])).recoveryPolicy).toBe("auto");
   });
 
   it(`stops after ${AUTO_RECOVERY_LIMIT} automatic recoveries of a step and leaves it to a person`, async () => {
