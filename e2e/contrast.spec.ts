@@ -338,9 +338,7 @@ for (const scheme of SCHEMES) {
       await expectReadableAtRestAndHovered(page, card.getByRole("button", { name: "Delete for good" }));
       await expectAccessible(page);
 
-      await page.route("**/api/trpc/templates.list?*", async (route) => {
-        await route.fulfill({ json: [{ result: { data: { json: { templates: [] } } } }] });
-      });
+      await answerProcedure(page, "templates.list", { templates: [] });
       await page.goto("/templates");
       await expect(page.getByTestId("no-templates")).toBeVisible();
       await expectAccessible(page);
