@@ -88,6 +88,16 @@ export default defineConfig([
     },
   },
 
+  // Server code logs through the structured logger (server/logger.ts: JSON lines with runId, stepId,
+  // sessionId, err fields), never console.*. The exceptions are deliberate human output: the
+  // CLI's terminal output writes to process.stdout/stderr (server/cli/human-output.ts), and
+  // `stepwise serve`'s startup lines carry an eslint-disable comment saying so. Tests may print.
+  {
+    files: ["server/**/*.{ts,tsx}"],
+    ignores: ["server/**/*.test.ts"],
+    rules: { "no-console": "error" },
+  },
+
   // Import boundaries. Rule options do not merge across config objects (the last match wins),
   // so every block below carries the complete option set for the files it matches.
 

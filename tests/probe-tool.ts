@@ -123,11 +123,11 @@ export function illegalTransitions(events: StoredEvent[]): string[] {
   const started = events.find((event) => event.type === "run.started");
   if (!started) return ["the run has no run.started event"];
   const statuses = new Map<string, StepStatus>(
-    (started.data.steps as { id: string; status: StepStatus }[]).map((step) => [step.id, step.status]),
+    started.type === "run.started" ? started.data.steps.map((step) => [step.id, step.status]) : [],
   );
   const illegal: string[] = [];
   for (const event of events) {
-    const next = event.data.status as StepStatus | undefined;
+    const next = "status" in event.data ? (event.data.status as StepStatus) : undefined;
     if (!event.stepId || !next) continue;
     const previous = statuses.get(event.stepId);
     if (previous === undefined || !canTransition(previous, next)) {

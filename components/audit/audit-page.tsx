@@ -20,6 +20,8 @@ const ACTIONS: Record<string, string> = {
   "plan.approved": "approved the plan and started a run",
   "plan.rejected": "rejected the plan",
   "plan.changes_requested": "requested changes",
+  "plan.archived": "archived the plan",
+  "plan.restored": "restored the plan",
   "gate.waived": "waived the approval gate",
   "step.approved": "approved the step",
   "step.denied": "denied the step",

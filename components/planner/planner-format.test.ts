@@ -16,11 +16,15 @@ describe("planner display", () => {
 
   it("turns planning events into progress lines", () => {
     expect(
-      describePlanningEvent({ seq: 4, type: "planning.gates_failed", data: { details: ["Unknown tool: x"] } }),
+      describePlanningEvent({
+        seq: 4,
+        type: "planning.gates_failed",
+        data: { attempt: 0, details: ["Unknown tool: x"] },
+      }),
     ).toEqual({ seq: 4, tone: "warn", text: "Quality gates failed; fixing:", details: ["Unknown tool: x"] });
-    expect(describePlanningEvent({ seq: 5, type: "planning.completed", data: { version: 2 } })?.text).toBe(
-      "Plan ready (version 2)",
-    );
-    expect(describePlanningEvent({ seq: 6, type: "something.else", data: {} })).toBeUndefined();
+    expect(
+      describePlanningEvent({ seq: 5, type: "planning.completed", data: { planId: "plan_1", version: 2 } })?.text,
+    ).toBe("Plan ready (version 2)");
+    expect(describePlanningEvent({ seq: 6, type: "step.progress", data: { progress: 5 } })).toBeUndefined();
   });
 });

@@ -1,5 +1,5 @@
 import type { RecoveryAction } from "@/server/engine/recovery-action";
-import type { StoredEvent } from "@/server/events/types";
+import type { EventBody } from "@/server/events/types";
 
 /** One line for a recovery action, as the proposal and its history show it. */
 export function describeRecoveryAction(action: RecoveryAction): string {
@@ -33,11 +33,8 @@ export interface ProgressLine {
   details?: string[];
 }
 
-type Data = Record<string, unknown>;
-
 /** A planning event as a line of the live progress log. */
-export function describePlanningEvent(event: Pick<StoredEvent, "seq" | "type" | "data">): ProgressLine | undefined {
-  const data = event.data as Data;
+export function describePlanningEvent(event: { seq: number } & EventBody): ProgressLine | undefined {
   const line = (tone: ProgressLine["tone"], text: string, details?: string[]): ProgressLine => ({
     seq: event.seq,
     tone,
@@ -45,49 +42,53 @@ export function describePlanningEvent(event: Pick<StoredEvent, "seq" | "type" | 
     ...(details && { details }),
   });
   switch (event.type) {
-    case "planning.started":
+    case "planning.started": {
+      const { data } = event;
       return line(
         "info",
-        `${data.kind === "regenerate" ? "Regenerating" : "Planning"} in ${String(data.mode)} mode with ${String(data.model)}${data.judge ? ", reviewed by a judge" : ""}`,
+        `${data.kind === "regenerate" ? "Regenerating" : "Planning"} in ${data.mode} mode with ${data.model}${data.judge ? ", reviewed by a judge" : ""}`,
       );
+    }
     case "planning.context":
-      return line("info", `Gathering context: ${String(data.message)}`);
-    case "planning.usage":
+      return line("info", `Gathering context: ${event.data.message}`);
+    case "planning.usage": {
+      const { data } = event;
       return line(
         data.ok ? "info" : "warn",
-        `Model call (${String(data.purpose).replace("_", " ")}): ${formatTokens(Number(data.inputTokens))} in / ${formatTokens(Number(data.outputTokens))} out tokens, ${formatCost(data.costUsd as number | null)}, ${(Number(data.durationMs) / 1000).toFixed(1)} s`,
+        `Model call (${data.purpose.replace("_", " ")}): ${formatTokens(data.inputTokens)} in / ${formatTokens(data.outputTokens)} out tokens, ${formatCost(data.costUsd)}, ${(data.durationMs / 1000).toFixed(1)} s`,
       );
+    }
     case "planning.draft":
-      return line("info", `Draft ${Number(data.attempt) + 1}: ${Number(data.steps)} steps`);
+      return line("info", `Draft ${event.data.attempt + 1}: ${event.data.steps} steps`);
     case "planning.gates_passed":
       return line("ok", "The draft passed every quality gate");
     case "planning.gates_failed":
-      return line("warn", "Quality gates failed; fixing:", data.details as string[]);
+      return line("warn", "Quality gates failed; fixing:", event.data.details);
     case "planning.judge":
       return line(
-        data.approved ? "ok" : "warn",
-        `Judge ${data.approved ? "approved" : "rejected"}: ${String(data.feedback)}`,
+        event.data.approved ? "ok" : "warn",
+        `Judge ${event.data.approved ? "approved" : "rejected"}: ${event.data.feedback}`,
       );
     case "planning.refining":
-      return line("info", `Refining the plan (refinement ${Number(data.attempt)})`);
+      return line("info", `Refining the plan (refinement ${event.data.attempt})`);
     case "planning.unparsable":
-      return line("warn", `The model's answer was not a readable plan; asking again (${String(data.reason)})`);
+      return line("warn", `The model's answer was not a readable plan; asking again (${event.data.reason})`);
     case "planning.tool_call":
-      return data.error
-        ? line("warn", `Tool call ${String(data.tool)} refused: ${String(data.error)}`)
-        : line("info", `Looked at the workspace: ${String(data.tool)} ${JSON.stringify(data.args ?? {})}`);
+      return event.data.error
+        ? line("warn", `Tool call ${event.data.tool} refused: ${event.data.error}`)
+        : line("info", `Looked at the workspace: ${event.data.tool} ${JSON.stringify(event.data.args ?? {})}`);
     case "planning.question":
-      return line("info", `The planner asks: ${String(data.question)}`);
+      return line("info", `The planner asks: ${event.data.question}`);
     case "planning.answered":
-      return line("info", `Answered: ${String(data.answer)}`);
+      return line("info", `Answered: ${event.data.answer}`);
     case "planning.nudge":
       return line("info", "The model answered without a tool; reminded it to use one");
     case "planning.completed":
-      return line("ok", `Plan ready (version ${Number(data.version)})`);
+      return line("ok", `Plan ready (version ${event.data.version})`);
     case "planning.invalid":
       return line("error", "The plan still failed the quality gates; it was not accepted");
     case "planning.failed":
-      return line("error", String(data.message));
+      return line("error", event.data.message);
     case "planning.cancelled":
       return line("warn", "Planning was cancelled");
     default:

@@ -93,11 +93,12 @@ const EventRow = memo(function EventRow({ event }: { event: StoredEvent }) {
 });
 
 function summarise(event: StoredEvent): string {
-  const data = event.data;
-  if (event.type === "step.progress") return ` ${data.progress}%`;
-  if (event.type === "step.log") return ` ${(data.lines as unknown[] | undefined)?.length ?? 0} line(s)`;
-  if (typeof data.reason === "string" && data.reason) return ` — ${data.reason}`;
-  if (typeof data.actor === "string") return ` by ${data.actor}`;
-  if (typeof data.error === "string") return ` — ${data.error}`;
+  if (event.type === "step.progress") return ` ${event.data.progress}%`;
+  if (event.type === "step.log") return ` ${event.data.lines.length} line(s)`;
+  const { data } = event;
+  // Whichever of these the event carries, in this order of interest.
+  if ("reason" in data && typeof data.reason === "string" && data.reason) return ` — ${data.reason}`;
+  if ("actor" in data && typeof data.actor === "string") return ` by ${data.actor}`;
+  if ("error" in data && typeof data.error === "string") return ` — ${data.error}`;
   return "";
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { RunStepView, RunView } from "@/server/engine/run-view";
-import type { StoredEvent } from "@/server/events/types";
+import type { EventData, EventType, StoredEvent } from "@/server/events/types";
 import { applyEvent, fromSnapshot, liveEvents, waitingSteps, type LiveRun } from "./run-state";
 
 const stepView = (stepId: string, overrides: Partial<RunStepView> = {}): RunStepView => ({
@@ -35,22 +35,23 @@ const snapshot = (overrides: Partial<RunView> = {}): RunView => ({
 });
 
 let clock = 0;
-const event = (
+const event = <T extends EventType>(
   seq: number,
-  type: string,
-  data: Record<string, unknown> = {},
+  type: T,
+  data: EventData<T>,
   stepId: string | null = null,
-): StoredEvent => ({
-  streamId: "run_1",
-  seq,
-  type,
-  planId: "plan_1",
-  runId: "run_1",
-  stepId,
-  traceId: "trace",
-  data,
-  createdAt: new Date(Date.UTC(2024, 0, 1, 0, 1, clock++)).toISOString(),
-});
+): StoredEvent =>
+  ({
+    streamId: "run_1",
+    seq,
+    type,
+    planId: "plan_1",
+    runId: "run_1",
+    stepId,
+    traceId: "trace",
+    data,
+    createdAt: new Date(Date.UTC(2024, 0, 1, 0, 1, clock++)).toISOString(),
+  }) as StoredEvent;
 
 describe("fromSnapshot", () => {
   it("copies the snapshot, indexes its steps and starts with no events", () => {
@@ -99,7 +100,12 @@ describe("applyEvent", () => {
 
   it("advances lastSeq and records the event", () => {
     const live = fromSnapshot(snapshot());
-    const e = event(6, "step.log", { lines: ["hi"] }, "step_1");
+    const e = event(
+      6,
+      "step.log",
+      { lines: [{ message: "hi", level: "info", at: "2024-01-01T00:00:00.000Z" }] },
+      "step_1",
+    );
     const after = applyEvent(live, e);
     expect(after.lastSeq).toBe(6);
     expect(liveEvents(after)).toEqual([e]);
@@ -169,7 +175,7 @@ describe("applyEvent", () => {
     expect(live.finishedAt).toBeNull();
   });
 
-  it.each(["failed", "cancelled"])("run.%s also finishes the run", (status) => {
+  it.each(["failed", "cancelled"] as const)("run.%s also finishes the run", (status) => {
     const e = event(6, `run.${status}`, { status });
     const after = applyEvent(fromSnapshot(snapshot()), e);
     expect(after).toMatchObject({ status, finishedAt: e.createdAt });
@@ -182,7 +188,10 @@ describe("applyEvent", () => {
   });
 
   it("non-run events without a step do not change the run status", () => {
-    const after = applyEvent(fromSnapshot(snapshot()), event(6, "approval.requested", { status: "completed" }));
+    const after = applyEvent(
+      fromSnapshot(snapshot()),
+      event(6, "approval.requested", { status: "completed" } as unknown as EventData<"approval.requested">),
+    );
     expect(after.status).toBe("running");
     expect(after.lastSeq).toBe(6);
   });
@@ -282,10 +291,13 @@ describe("the shared event history", () => {
       live = applyEvent(live, event(seq, "step.progress", { progress: 1 }, "step_1"));
     // Appended in place: one array for the whole history.
     expect(live.events).toBe(shared);
-    const a = applyEvent(live, event(2006, "a"));
-    const b = applyEvent(live, event(2006, "b"));
-    expect(liveEvents(a).at(-1)!.type).toBe("a");
-    expect(liveEvents(b).at(-1)!.type).toBe("b");
+    const a = applyEvent(live, event(2006, "input.answered", { actor: "a" }));
+    const b = applyEvent(
+      live,
+      event(2006, "run.plan_changed", { planVersion: 2, previousVersion: 1, insertedStepIds: [] }),
+    );
+    expect(liveEvents(a).at(-1)!.type).toBe("input.answered");
+    expect(liveEvents(b).at(-1)!.type).toBe("run.plan_changed");
     expect(liveEvents(live)).toHaveLength(2000);
     expect(liveEvents(a, 3).map((e) => e.seq)).toEqual([2004, 2005, 2006]);
   });

@@ -1,5 +1,19 @@
 import type { RunStepView, RunView } from "@/server/engine/run-view";
+import type { StepStatus } from "@/server/plans/schema";
 import type { StoredEvent } from "@/server/events/types";
+
+/** `step.<status>`: the events that change a step's status (not retrying, progress or logs). */
+export type StepStatusEvent = Extract<StoredEvent, { type: `step.${StepStatus}` }>;
+/** Events that carry a run's new status. */
+export type RunStatusEvent = Extract<StoredEvent, { data: { status: LiveRun["status"] }; type: `run.${string}` }>;
+
+export function isStepStatusEvent(event: StoredEvent): event is StepStatusEvent {
+  return event.type.startsWith("step.") && event.type !== "step.retrying" && "status" in event.data;
+}
+
+export function isRunStatusEvent(event: StoredEvent): event is RunStatusEvent {
+  return event.type.startsWith("run.") && "status" in event.data;
+}
 
 /** What a waiting step waits for; the snapshot carries it (when the server provides it) and events update it. */
 export interface StepWaiting {
@@ -102,7 +116,6 @@ export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
   if (event.seq <= run.lastSeq) return { ...run, duplicates: run.duplicates + 1 };
   if (run.gap) return run;
   if (event.seq !== run.lastSeq + 1) return { ...run, gap: { expected: run.lastSeq + 1, received: event.seq } };
-  const data = event.data as Record<string, unknown>;
   const next: LiveRun = {
     ...run,
     lastSeq: event.seq,
@@ -110,15 +123,16 @@ export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
     eventCount: run.eventCount + 1,
   };
   if (event.type === "run.plan_changed") next.planChanged = true;
-  if (event.type.startsWith("signal.")) next.signalSeq = event.seq;
-  if (event.type.startsWith("run.") && typeof data.status === "string") {
-    next.status = data.status as LiveRun["status"];
+  if (event.type === "signal.raised" || event.type === "signal.cleared") next.signalSeq = event.seq;
+  if (isRunStatusEvent(event)) {
+    const { data } = event;
+    next.status = data.status;
     next.finishedAt = FINISHED_RUN.has(data.status) ? event.createdAt : null;
-    if (typeof data.reason === "string") next.reason = data.reason;
+    if ("reason" in data && typeof data.reason === "string") next.reason = data.reason;
   }
   const index = event.stepId === null ? undefined : run.stepIndex.get(event.stepId);
   if (index !== undefined) {
-    const updated = applyStepEvent(run.steps[index]!, event, data);
+    const updated = applyStepEvent(run.steps[index]!, event);
     if (updated !== run.steps[index]) {
       next.steps = run.steps.slice();
       next.steps[index] = updated;
@@ -127,68 +141,58 @@ export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
   return next;
 }
 
-function applyStepEvent(step: LiveStep, event: StoredEvent, data: Record<string, unknown>): LiveStep {
+function applyStepEvent(step: LiveStep, event: StoredEvent): LiveStep {
   const updated: LiveStep = { ...step };
   switch (event.type) {
     case "step.progress":
-      if (typeof data.progress === "number") updated.progress = data.progress;
-      if (typeof data.message === "string") updated.progressMessage = data.message;
+      updated.progress = event.data.progress;
+      if (event.data.message !== undefined) updated.progressMessage = event.data.message;
       return updated;
     case "step.log": {
-      const lines = Array.isArray(data.lines)
-        ? (data.lines as { message?: unknown; level?: unknown; at?: unknown }[])
-        : [];
-      const added = lines.map((line) => ({
-        seq: event.seq,
-        message: String(line.message ?? ""),
-        level: typeof line.level === "string" ? line.level : "info",
-        at: typeof line.at === "string" ? line.at : event.createdAt,
-      }));
+      const added = event.data.lines.map((line) => ({ seq: event.seq, ...line }));
       const all = step.liveLogs.concat(added);
       updated.liveLogs = all.length > MAX_LIVE_LOG_LINES ? all.slice(-MAX_LIVE_LOG_LINES) : all;
       return updated;
     }
     case "approval.requested":
     case "approval.expiring":
-      updated.waiting = {
-        ...step.waiting,
-        kind: "approval",
-        ...(typeof data.expiresAt === "string" && { expiresAt: data.expiresAt }),
-      };
+      updated.waiting = { ...step.waiting, kind: "approval", expiresAt: event.data.expiresAt };
       return updated;
     case "input.requested":
       updated.waiting = {
         kind: "input",
-        ...(typeof data.question === "string" && { question: data.question }),
-        ...(Array.isArray(data.choices) && { choices: data.choices.map(String) }),
-        ...(typeof data.expiresAt === "string" && { expiresAt: data.expiresAt }),
+        question: event.data.question,
+        ...(event.data.choices && { choices: event.data.choices }),
       };
       return updated;
     case "approval.decided":
       updated.decision = {
-        decision: data.decision === "approved" ? "approved" : "denied",
-        actor: String(data.actor ?? "someone"),
-        comment: typeof data.comment === "string" ? data.comment : null,
+        decision: event.data.decision,
+        actor: event.data.actor,
+        comment: event.data.comment,
         at: event.createdAt,
       };
       return updated;
-    case "step.retrying":
+    case "step.retrying": {
+      const { data } = event;
       updated.status = "ready";
-      if (typeof data.attempt === "number") updated.attempt = data.attempt;
+      updated.attempt = data.attempt;
       updated.retrying = {
-        attempt: typeof data.attempt === "number" ? data.attempt : step.attempt,
-        error: String(data.error ?? ""),
-        retryAt: new Date(Date.parse(event.createdAt) + (Number(data.delayMs) || 0)).toISOString(),
+        attempt: data.attempt,
+        error: data.error,
+        retryAt: new Date(Date.parse(event.createdAt) + data.delayMs).toISOString(),
       };
       return updated;
+    }
   }
-  if (!event.type.startsWith("step.") || typeof data.status !== "string") return step;
-  const status = data.status as LiveStep["status"];
+  if (!isStepStatusEvent(event)) return step;
+  const { data } = event;
+  const status = data.status;
   updated.status = status;
   if (typeof data.attempt === "number") updated.attempt = data.attempt;
   // An empty reason clears it (a blocked step returning to pending).
   if (typeof data.reason === "string") updated.reason = data.reason || null;
-  if (data.result) updated.result = data.result as LiveStep["result"];
+  if (data.result) updated.result = data.result;
   if (status !== "awaiting_approval" && status !== "awaiting_input") delete updated.waiting;
   if (status === "awaiting_agent") updated.waiting = { kind: "agent" };
   if (status === "running" && typeof data.agent === "string") updated.waiting = { kind: "agent", agent: data.agent };

@@ -52,12 +52,7 @@ function LogView({
   });
   const lines = useMemo(() => {
     const earlier: LogLine[] = (stored.data?.events ?? []).flatMap((event) =>
-      ((event.data.lines as { message?: unknown; level?: unknown; at?: unknown }[] | undefined) ?? []).map((line) => ({
-        seq: event.seq,
-        message: String(line.message ?? ""),
-        level: typeof line.level === "string" ? line.level : "info",
-        at: typeof line.at === "string" ? line.at : event.createdAt,
-      })),
+      event.type === "step.log" ? event.data.lines.map((line) => ({ seq: event.seq, ...line })) : [],
     );
     return earlier.concat(liveLines);
   }, [stored.data, liveLines]);

@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { AppContext } from "../app-context";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
+import type { EventData, EventType, NewEvent } from "../events/types";
 import type { StepInput } from "../plans/schema";
 import { createPlan, getPlan } from "../plans/service";
 import { savePlanVersion } from "../plans/versions";
@@ -56,11 +57,16 @@ interface SessionRow {
   plan_id: string | null;
 }
 
-async function emit(app: App, session: { id: string; trace_id: string }, type: string, data: Record<string, unknown>) {
+async function emit<T extends EventType>(
+  app: App,
+  session: { id: string; trace_id: string },
+  type: T,
+  data: EventData<T>,
+) {
   await appendEvents(
     app.db.pool,
     { streamId: session.id, planId: session.id, runId: null, traceId: session.trace_id },
-    [{ type, data }],
+    [{ type, data } as NewEvent],
   );
 }
 

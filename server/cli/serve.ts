@@ -12,10 +12,16 @@ import { readConfig } from "../env";
 import { doorConfig, generateAccessToken } from "../http/door";
 import { behindDoor } from "../http/door-server";
 import { attachLiveSocket } from "../http/live-socket";
+import { logger } from "../logger";
 import { startTelemetry } from "../telemetry";
 import { processAlive, readConnectionFile, removeConnectionFile, writeConnectionFile } from "./connection-file";
 
 const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
+/**
+ * The startup and shutdown lines a person reads in the terminal (where it listens, how to sign in),
+ * on stdout as plain text — deliberately not the JSON logger on stderr.
+ */
+// eslint-disable-next-line no-console -- the deliberate human output of `stepwise serve`
 export const log = (line: string) => console.log(`[stepwise] ${line}`);
 
 /** Copies of one signal arrive within this time of each other; a real second press comes later. */
@@ -39,7 +45,7 @@ function onShutdown(stop: () => Promise<void>): void {
     stop()
       .then(() => process.exit(0))
       .catch((error) => {
-        console.error(error);
+        logger.error({ err: error }, "shutdown failed");
         process.exit(1);
       });
   };

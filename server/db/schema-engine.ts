@@ -23,6 +23,7 @@ import {
 import * as glue from "@prisma/schema-engine-wasm/schema_engine_bg";
 import type { MigrationList, SchemaEngine, SchemaFilter } from "@prisma/schema-engine-wasm/schema_engine_bg";
 import pg from "pg";
+import { logger } from "../logger";
 
 const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
 const defaultSchemaPath = join(projectRoot, "prisma/schema.prisma");
@@ -188,7 +189,8 @@ async function withEngine<T>(
       { datamodels: schema ? [[schema.path, schema.content]] : undefined },
       // Engine log lines (JSON); only useful when debugging the engine itself.
       (log: string) => {
-        if (process.env.DEBUG_SCHEMA_ENGINE) console.error(log);
+        if (process.env.DEBUG_SCHEMA_ENGINE)
+          logger.info({ component: "schema-engine", line: log }, "schema engine log");
       },
       bindMigrationAwareSqlAdapterFactory(adapterFactory(pool, databaseUrl, cleanups)),
     );
@@ -215,7 +217,7 @@ const panics = ((
   set_message(message: string) {
     this.message = message;
     // Panics inside engine callbacks escape as uncaught exceptions that don't carry the message.
-    console.error(`schema engine panic: ${message}`);
+    logger.error({ component: "schema-engine", panic: message }, "schema engine panic");
   },
 });
 

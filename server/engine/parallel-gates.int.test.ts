@@ -12,6 +12,7 @@ import {
   sequenceProblems,
 } from "../../tests/probe-tool";
 import { readEvents } from "../events/store";
+import type { StoredEvent } from "../events/types";
 import { createTrpcContext } from "../trpc/init";
 import { createCaller } from "../trpc/root";
 import { executeStepJob } from "./engine";
@@ -194,7 +195,10 @@ describe("approval gates in parallel branches", () => {
       // No gated step started before its approval; the denied one never started.
       const events = await readEvents(h.app.db.pool, runId, 0);
       for (const stepId of ["step_1", "step_2", "step_3"]) {
-        const decided = events.find((e) => e.type === "approval.decided" && e.stepId === stepId)!;
+        const decided = events.find((e) => e.type === "approval.decided" && e.stepId === stepId) as Extract<
+          StoredEvent,
+          { type: "approval.decided" }
+        >;
         const started = events.filter((e) => e.type === "step.running" && e.stepId === stepId);
         if (decided.data.decision === "approved") {
           expect(started).toHaveLength(1);

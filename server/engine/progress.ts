@@ -2,6 +2,7 @@ import type pg from "pg";
 import { inTransaction } from "../db";
 import { appendEvents } from "../events/store";
 import type { NewEvent } from "../events/types";
+import { logger } from "../logger";
 import type { RunRow } from "./run-transaction";
 
 /**
@@ -65,7 +66,10 @@ export class ProgressReporter {
         { streamId: this.run.id, planId: this.run.plan_id, runId: this.run.id, traceId: this.run.trace_id },
         events,
       );
-    }).catch(() => undefined);
+    }).catch((error: unknown) => {
+      // Best effort: the step goes on; its outcome is recorded however this write fared.
+      logger.warn({ runId: this.run.id, stepId: this.stepId, err: error }, "writing a step's progress failed");
+    });
   }
 
   async close(): Promise<void> {

@@ -2,7 +2,7 @@ import { AppError } from "../errors";
 import type { PrismaClient } from "../generated/prisma/client";
 import type { Step } from "../plans/schema";
 import { getPlan } from "../plans/service";
-import { renumberNewSteps, savePlanVersion } from "../plans/versions";
+import { revisePlan } from "../plans/versions";
 import { adoptPlanVersion, cancelRun, retryStep, skipStep, startRun, type EngineDeps } from "./engine";
 import { buildRunGraph } from "./graph";
 import type { RecoveryAction } from "./recovery-action";
@@ -20,32 +20,24 @@ async function loadRun(prisma: PrismaClient, runId: string) {
 }
 
 /**
- * Stores `edit(steps)` as the plan's next version, made on the run's version. If the plan was
- * edited after the run started, the change is refused rather than undoing those edits.
+ * Stores `edit(steps)` as the plan's next version, made on the run's version; new steps get fresh
+ * ids. If the plan was edited after the run started, the change is refused rather than undoing
+ * those edits.
  */
-async function planVersionFromRun(
+function planVersionFromRun(
   prisma: PrismaClient,
   deps: EngineDeps,
   run: { planId: string; planVersion: number },
   actor: string,
   changeNote: string,
-  edit: (steps: Step[], lastStepNumber: number) => Step[],
+  edit: (steps: Step[]) => Step[],
 ) {
-  const [plan, current] = await Promise.all([
-    getPlan(prisma, run.planId, run.planVersion),
-    prisma.plan.findUniqueOrThrow({ where: { id: run.planId } }),
-  ]);
-  if (current.currentVersion !== run.planVersion) {
-    throw new AppError(
-      "version_conflict",
-      `The plan was edited after this run started (the run uses version ${run.planVersion}, the plan is at version ${current.currentVersion}); start a new run from the latest version instead`,
-      { currentVersion: current.currentVersion },
-    );
-  }
-  return savePlanVersion(prisma, deps.tools, {
+  return revisePlan(prisma, deps.tools, {
     planId: run.planId,
     baseVersion: run.planVersion,
-    draft: { ...plan, steps: edit(plan.steps, current.lastStepNumber) },
+    revise: (plan) => ({ ...plan, steps: edit(plan.steps) }),
+    conflictMessage: (current) =>
+      `The plan was edited after this run started (the run uses version ${run.planVersion}, the plan is at version ${current}); start a new run from the latest version instead`,
     source: "manual",
     author: actor,
     changeNote,
@@ -73,7 +65,7 @@ export async function applyRecoveryAction(
     throw new AppError("invalid_state", `Only a failed step can be recovered; ${stepId} is ${step.status}`);
   }
   if (action.kind === "retry") {
-    const version = await planVersionFromRun(
+    const { plan } = await planVersionFromRun(
       prisma,
       deps,
       run,
@@ -84,42 +76,37 @@ export async function applyRecoveryAction(
     await adoptPlanVersion(deps, {
       runId,
       stepId,
-      newVersion: version.version,
+      newVersion: plan.version,
       insertedStepIds: [],
       actor,
       detail: { action: "retry", args: action.args },
     });
-    return { planVersion: version.version };
+    return { planVersion: plan.version };
   }
-  let insertedIds: string[] = [];
-  const version = await planVersionFromRun(
+  const { plan, newStepIds: insertedIds } = await planVersionFromRun(
     prisma,
     deps,
     run,
     actor,
     `Recovery: ${action.steps.length} step(s) inserted before ${stepId}`,
-    (steps, lastStepNumber) => {
+    (steps) => {
       const baseIds = new Set(steps.map((s) => s.id));
-      const inserted = renumberNewSteps(
-        action.steps.map((s) => ({ ...s, dependsOn: s.dependsOn ?? [], args: s.args ?? {} })),
-        baseIds,
-        lastStepNumber,
-      ) as unknown as Step[];
-      insertedIds = inserted.filter((s) => !baseIds.has(s.id)).map((s) => s.id);
+      const inserted = action.steps.map((s) => ({ ...s, dependsOn: s.dependsOn ?? [], args: s.args ?? {} }));
       const at = steps.findIndex((s) => s.id === stepId);
-      const failed = { ...steps[at]!, dependsOn: [...new Set([...steps[at]!.dependsOn, ...insertedIds])] };
-      return [...steps.slice(0, at), ...inserted, failed, ...steps.slice(at + 1)];
+      const newIds = inserted.filter((s) => !baseIds.has(s.id)).map((s) => s.id);
+      const failed = { ...steps[at]!, dependsOn: [...new Set([...steps[at]!.dependsOn, ...newIds])] };
+      return [...steps.slice(0, at), ...(inserted as unknown as Step[]), failed, ...steps.slice(at + 1)];
     },
   );
   await adoptPlanVersion(deps, {
     runId,
     stepId,
-    newVersion: version.version,
+    newVersion: plan.version,
     insertedStepIds: insertedIds,
     actor,
     detail: { action: "insert_steps", insertedStepIds: insertedIds },
   });
-  return { planVersion: version.version };
+  return { planVersion: plan.version };
 }
 
 /**
@@ -151,7 +138,7 @@ export async function rerunFrom(
   let version = run.planVersion;
   if (input.args) {
     const args = input.args;
-    const saved = await planVersionFromRun(
+    const { plan: saved } = await planVersionFromRun(
       prisma,
       deps,
       run,

@@ -119,7 +119,7 @@ describe("runs.get", () => {
       const replayed = new Map<string, unknown>(steps.map((step) => [step.id, "pending"]));
       for (const event of events) {
         if (event.seq > snapshot.lastSeq) break;
-        if (event.stepId && typeof event.data.status === "string") replayed.set(event.stepId, event.data.status);
+        if (event.stepId && "status" in event.data) replayed.set(event.stepId, event.data.status);
       }
       expect(Object.fromEntries(snapshot.steps.map((step) => [step.stepId, step.status]))).toEqual(
         Object.fromEntries(replayed),

@@ -2,7 +2,7 @@ import type pg from "pg";
 import { recordAudit } from "../audit/audit-log";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
-import type { NewEvent } from "../events/types";
+import type { NewEvent, StepStatusData } from "../events/types";
 import type { Step, StepResult, StepStatus } from "../plans/schema";
 import type { EngineDeps } from "./deps";
 import type { RunGraph } from "./graph";
@@ -70,7 +70,7 @@ export class RunTransaction {
     stepId: string,
     status: StepStatus,
     reason?: string,
-    data: Record<string, unknown> = {},
+    data: Omit<StepStatusData, "status" | "reason"> = {},
     waiting: StepWaiting | null = null,
   ): void {
     assertTransition(stepId, this.statuses.get(stepId), status);

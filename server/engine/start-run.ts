@@ -126,7 +126,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
         planVersion: input.version,
         approvedBy: input.actor,
         ...(input.reuse && { rerunOf: input.reuse.fromRunId }),
-        steps: steps.map((s, index) => ({ id: s.id, status: initial[index] })),
+        steps: steps.map((s, index) => ({ id: s.id, status: initial[index]! })),
       },
     });
     steps.forEach((step, index) => tx.statuses.set(step.id, initial[index]!));

@@ -201,17 +201,18 @@ describe("status changes are checked at runtime", () => {
 
 /** The replay checks the integration tests rely on must themselves catch what they claim to. */
 describe("event stream checks used by the engine's integration tests", () => {
-  const event = (seq: number, type: string, stepId: string | null, data: Record<string, unknown>): StoredEvent => ({
-    streamId: "run",
-    seq,
-    type,
-    planId: "plan-00000000",
-    runId: "run",
-    stepId,
-    traceId: "trace",
-    data,
-    createdAt: new Date(0).toISOString(),
-  });
+  const event = (seq: number, type: string, stepId: string | null, data: Record<string, unknown>): StoredEvent =>
+    ({
+      streamId: "run",
+      seq,
+      type,
+      planId: "plan-00000000",
+      runId: "run",
+      stepId,
+      traceId: "trace",
+      data,
+      createdAt: new Date(0).toISOString(),
+    }) as StoredEvent;
   const started = event(1, "run.started", null, { steps: [{ id: "step_1", status: "pending" }] });
 
   it("accepts a legal history and flags a step that skipped a state", () => {

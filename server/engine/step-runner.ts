@@ -1,10 +1,13 @@
 import { retryOnConnectionLoss } from "../db";
+import { logger } from "../logger";
 import { RetryableToolError } from "../tools/types";
 import { RunCombiner } from "./batching";
 import type { ClaimedStep } from "./claim";
 import type { EngineDeps } from "./deps";
 import { ProgressReporter } from "./progress";
 import type { StepJobRef } from "./run-transaction";
+
+const log = logger.child({ component: "worker" });
 
 /**
  * The body of a `run_step` job. Claims the step (ready → running), runs the tool outside any
@@ -98,8 +101,9 @@ async function executeAndRecord(
     } catch (error) {
       if (deps.stopping) throw error;
       if (tries === 1 || tries % 10 === 0) {
-        console.error(
-          `[worker] writing the outcome of ${step.id} of run ${run.id} failed (try ${tries}), trying again: ${errorMessage(error)}`,
+        log.error(
+          { runId: run.id, stepId: step.id, attempt, tries, err: error },
+          "writing a step's outcome failed; trying again",
         );
       }
       await new Promise((resolve) => setTimeout(resolve, Math.min(RECORD_MAX_DELAY_MS, 100 * 2 ** tries)));
@@ -142,7 +146,7 @@ async function runContinuation(deps: EngineDeps, claimed: ClaimedStep): Promise<
     await runClaimedStep(deps, claimed);
   } catch (error) {
     // The step stays running under this worker; recovery re-queues it if this process goes away.
-    console.error(`[worker] continuation ${claimed.step.id} of run ${claimed.run.id}: ${errorMessage(error)}`);
+    log.error({ runId: claimed.run.id, stepId: claimed.step.id, err: error }, "step continuation failed");
   } finally {
     deps.continuationSlots!.used--;
   }

@@ -1,10 +1,28 @@
 import type pg from "pg";
-import { EVENTS_CHANNEL, type EventNotification, type NewEvent, type StoredEvent } from "./types";
+import { z } from "zod";
+import { eventSchema } from "./event-schemas";
+import { EVENTS_CHANNEL, type NewEvent, type StoredEvent } from "./types";
 
 /** NOTIFY payloads are limited to 8000 bytes; stay well below. */
 const MAX_INLINE_PAYLOAD = 7000;
 
 type Queryable = Pick<pg.ClientBase, "query">;
+
+/**
+ * Outside production every appended event is checked against its schema (event-schemas.ts), so a
+ * test or a development run fails at the line that appends a wrong one. The compiler already holds
+ * every literal emit site to the union; this catches data built at runtime (spreads, casts).
+ */
+const CHECK_EVENTS = process.env.NODE_ENV !== "production";
+
+/** Throws when `event` is not a member of the event union (an unknown type, or data that does not fit). */
+export function assertValidEvent(event: NewEvent): void {
+  const parsed = eventSchema.safeParse(event);
+  if (!parsed.success) {
+    // A programming error, not a caller's: a plain Error (a 500 at any door).
+    throw new Error(`Event ${String(event.type)} does not match its schema: ${z.prettifyError(parsed.error)}`);
+  }
+}
 
 /**
  * Appends events to a stream inside the caller's transaction. Bumping the stream's counter takes
@@ -17,6 +35,7 @@ export async function appendEvents(
   events: NewEvent[],
 ): Promise<StoredEvent[]> {
   if (events.length === 0) return [];
+  if (CHECK_EVENTS) events.forEach(assertValidEvent);
   // One statement (one round trip, paid by every engine transaction): bump the stream's counter,
   // insert the events numbered from it, and queue the NOTIFY — the events themselves when they
   // fit, else only their range.
@@ -69,17 +88,20 @@ export async function appendEvents(
   );
   const { last_seq: lastSeq, created_at: createdAt } = result.rows[0]!;
   const firstSeq = lastSeq - events.length + 1;
-  return events.map((event, index) => ({
-    streamId: stream.streamId,
-    seq: firstSeq + index,
-    type: event.type,
-    planId: stream.planId,
-    runId: stream.runId,
-    stepId: event.stepId ?? null,
-    traceId: stream.traceId,
-    data: event.data ?? {},
-    createdAt,
-  }));
+  return events.map(
+    (event, index) =>
+      ({
+        streamId: stream.streamId,
+        seq: firstSeq + index,
+        type: event.type,
+        planId: stream.planId,
+        runId: stream.runId,
+        stepId: event.stepId ?? null,
+        traceId: stream.traceId,
+        data: event.data,
+        createdAt,
+      }) as StoredEvent,
+  );
 }
 
 /** An `events` row as `select *` returns it. */
@@ -95,6 +117,7 @@ export interface EventRow {
   created_at: Date;
 }
 
+/** A stored row as the event it is; rows were checked against the union when appended. */
 export function toStoredEvent(row: EventRow): StoredEvent {
   return {
     streamId: row.stream_id,
@@ -106,7 +129,7 @@ export function toStoredEvent(row: EventRow): StoredEvent {
     traceId: row.trace_id,
     data: row.data,
     createdAt: row.created_at.toISOString(),
-  };
+  } as StoredEvent;
 }
 
 /** Events of a stream after `afterSeq`, in order, up to `toSeq` when given. */

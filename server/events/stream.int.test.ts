@@ -23,12 +23,17 @@ afterAll(async () => {
 
 const streamFor = (streamId: string) => ({ streamId, planId: "plan-stream-test", runId: null, traceId: "trace" });
 
-async function append(streamId: string, count: number, data: Record<string, unknown> = {}): Promise<StoredEvent[]> {
+/** `count` events (log lines: the event a chatty step appends most), each line prefixed with `text`. */
+async function append(streamId: string, count: number, text = ""): Promise<StoredEvent[]> {
   return inTransaction(harness.app.db.pool, (client) =>
     appendEvents(
       client,
       streamFor(streamId),
-      Array.from({ length: count }, (_, i) => ({ type: "test.event", data: { ...data, i } })),
+      Array.from({ length: count }, (_, i) => ({
+        type: "step.log" as const,
+        stepId: "step_1",
+        data: { lines: [{ message: `${text}${i}`, level: "info", at: "2026-01-01T00:00:00.000Z" }] },
+      })),
     ),
   );
 }
@@ -66,7 +71,7 @@ describe("streamEvents", () => {
     const writing = Promise.all(
       Array.from({ length: writers }, async (_, w) => {
         for (let t = 0; t < transactionsPerWriter; t++) {
-          await append(streamId, sizes[w * transactionsPerWriter + t]!, { writer: w });
+          await append(streamId, sizes[w * transactionsPerWriter + t]!, `writer ${w}: `);
           // Subscribers join mid-write, each from what was committed when it joined.
           if (w === 0 && t % 15 === 7) {
             const committed = await harness.app.db.pool.query<{ last_seq: number }>(
@@ -108,7 +113,7 @@ describe("streamEvents", () => {
     const subscriber = collect(streamId, 0, 12);
     await delay(200);
     await append(streamId, 2);
-    await append(streamId, 10, { padding: "x".repeat(2_000) }); // ~20 kB: only the range is notified
+    await append(streamId, 10, "x".repeat(2_000)); // ~20 kB: only the range is notified
     expect(await subscriber).toEqual(range(1, 12));
   });
 
@@ -201,7 +206,7 @@ describe("appendEvents timestamps", () => {
       await early.query("select 1");
       await delay(50);
       const [middle] = await append(streamId, 1);
-      const [late] = await appendEvents(early, streamFor(streamId), [{ type: "test.event" }]);
+      const [late] = await appendEvents(early, streamFor(streamId), [{ type: "planning.cancelled", data: {} }]);
       await early.query("commit");
       expect(late!.seq).toBe(middle!.seq + 1);
       expect(Date.parse(late!.createdAt)).toBeGreaterThanOrEqual(Date.parse(middle!.createdAt));
@@ -223,11 +228,11 @@ describe("appendEvents notifications", () => {
     const returned = await inTransaction(harness.app.db.pool, (client) =>
       appendEvents(client, { ...streamFor(streamId), runId: randomUUID() }, [
         {
-          type: "test.first",
+          type: "plan.step",
           stepId: "step_1",
-          data: { text: 'é ✓ "quoted"', nested: { n: 1.5, list: [null, true] } },
+          data: { step: { text: 'é ✓ "quoted"', nested: { n: 1.5, list: [null, true] } } },
         },
-        { type: "test.second" },
+        { type: "planning.cancelled", data: {} },
       ]),
     );
     const replayed = await readEvents(harness.app.db.pool, streamId, 0);

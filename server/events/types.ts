@@ -1,22 +1,27 @@
-/** Every state change of a plan or a run, as stored and as streamed. */
-export interface StoredEvent {
+import type { EventBody } from "./event-schemas";
+
+export type { EventBody, EventData, EventType, StepStatusData } from "./event-schemas";
+
+/** Where an event was stored: the envelope around its `{ type, data }`. */
+export interface EventEnvelope {
   streamId: string;
   /** Gap-free, strictly increasing within its stream. */
   seq: number;
-  type: string;
   planId: string;
   runId: string | null;
   stepId: string | null;
   traceId: string;
-  data: Record<string, unknown>;
   createdAt: string;
 }
 
-export interface NewEvent {
-  type: string;
-  stepId?: string | null;
-  data?: Record<string, unknown>;
-}
+/**
+ * Every state change of a plan, a run or a planning session, as stored and as streamed: narrow on
+ * `type` to read `data` (the members are in event-schemas.ts).
+ */
+export type StoredEvent = EventEnvelope & EventBody;
+
+/** An event to append: one member of the union, with the step it concerns. */
+export type NewEvent = EventBody & { stepId?: string | null };
 
 export const EVENTS_CHANNEL = "stepwise_events";
 

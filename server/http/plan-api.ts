@@ -313,7 +313,7 @@ function payload(event: StoredEvent, steps: Map<string, Step>) {
 }
 
 function shape(event: StoredEvent, steps: Map<string, Step>) {
-  const status = typeof event.data.status === "string" ? event.data.status : undefined;
+  const status = "status" in event.data && typeof event.data.status === "string" ? event.data.status : undefined;
   const step = event.stepId ? steps.get(event.stepId) : undefined;
   if (event.type === "plan.step") {
     return {
@@ -334,7 +334,7 @@ function shape(event: StoredEvent, steps: Map<string, Step>) {
         // Observers get the metadata, not the arguments (which may hold content), as in the
         // plan's own queued plan.step events.
         step: { ...stepMetadata(step), state: status, idempotencyKey: `${event.runId}:${step.id}` },
-        ...(event.data.result !== undefined && { result: event.data.result }),
+        ...("result" in event.data && event.data.result !== undefined && { result: event.data.result }),
       },
     };
   }

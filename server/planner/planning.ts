@@ -1,3 +1,4 @@
+import type { EventData, EventType } from "../events/types";
 import { z } from "zod";
 import { sandboxAvailable } from "../tools/sandbox";
 import { readOnlyShellTool } from "../tools/shell";
@@ -24,7 +25,7 @@ export interface PlanningContext {
   useJudge: boolean;
   maxRefinements: number;
   signal: AbortSignal;
-  emit(type: string, data?: Record<string, unknown>): Promise<void>;
+  emit<T extends EventType>(type: T, data: EventData<T>): Promise<void>;
   /** Stores the latest draft, so a session that ends invalid still shows what the model wrote. */
   saveDraft(draft: Record<string, unknown>): Promise<void>;
   /** Deep mode: asks the person and resolves with the answer. */

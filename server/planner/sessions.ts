@@ -2,9 +2,10 @@ import { redactSecrets } from "../redact";
 import { randomUUID } from "node:crypto";
 import { AppError, isAppError } from "../errors";
 import { appendEvents } from "../events/store";
-import type { StoredEvent } from "../events/types";
+import { logger } from "../logger";
+import type { NewEvent, StoredEvent } from "../events/types";
 import { getPlan } from "../plans/service";
-import { renumberNewSteps, savePlanVersion } from "../plans/versions";
+import { revisePlan } from "../plans/versions";
 import { createPlan } from "../plans/service";
 import { requirePlanningModel } from "./config";
 import type { PlannerDeps } from "./deps";
@@ -185,11 +186,7 @@ export async function retryPlanning(
   });
 }
 
-async function emitTo(
-  deps: PlannerDeps,
-  session: { id: string; traceId: string },
-  events: { type: string; data?: Record<string, unknown> }[],
-) {
+async function emitTo(deps: PlannerDeps, session: { id: string; traceId: string }, events: NewEvent[]) {
   return appendEvents(
     deps.pool,
     { streamId: session.id, planId: session.id, runId: null, traceId: session.traceId },
@@ -299,7 +296,7 @@ export async function listPlanningSessions(deps: PlannerDeps, options: { planId?
 
 function launch(deps: PlannerDeps, sessionId: string): void {
   const work = runSession(deps, sessionId).catch((error: unknown) => {
-    console.error(`[stepwise] planning session ${sessionId} crashed:`, error);
+    logger.error({ sessionId, err: error }, "planning session crashed");
   });
   deps.background.add(work);
   void work.finally(() => deps.background.delete(work));
@@ -316,7 +313,7 @@ async function finish(
   session: { id: string; traceId: string },
   status: SessionStatus,
   data: { failure?: SessionFailure; planId?: string; resultVersion?: number },
-  event: { type: string; data?: Record<string, unknown> },
+  event: NewEvent,
 ): Promise<boolean> {
   const changed = await deps.prisma.planningSession.updateMany({
     where: { id: session.id, status: { in: OPEN_STATUSES } },
@@ -345,8 +342,8 @@ async function runSession(deps: PlannerDeps, sessionId: string): Promise<void> {
       }
     }
   });
-  const emit = async (type: string, data: Record<string, unknown> = {}) => {
-    await emitTo(deps, session, [{ type, data }]);
+  const emit: PlanningContext["emit"] = async (type, data) => {
+    await emitTo(deps, session, [{ type, data } as NewEvent]);
   };
   const context: PlanningContext = {
     deps,
@@ -421,17 +418,10 @@ async function runSession(deps: PlannerDeps, sessionId: string): Promise<void> {
     const { totals } = await getUsage(deps.prisma, { sessionId });
     const usage = { inputTokens: totals.inputTokens, outputTokens: totals.outputTokens };
     if (session.kind === "regenerate") {
-      const planRow = await deps.prisma.plan.findUniqueOrThrow({ where: { id: session.planId! } });
-      const base = await getPlan(deps.prisma, session.planId!, session.baseVersion!);
-      const steps = renumberNewSteps(
-        outcome.draft.steps as { id: string; dependsOn?: string[]; args?: Record<string, unknown> }[],
-        new Set(base.steps.map((step) => step.id)),
-        planRow.lastStepNumber,
-      );
-      const saved = await savePlanVersion(deps.prisma, deps.tools, {
+      const { plan: saved } = await revisePlan(deps.prisma, deps.tools, {
         planId: session.planId!,
         baseVersion: session.baseVersion!,
-        draft: { ...outcome.draft, steps },
+        revise: () => outcome.draft as { steps: { id: string }[] },
         source: "llm",
         author: session.actor,
         changeNote: `Regenerated with feedback: ${(session.feedback ?? "").slice(0, 200)}`,

@@ -2,7 +2,7 @@ import { generateText, Output } from "ai";
 import type { StepInput } from "../plans/schema";
 import { getPlan } from "../plans/service";
 import { checkPlanDraft, type PlanIssue } from "../plans/validate";
-import { renumberNewSteps, savePlanVersion } from "../plans/versions";
+import { revisePlan } from "../plans/versions";
 import { requirePlanningModel } from "./config";
 import type { PlannerDeps } from "./deps";
 import { suggestionsSchema } from "./llm-schemas";
@@ -87,20 +87,16 @@ export async function addSuggestedStep(
   deps: PlannerDeps,
   input: { planId: string; baseVersion: number; step: StepInput; actor: string },
 ) {
-  const plan = await getPlan(deps.prisma, input.planId, input.baseVersion);
-  const row = await deps.prisma.plan.findUniqueOrThrow({ where: { id: input.planId } });
-  const baseIds = new Set(plan.steps.map((step) => step.id));
-  const steps = renumberNewSteps(
-    [...plan.steps, { ...input.step, dependsOn: input.step.dependsOn ?? [], args: input.step.args ?? {} }],
-    baseIds,
-    row.lastStepNumber,
-  );
-  return savePlanVersion(deps.prisma, deps.tools, {
+  const { plan } = await revisePlan(deps.prisma, deps.tools, {
     planId: input.planId,
     baseVersion: input.baseVersion,
-    draft: { ...plan, steps },
+    revise: (base) => ({
+      ...base,
+      steps: [...base.steps, { ...input.step, dependsOn: input.step.dependsOn ?? [], args: input.step.args ?? {} }],
+    }),
     source: "llm",
     author: input.actor,
     changeNote: `Added suggested step: ${(input.step.title ?? input.step.description ?? "").slice(0, 120)}`,
   });
+  return plan;
 }

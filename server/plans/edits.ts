@@ -17,7 +17,7 @@ import {
 } from "./schema";
 import { getPlan } from "./service";
 import { effectiveRetry, type PlanIssue } from "./validate";
-import { renumberNewSteps, savePlanVersion } from "./versions";
+import { revisePlan, savePlanVersion } from "./versions";
 
 /**
  * The edits a reviewer makes on the plan page. Each is a pure function from the base version's
@@ -425,20 +425,21 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
     if (edit.kind === "import") {
       const imported = parsePlanJson(edit.planJson) as { goal?: unknown; steps?: unknown };
       if (!Array.isArray(imported.steps)) throw new AppError("invalid_input", "The imported JSON has no `steps` array");
-      const steps = renumberNewSteps(
-        imported.steps.filter((step): step is { id: string } => typeof (step as { id?: unknown })?.id === "string"),
-        new Set(base.steps.map((step) => step.id)),
-        row.lastStepNumber,
+      const steps = imported.steps.filter(
+        (step): step is { id: string } => typeof (step as { id?: unknown })?.id === "string",
       );
       if (steps.length !== imported.steps.length)
         throw new AppError("invalid_input", "Every imported step needs a string `id`");
-      try {
-        return await save({ goal: base.goal, ...imported, steps }, "Imported from JSON", { source: "import" });
-      } catch (error) {
-        // The person knows the steps by the ids in their file, not the fresh ones they would get.
-        const fileIds = new Map(steps.map((step, index) => [step.id, (imported.steps as { id: string }[])[index]!.id]));
-        throw withIssuesRenamed(error, fileIds);
-      }
+      // New steps get fresh ids; a refusal names them by the ids in the person's file.
+      const { plan } = await revisePlan(prisma, tools, {
+        planId: input.planId,
+        baseVersion: input.baseVersion,
+        revise: () => ({ goal: base.goal, ...imported, steps }),
+        source: "import",
+        author: input.author,
+        changeNote: "Imported from JSON",
+      });
+      return plan;
     }
     const { draft, changeNote } = applyPlanEdit(base, edit, row.lastStepNumber);
     const waiver =
@@ -472,12 +473,4 @@ function explainRefusal(error: unknown): unknown {
   const shown = issues.slice(0, 3).map((issue) => issue.message);
   const more = issues.length > 3 ? ` (and ${issues.length - 3} more)` : "";
   return new AppError("invalid_plan", `This change was refused: ${shown.join("; ")}${more}`, issues);
-}
-
-function withIssuesRenamed(error: unknown, ids: ReadonlyMap<string, string>): unknown {
-  if (!isAppError(error) || !Array.isArray(error.details)) return error;
-  const issues = (error.details as { stepId?: string }[]).map((issue) =>
-    issue.stepId && ids.has(issue.stepId) ? { ...issue, stepId: ids.get(issue.stepId) } : issue,
-  );
-  return new AppError(error.code, error.message, issues);
 }

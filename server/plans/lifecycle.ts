@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
 
@@ -29,16 +30,6 @@ async function lockPlan(client: pg.PoolClient, planId: string): Promise<PlanRow>
   const plan = rows.rows[0];
   if (!plan) throw new AppError("not_found", `No plan ${planId}`);
   return plan;
-}
-
-async function writeAudit(
-  client: pg.PoolClient,
-  entry: { actor: string; action: string; planId: string; planVersion: number; detail: Record<string, unknown> },
-) {
-  await client.query(
-    "insert into audit_entries (actor, action, plan_id, plan_version, detail) values ($1, $2, $3, $4, $5)",
-    [entry.actor, entry.action, entry.planId, entry.planVersion, JSON.stringify(entry.detail)],
-  );
 }
 
 /** The one rule every run start checks (inside its transaction, before inserting the run). */
@@ -102,7 +93,7 @@ export async function rejectPlan(
       "update planning_sessions set status = 'cancelled', finished_at = now() where plan_id = $1 and kind = 'external'",
       [input.planId],
     );
-    await writeAudit(client, {
+    await recordAudit(client, {
       actor: input.actor,
       action: "plan.rejected",
       planId: input.planId,
@@ -134,7 +125,7 @@ export async function archivePlan(
       );
     }
     await client.query("update plans set archived_at = now() where id = $1", [input.planId]);
-    await writeAudit(client, {
+    await recordAudit(client, {
       actor: input.actor,
       action: "plan.archived",
       planId: input.planId,
@@ -159,7 +150,7 @@ export async function restorePlan(
       "update plans set archived_at = null, rejected_at = null, rejected_version = null where id = $1",
       [input.planId],
     );
-    await writeAudit(client, {
+    await recordAudit(client, {
       actor: input.actor,
       action: "plan.restored",
       planId: input.planId,

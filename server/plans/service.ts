@@ -63,7 +63,7 @@ async function storeNewPlan(prisma: PrismaClient, tools: ToolRegistry, input: Cr
     await appendEvents(prismaQueryable(db), { streamId: id, planId: id, runId: null, traceId }, [
       { type: "plan.created", data: { version: 1, goal: content.goal, source: input.source } },
       ...content.steps.map((step) => ({
-        type: "plan.step",
+        type: "plan.step" as const,
         stepId: step.id,
         data: { step: { ...stepMetadata(step), state: "queued" } },
       })),

@@ -3,7 +3,7 @@ import { startHarness, type Harness } from "../../tests/app-harness";
 import { readPlanEvents } from "../events/store";
 import { createTrpcContext } from "../trpc/init";
 import { createCaller } from "../trpc/root";
-import { listPlanVersions, renumberNewSteps, savePlanVersion } from "./versions";
+import { listPlanVersions, renumberNewSteps, revisePlan, savePlanVersion } from "./versions";
 import { sandboxAvailable } from "../tools/sandbox";
 
 let harness: Harness;
@@ -117,6 +117,54 @@ describe("renumberNewSteps", () => {
       { id: "step_5", dependsOn: ["step_1"], args: { path: "x" } },
       { id: "step_6", dependsOn: ["step_5"], args: { value: "$step_5.body", list: ["$step_5", "$HOME"] } },
     ]);
+  });
+});
+
+describe("revisePlan", () => {
+  const revise = (planId: string, baseVersion: number, steps: (base: { id: string }[]) => object[]) =>
+    revisePlan(harness.app.db.prisma, harness.app.tools, {
+      planId,
+      baseVersion,
+      revise: (base) => ({ ...base, steps: steps(base.steps) as { id: string }[] }),
+      source: "llm",
+      author: "tester",
+      changeNote: "revised",
+    });
+
+  it("gives new steps ids never handed out before, even ids of removed steps", async () => {
+    const plan = await newPlan();
+    // Version 2 drops step_2; its number stays used.
+    await revise(plan.id, 1, (steps) => [steps[0]!]);
+    // The author names a new step "step_2" (it cannot know the history) and refers to it.
+    const revised = await revise(plan.id, 2, (steps) => [
+      ...steps,
+      { id: "step_2", description: "again", tool: "echo", args: { value: "x" }, dependsOn: ["step_1"] },
+      { id: "after", description: "use", tool: "echo", args: { value: "$step_2" }, dependsOn: ["step_2"] },
+    ]);
+    expect(revised.newStepIds).toEqual(["step_3", "step_4"]);
+    expect(revised.plan.version).toBe(3);
+    expect(revised.plan.steps.map((s) => [s.id, s.dependsOn, s.args])).toEqual([
+      ["step_1", [], { path: "a.txt" }],
+      ["step_3", ["step_1"], { value: "x" }],
+      ["step_4", ["step_3"], { value: "$step_3" }],
+    ]);
+  });
+
+  it("refuses a revision of a version that is no longer current, storing nothing", async () => {
+    const plan = await newPlan();
+    await revise(plan.id, 1, (steps) => steps);
+    await expect(revise(plan.id, 1, (steps) => steps)).rejects.toMatchObject({
+      code: "version_conflict",
+      details: { currentVersion: 2 },
+    });
+    expect(await listPlanVersions(harness.app.db.prisma, plan.id)).toHaveLength(2);
+  });
+
+  it("names the author's own step ids in the issues of a refused revision", async () => {
+    const plan = await newPlan();
+    await expect(
+      revise(plan.id, 1, (steps) => [...steps, { id: "broken", tool: "echo", args: {}, dependsOn: ["step_1"] }]),
+    ).rejects.toMatchObject({ code: "invalid_plan", details: [expect.objectContaining({ stepId: "broken" })] });
   });
 });
 

@@ -1,6 +1,6 @@
 import { recordAudit } from "../audit/audit-log";
 import { prismaQueryable } from "../db";
-import { AppError } from "../errors";
+import { AppError, isAppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { PrismaClient } from "../generated/prisma/client";
 import type { ToolRegistry } from "../tools/registry";
@@ -112,6 +112,72 @@ export async function savePlanVersion(
   const task = await prisma.task.findUnique({ where: { id: saved.taskId }, include: { workspace: true } });
   await refreshPlanArtifacts(task?.workspace?.path, saved);
   return saved;
+}
+
+/** A step of a draft as `revisePlan` renumbers it: only its id, dependencies and arguments matter. */
+type DraftStep = { id: string; dependsOn?: string[]; args?: Record<string, unknown> };
+
+export interface RevisePlanInput extends Omit<SavePlanVersionInput, "draft"> {
+  /**
+   * The new content, made from the base version. Steps whose id the base version does not have are
+   * new: they get fresh `step_N` ids above every id ever handed out (dependencies and `$step`
+   * references follow), so an author who cannot know the plan's history — an LLM, an import, a
+   * recovery proposal — never reuses a removed step's id.
+   */
+  revise: (base: Plan) => { steps: DraftStep[] } & Record<string, unknown>;
+  /** The refusal's message when the plan is no longer at `baseVersion` (default: savePlanVersion's). */
+  conflictMessage?: (currentVersion: number) => string;
+}
+
+export interface PlanRevision {
+  plan: Plan;
+  /** The (fresh) ids of the steps the revision added, in plan order. */
+  newStepIds: string[];
+}
+
+/**
+ * The one way to store a revision of a plan written against a base version: checks the plan is
+ * still at that version, builds the new content from it, renumbers the new steps and saves the
+ * next version (`savePlanVersion`, which checks the version again under the plan's lock). Issues
+ * in a refused revision name steps by the ids the author gave them, not fresh ids never stored.
+ */
+export async function revisePlan(
+  prisma: PrismaClient,
+  tools: ToolRegistry,
+  input: RevisePlanInput,
+): Promise<PlanRevision> {
+  const { revise, conflictMessage, ...save } = input;
+  const row = await prisma.plan.findUnique({
+    where: { id: input.planId },
+    select: { currentVersion: true, lastStepNumber: true },
+  });
+  if (!row) throw new AppError("not_found", `No plan ${input.planId}`);
+  if (row.currentVersion !== input.baseVersion) {
+    throw new AppError(
+      "version_conflict",
+      conflictMessage?.(row.currentVersion) ??
+        `This plan changed meanwhile: you edited version ${input.baseVersion}, the current version is ${row.currentVersion}.`,
+      { currentVersion: row.currentVersion },
+    );
+  }
+  const base = await getPlan(prisma, input.planId, input.baseVersion);
+  const baseIds = new Set(base.steps.map((step) => step.id));
+  const draft = revise(base);
+  const steps = renumberNewSteps(draft.steps, baseIds, row.lastStepNumber);
+  try {
+    const plan = await savePlanVersion(prisma, tools, { ...save, draft: { ...draft, steps } });
+    return { plan, newStepIds: steps.filter((step) => !baseIds.has(step.id)).map((step) => step.id) };
+  } catch (error) {
+    throw withDraftIds(error, new Map(steps.map((step, index) => [step.id, draft.steps[index]!.id])));
+  }
+}
+
+function withDraftIds(error: unknown, ids: ReadonlyMap<string, string>): unknown {
+  if (!isAppError(error) || !Array.isArray(error.details)) return error;
+  const issues = (error.details as { stepId?: string }[]).map((issue) =>
+    issue.stepId && ids.has(issue.stepId) ? { ...issue, stepId: ids.get(issue.stepId) } : issue,
+  );
+  return new AppError(error.code, error.message, issues);
 }
 
 /**

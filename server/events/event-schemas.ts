@@ -1,0 +1,180 @@
+import { z } from "zod";
+import type { SignalLevel } from "../agents/signal-store";
+import { RUN_STATUSES } from "../engine/state-machine";
+import { PLAN_SOURCES, STEP_STATUSES, stepResultSchema } from "../plans/schema";
+
+/**
+ * Every event Stepwise appends, defined once: a discriminated union on `type`, each member with the
+ * schema of its `data`. The server appends only these (`appendEvents` takes `NewEvent`, so a
+ * misspelt type or wrong data is a compile error, and outside production the schema checks each
+ * event at append); the UI narrows on `type` and reads `data` with the inferred types (it may
+ * import only types from server/, which is all it needs).
+ *
+ * Adding an event: add one member below (`event("area.what", z.object({...}))`), in its stream's
+ * section. The wire format is `{ type, stepId, data }` inside the stored envelope (types.ts); a
+ * member only describes it, so existing events and the SSE/JSON APIs do not change. Keep data
+ * additive: readers (the UI, stored history) may see events written before a field existed.
+ */
+
+const event = <const T extends string, D extends z.ZodType>(type: T, data: D) =>
+  z.object({ type: z.literal(type), data });
+
+/** `step.<status>`: a step changed status (`RunTransaction.setStatus`). */
+export const STEP_STATUS_EVENT_TYPES = STEP_STATUSES.map((status) => `step.${status}` as const);
+
+/** What a step status event carries besides the status; each status sets the fields that apply. */
+export const stepStatusDataSchema = z.object({
+  status: z.enum(STEP_STATUSES),
+  /** Why; an empty reason clears the step's earlier one (a blocked step returning to pending). */
+  reason: z.string().optional(),
+  attempt: z.number().int().optional(),
+  result: stepResultSchema.optional(),
+  /** awaiting_approval: when the gate expires. */
+  expiresAt: z.string().optional(),
+  /** running (a worker's claim): the worker's name. */
+  worker: z.string().optional(),
+  /** An agent task: the agent that moved it, and its note. */
+  agent: z.string().optional(),
+  note: z.string().optional(),
+});
+
+const runStatusData = z.object({
+  status: z.enum(RUN_STATUSES),
+  reason: z.string().optional(),
+  actor: z.string().optional(),
+});
+
+const signalLevel = z.enum(["info", "warning", "blocker"] satisfies SignalLevel[]);
+
+export const eventSchema = z.discriminatedUnion("type", [
+  // ── A plan's stream (stream id = plan id) ──
+  event("plan.created", z.object({ version: z.number().int(), goal: z.string(), source: z.enum(PLAN_SOURCES) })),
+  /** Seed 001: a new plan announces each step as queued. */
+  event("plan.step", z.object({ step: z.record(z.string(), z.unknown()) })),
+  event("plan.updated", z.object({ version: z.number().int(), baseVersion: z.number().int(), changeNote: z.string() })),
+
+  // ── A run's stream (stream id = run id) ──
+  event(
+    "run.started",
+    z.object({
+      status: z.literal("running"),
+      planVersion: z.number().int(),
+      approvedBy: z.string(),
+      rerunOf: z.string().optional(),
+      steps: z.array(z.object({ id: z.string(), status: z.enum(STEP_STATUSES) })),
+    }),
+  ),
+  z.object({
+    type: z.enum([
+      "run.running",
+      "run.paused",
+      "run.resumed",
+      "run.failing",
+      "run.completed",
+      "run.failed",
+      "run.cancelled",
+    ]),
+    data: runStatusData,
+  }),
+  /** The run moved to a new plan version (recovery, an agent's or a person's edit). */
+  event(
+    "run.plan_changed",
+    z.object({
+      planVersion: z.number().int(),
+      previousVersion: z.number().int(),
+      insertedStepIds: z.array(z.string()),
+    }),
+  ),
+  z.object({ type: z.enum(STEP_STATUS_EVENT_TYPES), data: stepStatusDataSchema }),
+  event(
+    "step.retrying",
+    z.object({ status: z.literal("ready"), attempt: z.number().int(), error: z.string(), delayMs: z.number() }),
+  ),
+  event(
+    "step.interrupted",
+    z.object({ attempt: z.number().int(), idempotent: z.boolean(), effectsStarted: z.boolean(), reason: z.string() }),
+  ),
+  event("step.progress", z.object({ progress: z.number(), message: z.string().optional() })),
+  event("step.log", z.object({ lines: z.array(z.object({ message: z.string(), level: z.string(), at: z.string() })) })),
+  event("approval.requested", z.object({ planVersion: z.number().int(), expiresAt: z.string() })),
+  event("approval.expiring", z.object({ expiresAt: z.string() })),
+  event(
+    "approval.decided",
+    z.object({ decision: z.enum(["approved", "denied"]), actor: z.string(), comment: z.string().nullable() }),
+  ),
+  event("input.requested", z.object({ question: z.string(), choices: z.array(z.string()).optional() })),
+  event("input.answered", z.object({ actor: z.string() })),
+  /** Signals of an agent session travel in its run's stream. */
+  event("signal.raised", z.object({ id: z.string(), level: signalLevel, message: z.string(), raisedBy: z.string() })),
+  event("signal.cleared", z.object({ id: z.string(), clearedBy: z.string() })),
+
+  // ── A planning session's stream (stream id = session id) ──
+  event(
+    "planning.started",
+    z.object({
+      kind: z.string(),
+      mode: z.string(),
+      model: z.string(),
+      goal: z.string().optional(),
+      judge: z.boolean().optional(),
+      /** An agent's plan mode: why it plans. */
+      reason: z.string().optional(),
+    }),
+  ),
+  event(
+    "planning.context",
+    z.object({ message: z.string(), entries: z.number().int(), keyFiles: z.array(z.string()) }),
+  ),
+  event(
+    "planning.draft",
+    z.object({ attempt: z.number().int(), steps: z.number().int(), summary: z.string().nullable() }),
+  ),
+  event("planning.gates_failed", z.object({ attempt: z.number().int(), details: z.array(z.string()) })),
+  event("planning.gates_passed", z.object({ attempt: z.number().int() })),
+  event("planning.judge", z.object({ attempt: z.number().int(), approved: z.boolean(), feedback: z.string() })),
+  event("planning.refining", z.object({ attempt: z.number().int() })),
+  event("planning.unparsable", z.object({ attempt: z.number().int(), reason: z.string() })),
+  event("planning.nudge", z.object({ turn: z.number().int(), text: z.string() })),
+  event(
+    "planning.tool_call",
+    z.object({
+      turn: z.number().int(),
+      tool: z.string(),
+      args: z.record(z.string(), z.unknown()).optional(),
+      error: z.string().optional(),
+    }),
+  ),
+  event(
+    "planning.usage",
+    z.object({
+      purpose: z.string(),
+      model: z.string(),
+      inputTokens: z.number(),
+      outputTokens: z.number(),
+      costUsd: z.number().nullable(),
+      durationMs: z.number(),
+      spanId: z.string(),
+      ok: z.boolean(),
+    }),
+  ),
+  event("planning.question", z.object({ questionId: z.string(), question: z.string() })),
+  event("planning.answered", z.object({ questionId: z.string(), answer: z.string(), by: z.string() })),
+  event("planning.cancelled", z.object({ by: z.string().optional() })),
+  event("planning.completed", z.object({ planId: z.string(), version: z.number().int() })),
+  event("planning.invalid", z.object({ details: z.array(z.unknown()) })),
+  /** The session's failure (planner/sessions.ts SessionFailure): always a message, more by kind. */
+  event("planning.failed", z.looseObject({ error_type: z.string(), message: z.string() })),
+]);
+
+/** One event as appended: its type and data (the store adds the envelope). */
+export type EventBody = z.infer<typeof eventSchema>;
+export type EventType = EventBody["type"];
+/** The data of events of type `T` (a member may cover several types, e.g. `step.<status>`). */
+export type EventData<T extends EventType> = EventBody extends infer E
+  ? E extends { type: infer U; data: infer D }
+    ? T extends U
+      ? D
+      : never
+    : never
+  : never;
+export type StepStatusData = z.infer<typeof stepStatusDataSchema>;
