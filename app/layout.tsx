@@ -23,6 +23,7 @@ export default function RootLayout({ children }: { children: ReactNode }) {
               <InboxNavLink />
               <Link href="/tasks/new">New task</Link>
               <Link href="/plans/new">New plan</Link>
+              <Link href="/templates">Templates</Link>
               <Link href="/workspaces">Workspaces</Link>
               <Link href="/audit">Audit</Link>
               <Link href="/settings">Settings</Link>

@@ -138,6 +138,7 @@ let fixtures: {
   agentRunId: string;
   questionSessionId: string;
   failedSessionId: string;
+  templatePlanId: string;
   submittedSessionId: string;
   rejectedSessionId: string;
   archivedPlanId: string;
@@ -209,6 +210,17 @@ test.beforeAll(async ({ playwright }) => {
     const failed = await trpc<{ sessionId: string }>(request, "planner.start", { goal: "Show the README" });
     await expect.poll(() => sessionStatus(request, failed.sessionId)).toBe("failed");
 
+    const templatePlanId = await createPlanViaApi(request, {
+      goal: `Deploy {{service}} ${tag}`,
+      steps: [{ id: "step_1", description: "Announce {{service}}", tool: "echo", args: { value: "{{service}}" } }],
+    });
+    await trpc(request, "templates.save", {
+      planId: templatePlanId,
+      name: `Deploy template ${tag}`,
+      description: "Deploy one service",
+      parameters: [{ name: "service", label: "Service", default: "api" }],
+    });
+
     // Planning sessions whose plans wait for review, and one rejected; an archived plan.
     const submitted: string[] = [];
     for (const goal of [`Review me ${tag}`, `Reject me ${tag}`]) {
@@ -229,6 +241,7 @@ test.beforeAll(async ({ playwright }) => {
     await trpc(request, "plans.archive", { planId: archivedPlanId });
 
     fixtures = {
+      templatePlanId,
       planId,
       emptyPlanId,
       gateRunId,
@@ -315,6 +328,29 @@ for (const scheme of SCHEMES) {
         await expect(page.getByRole("heading", { level: 1, name: heading })).toBeVisible();
         await expectAccessible(page);
       }
+    });
+
+    test(`templates: list, start form, delete confirmation, empty, save form (${scheme})`, async ({ page }) => {
+      await page.goto("/templates");
+      const card = page.getByTestId("template").filter({ hasText: `Deploy template ${tag}` });
+      await expect(card).toBeVisible();
+      await expectAccessible(page);
+      await card.getByRole("button", { name: "Use template" }).click();
+      await expect(card.getByLabel(/Service/)).toBeVisible();
+      await card.getByRole("button", { name: "Delete" }).click();
+      await expectReadableAtRestAndHovered(page, card.getByRole("button", { name: "Delete for good" }));
+      await expectAccessible(page);
+
+      await answerProcedure(page, "templates.list", { templates: [] });
+      await page.goto("/templates");
+      await expect(page.getByTestId("no-templates")).toBeVisible();
+      await expectAccessible(page);
+
+      const view = new PlanViewPage(page);
+      await view.open(fixtures.templatePlanId);
+      await page.getByRole("button", { name: "Save as template" }).click();
+      await expect(page.getByTestId("template-parameter")).toBeVisible();
+      await expectAccessible(page);
     });
 
     test(`workspaces page renaming and confirming a removal, and the audit log filtered (${scheme})`, async ({

@@ -3,7 +3,11 @@ import { createEngineDeps, type EngineDeps } from "./engine/engine";
 import { startStepWorker, type StepWorker } from "./engine/worker";
 import { EventBus } from "./events/bus";
 import { readConfig } from "./env";
-import { builtinRegistry, type ToolRegistry } from "./tools/registry";
+import { autoRecover } from "./planner/auto-recovery";
+import { plannerFor } from "./planner/deps";
+import { createStepTextGenerator } from "./planner/step-generation";
+import { createLlmGenerateTool } from "./tools/llm-generate";
+import { builtinTools, createToolRegistry, type ToolRegistry } from "./tools/registry";
 
 /** The long-lived services of one server process, shared by tRPC, HTTP routes and MCP. */
 export interface AppContext {
@@ -25,24 +29,34 @@ export async function createAppContext(options: {
   const db = connectDatabase(options.databaseUrl);
   const bus = new EventBus(options.databaseUrl, db.pool);
   await bus.start();
-  const tools = options.tools ?? builtinRegistry;
+  // llm_generate reaches the planner of this context (its provider configuration), looked up on
+  // each call so a replaced planner (tests, settings) takes effect. The context exists before the
+  // worker starts, so a step claimed at once finds it.
+  const generator = createStepTextGenerator(() => plannerFor(context));
+  const tools = options.tools ?? createToolRegistry([...builtinTools, createLlmGenerateTool(generator)]);
   const engine = createEngineDeps(db.pool, tools);
-  const worker = options.worker
-    ? await startStepWorker(engine, { databaseUrl: options.databaseUrl, concurrency: options.worker.concurrency })
-    : undefined;
-  return {
+  // Runs whose recovery policy is `auto` have the planner recover their failed steps.
+  engine.autoRecover = async (job) => void (await autoRecover(plannerFor(context), job));
+  const context: AppContext = {
     db,
     bus,
     engine,
     tools,
     workspaceRoot: options.workspaceRoot,
-    worker,
+    worker: undefined,
     async close() {
-      await worker?.stop();
+      await context.worker?.stop();
       await bus.close();
       await db.close();
     },
   };
+  if (options.worker) {
+    context.worker = await startStepWorker(engine, {
+      databaseUrl: options.databaseUrl,
+      concurrency: options.worker.concurrency,
+    });
+  }
+  return context;
 }
 
 /*

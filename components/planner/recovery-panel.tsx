@@ -51,6 +51,12 @@ export function RecoveryPanel({ runId, stepId }: { runId: string; stepId: string
       {open && (
         <div className="stack-sm" role="group" aria-label="Recovery proposal" data-testid="recovery-proposal">
           <strong>The planner proposes: {describeRecoveryAction(open.action)}</strong>
+          {open.automatic && (
+            <p className="muted" data-testid="recovery-held">
+              Asked by the run&apos;s automatic recovery; {open.action.kind === "abort" ? "an abort" : "this"} needs
+              your decision.
+            </p>
+          )}
           {open.action.kind === "retry" && open.action.args && (
             <pre className="args mono">{JSON.stringify(open.action.args, null, 2)}</pre>
           )}
@@ -92,7 +98,11 @@ export function RecoveryPanel({ runId, stepId }: { runId: string; stepId: string
           {decided.map((proposal) => (
             <li key={proposal.id} data-proposal-status={proposal.status}>
               {describeRecoveryAction(proposal.action)}: {proposal.status}
-              {proposal.decidedBy ? ` by ${proposal.decidedBy}` : ""}
+              {proposal.automatic && proposal.status === "accepted"
+                ? " automatically (run policy)"
+                : proposal.decidedBy
+                  ? ` by ${proposal.decidedBy}`
+                  : ""}
               {proposal.error ? ` (${proposal.error})` : ""}
             </li>
           ))}

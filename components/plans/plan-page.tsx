@@ -6,6 +6,7 @@ import { useRouter } from "next/navigation";
 import { useCallback, useMemo, useRef, useState } from "react";
 import { PlanPlannerTools } from "@/components/planner/plan-planner-tools";
 import { PlanRuns } from "@/components/runs/plan-runs";
+import { SaveTemplate } from "@/components/templates/save-template";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import type { Step } from "@/server/plans/schema";
@@ -224,6 +225,7 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
             version={current.version}
             onImport={(planJson) => edit({ kind: "import", planJson }, { reportRefusal: false })}
           />
+          <SaveTemplate planId={planId} version={current.version} goal={current.goal} />
         </div>
       </div>
 

@@ -7,6 +7,8 @@ export interface RunOptions {
   maxParallel: number;
   approvalTimeoutMinutes: number;
   approvalWarningMinutes: number;
+  /** Failed steps: a person decides on recovery proposals (ask), or they are applied by policy (auto). */
+  recovery: "ask" | "auto";
 }
 
 /** The engine's defaults (server/engine: 8 at once, gates skipped after 30 minutes, warned 5 before). */
@@ -14,6 +16,7 @@ export const DEFAULT_RUN_OPTIONS: RunOptions = {
   maxParallel: 8,
   approvalTimeoutMinutes: 30,
   approvalWarningMinutes: 5,
+  recovery: "ask",
 };
 
 const LIMITS = {
@@ -24,7 +27,7 @@ const LIMITS = {
 
 /** What is wrong with the options, in words, or null when they can be sent. */
 export function runOptionsProblem(options: RunOptions): string | null {
-  for (const [key, { min, max }] of Object.entries(LIMITS) as [keyof RunOptions, { min: number; max: number }][]) {
+  for (const [key, { min, max }] of Object.entries(LIMITS) as [keyof typeof LIMITS, { min: number; max: number }][]) {
     const value = options[key];
     if (!Number.isInteger(value) || value < min || value > max)
       return `${LABELS[key]} must be a whole number from ${min} to ${max}.`;
@@ -40,10 +43,11 @@ export function approvalInput(options: RunOptions) {
     maxParallel: options.maxParallel,
     approvalTimeoutSeconds: options.approvalTimeoutMinutes * 60,
     approvalWarningSeconds: options.approvalWarningMinutes * 60,
+    recovery: options.recovery,
   };
 }
 
-const LABELS: Record<keyof RunOptions, string> = {
+const LABELS: Record<keyof typeof LIMITS, string> = {
   maxParallel: "Steps at once",
   approvalTimeoutMinutes: "Gates wait (minutes)",
   approvalWarningMinutes: "Warn before (minutes)",
@@ -56,9 +60,10 @@ export function RunOptionsFields({ value, onChange }: { value: RunOptions; onCha
     <details className="run-options">
       <summary>
         Run options: up to {value.maxParallel} steps at once · gates wait {value.approvalTimeoutMinutes} min
+        {value.recovery === "auto" && " · recovery automatic"}
       </summary>
       <div className="stack-sm">
-        {(Object.keys(LABELS) as (keyof RunOptions)[]).map((key) => (
+        {(Object.keys(LABELS) as (keyof typeof LIMITS)[]).map((key) => (
           <label key={key} htmlFor={`${id}-${key}`} className="row spread">
             <span>{LABELS[key]}</span>
             <input
@@ -73,7 +78,21 @@ export function RunOptionsFields({ value, onChange }: { value: RunOptions; onCha
             />
           </label>
         ))}
-        <p className="muted">A gated step nobody decides on is skipped when its time runs out.</p>
+        <label htmlFor={`${id}-recovery`} className="row spread">
+          <span>When a step fails</span>
+          <select
+            id={`${id}-recovery`}
+            value={value.recovery}
+            onChange={(event) => onChange({ ...value, recovery: event.target.value === "auto" ? "auto" : "ask" })}
+          >
+            <option value="ask">Ask me (I decide on recovery)</option>
+            <option value="auto">Recover automatically (planner, at most 2 tries per step)</option>
+          </select>
+        </label>
+        <p className="muted">
+          A gated step nobody decides on is skipped when its time runs out. Automatic recovery applies the
+          planner&apos;s proposal without you, except an abort, which waits for you.
+        </p>
         {problem && (
           <p className="warn-text" role="alert" data-testid="run-options-problem">
             {problem}

@@ -126,6 +126,14 @@ export function RunPanel({ run, goal, connection }: { run: LiveRun; goal: string
           <dd data-testid="max-parallel">up to {run.maxParallel} steps</dd>
         </div>
         <div>
+          <dt>Recovery</dt>
+          <dd data-testid="recovery-policy">
+            {run.recoveryPolicy === "auto"
+              ? "automatic: the planner's proposals are applied (at most 2 per step, never an abort)"
+              : "a person decides"}
+          </dd>
+        </div>
+        <div>
           <dt>Trace id</dt>
           <dd className="mono" data-testid="trace-id">
             {run.traceId}

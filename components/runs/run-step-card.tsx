@@ -4,6 +4,7 @@ import { memo } from "react";
 import type { RunDecision } from "@/server/engine/run-list";
 import type { Step } from "@/server/plans/schema";
 import { RecoveryPanel } from "@/components/planner/recovery-panel";
+import { StepUsage } from "@/components/planner/step-usage";
 import { ProgressBar } from "@/components/ui/progress-bar";
 import { StatusBadge } from "@/components/ui/status-badge";
 import { useNow } from "@/components/ui/use-now";
@@ -120,6 +121,9 @@ export const RunStepCard = memo(function RunStepCard({
             </p>
           )}
           {state.result?.ok && status === "completed" && <ResultValue value={state.result.value} />}
+          {step.tool === "llm_generate" && (status === "completed" || status === "failed") && (
+            <StepUsage runId={runId} stepId={step.id} />
+          )}
           {(status === "awaiting_approval" || status === "awaiting_input") && steerable && (
             <p className="warn-text" data-testid="decide-above">
               {status === "awaiting_approval" ? "Waiting for your approval" : "Waiting for your answer"}

@@ -30,6 +30,11 @@ export interface EngineDeps {
    * work, before it commits, e.g. to freeze the process while it holds the run's lock.
    */
   beforeCommit?: (runId: string, ops: readonly { kind: "claim" | "record"; job: { stepId: string } }[]) => void;
+  /**
+   * Set by the app context: asks the planner for a recovery of a failed step of an `auto` run and
+   * applies it (server/planner/auto-recovery.ts). Without it the job leaves the step to a person.
+   */
+  autoRecover?: (job: { runId: string; stepId: string; attempt: number }) => Promise<void>;
   now?: () => Date;
   random?: () => number;
 }

@@ -1,6 +1,7 @@
 import { raiseFailureSignal } from "../agents/signal-store";
 import type { StepResult } from "../plans/schema";
 import { advance } from "./advance";
+import { enqueueAutoRecovery } from "./queue";
 import type { EngineDeps } from "./deps";
 import type { RunTransaction } from "./run-transaction";
 import { retryDelayMs } from "./scheduler";
@@ -53,6 +54,11 @@ export async function recordOutcomeIn(
   if (signal) {
     tx.events.push({ type: "signal.raised", stepId, data: { ...signal, raisedBy: "stepwise" } });
     await holdForSignal(tx, `Blocked by the failure of ${stepId}`);
+  }
+  // The run's policy may apply a recovery proposal without a person: a job in this transaction, so
+  // it exists exactly when the failure is recorded (agent tasks are recovered by their agent).
+  if (!outcome.ok && tx.run.recovery_policy === "auto" && step.tool !== "agent_task") {
+    await enqueueAutoRecovery(tx.client, { runId: tx.run.id, stepId, attempt });
   }
   if (advanceNow) await advance(tx, [stepId]);
   return true;

@@ -7,6 +7,9 @@ export const APPROVAL_WARNING_TASK = "approval_expiring";
 /** Skips a gated step nobody decided on in time. */
 export const APPROVAL_EXPIRY_TASK = "approval_expire";
 
+/** Asks the planner for a recovery of a failed step and applies it (runs whose policy is `auto`). */
+export const AUTO_RECOVERY_TASK = "auto_recover";
+
 const QUEUE_ATTEMPTS = 5;
 
 export interface StepJob {
@@ -74,6 +77,24 @@ export function enqueueApprovalTimers(client: Pick<pg.ClientBase, "query">, jobs
       job_key: `${job.task}:${job.runId}:${job.stepId}:${job.expiresAt}`,
     })),
   );
+}
+
+/** The failed attempt an automatic recovery is about; the job key makes one job per attempt. */
+export interface AutoRecoveryJob {
+  runId: string;
+  stepId: string;
+  attempt: number;
+}
+
+export function enqueueAutoRecovery(client: Pick<pg.ClientBase, "query">, job: AutoRecoveryJob): Promise<void> {
+  return addJobs(client, [
+    {
+      task: AUTO_RECOVERY_TASK,
+      payload: { ...job },
+      run_at: null,
+      job_key: `${AUTO_RECOVERY_TASK}:${job.runId}:${job.stepId}:${job.attempt}`,
+    },
+  ]);
 }
 
 /** NOTIFY channel carrying the id of a cancelled run, so every worker aborts its running steps. */

@@ -157,6 +157,8 @@ export async function rerunFrom(
     maxParallel: run.maxParallel,
     approvalTimeoutMs: run.approvalTimeoutMs,
     approvalWarningMs: run.approvalWarningMs,
+    // The re-run keeps the person's choice about recovering failed steps.
+    recoveryPolicy: run.recoveryPolicy === "auto" ? "auto" : "ask",
     reuse: { fromRunId: run.id, stepIds: reuse },
   });
   return { runId: started.runId, planVersion: version };

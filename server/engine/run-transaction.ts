@@ -23,6 +23,7 @@ export interface RunRow {
   active_steps: number;
   approval_timeout_ms: number;
   approval_warning_ms: number;
+  recovery_policy: "ask" | "auto";
   /** The database's clock at the start of the transaction. */
   db_now: Date;
 }
@@ -170,7 +171,7 @@ export async function openRunTransaction(
 ): Promise<RunTransaction | undefined> {
   const result = await client.query<RunRow>(
     `select id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
-            approval_timeout_ms, approval_warning_ms, now() as db_now
+            approval_timeout_ms, approval_warning_ms, recovery_policy, now() as db_now
      from runs where id = $1 for update${options.skipLocked ? " skip locked" : ""}`,
     [runId],
   );

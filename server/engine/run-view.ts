@@ -28,6 +28,8 @@ export interface RunView {
   traceId: string;
   approvedBy: string;
   maxParallel: number;
+  /** `auto`: failed steps get a recovery proposal applied by policy (bounded); `ask`: a person decides. */
+  recoveryPolicy?: "ask" | "auto";
   /** The directory every tool of the run acts in, and the registered workspace's name. */
   workspace: { id: string | null; name: string | null; path: string };
   /** The run this one re-runs from a chosen step, if any. */
@@ -70,6 +72,7 @@ export async function getRun(prisma: PrismaClient, runId: string): Promise<RunVi
     traceId: run.traceId,
     approvedBy: run.approvedBy,
     maxParallel: run.maxParallel,
+    recoveryPolicy: run.recoveryPolicy === "auto" ? "auto" : "ask",
     workspace: { id: workspace?.id ?? null, name: workspace?.name ?? null, path: run.workspaceRoot },
     ...(run.rerunOf !== null && { rerunOf: run.rerunOf }),
     createdAt: run.createdAt.toISOString(),

@@ -19,9 +19,14 @@ export interface StartRunInput {
   /** How long gated steps wait for a decision (default 30 minutes) and when to warn before. */
   approvalTimeoutMs?: number;
   approvalWarningMs?: number;
+  /** Recovery proposals for failed steps: decided by a person (`ask`, default) or applied by policy (`auto`). */
+  recoveryPolicy?: RecoveryPolicy;
   /** Re-run: these steps are not executed again; their recorded results are copied from `fromRunId`. */
   reuse?: { fromRunId: string; stepIds: string[] };
 }
+
+export const RECOVERY_POLICIES = ["ask", "auto"] as const;
+export type RecoveryPolicy = (typeof RECOVERY_POLICIES)[number];
 
 export const DEFAULT_APPROVAL_TIMEOUT_MS = 30 * 60_000;
 export const DEFAULT_APPROVAL_WARNING_MS = 5 * 60_000;
@@ -55,8 +60,8 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
     await client.query(
       `insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root,
                          open_steps, active_steps, started_at, approval_timeout_ms, approval_warning_ms, rerun_of,
-                         workspace_id)
-       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12)`,
+                         workspace_id, recovery_policy)
+       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12, $13)`,
       [
         runId,
         input.planId,
@@ -70,6 +75,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
         input.approvalWarningMs ?? DEFAULT_APPROVAL_WARNING_MS,
         input.reuse?.fromRunId ?? null,
         input.workspaceId ?? null,
+        input.recoveryPolicy ?? "ask",
       ],
     );
     await client.query(

@@ -15,7 +15,13 @@ import {
   warnApprovalExpiring,
   type EngineDeps,
 } from "./engine";
-import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK, CANCEL_CHANNEL, RUN_STEP_TASK } from "./queue";
+import {
+  APPROVAL_EXPIRY_TASK,
+  APPROVAL_WARNING_TASK,
+  AUTO_RECOVERY_TASK,
+  CANCEL_CHANNEL,
+  RUN_STEP_TASK,
+} from "./queue";
 import { workerName } from "./run-view";
 
 export interface StepWorker {
@@ -105,6 +111,9 @@ export async function startStepWorker(
             },
             [APPROVAL_WARNING_TASK]: async (payload) => {
               await warnApprovalExpiring(deps, payload as { runId: string; stepId: string; expiresAt: string });
+            },
+            [AUTO_RECOVERY_TASK]: async (payload) => {
+              await deps.autoRecover?.(payload as { runId: string; stepId: string; attempt: number });
             },
             [APPROVAL_EXPIRY_TASK]: async (payload) => {
               await expireApproval(deps, payload as { runId: string; stepId: string; expiresAt: string });

@@ -144,6 +144,11 @@ export const planApprove = defineOperation({
       .max(7 * 86_400)
       .optional(),
     approvalWarningSeconds: z.number().int().min(0).max(86_400).optional(),
+    /**
+     * Failed steps: `ask` (default) waits for a person to ask the planner and decide; `auto` asks
+     * and applies the proposal by policy, at most twice per step, never an abort.
+     */
+    recovery: z.enum(["ask", "auto"]).optional(),
   }),
   output: z.object({ runId: z.string(), traceId: z.string() }),
   audience: "person",
@@ -160,6 +165,7 @@ export const planApprove = defineOperation({
       ...(input.maxParallel !== undefined && { maxParallel: input.maxParallel }),
       ...(input.approvalTimeoutSeconds !== undefined && { approvalTimeoutMs: input.approvalTimeoutSeconds * 1000 }),
       ...(input.approvalWarningSeconds !== undefined && { approvalWarningMs: input.approvalWarningSeconds * 1000 }),
+      ...(input.recovery !== undefined && { recoveryPolicy: input.recovery }),
     });
   },
 });

@@ -4,6 +4,7 @@ import { auditOperations } from "./audit";
 import { planLifecycleOperations } from "./plan-lifecycle";
 import { planOperations } from "./plans";
 import { runOperations } from "./runs";
+import { templateOperations } from "./templates";
 import { workspaceOperations } from "./workspaces";
 import type { Operation } from "./operation";
 
@@ -22,6 +23,7 @@ export const operations: AnyOperation[] = [
   ...runOperations,
   ...workspaceOperations,
   ...auditOperations,
+  ...templateOperations,
 ];
 
 export function findOperation(name: string): AnyOperation | undefined {

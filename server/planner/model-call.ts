@@ -16,9 +16,11 @@ export interface CallScope {
   sessionId?: string;
   planId?: string;
   runId?: string;
+  /** The run step whose `llm_generate` tool made the call. */
+  stepId?: string;
 }
 
-export type CallPurpose = "draft" | "refine" | "judge" | "deep_step" | "suggest" | "recovery" | "chat";
+export type CallPurpose = "draft" | "refine" | "judge" | "deep_step" | "suggest" | "recovery" | "chat" | "step";
 
 export type ProviderFailureKind = "timeout" | "rate_limit" | "provider" | "auth" | "unreachable" | "unparsable";
 
@@ -125,6 +127,7 @@ export async function callModel<R>(
       ...(scope.sessionId && { "stepwise.planning_session_id": scope.sessionId }),
       ...(scope.planId && { "stepwise.plan_id": scope.planId }),
       ...(scope.runId && { "stepwise.run_id": scope.runId }),
+      ...(scope.stepId && { "stepwise.step_id": scope.stepId }),
     });
     const spanContext = span.spanContext();
     // Without an OpenTelemetry SDK the span id is all zeros; a random id still tells calls apart.
@@ -186,6 +189,7 @@ async function recordCall(
       sessionId: scope.sessionId ?? null,
       planId: scope.planId ?? null,
       runId: scope.runId ?? null,
+      stepId: scope.stepId ?? null,
       purpose,
       model: modelId,
       inputTokens: usage.inputTokens,

@@ -25,6 +25,8 @@ export interface RecoveryProposalView {
   action: RecoveryAction;
   reasoning: string;
   model: string;
+  /** Asked and decided by the run's `auto` recovery policy, not a person. */
+  automatic: boolean;
   decidedBy: string | null;
   decidedAt: string | null;
   error: string | null;
@@ -43,6 +45,7 @@ function toView(row: ProposalRow): RecoveryProposalView {
     action: row.action as RecoveryAction,
     reasoning: row.reasoning,
     model: row.model,
+    automatic: row.automatic,
     decidedBy: row.decidedBy,
     decidedAt: row.decidedAt?.toISOString() ?? null,
     error: row.error,
@@ -94,7 +97,7 @@ function actionProblems(
  */
 export async function proposeRecovery(
   deps: PlannerDeps,
-  input: { runId: string; stepId: string; model?: string; actor: string },
+  input: { runId: string; stepId: string; model?: string; actor: string; automatic?: boolean },
 ): Promise<RecoveryProposalView> {
   const modelId = requirePlanningModel(deps.config, input.model);
   const run = await getRun(deps.prisma, input.runId);
@@ -149,6 +152,7 @@ export async function proposeRecovery(
           action: action as object,
           reasoning: result.output.reasoning,
           model: modelId,
+          automatic: input.automatic === true,
         },
       });
       await recordAudit(prismaQueryable(deps.prisma), {

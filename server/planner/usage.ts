@@ -50,7 +50,8 @@ export interface LlmCallView {
   createdAt: string;
 }
 
-export type UsageScope = { sessionId: string } | { planId: string } | { runId: string };
+export type UsageScope =
+  { sessionId: string } | { planId: string } | { runId: string } | { runId: string; stepId: string };
 
 /** Token usage and cost of every model call of a planning session, a plan (all its sessions) or a run. */
 export async function getUsage(

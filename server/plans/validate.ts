@@ -9,6 +9,7 @@ export type PlanIssueCode =
   | "schema"
   | "duplicate_step_id"
   | "unknown_tool"
+  | "tool_unavailable"
   | "invalid_args"
   | "unknown_dependency"
   | "self_dependency"
@@ -74,6 +75,15 @@ export function validatePlan(plan: { steps: StepShape[] }, registry: ToolRegistr
         path: ["tool"],
       });
     } else {
+      const unavailable = tool.unavailableReason?.();
+      if (unavailable) {
+        issues.push({
+          code: "tool_unavailable",
+          stepId: step.id,
+          message: `${step.id}: ${step.tool} cannot run: ${unavailable}`,
+          path: ["tool"],
+        });
+      }
       issues.push(...argumentIssues(step, tool.inputSchema, byId));
     }
   }

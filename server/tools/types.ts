@@ -62,12 +62,47 @@ export interface ToolDefinition<Input = unknown, Output = unknown> {
    * effect as possibly begun from the moment the step is claimed.
    */
   marksEffectStart?: boolean;
+  /**
+   * Why the tool cannot run in this process's configuration (no LLM provider for `llm_generate`),
+   * saying exactly what to configure; undefined when it can. Validation reports it on every step
+   * that uses the tool.
+   */
+  unavailableReason?(): string | undefined;
   execute(input: Input, context: ToolContext): Promise<Output>;
 }
 
 /** Whether a step of this tool with these arguments needs approval unless its author decides otherwise. */
 export function requiresApprovalByDefault(tool: AnyTool, args: unknown): boolean {
   return tool.requiresApprovalFor ? tool.requiresApprovalFor(args) : tool.requiresApproval;
+}
+
+/** What a text generation request asks of the configured model (the `llm_generate` tool). */
+export interface TextGenerationRequest {
+  prompt: string;
+  system?: string;
+  maxOutputTokens?: number;
+  model?: string;
+}
+
+export interface TextGenerationResult {
+  text: string;
+  model: string;
+  inputTokens: number;
+  outputTokens: number;
+  /** US dollars; null when the model's price is unknown. */
+  costUsd: number | null;
+}
+
+/**
+ * The planner's model configuration as a tool sees it: injected by the app context, so tools never
+ * read provider settings themselves. Each call is recorded (tokens, cost) against the run and step.
+ */
+export interface TextGenerator {
+  unavailableReason(): string | undefined;
+  generate(
+    request: TextGenerationRequest,
+    call: { runId: string; stepId: string; signal: AbortSignal },
+  ): Promise<TextGenerationResult>;
 }
 
 /** Erases the input type so tools of different shapes can share one registry. */

@@ -6,6 +6,7 @@ import { plannerRouter } from "./routers/planner";
 import { planningRouter } from "./routers/planning";
 import { plansRouter } from "./routers/plans";
 import { runsRouter } from "./routers/runs";
+import { templatesRouter } from "./routers/templates";
 import { workspacesRouter } from "./routers/workspaces";
 
 export const appRouter = router({
@@ -17,6 +18,7 @@ export const appRouter = router({
   audit: auditRouter,
   planning: planningRouter,
   inbox: inboxRouter,
+  templates: templatesRouter,
 });
 export type AppRouter = typeof appRouter;
 export const createCaller = createCallerFactory(appRouter);

@@ -110,7 +110,14 @@ export const plannerRouter = router({
 
   usage: publicProcedure
     .input(
-      z.union([z.object({ sessionId: z.uuid() }), z.object({ planId: z.string() }), z.object({ runId: z.uuid() })]),
+      // The step scope first: an object schema drops keys it does not know, so `{runId}` would
+      // swallow `{runId, stepId}`.
+      z.union([
+        z.object({ runId: z.uuid(), stepId: z.string().max(100) }),
+        z.object({ sessionId: z.uuid() }),
+        z.object({ planId: z.string() }),
+        z.object({ runId: z.uuid() }),
+      ]),
     )
     .query(({ ctx, input }) => getUsage(ctx.app.db.prisma, input)),
 

@@ -1,0 +1,5 @@
+import { TemplatesPage } from "@/components/templates/templates-page";
+
+export default function Templates() {
+  return <TemplatesPage />;
+}

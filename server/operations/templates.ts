@@ -1,0 +1,137 @@
+import { z } from "zod";
+import {
+  deleteTemplate,
+  detectTemplateParameters,
+  getTemplate,
+  instantiateTemplate,
+  listTemplates,
+  saveTemplate,
+} from "../templates/service";
+import { TEMPLATE_LIMITS } from "../templates/placeholders";
+import { requireWorkspace } from "../plans/workspaces";
+import { defineOperation } from "./operation";
+import { planOutputSchema } from "./plans";
+import type { AnyOperation } from "./registry";
+
+/** Plan templates as operations: save a plan version as one, list, read, start a plan from one, delete. */
+const templateId = z.string().min(1).max(100);
+const value = z.string().max(TEMPLATE_LIMITS.valueChars);
+
+const parameterOutput = z.object({
+  name: z.string(),
+  label: z.string(),
+  default: z.string().optional(),
+  required: z.boolean(),
+});
+
+export const templateOutputSchema = z.looseObject({
+  id: z.string(),
+  name: z.string(),
+  description: z.string(),
+  goal: z.string(),
+  parameters: z.array(parameterOutput),
+  steps: z.array(z.looseObject({ id: z.string(), tool: z.string() })),
+  sourcePlanId: z.string().nullable(),
+  sourceVersion: z.number().nullable(),
+  createdBy: z.string(),
+  createdAt: z.string(),
+});
+
+type TemplateOutput = z.input<typeof templateOutputSchema>;
+
+export const templateDetect = defineOperation({
+  name: "template.detect_parameters",
+  summary: "The {{name}} placeholders a plan version holds: the parameters saving it as a template would declare",
+  input: z.object({ planId: z.string().min(1).max(100), version: z.number().int().positive().optional() }),
+  output: z.object({ parameters: z.array(z.string()) }),
+  annotations: { readOnly: true },
+  async run({ app }, input) {
+    return { parameters: await detectTemplateParameters(app.db.prisma, input) };
+  },
+});
+
+export const templateSave = defineOperation({
+  name: "template.save",
+  summary: "Save a plan version as a template; {{name}} placeholders become parameters (label and default optional)",
+  input: z.object({
+    planId: z.string().min(1).max(100),
+    version: z.number().int().positive().optional(),
+    name: z.string().trim().min(1, "A template needs a name").max(200),
+    description: z.string().max(2_000).optional(),
+    parameters: z
+      .array(
+        z.object({
+          name: z.string().min(1).max(64),
+          label: z.string().max(TEMPLATE_LIMITS.labelChars).optional(),
+          default: value.optional(),
+        }),
+      )
+      .max(TEMPLATE_LIMITS.parameters)
+      .optional(),
+  }),
+  output: templateOutputSchema,
+  async run({ app, identity }, input) {
+    return (await saveTemplate(app.db.prisma, { ...input, actor: identity.name })) as unknown as TemplateOutput;
+  },
+});
+
+export const templateList = defineOperation({
+  name: "template.list",
+  summary: "Plan templates, newest first",
+  input: z.object({}),
+  output: z.object({ templates: z.array(templateOutputSchema) }),
+  annotations: { readOnly: true },
+  async run({ app }) {
+    return { templates: (await listTemplates(app.db.prisma)) as unknown as TemplateOutput[] };
+  },
+});
+
+export const templateGet = defineOperation({
+  name: "template.get",
+  summary: "One plan template with its parameters",
+  input: z.object({ templateId }),
+  output: templateOutputSchema,
+  annotations: { readOnly: true },
+  async run({ app }, input) {
+    return (await getTemplate(app.db.prisma, input.templateId)) as unknown as TemplateOutput;
+  },
+});
+
+export const templateInstantiate = defineOperation({
+  name: "template.instantiate",
+  summary: "Start a new plan (source template) from a template, filling its parameters; a missing one is named",
+  input: z.object({
+    templateId,
+    values: z.record(z.string().max(64), value).default({}),
+    workspaceId: z.uuid().optional().describe("A registered workspace (workspace.list); the default one otherwise"),
+  }),
+  output: planOutputSchema,
+  async run({ app, identity }, input) {
+    if (input.workspaceId) await requireWorkspace(app.db.pool, input.workspaceId);
+    const plan = await instantiateTemplate(app.db.prisma, app.tools, {
+      templateId: input.templateId,
+      values: input.values,
+      actor: identity.name,
+      ...(input.workspaceId && { workspaceId: input.workspaceId }),
+    });
+    return plan as object as z.input<typeof planOutputSchema>;
+  },
+});
+
+export const templateDelete = defineOperation({
+  name: "template.delete",
+  summary: "Delete a plan template (plans started from it stay)",
+  input: z.object({ templateId }),
+  output: z.object({ deleted: z.literal(true) }),
+  annotations: { destructive: true, idempotent: false },
+  run: ({ app }, input) => deleteTemplate(app.db.prisma, input.templateId),
+});
+
+export const templateOperations: AnyOperation[] = [
+  templateDetect,
+  templateSave,
+  templateList,
+  templateGet,
+  templateInstantiate,
+  templateDelete,
+] as AnyOperation[];
