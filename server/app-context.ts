@@ -3,6 +3,8 @@ import { createEngineDeps, type EngineDeps } from "./engine/engine";
 import { startStepWorker, type StepWorker } from "./engine/worker";
 import { EventBus } from "./events/bus";
 import { readConfig } from "./env";
+import { plannerFor } from "./planner/deps";
+import { planningWork } from "./planner/session-jobs";
 import { builtinRegistry, type ToolRegistry } from "./tools/registry";
 
 /** The long-lived services of one server process, shared by tRPC, HTTP routes and MCP. */
@@ -27,22 +29,29 @@ export async function createAppContext(options: {
   await bus.start();
   const tools = options.tools ?? builtinRegistry;
   const engine = createEngineDeps(db.pool, tools);
-  const worker = options.worker
-    ? await startStepWorker(engine, { databaseUrl: options.databaseUrl, concurrency: options.worker.concurrency })
-    : undefined;
-  return {
+  const context: AppContext = {
     db,
     bus,
     engine,
     tools,
     workspaceRoot: options.workspaceRoot,
-    worker,
+    worker: undefined,
     async close() {
-      await worker?.stop();
+      await context.worker?.stop();
       await bus.close();
       await db.close();
     },
   };
+  if (options.worker) {
+    context.worker = await startStepWorker(engine, {
+      databaseUrl: options.databaseUrl,
+      concurrency: options.worker.concurrency,
+      // Planning sessions are queue jobs too; the planner is looked up per job, so one installed
+      // later (tests: a scripted provider) is the one that runs them.
+      extra: (worker) => planningWork(() => plannerFor(context), worker),
+    });
+  }
+  return context;
 }
 
 /*
