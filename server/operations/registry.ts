@@ -3,6 +3,7 @@ import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
 import { planLifecycleOperations } from "./plan-lifecycle";
 import { planOperations } from "./plans";
+import { planningOperations } from "./planning";
 import { runOperations } from "./runs";
 import { workspaceOperations } from "./workspaces";
 import type { Operation } from "./operation";
@@ -22,6 +23,7 @@ export const operations: AnyOperation[] = [
   ...runOperations,
   ...workspaceOperations,
   ...auditOperations,
+  ...planningOperations,
 ];
 
 export function findOperation(name: string): AnyOperation | undefined {
