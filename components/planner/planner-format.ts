@@ -91,6 +91,10 @@ export function describePlanningEvent(event: { seq: number } & EventBody): Progr
       return line("error", event.data.message);
     case "planning.cancelled":
       return line("warn", "Planning was cancelled");
+    case "planning.timed_out":
+      return line("warn", String(data.message ?? "Nobody answered in time; planning was cancelled"));
+    case "planning.resumed":
+      return line("info", `Resumed after a restart (${String(data.phase)})`);
     default:
       return undefined;
   }
