@@ -189,4 +189,21 @@ describe("durable planning sessions", () => {
     ]);
     expect(llm.requests).toHaveLength(1);
   }, 120_000);
+
+  it("a cancel given here stops the loop running in a worker process at once", async () => {
+    // The model call would hang for the 60 s call timeout; the cancel must end it long before.
+    llm.script({ hang: true });
+    const { sessionId } = await harness.caller.planner.start({ goal: "Show the README", mode: "deep" });
+    startWorker();
+    await expect.poll(() => llm.requests.length, { timeout: 45_000 }).toBe(1);
+    const job = () =>
+      harness.app.db.pool
+        .query("select 1 from graphile_worker.jobs where key = $1", [`planning:${sessionId}`])
+        .then((result) => result.rowCount);
+    expect(await job()).toBe(1); // held by the worker while its loop runs
+    await harness.caller.planner.cancel({ sessionId });
+    await expect.poll(job, { timeout: 15_000 }).toBe(0);
+    expect((await session(sessionId)).status).toBe("cancelled");
+    expect(await eventTypes(sessionId)).not.toContain("planning.failed");
+  }, 120_000);
 });
