@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
+import { recordAudit } from "../audit/audit-log";
 import { inTransaction, prismaQueryable } from "../db";
 import { enqueuePlanningJob } from "../engine/queue";
 import { AppError } from "../errors";
@@ -215,12 +216,12 @@ export async function auditSession(
   session: { id: string; planId: string | null },
   entry: { actor: string; action: string; detail?: Record<string, unknown> },
 ): Promise<void> {
-  await client.query("insert into audit_entries (actor, action, plan_id, detail) values ($1, $2, $3, $4)", [
-    entry.actor,
-    entry.action,
-    session.planId ?? session.id,
-    JSON.stringify({ sessionId: session.id, ...entry.detail }),
-  ]);
+  await recordAudit(client, {
+    actor: entry.actor,
+    action: entry.action,
+    planId: session.planId ?? session.id,
+    detail: { sessionId: session.id, ...entry.detail },
+  });
 }
 
 /**
