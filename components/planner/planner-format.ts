@@ -94,7 +94,7 @@ export function describePlanningEvent(event: { seq: number } & EventBody): Progr
     case "planning.timed_out":
       return line("warn", String(data.message ?? "Nobody answered in time; planning was cancelled"));
     case "planning.resumed":
-      return line("info", `Resumed after a restart (${String(data.phase)})`);
+      return line("info", `Continuing where it left off (${String(data.phase)})`);
     default:
       return undefined;
   }
