@@ -271,4 +271,29 @@ describe("seed 002 planning mode (built-in planner)", () => {
     const audit = await harness.app.db.prisma.auditEntry.findMany({ where: { action: "planning.timed_out" } });
     expect(audit.map((entry) => entry.detail)).toContainEqual(expect.objectContaining({ sessionId }));
   });
+
+  it("a turn that parks on a question resumes mid-turn: the result recorded before it is reused, not recomputed", async () => {
+    llm.script(
+      {
+        toolCalls: [
+          { name: "read_file", arguments: { path: "README.md" } },
+          { name: "ask_user", arguments: { question: "Echo it too?" } },
+        ],
+      },
+      { toolCalls: [{ name: "submit_plan", arguments: goodPlan }] },
+    );
+    const { sessionId } = await command("/plan Show the README");
+    const waiting = await waitFor(sessionId!, "awaiting_answer");
+    // The loop ended its job while parked; the read_file result is saved in the session row.
+    expect(planner.background.size).toBe(0);
+    await harness.caller.planner.answer({ sessionId: sessionId!, questionId: waiting.questions[0]!.id, answer: "Yes" });
+    await waitFor(sessionId!, "completed");
+    const events = (await readEvents(harness.app.db.pool, sessionId!, 0)).map((event) => event.type);
+    expect(events.filter((type) => type === "planning.tool_call")).toHaveLength(1);
+    const results = llm.requests[1]!.messages.filter((message) => message.role === "tool");
+    expect(results).toHaveLength(2);
+    const contents = results.map((message) => String(message.content)).join("\n");
+    expect(contents).toContain("A demo project.");
+    expect(contents).toContain('"answer":"Yes"');
+  });
 });
