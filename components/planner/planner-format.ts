@@ -92,9 +92,9 @@ export function describePlanningEvent(event: { seq: number } & EventBody): Progr
     case "planning.cancelled":
       return line("warn", "Planning was cancelled");
     case "planning.timed_out":
-      return line("warn", String(data.message ?? "Nobody answered in time; planning was cancelled"));
+      return line("warn", event.data.message);
     case "planning.resumed":
-      return line("info", `Continuing where it left off (${String(data.phase)})`);
+      return line("info", `Continuing where it left off (${event.data.phase})`);
     default:
       return undefined;
   }

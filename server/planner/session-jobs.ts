@@ -9,10 +9,10 @@ import { inTransaction } from "../db";
 import { enqueuePlanningJob, enqueuePlanningTimeout, PLANNING_TASK, PLANNING_TIMEOUT_TASK } from "../engine/queue";
 import type { ExtraWork } from "../engine/worker";
 import { isAppError } from "../errors";
-import type { StoredEvent } from "../events/types";
+import type { NewEvent, StoredEvent } from "../events/types";
 import { logger } from "../logger";
 import { createPlan, getPlan } from "../plans/service";
-import { renumberNewSteps, savePlanVersion } from "../plans/versions";
+import { revisePlan } from "../plans/versions";
 import { redactSecrets } from "../redact";
 import type { PlannerDeps } from "./deps";
 import { PlanningCancelled } from "./model-call";
@@ -224,8 +224,8 @@ async function runSession(
   controller: AbortController,
 ): Promise<void> {
   const sessionId = session.id;
-  const emit = async (type: string, data: Record<string, unknown> = {}) => {
-    await emitTo(deps, session, [{ type, data }]);
+  const emit: PlanningContext["emit"] = async (type, data) => {
+    await emitTo(deps, session, [{ type, data } as NewEvent]);
   };
   const context: PlanningContext = {
     deps,
@@ -376,17 +376,10 @@ async function savePlan(
   const { totals } = await getUsage(deps.prisma, { sessionId });
   const usage = { inputTokens: totals.inputTokens, outputTokens: totals.outputTokens };
   if (session.kind === "regenerate") {
-    const planRow = await deps.prisma.plan.findUniqueOrThrow({ where: { id: session.planId! } });
-    const base = await getPlan(deps.prisma, session.planId!, session.baseVersion!);
-    const steps = renumberNewSteps(
-      outcome.draft.steps as { id: string; dependsOn?: string[]; args?: Record<string, unknown> }[],
-      new Set(base.steps.map((step) => step.id)),
-      planRow.lastStepNumber,
-    );
-    const saved = await savePlanVersion(deps.prisma, deps.tools, {
+    const { plan: saved } = await revisePlan(deps.prisma, deps.tools, {
       planId: session.planId!,
       baseVersion: session.baseVersion!,
-      draft: { ...outcome.draft, steps },
+      revise: () => outcome.draft as { steps: { id: string }[] },
       source: "llm",
       author: session.actor,
       changeNote: `Regenerated with feedback: ${(session.feedback ?? "").slice(0, 200)}`,
@@ -432,7 +425,7 @@ async function finish(
   session: { id: string; traceId: string },
   status: SessionStatus,
   data: { failure?: SessionFailure; planId?: string; resultVersion?: number },
-  event: { type: string; data?: Record<string, unknown> },
+  event: NewEvent,
 ): Promise<boolean> {
   const changed = await deps.prisma.planningSession.updateMany({
     where: { id: session.id, status: { in: OPEN_STATUSES } },

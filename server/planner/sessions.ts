@@ -5,6 +5,7 @@ import { inTransaction, prismaQueryable } from "../db";
 import { enqueuePlanningJob } from "../engine/queue";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
+import type { NewEvent } from "../events/types";
 import { getPlan } from "../plans/service";
 import { requirePlanningModel } from "./config";
 import type { PlannerDeps } from "./deps";
@@ -200,7 +201,7 @@ export async function retryPlanning(
 export async function emitTo(
   deps: PlannerDeps,
   session: { id: string; traceId: string },
-  events: { type: string; data?: Record<string, unknown> }[],
+  events: NewEvent[],
   client: Pick<pg.ClientBase, "query"> = deps.pool,
 ) {
   return appendEvents(
