@@ -7,7 +7,7 @@ import { goodPlan } from "../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
 import { E2E_PORT } from "./e2e-env";
 import { createPlanViaApi, PlanViewPage } from "./pages/plan-pages";
-import { PlanningSessionPage } from "./pages/planner-pages";
+import { PlanCommandBox, PlanningSessionPage } from "./pages/planner-pages";
 import { RunViewPage, startRunViaApi } from "./pages/run-pages";
 
 /**
@@ -428,6 +428,14 @@ for (const scheme of SCHEMES) {
       const session = new PlanningSessionPage(page);
       await page.goto(`/tasks/${fixtures.questionSessionId}`);
       await session.expectStatus("awaiting_answer");
+      await expectAccessible(page);
+      // The /plan command box with a result, then with an error.
+      const box = new PlanCommandBox(page);
+      await box.run("/plan status");
+      await expect(box.result()).toContainText("waiting for you");
+      await expectAccessible(page);
+      await box.run("/nope");
+      await expect(box.error()).toBeVisible();
       await expectAccessible(page);
       await page.goto(`/tasks/${fixtures.failedSessionId}`);
       await session.expectStatus("failed");

@@ -3,7 +3,7 @@ import AxeBuilder from "@axe-core/playwright";
 import { expect, test, type APIRequestContext, type Page } from "@playwright/test";
 import { cyclicPlanWithUnknownTool, goodPlan, goodStep } from "../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
-import { NewTaskPage, PlanningSessionPage, PlanPlannerTools } from "./pages/planner-pages";
+import { NewTaskPage, PlanCommandBox, PlanningSessionPage, PlanPlannerTools } from "./pages/planner-pages";
 import { RunViewPage } from "./pages/run-pages";
 
 /** Same port as playwright.config.ts gives the app under test as its OpenAI-compatible provider. */
@@ -280,5 +280,38 @@ test("the New task form, a planning session with a question, and settings have n
   await page.goto("/settings");
   await expect(page.getByRole("table", { name: "Configured providers" })).toContainText("Scripted");
   await expect(page.getByRole("table", { name: "Configured providers" })).toContainText("scripted-planner");
+  expect(await accessibilityViolations(page)).toEqual([]);
+});
+
+test("the /plan command box starts deep planning, tells its status, refuses a second start, and cancels it", async ({
+  page,
+  request,
+}) => {
+  // Other specs may leave a session of the default workspace open; `/plan` would then only report it.
+  const sessions = await (await request.get("/api/trpc/planner.sessions")).json();
+  for (const open of (sessions.result.data.json as { id: string; status: string }[]).filter((session) =>
+    ["running", "awaiting_answer"].includes(session.status),
+  )) {
+    await trpc(request, "planner.cancel", { sessionId: open.id });
+  }
+  llm.script({ toolCalls: [{ name: "ask_user", arguments: { question: "Which README do you mean?" } }] });
+  const newTask = new NewTaskPage(page);
+  await newTask.open();
+  const box = new PlanCommandBox(page);
+  await box.run("/plan Show the README");
+  await expect(box.result()).toContainText("Started deep planning. Planning “Show the README”");
+  await box.result().getByRole("link", { name: "Open the planning session" }).click();
+  const session = new PlanningSessionPage(page);
+  await session.expectStatus("awaiting_answer");
+
+  await box.run("/plan status");
+  await expect(box.result()).toHaveText("Planning “Show the README”: waiting for you — Which README do you mean?");
+  await box.run("/plan Something else");
+  await expect(box.result()).toContainText("Already planning.");
+  await box.run("/deploy now");
+  await expect(box.error()).toContainText("The commands are: /plan [task], /plan status, /plan cancel.");
+  await box.run("/plan cancel");
+  await expect(box.result()).toContainText("Cancelled planning “Show the README”.");
+  await session.expectStatus("cancelled");
   expect(await accessibilityViolations(page)).toEqual([]);
 });

@@ -5,6 +5,7 @@ import { EventBus } from "./events/bus";
 import { readConfig } from "./env";
 import { autoRecover } from "./planner/auto-recovery";
 import { plannerFor } from "./planner/deps";
+import { planningWork } from "./planner/session-jobs";
 import { createStepTextGenerator } from "./planner/step-generation";
 import { createLlmGenerateTool } from "./tools/llm-generate";
 import { builtinTools, createToolRegistry, type ToolRegistry } from "./tools/registry";
@@ -54,6 +55,9 @@ export async function createAppContext(options: {
     context.worker = await startStepWorker(engine, {
       databaseUrl: options.databaseUrl,
       concurrency: options.worker.concurrency,
+      // Planning sessions are queue jobs too; the planner is looked up per job, so one installed
+      // later (tests: a scripted provider) is the one that runs them.
+      extra: (worker) => planningWork(() => plannerFor(context), worker),
     });
   }
   return context;

@@ -91,6 +91,10 @@ export function describePlanningEvent(event: { seq: number } & EventBody): Progr
       return line("error", event.data.message);
     case "planning.cancelled":
       return line("warn", "Planning was cancelled");
+    case "planning.timed_out":
+      return line("warn", event.data.message);
+    case "planning.resumed":
+      return line("info", `Continuing where it left off (${event.data.phase})`);
     default:
       return undefined;
   }

@@ -9,6 +9,7 @@ import { useTRPC } from "@/components/trpc";
 import { SessionDecision } from "@/components/planning/session-decision";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { StatusBadge } from "@/components/ui/status-badge";
+import { PlanCommandBox } from "./plan-command-box";
 import { describePlanningEvent, formatCost, formatTokens, type ProgressLine } from "./planner-format";
 import { UsageSummary } from "./usage-summary";
 
@@ -20,6 +21,8 @@ const REFRESHING = new Set([
   "planning.invalid",
   "planning.failed",
   "planning.cancelled",
+  "planning.timed_out",
+  "planning.resumed",
   "planning.usage",
 ]);
 
@@ -155,8 +158,9 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
       )}
 
       {data.status === "cancelled" && !(data.kind === "external" && data.planId) && (
-        <p role="status" className="muted">
-          Planning was cancelled. Nothing was saved.
+        <p role="status" className="muted" data-testid="planning-cancelled">
+          {data.failure && "message" in data.failure ? `${data.failure.message} ` : "Planning was cancelled. "}
+          Nothing was saved.
         </p>
       )}
 
@@ -196,6 +200,7 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
         {open && subscription.status === "connecting" && <p className="muted">Connecting to the live progress…</p>}
         <ErrorMessage error={subscription.error} />
       </section>
+      {data.kind !== "external" && <PlanCommandBox sessionId={sessionId} />}
       <UsageSummary scope={{ sessionId }} label="Model usage of this session" />
     </div>
   );

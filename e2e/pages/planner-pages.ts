@@ -91,3 +91,25 @@ export class PlanPlannerTools {
     return this.page.getByTestId("llm-usage");
   }
 }
+
+/** Seed 002's `/plan` command box (New task page and a planning session's page). */
+export class PlanCommandBox {
+  constructor(private readonly page: Page) {}
+
+  form(): Locator {
+    return this.page.getByRole("form", { name: "Planning command" });
+  }
+
+  result(): Locator {
+    return this.form().getByRole("status");
+  }
+
+  error(): Locator {
+    return this.form().getByRole("alert");
+  }
+
+  async run(command: string) {
+    await this.form().getByLabel("Planning command").fill(command);
+    await this.form().getByRole("button", { name: "Run command" }).click();
+  }
+}

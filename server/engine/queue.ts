@@ -99,3 +99,33 @@ export function enqueueAutoRecovery(client: Pick<pg.ClientBase, "query">, job: A
 
 /** NOTIFY channel carrying the id of a cancelled run, so every worker aborts its running steps. */
 export const CANCEL_CHANNEL = "stepwise_cancel";
+
+/** Runs (or resumes) one planning session's loop: server/planner/session-jobs.ts. */
+export const PLANNING_TASK = "planning_session";
+/** Cancels a planning session whose question nobody answered in time. */
+export const PLANNING_TIMEOUT_TASK = "planning_answer_timeout";
+
+/**
+ * Queues a planning session's loop. One key per session: adding it again while a job waits
+ * replaces that job, and while one is running (locked) graphile queues a fresh one.
+ */
+export function enqueuePlanningJob(client: Pick<pg.ClientBase, "query">, sessionId: string): Promise<void> {
+  return addJobs(client, [
+    { task: PLANNING_TASK, payload: { sessionId }, run_at: null, job_key: `planning:${sessionId}` },
+  ]);
+}
+
+/** The timer on one planning question; it does nothing once the question is answered. */
+export function enqueuePlanningTimeout(
+  client: Pick<pg.ClientBase, "query">,
+  job: { sessionId: string; questionId: string; runAt: Date },
+): Promise<void> {
+  return addJobs(client, [
+    {
+      task: PLANNING_TIMEOUT_TASK,
+      payload: { sessionId: job.sessionId, questionId: job.questionId },
+      run_at: job.runAt.toISOString(),
+      job_key: `planning-timeout:${job.questionId}`,
+    },
+  ]);
+}

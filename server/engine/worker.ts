@@ -34,6 +34,17 @@ export interface StepWorker {
 
 const log = logger.child({ component: "worker" });
 
+/**
+ * Work other than steps that a worker also takes from the queue (the planner's sessions): its
+ * task handlers, a maintenance pass on each heartbeat tick (recovering what dead workers left),
+ * and an abort for what is still running when the shutdown grace period is over.
+ */
+export interface ExtraWork {
+  tasks: Record<string, (payload: unknown) => Promise<void>>;
+  maintain?(): Promise<void>;
+  abortAll?(): void;
+}
+
 /** How long a stopping worker lets in-flight steps finish before aborting them. */
 const DEFAULT_GRACE_MS = Number(process.env.STEPWISE_SHUTDOWN_GRACE_MS ?? 10_000);
 
@@ -51,6 +62,7 @@ export async function startStepWorker(
     heartbeatMs?: number;
     /** Fault injection for tests: beat, but never renew the leases of running attempts. */
     skipLeaseRenewal?: boolean;
+    extra?: (worker: { workerId: string; heartbeatMs: number }) => ExtraWork;
   },
 ): Promise<StepWorker> {
   const workerId = randomUUID();
@@ -64,6 +76,7 @@ export async function startStepWorker(
     leaseMs: heartbeatMs * MISSED_BEATS,
     inFlight: new Map(),
   };
+  const extra = options.extra?.({ workerId, heartbeatMs });
   await retryOnConnectionLoss(
     () =>
       deps.pool.query("insert into workers (id, hostname, pid, heartbeat_ms) values ($1, $2, $3, $4)", [
@@ -101,6 +114,7 @@ export async function startStepWorker(
           // then; a job left locked is re-queued by recovery and its late run finds nothing to do.
           preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
           taskList: {
+            ...extra?.tasks,
             [RUN_STEP_TASK]: async (payload) => {
               activeJobs++;
               try {
@@ -167,6 +181,7 @@ export async function startStepWorker(
     // After this tick's beat, so that the database has heard from us before we judge others.
     (beat ?? Promise.resolve())
       .then(() => recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS))
+      .then(() => (stopping ? undefined : extra?.maintain?.()))
       .then(async () => {
         // A runner wedged by a connection lost inside graphile takes no jobs although it has room:
         // due step jobs wait unlocked while this process runs fewer than it may. Replace it.
@@ -214,6 +229,7 @@ export async function startStepWorker(
       new Promise<boolean>((resolve) => setTimeout(() => resolve(true), graceMs).unref()),
     ]);
     if (timedOut) {
+      extra?.abortAll?.();
       const aborted = abortAllLocally(deps);
       if (aborted > 0) log.warn({ aborted }, "shutdown grace period over: aborted the steps still running");
       await Promise.race([idle(), new Promise((resolve) => setTimeout(resolve, 2_000).unref())]);

@@ -160,6 +160,10 @@ export const eventSchema = z.discriminatedUnion("type", [
   event("planning.question", z.object({ questionId: z.string(), question: z.string() })),
   event("planning.answered", z.object({ questionId: z.string(), answer: z.string(), by: z.string() })),
   event("planning.cancelled", z.object({ by: z.string().optional() })),
+  /** Nobody answered the question in time (STEPWISE_PLANNER_ANSWER_TIMEOUT_MS): the session is cancelled. */
+  event("planning.timed_out", z.object({ questionId: z.string(), timeoutMs: z.number().int(), message: z.string() })),
+  /** A worker picked the session's loop up again (after an answer or a restart) at this phase. */
+  event("planning.resumed", z.object({ phase: z.string() })),
   event("planning.completed", z.object({ planId: z.string(), version: z.number().int() })),
   event("planning.invalid", z.object({ details: z.array(z.unknown()) })),
   /** The session's failure (planner/sessions.ts SessionFailure): always a message, more by kind. */

@@ -3,6 +3,7 @@ import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
 import { planLifecycleOperations } from "./plan-lifecycle";
 import { planOperations } from "./plans";
+import { planningOperations } from "./planning";
 import { runOperations } from "./runs";
 import { templateOperations } from "./templates";
 import { workspaceOperations } from "./workspaces";
@@ -24,6 +25,7 @@ export const operations: AnyOperation[] = [
   ...workspaceOperations,
   ...auditOperations,
   ...templateOperations,
+  ...planningOperations,
 ];
 
 export function findOperation(name: string): AnyOperation | undefined {

@@ -42,6 +42,8 @@ export interface PlannerConfig {
   maxDeepSteps: number;
   /** Retries of one call on 429/5xx inside the AI SDK, with its backoff. */
   maxRetries: number;
+  /** Deep mode: how long a question waits for the person before the session is cancelled. */
+  answerTimeoutMs: number;
   prices: Record<string, ModelPrice>;
 }
 
@@ -143,6 +145,7 @@ export function readPlannerConfig(env: Env = process.env): PlannerConfig {
     callTimeoutMs: positiveInt(env, "STEPWISE_PLANNER_TIMEOUT_MS", 120_000),
     maxDeepSteps: positiveInt(env, "STEPWISE_PLANNER_MAX_STEPS", 25),
     maxRetries: positiveInt(env, "STEPWISE_PLANNER_RETRIES", 2, 0),
+    answerTimeoutMs: positiveInt(env, "STEPWISE_PLANNER_ANSWER_TIMEOUT_MS", 30 * 60_000),
     prices: prices(env),
   };
 }

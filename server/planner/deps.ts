@@ -19,8 +19,10 @@ export interface PlannerDeps {
   resolveModel: ModelResolver;
   /** How long a deep-mode question waits for its answer before the session gives up. */
   answerTimeoutMs: number;
-  /** Background sessions of this process, so tests and shutdown can wait for them. */
+  /** Session loops running in this process (as queue jobs), so tests and shutdown can wait for them. */
   background: Set<Promise<void>>;
+  /** Set in worker processes: the worker id recorded on the sessions whose loop runs here. */
+  workerId?: string;
 }
 
 interface AppLike {
@@ -60,7 +62,7 @@ export function createPlannerDeps(
     workspaceRoot: app.workspaceRoot,
     config,
     resolveModel: overrides.resolveModel ?? createModelResolver(config),
-    answerTimeoutMs: overrides.answerTimeoutMs ?? 30 * 60_000,
+    answerTimeoutMs: overrides.answerTimeoutMs ?? config.answerTimeoutMs,
     background: new Set(),
   };
 }

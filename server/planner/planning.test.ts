@@ -146,7 +146,7 @@ describe("deep mode", () => {
       ],
     });
     const { context, asked } = contextFor(model, { answer: "No" });
-    const outcome = await planDeep(context, "investigate");
+    const outcome = await planDeep(context, async () => "investigate");
     expect(outcome.kind).toBe("accepted");
     const offered = (model.doGenerateCalls[0]!.tools ?? []).map((tool) => tool.name).sort();
     expect(offered).toEqual(expect.arrayContaining(["ask_user", "list_dir", "read_file", "submit_plan"]));

@@ -28,8 +28,41 @@ export interface PlanningContext {
   emit<T extends EventType>(type: T, data: EventData<T>): Promise<void>;
   /** Stores the latest draft, so a session that ends invalid still shows what the model wrote. */
   saveDraft(draft: Record<string, unknown>): Promise<void>;
-  /** Deep mode: asks the person and resolves with the answer. */
-  ask(question: string): Promise<string>;
+  /**
+   * Deep mode: the person's answer to the question of this ask_user call. When there is none yet
+   * the session parks (throws PlanningParked): the loop resumes, from its saved state, once the
+   * answer is in.
+   */
+  ask(question: string, toolCallId: string): Promise<string>;
+  /** Deep mode: the transcript saved so far (null on a first start). Without it, nothing is saved. */
+  loadState?(): Promise<DeepState | null>;
+  /** Deep mode: saves the transcript; the loop stops (throws) if this worker no longer owns the session. */
+  saveState?(state: DeepState, phase?: "gathering" | "submitted"): Promise<void>;
+}
+
+/** One tool call of the turn in progress, as the model made it. */
+interface PendingCall {
+  toolCallId: string;
+  toolName: string;
+  input: unknown;
+  /** Why the SDK could not parse the call, when it could not. */
+  invalid?: string;
+}
+
+/**
+ * Deep mode's loop state, saved after each model turn and each tool result: a loop resumed in
+ * another process repeats neither a finished turn nor a recorded tool call.
+ */
+export interface DeepState {
+  messages: ModelMessage[];
+  /** Model turns completed (their tool results are in `messages`). */
+  turn: number;
+  rejected: number;
+  lastFailure?: { issues: GateIssue[]; draft: Record<string, unknown> };
+  /** The turn whose model answer is recorded but whose tool calls are not all answered yet. */
+  pending?: { turn: number; calls: PendingCall[]; results: { toolCallId: string; toolName: string; value: unknown }[] };
+  /** A submitted plan that passed the gates (phase `submitted`). */
+  accepted?: { draft: Record<string, unknown> };
 }
 
 export type PlanningOutcome =
@@ -173,6 +206,91 @@ const GATHERING_CAPABILITIES = new Set<string>(["fs.read"]);
 
 const MAX_TOOL_RESULT_CHARS = 8_000;
 
+/** What the deep planner's model is offered: the gathering tools, ask_user and submit_plan. */
+export function deepModelTools(readTools: AnyTool[]): Record<string, Tool> {
+  const modelTools: Record<string, Tool> = {};
+  for (const tool of readTools) {
+    modelTools[tool.name] = { description: tool.description, inputSchema: tool.inputSchema } as Tool;
+  }
+  modelTools.ask_user = {
+    description: "Ask the person a clarifying question; their answer is the result.",
+    inputSchema: z.object({ question: z.string().describe("One clear question") }),
+  } as Tool;
+  modelTools.submit_plan = {
+    description:
+      "Submit the finished plan: summary, steps, questions, contextNotes. Ends planning if it passes the quality gates.",
+    inputSchema: llmPlanSchema,
+  } as Tool;
+  return modelTools;
+}
+
+type CallResult =
+  | { kind: "value"; value: unknown }
+  | { kind: "accepted"; outcome: PlanningOutcome }
+  | { kind: "invalid"; outcome: PlanningOutcome };
+
+/** Executes one tool call of the deep loop; `state` records rejected submissions. */
+async function runDeepCall(
+  context: PlanningContext,
+  state: DeepState,
+  readTools: AnyTool[],
+  modelTools: Record<string, Tool>,
+  call: PendingCall,
+  turn: number,
+): Promise<CallResult> {
+  const value = (result: unknown): CallResult => ({ kind: "value", value: result });
+  if (call.invalid !== undefined) {
+    await context.emit("planning.tool_call", { turn, tool: call.toolName, error: call.invalid.slice(0, 300) });
+    return value({ error: `Invalid call of ${call.toolName}: ${call.invalid.slice(0, 1000)}` });
+  }
+  if (call.toolName === "ask_user") {
+    const question = String((call.input as { question?: unknown } | null)?.question ?? "").trim();
+    if (!question) return value({ error: "ask_user needs a question" });
+    return value({ answer: await context.ask(question, call.toolCallId) });
+  }
+  if (call.toolName === "submit_plan") {
+    const checked = await checkDraft(context, call.input as LlmPlan, state.rejected);
+    if (checked.ok) {
+      return { kind: "accepted", outcome: { kind: "accepted", plan: checked.plan, draft: checked.draft } };
+    }
+    state.lastFailure = { issues: checked.issues, draft: checked.draft };
+    state.rejected++;
+    const failure = planValidationFailed(checked.issues);
+    if (state.rejected > context.maxRefinements) {
+      return { kind: "invalid", outcome: { kind: "invalid", failure, draft: checked.draft } };
+    }
+    await context.emit("planning.refining", { attempt: state.rejected });
+    return value({
+      status: failure.status,
+      error_type: failure.error_type,
+      message: failure.message,
+      details: failure.details,
+    });
+  }
+  const tool = readTools.find((candidate) => candidate.name === call.toolName);
+  if (!tool) {
+    return value({ error: `Unknown tool ${call.toolName}. Available: ${Object.keys(modelTools).join(", ")}` });
+  }
+  await context.emit("planning.tool_call", { turn, tool: tool.name, args: call.input as Record<string, unknown> });
+  try {
+    const result = await tool.execute(tool.inputSchema.parse(call.input), {
+      signal: context.signal,
+      workspaceRoot: context.workspaceRoot,
+      runId: "planning",
+      stepId: `planning-${turn}`,
+      attempt: 1,
+      idempotencyKey: `planning:${context.scope.sessionId}:${call.toolCallId}`,
+      effectsStarting: async () => undefined,
+      reportProgress: () => undefined,
+      log: () => undefined,
+    });
+    return value(truncate(result));
+  } catch (error) {
+    if (context.signal.aborted) throw error;
+    return value({ error: error instanceof Error ? error.message : String(error) });
+  }
+}
+
 function truncate(value: unknown): unknown {
   const text = typeof value === "string" ? value : JSON.stringify(value);
   if (text === undefined) return null;
@@ -187,127 +305,99 @@ function truncate(value: unknown): unknown {
  * a person without holding a model call open), is bounded by `maxDeepSteps` tool calls, and
  * sends every rejected submission back with the gates' failures, at most `maxRefinements` times.
  */
-export async function planDeep(context: PlanningContext, firstPrompt: string): Promise<PlanningOutcome> {
+export async function planDeep(context: PlanningContext, firstPrompt: () => Promise<string>): Promise<PlanningOutcome> {
   const { deps } = context;
   const readTools = gatheringTools(deps.tools.list());
-  const modelTools: Record<string, Tool> = {};
-  for (const tool of readTools) {
-    modelTools[tool.name] = { description: tool.description, inputSchema: tool.inputSchema } as Tool;
-  }
-  modelTools.ask_user = {
-    description: "Ask the person a clarifying question; their answer is the result.",
-    inputSchema: z.object({ question: z.string().describe("One clear question") }),
-  } as Tool;
-  modelTools.submit_plan = {
-    description:
-      "Submit the finished plan: summary, steps, questions, contextNotes. Ends planning if it passes the quality gates.",
-    inputSchema: llmPlanSchema,
-  } as Tool;
-
-  const messages: ModelMessage[] = [{ role: "user", content: firstPrompt }];
+  const modelTools = deepModelTools(readTools);
   const system = deepSystemPrompt({
     maxSteps: deps.config.maxDeepSteps,
     readTools: readTools.map((tool) => tool.name),
   });
-  let rejected = 0;
-  let lastFailure: { issues: GateIssue[]; draft: Record<string, unknown> } | undefined;
-  for (let turn = 1; turn <= deps.config.maxDeepSteps; turn++) {
-    const result = await callModel(
-      deps,
-      { scope: context.scope, purpose: "deep_step", modelId: context.model, signal: context.signal },
-      (model, abortSignal) =>
-        generateText({
-          model,
-          system,
-          messages,
-          tools: modelTools,
-          abortSignal,
-          maxRetries: deps.config.maxRetries,
-          providerOptions: PROVIDER_OPTIONS,
-        }),
-    );
-    messages.push(...result.response.messages);
-    const answered = new Set(
-      result.response.messages
-        .filter((message) => message.role === "tool")
-        .flatMap((message) => (Array.isArray(message.content) ? message.content : []))
-        .flatMap((part) => ("toolCallId" in part ? [part.toolCallId] : [])),
-    );
-    if (result.toolCalls.length === 0) {
-      await context.emit("planning.nudge", { turn, text: result.text.slice(0, 500) });
-      messages.push({ role: "user", content: "Call one of your tools; finish with submit_plan." });
+  const save = async (next: DeepState, phase?: "gathering" | "submitted") => context.saveState?.(next, phase);
+  let state = (await context.loadState?.()) ?? null;
+  if (!state) {
+    state = { messages: [{ role: "user", content: await firstPrompt() }], turn: 0, rejected: 0 };
+    await save(state, "gathering");
+  }
+  if (state.accepted) {
+    // Resumed after the plan was submitted and passed: only saving it is left.
+    const gates = await runQualityGates(state.accepted.draft, {
+      tools: deps.tools,
+      workspaceRoot: context.workspaceRoot,
+    });
+    if (gates.ok) return { kind: "accepted", plan: gates.plan, draft: state.accepted.draft };
+  }
+  for (;;) {
+    if (!state.pending) {
+      if (state.turn >= deps.config.maxDeepSteps) break;
+      const turn = state.turn + 1;
+      const messages = state.messages;
+      const result = await callModel(
+        deps,
+        { scope: context.scope, purpose: "deep_step", modelId: context.model, signal: context.signal },
+        (model, abortSignal) =>
+          generateText({
+            model,
+            system,
+            messages,
+            tools: modelTools,
+            abortSignal,
+            maxRetries: deps.config.maxRetries,
+            providerOptions: PROVIDER_OPTIONS,
+          }),
+      );
+      const answered = new Set(
+        result.response.messages
+          .filter((message) => message.role === "tool")
+          .flatMap((message) => (Array.isArray(message.content) ? message.content : []))
+          .flatMap((part) => ("toolCallId" in part ? [part.toolCallId] : [])),
+      );
+      const next: DeepState = { ...state, messages: [...state.messages, ...result.response.messages] };
+      if (result.toolCalls.length === 0) {
+        await context.emit("planning.nudge", { turn, text: result.text.slice(0, 500) });
+        next.messages.push({ role: "user", content: "Call one of your tools; finish with submit_plan." });
+        next.turn = turn;
+      } else {
+        next.pending = {
+          turn,
+          results: [],
+          calls: result.toolCalls
+            .filter((call) => !answered.has(call.toolCallId))
+            .map((call) => ({
+              toolCallId: call.toolCallId,
+              toolName: call.toolName,
+              input: call.input,
+              ...("invalid" in call &&
+                call.invalid && {
+                  invalid: call.error instanceof Error ? call.error.message : String(call.error),
+                }),
+            })),
+        };
+      }
+      // Saved before any tool runs: a resumed loop continues with these calls, not a new turn.
+      await save(next);
+      state = next;
       continue;
     }
-    const results: { toolCallId: string; toolName: string; value: unknown }[] = [];
-    let accepted: PlanningOutcome | undefined;
-    for (const call of result.toolCalls) {
-      if (answered.has(call.toolCallId)) continue;
-      const reply = (value: unknown) => results.push({ toolCallId: call.toolCallId, toolName: call.toolName, value });
-      if ("invalid" in call && call.invalid) {
-        const reason = call.error instanceof Error ? call.error.message : String(call.error);
-        await context.emit("planning.tool_call", { turn, tool: call.toolName, error: reason.slice(0, 300) });
-        reply({ error: `Invalid call of ${call.toolName}: ${reason.slice(0, 1000)}` });
-        continue;
+    const pending: NonNullable<DeepState["pending"]> = state.pending;
+    const turn: number = pending.turn;
+    for (const call of pending.calls) {
+      if (pending.results.some((entry) => entry.toolCallId === call.toolCallId)) continue;
+      const value = await runDeepCall(context, state, readTools, modelTools, call, turn);
+      if (value.kind === "accepted") {
+        state = { ...state, accepted: { draft: value.outcome.draft } };
+        await save(state, "submitted");
+        return value.outcome;
       }
-      if (call.toolName === "ask_user") {
-        const question = String((call.input as { question?: unknown }).question ?? "").trim();
-        if (!question) {
-          reply({ error: "ask_user needs a question" });
-          continue;
-        }
-        const answer = await context.ask(question);
-        reply({ answer });
-        continue;
-      }
-      if (call.toolName === "submit_plan") {
-        const checked = await checkDraft(context, call.input as LlmPlan, rejected);
-        if (checked.ok) {
-          accepted = { kind: "accepted", plan: checked.plan, draft: checked.draft };
-          break;
-        }
-        lastFailure = checked;
-        rejected++;
-        if (rejected > context.maxRefinements) {
-          return { kind: "invalid", failure: planValidationFailed(checked.issues), draft: checked.draft };
-        }
-        await context.emit("planning.refining", { attempt: rejected });
-        const failure = planValidationFailed(checked.issues);
-        reply({
-          status: failure.status,
-          error_type: failure.error_type,
-          message: failure.message,
-          details: failure.details,
-        });
-        continue;
-      }
-      const tool = readTools.find((candidate) => candidate.name === call.toolName);
-      if (!tool) {
-        reply({ error: `Unknown tool ${call.toolName}. Available: ${Object.keys(modelTools).join(", ")}` });
-        continue;
-      }
-      await context.emit("planning.tool_call", { turn, tool: tool.name, args: call.input as Record<string, unknown> });
-      try {
-        const value = await tool.execute(tool.inputSchema.parse(call.input), {
-          signal: context.signal,
-          workspaceRoot: context.workspaceRoot,
-          runId: "planning",
-          stepId: `planning-${turn}`,
-          attempt: 1,
-          idempotencyKey: `planning:${context.scope.sessionId}:${turn}`,
-          effectsStarting: async () => undefined,
-          reportProgress: () => undefined,
-          log: () => undefined,
-        });
-        reply(truncate(value));
-      } catch (error) {
-        reply({ error: error instanceof Error ? error.message : String(error) });
-      }
+      if (value.kind === "invalid") return value.outcome;
+      pending.results.push({ toolCallId: call.toolCallId, toolName: call.toolName, value: value.value });
+      await save(state);
     }
-    if (accepted) return accepted;
-    if (results.length > 0) {
+    const messages: ModelMessage[] = [...state.messages];
+    if (pending.results.length > 0) {
       messages.push({
         role: "tool",
-        content: results.map((entry) => ({
+        content: pending.results.map((entry) => ({
           type: "tool-result" as const,
           toolCallId: entry.toolCallId,
           toolName: entry.toolName,
@@ -318,7 +408,10 @@ export async function planDeep(context: PlanningContext, firstPrompt: string): P
         })),
       });
     }
+    state = { ...state, messages, turn, pending: undefined };
+    await save(state);
   }
+  const lastFailure = state.lastFailure;
   if (lastFailure) {
     return { kind: "invalid", failure: planValidationFailed(lastFailure.issues), draft: lastFailure.draft };
   }

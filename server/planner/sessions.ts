@@ -1,19 +1,15 @@
-import { redactSecrets } from "../redact";
 import { randomUUID } from "node:crypto";
-import { AppError, isAppError } from "../errors";
+import type pg from "pg";
+import { recordAudit } from "../audit/audit-log";
+import { inTransaction, prismaQueryable } from "../db";
+import { enqueuePlanningJob } from "../engine/queue";
+import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
-import { logger } from "../logger";
-import type { NewEvent, StoredEvent } from "../events/types";
+import type { NewEvent } from "../events/types";
 import { getPlan } from "../plans/service";
-import { revisePlan } from "../plans/versions";
-import { createPlan } from "../plans/service";
 import { requirePlanningModel } from "./config";
 import type { PlannerDeps } from "./deps";
 import type { PlanValidationFailed } from "./gates";
-import { PlanningCancelled } from "./model-call";
-import { planDeep, planWithRefinement, type PlanningContext, type PlanningOutcome } from "./planning";
-import { deepTaskPrompt, quickPlanPrompt, regeneratePrompt } from "./prompts";
-import { snapshotWorkspace } from "./snapshot";
 import { getUsage, type UsageTotals } from "./usage";
 
 export const MAX_GOAL_CHARS = 4_000;
@@ -21,7 +17,13 @@ export const MAX_FEEDBACK_CHARS = 4_000;
 
 export type PlanningMode = "quick" | "deep";
 export type SessionStatus = "running" | "awaiting_answer" | "completed" | "invalid" | "failed" | "cancelled";
-const OPEN_STATUSES: SessionStatus[] = ["running", "awaiting_answer"];
+export const OPEN_STATUSES: SessionStatus[] = ["running", "awaiting_answer"];
+/**
+ * Where a session's loop is (seed 002's phases): queued (not started yet), gathering (deep mode's
+ * read-only exploration), drafting (quick mode and regenerate), submitted (a plan passed the
+ * gates and is being saved), done. A worker that picks a session up again resumes from here.
+ */
+export type SessionPhase = "queued" | "gathering" | "drafting" | "submitted" | "done";
 
 /** Why a session ended without a plan, as the UI shows it. */
 export type SessionFailure =
@@ -53,6 +55,7 @@ export interface PlanningSessionView {
   usage: UsageTotals;
   /** Last event of the session's stream in this snapshot; the live stream continues after it. */
   lastSeq: number;
+  phase: SessionPhase;
 }
 
 export interface StartPlanningInput {
@@ -81,27 +84,39 @@ async function workspaceRootFor(deps: PlannerDeps, workspaceId: string | null | 
   return workspace.path;
 }
 
+/**
+ * Creates a session and queues its loop in one transaction: any process with a worker runs it
+ * (server/planner/session-jobs.ts), and it survives a restart of the process that started it.
+ */
+async function createQueued(
+  deps: PlannerDeps,
+  data: Parameters<PlannerDeps["prisma"]["planningSession"]["create"]>[0]["data"],
+) {
+  return deps.prisma.$transaction(async (tx) => {
+    const session = await tx.planningSession.create({ data: { ...data, status: "running", phase: "queued" } });
+    await enqueuePlanningJob(prismaQueryable(tx), session.id);
+    return session;
+  });
+}
+
 /** Starts planning a new task; the work continues in the background and streams its progress. */
 export async function startPlanning(deps: PlannerDeps, input: StartPlanningInput): Promise<{ sessionId: string }> {
   const goal = checkText("The goal", input.goal, MAX_GOAL_CHARS);
   const model = requirePlanningModel(deps.config, input.model);
   const workspaceRoot = await workspaceRootFor(deps, input.workspaceId);
-  const session = await deps.prisma.planningSession.create({
-    data: {
-      kind: "create",
-      mode: input.mode,
-      status: "running",
-      goal,
-      model,
-      workspaceId: input.workspaceId ?? null,
-      workspaceRoot,
-      useJudge: input.useJudge ?? deps.config.judgeByDefault,
-      maxRefinements: input.maxRefinements ?? deps.config.maxRefinements,
-      traceId: randomUUID(),
-      actor: input.actor,
-    },
+  const session = await createQueued(deps, {
+    kind: "create",
+    mode: input.mode,
+    status: "running",
+    goal,
+    model,
+    workspaceId: input.workspaceId ?? null,
+    workspaceRoot,
+    useJudge: input.useJudge ?? deps.config.judgeByDefault,
+    maxRefinements: input.maxRefinements ?? deps.config.maxRefinements,
+    traceId: randomUUID(),
+    actor: input.actor,
   });
-  launch(deps, session.id);
   return { sessionId: session.id };
 }
 
@@ -130,25 +145,22 @@ export async function startRegeneration(
     );
   }
   const workspaceRoot = await workspaceRootFor(deps, planRow.task.workspaceId);
-  const session = await deps.prisma.planningSession.create({
-    data: {
-      kind: "regenerate",
-      mode: input.mode ?? "quick",
-      status: "running",
-      goal: plan.goal,
-      model,
-      workspaceId: planRow.task.workspaceId,
-      workspaceRoot,
-      useJudge: input.useJudge ?? deps.config.judgeByDefault,
-      maxRefinements: deps.config.maxRefinements,
-      planId: input.planId,
-      baseVersion: input.baseVersion,
-      feedback,
-      traceId: plan.traceId,
-      actor: input.actor,
-    },
+  const session = await createQueued(deps, {
+    kind: "regenerate",
+    mode: input.mode ?? "quick",
+    status: "running",
+    goal: plan.goal,
+    model,
+    workspaceId: planRow.task.workspaceId,
+    workspaceRoot,
+    useJudge: input.useJudge ?? deps.config.judgeByDefault,
+    maxRefinements: deps.config.maxRefinements,
+    planId: input.planId,
+    baseVersion: input.baseVersion,
+    feedback,
+    traceId: plan.traceId,
+    actor: input.actor,
   });
-  launch(deps, session.id);
   return { sessionId: session.id };
 }
 
@@ -186,30 +198,60 @@ export async function retryPlanning(
   });
 }
 
-async function emitTo(deps: PlannerDeps, session: { id: string; traceId: string }, events: NewEvent[]) {
+export async function emitTo(
+  deps: PlannerDeps,
+  session: { id: string; traceId: string },
+  events: NewEvent[],
+  client: Pick<pg.ClientBase, "query"> = deps.pool,
+) {
   return appendEvents(
-    deps.pool,
+    client,
     { streamId: session.id, planId: session.id, runId: null, traceId: session.traceId },
     events,
   );
 }
 
+/** An audit entry about a session: under its plan when it has one, else under the session's id. */
+export async function auditSession(
+  client: Pick<pg.ClientBase, "query">,
+  session: { id: string; planId: string | null },
+  entry: { actor: string; action: string; detail?: Record<string, unknown> },
+): Promise<void> {
+  await recordAudit(client, {
+    actor: entry.actor,
+    action: entry.action,
+    planId: session.planId ?? session.id,
+    detail: { sessionId: session.id, ...entry.detail },
+  });
+}
+
 /**
- * Cancels a running session at once: its status changes here (so a session whose process died
- * can be cancelled too) and the cancel event tells the process running it to stop its calls.
+ * Cancels a session at once, whether it is queued, running, or parked on a question: its status
+ * changes here (so a session whose process died can be cancelled too), and the cancel event tells
+ * the process running its loop, if any, to stop its calls.
  */
 export async function cancelPlanning(deps: PlannerDeps, sessionId: string, actor: string): Promise<void> {
   const session = await deps.prisma.planningSession.findUnique({ where: { id: sessionId } });
   if (!session) throw new AppError("not_found", `No planning session ${sessionId}`);
-  const changed = await deps.prisma.planningSession.updateMany({
-    where: { id: sessionId, status: { in: OPEN_STATUSES } },
-    data: { status: "cancelled", finishedAt: new Date() },
+  const changed = await inTransaction(deps.pool, async (client) => {
+    const updated = await client.query(
+      `update planning_sessions set status = 'cancelled', phase = 'done', finished_at = now()
+       where id = $1 and status = any($2)`,
+      [sessionId, OPEN_STATUSES],
+    );
+    if (updated.rowCount === 0) return false;
+    await auditSession(client, session, { actor, action: "planning.cancelled" });
+    await emitTo(deps, session, [{ type: "planning.cancelled", data: { by: actor } }], client);
+    return true;
   });
-  if (changed.count === 0) throw new AppError("invalid_state", `This planning session is already ${session.status}`);
-  await emitTo(deps, session, [{ type: "planning.cancelled", data: { by: actor } }]);
+  if (!changed) throw new AppError("invalid_state", `This planning session is already ${session.status}`);
 }
 
-/** The person's answer to a deep-mode question; the waiting loop picks it up from the stream. */
+/**
+ * The person's answer to a deep-mode question. The parked session goes back to running and its
+ * loop is queued in the same transaction, so an answer given while no worker runs is used when
+ * one starts. (An external agent's session is driven by the agent, which polls for the answer.)
+ */
 export async function answerQuestion(
   deps: PlannerDeps,
   input: { sessionId: string; questionId: string; answer: string; actor: string },
@@ -221,17 +263,49 @@ export async function answerQuestion(
   });
   if (!question || question.sessionId !== input.sessionId)
     throw new AppError("not_found", `No question ${input.questionId}`);
-  if (question.session.status !== "awaiting_answer") {
-    throw new AppError("invalid_state", `The planner is not waiting for an answer (it is ${question.session.status})`);
+  const session = question.session;
+  if (session.status !== "awaiting_answer") {
+    throw new AppError("invalid_state", `The planner is not waiting for an answer (it is ${session.status})`);
   }
-  const updated = await deps.prisma.planningQuestion.updateMany({
-    where: { id: input.questionId, answer: null },
-    data: { answer, answeredBy: input.actor, answeredAt: new Date() },
+  const outcome = await inTransaction(deps.pool, async (client) => {
+    const updated = await client.query(
+      `update planning_questions set answer = $2, answered_by = $3, answered_at = now()
+       where id = $1 and answer is null`,
+      [input.questionId, answer, input.actor],
+    );
+    if (updated.rowCount === 0) return "answered" as const;
+    if (session.kind !== "external") {
+      const resumed = await client.query(
+        `update planning_sessions set status = 'running' where id = $1 and status = 'awaiting_answer'
+           and not exists (select 1 from planning_questions where session_id = $1 and answer is null)`,
+        [session.id],
+      );
+      if (resumed.rowCount === 0) {
+        const current = await client.query<{ status: string }>("select status from planning_sessions where id = $1", [
+          session.id,
+        ]);
+        if (current.rows[0]?.status !== "awaiting_answer") return current.rows[0]?.status ?? "gone";
+      } else {
+        await enqueuePlanningJob(client, session.id);
+      }
+    }
+    await auditSession(client, session, {
+      actor: input.actor,
+      action: "planning.answered",
+      detail: { questionId: input.questionId, question: question.question, answer },
+    });
+    await emitTo(
+      deps,
+      session,
+      [{ type: "planning.answered", data: { questionId: input.questionId, answer, by: input.actor } }],
+      client,
+    );
+    return "ok" as const;
   });
-  if (updated.count === 0) throw new AppError("invalid_state", "This question has already been answered");
-  await emitTo(deps, question.session, [
-    { type: "planning.answered", data: { questionId: input.questionId, answer, by: input.actor } },
-  ]);
+  if (outcome === "answered") throw new AppError("invalid_state", "This question has already been answered");
+  if (outcome !== "ok") {
+    throw new AppError("invalid_state", `The planner is not waiting for an answer (it is ${outcome})`);
+  }
 }
 
 export async function getPlanningSession(deps: PlannerDeps, sessionId: string): Promise<PlanningSessionView> {
@@ -272,6 +346,7 @@ export async function getPlanningSession(deps: PlannerDeps, sessionId: string): 
     })),
     usage: totals,
     lastSeq: stream?.lastSeq ?? 0,
+    phase: session.phase as SessionPhase,
   };
 }
 
@@ -291,254 +366,20 @@ export async function listPlanningSessions(deps: PlannerDeps, options: { planId?
     planId: row.planId,
     resultVersion: row.resultVersion,
     createdAt: row.createdAt.toISOString(),
+    phase: row.phase as SessionPhase,
   }));
 }
 
-function launch(deps: PlannerDeps, sessionId: string): void {
-  const work = runSession(deps, sessionId).catch((error: unknown) => {
-    logger.error({ sessionId, err: error }, "planning session crashed");
-  });
-  deps.background.add(work);
-  void work.finally(() => deps.background.delete(work));
-}
-
-/** Waits for every background session of this planner (tests, shutdown). */
-export async function settlePlanning(deps: PlannerDeps): Promise<void> {
-  while (deps.background.size > 0) await Promise.all([...deps.background]);
-}
-
-/** Writes a final state only if nobody (a cancel) finished the session first. */
-async function finish(
-  deps: PlannerDeps,
-  session: { id: string; traceId: string },
-  status: SessionStatus,
-  data: { failure?: SessionFailure; planId?: string; resultVersion?: number },
-  event: NewEvent,
-): Promise<boolean> {
-  const changed = await deps.prisma.planningSession.updateMany({
-    where: { id: session.id, status: { in: OPEN_STATUSES } },
-    data: {
-      status,
-      finishedAt: new Date(),
-      ...(data.failure && { failure: data.failure as object }),
-      ...(data.planId && { planId: data.planId }),
-      ...(data.resultVersion && { resultVersion: data.resultVersion }),
-    },
-  });
-  if (changed.count > 0) await emitTo(deps, session, [event]);
-  return changed.count > 0;
-}
-
-async function runSession(deps: PlannerDeps, sessionId: string): Promise<void> {
-  const session = await deps.prisma.planningSession.findUniqueOrThrow({ where: { id: sessionId } });
-  const controller = new AbortController();
-  const waiters = new Map<string, (answer: string) => void>();
-  const unsubscribe = deps.bus.subscribe(sessionId, (events: StoredEvent[]) => {
-    for (const event of events) {
-      if (event.type === "planning.cancelled") controller.abort();
-      if (event.type === "planning.answered") {
-        const { questionId, answer } = event.data as { questionId: string; answer: string };
-        waiters.get(questionId)?.(answer);
-      }
-    }
-  });
-  const emit: PlanningContext["emit"] = async (type, data) => {
-    await emitTo(deps, session, [{ type, data } as NewEvent]);
-  };
-  const context: PlanningContext = {
-    deps,
-    scope: { traceId: session.traceId, sessionId, ...(session.planId && { planId: session.planId }) },
-    goal: session.goal,
-    model: session.model,
-    workspaceRoot: session.workspaceRoot,
-    useJudge: session.useJudge,
-    maxRefinements: session.maxRefinements,
-    signal: controller.signal,
-    emit,
-    saveDraft: async (draft) => {
-      await deps.prisma.planningSession.update({ where: { id: sessionId }, data: { draft: draft as object } });
-    },
-    ask: (question) => askPerson(deps, session, question, controller.signal, waiters),
-  };
-  try {
-    // The session may have been cancelled before this process picked it up.
-    const fresh = await deps.prisma.planningSession.findUniqueOrThrow({ where: { id: sessionId } });
-    if (!OPEN_STATUSES.includes(fresh.status as SessionStatus)) return;
-    await emit("planning.started", {
-      kind: session.kind,
-      mode: session.mode,
-      model: session.model,
-      goal: session.goal,
-      judge: session.useJudge,
-    });
-    const snapshot = await snapshotWorkspace(session.workspaceRoot);
-    await emit("planning.context", {
-      message: `Workspace snapshot: ${snapshot.entries.length}${snapshot.truncated ? "+" : ""} entries, ${snapshot.keyFiles.length} key file${snapshot.keyFiles.length === 1 ? "" : "s"} (${snapshot.keyFiles.map((file) => file.path).join(", ") || "none"})`,
-      entries: snapshot.entries.length,
-      keyFiles: snapshot.keyFiles.map((file) => file.path),
-    });
-    const tools = deps.tools.list();
-    let outcome: PlanningOutcome;
-    if (session.kind === "regenerate") {
-      const current = await getPlan(deps.prisma, session.planId!, session.baseVersion!);
-      const prompt =
-        session.mode === "deep"
-          ? deepTaskPrompt({ goal: session.goal, snapshot: snapshot.text, tools, feedback: session.feedback ?? "" }) +
-            `\n\nThe current plan:\n${JSON.stringify({ summary: current.summary, steps: current.steps })}`
-          : regeneratePrompt({
-              goal: session.goal,
-              snapshot: snapshot.text,
-              tools,
-              currentPlan: current,
-              feedback: session.feedback ?? "",
-            });
-      outcome = session.mode === "deep" ? await planDeep(context, prompt) : await planWithRefinement(context, prompt);
-    } else if (session.mode === "deep") {
-      outcome = await planDeep(context, deepTaskPrompt({ goal: session.goal, snapshot: snapshot.text, tools }));
-    } else {
-      outcome = await planWithRefinement(
-        context,
-        quickPlanPrompt({ goal: session.goal, snapshot: snapshot.text, tools }),
-      );
-    }
-    if (controller.signal.aborted) throw new PlanningCancelled();
-    if (outcome.kind === "invalid") {
-      await finish(
-        deps,
-        session,
-        "invalid",
-        { failure: outcome.failure },
-        {
-          type: "planning.invalid",
-          data: { details: outcome.failure.details },
-        },
-      );
-      return;
-    }
-    const { totals } = await getUsage(deps.prisma, { sessionId });
-    const usage = { inputTokens: totals.inputTokens, outputTokens: totals.outputTokens };
-    if (session.kind === "regenerate") {
-      const { plan: saved } = await revisePlan(deps.prisma, deps.tools, {
-        planId: session.planId!,
-        baseVersion: session.baseVersion!,
-        revise: () => outcome.draft as { steps: { id: string }[] },
-        source: "llm",
-        author: session.actor,
-        changeNote: `Regenerated with feedback: ${(session.feedback ?? "").slice(0, 200)}`,
-        model: session.model,
-        usage,
-      });
-      await finish(
-        deps,
-        session,
-        "completed",
-        { planId: saved.id, resultVersion: saved.version },
-        {
-          type: "planning.completed",
-          data: { planId: saved.id, version: saved.version },
-        },
-      );
-      return;
-    }
-    const plan = await createPlan(deps.prisma, deps.tools, {
-      draft: outcome.draft,
-      source: "llm",
-      author: session.actor,
-      ...(session.workspaceId && { workspaceId: session.workspaceId }),
-      model: session.model,
-      usage,
-      traceId: session.traceId,
-    });
-    await deps.prisma.llmCall.updateMany({ where: { sessionId }, data: { planId: plan.id } });
-    const finished = await finish(
-      deps,
-      session,
-      "completed",
-      { planId: plan.id, resultVersion: plan.version },
-      {
-        type: "planning.completed",
-        data: { planId: plan.id, version: plan.version },
-      },
-    );
-    if (!finished) await deps.prisma.planningSession.update({ where: { id: sessionId }, data: { planId: plan.id } });
-  } catch (error) {
-    if (error instanceof PlanningCancelled || controller.signal.aborted) {
-      // cancelPlanning already recorded the cancellation.
-      await finish(deps, session, "cancelled", {}, { type: "planning.cancelled", data: {} });
-      return;
-    }
-    const failure: SessionFailure = isAppError(error)
-      ? {
-          status: "error",
-          error_type: "provider_error",
-          message: redactSecrets(error.message),
-          kind: ((error.details as { kind?: string } | undefined)?.kind ?? error.code) as string,
-          retryable: (error.details as { retryable?: boolean } | undefined)?.retryable ?? true,
-        }
-      : {
-          status: "error",
-          error_type: "internal",
-          message: redactSecrets(
-            `Planning stopped on an internal error: ${error instanceof Error ? error.message : String(error)}`,
-          ),
-          retryable: true,
-        };
-    await finish(deps, session, "failed", { failure }, { type: "planning.failed", data: { ...failure } });
-  } finally {
-    unsubscribe();
-  }
-}
-
-/** Deep mode's ask_user: stores the question, waits for the answer on the session's stream. */
-async function askPerson(
-  deps: PlannerDeps,
-  session: { id: string; traceId: string },
-  question: string,
-  signal: AbortSignal,
-  waiters: Map<string, (answer: string) => void>,
-): Promise<string> {
-  const row = await deps.prisma.planningQuestion.create({
-    data: { sessionId: session.id, question: question.slice(0, 4_000) },
-  });
-  const answered = new Promise<string>((resolve) => waiters.set(row.id, resolve));
-  const moved = await deps.prisma.planningSession.updateMany({
-    where: { id: session.id, status: "running" },
-    data: { status: "awaiting_answer" },
-  });
-  if (moved.count === 0) throw new PlanningCancelled();
-  await emitTo(deps, session, [{ type: "planning.question", data: { questionId: row.id, question } }]);
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    const answer = await Promise.race([
-      answered,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () =>
-            reject(
-              new AppError(
-                "provider_error",
-                `Nobody answered the planner's question within ${Math.round(deps.answerTimeoutMs / 60_000)} minutes.`,
-                { kind: "answer_timeout", retryable: true },
-              ),
-            ),
-          deps.answerTimeoutMs,
-        );
-        signal.addEventListener("abort", () => reject(new PlanningCancelled()), { once: true });
-      }),
-      // An answer given before the waiter existed (another process) is already in the row.
-      (async () => {
-        const stored = await deps.prisma.planningQuestion.findUnique({ where: { id: row.id } });
-        if (stored?.answer) return stored.answer;
-        return answered;
-      })(),
-    ]);
-    await deps.prisma.planningSession.updateMany({
-      where: { id: session.id, status: "awaiting_answer" },
-      data: { status: "running" },
-    });
-    return answer;
-  } finally {
-    clearTimeout(timer);
-    waiters.delete(row.id);
+/**
+ * Waits until no session of this database has work pending (tests): none is queued or running,
+ * and no loop of this process is still finishing. Parked sessions wait for a person, not for us.
+ */
+export async function settlePlanning(deps: PlannerDeps, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const open = await deps.prisma.planningSession.count({ where: { status: "running", kind: { not: "external" } } });
+    if (open === 0 && deps.background.size === 0) return;
+    if (Date.now() > deadline) throw new Error(`${open} planning session(s) still running after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }

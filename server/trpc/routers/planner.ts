@@ -15,6 +15,8 @@ import {
 import { addSuggestedStep, suggestSteps } from "../../planner/suggest";
 import { getUsage } from "../../planner/usage";
 import { listWorkspaces, requireWorkspace } from "../../plans/workspaces";
+import { planningCommand } from "../../operations/planning";
+import { viaOperation } from "../../operations/operation";
 import { publicProcedure, router } from "../init";
 import { trackedEvents } from "../tracked-events";
 
@@ -55,6 +57,9 @@ export const plannerRouter = router({
       if (input.workspaceId) await requireWorkspace(ctx.app.db.pool, input.workspaceId);
       return startPlanning(plannerFor(ctx.app), { ...input, actor: ctx.actor });
     }),
+
+  /** Seed 002's `/plan [task]`, `/plan status`, `/plan cancel`. */
+  command: publicProcedure.input(planningCommand.input).mutation(viaOperation(planningCommand)),
 
   session: publicProcedure
     .input(sessionInput)

@@ -1,0 +1,141 @@
+import { AppError } from "../errors";
+import type { PlannerDeps } from "./deps";
+import {
+  cancelPlanning,
+  getPlanningSession,
+  OPEN_STATUSES,
+  startPlanning,
+  type PlanningSessionView,
+  type SessionPhase,
+  type SessionStatus,
+} from "./sessions";
+
+/**
+ * Seed 002's `/plan` commands, for the session view and the New task page:
+ *   /plan [task]   start deep planning of the task in the default workspace; while a session is
+ *                  still planning, answer its status instead (a no-op)
+ *   /plan status   where the session is: gathering / waiting for you / submitted / …
+ *   /plan cancel   cancel it
+ * The session meant is the one named (the session page), else the open session of the default
+ * workspace (the New task page).
+ */
+export const PLAN_COMMANDS = ["/plan [task]", "/plan status", "/plan cancel"] as const;
+export const MAX_COMMAND_CHARS = 4_100;
+
+export type PlanCommand = { kind: "plan"; task: string } | { kind: "status" } | { kind: "cancel" };
+
+export interface PlanCommandResult {
+  action: "started" | "status" | "cancelled";
+  sessionId: string | null;
+  status: SessionStatus | null;
+  phase: SessionPhase | null;
+  /** One line for the person: what happened, or where the session is. */
+  message: string;
+}
+
+function unknownCommand(what: string): AppError {
+  return new AppError("invalid_input", `${what} The commands are: ${PLAN_COMMANDS.join(", ")}.`, {
+    commands: [...PLAN_COMMANDS],
+  });
+}
+
+export function parsePlanCommand(raw: string): PlanCommand {
+  const text = raw.trim();
+  if (!text) throw unknownCommand("The command is empty.");
+  const match = /^\/plan(?:\s+([\s\S]*))?$/i.exec(text);
+  if (!match) throw unknownCommand(`Unknown command: ${text.split(/\s/)[0]!.slice(0, 40)}.`);
+  const rest = (match[1] ?? "").trim();
+  if (/^status$/i.test(rest)) return { kind: "status" };
+  if (/^cancel$/i.test(rest)) return { kind: "cancel" };
+  return { kind: "plan", task: rest };
+}
+
+/** Where a session is, in the person's words (seed 002's phases). */
+export function describeSession(session: PlanningSessionView): string {
+  const goal = session.goal.length > 120 ? `${session.goal.slice(0, 117)}…` : session.goal;
+  const prefix = `Planning “${goal}”`;
+  switch (session.status) {
+    case "awaiting_answer": {
+      const open = session.questions.find((question) => question.answer === null);
+      return `${prefix}: waiting for you${open ? ` — ${open.question}` : ""}`;
+    }
+    case "running":
+      return `${prefix}: ${RUNNING_PHASES[session.phase] ?? "running"}`;
+    case "completed":
+      return `${prefix}: plan submitted and saved (version ${session.resultVersion ?? 1}).`;
+    case "invalid":
+      return `${prefix}: the plan did not pass the checks.`;
+    case "failed":
+      return `${prefix}: failed — ${session.failure && "message" in session.failure ? session.failure.message : "error"}`;
+    case "cancelled":
+      return `${prefix}: cancelled${session.failure && "message" in session.failure ? ` — ${session.failure.message}` : "."}`;
+  }
+}
+
+const RUNNING_PHASES: Partial<Record<SessionPhase, string>> = {
+  queued: "queued, waiting for a worker",
+  gathering: "gathering context (read-only)",
+  drafting: "drafting the plan",
+  submitted: "plan submitted, saving it",
+};
+
+/** The session a command without an id means: the newest open one of the default workspace. */
+async function currentSession(deps: PlannerDeps, sessionId: string | undefined, openOnly: boolean) {
+  if (sessionId) return getPlanningSession(deps, sessionId);
+  const row = await deps.prisma.planningSession.findFirst({
+    where: {
+      workspaceId: null,
+      kind: { not: "external" },
+      ...(openOnly && { status: { in: OPEN_STATUSES } }),
+    },
+    orderBy: { createdAt: "desc" },
+  });
+  return row ? getPlanningSession(deps, row.id) : undefined;
+}
+
+function result(action: PlanCommandResult["action"], session: PlanningSessionView, message?: string) {
+  return {
+    action,
+    sessionId: session.id,
+    status: session.status,
+    phase: session.phase,
+    message: message ?? describeSession(session),
+  } satisfies PlanCommandResult;
+}
+
+export async function runPlanCommand(
+  deps: PlannerDeps,
+  input: { command: string; sessionId?: string; actor: string },
+): Promise<PlanCommandResult> {
+  const command = parsePlanCommand(input.command);
+  if (command.kind === "status") {
+    const session = await currentSession(deps, input.sessionId, false);
+    if (!session) {
+      return { action: "status", sessionId: null, status: null, phase: null, message: "No planning session yet." };
+    }
+    return result("status", session);
+  }
+  if (command.kind === "cancel") {
+    const session = await currentSession(deps, input.sessionId, true);
+    if (!session || !OPEN_STATUSES.includes(session.status)) {
+      throw new AppError(
+        "invalid_state",
+        session ? `Nothing to cancel: ${describeSession(session)}` : "No planning session is active.",
+      );
+    }
+    await cancelPlanning(deps, session.id, input.actor);
+    const cancelled = await getPlanningSession(deps, session.id);
+    return result("cancelled", cancelled, `Cancelled planning “${cancelled.goal.slice(0, 120)}”.`);
+  }
+  const active = await currentSession(deps, input.sessionId, true);
+  if (active && OPEN_STATUSES.includes(active.status)) {
+    // Seed 002: `/plan` while planning is a no-op that answers the current status.
+    return result("status", active, `Already planning. ${describeSession(active)}`);
+  }
+  if (!command.task) {
+    throw new AppError("invalid_input", "Say what to plan: /plan <task>.", { commands: [...PLAN_COMMANDS] });
+  }
+  const { sessionId } = await startPlanning(deps, { goal: command.task, mode: "deep", actor: input.actor });
+  const started = await getPlanningSession(deps, sessionId);
+  return result("started", started, `Started deep planning. ${describeSession(started)}`);
+}

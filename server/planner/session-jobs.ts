@@ -1,0 +1,487 @@
+/**
+ * A planning session's loop as queued work (graphile-worker, like engine steps): any process with
+ * a worker runs it, and a session survives the process that ran it. What a resumed loop needs is
+ * in the session row: its phase, deep mode's transcript (loop_state, saved after each model turn
+ * and each tool result) and the questions with their answers. Waiting for a person holds no job:
+ * the session parks as `awaiting_answer`, and answering it queues the loop again.
+ */
+import { inTransaction } from "../db";
+import { enqueuePlanningJob, enqueuePlanningTimeout, PLANNING_TASK, PLANNING_TIMEOUT_TASK } from "../engine/queue";
+import type { ExtraWork } from "../engine/worker";
+import { isAppError } from "../errors";
+import type { NewEvent, StoredEvent } from "../events/types";
+import { logger } from "../logger";
+import { createPlan, getPlan } from "../plans/service";
+import { revisePlan } from "../plans/versions";
+import { redactSecrets } from "../redact";
+import type { PlannerDeps } from "./deps";
+import { PlanningCancelled } from "./model-call";
+import { planDeep, planWithRefinement, type DeepState, type PlanningContext, type PlanningOutcome } from "./planning";
+import { deepTaskPrompt, quickPlanPrompt, regeneratePrompt } from "./prompts";
+import {
+  auditSession,
+  emitTo,
+  OPEN_STATUSES,
+  type SessionFailure,
+  type SessionPhase,
+  type SessionStatus,
+} from "./sessions";
+import { snapshotWorkspace } from "./snapshot";
+import { getUsage } from "./usage";
+
+const log = logger.child({ component: "planner" });
+
+/** The loop stopped because it waits for the person; not an error, and not the end. */
+export class PlanningParked extends Error {
+  constructor() {
+    super("Waiting for the person's answer");
+    this.name = "PlanningParked";
+  }
+}
+
+/** The loop stopped because this worker is shutting down or lost the session to another. */
+class PlanningReleased extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = "PlanningReleased";
+  }
+}
+
+/** SQL: the worker named in `s.worker_id` has beaten recently (as leases.ts judges step owners). */
+const OWNER_ALIVE = `exists (select 1 from workers w where w.id = s.worker_id and w.stopped_at is null
+  and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * 5 / 1000.0))`;
+
+interface SessionRow {
+  id: string;
+  kind: string;
+  mode: string;
+  status: string;
+  phase: string;
+  goal: string;
+  model: string;
+  workspaceId: string | null;
+  workspaceRoot: string;
+  useJudge: boolean;
+  maxRefinements: number;
+  planId: string | null;
+  baseVersion: number | null;
+  feedback: string | null;
+  traceId: string;
+  actor: string;
+  loopState: unknown;
+}
+
+/** The worker's planning work: the two task handlers, recovery on each tick, abort on shutdown. */
+export function planningWork(planner: () => PlannerDeps, worker: { workerId: string; heartbeatMs: number }): ExtraWork {
+  const running = new Map<string, AbortController>();
+  return {
+    tasks: {
+      [PLANNING_TASK]: async (payload) => {
+        const deps = planner();
+        const work = runSessionJob(deps, (payload as { sessionId: string }).sessionId, worker.workerId, running);
+        deps.background.add(work);
+        try {
+          await work;
+        } finally {
+          deps.background.delete(work);
+        }
+      },
+      [PLANNING_TIMEOUT_TASK]: async (payload) => {
+        await timeOutQuestion(planner(), payload as { sessionId: string; questionId: string });
+      },
+    },
+    maintain: async () => {
+      await recoverPlanningSessions(planner(), worker.workerId, worker.heartbeatMs * 5);
+    },
+    abortAll: () => {
+      for (const controller of running.values()) controller.abort(new PlanningReleased("The worker is shutting down"));
+    },
+  };
+}
+
+/**
+ * Sessions whose loop nobody is running although it should run: the worker that ran it stopped
+ * beating (killed), or it was queued but its job is held by a dead worker. Each is queued again;
+ * its loop resumes from the saved state.
+ */
+export async function recoverPlanningSessions(deps: PlannerDeps, workerId: string, staleMs: number): Promise<number> {
+  const orphans = await deps.pool.query<{ id: string }>(
+    `select s.id from planning_sessions s
+     where s.status = 'running' and s.kind <> 'external'
+       and s.worker_id is distinct from $1
+       and (
+         (s.worker_id is not null and not ${OWNER_ALIVE})
+         or (s.worker_id is null and not exists (
+           select 1 from graphile_worker.jobs j where j.key = 'planning:' || s.id
+             and (j.locked_at is null or j.locked_at > now() - make_interval(secs => $2::int / 1000.0))))
+       )`,
+    [workerId, staleMs],
+  );
+  for (const orphan of orphans.rows) {
+    await inTransaction(deps.pool, async (client) => {
+      const released = await client.query(
+        `update planning_sessions s set worker_id = null
+         where s.id = $1 and s.status = 'running' and (s.worker_id is null or not ${OWNER_ALIVE})`,
+        [orphan.id],
+      );
+      if (released.rowCount === 0) return;
+      await enqueuePlanningJob(client, orphan.id);
+    });
+    log.warn({ sessionId: orphan.id }, "planning session's worker is gone: queued it to resume");
+  }
+  return orphans.rowCount ?? 0;
+}
+
+/** Cancels a session whose question is still unanswered when its timer fires. */
+async function timeOutQuestion(deps: PlannerDeps, job: { sessionId: string; questionId: string }): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const minutes = Math.max(1, Math.round(deps.answerTimeoutMs / 60_000));
+    const message =
+      deps.answerTimeoutMs >= 60_000
+        ? `Nobody answered the planner's question within ${minutes} minute${minutes === 1 ? "" : "s"}; planning was cancelled.`
+        : `Nobody answered the planner's question in time; planning was cancelled.`;
+    const failure: SessionFailure = {
+      status: "error",
+      error_type: "provider_error",
+      message,
+      kind: "answer_timeout",
+      retryable: true,
+    };
+    const cancelled = await client.query<{ id: string; plan_id: string | null; trace_id: string }>(
+      `update planning_sessions s set status = 'cancelled', phase = 'done', finished_at = now(), worker_id = null,
+         failure = $3::jsonb
+       where s.id = $1 and s.status = 'awaiting_answer'
+         and exists (select 1 from planning_questions q where q.id = $2 and q.session_id = s.id and q.answer is null)
+       returning s.id, s.plan_id, s.trace_id`,
+      [job.sessionId, job.questionId, JSON.stringify(failure)],
+    );
+    const row = cancelled.rows[0];
+    if (!row) return;
+    const session = { id: row.id, planId: row.plan_id, traceId: row.trace_id };
+    await auditSession(client, session, {
+      actor: "stepwise",
+      action: "planning.timed_out",
+      detail: { questionId: job.questionId, timeoutMs: deps.answerTimeoutMs },
+    });
+    await emitTo(
+      deps,
+      session,
+      [{ type: "planning.timed_out", data: { questionId: job.questionId, timeoutMs: deps.answerTimeoutMs, message } }],
+      client,
+    );
+  });
+}
+
+/** Takes the session for this worker: it must be running and not held by another live worker. */
+async function claim(deps: PlannerDeps, sessionId: string, workerId: string): Promise<SessionRow | undefined> {
+  const claimed = await deps.pool.query<{ id: string }>(
+    `update planning_sessions s set worker_id = $2
+     where s.id = $1 and s.status = 'running' and s.kind <> 'external'
+       and (s.worker_id is null or s.worker_id = $2 or not ${OWNER_ALIVE})
+     returning s.id`,
+    [sessionId, workerId],
+  );
+  if (claimed.rowCount === 0) return undefined;
+  return (await deps.prisma.planningSession.findUniqueOrThrow({ where: { id: sessionId } })) as SessionRow;
+}
+
+async function runSessionJob(
+  deps: PlannerDeps,
+  sessionId: string,
+  workerId: string,
+  running: Map<string, AbortController>,
+): Promise<void> {
+  const session = await claim(deps, sessionId, workerId);
+  if (!session) return;
+  const controller = new AbortController();
+  running.set(sessionId, controller);
+  const unsubscribe = deps.bus.subscribe(sessionId, (events: StoredEvent[]) => {
+    if (events.some((event) => event.type === "planning.cancelled" || event.type === "planning.timed_out")) {
+      controller.abort(new PlanningCancelled());
+    }
+  });
+  try {
+    await runSession(deps, session, workerId, controller);
+  } finally {
+    unsubscribe();
+    running.delete(sessionId);
+  }
+}
+
+/** Sets the phase, only while this worker holds the session. */
+async function setPhase(deps: PlannerDeps, sessionId: string, workerId: string, phase: SessionPhase) {
+  const moved = await deps.pool.query(
+    "update planning_sessions set phase = $3 where id = $1 and worker_id = $2 and status = 'running'",
+    [sessionId, workerId, phase],
+  );
+  if (moved.rowCount === 0) throw new PlanningCancelled();
+}
+
+async function runSession(
+  deps: PlannerDeps,
+  session: SessionRow,
+  workerId: string,
+  controller: AbortController,
+): Promise<void> {
+  const sessionId = session.id;
+  const emit: PlanningContext["emit"] = async (type, data) => {
+    await emitTo(deps, session, [{ type, data } as NewEvent]);
+  };
+  const context: PlanningContext = {
+    deps,
+    scope: { traceId: session.traceId, sessionId, ...(session.planId && { planId: session.planId }) },
+    goal: session.goal,
+    model: session.model,
+    workspaceRoot: session.workspaceRoot,
+    useJudge: session.useJudge,
+    maxRefinements: session.maxRefinements,
+    signal: controller.signal,
+    emit,
+    saveDraft: async (draft) => {
+      await deps.prisma.planningSession.update({ where: { id: sessionId }, data: { draft: draft as object } });
+    },
+    ask: (question, toolCallId) => askPerson(deps, session, workerId, question, toolCallId),
+    loadState: async () => (session.loopState as DeepState | null) ?? null,
+    saveState: async (state, phase) => {
+      const saved = await deps.pool.query(
+        `update planning_sessions set loop_state = $3::jsonb, phase = coalesce($4, phase)
+         where id = $1 and worker_id = $2 and status = 'running'`,
+        [sessionId, workerId, JSON.stringify(state), phase ?? null],
+      );
+      // Cancelled, or taken over by another worker after this one was judged dead: stop here.
+      if (saved.rowCount === 0) throw new PlanningCancelled();
+    },
+  };
+  try {
+    const firstStart = session.phase === "queued";
+    if (firstStart) {
+      await emit("planning.started", {
+        kind: session.kind,
+        mode: session.mode,
+        model: session.model,
+        goal: session.goal,
+        judge: session.useJudge,
+      });
+    } else {
+      await emit("planning.resumed", { phase: session.phase });
+    }
+    await setPhase(deps, sessionId, workerId, session.mode === "deep" ? "gathering" : "drafting");
+    const tools = deps.tools.list();
+    const snapshotText = async () => {
+      const snapshot = await snapshotWorkspace(session.workspaceRoot);
+      await emit("planning.context", {
+        message: `Workspace snapshot: ${snapshot.entries.length}${snapshot.truncated ? "+" : ""} entries, ${snapshot.keyFiles.length} key file${snapshot.keyFiles.length === 1 ? "" : "s"} (${snapshot.keyFiles.map((file) => file.path).join(", ") || "none"})`,
+        entries: snapshot.entries.length,
+        keyFiles: snapshot.keyFiles.map((file) => file.path),
+      });
+      return snapshot.text;
+    };
+    let outcome: PlanningOutcome;
+    if (session.kind === "regenerate") {
+      const current = await getPlan(deps.prisma, session.planId!, session.baseVersion!);
+      if (session.mode === "deep") {
+        outcome = await planDeep(
+          context,
+          async () =>
+            deepTaskPrompt({
+              goal: session.goal,
+              snapshot: await snapshotText(),
+              tools,
+              feedback: session.feedback ?? "",
+            }) + `\n\nThe current plan:\n${JSON.stringify({ summary: current.summary, steps: current.steps })}`,
+        );
+      } else {
+        outcome = await planWithRefinement(
+          context,
+          regeneratePrompt({
+            goal: session.goal,
+            snapshot: await snapshotText(),
+            tools,
+            currentPlan: current,
+            feedback: session.feedback ?? "",
+          }),
+        );
+      }
+    } else if (session.mode === "deep") {
+      outcome = await planDeep(context, async () =>
+        deepTaskPrompt({ goal: session.goal, snapshot: await snapshotText(), tools }),
+      );
+    } else {
+      outcome = await planWithRefinement(
+        context,
+        quickPlanPrompt({ goal: session.goal, snapshot: await snapshotText(), tools }),
+      );
+    }
+    if (controller.signal.aborted) throw controller.signal.reason ?? new PlanningCancelled();
+    if (outcome.kind === "invalid") {
+      await finish(
+        deps,
+        session,
+        "invalid",
+        { failure: outcome.failure },
+        {
+          type: "planning.invalid",
+          data: { details: outcome.failure.details },
+        },
+      );
+      return;
+    }
+    await setPhase(deps, sessionId, workerId, "submitted");
+    await savePlan(deps, session, outcome);
+  } catch (error) {
+    const reason: unknown = controller.signal.reason;
+    if (error instanceof PlanningParked) return;
+    if (error instanceof PlanningReleased || reason instanceof PlanningReleased) {
+      // Shutting down: another worker (or this one's next start) resumes from the saved state.
+      await inTransaction(deps.pool, async (client) => {
+        const released = await client.query(
+          "update planning_sessions set worker_id = null where id = $1 and worker_id = $2 and status = 'running'",
+          [sessionId, workerId],
+        );
+        if (released.rowCount) await enqueuePlanningJob(client, sessionId);
+      });
+      return;
+    }
+    if (error instanceof PlanningCancelled || controller.signal.aborted) {
+      // cancelPlanning (or the timeout) already recorded the end; a lost claim ends nothing here.
+      return;
+    }
+    const failure: SessionFailure = isAppError(error)
+      ? {
+          status: "error",
+          error_type: "provider_error",
+          message: redactSecrets(error.message),
+          kind: ((error.details as { kind?: string } | undefined)?.kind ?? error.code) as string,
+          retryable: (error.details as { retryable?: boolean } | undefined)?.retryable ?? true,
+        }
+      : {
+          status: "error",
+          error_type: "internal",
+          message: redactSecrets(
+            `Planning stopped on an internal error: ${error instanceof Error ? error.message : String(error)}`,
+          ),
+          retryable: true,
+        };
+    await finish(deps, session, "failed", { failure }, { type: "planning.failed", data: { ...failure } });
+  }
+}
+
+/** Saves the accepted plan: a new plan (create) or a new version (regenerate). */
+async function savePlan(
+  deps: PlannerDeps,
+  session: SessionRow,
+  outcome: Extract<PlanningOutcome, { kind: "accepted" }>,
+): Promise<void> {
+  const sessionId = session.id;
+  const { totals } = await getUsage(deps.prisma, { sessionId });
+  const usage = { inputTokens: totals.inputTokens, outputTokens: totals.outputTokens };
+  if (session.kind === "regenerate") {
+    const { plan: saved } = await revisePlan(deps.prisma, deps.tools, {
+      planId: session.planId!,
+      baseVersion: session.baseVersion!,
+      revise: () => outcome.draft as { steps: { id: string }[] },
+      source: "llm",
+      author: session.actor,
+      changeNote: `Regenerated with feedback: ${(session.feedback ?? "").slice(0, 200)}`,
+      model: session.model,
+      usage,
+    });
+    await finish(
+      deps,
+      session,
+      "completed",
+      { planId: saved.id, resultVersion: saved.version },
+      { type: "planning.completed", data: { planId: saved.id, version: saved.version } },
+    );
+    return;
+  }
+  // A worker that died after saving the plan but before finishing left it under the session's trace.
+  const existing = await deps.prisma.planVersion.findFirst({ where: { traceId: session.traceId, version: 1 } });
+  const plan = existing
+    ? { id: existing.planId, version: 1 }
+    : await createPlan(deps.prisma, deps.tools, {
+        draft: outcome.draft,
+        source: "llm",
+        author: session.actor,
+        ...(session.workspaceId && { workspaceId: session.workspaceId }),
+        model: session.model,
+        usage,
+        traceId: session.traceId,
+      });
+  await deps.prisma.llmCall.updateMany({ where: { sessionId }, data: { planId: plan.id } });
+  const finished = await finish(
+    deps,
+    session,
+    "completed",
+    { planId: plan.id, resultVersion: plan.version },
+    { type: "planning.completed", data: { planId: plan.id, version: plan.version } },
+  );
+  if (!finished) await deps.prisma.planningSession.update({ where: { id: sessionId }, data: { planId: plan.id } });
+}
+
+/** Writes a final state only if nobody (a cancel) finished the session first. */
+async function finish(
+  deps: PlannerDeps,
+  session: { id: string; traceId: string },
+  status: SessionStatus,
+  data: { failure?: SessionFailure; planId?: string; resultVersion?: number },
+  event: NewEvent,
+): Promise<boolean> {
+  const changed = await deps.prisma.planningSession.updateMany({
+    where: { id: session.id, status: { in: OPEN_STATUSES } },
+    data: {
+      status,
+      phase: "done",
+      workerId: null,
+      finishedAt: new Date(),
+      ...(data.failure && { failure: data.failure as object }),
+      ...(data.planId && { planId: data.planId }),
+      ...(data.resultVersion && { resultVersion: data.resultVersion }),
+    },
+  });
+  if (changed.count > 0) await emitTo(deps, session, [event]);
+  return changed.count > 0;
+}
+
+/**
+ * Deep mode's ask_user. An answer already recorded for this call (the loop resumed after it) is
+ * returned; otherwise the question is stored, the session parks, and its timer is queued, all in
+ * one transaction, and the loop stops without holding its job.
+ */
+async function askPerson(
+  deps: PlannerDeps,
+  session: SessionRow,
+  workerId: string,
+  question: string,
+  toolCallId: string,
+): Promise<string> {
+  const existing = await deps.prisma.planningQuestion.findFirst({ where: { sessionId: session.id, toolCallId } });
+  if (existing?.answer) return existing.answer;
+  const parked = await inTransaction(deps.pool, async (client) => {
+    const moved = await client.query(
+      `update planning_sessions set status = 'awaiting_answer', worker_id = null
+       where id = $1 and worker_id = $2 and status = 'running'`,
+      [session.id, workerId],
+    );
+    if (moved.rowCount === 0) return undefined;
+    const questionId =
+      existing?.id ??
+      (
+        await client.query<{ id: string }>(
+          "insert into planning_questions (id, session_id, question, tool_call_id) values (gen_random_uuid(), $1, $2, $3) returning id",
+          [session.id, question.slice(0, 4_000), toolCallId],
+        )
+      ).rows[0]!.id;
+    await enqueuePlanningTimeout(client, {
+      sessionId: session.id,
+      questionId,
+      runAt: new Date(Date.now() + deps.answerTimeoutMs),
+    });
+    if (!existing) {
+      await emitTo(deps, session, [{ type: "planning.question", data: { questionId, question } }], client);
+    }
+    return questionId;
+  });
+  if (!parked) throw new PlanningCancelled();
+  throw new PlanningParked();
+}
