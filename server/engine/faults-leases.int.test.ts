@@ -103,12 +103,14 @@ describe("leases", () => {
     await blocker.query("commit");
 
     // Its beats get through again and renew the lease: a peer leaves the live attempt alone too.
+    // (The beat that waited on the lock stamped the moment it began, so wait for a fresh one.)
     await expect
       .poll(
         async () =>
           (
             await h.app.db.pool.query<{ held: boolean }>(
-              "select lease_expires_at > now() as held from run_steps where run_id = $1",
+              `select rs.lease_expires_at > now() and w.last_seen > now() - interval '500 milliseconds' as held
+               from run_steps rs join workers w on w.id = rs.worker_id where rs.run_id = $1`,
               [runId],
             )
           ).rows[0]!.held,
