@@ -214,6 +214,24 @@ describe("a queued step whose job is gone", () => {
     expect(live.rows.map((row) => row.key).sort()).toEqual(
       Array.from({ length: 6 }, (_, i) => keyOf(`step_${i + 3}`)).sort(),
     );
+    // A sweep gives the two steps their jobs back, under their own keys, and leaves the others'
+    // alone: a second sweep finds nothing lost and changes no job (a re-added one would get a
+    // new revision or id).
+    const jobs = async () =>
+      (
+        await h.app.db.pool.query<{ key: string; id: string; revision: number }>(
+          "select key, id, revision from graphile_worker.jobs where key like $1 and attempts < max_attempts",
+          [`${runId}:%`],
+        )
+      ).rows.sort((a, b) => a.key.localeCompare(b.key));
+    const sweep = () =>
+      recoverInterruptedSteps({ ...createEngineDeps(h.app.db.pool, h.app.tools), workerId: randomUUID() }, 1_000);
+    await sweep();
+    const swept = await jobs();
+    expect(swept.map((job) => job.key)).toEqual(Array.from({ length: 8 }, (_, i) => keyOf(`step_${i + 1}`)).sort());
+    expect(swept.map((job) => job.revision)).toEqual(Array(8).fill(0));
+    await sweep();
+    expect(await jobs()).toEqual(swept);
     // Two slots for eight steps: the sweeps run while most jobs wait in the queue or run.
     await startWorker(h, { concurrency: 2 });
     const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 60_000);

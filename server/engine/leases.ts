@@ -170,8 +170,8 @@ async function requeueStrandedJobs(deps: EngineDeps, staleAfterMs: number): Prom
 
 /**
  * A queued step whose job is gone (deleted by an operator cleaning the queue, or failed for good
- * after the queue's own attempts) would wait for ever. It gets its job again under the same key,
- * which revives a failed job's row instead of adding a second one. The scan is one statement, so
+ * after the queue's own attempts) would wait for ever. It gets its job again under the same key
+ * (the queue moves the key off a job that failed for good and adds a fresh one). The scan is one statement, so
  * it sees a step and its job as of one moment: a job is added in the transaction that queues its
  * step and leaves the queue only after the step was claimed. A job that is locked (running, even on
  * its last queue attempt) is not lost; should two workers re-add the same job at once, the keys
