@@ -10,6 +10,17 @@ import { defineTool } from "../server/tools/types";
 /** The env var naming the file a probe appends its executions to (read at execution time). */
 export const PROBE_LOG_ENV = "STEPWISE_PROBE_LOG";
 
+/** One tick of a probe told to tick (`tickMs`), or its last line when it was aborted. */
+export interface ProbeTick {
+  runId: string;
+  stepId: string;
+  attempt: number;
+  pid: number;
+  tick?: number;
+  /** Set on the line written when its abort signal fired: the abort reason. */
+  aborted?: string;
+}
+
 /** One execution of the probe tool, as appended to the probe log. */
 export interface ProbeExecution {
   runId: string;
@@ -26,6 +37,9 @@ export interface ProbeExecution {
  * declared non-idempotent, which the engine must never re-run on its own. With `marksEffectStart`
  * (`probe_effect`) it first waits `sleepBeforeEffectMs`, then marks its effect's start and only
  * then records the execution: a kill during that first wait interrupts it before any effect.
+ * With `tickMs` it leaves a side effect while it sleeps: every `tickMs` it appends a tick to
+ * `<log>.ticks` and reports progress, and when aborted it appends the reason there. Attempts after
+ * the first sleep `retrySleepMs` when given.
  */
 export function createProbeTool(
   options: { logFile?: string; name?: string; idempotent?: boolean; marksEffectStart?: boolean } = {},
@@ -37,6 +51,8 @@ export function createProbeTool(
     inputSchema: z.object({
       sleepMs: z.number().int().min(0).max(600_000).default(0),
       sleepBeforeEffectMs: z.number().int().min(0).max(600_000).default(0),
+      retrySleepMs: z.number().int().min(0).max(600_000).optional(),
+      tickMs: z.number().int().min(1).max(60_000).optional(),
       value: z.unknown().optional(),
     }),
     capability: "data.transform",
@@ -47,7 +63,7 @@ export function createProbeTool(
     requiresApproval: false,
     defaultTimeoutSeconds: 600,
     marksEffectStart: options.marksEffectStart ?? false,
-    async execute({ sleepMs, sleepBeforeEffectMs, value }, context) {
+    async execute({ sleepMs, sleepBeforeEffectMs, retrySleepMs, tickMs, value }, context) {
       const logFile = options.logFile ?? process.env[PROBE_LOG_ENV];
       if (!logFile) throw new Error(`The probe tool needs ${PROBE_LOG_ENV} (or a logFile) to record executions`);
       if (options.marksEffectStart) {
@@ -61,10 +77,47 @@ export function createProbeTool(
         pid: process.pid,
       };
       await appendFile(logFile, `${JSON.stringify(execution)}\n`, { flag: "a" });
-      if (sleepMs > 0) await delay(sleepMs, undefined, { signal: context.signal });
+      const sleep = context.attempt > 1 && retrySleepMs !== undefined ? retrySleepMs : sleepMs;
+      if (tickMs) await tick(`${logFile}.ticks`, execution, sleep, tickMs, context);
+      else if (sleep > 0) await delay(sleep, undefined, { signal: context.signal });
       return { ...execution, value: value ?? null };
     },
   });
+}
+
+/** Sleeps `sleepMs` in steps of `tickMs`, appending a tick and reporting progress after each. */
+async function tick(
+  file: string,
+  execution: ProbeExecution,
+  sleepMs: number,
+  tickMs: number,
+  context: { signal: AbortSignal; reportProgress(percent: number, message?: string): void },
+): Promise<void> {
+  try {
+    for (let tick = 1; tick * tickMs <= sleepMs; tick++) {
+      await delay(tickMs, undefined, { signal: context.signal });
+      await appendFile(file, `${JSON.stringify({ ...execution, tick } satisfies ProbeTick)}\n`, { flag: "a" });
+      context.reportProgress((100 * tick * tickMs) / sleepMs, `attempt ${execution.attempt} tick ${tick}`);
+    }
+  } catch (error) {
+    if (!context.signal.aborted) throw error;
+    const reason =
+      context.signal.reason instanceof Error ? context.signal.reason.message : String(context.signal.reason);
+    await appendFile(file, `${JSON.stringify({ ...execution, aborted: reason } satisfies ProbeTick)}\n`, { flag: "a" });
+    throw error;
+  }
+}
+
+/** Every tick (and abort line) probes with `tickMs` wrote next to the probe log `logFile`. */
+export async function readProbeTicks(logFile: string): Promise<ProbeTick[]> {
+  const text = await readFile(`${logFile}.ticks`, "utf8").catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT") return "";
+    throw error;
+  });
+  return text
+    .split("\n")
+    .filter((line) => line.length > 0)
+    .map((line) => JSON.parse(line) as ProbeTick);
 }
 
 /** The built-in tools plus `probe` (idempotent), `probe_once` (not idempotent) and `probe_effect` (`probe_once` marking its effect's start). */

@@ -18,6 +18,9 @@
  *
  * With STEPWISE_PROBE_SKIP_LEASE_RENEWAL=1 it heartbeats but never renews the leases of the
  * attempts it runs: a live worker that has lost hold of its steps.
+ *
+ * `spawnProbeWorker({ clockOffset: "+10m" })` runs it with its wall clock shifted by libfaketime
+ * (preloaded into the process itself, so the pid is the worker's); its timers are unaffected.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
@@ -33,6 +36,8 @@ import { createProbeRegistry, PROBE_LOG_ENV } from "./probe-tool";
 const READY_PREFIX = "ready ";
 const FROZEN_PREFIX = "frozen ";
 const thisFile = fileURLToPath(import.meta.url);
+/** libfaketime as Debian and Ubuntu install it (package `faketime`). */
+export const LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const projectRoot = path.resolve(path.dirname(thisFile), "..");
 
 export interface ProbeWorkerProcess {
@@ -65,6 +70,8 @@ export function spawnProbeWorker(options: {
   idleInTransactionMs?: number;
   /** Beat, but never renew the leases of running attempts. */
   skipLeaseRenewal?: boolean;
+  /** Shift the process's wall clock by this libfaketime offset, e.g. "+10m" or "-10m". */
+  clockOffset?: string;
 }): ProbeWorkerProcess {
   const child = spawn(process.execPath, ["--import", "tsx", thisFile], {
     cwd: projectRoot,
@@ -79,6 +86,11 @@ export function spawnProbeWorker(options: {
       STEPWISE_PROBE_FREEZE_RUN: options.freezeRun ?? "",
       STEPWISE_PROBE_SKIP_LEASE_RENEWAL: options.skipLeaseRenewal ? "1" : "0",
       ...(options.idleInTransactionMs && { STEPWISE_IDLE_IN_TRANSACTION_MS: String(options.idleInTransactionMs) }),
+      ...(options.clockOffset && {
+        LD_PRELOAD: LIBFAKETIME,
+        FAKETIME: options.clockOffset,
+        FAKETIME_DONT_FAKE_MONOTONIC: "1",
+      }),
     },
     stdio: ["ignore", "pipe", "pipe"],
   });

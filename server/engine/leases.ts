@@ -60,6 +60,7 @@ export class LeaseLostError extends Error {
  */
 export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: number): Promise<number> {
   await requeueStrandedJobs(deps, staleAfterMs);
+  await requeueLostJobs(deps);
   // A worker is judged by its own heartbeat interval: peers may be configured differently. Its
   // own steps a live worker never recovers: they are running here (or their outcomes are being
   // written), even if its own heartbeat went stale while the database was out of reach.
@@ -164,5 +165,31 @@ async function requeueStrandedJobs(deps: EngineDeps, staleAfterMs: number): Prom
   await enqueueStepJobs(
     deps.pool,
     stranded.rows.map((row) => ({ runId: row.run_id, stepId: row.step_id, attempt: row.attempt + 1, requeued: true })),
+  );
+}
+
+/**
+ * A queued step whose job is gone (deleted by an operator cleaning the queue, or failed for good
+ * after the queue's own attempts) would wait for ever. It gets its job again under the same key
+ * (the queue moves the key off a job that failed for good and adds a fresh one). The scan is one statement, so
+ * it sees a step and its job as of one moment: a job is added in the transaction that queues its
+ * step and leaves the queue only after the step was claimed. A job that is locked (running, even on
+ * its last queue attempt) is not lost; should two workers re-add the same job at once, the keys
+ * make it one, and a duplicate's claim finds the step no longer ready.
+ */
+async function requeueLostJobs(deps: EngineDeps): Promise<void> {
+  const lost = await deps.pool.query<{ run_id: string; step_id: string; attempt: number }>(
+    `select rs.run_id, rs.step_id, rs.attempt from run_steps rs join runs r on r.id = rs.run_id
+     where rs.status = 'ready' and rs.queued and r.status in ('running', 'failing', 'paused')
+       and not exists (
+         select 1 from graphile_worker.jobs j
+         where j.key in (rs.run_id || ':' || rs.step_id || ':' || (rs.attempt + 1),
+                         rs.run_id || ':' || rs.step_id || ':' || (rs.attempt + 1) || ':requeued')
+           and (j.locked_at is not null or j.attempts < j.max_attempts))`,
+  );
+  if (lost.rowCount === 0) return;
+  await enqueueStepJobs(
+    deps.pool,
+    lost.rows.map((row) => ({ runId: row.run_id, stepId: row.step_id, attempt: row.attempt + 1 })),
   );
 }

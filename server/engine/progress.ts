@@ -7,7 +7,9 @@ import type { RunRow } from "./run-transaction";
 
 /**
  * Progress and log lines are buffered and written at most every PROGRESS_INTERVAL_MS, so a chatty
- * tool costs a bounded number of transactions however often it reports.
+ * tool costs a bounded number of transactions however often it reports. They are written only
+ * while the step still runs this attempt on this worker: an attempt whose step was taken over (its
+ * lease lapsed while its process was frozen) or cancelled says nothing more on the run's stream.
  */
 const PROGRESS_INTERVAL_MS = 200;
 
@@ -21,6 +23,8 @@ export class ProgressReporter {
     private readonly pool: pg.Pool,
     private readonly run: RunRow,
     private readonly stepId: string,
+    private readonly attempt: number,
+    private readonly workerId: string | undefined,
   ) {}
 
   progress(percent: number, message?: string): void {
@@ -57,8 +61,9 @@ export class ProgressReporter {
     if (logs.length) events.push({ type: "step.log", stepId: this.stepId, data: { lines: logs } });
     await inTransaction(this.pool, async (client) => {
       const still = await client.query(
-        `update run_steps set progress = coalesce($3, progress) where run_id = $1 and step_id = $2 and status = 'running'`,
-        [this.run.id, this.stepId, progress?.percent ?? null],
+        `update run_steps set progress = coalesce($3, progress)
+         where run_id = $1 and step_id = $2 and status = 'running' and attempt = $4 and worker_id is not distinct from $5`,
+        [this.run.id, this.stepId, progress?.percent ?? null, this.attempt, this.workerId ?? null],
       );
       if (still.rowCount === 0) return;
       await appendEvents(

@@ -56,7 +56,7 @@ async function executeAndRecord(
     () => controller.abort(new StepTimeoutError(`Timed out after ${step.timeoutSeconds}s`)),
     step.timeoutSeconds * 1000,
   );
-  const reporter = new ProgressReporter(deps.pool, run, step.id);
+  const reporter = new ProgressReporter(deps.pool, run, step.id, attempt, deps.workerId);
   let outcome: { ok: true; value: unknown } | { ok: false; error: string; retryable: boolean };
   try {
     const tool = deps.tools.get(step.tool);
