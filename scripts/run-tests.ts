@@ -95,12 +95,21 @@ function countPlaywright(file: string) {
   results.skipped += report.stats.skipped;
 }
 
-async function vitest(stage: string, project: string, env: Record<string, string> = {}) {
+async function vitest(stage: string, project: string, env: Record<string, string> = {}, extraArgs: string[] = []) {
   const out = path.join(reportDir, `${stage.replace(/\W+/g, "-")}.json`);
   await run(
     stage,
     "npx",
-    ["vitest", "run", "--project", project, "--reporter=default", "--reporter=json", `--outputFile.json=${out}`],
+    [
+      "vitest",
+      "run",
+      "--project",
+      project,
+      "--reporter=default",
+      "--reporter=json",
+      `--outputFile.json=${out}`,
+      ...extraArgs,
+    ],
     env,
   );
   countVitest(out);
@@ -124,9 +133,15 @@ async function main() {
   await vitest("unit", "unit");
   await vitest("integration (embedded PostgreSQL)", "integration", { DATABASE_URL: process.env.DATABASE_URL ?? "" });
   if (!process.env.DATABASE_URL && (await portAnswers(5432))) {
-    await vitest("integration (PostgreSQL service on 127.0.0.1:5432)", "integration", {
-      DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/postgres",
-    });
+    // The same suite on another server and version, for SQL and behaviour — except the process
+    // fault suites (kill, SIGSTOP, restarts, skewed clocks), which test processes rather than the
+    // server and take minutes; they run once, above.
+    await vitest(
+      "integration (PostgreSQL service on 127.0.0.1:5432)",
+      "integration",
+      { DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/postgres" },
+      ["--exclude", "server/engine/faults*.int.test.ts", "--exclude", "server/engine/durability.int.test.ts"],
+    );
   }
   if ((await run("build", "npx", ["next", "build"])) && (await ensureChromium())) {
     const out = path.join(reportDir, "e2e.json");
