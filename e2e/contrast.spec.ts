@@ -9,6 +9,7 @@ import { E2E_PORT } from "./e2e-env";
 import { createPlanViaApi, PlanViewPage } from "./pages/plan-pages";
 import { PlanCommandBox, PlanningSessionPage } from "./pages/planner-pages";
 import { RunViewPage, startRunViaApi } from "./pages/run-pages";
+import { trpc } from "./pages/trpc-api";
 
 /**
  * Contrast and accessibility of every page in its main states, in the light and the dark colour
@@ -93,13 +94,6 @@ async function expectReadableAtRestAndHovered(page: Page, button: Locator) {
   await button.hover();
   expect(await contrastOf(button)).toBeGreaterThanOrEqual(4.5);
   await page.mouse.move(0, 0);
-}
-
-async function trpc<T>(request: APIRequestContext, path: string, input: unknown): Promise<T> {
-  const response = await request.post(`/api/trpc/${path}`, { data: { json: input } });
-  const body = await response.json();
-  if (!response.ok()) throw new Error(`${path} failed: ${JSON.stringify(body)}`);
-  return body.result.data.json as T;
 }
 
 async function sessionStatus(request: APIRequestContext, sessionId: string): Promise<string> {

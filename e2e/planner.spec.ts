@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import AxeBuilder from "@axe-core/playwright";
-import { expect, test, type APIRequestContext, type Page } from "@playwright/test";
+import { expect, test, type Page } from "@playwright/test";
 import { cyclicPlanWithUnknownTool, goodPlan, goodStep } from "../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
 import { NewTaskPage, PlanCommandBox, PlanningSessionPage, PlanPlannerTools } from "./pages/planner-pages";
 import { RunViewPage } from "./pages/run-pages";
+import { trpc } from "./pages/trpc-api";
 
 /** Same port as playwright.config.ts gives the app under test as its OpenAI-compatible provider. */
 const appPort = Number(process.env.E2E_PORT ?? 3210);
@@ -22,13 +23,6 @@ test.beforeEach(() => llm.reset());
 async function accessibilityViolations(page: Page): Promise<string[]> {
   const results = await new AxeBuilder({ page }).analyze();
   return results.violations.map((v) => `${v.impact} ${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
-}
-
-async function trpc<T>(request: APIRequestContext, path: string, input: unknown): Promise<T> {
-  const response = await request.post(`/api/trpc/${path}`, { data: { json: input } });
-  const body = await response.json();
-  if (!response.ok()) throw new Error(`${path} failed: ${JSON.stringify(body)}`);
-  return body.result.data.json as T;
 }
 
 test("quick mode: a first draft with a cycle and an unknown tool is fixed by the refine loop before anyone sees it", async ({

@@ -3,6 +3,7 @@ import { goodPlan, goodStep } from "../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
 import { PlanningSessionPage } from "./pages/planner-pages";
 import { PlanViewPage } from "./pages/plan-pages";
+import { trpc, query } from "./pages/trpc-api";
 
 /**
  * Seed 002 beyond one session: the Planning list, the Inbox with its count in the navigation,
@@ -19,21 +20,6 @@ test.afterAll(async () => {
   await llm?.close();
 });
 test.beforeEach(() => llm.reset());
-
-async function trpc<T>(request: APIRequestContext, path: string, input: unknown): Promise<T> {
-  const response = await request.post(`/api/trpc/${path}`, { data: { json: input } });
-  const body = await response.json();
-  if (!response.ok()) throw new Error(`${path} failed: ${JSON.stringify(body)}`);
-  return body.result.data.json as T;
-}
-
-async function query<T>(request: APIRequestContext, path: string, input?: unknown): Promise<T> {
-  const search = input === undefined ? "" : `?input=${encodeURIComponent(JSON.stringify({ json: input }))}`;
-  const response = await request.get(`/api/trpc/${path}${search}`);
-  const body = await response.json();
-  if (!response.ok()) throw new Error(`${path} failed: ${JSON.stringify(body)}`);
-  return body.result.data.json as T;
-}
 
 /** A quick planning session whose plan passed the gates: a plan waiting for review. */
 async function submittedSession(request: APIRequestContext, page: Page, goal: string) {

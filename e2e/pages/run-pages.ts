@@ -1,23 +1,16 @@
 import { expect, type APIRequestContext, type Locator, type Page } from "@playwright/test";
-
-/** Calls a tRPC procedure over HTTP the way the browser client does (superjson envelope). */
-async function callTrpc<T>(request: APIRequestContext, path: string, input: unknown): Promise<T> {
-  const response = await request.post(`/api/trpc/${path}`, { data: { json: input } });
-  const body = await response.json();
-  if (!response.ok()) throw new Error(`${path} failed: ${JSON.stringify(body)}`);
-  return body.result.data.json as T;
-}
+import { trpc } from "./trpc-api";
 
 /**
  * Creates a plan and approves it through the API, so run specs do not depend on the plan editor's
  * UI. Returns the new run's id.
  */
 export async function startRunViaApi(request: APIRequestContext, goal: string, plan: unknown): Promise<string> {
-  const created = await callTrpc<{ id: string; version: number }>(request, "plans.createFromJson", {
+  const created = await trpc<{ id: string; version: number }>(request, "plans.createFromJson", {
     goal,
     planJson: JSON.stringify(plan),
   });
-  const { runId } = await callTrpc<{ runId: string }>(request, "plans.approve", {
+  const { runId } = await trpc<{ runId: string }>(request, "plans.approve", {
     planId: created.id,
     version: created.version,
   });
