@@ -6,7 +6,7 @@ import { PLAN_SOURCES, STEP_STATUSES, stepResultSchema } from "../plans/schema";
 /**
  * Every event Stepwise appends, defined once: a discriminated union on `type`, each member with the
  * schema of its `data`. The server appends only these (`appendEvents` takes `NewEvent`, so a
- * misspelt type or wrong data is a compile error, and outside production the schema checks each
+ * misspelt type or wrong data is a compile error, and under test the schema checks each
  * event at append); the UI narrows on `type` and reads `data` with the inferred types (it may
  * import only types from server/, which is all it needs).
  *

@@ -9,11 +9,13 @@ const MAX_INLINE_PAYLOAD = 7000;
 type Queryable = Pick<pg.ClientBase, "query">;
 
 /**
- * Outside production every appended event is checked against its schema (event-schemas.ts), so a
- * test or a development run fails at the line that appends a wrong one. The compiler already holds
- * every literal emit site to the union; this catches data built at runtime (spreads, casts).
+ * Under test (vitest sets NODE_ENV=test) or with STEPWISE_CHECK_EVENTS=1, every appended event is
+ * checked against its schema (event-schemas.ts), so a test fails at the line that appends a wrong
+ * one. The compiler already holds every literal emit site to the union; this catches data built at
+ * runtime (spreads, casts). Not by default anywhere else: `stepwise worker` and the benchmarks
+ * never set NODE_ENV, and the parse would cost every engine transaction there.
  */
-const CHECK_EVENTS = process.env.NODE_ENV !== "production";
+const CHECK_EVENTS = process.env.NODE_ENV === "test" || process.env.STEPWISE_CHECK_EVENTS === "1";
 
 /** Throws when `event` is not a member of the event union (an unknown type, or data that does not fit). */
 export function assertValidEvent(event: NewEvent): void {
