@@ -22,6 +22,9 @@ describe("unsafe input", () => {
     expect(findUnsafeInput({ goal: "bad \ud800 half" })?.path).toBe("goal");
     expect(findUnsafeInput({ goal: "trailing \udc00" })?.path).toBe("goal");
     expect(findUnsafeInput({ args: { ["k\u0000"]: 1 } })?.message).toContain("A key in args contains a NUL");
+    expect(findUnsafeInput({ steps: [{ args: { list: ["ok", { deep: ["x", "\u0000"] }] } }] })?.path).toBe(
+      "steps.0.args.list.1.deep.1",
+    );
     expect(findUnsafeInput({ goal: "an emoji 😀 is a proper pair" })).toBeUndefined();
   });
 

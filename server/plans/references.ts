@@ -37,7 +37,9 @@ function collectReferences(
   if (typeof value === "string") {
     if (value.charCodeAt(0) !== 36 /* $ */) return;
     const parsed = parseReference(value);
-    if (parsed && isStepId(parsed.stepId)) found.push({ ...parsed, argPath: [...argPath] });
+    if (parsed && isStepId(parsed.stepId)) {
+      found.push({ stepId: parsed.stepId, fieldPath: parsed.fieldPath, argPath: argPath.slice() });
+    }
   } else if (Array.isArray(value)) {
     for (let index = 0; index < value.length; index++) {
       argPath.push(index);

@@ -215,32 +215,23 @@ function referenceIssues(steps: StepShape[], byId: Map<string, StepShape>): Plan
     return found;
   };
 
+  const isStepId = (id: string) => byId.has(id) || looksLikeStepId(id);
   for (const step of steps) {
-    for (const ref of findReferences(step.args, (id) => byId.has(id) || looksLikeStepId(id))) {
-      const path = ["args", ...ref.argPath];
-      const text = `$${[ref.stepId, ...ref.fieldPath].join(".")}`;
-      if (!byId.has(ref.stepId)) {
-        issues.push({
-          code: "invalid_reference",
-          stepId: step.id,
-          path,
-          message: `${step.id}: ${text} refers to unknown step ${ref.stepId}`,
-        });
-      } else if (ref.stepId === step.id) {
-        issues.push({
-          code: "invalid_reference",
-          stepId: step.id,
-          path,
-          message: `${step.id}: ${text} refers to the step itself`,
-        });
-      } else if (!step.dependsOn.includes(ref.stepId) && !ancestors(step.id).has(ref.stepId)) {
-        issues.push({
-          code: "invalid_reference",
-          stepId: step.id,
-          path,
-          message: `${step.id}: ${text} refers to ${ref.stepId}, which is not one of its dependencies`,
-        });
+    for (const ref of findReferences(step.args, isStepId)) {
+      let problem: string | undefined;
+      if (!byId.has(ref.stepId)) problem = `refers to unknown step ${ref.stepId}`;
+      else if (ref.stepId === step.id) problem = "refers to the step itself";
+      else if (!step.dependsOn.includes(ref.stepId) && !ancestors(step.id).has(ref.stepId)) {
+        problem = `refers to ${ref.stepId}, which is not one of its dependencies`;
       }
+      if (problem === undefined) continue; // the common case: nothing is spelled out
+      const text = `$${[ref.stepId, ...ref.fieldPath].join(".")}`;
+      issues.push({
+        code: "invalid_reference",
+        stepId: step.id,
+        path: ["args", ...ref.argPath],
+        message: `${step.id}: ${text} ${problem}`,
+      });
     }
   }
   return issues;
