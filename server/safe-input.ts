@@ -16,6 +16,7 @@ export interface UnsafeInput {
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 /** A cheap first look: only a string with a NUL or any surrogate needs the exact check. */
+// eslint-disable-next-line no-control-regex -- NUL is exactly what it looks for
 const MAYBE_BAD = /[\u0000\uD800-\uDFFF]/;
 
 /** NUL, or a UTF-16 surrogate without its partner. */
