@@ -14,7 +14,7 @@ import {
 } from "../../tests/probe-tool";
 import { LIBFAKETIME, spawnProbeWorker, type ProbeWorkerProcess } from "../../tests/probe-worker";
 import { readEvents } from "../events/store";
-import { createEngineDeps, recoverInterruptedSteps } from "./engine";
+import { createEngineDeps, LeaseLostError, recoverInterruptedSteps, renewLeases } from "./engine";
 
 /**
  * Leases under faults a worker cannot see coming: its own heartbeat failing while it runs a step,
@@ -188,6 +188,72 @@ describe("leases", () => {
     expect(sequenceProblems(events)).toEqual([]);
     expect(illegalTransitions(events)).toEqual([]);
   }, 120_000);
+});
+
+describe("a lease renewal beside an engine transaction", () => {
+  it("never waits for a row the transaction holds, so the two cannot deadlock; the skipped lease is renewed next beat", async () => {
+    const h = (harness = await startHarness({ worker: false }));
+    const runId = await createRun(h, "renewal beside a held row", [
+      { id: "step_1", description: "one", tool: "echo", args: { value: 1 } },
+      { id: "step_2", description: "two", tool: "echo", args: { value: 2 } },
+    ]);
+    const workerId = randomUUID();
+    await h.app.db.pool.query("insert into workers (id, hostname, pid, heartbeat_ms) values ($1, 'test', 1, 200)", [
+      workerId,
+    ]);
+    await h.app.db.pool.query(
+      "update run_steps set status = 'running', attempt = 1, worker_id = $2, lease_expires_at = now() where run_id = $1",
+      [runId, workerId],
+    );
+    const attempt = (stepId: string) => ({ runId, stepId, attempt: 1, controller: new AbortController() });
+    const one = attempt("step_1");
+    const two = attempt("step_2");
+    const deps = {
+      ...createEngineDeps(h.app.db.pool, h.app.tools),
+      workerId,
+      leaseMs: 60_000,
+      // Keyed as the step runner keys them.
+      inFlight: new Map([one, two].map((entry) => [`${runId}/${entry.stepId}/1`, entry])),
+    };
+    const leaseHeld = async (stepId: string) =>
+      (
+        await h.app.db.pool.query<{ held: boolean }>(
+          "select lease_expires_at > now() + interval '30 seconds' as held from run_steps where run_id = $1 and step_id = $2",
+          [runId, stepId],
+        )
+      ).rows[0]!.held;
+
+    // An engine transaction holds step_2's row…
+    const engine = new pg.Client({ connectionString: h.app.db.url });
+    clients.push(engine);
+    await engine.connect();
+    await engine.query("begin");
+    await engine.query("update run_steps set progress = 50 where run_id = $1 and step_id = 'step_2'", [runId]);
+    const renewal = renewLeases(deps);
+    const settled = await Promise.race([
+      renewal.then(() => "renewed"),
+      new Promise((resolve) => setTimeout(() => resolve("still waiting for the lock"), 5_000)),
+    ]);
+    expect(settled).toBe("renewed");
+    // …and then wants step_1's: a renewal holding step_1 while waiting for step_2 made this a deadlock.
+    await engine.query("update run_steps set progress = 50 where run_id = $1 and step_id = 'step_1'", [runId]);
+    await engine.query("commit");
+    expect(await leaseHeld("step_1")).toBe(true);
+    expect(await leaseHeld("step_2")).toBe(false);
+    // A held row is no sign of a lost lease: neither attempt was aborted, and the next beat renews it.
+    expect([one.controller.signal.aborted, two.controller.signal.aborted]).toEqual([false, false]);
+    await renewLeases(deps);
+    expect(await leaseHeld("step_2")).toBe(true);
+
+    // An attempt taken over by a peer is still found out, locked or not.
+    await h.app.db.pool.query("update run_steps set worker_id = $2 where run_id = $1 and step_id = 'step_2'", [
+      runId,
+      randomUUID(),
+    ]);
+    await renewLeases(deps);
+    expect(two.controller.signal.reason).toBeInstanceOf(LeaseLostError);
+    expect(one.controller.signal.aborted).toBe(false);
+  });
 });
 
 describe("a queued step whose job is gone", () => {

@@ -18,27 +18,44 @@ const OWNER_ALIVE = `exists (select 1 from workers w where w.id = rs.worker_id a
  * whose row no longer names it (recovered by a peer after its lease ran out, cancelled) is aborted
  * here: another attempt may already be running, and this one's outcome would not be recorded.
  * A lease that lapsed during a short cut but was not yet taken is simply renewed.
+ *
+ * The renewal never waits for a row lock: an engine transaction holding the run's lock may hold
+ * some of these rows and want others, and a renewal waiting on it while holding those others was a
+ * deadlock (seen under load: a second of stall, then one side rolled back). Rows locked right now
+ * are skipped and renewed on the next beat — a lease outlasts several beats — and whether an
+ * attempt is still this worker's is read from the snapshot, which no lock holds up.
  */
 export async function renewLeases(deps: EngineDeps): Promise<void> {
   const inFlight = [...(deps.inFlight?.values() ?? [])];
   if (!deps.workerId || !deps.leaseMs || inFlight.length === 0) return;
-  const renewed = await deps.pool.query<{ key: string }>(
-    `update run_steps rs set lease_expires_at = now() + make_interval(secs => $2::int / 1000.0)
-     from jsonb_to_recordset($3::jsonb) as u(run_id uuid, step_id text, attempt int)
-     where rs.run_id = u.run_id and rs.step_id = u.step_id and rs.attempt = u.attempt
-       and rs.status = 'running' and rs.worker_id = $1
-     returning rs.run_id || '/' || rs.step_id || '/' || rs.attempt as key`,
+  const result = await deps.pool.query<{ key: string }>(
+    `with attempts as (
+       select * from jsonb_to_recordset($3::jsonb) as u(run_id uuid, step_id text, attempt int)
+     ),
+     mine as (
+       select rs.run_id, rs.step_id, rs.attempt from run_steps rs
+       join attempts u on rs.run_id = u.run_id and rs.step_id = u.step_id and rs.attempt = u.attempt
+       where rs.status = 'running' and rs.worker_id = $1
+     ),
+     free as (
+       -- Checked again on the row as locked: a peer may have taken it since the snapshot.
+       select rs.run_id, rs.step_id from run_steps rs
+       join mine m on rs.run_id = m.run_id and rs.step_id = m.step_id and rs.attempt = m.attempt
+       where rs.status = 'running' and rs.worker_id = $1
+       for update of rs skip locked
+     ),
+     renewed as (
+       update run_steps rs set lease_expires_at = now() + make_interval(secs => $2::int / 1000.0)
+       from free f where rs.run_id = f.run_id and rs.step_id = f.step_id
+     )
+     select run_id || '/' || step_id || '/' || attempt as key from mine`,
     [
       deps.workerId,
       deps.leaseMs,
-      JSON.stringify(
-        inFlight
-          .map(({ runId, stepId, attempt }) => ({ run_id: runId, step_id: stepId, attempt }))
-          .sort((a, b) => (a.run_id + a.step_id).localeCompare(b.run_id + b.step_id)),
-      ),
+      JSON.stringify(inFlight.map(({ runId, stepId, attempt }) => ({ run_id: runId, step_id: stepId, attempt }))),
     ],
   );
-  const held = new Set(renewed.rows.map((row) => row.key));
+  const held = new Set(result.rows.map((row) => row.key));
   for (const [key, entry] of deps.inFlight ?? []) {
     if (!held.has(key) && inFlight.includes(entry) && !entry.controller.signal.aborted) {
       entry.controller.abort(new LeaseLostError());
