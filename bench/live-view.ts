@@ -1,10 +1,11 @@
 /**
- * `npm run bench:live [-- --viewers 1,20] [-- --steps 1000]`: how fast a run's events reach the
+ * `npm run bench:live [-- --viewers 1,20] [-- --steps 1000] [-- --only ws,sse,rendered]`: how fast a run's events reach the
  * people watching it, measured against the real server on an embedded PostgreSQL
  * (e2e/serve-for-tests.ts) with a 1,000-step run (10 layers of 100 `echo` steps behind one gate):
  *
- *   - commit → subscriber: N HTTP clients hold the run's tRPC SSE subscription; each event's
- *     delay from its commit timestamp to its arrival;
+ *   - commit → subscriber: N clients follow the run's events the way the live view does — the tRPC
+ *     subscription over the WebSocket at /api/live (`ws`), and, as a second figure, over HTTP
+ *     (SSE, tRPC's HTTP subscription); each event's delay from its commit timestamp to its arrival;
  *   - commit → rendered: N Chromium pages show the live view; each event's delay from its commit
  *     timestamp to the React commit that rendered it (the page's render probe), plus every long
  *     task (> 50 ms, PerformanceObserver 'longtask') while the run streams.
@@ -14,12 +15,15 @@
  * bench/results/live-view.json. Nothing here is a test: it asserts nothing about time.
  */
 import { spawn } from "node:child_process";
+import { setMaxListeners } from "node:events";
 import { existsSync } from "node:fs";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { chromium, type BrowserContext, type Page } from "@playwright/test";
+import WebSocket from "ws";
+import { LIVE_SOCKET_PATH } from "../components/live/relay-protocol";
 
 function option(name: string, fallback: string): string {
   const index = process.argv.indexOf(`--${name}`);
@@ -29,6 +33,8 @@ function option(name: string, fallback: string): string {
 const VIEWERS = option("viewers", "1,20").split(",").map(Number);
 const STEPS = Number(option("steps", "1000"));
 const PORT = Number(option("port", "3292"));
+/** `--only ws,sse,rendered` measures some of the three paths. */
+const ONLY = option("only", "ws,sse,rendered").split(",");
 const BASE = `http://127.0.0.1:${PORT}`;
 
 /** W1's shape (layers of 100, two dependencies on the previous layer, mulberry32 seeded 42) behind one gate. */
@@ -140,6 +146,46 @@ async function subscribe(runId: string, fromSeq: number, signal: AbortSignal): P
   }
 }
 
+/**
+ * One subscriber on the live socket, as the browser's relay holds it: the tRPC subscription
+ * `runs.events` over the WebSocket (Origin ours, as the door requires of live connections).
+ */
+async function subscribeOverSocket(runId: string, fromSeq: number, signal: AbortSignal): Promise<number[]> {
+  const socket = new WebSocket(`ws://127.0.0.1:${PORT}${LIVE_SOCKET_PATH}`, { headers: { origin: BASE } });
+  const delays: number[] = [];
+  return new Promise<number[]>((resolve, reject) => {
+    const finish = () => {
+      socket.close();
+      resolve(delays);
+    };
+    signal.addEventListener("abort", finish, { once: true });
+    socket.on("error", reject);
+    socket.on("open", () => {
+      socket.send(
+        JSON.stringify({
+          id: 1,
+          method: "subscription",
+          params: { path: "runs.events", input: { json: { runId, lastEventId: String(fromSeq) } } },
+        }),
+      );
+    });
+    socket.on("message", (raw) => {
+      // tRPC's keep-alive: a text PING wants a PONG, as the browser's client answers.
+      if (String(raw) === "PING") return socket.send("PONG");
+      // A tracked event arrives as { id, data: event } (superjson's `json` around it).
+      const message = JSON.parse(String(raw)) as {
+        result?: { type: string; data?: { json?: { data?: { createdAt?: string; type?: string } } } };
+        error?: unknown;
+      };
+      if (message.error) return reject(new Error(JSON.stringify(message.error)));
+      const event = message.result?.type === "data" ? message.result.data?.json?.data : undefined;
+      if (!event?.createdAt) return;
+      delays.push(Date.now() - Date.parse(event.createdAt));
+      if (event.type === "run.completed" || event.type === "run.failed") finish();
+    });
+  });
+}
+
 function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
@@ -196,22 +242,26 @@ async function main() {
     }
 
     for (const viewers of VIEWERS) {
-      // commit → subscriber, over HTTP (SSE)
-      {
+      // commit → subscriber, over the live socket (what the live view uses) and over SSE
+      for (const transport of ["ws", "sse"] as const) {
+        if (!ONLY.includes(transport)) continue;
         const { runId, lastSeq } = await preparedRun();
         const abort = new AbortController();
-        const subscribers = Array.from({ length: viewers }, () => subscribe(runId, lastSeq, abort.signal));
+        setMaxListeners(viewers + 10, abort.signal); // one listener per subscriber
+        const follow = transport === "ws" ? subscribeOverSocket : subscribe;
+        const subscribers = Array.from({ length: viewers }, () => follow(runId, lastSeq, abort.signal));
         await delay(500);
         const started = performance.now();
         await call("runs.decide", { runId, stepId: "gate", approve: true });
         const delays = (await Promise.all(subscribers)).flat();
         const makespan = performance.now() - started;
         abort.abort();
-        results[`subscriber_${viewers}`] = { viewers, ...summary(delays), makespan_ms: Math.round(makespan) };
-        console.log(`commit → subscriber, ${viewers} viewer(s):`, results[`subscriber_${viewers}`]);
+        const key = `subscriber_${transport}_${viewers}`;
+        results[key] = { viewers, transport, ...summary(delays), makespan_ms: Math.round(makespan) };
+        console.log(`commit → subscriber (${transport}), ${viewers} viewer(s):`, results[key]);
       }
       // commit → rendered, in Chromium
-      {
+      if (ONLY.includes("rendered")) {
         const { runId } = await preparedRun();
         // One browser context per viewer, as separate people would be: Chromium allows six HTTP/1.1
         // connections per host and profile, and each open live view holds one for its stream.
