@@ -107,14 +107,55 @@ export class RunTransaction {
    * them: one statement for both (a finishing step usually has both).
    */
   async flushStatusesOnly(): Promise<void> {
-    if (this.results.size === 0 && this.updates.size === 0) return;
+    const rows = this.takeStepWrites();
+    if (rows === undefined) return;
+    await this.client.query(stepWriteSql("$1", "$2"), [this.run.id, rows]);
+  }
+
+  /**
+   * The write-back at the end of the transaction: queue jobs and timers, then the steps' and the
+   * run's rows together with the events in one statement — the round trip every engine
+   * transaction pays once rather than three times.
+   */
+  async flush(): Promise<void> {
+    await enqueueStepJobs(this.client, this.jobs.splice(0));
+    await enqueueApprovalTimers(this.client, this.timers.splice(0));
+    const stepRows = this.takeStepWrites();
+    const { run } = this;
+    await appendEvents(
+      this.client,
+      { streamId: run.id, planId: run.plan_id, runId: run.id, traceId: run.trace_id },
+      this.events.splice(0),
+      (bind) => {
+        const runId = bind(run.id);
+        const status = bind(run.status);
+        return [
+          ...(stepRows === undefined ? [] : [stepWriteSql(runId, bind(stepRows))]),
+          `update runs set status = ${status}::text, open_steps = ${bind(run.open_steps)}::int,
+             active_steps = ${bind(run.active_steps)}::int,
+             finished_at = case when ${status}::text in ('completed','failed','cancelled')
+               then coalesce(finished_at, now()) else null end
+           where id = ${runId}::uuid`,
+        ];
+      },
+    );
+  }
+
+  /** The pending results and status changes as one JSON array (undefined when there are none), cleared. */
+  private takeStepWrites(): string | undefined {
+    if (this.results.size === 0 && this.updates.size === 0) return undefined;
     const rows = new Map<string, { step_id: string; result?: StepResult } & Partial<StepUpdate>>();
     for (const [step_id, result] of this.results) rows.set(step_id, { step_id, result });
     for (const [step_id, update] of this.updates) rows.set(step_id, { ...rows.get(step_id), step_id, ...update });
     this.results.clear();
     this.updates.clear();
-    await this.client.query(
-      `update run_steps rs set
+    return JSON.stringify([...rows.values()]);
+  }
+}
+
+/** Applies step writes (a JSON array of {step_id, result?, status?, reason?, waiting?}) to a run's rows. */
+function stepWriteSql(runId: string, rows: string): string {
+  return `update run_steps rs set
          result = coalesce(u.result, rs.result),
          error = case when u.result is null then rs.error else u.result->>'error' end,
          progress = case when (u.result->>'ok')::boolean then 100 else rs.progress end,
@@ -122,28 +163,8 @@ export class RunTransaction {
          reason = case when u.status is null then rs.reason else coalesce(u.reason, rs.reason) end,
          waiting = case when u.status is null then rs.waiting else u.waiting end,
          finished_at = case when u.status in ('completed','failed','blocked','skipped','cancelled') then now() else rs.finished_at end
-       from jsonb_to_recordset($2::jsonb) as u(step_id text, result jsonb, status text, reason text, waiting jsonb)
-       where rs.run_id = $1 and rs.step_id = u.step_id`,
-      [this.run.id, JSON.stringify([...rows.values()])],
-    );
-  }
-
-  async flush(): Promise<void> {
-    await this.flushStatusesOnly();
-    await this.client.query(
-      `update runs set status = $2, open_steps = $3, active_steps = $4,
-         finished_at = case when $2 in ('completed','failed','cancelled') then coalesce(finished_at, now()) else null end
-       where id = $1`,
-      [this.run.id, this.run.status, this.run.open_steps, this.run.active_steps],
-    );
-    await enqueueStepJobs(this.client, this.jobs.splice(0));
-    await enqueueApprovalTimers(this.client, this.timers.splice(0));
-    await appendEvents(
-      this.client,
-      { streamId: this.run.id, planId: this.run.plan_id, runId: this.run.id, traceId: this.run.trace_id },
-      this.events.splice(0),
-    );
-  }
+       from jsonb_to_recordset(${rows}::jsonb) as u(step_id text, result jsonb, status text, reason text, waiting jsonb)
+       where rs.run_id = ${runId}::uuid and rs.step_id = u.step_id`;
 }
 
 export async function loadPlanSteps(

@@ -30,14 +30,33 @@ export function assertValidEvent(event: NewEvent): void {
  * Appends events to a stream inside the caller's transaction. Bumping the stream's counter takes
  * a row lock held until commit, so concurrent writers of one stream commit in sequence order and
  * the sequence has no gaps. The NOTIFY is delivered only if the transaction commits.
+ *
+ * `alongside` adds writes of the caller's own (UPDATE/INSERT statements, each bound through
+ * `bind`) to the same statement as data-modifying CTEs, saving their round trips: the engine's
+ * per-transaction write-back rides here. They must not touch the event tables, and they see the
+ * statement's snapshot, not each other's effects.
  */
 export async function appendEvents(
   client: Queryable,
   stream: { streamId: string; planId: string; runId: string | null; traceId: string },
   events: NewEvent[],
+  alongside?: AlongsideWrites,
 ): Promise<StoredEvent[]> {
-  if (events.length === 0) return [];
+  if (events.length === 0) {
+    if (alongside) await runAlongside(client, alongside, []);
+    return [];
+  }
   if (CHECK_EVENTS) events.forEach(assertValidEvent);
+  const params: unknown[] = [
+    stream.streamId,
+    events.length,
+    stream.planId,
+    stream.runId,
+    stream.traceId,
+    JSON.stringify(events.map((event) => ({ type: event.type, step_id: event.stepId ?? null, data: event.data ?? {} }))),
+    EVENTS_CHANNEL,
+  ];
+  const writes = alongsideCtes(alongside, params);
   // One statement (one round trip, paid by every engine transaction): bump the stream's counter,
   // insert the events numbered from it, and queue the NOTIFY — the events themselves when they
   // fit, else only their range.
@@ -49,7 +68,7 @@ export async function appendEvents(
   // predecessor's events. Rounded to the column's milliseconds first, so the stamp sent live is
   // exactly the one stored and replayed.
   const result = await client.query<{ last_seq: number; created_at: string }>(
-    `with bumped as (
+    `with ${writes}bumped as (
        insert into event_streams (id, last_seq) values ($1, $2)
        on conflict (id) do update set last_seq = event_streams.last_seq + $2
        returning last_seq,
@@ -76,17 +95,7 @@ export async function appendEvents(
          else jsonb_build_object('streamId', $1::text, 'fromSeq', b.last_seq - $2 + 1, 'toSeq', b.last_seq)::text
        end) is null as sent
      from bumped b, inline i`,
-    [
-      stream.streamId,
-      events.length,
-      stream.planId,
-      stream.runId,
-      stream.traceId,
-      JSON.stringify(
-        events.map((event) => ({ type: event.type, step_id: event.stepId ?? null, data: event.data ?? {} })),
-      ),
-      EVENTS_CHANNEL,
-    ],
+    params,
   );
   const { last_seq: lastSeq, created_at: createdAt } = result.rows[0]!;
   const firstSeq = lastSeq - events.length + 1;
@@ -104,6 +113,26 @@ export async function appendEvents(
         createdAt,
       }) as StoredEvent,
   );
+}
+
+/** Writes to run in the events' statement: `bind(value)` returns the placeholder for a parameter. */
+export type AlongsideWrites = (bind: (value: unknown) => string) => string[];
+
+/** `name as (statement), ` for each write, its parameters appended to `params`. */
+function alongsideCtes(alongside: AlongsideWrites | undefined, params: unknown[]): string {
+  if (!alongside) return "";
+  const bind = (value: unknown) => {
+    params.push(value);
+    return `$${params.length}`;
+  };
+  return alongside(bind)
+    .map((statement, index) => `alongside_${index} as (${statement}), `)
+    .join("");
+}
+
+async function runAlongside(client: Queryable, alongside: AlongsideWrites, params: unknown[]): Promise<void> {
+  const writes = alongsideCtes(alongside, params);
+  if (writes) await client.query(`with ${writes.slice(0, -2)} select 1`, params);
 }
 
 /** An `events` row as `select *` returns it. */

@@ -241,4 +241,29 @@ describe("appendEvents notifications", () => {
     expect(replayed.map((event) => event.seq)).toEqual([1, 2]);
     expect(replayed[1]!.data).toEqual({});
   });
+
+  it("runs the caller's writes in the events' statement, or alone when there are no events; a failing one appends nothing", async () => {
+    const streamId = `stream-${randomUUID()}`;
+    const pool = harness.app.db.pool;
+    const table = `alongside_${randomUUID().replaceAll("-", "")}`;
+    await pool.query(`create table ${table} (id int primary key, note text)`);
+    const note = (id: number, text: string) => (bind: (value: unknown) => string) => [
+      `insert into ${table} values (${bind(id)}::int, ${bind(text)}::text)`,
+    ];
+    await inTransaction(pool, (client) =>
+      appendEvents(client, streamFor(streamId), [{ type: "planning.cancelled", data: {} }], note(1, "with events")),
+    );
+    await inTransaction(pool, (client) => appendEvents(client, streamFor(streamId), [], note(2, "alone")));
+    // A write that fails takes the events down with it: one statement, one outcome.
+    await expect(
+      inTransaction(pool, (client) =>
+        appendEvents(client, streamFor(streamId), [{ type: "planning.cancelled", data: {} }], note(1, "duplicate")),
+      ),
+    ).rejects.toThrow(/duplicate key/);
+    expect((await pool.query(`select id, note from ${table} order by id`)).rows).toEqual([
+      { id: 1, note: "with events" },
+      { id: 2, note: "alone" },
+    ]);
+    expect((await readEvents(pool, streamId, 0)).map((event) => event.seq)).toEqual([1]);
+  });
 });
