@@ -1,4 +1,5 @@
 import { PrismaPg } from "@prisma/adapter-pg";
+import { createHash } from "node:crypto";
 import pg from "pg";
 import { idleInTransactionMs } from "./env";
 import { PrismaClient } from "./generated/prisma/client";
@@ -27,6 +28,7 @@ export function connectDatabase(url: string, options: { poolSize?: number } = {}
     max: options.poolSize ?? 20,
     applicationName: "stepwise",
     lockTimeoutMs: LOCK_TIMEOUT_MS,
+    prepareStatements: true,
   });
   const prisma = new PrismaClient({
     adapter: new PrismaPg({
@@ -71,6 +73,47 @@ export function isLockTimeout(error: unknown): boolean {
 }
 
 /**
+ * At most this many distinct statement texts are prepared (per connection, the same ones): SQL
+ * built with varying text beyond it runs unprepared, so no connection collects statements without
+ * bound.
+ */
+const MAX_PREPARED_STATEMENTS = 300;
+const preparedNames = new Map<string, string>();
+
+/** The prepared statement name for `text`, or undefined once the bound is reached. */
+export function preparedStatementName(text: string): string | undefined {
+  let name = preparedNames.get(text);
+  if (name === undefined && preparedNames.size < MAX_PREPARED_STATEMENTS) {
+    name = `stepwise_${createHash("sha1").update(text).digest("hex").slice(0, 20)}`;
+    preparedNames.set(text, name);
+  }
+  return name;
+}
+
+/**
+ * A client that prepares each parameterized statement the first time a connection runs it and
+ * afterwards only binds and executes it. node-postgres otherwise sends every statement unnamed,
+ * and PostgreSQL parses and plans it again each time: for the engine's statements (CTEs over
+ * JSON record sets) planning cost more than executing — a 200-step chain ran a third faster
+ * prepared. Only statements with parameters are named (their text is the code's, the values
+ * vary); the name is a hash of the text, so one text always gets one name.
+ */
+export class PreparingClient extends pg.Client {
+  // pg's overloads (callbacks, submittables, config objects) pass through untouched.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  override query(...args: any[]): any {
+    const [text, values, callback] = args;
+    if (typeof text === "string" && Array.isArray(values) && values.length > 0 && args.length <= 3) {
+      const name = preparedStatementName(text);
+      // pg-pool's own query() passes a callback; a checked-out client's caller usually does not.
+      if (name && typeof callback === "function") return super.query({ name, text, values }, callback);
+      if (name && callback === undefined) return super.query({ name, text, values });
+    }
+    return (super.query as (...a: unknown[]) => unknown)(...args);
+  }
+}
+
+/**
  * A pool that rides out a flaky database: an idle client losing its connection (server restart)
  * does not crash the process, a connection attempt that hangs (a backend terminated during the
  * handshake) fails after a while instead of never, and so does a statement whose connection died
@@ -80,9 +123,17 @@ export function isLockTimeout(error: unknown): boolean {
  */
 export function createPool(
   url: string,
-  options: { max: number; applicationName: string; lockTimeoutMs?: number; idleInTransactionMs?: number },
+  options: {
+    max: number;
+    applicationName: string;
+    lockTimeoutMs?: number;
+    idleInTransactionMs?: number;
+    /** Prepare parameterized statements once per connection (`PreparingClient`). */
+    prepareStatements?: boolean;
+  },
 ): pg.Pool {
   const pool = new pg.Pool({
+    ...(options.prepareStatements && { Client: PreparingClient }),
     connectionString: url,
     max: options.max,
     application_name: options.applicationName,
