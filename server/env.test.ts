@@ -20,3 +20,18 @@ describe("readConfig workspace default", () => {
     expect(readConfig().workspaceDir).toBe(path.resolve("/tmp/some-project"));
   });
 });
+
+describe("STEPWISE_WORKER_NICE", () => {
+  it("defaults to 10, takes 0 to 19, and refuses anything else with the variable's name", () => {
+    vi.stubEnv("STEPWISE_WORKER_NICE", undefined);
+    expect(readConfig().workerNice).toBe(10);
+    vi.stubEnv("STEPWISE_WORKER_NICE", "0");
+    expect(readConfig().workerNice).toBe(0);
+    vi.stubEnv("STEPWISE_WORKER_NICE", "19");
+    expect(readConfig().workerNice).toBe(19);
+    for (const bad of ["20", "-1", "5.5", "high"]) {
+      vi.stubEnv("STEPWISE_WORKER_NICE", bad);
+      expect(() => readConfig()).toThrow(/STEPWISE_WORKER_NICE must be a whole number from 0 to 19/);
+    }
+  });
+});

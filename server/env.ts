@@ -16,6 +16,11 @@ export interface AppConfig {
   workerConcurrency: number;
   /** Run workers inside the web process. */
   inProcessWorker: boolean;
+  /**
+   * The scheduling niceness a `stepwise worker` process takes (0–19, 0 leaves it as it is): beside
+   * the web server on one machine, the process people watch gets the CPU first.
+   */
+  workerNice: number;
   accessToken: string | undefined;
   /** The hostname users reach this server by, besides loopback names (behind a proxy, say). */
   publicHost: string | undefined;
@@ -49,10 +54,22 @@ export function readConfig(): AppConfig {
     workspaceDir: path.resolve(process.env.STEPWISE_WORKSPACE ?? path.join(dataDir, "workspace")),
     workerConcurrency: intFromEnv("STEPWISE_WORKER_CONCURRENCY", 16),
     inProcessWorker: process.env.STEPWISE_IN_PROCESS_WORKER !== "0",
+    workerNice: niceFromEnv("STEPWISE_WORKER_NICE", 10),
     accessToken: process.env.STEPWISE_ACCESS_TOKEN || undefined,
     publicHost: process.env.STEPWISE_PUBLIC_HOST || undefined,
     idleInTransactionMs: idleInTransactionMs(),
   };
+}
+
+/** A niceness, 0 (unchanged) to 19 (yields the most). */
+export function niceFromEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0 || value > 19) {
+    throw new Error(`${name} must be a whole number from 0 to 19, got "${raw}"`);
+  }
+  return value;
 }
 
 /** STEPWISE_IDLE_IN_TRANSACTION_MS, read where pools are made (workers have no full config). */

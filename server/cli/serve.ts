@@ -3,6 +3,7 @@
  * `migrate`. Each owns its process: it starts what it needs and stops it in order on a signal.
  */
 import fs from "node:fs/promises";
+import os from "node:os";
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
 import { createAppContext, installAppContext } from "../app-context";
@@ -160,17 +161,36 @@ export async function worker(): Promise<void> {
   if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
   await fs.mkdir(config.workspaceDir, { recursive: true });
   const database = await openDatabase(config, log);
+  const nice = yieldCpu(config.workerNice);
   const context = await createAppContext({
     databaseUrl: database.databaseUrl,
     workspaceRoot: config.workspaceDir,
     worker: { concurrency: config.workerConcurrency },
   });
-  log(`Worker started (concurrency ${config.workerConcurrency})`);
+  log(`Worker started (concurrency ${config.workerConcurrency}, nice ${nice})`);
   onShutdown(async () => {
     await context.close();
     await database.stop();
     await telemetry?.shutdown();
   });
+}
+
+/**
+ * A worker process gives the CPU to the web server beside it: under load (two workers, five live
+ * subscribers, two cores) the subscribers' delivery p99 went from ~310 to ~200 ms at nice 10 while
+ * the workers' makespan did not grow — they mostly wait for the database. Only ever raised: an
+ * unprivileged process may not lower it, and one started with `nice` keeps what it was given.
+ * Set after the embedded database (if any) started, so PostgreSQL keeps normal priority.
+ */
+function yieldCpu(nice: number): number {
+  const current = os.getPriority();
+  if (nice <= current) return current;
+  try {
+    os.setPriority(nice);
+    return nice;
+  } catch {
+    return current;
+  }
 }
 
 export async function migrate(): Promise<void> {

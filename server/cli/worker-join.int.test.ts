@@ -48,6 +48,10 @@ it("a worker started without DATABASE_URL joins the running server's embedded da
 
   await expect.poll(() => output, { timeout: 45_000 }).toContain("Worker started");
   expect(output).toContain(`Joining the running Stepwise (pid ${process.pid}) on its embedded PostgreSQL`);
+  // It yields the CPU to the server beside it: niceness 10 (field 19 of /proc/<pid>/stat).
+  const niceness = (await fs.readFile(`/proc/${child.pid}/stat`, "utf8")).split(") ")[1]!.split(" ")[16];
+  expect(Number(niceness)).toBe(Math.max(10, os.getPriority()));
+  expect(output).toMatch(/Worker started \(concurrency \d+, nice 10\)/);
   // It registered on the server's database, not on an embedded one of its own.
   expect(await fs.readdir(dataDir)).not.toContain("pg");
   const client = new pg.Client({ connectionString: database.url });
