@@ -111,14 +111,29 @@ function useJumpToStep(steps: Step[], scrollToIndex: (index: number) => void) {
       const index = latest.current.steps.findIndex((step) => step.id === id);
       if (index < 0) return;
       latest.current.scrollToIndex(index);
-      // The card mounts on the next frames; then align it exactly and move focus to it.
-      let tries = 0;
+      // The card mounts on the next frames; then align it and move focus to it. For a moment after,
+      // keep it there: cards measured near it and the live content above the list (a running run
+      // changes both) shift it, or unmount it, after the first alignment. A person's own scrolling
+      // ends that at once.
+      let frames = 0;
+      let focused = false;
+      let cancelled = false;
+      const stop = () => (cancelled = true);
+      const stopOn = ["wheel", "touchstart", "keydown", "mousedown"] as const;
+      for (const type of stopOn) window.addEventListener(type, stop, { once: true, passive: true });
       const land = () => {
-        const card = document.getElementById(`step-${id}`);
-        if (card) {
-          card.scrollIntoView({ block: "start" });
-          card.focus({ preventScroll: true });
-        } else if (++tries < 20) requestAnimationFrame(land);
+        if (!cancelled) {
+          const card = document.getElementById(`step-${id}`);
+          if (!card) {
+            latest.current.scrollToIndex(index);
+          } else {
+            if (Math.abs(card.getBoundingClientRect().top) > 2) card.scrollIntoView({ block: "start" });
+            if (!focused) card.focus({ preventScroll: true });
+            focused = true;
+          }
+        }
+        if (!cancelled && ++frames < 60) requestAnimationFrame(land);
+        else for (const type of stopOn) window.removeEventListener(type, stop);
       };
       requestAnimationFrame(land);
     };
