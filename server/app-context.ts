@@ -59,8 +59,6 @@ export async function createAppContext(options: {
       // later (tests: a scripted provider) is the one that runs them.
       extra: (worker) => planningWork(() => plannerFor(context), worker),
     });
-    const worker = context.worker;
-    engine.takeQueuedSteps = (jobs) => worker.takeNow(jobs);
   }
   return context;
 }

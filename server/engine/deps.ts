@@ -35,13 +35,6 @@ export interface EngineDeps {
    * applies it (server/planner/auto-recovery.ts). Without it the job leaves the step to a person.
    */
   autoRecover?: (job: { runId: string; stepId: string; attempt: number }) => Promise<void>;
-  /**
-   * Set by the app context when this process runs a worker: hands it steps a transaction just
-   * queued (a run's first steps, on approval) to claim at once, as continuations, rather than
-   * waiting for the queue to deliver their jobs. Their jobs stay queued: if this process cannot
-   * take them, the queue delivers them as usual; if it did, they find nothing left to do.
-   */
-  takeQueuedSteps?: (jobs: { runId: string; stepId: string; attempt: number }[]) => void;
   now?: () => Date;
   random?: () => number;
 }

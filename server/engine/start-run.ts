@@ -6,7 +6,7 @@ import { assertPlanMayRun } from "../plans/lifecycle";
 import { validatePlan } from "../plans/validate";
 import { advance } from "./advance";
 import type { EngineDeps } from "./deps";
-import { audit, loadPlanSteps, openRunTransaction, type StepJobRef } from "./run-transaction";
+import { audit, loadPlanSteps, openRunTransaction } from "./run-transaction";
 
 export interface StartRunInput {
   planId: string;
@@ -37,7 +37,6 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
   // One trace per plan: its versions, its events and every run of it share the plan's trace id,
   // so one id finds everything (seed 001's observability).
   let traceId = "";
-  let queued: StepJobRef[] = [];
   await inTransaction(deps.pool, async (client) => {
     await assertPlanMayRun(client, input.planId);
     const trace = await client.query<{ trace_id: string }>(
@@ -138,10 +137,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
       steps.filter((s, index) => initial[index] !== "pending").map((s) => s.id),
       roots,
     );
-    queued = tx.jobs.filter((job) => !job.runAt);
     await tx.flush();
   });
-  // Committed: this process's own worker may start them now (see EngineDeps.takeQueuedSteps).
-  deps.takeQueuedSteps?.(queued);
   return { runId, traceId };
 }

@@ -22,7 +22,6 @@ import {
   CANCEL_CHANNEL,
   RUN_STEP_TASK,
 } from "./queue";
-import type { StepJobRef } from "./run-transaction";
 import { workerName } from "./run-view";
 
 export interface StepWorker {
@@ -31,8 +30,6 @@ export interface StepWorker {
    * period, then aborts what is left (recovery treats those as interrupted) and leaves.
    */
   stop(options?: { graceMs?: number }): Promise<void>;
-  /** Claims and runs these queued steps now, as far as continuation slots allow (the rest wait for the queue). */
-  takeNow(jobs: StepJobRef[]): void;
 }
 
 const log = logger.child({ component: "worker" });
@@ -247,19 +244,6 @@ export async function startStepWorker(
   };
   let stopped: Promise<void> | undefined;
   return {
-    takeNow(jobs) {
-      const slots = deps.continuationSlots!;
-      for (const job of jobs) {
-        if (stopping || slots.used >= slots.limit) return;
-        slots.used++;
-        // A step already claimed elsewhere (its job delivered first) claims nothing here.
-        void executeStepJob(deps, job)
-          .catch((error: unknown) =>
-            log.error({ runId: job.runId, stepId: job.stepId, err: error }, "step taken at start failed"),
-          )
-          .finally(() => slots.used--);
-      }
-    },
     // Idempotent: shutdown paths (signal handlers, context close) may both stop the worker.
     stop(stopOptions) {
       stopped ??= stop(stopOptions?.graceMs ?? DEFAULT_GRACE_MS);
