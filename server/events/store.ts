@@ -43,7 +43,9 @@ export async function appendEvents(
   alongside?: AlongsideWrites,
 ): Promise<StoredEvent[]> {
   if (events.length === 0) {
-    if (alongside) await runAlongside(client, alongside, []);
+    const params: unknown[] = [];
+    const ctes = alongsideCtes(alongside, params);
+    if (ctes.length > 0) await client.query(`with ${ctes.join(", ")} select 1`, params);
     return [];
   }
   if (CHECK_EVENTS) events.forEach(assertValidEvent);
@@ -53,10 +55,14 @@ export async function appendEvents(
     stream.planId,
     stream.runId,
     stream.traceId,
-    JSON.stringify(events.map((event) => ({ type: event.type, step_id: event.stepId ?? null, data: event.data ?? {} }))),
+    JSON.stringify(
+      events.map((event) => ({ type: event.type, step_id: event.stepId ?? null, data: event.data ?? {} })),
+    ),
     EVENTS_CHANNEL,
   ];
-  const writes = alongsideCtes(alongside, params);
+  const writes = alongsideCtes(alongside, params)
+    .map((cte) => `${cte}, `)
+    .join("");
   // One statement (one round trip, paid by every engine transaction): bump the stream's counter,
   // insert the events numbered from it, and queue the NOTIFY — the events themselves when they
   // fit, else only their range.
@@ -118,21 +124,14 @@ export async function appendEvents(
 /** Writes to run in the events' statement: `bind(value)` returns the placeholder for a parameter. */
 export type AlongsideWrites = (bind: (value: unknown) => string) => string[];
 
-/** `name as (statement), ` for each write, its parameters appended to `params`. */
-function alongsideCtes(alongside: AlongsideWrites | undefined, params: unknown[]): string {
-  if (!alongside) return "";
+/** `name as (statement)` for each write, its parameters appended to `params`. */
+function alongsideCtes(alongside: AlongsideWrites | undefined, params: unknown[]): string[] {
+  if (!alongside) return [];
   const bind = (value: unknown) => {
     params.push(value);
     return `$${params.length}`;
   };
-  return alongside(bind)
-    .map((statement, index) => `alongside_${index} as (${statement}), `)
-    .join("");
-}
-
-async function runAlongside(client: Queryable, alongside: AlongsideWrites, params: unknown[]): Promise<void> {
-  const writes = alongsideCtes(alongside, params);
-  if (writes) await client.query(`with ${writes.slice(0, -2)} select 1`, params);
+  return alongside(bind).map((statement, index) => `alongside_${index} as (${statement})`);
 }
 
 /** An `events` row as `select *` returns it. */
