@@ -4,6 +4,7 @@ import { useInfiniteQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import { useRouter } from "next/navigation";
 import { useId, type FormEvent } from "react";
+import type { AuditAction } from "@/server/audit/actions";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 
@@ -13,8 +14,8 @@ export interface AuditFilters {
   person?: string;
 }
 
-/** How each recorded action reads in the log; anything else shows its name. */
-const ACTIONS: Record<string, string> = {
+/** How each recorded action reads in the log: every action has its words (a compile error otherwise). */
+const ACTIONS: Record<AuditAction, string> = {
   "plan.created": "created the plan",
   "plan.version_created": "saved a new version",
   "plan.approved": "approved the plan and started a run",
@@ -44,7 +45,18 @@ const ACTIONS: Record<string, string> = {
   "signal.raised": "raised a signal",
   "signal.cleared": "cleared a signal",
   "session.summarised": "summarised the session",
+  "recovery.auto_limit_reached": "stopped recovering automatically: the limit was reached",
+  "recovery.auto_held": "held an automatic recovery for a person",
+  "recovery.auto_failed": "could not recover automatically",
+  "planning.answered": "answered the planner's question",
+  "planning.cancelled": "cancelled the planning session",
+  "planning.timed_out": "ended the planning session: nobody answered in time",
 };
+
+/** Entries written before an action was named here still read as something. */
+function describeAction(action: string): string {
+  return (ACTIONS as Record<string, string>)[action] ?? action;
+}
 
 /** The link to this page with the given filters, so a filtered view can be shared. */
 export function auditHref(filters: AuditFilters): string {
@@ -153,10 +165,17 @@ export function AuditPage({ filters }: { filters: AuditFilters }) {
                   </Link>
                 </td>
                 <td>
-                  {ACTIONS[entry.action] ?? entry.action} <span className="muted mono">{entry.action}</span>
+                  {describeAction(entry.action)} <span className="muted mono">{entry.action}</span>
                 </td>
                 <td>
-                  <Link href={`/plans/${entry.planId}`}>{entry.planGoal ?? entry.planId}</Link>
+                  {entry.planningSessionId ? (
+                    <>
+                      <Link href={`/tasks/${entry.planningSessionId}`}>{entry.planGoal ?? "Planning session"}</Link>
+                      <span className="muted"> (planning session)</span>
+                    </>
+                  ) : (
+                    <Link href={`/plans/${entry.planId}`}>{entry.planGoal ?? entry.planId}</Link>
+                  )}
                   {entry.planVersion !== null && <span className="muted"> v{entry.planVersion}</span>}
                 </td>
                 <td>

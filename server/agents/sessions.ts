@@ -1,5 +1,6 @@
 import fs from "node:fs/promises";
 import type { AppContext } from "../app-context";
+import type { AuditAction } from "../audit/actions";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
 import {
@@ -443,7 +444,7 @@ async function existsIn(root: string, relativePath: string): Promise<boolean> {
   }
 }
 
-async function audit(app: App, session: SessionRow, actor: string, action: string, detail: object): Promise<void> {
+async function audit(app: App, session: SessionRow, actor: string, action: AuditAction, detail: object): Promise<void> {
   await recordAudit(app.db.pool, {
     actor,
     action,

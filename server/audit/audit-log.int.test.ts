@@ -4,6 +4,8 @@ import { startHarness, type Harness } from "../../tests/app-harness";
 import { createTrpcContext } from "../trpc/init";
 import { createCaller } from "../trpc/root";
 import { recordAudit } from "./audit-log";
+import { auditSession } from "../planner/sessions";
+import type { AuditAction } from "./actions";
 
 let harness: Harness;
 beforeAll(async () => {
@@ -188,7 +190,10 @@ describe("audit.list", () => {
       { actor: "ann", planId: planA, runId: run1, action: "x.six" },
       { actor: "ann", planId: planA, runId: run1, action: "x.seven" },
     ];
-    for (const row of rows) await recordAudit(harness.app.db.pool, { ...row, planVersion: 1 });
+    // Made-up action names: the filters and the order do not depend on what the actions are.
+    for (const row of rows) {
+      await recordAudit(harness.app.db.pool, { ...row, action: row.action as AuditAction, planVersion: 1 });
+    }
 
     const actions = async (filter: Parameters<Harness["caller"]["audit"]["list"]>[0]) =>
       (await harness.caller.audit.list(filter)).entries.map((entry) => entry.action);
@@ -209,6 +214,43 @@ describe("audit.list", () => {
     } while (cursor);
     expect(pages).toBe(3);
     expect(seen).toEqual(["x.seven", "x.six", "x.three", "x.two", "x.one"]);
+  });
+
+  it("links an entry about a planning session without a plan to the session, with its goal", async () => {
+    const sessionId = randomUUID();
+    await harness.app.db.pool.query(
+      `insert into planning_sessions (id, kind, mode, status, goal, model, workspace_root, trace_id, actor)
+       values ($1, 'create', 'deep', 'awaiting_answer', 'Tidy the changelog', 'compatible:m', $2, $3, 'tester')`,
+      [sessionId, harness.workspace, randomUUID()],
+    );
+    await auditSession(
+      harness.app.db.pool,
+      { id: sessionId, planId: null },
+      { actor: "ann", action: "planning.answered" },
+    );
+    const plan = await harness.caller.plans.createFromJson({
+      planJson: JSON.stringify({
+        goal: "A plan with a session",
+        steps: [{ id: "s", description: "d", tool: "echo", args: { value: 1 } }],
+      }),
+    });
+    await auditSession(
+      harness.app.db.pool,
+      { id: sessionId, planId: plan.id },
+      { actor: "ann", action: "planning.cancelled" },
+    );
+
+    const entries = (await harness.caller.audit.list({ actor: "ann" })).entries;
+    expect(entries.find((entry) => entry.action === "planning.answered")).toMatchObject({
+      planId: sessionId,
+      planningSessionId: sessionId,
+      planGoal: "Tidy the changelog",
+    });
+    // Under a plan that exists, the entry links to the plan as before.
+    expect(entries.find((entry) => entry.action === "planning.cancelled")).toMatchObject({
+      planId: plan.id,
+      planningSessionId: null,
+    });
   });
 
   it("refuses a malformed filter or cursor with a clear error", async () => {

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import { z } from "zod";
+import type { AuditAction } from "./actions";
 
 type Queryable = Pick<pg.ClientBase, "query">;
 
@@ -13,7 +14,7 @@ export interface AuditRecord {
   /** The authenticated identity's name (`system` for the engine's own decisions). */
   actor: string;
   /** Dotted verb, e.g. `step.approved`, `run.cancelled`, `gate.waived`, `recovery.accepted`. */
-  action: string;
+  action: AuditAction;
   planId: string;
   planVersion?: number | null;
   runId?: string | null;
@@ -56,6 +57,11 @@ export interface AuditEntryView {
   actor: string;
   action: string;
   planId: string;
+  /**
+   * Set when the entry is about a planning session that never produced a plan (an answer, a
+   * cancel): the session's page is where it lives, since there is no plan page to link to.
+   */
+  planningSessionId: string | null;
   planVersion: number | null;
   /** The goal of the plan version the decision was about, for reading the log without opening it. */
   planGoal: string | null;
@@ -96,15 +102,20 @@ export async function listAuditEntries(db: Queryable, rawInput: AuditListInput):
     plan_id: string;
     plan_version: number | null;
     goal: string | null;
+    session_goal: string | null;
+    plan_exists: boolean;
     run_id: string | null;
     step_id: string | null;
     detail: Record<string, unknown> | null;
     created_at: Date;
   }>(
     `select a.id::text, a.actor, a.action, a.plan_id, a.plan_version, pv.goal, a.run_id, a.step_id, a.detail,
-            a.created_at
+            a.created_at, p.id is not null as plan_exists, ps.goal as session_goal
      from audit_entries a
      left join plan_versions pv on pv.plan_id = a.plan_id and pv.version = a.plan_version
+     left join plans p on p.id = a.plan_id
+     left join planning_sessions ps
+       on p.id is null and a.detail ? 'sessionId' and ps.id::text = a.detail->>'sessionId' 
      ${where.length > 0 ? `where ${where.join(" and ")}` : ""}
      order by a.id desc
      limit $${params.length}`,
@@ -117,8 +128,9 @@ export async function listAuditEntries(db: Queryable, rawInput: AuditListInput):
       actor: row.actor,
       action: row.action,
       planId: row.plan_id,
+      planningSessionId: !row.plan_exists && typeof row.detail?.sessionId === "string" ? row.detail.sessionId : null,
       planVersion: row.plan_version,
-      planGoal: row.goal,
+      planGoal: row.goal ?? row.session_goal,
       runId: row.run_id,
       stepId: row.step_id,
       detail: row.detail ?? {},

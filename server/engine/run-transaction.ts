@@ -1,4 +1,5 @@
 import type pg from "pg";
+import type { AuditAction } from "../audit/actions";
 import { recordAudit } from "../audit/audit-log";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
@@ -215,7 +216,7 @@ export async function requireRun(deps: EngineDeps, client: Client, runId: string
 export async function audit(
   tx: RunTransaction,
   actor: string,
-  action: string,
+  action: AuditAction,
   stepId: string | null,
   detail: Record<string, unknown> = {},
 ) {

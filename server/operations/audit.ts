@@ -8,6 +8,7 @@ const entrySchema = z.object({
   actor: z.string(),
   action: z.string(),
   planId: z.string(),
+  planningSessionId: z.string().nullable(),
   planVersion: z.number().nullable(),
   planGoal: z.string().nullable(),
   runId: z.string().nullable(),

@@ -1,6 +1,7 @@
 import { AppError } from "../errors";
 import type { PlannerDeps } from "./deps";
 import { decideRecovery, proposeRecovery } from "./recovery-proposals";
+import type { AuditAction } from "../audit/actions";
 
 /** Who the audit log names for what the `auto` recovery policy decides. */
 export const AUTO_RECOVERY_ACTOR = "policy:auto-recovery";
@@ -28,7 +29,7 @@ export async function autoRecover(
   });
   // Someone already acted on this failure (a person's retry or skip), or it is an older attempt.
   if (!step || step.status !== "failed" || step.attempt !== job.attempt) return "not_applicable";
-  const audit = (action: string, detail: object) =>
+  const audit = (action: AuditAction, detail: object) =>
     deps.prisma.auditEntry.create({
       data: {
         actor: AUTO_RECOVERY_ACTOR,

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
+import type { AuditAction } from "../audit/actions";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction, prismaQueryable } from "../db";
 import { enqueuePlanningJob } from "../engine/queue";
@@ -215,7 +216,7 @@ export async function emitTo(
 export async function auditSession(
   client: Pick<pg.ClientBase, "query">,
   session: { id: string; planId: string | null },
-  entry: { actor: string; action: string; detail?: Record<string, unknown> },
+  entry: { actor: string; action: AuditAction; detail?: Record<string, unknown> },
 ): Promise<void> {
   await recordAudit(client, {
     actor: entry.actor,
