@@ -55,7 +55,7 @@ test("the planning list shows a deep-mode session waiting for an answer, and fil
   await expect(page.getByRole("heading", { name: "Planning" })).toBeVisible();
   const row = page.locator(`tr[data-session-id="${sessionId}"]`);
   await expect(row).toHaveAttribute("data-state", "waiting");
-  await expect(row).toContainText("Waiting for you");
+  await expect(row).toContainText("Question for you");
   await expect(row).toContainText("your answer: “Which README, the root one?”");
   await expect(row.getByRole("link", { name: "Summarise the README for the list" })).toHaveAttribute(
     "href",
@@ -65,9 +65,13 @@ test("the planning list shows a deep-mode session waiting for an answer, and fil
   const filters = page.getByRole("group", { name: "Filter by state" });
   await filters.getByRole("button", { name: /^Approved/ }).click();
   await expect(row).toHaveCount(0);
-  await filters.getByRole("button", { name: /^Waiting for you/ }).click();
+  await filters.getByRole("button", { name: /^Question for you/ }).click();
   await expect(row).toBeVisible();
   await expect(page.locator("tr[data-state]:not([data-state='waiting'])")).toHaveCount(0);
+  // "Waiting for you" is everything whose next move is the person's, questions and reviews alike.
+  await filters.getByRole("button", { name: /^Waiting for you/ }).click();
+  await expect(row).toBeVisible();
+  await expect(page.locator("tr[data-waits-on]:not([data-waits-on='you'])")).toHaveCount(0);
 
   await trpc(request, "planner.cancel", { sessionId });
   await filters.getByRole("button", { name: /^Cancelled/ }).click();
@@ -98,6 +102,25 @@ test("the inbox gathers a planning question, a gated step and a submitted plan; 
     planJson: JSON.stringify(gatedPlan("Inbox gated step")),
   });
   await trpc(request, "plans.approve", { planId: gated.id, version: 1 });
+
+  // The Planning list's "Waiting for you" counts the plan to review and the question, as the inbox does.
+  await page.goto("/planning");
+  const reviewRow = page.locator(`tr[data-session-id="${reviewSession}"]`);
+  await expect(reviewRow).toHaveAttribute("data-state", "submitted");
+  await expect(reviewRow).toHaveAttribute("data-waits-on", "you");
+  const planningForYou = async () => {
+    const list = await query<{ waitingForYou: number; sessions: { id: string }[] }>(request, "planning.list", {
+      waitsOn: "you",
+    });
+    return { count: list.waitingForYou, ids: list.sessions.map((session) => session.id) };
+  };
+  const forYou = await planningForYou();
+  expect(forYou.ids).toEqual(expect.arrayContaining([reviewSession, asking.sessionId]));
+  await expect(
+    page
+      .getByRole("group", { name: "Filter by state" })
+      .getByRole("button", { name: `Waiting for you (${forYou.count})` }),
+  ).toBeVisible();
 
   await page.goto("/inbox");
   await expect(inboxLink(page, before + 3)).toBeVisible();

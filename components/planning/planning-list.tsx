@@ -9,7 +9,7 @@ import type { PlanningState } from "@/server/planner/session-list";
 
 const STATES: { state: PlanningState; label: string }[] = [
   { state: "gathering", label: "Gathering" },
-  { state: "waiting", label: "Waiting for you" },
+  { state: "waiting", label: "Question for you" },
   { state: "submitted", label: "Submitted" },
   { state: "approved", label: "Approved" },
   { state: "rejected", label: "Rejected" },
@@ -24,9 +24,10 @@ export const STATE_LABEL = Object.fromEntries(STATES.map(({ state, label }) => [
 /** Every planning session, newest first, with its state in words and what it waits for. */
 export function PlanningList() {
   const trpc = useTRPC();
-  const [state, setState] = useState<PlanningState | undefined>(undefined);
+  // One filter at a time: a state, or everything whose next move is yours (as the inbox counts it).
+  const [state, setState] = useState<PlanningState | "you" | undefined>(undefined);
   const list = useQuery({
-    ...trpc.planning.list.queryOptions(state ? { state } : {}),
+    ...trpc.planning.list.queryOptions(state === "you" ? { waitsOn: "you" } : state ? { state } : {}),
     staleTime: 0,
     refetchInterval: 5_000,
   });
@@ -44,6 +45,13 @@ export function PlanningList() {
         <button type="button" aria-pressed={state === undefined} onClick={() => setState(undefined)}>
           All ({total})
         </button>
+        <button
+          type="button"
+          aria-pressed={state === "you"}
+          onClick={() => setState(state === "you" ? undefined : "you")}
+        >
+          Waiting for you ({list.data?.waitingForYou ?? 0})
+        </button>
         {STATES.map((option) => (
           <button
             type="button"
@@ -59,7 +67,11 @@ export function PlanningList() {
       {list.isPending && <p aria-busy="true">Loading planning sessions…</p>}
       {list.data && list.data.sessions.length === 0 && (
         <div className="empty">
-          {state ? (
+          {state === "you" ? (
+            <p>
+              Nothing waits for you: no question to answer and no plan to review. Choose “All” to see every session.
+            </p>
+          ) : state ? (
             <p>No planning session is {STATE_LABEL[state].toLowerCase()}. Choose “All” to see every session.</p>
           ) : (
             <>
@@ -85,9 +97,17 @@ export function PlanningList() {
           </thead>
           <tbody>
             {list.data.sessions.map((session) => (
-              <tr key={session.id} data-session-id={session.id} data-state={session.state}>
+              <tr
+                key={session.id}
+                data-session-id={session.id}
+                data-state={session.state}
+                data-waits-on={session.waitsOn ?? "nobody"}
+              >
                 <td>
                   <Link href={`/tasks/${session.id}`}>{session.goal}</Link>
+                  {session.reason && session.reason !== session.goal && (
+                    <div className="muted">the agent planned because: {session.reason}</div>
+                  )}
                   {session.planId && (
                     <div className="muted">
                       plan{" "}

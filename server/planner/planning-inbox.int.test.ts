@@ -105,6 +105,18 @@ describe("planning list", () => {
     expect(ids.indexOf(submitted.sessionId)).toBeLessThan(ids.indexOf(waiting));
     expect(all.counts).toMatchObject({ gathering: 1, waiting: 1, submitted: 1, approved: 1, rejected: 1, failed: 1 });
 
+    // What waits for the person — the question and the plan to review — is counted together, as the inbox does.
+    expect(all.waitingForYou).toBe(2);
+    const forYou = await harness.caller.planning.list({ waitsOn: "you" });
+    expect(forYou.sessions.map((session) => session.id).sort()).toEqual([waiting, submitted.sessionId].sort());
+    // An agent's session is listed by what its plan does, with the agent's reason beside it.
+    const listedSubmitted = all.sessions.find((session) => session.id === submitted.sessionId)!;
+    expect(listedSubmitted).toMatchObject({ goal: agentPlan.summary, reason: "Submitted for review" });
+    expect(all.sessions.find((session) => session.id === gathering)).toMatchObject({
+      goal: "Gathering context",
+      reason: "Gathering context",
+    });
+
     const onlyWaiting = await harness.caller.planning.list({ state: "waiting" });
     expect(onlyWaiting.sessions.map((session) => session.id)).toEqual([waiting]);
     await expect(harness.caller.planning.list({ state: "bogus" as "waiting" })).rejects.toMatchObject({

@@ -21,6 +21,8 @@ export type PlanningState = (typeof PLANNING_STATES)[number];
 export const planningListInputSchema = z
   .object({
     state: z.enum(PLANNING_STATES).optional(),
+    /** Only sessions whose next move is the person's: questions and plans to review (the inbox's count). */
+    waitsOn: z.literal("you").optional(),
     limit: z.number().int().min(1).max(200).default(100),
   })
   .default({ limit: 100 });
@@ -91,7 +93,10 @@ export interface PlanningListItem extends PlanningStateView {
   kind: string;
   mode: string;
   status: string;
+  /** What the session is about: the submitted plan's goal when there is one, else what it was started with. */
   goal: string;
+  /** An agent's plan-mode session starts from its reason for planning; shown beside the plan's goal. */
+  reason: string | null;
   model: string;
   actor: string;
   planId: string | null;
@@ -116,6 +121,8 @@ interface Row {
   created_at: Date;
   finished_at: Date | null;
   current_version: number | null;
+  plan_goal: string | null;
+  plan_summary: string | null;
   rejected_at: Date | null;
   archived_at: Date | null;
   question_id: string | null;
@@ -130,7 +137,7 @@ const SCAN_LIMIT = 500;
 async function readSessions(pool: pg.Pool, where: string, params: unknown[], limit: number): Promise<Row[]> {
   const rows = await pool.query<Row>(
     `select s.id, s.kind, s.mode, s.status, s.goal, s.model, s.actor, s.plan_id, s.result_version,
-            s.created_at, s.finished_at, p.current_version, p.rejected_at, p.archived_at,
+            s.created_at, s.finished_at, p.current_version, pv.goal as plan_goal, pv.summary as plan_summary, p.rejected_at, p.archived_at,
             q.id as question_id, q.question,
             (select r.id from runs r
               where r.plan_id = s.plan_id and r.plan_version >= coalesce(s.result_version, 1)
@@ -141,6 +148,7 @@ async function readSessions(pool: pg.Pool, where: string, params: unknown[], lim
               order by a.id desc limit 1) as last_review
        from planning_sessions s
        left join plans p on p.id = s.plan_id
+       left join plan_versions pv on pv.plan_id = p.id and pv.version = p.current_version
        left join lateral (
          select id, question from planning_questions
           where session_id = s.id and answer is null order by asked_at limit 1
@@ -172,7 +180,9 @@ function toItem(row: Row): PlanningListItem {
     kind: row.kind,
     mode: row.mode,
     status: row.status,
-    goal: row.goal,
+    // An agent's plan is stored under its reason for planning; what the plan does is its summary.
+    goal: row.kind === "external" ? (row.plan_summary ?? row.goal) : (row.plan_goal ?? row.goal),
+    reason: row.kind === "external" ? row.goal : null,
     model: row.model,
     actor: row.actor,
     planId: row.plan_id,
@@ -185,16 +195,25 @@ function toItem(row: Row): PlanningListItem {
   };
 }
 
-/** Newest first; `state` filters; `counts` are per state over the sessions read. */
+/**
+ * Newest first; `state` and `waitsOn` filter; `counts` are per state over the sessions read, and
+ * `waitingForYou` counts what the person has to act on — the same sessions the inbox lists
+ * (a question to answer or a submitted plan to review).
+ */
 export async function listPlanningSessionStates(
   pool: pg.Pool,
   input: z.output<typeof planningListInputSchema>,
-): Promise<{ sessions: PlanningListItem[]; counts: Record<PlanningState, number> }> {
+): Promise<{ sessions: PlanningListItem[]; counts: Record<PlanningState, number>; waitingForYou: number }> {
   const items = (await readSessions(pool, "", [], SCAN_LIMIT)).map(toItem);
   const counts = Object.fromEntries(PLANNING_STATES.map((state) => [state, 0])) as Record<PlanningState, number>;
   for (const item of items) counts[item.state]++;
-  const sessions = (input.state ? items.filter((item) => item.state === input.state) : items).slice(0, input.limit);
-  return { sessions, counts };
+  const waitingForYou = items.filter((item) => item.waitsOn === "you").length;
+  const sessions = items
+    .filter(
+      (item) => (!input.state || item.state === input.state) && (!input.waitsOn || item.waitsOn === input.waitsOn),
+    )
+    .slice(0, input.limit);
+  return { sessions, counts, waitingForYou };
 }
 
 /** One session's derived state (the session page's Reject and Edit read it). */
