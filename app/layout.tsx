@@ -21,8 +21,9 @@ export default function RootLayout({ children }: { children: ReactNode }) {
               <Link href="/runs">Runs</Link>
               <Link href="/planning">Planning</Link>
               <InboxNavLink />
-              <Link href="/tasks/new">New task</Link>
-              <Link href="/plans/new">New plan</Link>
+              <Link href="/new" title="Plan from a goal, from JSON or from a template">
+                New
+              </Link>
               <Link href="/templates">Templates</Link>
               <Link href="/workspaces">Workspaces</Link>
               <Link href="/audit">Audit</Link>

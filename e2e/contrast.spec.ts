@@ -313,6 +313,7 @@ for (const scheme of SCHEMES) {
 
     test(`new plan form, new task form, settings and API docs (${scheme})`, async ({ page }) => {
       for (const [path, heading] of [
+        ["/new", "Start a new plan"],
         ["/plans/new", "New plan"],
         ["/tasks/new", "New task"],
         ["/settings", /Settings/],

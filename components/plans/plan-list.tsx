@@ -18,7 +18,7 @@ export function PlanList() {
     <section>
       <div className="row spread">
         <h1>Plans</h1>
-        <Link className="button primary" href="/plans/new">
+        <Link className="button primary" href="/new">
           New plan
         </Link>
       </div>
@@ -39,8 +39,8 @@ export function PlanList() {
         <div className="empty">
           <p>No plans yet.</p>
           <p>
-            Create one with <Link href="/plans/new">New plan</Link> by pasting a plan as JSON, or let an agent create
-            one through the API.
+            Describe a goal and let the planner draft one (<Link href="/tasks/new">from a goal</Link>), paste steps as
+            JSON (<Link href="/plans/new">from JSON</Link>), or let an agent create one through the API or MCP.
           </p>
         </div>
       ) : (

@@ -5,6 +5,7 @@ import Link from "next/link";
 import { useRouter } from "next/navigation";
 import { useCallback, useMemo, useRef, useState } from "react";
 import { PlanPlannerTools } from "@/components/planner/plan-planner-tools";
+import { LatestRunBanner } from "@/components/runs/latest-run";
 import { PlanRuns } from "@/components/runs/plan-runs";
 import { SaveTemplate } from "@/components/templates/save-template";
 import { useTRPC } from "@/components/trpc";
@@ -137,6 +138,7 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
 
   return (
     <section className="stack plan-page" aria-busy={pending}>
+      <LatestRunBanner planId={planId} currentVersion={current.version} />
       <header className="plan-header">
         <div className="stack-sm">
           <h1>{current.goal}</h1>
@@ -193,6 +195,7 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
         issueCount={issues.length}
         planIssues={planIssues.map((i) => i.message)}
         empty={current.steps.length === 0}
+        hasRun={(lifecycle.data?.runs ?? 0) > 0}
       />
       <NoticeBar notice={notice} onDismiss={() => setNotice(null)} />
 
@@ -281,15 +284,19 @@ function ValidationBanner({
   issueCount,
   planIssues,
   empty,
+  hasRun,
 }: {
   issueCount: number;
   planIssues: string[];
   empty: boolean;
+  hasRun: boolean;
 }) {
   if (issueCount === 0 && !empty) {
     return (
       <p id="plan-validation" className="banner ok" role="status">
-        This plan is valid and can be approved.
+        {hasRun
+          ? "This plan is valid. Approving it again starts another run."
+          : "This plan is valid and can be approved."}
       </p>
     );
   }

@@ -1,0 +1,5 @@
+import { NewChooser } from "@/components/create/new-chooser";
+
+export default function NewPage() {
+  return <NewChooser />;
+}
