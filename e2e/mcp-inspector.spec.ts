@@ -1,4 +1,3 @@
-import fs from "node:fs/promises";
 import path from "node:path";
 import { expect, test } from "@playwright/test";
 import { E2E_DATA_DIR } from "./e2e-env";
@@ -10,13 +9,12 @@ import { runNode, type ProcessResult } from "./run-node";
  * server: Streamable HTTP at /api/mcp (with the agent token from server.json) and stdio through
  * `stepwise mcp`. The plan it creates is a run a person can watch in the browser.
  */
-const inspectorDir = path.resolve("node_modules/@modelcontextprotocol/inspector-cli/build");
-const bin = path.resolve("bin/stepwise.mjs");
+/** The README's route, verbatim: `npm run mcp:inspect -- [--http] <inspector options>`. */
+const inspectScript = path.resolve("scripts/mcp-inspect.mjs");
 
 function inspector(...args: string[]): Promise<ProcessResult> {
-  // The Inspector finds its own package.json relative to the working directory.
-  return runNode(path.join(inspectorDir, "index.js"), args, {
-    cwd: inspectorDir,
+  return runNode(inspectScript, args, {
+    cwd: path.resolve("."),
     env: { ...process.env, STEPWISE_DATA_DIR: E2E_DATA_DIR, STEPWISE_URL: "", STEPWISE_TOKEN: "" },
   });
 }
@@ -26,10 +24,10 @@ function parsed(result: ProcessResult) {
   return JSON.parse(result.stdout.slice(result.stdout.indexOf("{")));
 }
 
-test("the MCP Inspector lists tools and plans through Stepwise over HTTP and stdio", async ({ page, baseURL }) => {
-  const { token } = JSON.parse(await fs.readFile(path.join(E2E_DATA_DIR, "server.json"), "utf8"));
-  const http = [`${baseURL}/api/mcp`, "--transport", "http", "--header", `Authorization: Bearer ${token}`];
-  const stdio = [process.execPath, bin, "mcp"];
+test("the MCP Inspector lists tools and plans through Stepwise over HTTP and stdio", async ({ page }) => {
+  // The script finds the server and its agent token in the data folder's server.json.
+  const http = ["--http"];
+  const stdio: string[] = [];
 
   for (const target of [http, stdio]) {
     const { tools } = parsed(await inspector(...target, "--method", "tools/list"));
