@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
+import { planCommentOperations } from "./plan-comments";
 import { planLifecycleOperations } from "./plan-lifecycle";
 import { planOperations } from "./plans";
 import { planningOperations } from "./planning";
@@ -21,6 +22,7 @@ export const operations: AnyOperation[] = [
   ...agentOperations,
   ...planOperations,
   ...planLifecycleOperations,
+  ...planCommentOperations,
   ...runOperations,
   ...workspaceOperations,
   ...auditOperations,

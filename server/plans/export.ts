@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { ToolRegistry } from "../tools/registry";
+import { commentsMarkdown, type CommentView } from "./comments";
 import type { Plan, Step } from "./schema";
 
 /**
@@ -35,7 +36,8 @@ export function exportPlanJson(plan: Plan): PlanExport {
   };
 }
 
-export function exportPlanMarkdown(plan: Plan): PlanExport {
+/** The plan as Markdown; with `comments`, each step's open review threads under it (and the plan's). */
+export function exportPlanMarkdown(plan: Plan, comments: CommentView[] = []): PlanExport {
   const out: string[] = [`# ${oneLine(plan.goal)}`, ""];
   out.push(`Plan \`${plan.id}\`, version ${plan.version} (${plan.source}), ${plan.steps.length} steps.`, "");
   if (plan.summary) out.push(plan.summary, "");
@@ -43,8 +45,12 @@ export function exportPlanMarkdown(plan: Plan): PlanExport {
     out.push("## Success criteria", "", ...plan.successCriteria.map((c) => `- ${oneLine(c)}`), "");
   if (plan.questions.length) out.push("## Open questions", "", ...plan.questions.map((q) => `- ${oneLine(q)}`), "");
   if (plan.contextNotes) out.push("## Context notes", "", plan.contextNotes, "");
+  const planComments = commentsMarkdown(comments, null);
+  if (planComments.length) out.push("## Review comments on the whole plan", ...planComments.slice(2), "");
   out.push("## Steps", "");
-  plan.steps.forEach((step, index) => out.push(...stepMarkdown(step, index + 1), ""));
+  plan.steps.forEach((step, index) =>
+    out.push(...stepMarkdown(step, index + 1), ...commentsMarkdown(comments, step.id), ""),
+  );
   return {
     filename: `${plan.id}-v${plan.version}.md`,
     mimeType: "text/markdown",

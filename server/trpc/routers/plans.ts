@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { listComments } from "../../plans/comments";
 import { diffPlans } from "../../plans/diff";
 import { planEditSchema } from "../../plans/edits";
 import { describeTools, exportPlanJson, exportPlanMarkdown } from "../../plans/export";
@@ -13,6 +14,7 @@ import { requireWorkspace } from "../../plans/workspaces";
 import { planApprove, planEdit, planReview, planReviewStatus } from "../../operations/plans";
 import { viaOperation } from "../../operations/operation";
 import { planArchive, planRestore } from "../../operations/plan-lifecycle";
+import { planComment, planCommentResolve, planComments, planReviseFromComments } from "../../operations/plan-comments";
 import { publicProcedure, router } from "../init";
 
 const planId = z.string().min(1).max(64);
@@ -73,6 +75,14 @@ export const plansRouter = router({
   review: publicProcedure.input(planReview.input).mutation(viaOperation(planReview)),
   reviewStatus: publicProcedure.input(planReviewStatus.input).query(viaOperation(planReviewStatus)),
 
+  /** Review comments (server/operations/plan-comments.ts): threads per step, resolve, revise from them. */
+  comments: publicProcedure.input(planComments.input).query(viaOperation(planComments)),
+  comment: publicProcedure.input(planComment.input).mutation(viaOperation(planComment)),
+  resolveComment: publicProcedure.input(planCommentResolve.input).mutation(viaOperation(planCommentResolve)),
+  reviseFromComments: publicProcedure
+    .input(planReviseFromComments.input)
+    .mutation(viaOperation(planReviseFromComments)),
+
   /** Tools with their input as JSON Schema, for the step editor's generated argument forms. */
   tools: publicProcedure.query(({ ctx }) => describeTools(ctx.app.tools)),
 
@@ -103,6 +113,7 @@ export const plansRouter = router({
     .input(z.object({ planId, version: version.optional(), format: z.enum(["json", "markdown"]) }))
     .query(async ({ ctx, input }) => {
       const plan = await getPlan(ctx.app.db.prisma, input.planId, input.version);
-      return input.format === "json" ? exportPlanJson(plan) : exportPlanMarkdown(plan);
+      if (input.format === "json") return exportPlanJson(plan);
+      return exportPlanMarkdown(plan, await listComments(ctx.app.db.prisma, input.planId));
     }),
 });

@@ -1,0 +1,238 @@
+import fs from "node:fs/promises";
+import path from "node:path";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { startHarness, type Harness } from "../../tests/app-harness";
+import { goodPlan } from "../../tests/planner-fixtures";
+import { startScriptedLlm, type ScriptedLlm } from "../../tests/scripted-llm";
+import { invokeOperation } from "../operations/operation";
+import { findOperation } from "../operations/registry";
+import type { Identity } from "../operations/identity";
+import { readPlannerConfig } from "../planner/config";
+import { createPlannerDeps, installPlanner, type PlannerDeps } from "../planner/deps";
+import { settlePlanning } from "../planner/sessions";
+import { enterPlanMode, submitPlan } from "../agents/plan-mode";
+
+/**
+ * Review as a conversation, against real PostgreSQL and the real planner behind a scripted model:
+ * threads on steps and arguments kept across versions, answered when a later version changes what
+ * they are about, revise-from-comments through the planner and back to an authoring agent.
+ */
+let harness: Harness;
+let llm: ScriptedLlm;
+let planner: PlannerDeps;
+
+const person: Identity = { kind: "person", name: "ann" };
+const agent: Identity = { kind: "agent", name: "coder" };
+const call = (identity: Identity, name: string, input: unknown) =>
+  invokeOperation(findOperation(name)!, { app: harness.app, identity }, input) as Promise<Record<string, unknown>>;
+const threads = async (planId: string) =>
+  (await call(person, "plan.comments", { planId })).comments as {
+    id: string;
+    stepId: string | null;
+    field: string | null;
+    intent: string;
+    body: string;
+    author: string;
+    authorKind: string;
+    resolved: unknown;
+    answeredInVersion: number | null;
+    replies: { body: string; author: string }[];
+  }[];
+
+beforeAll(async () => {
+  harness = await startHarness();
+  llm = await startScriptedLlm();
+  await fs.writeFile(path.join(harness.workspace, "README.md"), "# Demo\nA demo project.\n");
+});
+afterAll(async () => {
+  if (planner) await settlePlanning(planner);
+  await llm.close();
+  await harness.close();
+});
+beforeEach(() => {
+  llm.reset();
+  planner = createPlannerDeps(
+    harness.app,
+    readPlannerConfig({
+      STEPWISE_LLM_BASE_URL: llm.baseUrl,
+      STEPWISE_LLM_MODELS: "scripted-planner",
+      STEPWISE_LLM_NAME: "Scripted",
+      STEPWISE_PLANNER_RETRIES: "0",
+      STEPWISE_PLANNER_TIMEOUT_MS: "1500",
+    }),
+  );
+  installPlanner(harness.app, planner);
+});
+
+async function manualPlan(goal: string) {
+  return harness.caller.plans.createFromJson({
+    planJson: JSON.stringify({
+      goal,
+      steps: [
+        { id: "step_1", description: "Say one", tool: "echo", args: { value: 1 } },
+        { id: "step_2", description: "Say two", tool: "echo", args: { value: 2 }, dependsOn: ["step_1"] },
+      ],
+    }),
+  });
+}
+
+describe("comment threads", () => {
+  it("keeps threads per step across versions and marks a comment answered when its step changes", async () => {
+    const plan = await manualPlan("Comment on steps");
+    const onStep = await call(person, "plan.comment", {
+      planId: plan.id,
+      version: 1,
+      stepId: "step_2",
+      field: "args.value",
+      intent: "change",
+      body: "Say three instead",
+    });
+    await call(agent, "plan.comment", { planId: plan.id, version: 1, parentId: onStep.id, body: "Why three?" });
+    const onOther = await call(person, "plan.comment", {
+      planId: plan.id,
+      version: 1,
+      stepId: "step_1",
+      intent: "comment",
+      body: "Fine as it is",
+    });
+    const onPlan = await call(agent, "plan.comment", { planId: plan.id, version: 1, body: "Looks complete" });
+
+    let listed = await threads(plan.id);
+    expect(listed.map((thread) => thread.id)).toEqual([onStep.id, onOther.id, onPlan.id]);
+    expect(listed[0]).toMatchObject({
+      stepId: "step_2",
+      field: "args.value",
+      intent: "change",
+      author: "ann",
+      authorKind: "person",
+      answeredInVersion: null,
+      replies: [{ body: "Why three?", author: "coder" }],
+    });
+    expect(listed[2]).toMatchObject({ stepId: null, authorKind: "agent" });
+
+    // An edit of another field of step_2 does not answer a comment on args.value; changing the value does.
+    await harness.caller.plans.edit({
+      planId: plan.id,
+      baseVersion: 1,
+      edit: { kind: "updateStep", stepId: "step_2", changes: { description: "Say it louder" } },
+    });
+    listed = await threads(plan.id);
+    expect(listed[0]!.answeredInVersion).toBeNull();
+    expect(listed[1]!.answeredInVersion).toBeNull(); // step_1 did not change
+    expect(listed[2]!.answeredInVersion).toBe(2); // any new version answers a plan-wide comment
+    await harness.caller.plans.edit({
+      planId: plan.id,
+      baseVersion: 2,
+      edit: { kind: "updateStep", stepId: "step_2", changes: { args: { value: 3 } } },
+    });
+    listed = await threads(plan.id);
+    expect(listed[0]!.answeredInVersion).toBe(3);
+    expect(listed[1]!.answeredInVersion).toBeNull();
+
+    // Resolving is per thread, and reopening works; comments on an old version are refused.
+    await call(person, "plan.comment_resolve", { planId: plan.id, commentId: onOther.id });
+    expect((await threads(plan.id))[1]!.resolved).toMatchObject({ by: "ann" });
+    await call(person, "plan.comment_resolve", { planId: plan.id, commentId: onOther.id, resolved: false });
+    expect((await threads(plan.id))[1]!.resolved).toBeNull();
+    await expect(
+      call(person, "plan.comment", { planId: plan.id, version: 1, stepId: "step_1", body: "late" }),
+    ).rejects.toMatchObject({ code: "version_conflict" });
+
+    // The Markdown export carries the open threads under their steps.
+    const markdown = await harness.caller.plans.export({ planId: plan.id, format: "markdown" });
+    expect(markdown.content).toContain("**ann** — change this `args.value`: Say three instead (answered in v3)");
+    expect(markdown.content).toContain("  - **coder**: Why three?");
+  });
+
+  it("refuses bad comments with a clear error and stores nothing", async () => {
+    const plan = await manualPlan("Bad comments");
+    const bad = [
+      { planId: plan.id, version: 1, stepId: "step_9", body: "no such step" },
+      { planId: plan.id, version: 1, stepId: "step_1", body: "   " },
+      { planId: plan.id, version: 1, field: "args.value", body: "a field without a step" },
+      { planId: plan.id, version: 1, stepId: "step_1", intent: "shout", body: "unknown intent" },
+      { planId: "plan-nope", version: 1, body: "no plan" },
+    ];
+    for (const input of bad) await expect(call(person, "plan.comment", input)).rejects.toThrow();
+    expect(await threads(plan.id)).toEqual([]);
+  });
+});
+
+describe("revise from comments", () => {
+  it("sends the open comments to the planner; the new version answers the one it changed and the other stays open", async () => {
+    llm.script({ json: goodPlan });
+    const { sessionId: first } = await harness.caller.planner.start({ goal: "Show the README", mode: "quick" });
+    await settlePlanning(planner);
+    const planId = (await harness.caller.planner.session({ sessionId: first })).planId!;
+    const change = await call(person, "plan.comment", {
+      planId,
+      version: 1,
+      stepId: "step_2",
+      intent: "change",
+      body: "Echo only the first line",
+    });
+    const keep = await call(person, "plan.comment", {
+      planId,
+      version: 1,
+      stepId: "step_1",
+      body: "Is the README the right file?",
+    });
+    // Agents comment but do not decide when the planner is asked again.
+    await expect(call(agent, "plan.revise_from_comments", { planId, version: 1 })).rejects.toMatchObject({
+      code: "forbidden",
+    });
+
+    llm.script({
+      json: {
+        ...goodPlan,
+        steps: [goodPlan.steps[0], { ...goodPlan.steps[1], description: "Echo the README's first line" }],
+      },
+    });
+    const revised = await call(person, "plan.revise_from_comments", { planId, version: 1 });
+    expect(revised).toMatchObject({ sentTo: "planner", comments: 2 });
+    await settlePlanning(planner);
+    const prompt = JSON.stringify(llm.requests.at(-1));
+    expect(prompt).toContain(
+      `[comment ${String(change.id).slice(0, 8)}] On step_2 — change this: Echo only the first line`,
+    );
+    expect(prompt).toContain("On step_1 — comment: Is the README the right file?");
+
+    const listed = await threads(planId);
+    expect(listed.find((thread) => thread.id === change.id)!.answeredInVersion).toBe(2);
+    expect(listed.find((thread) => thread.id === keep.id)!.answeredInVersion).toBeNull();
+    // Nothing left to answer but the open question: asking again sends just that one.
+    llm.script({ json: goodPlan });
+    expect(await call(person, "plan.revise_from_comments", { planId, version: 2 })).toMatchObject({ comments: 1 });
+    await settlePlanning(planner);
+  });
+
+  it("sends an agent's plan back to the agent with the comments as the requested changes", async () => {
+    const entered = await enterPlanMode(harness.app, { reason: "Add a flag", actor: "coder" });
+    const submitted = await submitPlan(harness.app, {
+      sessionId: entered.planning_session_id,
+      actor: "coder",
+      summary: "Add the flag",
+      steps: [{ description: "Edit the parser", tools: ["edit"], risk: "low" }],
+      questions: [],
+    });
+    await call(person, "plan.comment", {
+      planId: submitted.plan_id,
+      version: submitted.version,
+      stepId: "step_1",
+      intent: "insert_after",
+      body: "Add a test for the flag",
+    });
+    expect(
+      await call(person, "plan.revise_from_comments", { planId: submitted.plan_id, version: submitted.version }),
+    ).toMatchObject({ sentTo: "agent", sessionId: null, comments: 1 });
+    const status = await call(agent, "plan.review_status", { planId: submitted.plan_id });
+    expect(JSON.stringify(status)).toContain("insert a step after this one: Add a test for the flag");
+  });
+
+  it("says so when no comment waits for an answer", async () => {
+    const plan = await manualPlan("Nothing to revise");
+    await expect(call(person, "plan.revise_from_comments", { planId: plan.id, version: 1 })).rejects.toMatchObject({
+      code: "invalid_state",
+    });
+  });
+});
