@@ -5,6 +5,7 @@ import Link from "next/link";
 import { useRouter } from "next/navigation";
 import { useCallback, useMemo, useRef, useState } from "react";
 import { PlanPlannerTools } from "@/components/planner/plan-planner-tools";
+import { PlanComments } from "./comments";
 import { LatestRunBanner } from "@/components/runs/latest-run";
 import { PlanRuns } from "@/components/runs/plan-runs";
 import { SaveTemplate } from "@/components/templates/save-template";
@@ -243,6 +244,8 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
         </div>
       ) : view === "list" ? (
         <StepList
+          planId={planId}
+          version={current.version}
           steps={current.steps}
           issuesByStep={issuesByStep}
           actions={actions}
@@ -273,6 +276,7 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
 
       {/* The steps come first: they are what a reviewer came for. Then the plan-wide fields,
           the plan's runs and the planner's tools, none of which moves the steps when it loads. */}
+      <PlanComments planId={planId} version={current.version} agentPlan={current.source === "agent"} />
       <PlanDetails plan={current} onSave={(changes) => edit({ kind: "updatePlan", changes })} />
       <PlanRuns planId={planId} />
       <PlanPlannerTools planId={planId} version={current.version} />

@@ -5,6 +5,7 @@ import { CSS } from "@dnd-kit/utilities";
 import { memo, useState, type ReactNode } from "react";
 import type { Step } from "@/server/plans/schema";
 import type { PlanIssue } from "@/server/plans/validate";
+import { StepComments } from "./comments";
 import { stepLabel } from "./plan-rules";
 
 export interface StepActions {
@@ -22,6 +23,9 @@ interface StepCardProps {
   /** The open editor, rendered inside the card so focus and reading order stay with the step. */
   editor?: ReactNode;
   disabled: boolean;
+  /** The plan and version under review, for the step's comment thread. */
+  planId: string;
+  version: number;
 }
 
 /**
@@ -56,6 +60,8 @@ const StepCardBody = memo(function StepCardBody({
   actions,
   editor,
   disabled,
+  planId,
+  version,
   handleProps,
   handleListeners,
 }: StepCardProps & { handleProps: HandleProps; handleListeners: HandleListeners }) {
@@ -168,6 +174,7 @@ const StepCardBody = memo(function StepCardBody({
           </button>
         )}
       </div>
+      <StepComments planId={planId} version={version} stepId={step.id} argNames={Object.keys(step.args)} />
       {editor}
     </>
   );

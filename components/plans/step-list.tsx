@@ -19,6 +19,8 @@ import { checkMove } from "./plan-rules";
 import { StepCard, type StepActions } from "./step-card";
 
 interface StepListProps {
+  planId: string;
+  version: number;
   steps: Step[];
   issuesByStep: Map<string, PlanIssue[]>;
   actions: StepActions;
@@ -38,6 +40,8 @@ const NO_ISSUES: PlanIssue[] = [];
  * as the server decides each drop before it is sent; screen readers hear the outcome.
  */
 export function StepList({
+  planId,
+  version,
   steps,
   issuesByStep,
   actions,
@@ -158,6 +162,8 @@ export function StepList({
               issues={issuesByStep.get(step.id) ?? NO_ISSUES}
               dependents={dependents.get(step.id) ?? NO_DEPENDENTS}
               actions={actions}
+              planId={planId}
+              version={version}
               editor={editingStepId === step.id ? renderEditor(step) : undefined}
               disabled={false}
             />
