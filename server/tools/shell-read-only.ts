@@ -1,3 +1,5 @@
+import fs from "node:fs/promises";
+import path from "node:path";
 import sh from "mvdan-sh";
 
 /**
@@ -486,12 +488,54 @@ const anyArguments: ArgumentRule = () => undefined;
 /**
  * Whether a literal argument names something outside the workspace: an absolute path (bar
  * /dev/null) or one with a `..` component. Reading there is not the step's business, and
- * `/proc/$PPID/environ` holds the server's keys.
+ * `/proc/$PPID/environ` holds the server's keys. Option values count too: after `=`
+ * (`--file=/etc/x`, and bash expands `x=~/y` to a home directory), and attached to a short option,
+ * where getopt takes whatever follows the option letter (`grep -f/etc/x`, `file -f/abs`) — so
+ * every suffix of a short-option word is checked, as any letter in a cluster may take the rest.
  */
 function leavesWorkspace(text: string): boolean {
-  const value = text.includes("=") && text.startsWith("-") ? text.slice(text.indexOf("=") + 1) : text;
-  if (value === "/dev/null") return false;
+  if (text === "/dev/null") return false;
+  if (/[=:]~/.test(text)) return true;
+  if (pathLeaves(text)) return true;
+  if (text.startsWith("--")) return text.includes("=") && pathLeaves(text.slice(text.indexOf("=") + 1));
+  if (text.includes("=") && pathLeaves(text.slice(text.indexOf("=") + 1))) return true;
+  if (/^-[^-]/.test(text) && !/^-.\/$/.test(text)) {
+    // `-d/` (a one-character value, as `cut -d/` and `sort -t/` take) names no file.
+    for (let start = 2; start < text.length; start++) if (pathLeaves(text.slice(start))) return true;
+  }
+  return false;
+}
+
+function pathLeaves(value: string): boolean {
   return value.startsWith("/") || value.split("/").includes("..") || value.startsWith("~");
+}
+
+/**
+ * The operands of a command line as getopt reads it: words that are not options, and every word
+ * after `--`. `withValue` lists short options that take the next word (unless attached) and
+ * `longWithValue` long ones; their values are not operands.
+ */
+function operandsOf(texts: string[], withValue = "", longWithValue: string[] = []): string[] {
+  const operands: string[] = [];
+  for (let index = 0; index < texts.length; index++) {
+    const text = texts[index]!;
+    if (text === "--") {
+      operands.push(...texts.slice(index + 1));
+      break;
+    }
+    if (text.startsWith("--")) {
+      if (!text.includes("=") && longOptionFor(text, longWithValue)) index++;
+      continue;
+    }
+    if (text.startsWith("-") && text.length > 1) {
+      const letters = text.slice(1);
+      const taking = [...letters].findIndex((letter) => withValue.includes(letter));
+      if (taking === letters.length - 1) index++;
+      continue;
+    }
+    operands.push(text);
+  }
+  return operands;
 }
 
 /** For commands that read the files they are given: literal arguments that stay in the workspace. */
@@ -501,6 +545,16 @@ const workspaceArguments: ArgumentRule = (args) => {
   const outside = args.find((arg) => leavesWorkspace(arg.text));
   return outside === undefined ? undefined : `${outside.text} is outside the workspace`;
 };
+
+/** A reader (globs allowed) with options that must not appear. */
+function readerArguments(forbidden: (arg: string, index: number, all: string[]) => boolean, why: string): ArgumentRule {
+  return (args) => {
+    const texts = args.map((arg) => arg.text);
+    const bad = texts.find((arg, index) => forbidden(arg, index, texts));
+    if (bad !== undefined) return `the option ${bad} ${why}`;
+    return workspaceArguments(args);
+  };
+}
 
 /**
  * Whether `arg` is a long option that getopt_long would take for one of `names`: it accepts any
@@ -611,8 +665,16 @@ const gitArguments: ArgumentRule = (args) => {
   const bad = rest.find(
     (arg) =>
       // --output=<file> writes a file; --ext-diff and --textconv run programs; grep's
-      // --open-files-in-pager / -O<pager> runs one. git accepts abbreviations and short clusters.
-      longOptionFor(arg, ["--output", "--ext-diff", "--textconv", "--open-files-in-pager", "--output-directory"]) ||
+      // --open-files-in-pager / -O<pager> runs one; --help runs the manual viewer the repository's
+      // configuration names. git accepts abbreviations and short clusters.
+      longOptionFor(arg, [
+        "--output",
+        "--ext-diff",
+        "--textconv",
+        "--open-files-in-pager",
+        "--output-directory",
+        "--help",
+      ]) ||
       (/^-[A-Za-z]/.test(arg) && !arg.startsWith("--") && arg.slice(1).includes("O")),
   );
   if (bad !== undefined) return `the git option ${bad} can write or run other programs`;
@@ -620,31 +682,99 @@ const gitArguments: ArgumentRule = (args) => {
   return outside === undefined ? undefined : `${outside} is outside the workspace`;
 };
 
+const FOLLOWS = "follows symlinks out of what the command was given";
+const READS_NAMES = "reads file names from a file, which the check cannot see";
+const NEVER_ENDS = "makes the command wait or print without end";
+
+/** `tail -f`, `-F`, `-5f`, `+5f`, `--follow`, `--retry`: waits for more output without end. */
+const tailArguments = readerArguments(
+  (arg) => longOptionFor(arg, ["--follow", "--retry", "--pid"]) || (/^[-+][^-]/.test(arg) && /[fF]/.test(arg)),
+  NEVER_ENDS,
+);
+
+/** At most this many numbers from `seq`; `seq inf` or `seq 1e18` would print without end. */
+const SEQ_LIMIT = 1_000_000;
+const seqArguments: ArgumentRule = (args) => {
+  if (args.some((arg) => !arg.literal)) return "an argument is not literal, so how much it prints cannot be checked";
+  const texts = args.map((arg) => arg.text);
+  // Negative numbers look like options; only -f/-s (with a value) and -w are seq's own.
+  const numbers: string[] = [];
+  for (let index = 0; index < texts.length; index++) {
+    const text = texts[index]!;
+    if (text === "-f" || text === "-s") index++;
+    else if (/^-[fs]./.test(text) || text === "-w" || /^--(format|separator|equal-width)/.test(text)) continue;
+    else if (text === "--") continue;
+    else numbers.push(text);
+  }
+  const values = numbers.map((text) => Number(text));
+  if (values.length === 0 || values.length > 3 || values.some((value) => !Number.isFinite(value))) {
+    return "its numbers could not be checked, so it may print without end";
+  }
+  const [first, step, last] =
+    values.length === 1 ? [1, 1, values[0]!] : values.length === 2 ? [values[0]!, 1, values[1]!] : values;
+  if (step === 0) return "a step of 0 prints without end";
+  const count = (last! - first!) / step! + 1;
+  return count > SEQ_LIMIT ? `it would print ${count} numbers (more than ${SEQ_LIMIT})` : undefined;
+};
+
+/**
+ * jq is a language: refused are programs that can run without end or print without bound
+ * (`repeat`, `range`, `recurse`, `while`, `until`, functions), read the environment or other
+ * files (`env`, `$ENV`, `input`, `import`, `include`, `-L`, `-f`), whatever word holds them.
+ */
+const JQ_UNBOUNDED =
+  /\b(repeat|range|recurse|recurse_down|while|until|def|env|input|inputs|input_filename|import|include|limit|getpath|splits)\b|\$ENV|\$__loc__|\$__prog/;
+const jqArguments: ArgumentRule = (args) => {
+  const texts = args.map((arg) => arg.text);
+  const library = texts.find(
+    (arg) =>
+      longOptionFor(arg, ["--from-file", "--library-path", "--rawfile", "--slurpfile"]) ||
+      (/^-[A-Za-z]+$/.test(arg) && /[fL]/.test(arg.slice(1))),
+  );
+  if (library !== undefined) return `the option ${library} loads a program or data the check cannot see`;
+  const unbounded = texts.find((arg) => JQ_UNBOUNDED.test(arg));
+  if (unbounded !== undefined) return `the program ${unbounded} may run without end or read beyond its input`;
+  return workspaceArguments(args);
+};
+
+/** `cd` alone goes home, `cd -` to $OLDPWD; options change how `..` and links are taken. */
+const cdArguments: ArgumentRule = (args) => {
+  if (args.length !== 1) return "only `cd <directory>` is checked (no options, no bare `cd`)";
+  if (args[0]!.text.startsWith("-")) return "only `cd <directory>` is checked (no options, no `cd -`)";
+  if (!args[0]!.literal) return "the directory is not literal, so where later commands run cannot be checked";
+  return workspaceArguments(args);
+};
+
 /**
  * The read-only commands: they only read files and print to stdout. Deliberately absent: anything
  * that runs other programs (xargs, env, sudo, timeout, eval, sh, node …), editors of files in place
- * (sed, awk can write or run commands), and tee, xxd, uniq with two files, cp, mv, …
+ * (sed, awk can write or run commands), printers without end (yes), and tee, xxd, cp, mv, …
  */
 const READ_ONLY_COMMANDS: Record<string, ArgumentRule> = {
-  ls: workspaceArguments,
+  ls: readerArguments((arg) => shortCluster(arg, "L") || longOptionFor(arg, ["--dereference"]), FOLLOWS),
   cat: workspaceArguments,
   head: workspaceArguments,
-  tail: workspaceArguments,
-  wc: workspaceArguments,
-  grep: workspaceArguments,
-  egrep: workspaceArguments,
-  fgrep: workspaceArguments,
+  tail: tailArguments,
+  wc: readerArguments((arg) => longOptionFor(arg, ["--files0-from"]), READS_NAMES),
+  // -R follows every symlink while recursing (-r only those named).
+  grep: readerArguments((arg) => shortCluster(arg, "R") || longOptionFor(arg, ["--dereference-recursive"]), FOLLOWS),
+  egrep: readerArguments((arg) => shortCluster(arg, "R") || longOptionFor(arg, ["--dereference-recursive"]), FOLLOWS),
+  fgrep: readerArguments((arg) => shortCluster(arg, "R") || longOptionFor(arg, ["--dereference-recursive"]), FOLLOWS),
   pwd: anyArguments,
-  cd: workspaceArguments,
+  cd: cdArguments,
   echo: anyArguments,
-  // printf -v assigns, and evaluates an array subscript as code.
-  printf: literalArguments((arg, index) => index === 0 && arg === "-v"),
+  // printf -v assigns, and evaluates an array subscript as code — however it is spelt: `-v x`,
+  // `-vx`, `-v'a[$(…)]'`, or behind `--`. A format never needs to start with `-` here.
+  printf: literalArguments((arg, index) => index === 0 && arg.startsWith("-")),
   true: anyArguments,
   false: anyArguments,
   test: testArguments,
   "[": testArguments,
   stat: workspaceArguments,
-  du: workspaceArguments,
+  du: readerArguments(
+    (arg) => shortCluster(arg, "L") || longOptionFor(arg, ["--dereference", "--files0-from"]),
+    `${FOLLOWS} or ${READS_NAMES}`,
+  ),
   df: workspaceArguments,
   basename: anyArguments,
   dirname: anyArguments,
@@ -659,38 +789,62 @@ const READ_ONLY_COMMANDS: Record<string, ArgumentRule> = {
   nl: workspaceArguments,
   comm: workspaceArguments,
   cmp: workspaceArguments,
-  diff: workspaceArguments,
-  md5sum: workspaceArguments,
-  sha1sum: workspaceArguments,
-  sha256sum: workspaceArguments,
-  sha512sum: workspaceArguments,
-  cksum: workspaceArguments,
+  // diff -r follows symlinks below the directories it is given.
+  diff: readerArguments((arg) => shortCluster(arg, "r") || longOptionFor(arg, ["--recursive"]), FOLLOWS),
+  // -c reads the files a checksum list names.
+  md5sum: readerArguments((arg) => shortCluster(arg, "c") || longOptionFor(arg, ["--check"]), READS_NAMES),
+  sha1sum: readerArguments((arg) => shortCluster(arg, "c") || longOptionFor(arg, ["--check"]), READS_NAMES),
+  sha256sum: readerArguments((arg) => shortCluster(arg, "c") || longOptionFor(arg, ["--check"]), READS_NAMES),
+  sha512sum: readerArguments((arg) => shortCluster(arg, "c") || longOptionFor(arg, ["--check"]), READS_NAMES),
+  cksum: readerArguments((arg) => shortCluster(arg, "c") || longOptionFor(arg, ["--check"]), READS_NAMES),
   column: workspaceArguments,
   fold: workspaceArguments,
   rev: workspaceArguments,
   tac: workspaceArguments,
   paste: workspaceArguments,
-  seq: anyArguments,
+  seq: seqArguments,
   strings: workspaceArguments,
   od: workspaceArguments,
-  jq: workspaceArguments,
-  find: literalArguments((arg) => FIND_ACTIONS_THAT_WRITE_OR_RUN.has(arg)),
-  // --pre runs a program on every file, --search-zip (-z) runs decompressors.
-  rg: literalArguments((arg) => longOptionFor(arg, ["--pre", "--search-zip"]) || shortCluster(arg, "z")),
+  jq: jqArguments,
+  find: literalArguments(
+    (arg) => FIND_ACTIONS_THAT_WRITE_OR_RUN.has(arg) || arg === "-L" || arg === "-follow" || arg === "-files0-from",
+  ),
+  // --pre runs a program on every file, --search-zip (-z) runs decompressors, --hostname-bin runs
+  // one; -L follows symlinks.
+  rg: literalArguments(
+    (arg) =>
+      longOptionFor(arg, ["--pre", "--search-zip", "--hostname-bin", "--follow"]) ||
+      shortCluster(arg, "z") ||
+      shortCluster(arg, "L"),
+  ),
   sort: literalArguments(
     (arg) =>
       shortCluster(arg, "o") ||
       shortCluster(arg, "T") ||
-      longOptionFor(arg, ["--output", "--compress-program", "--temporary-directory"]),
+      longOptionFor(arg, ["--output", "--compress-program", "--temporary-directory", "--files0-from"]),
   ),
   date: literalArguments((arg) => shortCluster(arg, "s") || longOptionFor(arg, ["--set"])),
-  // -o writes a file; -H makes an HTML page whose links follow the tree.
-  tree: literalArguments((arg) => shortCluster(arg, "o") || shortCluster(arg, "H") || longOptionFor(arg, ["--output"])),
-  file: literalArguments((arg) => shortCluster(arg, "C") || longOptionFor(arg, ["--compile"])),
-  // `uniq in out` writes `out`: allow at most one file operand.
-  uniq: literalArguments(
-    (arg, index, all) => !arg.startsWith("-") && all.slice(0, index).some((a) => !a.startsWith("-")),
+  // -o writes a file; -H makes an HTML page whose links follow the tree, and -R writes one into
+  // every directory; -l follows symlinks.
+  tree: literalArguments(
+    (arg) =>
+      shortCluster(arg, "o") ||
+      shortCluster(arg, "H") ||
+      shortCluster(arg, "R") ||
+      shortCluster(arg, "l") ||
+      longOptionFor(arg, ["--output", "--fromfile"]),
   ),
+  // -C compiles a magic file (writes); -f reads the names of the files to examine from a file.
+  file: literalArguments(
+    (arg) => shortCluster(arg, "C") || shortCluster(arg, "f") || longOptionFor(arg, ["--compile", "--files-from"]),
+  ),
+  // `uniq in out` writes `out`, also spelt `uniq in -- -out`: at most one operand.
+  uniq: (args) => {
+    const texts = args.map((arg) => arg.text);
+    const operands = operandsOf(texts, "fsw", ["--skip-fields", "--skip-chars", "--check-chars"]);
+    if (operands.length > 1) return `the operand ${operands[1]} is a file uniq writes`;
+    return literalArguments(() => false)(args);
+  },
   git: gitArguments,
 };
 
@@ -741,4 +895,162 @@ function checkRedirect(redirect: sh.Redirect): string | undefined {
     default:
       return `it uses the redirection ${op ?? "?"}`;
   }
+}
+
+/** Commands whose arguments are no file names (echo's words, seq's numbers, tr's sets). */
+const NO_FILE_ARGUMENTS = new Set([
+  "echo",
+  "printf",
+  "tr",
+  "seq",
+  "basename",
+  "dirname",
+  "which",
+  "whoami",
+  "id",
+  "uname",
+  "pwd",
+  "true",
+  "false",
+]);
+/** More matches than this from one glob are not checked one by one: the command needs approval. */
+const GLOB_MATCH_LIMIT = 5_000;
+
+/**
+ * The second half of the analysis, for a command already judged read-only, done where and when
+ * it runs: every argument that may name a file (operands, `--opt=value`, values attached to short
+ * options, `<` targets, each glob's matches), resolved from the command's directory and from
+ * every directory it `cd`s to, must not lead out of the workspace through a symlink, must not be
+ * a device, pipe or socket (reading one may never end), and must not be a file with other hard
+ * links (one could be a file outside). Returns why not, or undefined.
+ */
+export async function checkWorkspacePaths(
+  command: string,
+  workspaceRoot: string,
+  cwd: string,
+): Promise<string | undefined> {
+  const lines = linesAsBashReadsThem(command);
+  if ("reason" in lines) return lines.reason;
+  const root = await fs.realpath(workspaceRoot);
+  let bases = [await fs.realpath(cwd)];
+  const candidates: { text: string; glob: boolean; bases: string[] }[] = [];
+  for (const line of lines.lines) {
+    let file: sh.File;
+    try {
+      file = parser.Parse(line.text, "");
+    } catch {
+      return "the command could not be parsed";
+    }
+    sh.syntax.Walk(file, (node) => {
+      if (!node) return true;
+      const type = nodeType(node);
+      if (type === "Redirect") {
+        const op = REDIRECT_OPERATORS.get((node as sh.Redirect).Op as unknown as number);
+        const target = wordText((node as sh.Redirect).Word);
+        if (op === "<") candidates.push({ text: target.text, glob: false, bases });
+      } else if (type === "CallExpr") {
+        const [nameWord, ...argWords] = (node as sh.CallExpr).Args;
+        const name = wordText(nameWord ?? null).text;
+        if (NO_FILE_ARGUMENTS.has(name)) return true;
+        const args = argWords.map((word) => wordText(word));
+        for (const arg of args) {
+          for (const text of pathsWithin(arg.text)) candidates.push({ text, glob: !arg.literal, bases });
+        }
+        // Later commands may run in the new directory or, should `cd` fail or sit in a
+        // subshell, the old one: both are checked.
+        if (name === "cd" && args.length === 1) {
+          bases = [...bases, ...bases.map((base) => path.resolve(base, args[0]!.text))];
+        }
+      }
+      return true;
+    });
+  }
+  let budget = GLOB_MATCH_LIMIT;
+  for (const candidate of candidates) {
+    for (const base of candidate.bases) {
+      let targets: string[];
+      if (candidate.glob) {
+        const matches = await expandGlob(base, candidate.text, budget);
+        if (matches === undefined) return `${candidate.text} matches too many files to check`;
+        budget -= matches.length;
+        targets = matches;
+      } else {
+        targets = [path.resolve(base, candidate.text)];
+      }
+      for (const target of targets) {
+        const problem = await pathProblem(root, target);
+        if (problem) return `${candidate.text} ${problem}`;
+      }
+    }
+  }
+  return undefined;
+}
+
+/** The texts within one argument that may name a file, as getopt would split it. */
+function pathsWithin(text: string): string[] {
+  if (text === "" || text === "-" || text === "/dev/null" || text.startsWith("+")) return [];
+  if (text.startsWith("--")) return text.includes("=") ? [text.slice(text.indexOf("=") + 1)].filter(Boolean) : [];
+  if (text.startsWith("-")) {
+    const suffixes: string[] = [];
+    for (let start = 2; start < text.length; start++) suffixes.push(text.slice(start));
+    return suffixes;
+  }
+  return text.includes("=") ? [text, text.slice(text.indexOf("=") + 1)].filter(Boolean) : [text];
+}
+
+async function pathProblem(root: string, target: string): Promise<string | undefined> {
+  const link = await fs.lstat(target).catch(() => undefined);
+  if (!link) return undefined; // nothing there to read
+  const real = await fs.realpath(target).catch(() => undefined);
+  if (real === undefined) return link.isSymbolicLink() ? "is a dangling symlink" : undefined;
+  if (real !== root && !real.startsWith(root + path.sep)) return "leads out of the workspace through a symlink";
+  const stat = await fs.stat(real).catch(() => undefined);
+  if (!stat) return undefined;
+  if (!stat.isFile() && !stat.isDirectory()) return "is a device, pipe or socket; reading it may never end";
+  if (stat.isFile() && stat.nlink > 1) return "has other hard links; one may be a file outside the workspace";
+  return undefined;
+}
+
+/**
+ * The names a glob may match, found component by component. It matches more than bash (leading
+ * dots too, and `[…]` only roughly), which only adds names to check. Undefined past `limit`.
+ */
+async function expandGlob(base: string, pattern: string, limit: number): Promise<string[] | undefined> {
+  let current = [pattern.startsWith("/") ? "/" : base];
+  for (const component of pattern.split("/").filter((part) => part !== "")) {
+    if (!/[*?[]/.test(component)) {
+      current = current.map((dir) => path.join(dir, component));
+      continue;
+    }
+    const matcher = globComponent(component);
+    const next: string[] = [];
+    for (const dir of current) {
+      const entries = await fs.readdir(dir).catch(() => [] as string[]);
+      for (const entry of entries) {
+        if (!matcher.test(entry)) continue;
+        next.push(path.join(dir, entry));
+        if (next.length > limit) return undefined;
+      }
+    }
+    current = next;
+  }
+  return current;
+}
+
+function globComponent(component: string): RegExp {
+  let source = "";
+  for (let index = 0; index < component.length; index++) {
+    const char = component[index]!;
+    if (char === "*") source += ".*";
+    else if (char === "?") source += ".";
+    else if (char === "[") {
+      const close = component.indexOf("]", index + 2);
+      if (close === -1) source += "\\[";
+      else {
+        source += "[^/]"; // any one character: wider than the class, so never fewer matches
+        index = close;
+      }
+    } else source += char.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  }
+  return new RegExp(`^${source}$`, "s");
 }

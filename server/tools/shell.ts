@@ -5,7 +5,7 @@ import { z } from "zod";
 import { AppError } from "../errors";
 import { asConfigEnv, gitHelperPaths, gitOverrides } from "./git-hardening";
 import { sandboxAvailable, sandboxed } from "./sandbox";
-import { analyzeShellCommand, isReadOnlyCommand } from "./shell-read-only";
+import { analyzeShellCommand, checkWorkspacePaths, isReadOnlyCommand } from "./shell-read-only";
 import { defineTool, type ToolContext } from "./types";
 import { resolveInWorkspace } from "./workspace-path";
 
@@ -87,6 +87,9 @@ export const shellTool = defineTool({
       isReadOnlyCommand(input.command) && sandboxAvailable()
         ? { workspace: await fs.realpath(context.workspaceRoot), readOnlyPaths: gitHelperPaths() }
         : undefined;
+    // What the command names must also stay inside now, as the workspace is (symlinks, devices).
+    const escape = confine && (await checkWorkspacePaths(input.command, context.workspaceRoot, cwd));
+    if (escape) throw new AppError("forbidden", `Refused as a read-only command: ${escape}`);
     await context.effectsStarting();
     const result = await runShell(input.command, cwd, context, gitEnv, confine);
     if (result.exitCode !== 0 && !input.allowFailure) {
@@ -125,6 +128,8 @@ export const readOnlyShellTool = defineTool({
     if (!sandboxAvailable())
       throw new AppError("forbidden", "No sandbox is available, so no command runs while planning");
     const workspace = await fs.realpath(context.workspaceRoot);
+    const escape = await checkWorkspacePaths(input.command, workspace, workspace);
+    if (escape) throw new AppError("forbidden", `Blocked while planning: ${escape}`);
     const gitEnv = asConfigEnv(await gitOverrides(workspace, shellEnvironment(process.env) as NodeJS.ProcessEnv));
     return runShell(input.command, workspace, context, gitEnv, { workspace, readOnlyPaths: gitHelperPaths() });
   },
