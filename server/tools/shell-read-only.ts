@@ -113,7 +113,9 @@ const WORD_BREAKS = new Set([" ", "\t", "\n", ";", "&", "|", "(", ")", "<", ">"]
 
 export function linesAsBashReadsThem(source: string): { lines: BashLine[] } | { reason: string } {
   if (CONTROL_CHARACTERS.test(source)) {
-    return { reason: "it contains a control character (such as a carriage return) that bash and the parser read differently" };
+    return {
+      reason: "it contains a control character (such as a carriage return) that bash and the parser read differently",
+    };
   }
   // On a single line the parser alone decides; where it and bash could disagree (a comment)
   // the tree shows it. Only newlines need bash's own reading.
@@ -245,7 +247,11 @@ function byteOffset(text: string, index: number): number {
  * backslashes, its end line the first line that bash takes for the end, nothing but blank lines
  * after it, and the parser must have read exactly the same body.
  */
-function checkHereDocument(file: sh.File, text: string, hereDocument: { bodyStart: number; stripTabs: boolean }): string | undefined {
+function checkHereDocument(
+  file: sh.File,
+  text: string,
+  hereDocument: { bodyStart: number; stripTabs: boolean },
+): string | undefined {
   const redirects: sh.Redirect[] = [];
   sh.syntax.Walk(file, (node) => {
     if (node && nodeType(node) === "Redirect") {

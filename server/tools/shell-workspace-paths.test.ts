@@ -87,7 +87,9 @@ describe("checkWorkspacePaths", () => {
 
 describe.skipIf(!sandboxAvailable())("read-only shell tools refuse what leads out", () => {
   it("shell_read refuses a symlink out of the workspace with the reason", async () => {
-    const error = await rejectionOf(runTool(readOnlyShellTool, { command: "cat out-file" }, createToolContext(workspace)));
+    const error = await rejectionOf(
+      runTool(readOnlyShellTool, { command: "cat out-file" }, createToolContext(workspace)),
+    );
     expect(error.message).toContain("out-file leads out of the workspace through a symlink");
   });
 

@@ -9,6 +9,12 @@ import { analyzeShellCommand, checkWorkspacePaths, isReadOnlyCommand } from "./s
 import { defineTool, type ToolContext } from "./types";
 import { resolveInWorkspace } from "./workspace-path";
 
+/**
+ * Set for commands run as read-only: git would otherwise refresh the index while it reads
+ * (`git status`), a write the sandbox blocks but the differential test would see.
+ */
+export const READ_ONLY_COMMAND_ENV: Record<string, string> = { GIT_OPTIONAL_LOCKS: "0" };
+
 /** Characters kept per stream in the result: the first and last halves, the middle elided. */
 export const SHELL_OUTPUT_LIMIT = 100_000;
 /** Lines streamed to the step log per run; the result still holds the (capped) output. */
@@ -91,7 +97,13 @@ export const shellTool = defineTool({
     const escape = confine && (await checkWorkspacePaths(input.command, context.workspaceRoot, cwd));
     if (escape) throw new AppError("forbidden", `Refused as a read-only command: ${escape}`);
     await context.effectsStarting();
-    const result = await runShell(input.command, cwd, context, gitEnv, confine);
+    const result = await runShell(
+      input.command,
+      cwd,
+      context,
+      confine ? { ...gitEnv, ...READ_ONLY_COMMAND_ENV } : gitEnv,
+      confine,
+    );
     if (result.exitCode !== 0 && !input.allowFailure) {
       const how = result.exitCode === null ? `was killed by ${result.signal}` : `exited with code ${result.exitCode}`;
       const tail = lastLines(result.stderr || result.stdout, 5);
@@ -131,7 +143,13 @@ export const readOnlyShellTool = defineTool({
     const escape = await checkWorkspacePaths(input.command, workspace, workspace);
     if (escape) throw new AppError("forbidden", `Blocked while planning: ${escape}`);
     const gitEnv = asConfigEnv(await gitOverrides(workspace, shellEnvironment(process.env) as NodeJS.ProcessEnv));
-    return runShell(input.command, workspace, context, gitEnv, { workspace, readOnlyPaths: gitHelperPaths() });
+    return runShell(
+      input.command,
+      workspace,
+      context,
+      { ...gitEnv, ...READ_ONLY_COMMAND_ENV },
+      { workspace, readOnlyPaths: gitHelperPaths() },
+    );
   },
 });
 
