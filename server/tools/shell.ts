@@ -4,6 +4,7 @@ import path from "node:path";
 import { z } from "zod";
 import { AppError } from "../errors";
 import { asConfigEnv, gitHelperPaths, gitOverrides } from "./git-hardening";
+import { CappedText, LineSplitter } from "./output-capture";
 import { sandboxAvailable, sandboxed } from "./sandbox";
 import { analyzeShellCommand, checkWorkspacePaths, isReadOnlyCommand } from "./shell-read-only";
 import { defineTool, type ToolContext } from "./types";
@@ -203,7 +204,11 @@ export function runShell(
     const watchdog = child.pid === undefined ? undefined : startGroupWatchdog(child.pid);
     const stdout = new CappedText(SHELL_OUTPUT_LIMIT);
     const stderr = new CappedText(SHELL_OUTPUT_LIMIT);
-    const lines = new LineLogger(context);
+    const lines = new LineSplitter<"stdout" | "stderr">(
+      SHELL_LOG_LINE_LIMIT,
+      (stream, line) => context.log(line, stream === "stderr" ? "warn" : "info"),
+      () => context.log(`… output beyond ${SHELL_LOG_LINE_LIMIT} lines is not streamed; the result keeps it`, "warn"),
+    );
     let exit: { code: number | null; signal: string | null } | undefined;
     let settled = false;
     let killTimer: NodeJS.Timeout | undefined;
@@ -313,71 +318,6 @@ export function shellEnvironment(source: Record<string, string | undefined>): Re
     .join(path.delimiter);
   env.GIT_TERMINAL_PROMPT = "0";
   return env;
-}
-
-/** Keeps the first and last halves of a long output, where the command line and the errors usually are. */
-class CappedText {
-  private head = "";
-  private tail = "";
-  private dropped = 0;
-
-  constructor(private readonly limit: number) {}
-
-  get truncated(): boolean {
-    return this.dropped > 0;
-  }
-
-  append(chunk: string): void {
-    const half = Math.floor(this.limit / 2);
-    if (this.head.length < half) {
-      const room = half - this.head.length;
-      this.head += chunk.slice(0, room);
-      chunk = chunk.slice(room);
-    }
-    if (!chunk) return;
-    this.tail += chunk;
-    if (this.tail.length > half) {
-      this.dropped += this.tail.length - half;
-      this.tail = this.tail.slice(-half);
-    }
-  }
-
-  text(): string {
-    return this.dropped > 0
-      ? `${this.head}\n… [${this.dropped} characters omitted] …\n${this.tail}`
-      : this.head + this.tail;
-  }
-}
-
-/** Streams complete lines to the step log (stderr as warnings), up to a limit per run. */
-class LineLogger {
-  private partial: Record<"stdout" | "stderr", string> = { stdout: "", stderr: "" };
-  private logged = 0;
-
-  constructor(private readonly context: ToolContext) {}
-
-  append(stream: "stdout" | "stderr", chunk: string): void {
-    const text = this.partial[stream] + chunk;
-    const parts = text.split("\n");
-    this.partial[stream] = parts.pop()!;
-    for (const line of parts) this.log(stream, line.replace(/\r$/, ""));
-  }
-
-  flush(): void {
-    for (const stream of ["stdout", "stderr"] as const) {
-      if (this.partial[stream]) this.log(stream, this.partial[stream]);
-      this.partial[stream] = "";
-    }
-  }
-
-  private log(stream: "stdout" | "stderr", line: string): void {
-    this.logged++;
-    if (this.logged <= SHELL_LOG_LINE_LIMIT) {
-      this.context.log(line, stream === "stderr" ? "warn" : "info");
-    } else if (this.logged === SHELL_LOG_LINE_LIMIT + 1) {
-      this.context.log(`… output beyond ${SHELL_LOG_LINE_LIMIT} lines is not streamed; the result keeps it`, "warn");
-    }
-  }
 }
 
 function lastLines(text: string, count: number): string {
