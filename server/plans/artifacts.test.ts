@@ -57,7 +57,11 @@ describe("seed 001's plan artifacts", () => {
     const json = JSON.parse(await fs.readFile(path.join(workspace, ".plans", plan.id, "plan.json"), "utf8"));
     expect(json.id).toBe(plan.id);
     expect(await fs.readFile(path.join(workspace, ".plans", plan.id, "plan.md"), "utf8")).toContain("Ship it");
-    expect(await listing(path.join(workspace, ".plans"))).toEqual([plan.id, `${plan.id}/plan.json`, `${plan.id}/plan.md`]);
+    expect(await listing(path.join(workspace, ".plans"))).toEqual([
+      plan.id,
+      `${plan.id}/plan.json`,
+      `${plan.id}/plan.md`,
+    ]);
   });
 
   it("refuse a .plans that is a symlink out of the workspace, writing nothing there", async () => {

@@ -406,6 +406,9 @@ export const NEEDS_APPROVAL: Record<string, string[]> = {
     "echo `\ntouch x\n`",
     "echo $(\ntouch x\n)",
     "echo ${x\n}",
+    "echo $\ntouch x",
+    "echo \\'\ntouch x",
+    "echo \\$'\ntouch x\n'",
   ],
   "printf -v in every spelling": [
     "printf -v x %s y",

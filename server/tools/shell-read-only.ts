@@ -230,10 +230,10 @@ function dollarProblem(source: string, index: number): number | string {
     }
     return close + 1;
   }
-  // `$#`, `$$`, … are single tokens: the character after `$` never starts a comment or a quote
-  // (`$'` and `$"` are quotes handled by the caller, which sees the quote next).
-  if (next === "'" || next === '"') return index + 1;
-  return next === undefined ? index + 1 : index + 2;
+  // The next character is scanned as usual: `$'…'`/`$"…"` are quotes the caller sees next, a
+  // `#` after `$` never starts a comment (it does not start a word), and a `$` before a newline
+  // is a plain `$` whose newline still ends the line.
+  return index + 1;
 }
 
 /** UTF-8 byte offset of a string index: the parser counts positions in bytes. */
