@@ -23,7 +23,7 @@ function samplePlan(): Plan {
     id: "plan-0123abcd",
     taskId: "task-1",
     version: 1,
-    source: "api",
+    source: "manual",
     traceId: "trace",
     author: "tester",
     createdAt: "2026-01-01T00:00:00.000Z",

@@ -126,7 +126,7 @@ function runBash(
   return new Promise((resolve, reject) => {
     const child = spawn("bash", ["--noprofile", "--norc", "-c", command], {
       cwd,
-      env,
+      env: env as NodeJS.ProcessEnv,
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,
     });
