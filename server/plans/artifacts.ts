@@ -43,7 +43,9 @@ export async function refreshPlanArtifacts(workspaceRoot: string | undefined, pl
     const dir = await openWorkspaceDirectory(root, path.join(".plans", plan.id), `.plans/${plan.id}`);
     await dir.close();
   } catch (error) {
+    // No artifacts (or no workspace any more): nothing to refresh.
     if (error instanceof AppError && error.code === "not_found") return;
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
     logger.warn({ planId: plan.id, err: error }, "the plan's artifacts were not rewritten");
     return;
   }
