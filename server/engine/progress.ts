@@ -13,9 +13,106 @@ import type { RunRow } from "./run-transaction";
  */
 const PROGRESS_INTERVAL_MS = 200;
 
+/** Characters of log stored per step: the first half as it comes, the last half when the step ends. */
+export const STEP_LOG_CHARACTERS = 1_000_000;
+/** Characters stored of one log line; a longer one ends with a note of how much was left out. */
+export const STEP_LOG_LINE_CHARACTERS = 2_000;
+
+/** What a stored line costs beyond its text (its level, time and JSON), so empty lines count too. */
+export const STEP_LOG_LINE_OVERHEAD = 64;
+
+function lineCost(line: StepLogLine): number {
+  return line.message.length + STEP_LOG_LINE_OVERHEAD;
+}
+
+export interface StepLogLine {
+  message: string;
+  level: string;
+  at: string;
+}
+
+/**
+ * A step's log, bounded: lines are written as they come until half of STEP_LOG_CHARACTERS is
+ * used; later lines are held in a window of the other half, oldest dropped first, and written
+ * when the step ends after a line saying how many were left out. So a step that logs without
+ * end stores at most about STEP_LOG_CHARACTERS, keeping how it started and how it ended, and
+ * each line costs constant work (the window is a queue, not re-sliced).
+ */
+export class StepLogBuffer {
+  private headRoom = STEP_LOG_CHARACTERS / 2;
+  private pending: StepLogLine[] = [];
+  private window: StepLogLine[] = [];
+  private windowStart = 0;
+  private windowCharacters = 0;
+  private omittedLines = 0;
+  private omittedCharacters = 0;
+  private heldBack = false;
+
+  add(message: string, level: string, at = new Date().toISOString()): void {
+    const line: StepLogLine = {
+      message:
+        message.length > STEP_LOG_LINE_CHARACTERS
+          ? `${message.slice(0, STEP_LOG_LINE_CHARACTERS)} … [${message.length - STEP_LOG_LINE_CHARACTERS} more characters on this line]`
+          : message,
+      level,
+      at,
+    };
+    const cost = lineCost(line);
+    if (!this.heldBack && cost <= this.headRoom) {
+      this.headRoom -= cost;
+      this.pending.push(line);
+      return;
+    }
+    if (!this.heldBack) {
+      this.heldBack = true;
+      this.pending.push({
+        message: `… the log passed ${STEP_LOG_CHARACTERS / 2} characters: its last part is written when the step ends`,
+        level: "warn",
+        at,
+      });
+    }
+    this.window.push(line);
+    this.windowCharacters += cost;
+    while (this.windowCharacters > STEP_LOG_CHARACTERS / 2 && this.windowStart < this.window.length) {
+      const dropped = this.window[this.windowStart++]!;
+      this.windowCharacters -= lineCost(dropped);
+      this.omittedLines++;
+      this.omittedCharacters += dropped.message.length;
+    }
+    if (this.windowStart > 1024 && this.windowStart * 2 > this.window.length) {
+      this.window = this.window.slice(this.windowStart);
+      this.windowStart = 0;
+    }
+  }
+
+  /** The lines to write now. */
+  take(): StepLogLine[] {
+    const lines = this.pending;
+    this.pending = [];
+    return lines;
+  }
+
+  /** The lines to write when the step ends: what is pending, the note of what was left out, the window. */
+  finish(at = new Date().toISOString()): StepLogLine[] {
+    const lines = this.take();
+    if (this.omittedLines > 0) {
+      lines.push({
+        message: `… ${this.omittedLines} lines (${this.omittedCharacters} characters) of log left out …`,
+        level: "warn",
+        at,
+      });
+    }
+    for (let index = this.windowStart; index < this.window.length; index++) lines.push(this.window[index]!);
+    this.window = [];
+    this.windowStart = 0;
+    this.windowCharacters = 0;
+    return lines;
+  }
+}
+
 export class ProgressReporter {
   private latest: { percent: number; message?: string } | undefined;
-  private logs: { message: string; level: string; at: string }[] = [];
+  private logs = new StepLogBuffer();
   private timer: NodeJS.Timeout | undefined;
   private writing: Promise<void> = Promise.resolve();
 
@@ -33,8 +130,7 @@ export class ProgressReporter {
   }
 
   log(message: string, level: string): void {
-    if (this.logs.length < 1000)
-      this.logs.push({ message: message.slice(0, 2000), level, at: new Date().toISOString() });
+    this.logs.add(message, level);
     this.schedule();
   }
 
@@ -45,11 +141,10 @@ export class ProgressReporter {
     }, PROGRESS_INTERVAL_MS);
   }
 
-  private async write(): Promise<void> {
+  private async write(final = false): Promise<void> {
     const progress = this.latest;
-    const logs = this.logs;
+    const logs = final ? this.logs.finish() : this.logs.take();
     this.latest = undefined;
-    this.logs = [];
     if (!progress && logs.length === 0) return;
     const events: NewEvent[] = [];
     if (progress)
@@ -81,6 +176,6 @@ export class ProgressReporter {
     clearTimeout(this.timer);
     this.timer = undefined;
     await this.writing;
-    await this.write();
+    await this.write(true);
   }
 }

@@ -1,50 +1,58 @@
-import { randomBytes } from "node:crypto";
 import fs from "node:fs/promises";
 import path from "node:path";
+import { AppError } from "../errors";
+import { logger } from "../logger";
+import { openWorkspaceDirectory, writeWorkspaceFile } from "../tools/workspace-path";
 import { exportPlanJson, exportPlanMarkdown } from "./export";
 import type { Plan } from "./schema";
 
 /**
  * Seed 001's artifacts: `.plans/<id>/plan.json` and `.plans/<id>/plan.md` in the plan's workspace,
  * written when the plan is created through the HTTP API and rewritten with every new version.
- * Each file is written to a temporary name and renamed into place, so a reader never sees half a
- * plan. Add `.plans/` to the workspace's .gitignore to keep them out of commits.
+ * They go through the file tools' confinement layer (server/tools/workspace-path.ts): every
+ * directory is entered without following symlinks and each file is written to a temporary name
+ * inside the held directory and renamed into place, so a reader never sees half a plan and a
+ * `.plans` (or plan directory) that is — or is swapped for — a symlink out of the workspace is
+ * refused, with nothing written there. Add `.plans/` to the workspace's .gitignore to keep them
+ * out of commits.
  */
 export async function writePlanArtifacts(
   workspaceRoot: string,
   plan: Plan,
 ): Promise<{ json: string; markdown: string }> {
   if (!/^plan-[0-9a-f]+$/.test(plan.id)) throw new Error(`Unexpected plan id ${plan.id}`);
-  const dir = path.join(workspaceRoot, ".plans", plan.id);
-  await fs.mkdir(dir, { recursive: true });
-  const files = {
-    json: path.join(dir, "plan.json"),
-    markdown: path.join(dir, "plan.md"),
+  const relative = {
+    json: path.join(".plans", plan.id, "plan.json"),
+    markdown: path.join(".plans", plan.id, "plan.md"),
   };
-  await writeAtomically(files.json, exportPlanJson(plan).content);
-  await writeAtomically(files.markdown, exportPlanMarkdown(plan).content);
-  return files;
+  const options = { mode: 0o644, createParents: true };
+  await writeWorkspaceFile(workspaceRoot, relative.json, exportPlanJson(plan).content, options);
+  await writeWorkspaceFile(workspaceRoot, relative.markdown, exportPlanMarkdown(plan).content, options);
+  return { json: path.join(workspaceRoot, relative.json), markdown: path.join(workspaceRoot, relative.markdown) };
 }
 
-async function writeAtomically(file: string, content: string): Promise<void> {
-  const temporary = `${file}.${randomBytes(6).toString("hex")}.tmp`;
-  const handle = await fs.open(temporary, "wx", 0o644);
-  try {
-    await handle.writeFile(content);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await fs.rename(temporary, file);
-}
-
-/** After a new version: rewrites the artifacts of a plan that has them (created through the HTTP API). */
+/**
+ * After a new version: rewrites the artifacts of a plan that has them (created through the HTTP
+ * API). The version is already saved, so a refusal (a `.plans` leading out of the workspace) is
+ * reported in the server log rather than failing the save.
+ */
 export async function refreshPlanArtifacts(workspaceRoot: string | undefined, plan: Plan): Promise<void> {
   if (!workspaceRoot) return;
   try {
-    await fs.access(path.join(workspaceRoot, ".plans", plan.id));
-  } catch {
+    const root = await fs.realpath(workspaceRoot);
+    const dir = await openWorkspaceDirectory(root, path.join(".plans", plan.id), `.plans/${plan.id}`);
+    await dir.close();
+  } catch (error) {
+    // No artifacts (or no workspace any more): nothing to refresh.
+    if (error instanceof AppError && error.code === "not_found") return;
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
+    logger.warn({ planId: plan.id, err: error }, "the plan's artifacts were not rewritten");
     return;
   }
-  await writePlanArtifacts(workspaceRoot, plan);
+  try {
+    await writePlanArtifacts(workspaceRoot, plan);
+  } catch (error) {
+    if (!(error instanceof AppError)) throw error;
+    logger.warn({ planId: plan.id, err: error }, "the plan's artifacts were not rewritten");
+  }
 }

@@ -4,10 +4,17 @@ import path from "node:path";
 import { z } from "zod";
 import { AppError } from "../errors";
 import { asConfigEnv, gitHelperPaths, gitOverrides } from "./git-hardening";
+import { CappedText, LineSplitter } from "./output-capture";
 import { sandboxAvailable, sandboxed } from "./sandbox";
-import { analyzeShellCommand, isReadOnlyCommand } from "./shell-read-only";
+import { analyzeShellCommand, checkWorkspacePaths, isReadOnlyCommand } from "./shell-read-only";
 import { defineTool, type ToolContext } from "./types";
 import { resolveInWorkspace } from "./workspace-path";
+
+/**
+ * Set for commands run as read-only: git would otherwise refresh the index while it reads
+ * (`git status`), a write the sandbox blocks but the differential test would see.
+ */
+export const READ_ONLY_COMMAND_ENV: Record<string, string> = { GIT_OPTIONAL_LOCKS: "0" };
 
 /** Characters kept per stream in the result: the first and last halves, the middle elided. */
 export const SHELL_OUTPUT_LIMIT = 100_000;
@@ -87,8 +94,17 @@ export const shellTool = defineTool({
       isReadOnlyCommand(input.command) && sandboxAvailable()
         ? { workspace: await fs.realpath(context.workspaceRoot), readOnlyPaths: gitHelperPaths() }
         : undefined;
+    // What the command names must also stay inside now, as the workspace is (symlinks, devices).
+    const escape = confine && (await checkWorkspacePaths(input.command, context.workspaceRoot, cwd));
+    if (escape) throw new AppError("forbidden", `Refused as a read-only command: ${escape}`);
     await context.effectsStarting();
-    const result = await runShell(input.command, cwd, context, gitEnv, confine);
+    const result = await runShell(
+      input.command,
+      cwd,
+      context,
+      confine ? { ...gitEnv, ...READ_ONLY_COMMAND_ENV } : gitEnv,
+      confine,
+    );
     if (result.exitCode !== 0 && !input.allowFailure) {
       const how = result.exitCode === null ? `was killed by ${result.signal}` : `exited with code ${result.exitCode}`;
       const tail = lastLines(result.stderr || result.stdout, 5);
@@ -125,8 +141,16 @@ export const readOnlyShellTool = defineTool({
     if (!sandboxAvailable())
       throw new AppError("forbidden", "No sandbox is available, so no command runs while planning");
     const workspace = await fs.realpath(context.workspaceRoot);
+    const escape = await checkWorkspacePaths(input.command, workspace, workspace);
+    if (escape) throw new AppError("forbidden", `Blocked while planning: ${escape}`);
     const gitEnv = asConfigEnv(await gitOverrides(workspace, shellEnvironment(process.env) as NodeJS.ProcessEnv));
-    return runShell(input.command, workspace, context, gitEnv, { workspace, readOnlyPaths: gitHelperPaths() });
+    return runShell(
+      input.command,
+      workspace,
+      context,
+      { ...gitEnv, ...READ_ONLY_COMMAND_ENV },
+      { workspace, readOnlyPaths: gitHelperPaths() },
+    );
   },
 });
 
@@ -180,7 +204,11 @@ export function runShell(
     const watchdog = child.pid === undefined ? undefined : startGroupWatchdog(child.pid);
     const stdout = new CappedText(SHELL_OUTPUT_LIMIT);
     const stderr = new CappedText(SHELL_OUTPUT_LIMIT);
-    const lines = new LineLogger(context);
+    const lines = new LineSplitter<"stdout" | "stderr">(
+      SHELL_LOG_LINE_LIMIT,
+      (stream, line) => context.log(line, stream === "stderr" ? "warn" : "info"),
+      () => context.log(`… output beyond ${SHELL_LOG_LINE_LIMIT} lines is not streamed; the result keeps it`, "warn"),
+    );
     let exit: { code: number | null; signal: string | null } | undefined;
     let settled = false;
     let killTimer: NodeJS.Timeout | undefined;
@@ -290,71 +318,6 @@ export function shellEnvironment(source: Record<string, string | undefined>): Re
     .join(path.delimiter);
   env.GIT_TERMINAL_PROMPT = "0";
   return env;
-}
-
-/** Keeps the first and last halves of a long output, where the command line and the errors usually are. */
-class CappedText {
-  private head = "";
-  private tail = "";
-  private dropped = 0;
-
-  constructor(private readonly limit: number) {}
-
-  get truncated(): boolean {
-    return this.dropped > 0;
-  }
-
-  append(chunk: string): void {
-    const half = Math.floor(this.limit / 2);
-    if (this.head.length < half) {
-      const room = half - this.head.length;
-      this.head += chunk.slice(0, room);
-      chunk = chunk.slice(room);
-    }
-    if (!chunk) return;
-    this.tail += chunk;
-    if (this.tail.length > half) {
-      this.dropped += this.tail.length - half;
-      this.tail = this.tail.slice(-half);
-    }
-  }
-
-  text(): string {
-    return this.dropped > 0
-      ? `${this.head}\n… [${this.dropped} characters omitted] …\n${this.tail}`
-      : this.head + this.tail;
-  }
-}
-
-/** Streams complete lines to the step log (stderr as warnings), up to a limit per run. */
-class LineLogger {
-  private partial: Record<"stdout" | "stderr", string> = { stdout: "", stderr: "" };
-  private logged = 0;
-
-  constructor(private readonly context: ToolContext) {}
-
-  append(stream: "stdout" | "stderr", chunk: string): void {
-    const text = this.partial[stream] + chunk;
-    const parts = text.split("\n");
-    this.partial[stream] = parts.pop()!;
-    for (const line of parts) this.log(stream, line.replace(/\r$/, ""));
-  }
-
-  flush(): void {
-    for (const stream of ["stdout", "stderr"] as const) {
-      if (this.partial[stream]) this.log(stream, this.partial[stream]);
-      this.partial[stream] = "";
-    }
-  }
-
-  private log(stream: "stdout" | "stderr", line: string): void {
-    this.logged++;
-    if (this.logged <= SHELL_LOG_LINE_LIMIT) {
-      this.context.log(line, stream === "stderr" ? "warn" : "info");
-    } else if (this.logged === SHELL_LOG_LINE_LIMIT + 1) {
-      this.context.log(`… output beyond ${SHELL_LOG_LINE_LIMIT} lines is not streamed; the result keeps it`, "warn");
-    }
-  }
 }
 
 function lastLines(text: string, count: number): string {

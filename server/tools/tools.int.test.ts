@@ -121,17 +121,15 @@ describe("built-in tools through the engine", () => {
           id: "step_1",
           description: "never ends",
           tool: "shell",
-          args: { command: "echo started; tail -f /dev/null" },
+          args: { command: "echo started; sleep 30" },
           timeoutSeconds: 1,
           retry: { maxAttempts: 1 },
         },
       ],
     });
-    if (!sandboxAvailable()) {
-      // Without a sandbox even a read-only command waits for a person.
-      await expect.poll(() => stepStatus(harness!, runId, "step_1"), { timeout: 15_000 }).toBe("awaiting_approval");
-      await harness.caller.runs.decide({ runId, stepId: "step_1", approve: true });
-    }
+    // A command that never ends is not read-only (`sleep`, like `tail -f`, needs a person).
+    await expect.poll(() => stepStatus(harness!, runId, "step_1"), { timeout: 15_000 }).toBe("awaiting_approval");
+    await harness.caller.runs.decide({ runId, stepId: "step_1", approve: true });
     const run = await harness.waitForRun(runId);
     expect(run.steps[0]!.status).toBe("failed");
     expect(run.steps[0]!.result?.error).toMatch(/Timed out after 1s/);
