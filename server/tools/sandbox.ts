@@ -186,7 +186,10 @@ export function sandboxed(argv: string[], options: SandboxOptions): { command: s
   const inner = [...sandboxArgs(options), ...limitedCommand(argv, options)];
   const cgroup = commandCgroup({ ...SANDBOX_LIMITS, ...options.limits }.processes);
   if (!cgroup) return { command: bwrap, args: inner };
-  return { command: systemProgram("sh") ?? "/bin/sh", args: ["-c", JOIN_CGROUP, "stepwise-cgroup", cgroup, bwrap, ...inner] };
+  return {
+    command: systemProgram("sh") ?? "/bin/sh",
+    args: ["-c", JOIN_CGROUP, "stepwise-cgroup", cgroup, bwrap, ...inner],
+  };
 }
 
 /** Moves this shell into cgroup `$1`, then becomes the command after it. */
@@ -310,22 +313,43 @@ export function sandboxStatus(): SandboxStatus {
 }
 
 function selfTest(): SandboxStatus {
-  const base = { checks: [], processLimit: "rlimit" as const, limits: SANDBOX_LIMITS, unapprovedWallSeconds: UNAPPROVED_WALL_SECONDS };
+  const base = {
+    checks: [],
+    processLimit: "rlimit" as const,
+    limits: SANDBOX_LIMITS,
+    unapprovedWallSeconds: UNAPPROVED_WALL_SECONDS,
+  };
   const missing = ["bwrap", "prlimit", "bash", "head", "timeout"].filter((name) => !systemProgram(name));
   if (missing.length > 0) {
-    return { ...base, holds: false, reason: `Not installed in ${SYSTEM_PROGRAM_DIRS.join(", ")}: ${missing.join(", ")}` };
+    return {
+      ...base,
+      holds: false,
+      reason: `Not installed in ${SYSTEM_PROGRAM_DIRS.join(", ")}: ${missing.join(", ")}`,
+    };
   }
   const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-sandbox-test-"));
   try {
     const testProcesses = 16;
-    const { command, args } = sandboxed([systemProgram("bash")!, "--noprofile", "--norc", "-c", SELF_TEST, "self-test", workspace, String(testProcesses * 2)], {
-      workspace,
-      cwd: workspace,
-      env: {},
-      wallSeconds: 20,
-      limits: { processes: testProcesses },
-    });
-    const run = spawnSync(command, args, { encoding: "utf8", timeout: 30_000, env: {} });
+    const { command, args } = sandboxed(
+      [
+        systemProgram("bash")!,
+        "--noprofile",
+        "--norc",
+        "-c",
+        SELF_TEST,
+        "self-test",
+        workspace,
+        String(testProcesses * 2),
+      ],
+      {
+        workspace,
+        cwd: workspace,
+        env: {},
+        wallSeconds: 20,
+        limits: { processes: testProcesses },
+      },
+    );
+    const run = spawnSync(command, args, { encoding: "utf8", timeout: 30_000, env: {} as NodeJS.ProcessEnv });
     const checks: SandboxCheck[] = String(run.stdout ?? "")
       .split("\n")
       .map((line) => /^(\S+) (ok|fail) ?(.*)$/.exec(line))
@@ -336,7 +360,11 @@ function selfTest(): SandboxStatus {
     const failed = REQUIRED_CHECKS.filter((name) => !checks.some((check) => check.name === name && check.held));
     const processLimit = checks.some((check) => check.name === "processes" && check.held) ? "cgroup" : "rlimit";
     const holds = failed.length === 0 && !wrote;
-    const stderr = String(run.stderr ?? "").trim().split("\n").slice(-2).join(" ");
+    const stderr = String(run.stderr ?? "")
+      .trim()
+      .split("\n")
+      .slice(-2)
+      .join(" ");
     return {
       ...base,
       checks,

@@ -3,7 +3,8 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import { AppError } from "../errors";
-import { asConfigEnv, gitHelperPaths, gitOverrides } from "./git-hardening";
+import { asConfigEnv, gitHelperPaths } from "./git-hardening";
+import { gitOverrides } from "./git-repositories";
 import { noSandboxReason, sandboxAvailable, sandboxed, systemProgram, UNAPPROVED_WALL_SECONDS } from "./sandbox";
 import { analyzeShellCommand, isReadOnlyCommand } from "./shell-read-only";
 import { defineTool, type ToolContext } from "./types";
@@ -87,7 +88,8 @@ export const shellTool = defineTool({
     const stat = await fs.stat(cwd).catch(() => undefined);
     if (!stat?.isDirectory()) throw new AppError("invalid_input", `Not a directory in the workspace: ${input.cwd}`);
     // Any git the command starts ignores programs the workspace's git configuration names.
-    const gitEnv = asConfigEnv(await gitOverrides(cwd, shellEnvironment(process.env) as NodeJS.ProcessEnv));
+    // …of every repository the command can reach from anywhere in the workspace.
+    const gitEnv = asConfigEnv(await gitOverrides(context.workspaceRoot));
     // A command judged read-only ran without approval: the sandbox makes sure it stays read-only.
     const readOnly = isReadOnlyCommand(input.command);
     // Unapproved, a read-only command is only as safe as its confinement: without one here it
@@ -141,7 +143,7 @@ export const readOnlyShellTool = defineTool({
     if (!sandboxAvailable())
       throw new AppError("forbidden", "No sandbox is available, so no command runs while planning");
     const workspace = await fs.realpath(context.workspaceRoot);
-    const gitEnv = asConfigEnv(await gitOverrides(workspace, shellEnvironment(process.env) as NodeJS.ProcessEnv));
+    const gitEnv = asConfigEnv(await gitOverrides(workspace));
     return runShell(input.command, workspace, context, gitEnv, {
       workspace,
       readOnlyPaths: gitHelperPaths(),
