@@ -100,12 +100,13 @@ export interface SandboxOptions {
 
 /**
  * Caps each output stream at `$1` bytes without losing the end of what fits: the command's stdout
- * and stderr each go through `head -c`, and bash waits for the whole pipeline, so nothing is cut
+ * and stderr each go through `head -c` (unbuffered by `stdbuf`, so lines stream as they come),
+ * and bash waits for the whole pipeline, so nothing is cut
  * short when the sandbox is torn down. pipefail keeps the command's own exit status (141, SIGPIPE,
  * when it was cut off).
  */
 const OUTPUT_CAP =
-  'n=$1; head=$2; shift 2; set -o pipefail; { "$@" 2>&1 1>&3 3>&- | "$head" -c "$n" 1>&2; } 3>&1 | "$head" -c "$n"';
+  'n=$1; stdbuf=$2; head=$3; shift 3; set -o pipefail; { "$@" 2>&1 1>&3 3>&- | "$stdbuf" -o0 "$head" -c "$n" 1>&2; } 3>&1 | "$stdbuf" -o0 "$head" -c "$n"';
 
 /** bwrap's arguments up to (not including) the command to run. */
 export function sandboxArgs(options: SandboxOptions): string[] {
@@ -146,6 +147,7 @@ function limitedCommand(argv: string[], options: SandboxOptions): string[] {
   const limits = { ...SANDBOX_LIMITS, ...options.limits };
   const prlimit = systemProgram("prlimit") ?? "prlimit";
   const bash = systemProgram("bash") ?? "/bin/bash";
+  const stdbuf = systemProgram("stdbuf") ?? "/usr/bin/stdbuf";
   const head = systemProgram("head") ?? "/usr/bin/head";
   const timeout = systemProgram("timeout") ?? "/usr/bin/timeout";
   // Soft and hard limit alike: without CAP_SYS_RESOURCE the command cannot raise either.
@@ -167,6 +169,7 @@ function limitedCommand(argv: string[], options: SandboxOptions): string[] {
     OUTPUT_CAP,
     "stepwise-output-cap",
     String(limits.outputBytes),
+    stdbuf,
     head,
     ...argv,
   ];
@@ -319,7 +322,7 @@ function selfTest(): SandboxStatus {
     limits: SANDBOX_LIMITS,
     unapprovedWallSeconds: UNAPPROVED_WALL_SECONDS,
   };
-  const missing = ["bwrap", "prlimit", "bash", "head", "timeout"].filter((name) => !systemProgram(name));
+  const missing = ["bwrap", "prlimit", "bash", "head", "stdbuf", "timeout"].filter((name) => !systemProgram(name));
   if (missing.length > 0) {
     return {
       ...base,
