@@ -44,7 +44,10 @@ export const gitCommitTool = defineTool({
   marksEffectStart: true,
   async execute(input, context) {
     // A person decided on this step (its gate, or a waiver): it may commit to an enclosing repository.
-    const repository = await openRepository(context.workspaceRoot, context.signal, { contained: false, approved: true });
+    const repository = await openRepository(context.workspaceRoot, context.signal, {
+      contained: false,
+      approved: true,
+    });
     const options = { cwd: repository.cwd, signal: context.signal, repository, approved: true };
     // Staging already changes the repository's index.
     await context.effectsStarting();
