@@ -202,6 +202,20 @@ describe.runIf(sandboxAvailable())("git that cannot leave the workspace", () => 
     expect(confined.stdout + confined.stderr).not.toContain(SECRET);
   });
 
+  it("a workspace with its own repository inside another repository is its own repository", async () => {
+    await initRepository(workspace, { "inner.txt": "i\n" });
+    const outer = path.join(base, `outer-${fixture}`);
+    await initRepository(outer, { "outer.txt": `${SECRET}\n` });
+    const inner = path.join(outer, "inner");
+    await fs.rename(workspace, inner);
+    workspace = inner;
+    const status = await runTool(gitStatusTool, {}, createToolContext(workspace));
+    expect(status).toMatchObject({ branch: "main", clean: true });
+    const log = await runTool(gitLogTool, {}, createToolContext(workspace));
+    expect(log.commits).toHaveLength(1);
+    expect(JSON.stringify(log)).not.toContain(SECRET);
+  });
+
   it("a submodule whose git directory lies outside is refused", async () => {
     await initRepository(workspace);
     const elsewhere = path.join(base, `module-${fixture}`);

@@ -50,7 +50,8 @@ export async function inspectRepositories(
   const problems: string[] = [];
   const found: FoundRepository[] = [];
 
-  const enclosing = await enclosingRepository(root);
+  // A workspace with a `.git` of its own is its own repository, whatever encloses it.
+  const enclosing = (await exists(path.join(root, ".git"))) ? undefined : await enclosingRepository(root);
   if (enclosing) {
     if (options.enclosing === "refuse") {
       problems.push("the workspace lies inside a repository whose top level is outside it");
