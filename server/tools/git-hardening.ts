@@ -6,14 +6,17 @@ import { systemProgram } from "./sandbox";
 /**
  * Git "only reading" can still run programs the repository names in its own `.git/config` and
  * `.gitattributes`: an fsmonitor, clean/smudge/process filters, textconv and diff drivers,
- * diff.external, gpg.program (log.showSignature), hooks. A workspace is untrusted input, so every
- * git Stepwise runs — its git tools and `git` inside shell steps — gets this configuration, which
- * command-line config (and its environment form, GIT_CONFIG_COUNT) overrides the repository's:
- * the fixed switches below, plus every filter, diff and merge driver the repository defines
- * replaced: filters by an empty command (git then does not filter), textconv by `cat`, and diff
- * commands (and diff.external) by a plain unified diff of Stepwise's own — git treats an empty diff
- * command as a program named "" and fails. System and global configuration are
- * ignored, and git sees no pager, no terminal prompt and none of the server's secrets.
+ * diff.external, gpg.program (log.showSignature), hooks, a man viewer behind `--help`, pagers,
+ * aliases. A workspace is untrusted input, so every git Stepwise runs — its git tools and `git`
+ * inside shell steps — gets this configuration, passed as environment (GIT_CONFIG_COUNT/KEY_n/
+ * VALUE_n, command-line scope, which overrides the repository's; never `-c key=value`, which git
+ * splits at the first `=`, so a driver named `a=b` would escape): the fixed switches below, plus
+ * every program-valued key that any repository a command can reach defines (`overridesFor`, fed by
+ * git-repositories.ts) replaced — filters by an empty command (git then does not filter), textconv
+ * by `cat`, diff commands (and diff.external) by a plain unified diff of Stepwise's own (git treats
+ * an empty diff command as a program named "" and fails), viewers and tools by `false`. System and
+ * global configuration are ignored, and git sees no pager, no terminal prompt and none of the
+ * server's secrets.
  */
 
 const FIXED: [string, string][] = [
@@ -99,6 +102,8 @@ function disarmed(key: string): [string, string][] {
         if (variable === "uploadpack" || variable === "receivepack" || variable === "vcs")
           return [at(variable, "false")];
         return [];
+      case "trailer": // trailer.<token>.cmd|command: interpret-trailers, commit --trailer
+        return variable === "cmd" || variable === "command" ? [at(variable, "false")] : [];
       case "submodule":
         return variable === "update" ? [at("update", "none")] : [];
       default:
@@ -114,7 +119,7 @@ function disarmed(key: string): [string, string][] {
 
 /** Config sections whose keys `disarmed` may override; others are left as the repository has them. */
 const PROGRAM_KEY =
-  /^(filter|diff|merge|man|browser|difftool|mergetool|remote|submodule)\..+\.[^.]+$|^(pager|alias)\./i;
+  /^(filter|diff|merge|man|browser|difftool|mergetool|remote|submodule|trailer)\..+\.[^.]+$|^(pager|alias)\./i;
 
 export const HARDENED_GIT_ENV: Record<string, string> = {
   GIT_CONFIG_NOSYSTEM: "1",
@@ -148,11 +153,6 @@ export function overridesFor(configs: { key: string; value: string }[][]): [stri
     }
   }
   return [...overrides];
-}
-
-/** `-c key=value` arguments, for git invoked directly. */
-export function asConfigArgs(overrides: [string, string][]): string[] {
-  return overrides.flatMap(([key, value]) => ["-c", `${key}=${value}`]);
 }
 
 /**
