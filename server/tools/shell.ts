@@ -90,12 +90,12 @@ export const shellTool = defineTool({
     // Any git the command starts ignores programs the workspace's git configuration names.
     // …of every repository the command can reach from anywhere in the workspace.
     const gitEnv = asConfigEnv(await gitOverrides(context.workspaceRoot));
-    // A command judged read-only ran without approval: the sandbox makes sure it stays read-only.
     const readOnly = isReadOnlyCommand(input.command);
     // Unapproved, a read-only command is only as safe as its confinement: without one here it
     // does not run (the engine already sent such a step to a person; this is the last word).
     if (readOnly && !sandboxAvailable() && !context.approvedByPerson)
       throw new AppError("forbidden", `Not run without approval: ${noSandboxReason()}`);
+    // A command judged read-only ran without approval: the sandbox makes sure it stays read-only.
     const confine =
       readOnly && sandboxAvailable()
         ? {
