@@ -2,9 +2,10 @@ import fs from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SANDBOX_LIMITS, sandboxAvailable, sandboxStatus } from "./sandbox";
+import { gitStatusTool } from "./git-status";
+import { describeSandbox, SANDBOX_LIMITS, sandboxAvailable, sandboxStatus } from "./sandbox";
 import { runShell, shellTool } from "./shell";
-import { createTempWorkspace, createToolContext, removeTempWorkspace, runTool } from "./tool-test-support";
+import { createTempWorkspace, createToolContext, rejectionOf, removeTempWorkspace, runTool } from "./tool-test-support";
 
 /**
  * The sandbox holds whatever the parser lets through: these commands are run confined exactly as
@@ -211,4 +212,39 @@ describe("without a sandbox", () => {
     }
     if (sandboxAvailable()) expect(shellTool.requiresApprovalFor!({ command: "ls" })).toBe(false);
   });
+});
+
+describe("on a worker without a sandbox", () => {
+  const withoutSandbox = async (check: () => Promise<void> | void) => {
+    const before = process.env.STEPWISE_SANDBOX;
+    process.env.STEPWISE_SANDBOX = "off";
+    try {
+      await check();
+    } finally {
+      if (before === undefined) delete process.env.STEPWISE_SANDBOX;
+      else process.env.STEPWISE_SANDBOX = before;
+    }
+  };
+
+  it("git reads need approval too, and the tools say why a step cannot run unapproved here", () =>
+    withoutSandbox(() => {
+      expect(gitStatusTool.requiresApprovalFor!({})).toBe(true);
+      expect(gitStatusTool.unapprovedRunRefusal!({})).toMatch(/cannot confine git/);
+      expect(shellTool.unapprovedRunRefusal!({ command: "ls" })).toMatch(/cannot confine read-only commands/);
+      // Not read-only: ungated only by a person's waiver, which stands.
+      expect(shellTool.unapprovedRunRefusal!({ command: "rm -rf build" })).toBeUndefined();
+      expect(describeSandbox()).toMatchObject({ enabled: false, holds: false, reason: expect.stringMatching(/off/) });
+    }));
+
+  it("an unapproved read-only command is refused rather than run unconfined; an approved one runs", () =>
+    withoutSandbox(async () => {
+      const refused = await rejectionOf(runTool(shellTool, { command: "cat README.md" }, createToolContext(workspace)));
+      expect(refused.message).toMatch(/Not run without approval/);
+      const approved = await runTool(
+        shellTool,
+        { command: "cat README.md" },
+        { ...createToolContext(workspace), approvedByPerson: true },
+      );
+      expect(approved.stdout).toBe("# readme\n");
+    }));
 });
