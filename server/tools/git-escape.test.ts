@@ -226,6 +226,28 @@ describe.runIf(sandboxAvailable())("git that cannot leave the workspace", () => 
     expect(error.message).toMatch(/mod\/\.git points to a git directory outside the workspace/);
   });
 
+  it("objects borrowed from outside (alternates) or a common directory outside are refused", async () => {
+    const elsewhere = path.join(base, `objects-${fixture}`);
+    await initRepository(elsewhere, { "secret.txt": `${SECRET}\n` });
+    await initRepository(workspace);
+    await fs.writeFile(
+      path.join(workspace, ".git", "objects", "info", "alternates"),
+      `${path.join(elsewhere, ".git", "objects")}\n`,
+    );
+    const borrowed = await rejectionOf(runTool(gitLogTool, {}, createToolContext(workspace)));
+    expect(borrowed.message).toMatch(/borrows objects from outside the workspace \(alternates\)/);
+
+    // A linked-worktree-style git directory inside the workspace whose commondir leads out.
+    await fs.rm(path.join(workspace, ".git", "objects", "info", "alternates"));
+    const linked = path.join(workspace, "linked");
+    await fs.mkdir(path.join(linked, "gitdir"), { recursive: true });
+    await fs.writeFile(path.join(linked, "gitdir", "HEAD"), "ref: refs/heads/main\n");
+    await fs.writeFile(path.join(linked, "gitdir", "commondir"), `${path.join(elsewhere, ".git")}\n`);
+    await fs.writeFile(path.join(linked, ".git"), "gitdir: gitdir\n");
+    const common = await rejectionOf(runTool(gitStatusTool, {}, createToolContext(workspace)));
+    expect(common.message).toMatch(/linked\/\.git shares a git directory outside the workspace \(commondir\)/);
+  });
+
   it("git --help does not run the repository's man viewer", async () => {
     await initRepository(workspace);
     git(workspace, "config", "man.viewer", "evil");
