@@ -274,6 +274,10 @@ test("the New task form, a planning session with a question, and settings have n
   await page.goto("/settings");
   await expect(page.getByRole("table", { name: "Configured providers" })).toContainText("Scripted");
   await expect(page.getByRole("table", { name: "Configured providers" })).toContainText("scripted-planner");
+  // The sandbox's self-test, as this server ran it (bubblewrap is installed where the tests run).
+  const selfTest = page.getByRole("table", { name: "Sandbox self-test" });
+  await expect(selfTest.locator('[data-check="capabilities"]')).toContainText("refused, as it must be");
+  await expect(selfTest.locator('[data-check="remount"]')).toContainText("refused, as it must be");
   expect(await accessibilityViolations(page)).toEqual([]);
 });
 

@@ -8,7 +8,9 @@ import { plannerFor } from "./planner/deps";
 import { planningWork } from "./planner/session-jobs";
 import { createStepTextGenerator } from "./planner/step-generation";
 import { createLlmGenerateTool } from "./tools/llm-generate";
+import { logger } from "./logger";
 import { builtinTools, createToolRegistry, type ToolRegistry } from "./tools/registry";
+import { describeSandbox } from "./tools/sandbox";
 
 /** The long-lived services of one server process, shared by tRPC, HTTP routes and MCP. */
 export interface AppContext {
@@ -52,6 +54,11 @@ export async function createAppContext(options: {
     },
   };
   if (options.worker) {
+    // The sandbox's self-test, once per process before the first step is claimed: a worker that
+    // cannot confine sends read-only steps to a person (server/engine/claim.ts).
+    const sandbox = describeSandbox();
+    if (sandbox.holds) logger.info({ processLimit: sandbox.processLimit }, "sandbox holds");
+    else logger.warn({ reason: sandbox.reason }, "no sandbox: every shell and git step needs a person's approval");
     context.worker = await startStepWorker(engine, {
       databaseUrl: options.databaseUrl,
       concurrency: options.worker.concurrency,

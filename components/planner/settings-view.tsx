@@ -65,6 +65,79 @@ export function SettingsView() {
           <dd className="mono">{options.data.defaultWorkspace}</dd>
         </dl>
       </section>
+      <SandboxSection sandbox={options.data.sandbox} />
     </div>
+  );
+}
+
+type SandboxStatus = {
+  enabled: boolean;
+  holds: boolean;
+  reason?: string;
+  checks: { name: string; held: boolean; detail?: string }[];
+  processLimit: "cgroup" | "rlimit";
+  limits: {
+    cpuSeconds: number;
+    addressSpaceBytes: number;
+    processes: number;
+    fileSizeBytes: number;
+    openFiles: number;
+    outputBytes: number;
+  };
+  unapprovedWallSeconds: number;
+};
+
+const MIB = 1024 * 1024;
+
+/** Whether read-only commands run confined here, what the self-test proved, and the limits. */
+function SandboxSection({ sandbox }: { sandbox: SandboxStatus }) {
+  return (
+    <section className="stack-sm" aria-labelledby="sandbox-settings">
+      <h2 id="sandbox-settings">Sandbox</h2>
+      <p data-sandbox={sandbox.holds ? "holds" : "absent"}>
+        {sandbox.holds
+          ? "Read-only commands and git reads run without approval, confined: no capabilities, as an unprivileged user, read-only workspace, no network."
+          : `No sandbox holds here (${sandbox.reason ?? "unknown"}): every shell and git step needs a person's approval.`}
+      </p>
+      {sandbox.checks.length > 0 && (
+        <table aria-label="Sandbox self-test">
+          <thead>
+            <tr>
+              <th scope="col">Tried from inside</th>
+              <th scope="col">Result</th>
+              <th scope="col">Detail</th>
+            </tr>
+          </thead>
+          <tbody>
+            {sandbox.checks.map((check) => (
+              <tr key={check.name} data-check={check.name}>
+                <td>{check.name}</td>
+                <td>{check.held ? "refused, as it must be" : "NOT refused"}</td>
+                <td className="mono">{check.detail ?? ""}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <dl className="meta">
+        <dt>Wall time (unapproved)</dt>
+        <dd>{sandbox.unapprovedWallSeconds} s</dd>
+        <dt>CPU time</dt>
+        <dd>{sandbox.limits.cpuSeconds} s per process</dd>
+        <dt>Memory</dt>
+        <dd>{Math.round(sandbox.limits.addressSpaceBytes / MIB)} MiB address space per process</dd>
+        <dt>Processes</dt>
+        <dd>
+          {sandbox.limits.processes}{" "}
+          {sandbox.processLimit === "cgroup" ? "(pids cgroup)" : "(RLIMIT_NPROC only, which root is exempt from)"}
+        </dd>
+        <dt>File size</dt>
+        <dd>{Math.round(sandbox.limits.fileSizeBytes / MIB)} MiB</dd>
+        <dt>Open files</dt>
+        <dd>{sandbox.limits.openFiles}</dd>
+        <dt>Output</dt>
+        <dd>{Math.round(sandbox.limits.outputBytes / MIB)} MiB per stream</dd>
+      </dl>
+    </section>
   );
 }

@@ -53,14 +53,14 @@ export function makeReady(tx: RunTransaction, stepId: string): void {
  * A gated step waits for a person. It expires after the run's approval timeout (skipped with the
  * reason), and an `approval.expiring` event warns some minutes before so the UI can say so.
  */
-export function requestApproval(tx: RunTransaction, stepId: string, now = tx.now): void {
+export function requestApproval(tx: RunTransaction, stepId: string, now = tx.now, reason?: string): void {
   const { approval_timeout_ms: timeoutMs, approval_warning_ms: warningMs } = tx.run;
   const expiresAt = new Date(now.getTime() + timeoutMs).toISOString();
-  tx.setStatus(stepId, "awaiting_approval", undefined, { expiresAt }, { kind: "approval", expiresAt });
+  tx.setStatus(stepId, "awaiting_approval", reason, { expiresAt }, { kind: "approval", expiresAt });
   tx.events.push({
     type: "approval.requested",
     stepId,
-    data: { planVersion: tx.run.plan_version, expiresAt },
+    data: { planVersion: tx.run.plan_version, expiresAt, ...(reason && { reason }) },
   });
   const timer = { runId: tx.run.id, stepId, expiresAt };
   tx.timers.push({ ...timer, task: APPROVAL_EXPIRY_TASK, runAt: new Date(expiresAt) });

@@ -2,7 +2,7 @@ import type { Step, StepResult } from "../plans/schema";
 import { ReferenceError, resolveReferences } from "../plans/references";
 import type { StepStatus } from "../plans/schema";
 import { askUserInputSchema } from "../tools/ask-user";
-import { advance, dispatch } from "./advance";
+import { advance, dispatch, requestApproval } from "./advance";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn, type Outcome } from "./outcome";
 import type { RunRow, RunTransaction, StepJobRef, StepWaiting } from "./run-transaction";
@@ -13,6 +13,8 @@ export interface ClaimedStep {
   attempt: number;
   args: unknown;
   run: RunRow;
+  /** A person approved this step (its gate, or running it without the confinement it relied on). */
+  approvedByPerson?: boolean;
 }
 
 export type OpResult = { ok: true; value: unknown } | { ok: false; error: unknown };
@@ -69,7 +71,16 @@ export async function claimStepsIn(
     row.status = "running"; // a duplicate job in the same batch claims nothing
     return [{ job, index, step: tx.graph.steps.get(job.stepId)! }];
   });
-  const gated = eligible.filter((e) => e.step.gated).map((e) => e.job.stepId);
+  // Decided here, by the process that will run the step: an ungated step that is safe unapproved
+  // only when confined (read-only shell, read-only git) is not run by a worker that cannot confine
+  // it — whatever the process that saved the plan could do — but waits for a person.
+  const unconfinable = new Map<string, string>();
+  for (const { step } of eligible) {
+    if (step.gated) continue;
+    const refusal = deps.tools.get(step.tool)?.unapprovedRunRefusal?.(step.args);
+    if (refusal) unconfinable.set(step.id, refusal);
+  }
+  const gated = eligible.filter((e) => e.step.gated || unconfinable.has(e.step.id)).map((e) => e.job.stepId);
   const approved = new Set<string>();
   if (gated.length > 0) {
     // Enforced here, not only in the UI: a gated step runs only with an approval of this version.
@@ -87,6 +98,9 @@ export async function claimStepsIn(
         ok: false,
         error: new Error(`Refusing to run gated step ${entry.step.id} without an approval`),
       };
+    } else if (unconfinable.has(entry.step.id) && !approved.has(entry.step.id)) {
+      rows.get(entry.step.id)!.status = "awaiting_approval";
+      await askApprovalForConfinement(tx, entry.step.id, unconfinable.get(entry.step.id)!);
     } else if (deps.tools.get(entry.step.tool)?.capability === "user.ask") {
       await askUser(deps, tx, entry.step, entry.job.attempt);
     } else {
@@ -129,7 +143,14 @@ export async function claimStepsIn(
     });
     const resolved = resolveArgs(step, outputs);
     if (resolved.ok) {
-      results[index] = { ok: true, value: { step, attempt: job.attempt, args: resolved.args, run: tx.run } };
+      const value: ClaimedStep = {
+        step,
+        attempt: job.attempt,
+        args: resolved.args,
+        run: tx.run,
+        approvedByPerson: approved.has(step.id),
+      };
+      results[index] = { ok: true, value };
     } else {
       // Not retryable: the referenced output will not change.
       const outcome: Outcome = { ok: false, error: resolved.error, retryable: false };
@@ -168,6 +189,18 @@ async function resolveStepArgs(
   step: Step & GraphStep,
 ): Promise<{ ok: true; args: unknown } | { ok: false; error: string }> {
   return resolveArgs(step, await referencedOutputs(tx, [...step.references]));
+}
+
+/**
+ * A ready step this worker cannot run unapproved (it relied on confinement the worker cannot give)
+ * waits for a person instead, giving its parallelism slot back; once approved it is queued again
+ * and runs — on whichever worker claims it — with the approval on record.
+ */
+async function askApprovalForConfinement(tx: RunTransaction, stepId: string, reason: string): Promise<void> {
+  await tx.client.query("update run_steps set queued = false where run_id = $1 and step_id = $2", [tx.run.id, stepId]);
+  tx.run.active_steps--;
+  requestApproval(tx, stepId, tx.now, reason);
+  await dispatch(tx);
 }
 
 /**

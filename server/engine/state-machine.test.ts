@@ -38,6 +38,7 @@ const ALLOWED: [StepStatus, StepStatus, string][] = [
   ["running", "awaiting_agent", "the agent handed its task back (TODO), or cancels it from IN_PROGRESS"],
   ["ready", "running", "a worker claimed it"],
   ["ready", "awaiting_input", "an ask_user step waits for its answer instead of running"],
+  ["ready", "awaiting_approval", "the claiming worker cannot give the confinement an ungated step relied on"],
   ["ready", "failed", "an ask_user step whose question cannot be asked"],
   ["ready", "skipped", "skipped before it started"],
   ["ready", "cancelled", "the run is cancelled"],

@@ -38,7 +38,8 @@ export const STEP_TRANSITIONS: Readonly<Record<StepStatus, readonly StepStatus[]
   // An agent task waits for an agent to take it (IN_PROGRESS), finish it (DONE) or drop it.
   awaiting_agent: ["running", "completed", "pending", "skipped", "cancelled"],
   // ask_user steps wait for their answer instead of running; an unaskable question fails.
-  ready: ["running", "awaiting_input", "failed", "skipped", "cancelled"],
+  // awaiting_approval: the claiming worker cannot give the confinement an ungated step relied on.
+  ready: ["running", "awaiting_input", "awaiting_approval", "failed", "skipped", "cancelled"],
   // An agent may hand its task back (TODO) or drop it (CANCELLED).
   running: ["completed", "failed", "ready", "awaiting_agent", "cancelled"],
   // A recovery that changes the plan (new args, inserted steps) decides the step again.

@@ -72,6 +72,7 @@ async function executeAndRecord(
         // One key per step across attempts: a retried or replayed step presents the same key.
         idempotencyKey: `${run.id}:${step.id}`,
         effectsStarting: () => markEffectsStarted(deps, job, controller.signal),
+        approvedByPerson: claimed.approvedByPerson === true,
         reportProgress: (percent, message) => reporter.progress(percent, message),
         log: (message, level) => reporter.log(message, level ?? "info"),
       }),

@@ -96,7 +96,11 @@ export const eventSchema = z.discriminatedUnion("type", [
   ),
   event("step.progress", z.object({ progress: z.number(), message: z.string().optional() })),
   event("step.log", z.object({ lines: z.array(z.object({ message: z.string(), level: z.string(), at: z.string() })) })),
-  event("approval.requested", z.object({ planVersion: z.number().int(), expiresAt: z.string() })),
+  event(
+    "approval.requested",
+    // reason: why a step that was not gated still waits (the worker could not confine it).
+    z.object({ planVersion: z.number().int(), expiresAt: z.string(), reason: z.string().optional() }),
+  ),
   event("approval.expiring", z.object({ expiresAt: z.string() })),
   event(
     "approval.decided",

@@ -43,8 +43,12 @@ export const gitCommitTool = defineTool({
   defaultTimeoutSeconds: 120,
   marksEffectStart: true,
   async execute(input, context) {
-    const repository = await openRepository(context.workspaceRoot, context.signal);
-    const options = { cwd: repository.cwd, signal: context.signal };
+    // A person decided on this step (its gate, or a waiver): it may commit to an enclosing repository.
+    const repository = await openRepository(context.workspaceRoot, context.signal, {
+      contained: false,
+      approved: true,
+    });
+    const options = { cwd: repository.cwd, signal: context.signal, repository, approved: true };
     // Staging already changes the repository's index.
     await context.effectsStarting();
     if (input.all || input.paths.length > 0) {
@@ -91,6 +95,8 @@ async function refuseStagedOutsideWorkspace(repository: Repository, signal: Abor
     cwd: repository.cwd,
     signal,
     readOnly: true,
+    repository,
+    approved: true,
   });
   const outside = stdout.split("\0").filter((file) => file && !file.startsWith(repository.prefix));
   if (outside.length > 0) {
@@ -105,7 +111,14 @@ async function refuseStagedOutsideWorkspace(repository: Repository, signal: Abor
 async function identityEnvironment(repository: Repository, signal: AbortSignal): Promise<Record<string, string>> {
   const configured = async (key: string) =>
     (
-      await runGit(["config", "--get", key], { cwd: repository.cwd, signal, readOnly: true, okExitCodes: [1] })
+      await runGit(["config", "--get", key], {
+        cwd: repository.cwd,
+        signal,
+        readOnly: true,
+        repository,
+        approved: true,
+        okExitCodes: [1],
+      })
     ).stdout.trim();
   const env: Record<string, string> = {};
   if (!(await configured("user.name"))) {

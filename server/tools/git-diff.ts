@@ -34,7 +34,8 @@ export const gitDiffTool = defineTool({
   outputSchema: z.object({ files: z.array(diffFile), diff: z.string(), truncated: z.boolean() }),
   ...GIT_READ_METADATA,
   async execute(input, context) {
-    const repository = await openRepository(context.workspaceRoot, context.signal);
+    const approved = context.approvedByPerson === true;
+    const repository = await openRepository(context.workspaceRoot, context.signal, { approved });
     const pathspecs = await workspacePathspecs(repository.cwd, input.paths);
     const revisions = [input.base, input.target].filter((revision): revision is string => revision !== undefined);
     // --relative keeps paths workspace-relative when the workspace is a sub-directory of the repository.
@@ -48,7 +49,7 @@ export const gitDiffTool = defineTool({
       "--",
       ...pathspecs,
     ];
-    const options = { cwd: repository.cwd, signal: context.signal, readOnly: true };
+    const options = { cwd: repository.cwd, signal: context.signal, readOnly: true, repository, approved };
     // The plain diff: no external diff program, no textconv (see git-hardening.ts).
     const plain = ["--no-ext-diff", "--no-textconv"];
     const numstat = await runGit(["diff", ...plain, "--numstat", "-z", "-M", ...common], options);

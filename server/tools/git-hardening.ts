@@ -1,19 +1,22 @@
-import { execFile } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { systemProgram } from "./sandbox";
 
 /**
  * Git "only reading" can still run programs the repository names in its own `.git/config` and
  * `.gitattributes`: an fsmonitor, clean/smudge/process filters, textconv and diff drivers,
- * diff.external, gpg.program (log.showSignature), hooks. A workspace is untrusted input, so every
- * git Stepwise runs — its git tools and `git` inside shell steps — gets this configuration, which
- * command-line config (and its environment form, GIT_CONFIG_COUNT) overrides the repository's:
- * the fixed switches below, plus every filter, diff and merge driver the repository defines
- * replaced: filters by an empty command (git then does not filter), textconv by `cat`, and diff
- * commands (and diff.external) by a plain unified diff of Stepwise's own — git treats an empty diff
- * command as a program named "" and fails. System and global configuration are
- * ignored, and git sees no pager, no terminal prompt and none of the server's secrets.
+ * diff.external, gpg.program (log.showSignature), hooks, a man viewer behind `--help`, pagers,
+ * aliases. A workspace is untrusted input, so every git Stepwise runs — its git tools and `git`
+ * inside shell steps — gets this configuration, passed as environment (GIT_CONFIG_COUNT/KEY_n/
+ * VALUE_n, command-line scope, which overrides the repository's; never `-c key=value`, which git
+ * splits at the first `=`, so a driver named `a=b` would escape): the fixed switches below, plus
+ * every program-valued key that any repository a command can reach defines (`overridesFor`, fed by
+ * git-repositories.ts) replaced — filters by an empty command (git then does not filter), textconv
+ * by `cat`, diff commands (and diff.external) by a plain unified diff of Stepwise's own (git treats
+ * an empty diff command as a program named "" and fails), viewers and tools by `false`. System and
+ * global configuration are ignored, and git sees no pager, no terminal prompt and none of the
+ * server's secrets.
  */
 
 const FIXED: [string, string][] = [
@@ -29,6 +32,17 @@ const FIXED: [string, string][] = [
   ["credential.helper", ""],
   ["protocol.allow", "never"],
   ["uploadpack.packObjectsHook", ""],
+  // A bare repository is used only when named (--git-dir), never found by walking into it.
+  ["safe.bareRepository", "explicit"],
+  ["core.askPass", ""],
+  ["core.editor", "false"],
+  ["sequence.editor", "false"],
+  ["help.format", "man"],
+  ["help.autoCorrect", "0"],
+  ["man.viewer", "man"],
+  ["web.browser", "false"],
+  ["instaweb.httpd", "false"],
+  ["interactive.diffFilter", "cat"],
 ];
 
 let plainDiffPath: string | undefined;
@@ -56,20 +70,56 @@ export function gitHelperPaths(): string[] {
   return [path.dirname(plainDiff())];
 }
 
-/** What each program-valued driver key becomes. */
-function replacement(section: string, key: string): string {
-  if (section === "filter") return "";
-  if (key === "textconv") return "cat";
-  if (key === "command") return plainDiff();
-  return "false"; // merge.<driver>.driver: read-only commands never merge
+/**
+ * Keys whose values git runs as programs (or hands to one) and that only a repository's own
+ * configuration names: each found in any repository a command can reach is overridden. A name is
+ * matched whole, so a driver named `a=b` or `x.y` is overridden under its exact name.
+ */
+function disarmed(key: string): [string, string][] {
+  const lower = key.toLowerCase();
+  const sub = /^([^.]+)\.(.+)\.([^.]+)$/.exec(key);
+  const falseProgram = systemProgram("false") ?? "/bin/false";
+  if (sub) {
+    const [, rawSection, name, rawVariable] = sub;
+    const section = rawSection!.toLowerCase();
+    const variable = rawVariable!.toLowerCase();
+    const at = (variable: string, value: string): [string, string] => [`${section}.${name}.${variable}`, value];
+    switch (section) {
+      case "filter":
+        // An empty command: git then does not filter.
+        return [at("clean", ""), at("smudge", ""), at("process", ""), at("required", "false")];
+      case "diff":
+        // git treats an empty diff command as a program named "": a plain diff of our own instead.
+        return [at("textconv", "cat"), at("command", plainDiff())];
+      case "merge":
+        return [at("driver", "false")]; // read-only commands never merge
+      case "man": // `git help`/`--help` runs man.<tool>.cmd or .path
+      case "browser": // `git help -w`, `git instaweb`
+      case "difftool":
+      case "mergetool":
+        return [at("cmd", "false"), at("path", falseProgram)];
+      case "remote":
+        if (variable === "uploadpack" || variable === "receivepack" || variable === "vcs")
+          return [at(variable, "false")];
+        return [];
+      case "trailer": // trailer.<token>.cmd|command: interpret-trailers, commit --trailer
+        return variable === "cmd" || variable === "command" ? [at(variable, "false")] : [];
+      case "submodule":
+        return variable === "update" ? [at("update", "none")] : [];
+      default:
+        break;
+    }
+  }
+  // pager.<command> is read after core.pager; false means: do not page.
+  if (lower.startsWith("pager.")) return [[key, "false"]];
+  // alias.<name>=!command runs a shell command; an empty alias makes git refuse it.
+  if (lower.startsWith("alias.")) return [[key, ""]];
+  return [];
 }
 
-/** Driver keys whose values are programs, by section. */
-const DRIVER_PROGRAMS: Record<string, string[]> = {
-  filter: ["clean", "smudge", "process"],
-  diff: ["textconv", "command"],
-  merge: ["driver"],
-};
+/** Config sections whose keys `disarmed` may override; others are left as the repository has them. */
+const PROGRAM_KEY =
+  /^(filter|diff|merge|man|browser|difftool|mergetool|remote|submodule|trailer)\..+\.[^.]+$|^(pager|alias)\./i;
 
 export const HARDENED_GIT_ENV: Record<string, string> = {
   GIT_CONFIG_NOSYSTEM: "1",
@@ -77,45 +127,32 @@ export const HARDENED_GIT_ENV: Record<string, string> = {
   GIT_ATTR_NOSYSTEM: "1",
   GIT_TERMINAL_PROMPT: "0",
   GIT_PAGER: "cat",
+  PAGER: "cat",
+  MANPAGER: "cat",
   GIT_EXTERNAL_DIFF: "",
   GIT_ASKPASS: "",
+  GIT_EDITOR: "false",
   GIT_SSH_COMMAND: "false",
 };
 
-/** Filter, diff and merge drivers the repository at `cwd` defines (by reading its config only). */
-function definedDrivers(cwd: string, env: NodeJS.ProcessEnv): Promise<[string, string][]> {
-  return new Promise((resolve) => {
-    execFile(
-      "git",
-      ["config", "--null", "--name-only", "--get-regexp", "^(filter|diff|merge)\\..+\\."],
-      { cwd, env: { ...env, ...HARDENED_GIT_ENV, GIT_CONFIG_COUNT: "0" }, timeout: 10_000 },
-      (_error, stdout) => {
-        // No repository, or no drivers: nothing to neutralise.
-        const overrides: [string, string][] = [];
-        for (const key of String(stdout ?? "").split("\0")) {
-          const match = /^(filter|diff|merge)\.(.+)\.([^.]+)$/i.exec(key);
-          if (!match) continue;
-          const [, section, driver] = match;
-          const lower = section!.toLowerCase();
-          for (const program of DRIVER_PROGRAMS[lower]!) {
-            overrides.push([`${lower}.${driver}.${program}`, replacement(lower, program)]);
-          }
-          if (lower === "filter") overrides.push([`filter.${driver}.required`, "false"]);
-        }
-        resolve(overrides);
-      },
-    );
-  });
+/** The absolute path of git (from the fixed system directories, never PATH). */
+export function gitProgram(): string {
+  const git = systemProgram("git");
+  if (!git) throw new Error("git was not found in /usr/bin or /bin");
+  return git;
 }
 
-/** The overrides for a repository: fixed switches plus its own drivers disarmed. */
-export async function gitOverrides(cwd: string, env: NodeJS.ProcessEnv): Promise<[string, string][]> {
-  return [...FIXED, ["diff.external", plainDiff()], ...(await definedDrivers(cwd, env))];
-}
-
-/** `-c key=value` arguments, for git invoked directly. */
-export function asConfigArgs(overrides: [string, string][]): string[] {
-  return overrides.flatMap(([key, value]) => ["-c", `${key}=${value}`]);
+/** The overrides that disarm what these repository configurations name (`key\0value\0…` lists). */
+export function overridesFor(configs: { key: string; value: string }[][]): [string, string][] {
+  const overrides = new Map<string, string>();
+  for (const [key, value] of [...FIXED, ["diff.external", plainDiff()] as [string, string]]) overrides.set(key, value);
+  for (const config of configs) {
+    for (const { key } of config) {
+      if (!PROGRAM_KEY.test(key)) continue;
+      for (const [name, value] of disarmed(key)) overrides.set(name, value);
+    }
+  }
+  return [...overrides];
 }
 
 /**

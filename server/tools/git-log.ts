@@ -31,8 +31,9 @@ export const gitLogTool = defineTool({
   outputSchema: z.object({ commits: z.array(commit) }),
   ...GIT_READ_METADATA,
   async execute(input, context) {
-    const repository = await openRepository(context.workspaceRoot, context.signal);
-    const options = { cwd: repository.cwd, signal: context.signal, readOnly: true };
+    const approved = context.approvedByPerson === true;
+    const repository = await openRepository(context.workspaceRoot, context.signal, { approved });
+    const options = { cwd: repository.cwd, signal: context.signal, readOnly: true, repository, approved };
     if (!input.revision) {
       const head = await runGit(["rev-parse", "--verify", "--quiet", "HEAD"], { ...options, okExitCodes: [1] });
       if (head.exitCode !== 0) return { commits: [] };

@@ -48,13 +48,16 @@ export const gitStatusTool = defineTool({
   outputSchema: statusOutput,
   ...GIT_READ_METADATA,
   async execute(_input, context) {
-    const repository = await openRepository(context.workspaceRoot, context.signal);
+    const approved = context.approvedByPerson === true;
+    const repository = await openRepository(context.workspaceRoot, context.signal, { approved });
     const { stdout } = await runGit(
       ["status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--", "."],
       {
         cwd: repository.cwd,
         signal: context.signal,
         readOnly: true,
+        repository,
+        approved,
       },
     );
     return parseStatus(stdout, repository);

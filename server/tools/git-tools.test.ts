@@ -166,13 +166,16 @@ describe("git_status", () => {
     expect(status.files).toEqual([{ path: "a.txt", staged: "unmerged", unstaged: "unmerged", conflicted: true }]);
   });
 
-  it("in a workspace below the repository top, lists only its own files, relative to it", async () => {
+  it("in a workspace below the repository top, refuses: git would read beyond the workspace", async () => {
+    // The read-only git tools run unapproved, so everything git uses must lie inside the workspace
+    // (docs/security.md, "Git without surprises"); git_commit, approved by a person, still may.
     await initRepository(root);
     await writeFiles(root, { "outside.txt": "o\n", "pkg/inside.txt": "i\n" });
     await commitAll(root, "first");
     await writeFiles(root, { "outside.txt": "o2\n", "pkg/inside.txt": "i2\n", "pkg/new.txt": "n\n" });
-    const status = await run(gitStatusTool, {}, path.join(root, "pkg"));
-    expect(status.files.map((file) => file.path).sort()).toEqual(["inside.txt", "new.txt"]);
+    await expect(run(gitStatusTool, {}, path.join(root, "pkg"))).rejects.toThrow(
+      /inside a repository whose top level is outside it/,
+    );
   });
 });
 

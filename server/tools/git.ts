@@ -1,10 +1,10 @@
-import { execFile, spawn } from "node:child_process";
-import fs from "node:fs";
+import { spawn } from "node:child_process";
 import path from "node:path";
 import { z } from "zod";
 import { AppError } from "../errors";
-import { asConfigArgs, gitHelperPaths, gitOverrides, HARDENED_GIT_ENV } from "./git-hardening";
-import { sandboxAvailable, sandboxed } from "./sandbox";
+import { asConfigEnv, gitHelperPaths, gitProgram } from "./git-hardening";
+import { inspectRepositories } from "./git-repositories";
+import { noSandboxReason, sandboxAvailable, sandboxed, UNAPPROVED_WALL_SECONDS } from "./sandbox";
 import { shellEnvironment } from "./shell";
 import { resolveInWorkspace } from "./workspace-path";
 
@@ -17,6 +17,12 @@ export const GIT_READ_METADATA = {
   destructive: false,
   idempotent: true,
   requiresApproval: false,
+  // They run unapproved only confined: without a sandbox a person approves each.
+  requiresApprovalFor: () => !sandboxAvailable(),
+  unapprovedRunRefusal: () =>
+    sandboxAvailable()
+      ? undefined
+      : `This worker cannot confine git (${noSandboxReason()}), so it waits for a person's approval`,
   defaultTimeoutSeconds: 60,
 } as const;
 
@@ -32,8 +38,15 @@ export interface GitOutput {
 export interface GitOptions {
   cwd: string;
   signal: AbortSignal;
+  /** The repository as `openRepository` checked it: its overrides and what may be mounted. */
+  repository: Repository;
   /** Read-only commands skip git's optional index refresh, so they never take the index lock. */
   readOnly?: boolean;
+  /**
+   * A person approved the step. An unapproved read-only command runs only confined (and with a
+   * short wall time); approved, it runs confined where a sandbox exists and unconfined elsewhere.
+   */
+  approved?: boolean;
   env?: Record<string, string>;
   /** Exit codes that are answers rather than failures (e.g. 1 for `diff --quiet`). */
   okExitCodes?: number[];
@@ -51,32 +64,40 @@ export class GitCommandError extends Error {
 }
 
 /**
- * Runs git with an argument array (never through a shell), with pathspecs taken literally so a
- * path like `:(top)` cannot widen the scope beyond the workspace.
+ * Runs git (by its absolute path, with an argument array, never through a shell), with pathspecs
+ * taken literally so a path like `:(top)` cannot widen the scope beyond the workspace. The
+ * overrides travel as GIT_CONFIG_COUNT/KEY_n/VALUE_n: as `-c key=value`, a driver named `a=b`
+ * would be split at its first `=` and escape them.
  */
 export async function runGit(args: string[], options: GitOptions): Promise<GitOutput> {
   options.signal.throwIfAborted();
-  // The server's environment without its secrets, and the repository's programs disarmed.
-  const baseEnv = shellEnvironment(process.env) as NodeJS.ProcessEnv;
-  const overrides = await gitOverrides(options.cwd, baseEnv);
-  const argv = ["git", "--literal-pathspecs", "--no-pager", ...asConfigArgs(overrides), ...args];
+  const { repository } = options;
+  const argv = [gitProgram(), "--literal-pathspecs", "--no-pager", ...args];
   const env: Record<string, string> = {
     ...(options.env ?? {}),
-    ...HARDENED_GIT_ENV,
+    ...asConfigEnv(repository.overrides),
     LC_ALL: "C",
+    // git never looks for a repository above the workspace (the enclosing one, if allowed, is
+    // found through the workspace's own `.git`).
+    ...(repository.contained && { GIT_CEILING_DIRECTORIES: path.dirname(repository.cwd) }),
     ...(options.readOnly && { GIT_OPTIONAL_LOCKS: "0" }),
   };
-  // Reading git runs in the read-only sandbox too, with the repository (which may lie above the
-  // workspace) and its git directories mounted read-only; writing git (commit) was approved.
   const confined = options.readOnly && sandboxAvailable();
+  if (options.readOnly && !confined && !options.approved) {
+    throw new AppError("forbidden", `Not run without approval: ${noSandboxReason()}`);
+  }
+  // Reading git runs in the read-only sandbox, with only the workspace mounted (an enclosing
+  // repository's directories too, for git_commit, which a person approved).
   const { command, args: spawnArgs } = confined
     ? sandboxed(argv, {
-        workspace: options.cwd,
+        workspace: repository.cwd,
         cwd: options.cwd,
         env,
-        readOnlyPaths: [...(await repositoryMounts(options.cwd, overrides)), ...gitHelperPaths()],
+        readOnlyPaths: [...repository.outsideMounts, ...gitHelperPaths()],
+        ...(!options.approved && { wallSeconds: UNAPPROVED_WALL_SECONDS }),
       })
     : { command: argv[0]!, args: argv.slice(1) };
+  const baseEnv = shellEnvironment(process.env) as NodeJS.ProcessEnv;
   return new Promise<GitOutput>((resolve, reject) => {
     const child = spawn(command, spawnArgs, {
       cwd: options.cwd,
@@ -103,7 +124,7 @@ export async function runGit(args: string[], options: GitOptions): Promise<GitOu
     });
     child.on("error", (error: NodeJS.ErrnoException) => {
       if (options.signal.aborted) return reject(options.signal.reason);
-      reject(error.code === "ENOENT" ? new Error("git was not found on this machine's PATH") : error);
+      reject(error);
     });
     child.on("close", (code) => {
       if (options.signal.aborted) return reject(options.signal.reason);
@@ -114,43 +135,51 @@ export async function runGit(args: string[], options: GitOptions): Promise<GitOu
   });
 }
 
-/**
- * The directories a sandboxed git needs besides the workspace: the repository's top level, its
- * git directory and the common one (worktrees keep them apart). Asked of git itself, hardened.
- */
-function repositoryMounts(cwd: string, overrides: [string, string][]): Promise<string[]> {
-  return new Promise((resolve) => {
-    execFile(
-      "git",
-      [...asConfigArgs(overrides), "rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir"],
-      { cwd, env: { ...(shellEnvironment(process.env) as NodeJS.ProcessEnv), ...HARDENED_GIT_ENV }, timeout: 10_000 },
-      (error, stdout) => {
-        if (error) return resolve([]); // not a repository: git will say so itself
-        const dirs = String(stdout)
-          .split("\n")
-          .map((line) => line.trim())
-          .filter(Boolean)
-          .map((dir) => path.resolve(cwd, dir))
-          .filter((dir) => fs.existsSync(dir) && dir !== cwd && !dir.startsWith(`${cwd}/`));
-        resolve([...new Set(dirs)]);
-      },
-    );
-  });
-}
-
 export interface Repository {
   /** The workspace root (real path); git runs here. */
   cwd: string;
   /** The workspace's path inside the repository, with a trailing `/` ("" when it is the top level). */
   prefix: string;
+  /** Overrides for every repository reachable from the workspace. */
+  overrides: [string, string][];
+  /** Whether everything git may use was checked to lie inside the workspace. */
+  contained: boolean;
+  /** Directories outside the workspace git needs (only when not contained). */
+  outsideMounts: string[];
 }
 
-/** Finds the repository the workspace belongs to, or says clearly that there is none. */
-export async function openRepository(workspaceRoot: string, signal: AbortSignal): Promise<Repository> {
+/**
+ * Finds the repository the workspace belongs to, or says clearly that there is none. For the
+ * read-only tools (`contained`), the repository's git directory, common directory, worktree,
+ * alternates and every nested repository or submodule must lie inside the workspace, or the step
+ * is refused with the reason; git_commit, which a person approved, may commit to a repository
+ * enclosing the workspace.
+ */
+export async function openRepository(
+  workspaceRoot: string,
+  signal: AbortSignal,
+  options: { contained?: boolean; approved?: boolean } = {},
+): Promise<Repository> {
+  const contained = options.contained ?? true;
   const cwd = await resolveInWorkspace(workspaceRoot, ".");
+  const scan = await inspectRepositories(cwd, { enclosing: contained ? "refuse" : "allow" });
+  if (scan.refusal) throw new AppError("forbidden", scan.refusal);
+  const repository: Repository = {
+    cwd,
+    prefix: "",
+    overrides: scan.overrides,
+    contained,
+    outsideMounts: scan.outsideMounts,
+  };
   try {
-    const { stdout } = await runGit(["rev-parse", "--show-prefix"], { cwd, signal, readOnly: true });
-    return { cwd, prefix: stdout.trim() };
+    const { stdout } = await runGit(["rev-parse", "--show-prefix"], {
+      cwd,
+      signal,
+      repository,
+      readOnly: true,
+      approved: options.approved,
+    });
+    return { ...repository, prefix: stdout.trim() };
   } catch (error) {
     if (error instanceof GitCommandError && /not a git repository/i.test(error.output.stderr)) {
       throw new AppError("invalid_input", "The workspace is not inside a git repository");

@@ -3,7 +3,8 @@ import { createHash } from "node:crypto";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { asConfigEnv, gitOverrides } from "./git-hardening";
+import { asConfigEnv } from "./git-hardening";
+import { gitOverrides } from "./git-repositories";
 import { READ_ONLY_COMMAND_ENV, shellEnvironment } from "./shell";
 import { READ_ONLY } from "./shell-corpus";
 import { analyzeShellCommand } from "./shell-read-only";
@@ -210,7 +211,7 @@ describe.concurrent("read-only corpus under bash", () => {
       const source = { ...process.env, HOME: home, TMPDIR: path.join(run, "tmp") };
       const env = {
         ...shellEnvironment(source),
-        ...asConfigEnv(await gitOverrides(ws, shellEnvironment(source) as NodeJS.ProcessEnv)),
+        ...asConfigEnv(await gitOverrides(ws)),
         ...READ_ONLY_COMMAND_ENV,
       };
       const outcome = await runBash(command, ws, env);

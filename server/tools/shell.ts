@@ -3,9 +3,10 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import { AppError } from "../errors";
-import { asConfigEnv, gitHelperPaths, gitOverrides } from "./git-hardening";
+import { asConfigEnv, gitHelperPaths } from "./git-hardening";
+import { gitOverrides } from "./git-repositories";
 import { CappedText, LineSplitter } from "./output-capture";
-import { sandboxAvailable, sandboxed } from "./sandbox";
+import { noSandboxReason, sandboxAvailable, sandboxed, systemProgram, UNAPPROVED_WALL_SECONDS } from "./sandbox";
 import { analyzeShellCommand, checkWorkspacePaths, isReadOnlyCommand } from "./shell-read-only";
 import { defineTool, type ToolContext } from "./types";
 import { resolveInWorkspace } from "./workspace-path";
@@ -81,6 +82,12 @@ export const shellTool = defineTool({
     // Without a sandbox to hold "read-only" to its word, no command runs unasked.
     return typeof command !== "string" || !isReadOnlyCommand(command) || !sandboxAvailable();
   },
+  unapprovedRunRefusal(input) {
+    const command = (input as { command?: unknown } | null | undefined)?.command;
+    // Ungated and not read-only: only a person's waiver does that, and it runs as they decided.
+    if (typeof command !== "string" || !isReadOnlyCommand(command) || sandboxAvailable()) return undefined;
+    return `This worker cannot confine read-only commands (${noSandboxReason()}), so the command waits for a person's approval`;
+  },
   defaultTimeoutSeconds: 300,
   marksEffectStart: true,
   async execute(input, context) {
@@ -88,11 +95,22 @@ export const shellTool = defineTool({
     const stat = await fs.stat(cwd).catch(() => undefined);
     if (!stat?.isDirectory()) throw new AppError("invalid_input", `Not a directory in the workspace: ${input.cwd}`);
     // Any git the command starts ignores programs the workspace's git configuration names.
-    const gitEnv = asConfigEnv(await gitOverrides(cwd, shellEnvironment(process.env) as NodeJS.ProcessEnv));
+    // …of every repository the command can reach from anywhere in the workspace.
+    const gitEnv = asConfigEnv(await gitOverrides(context.workspaceRoot));
+    const readOnly = isReadOnlyCommand(input.command);
+    // Unapproved, a read-only command is only as safe as its confinement: without one here it
+    // does not run (the engine already sent such a step to a person; this is the last word).
+    if (readOnly && !sandboxAvailable() && !context.approvedByPerson)
+      throw new AppError("forbidden", `Not run without approval: ${noSandboxReason()}`);
     // A command judged read-only ran without approval: the sandbox makes sure it stays read-only.
     const confine =
-      isReadOnlyCommand(input.command) && sandboxAvailable()
-        ? { workspace: await fs.realpath(context.workspaceRoot), readOnlyPaths: gitHelperPaths() }
+      readOnly && sandboxAvailable()
+        ? {
+            workspace: await fs.realpath(context.workspaceRoot),
+            readOnlyPaths: gitHelperPaths(),
+            // A short wall time for what nobody approved; an approved step has its own timeout.
+            ...(!context.approvedByPerson && { wallSeconds: UNAPPROVED_WALL_SECONDS }),
+          }
         : undefined;
     // What the command names must also stay inside now, as the workspace is (symlinks, devices).
     const escape = confine && (await checkWorkspacePaths(input.command, context.workspaceRoot, cwd));
@@ -143,13 +161,13 @@ export const readOnlyShellTool = defineTool({
     const workspace = await fs.realpath(context.workspaceRoot);
     const escape = await checkWorkspacePaths(input.command, workspace, workspace);
     if (escape) throw new AppError("forbidden", `Blocked while planning: ${escape}`);
-    const gitEnv = asConfigEnv(await gitOverrides(workspace, shellEnvironment(process.env) as NodeJS.ProcessEnv));
+    const gitEnv = asConfigEnv(await gitOverrides(workspace));
     return runShell(
       input.command,
       workspace,
       context,
       { ...gitEnv, ...READ_ONLY_COMMAND_ENV },
-      { workspace, readOnlyPaths: gitHelperPaths() },
+      { workspace, readOnlyPaths: gitHelperPaths(), wallSeconds: UNAPPROVED_WALL_SECONDS },
     );
   },
 });
@@ -184,13 +202,20 @@ export function runShell(
   context: ToolContext,
   extraEnv: Record<string, string> = {},
   /** Run inside the read-only sandbox (server/tools/sandbox.ts), with only `extraEnv` set. */
-  confine?: { workspace: string; readOnlyPaths?: string[] },
+  confine?: { workspace: string; readOnlyPaths?: string[]; wallSeconds?: number },
 ): Promise<ShellResult> {
   context.signal.throwIfAborted();
   return new Promise<ShellResult>((resolve, reject) => {
     const bash = ["bash", "--noprofile", "--norc", "-c", command];
+    // Confined: bash by its absolute system path, as uid 65534 without capabilities, under limits.
     const wrapped = confine
-      ? sandboxed(bash, { workspace: confine.workspace, cwd, env: extraEnv, readOnlyPaths: confine.readOnlyPaths })
+      ? sandboxed([systemProgram("bash") ?? "/bin/bash", ...bash.slice(1)], {
+          workspace: confine.workspace,
+          cwd,
+          env: extraEnv,
+          readOnlyPaths: confine.readOnlyPaths,
+          wallSeconds: confine.wallSeconds,
+        })
       : { command: bash[0]!, args: bash.slice(1) };
     const { command: program, args } = pdeathsigAvailable()
       ? { command: "setpriv", args: ["--pdeathsig", "KILL", "--", wrapped.command, ...wrapped.args] }

@@ -74,7 +74,8 @@ describe("built-in tools through the engine", () => {
       step_4: true,
       step_5: true,
       step_6: true,
-      step_7: false,
+      // Git reads, too, run unapproved only confined.
+      step_7: !sandboxed,
     });
 
     if (!sandboxed) {
@@ -96,6 +97,10 @@ describe("built-in tools through the engine", () => {
     await harness.caller.runs.decide({ runId, stepId: "step_4", approve: true });
     await expect.poll(() => stepStatus(harness!, runId, "step_6"), { timeout: 15_000 }).toBe("awaiting_approval");
     await harness.caller.runs.decide({ runId, stepId: "step_6", approve: true });
+    if (!sandboxed) {
+      await expect.poll(() => stepStatus(harness!, runId, "step_7"), { timeout: 15_000 }).toBe("awaiting_approval");
+      await harness.caller.runs.decide({ runId, stepId: "step_7", approve: true });
+    }
 
     const run = await harness.waitForRun(runId);
     const byId = Object.fromEntries(run.steps.map((step) => [step.stepId, step]));

@@ -33,6 +33,11 @@ export interface ToolContext {
    * rejects when the step is no longer this attempt's to run; the tool must then not start.
    */
   effectsStarting(): Promise<void>;
+  /**
+   * True when a person approved this step (its gate, or the confinement a worker could not give).
+   * A tool that relies on confinement for unapproved runs refuses to run unconfined without it.
+   */
+  approvedByPerson?: boolean;
   reportProgress(percent: number, message?: string): void;
   log(message: string, level?: "info" | "warn" | "error"): void;
 }
@@ -55,6 +60,14 @@ export interface ToolDefinition<Input = unknown, Output = unknown> {
    * may still hold `$step` references; it must answer true when it cannot tell.
    */
   requiresApprovalFor?(input: unknown): boolean;
+  /**
+   * For tools whose runs without a person's approval are safe only because this process confines
+   * them (read-only shell, read-only git): why a step with these arguments cannot run here
+   * unapproved — no sandbox in the executing worker — or undefined when it can. The worker that
+   * claims an ungated step asks this, so the decision is made where the step runs, not where the
+   * plan was saved; a step it refuses waits for a person's approval instead.
+   */
+  unapprovedRunRefusal?(input: unknown): string | undefined;
   defaultTimeoutSeconds: number;
   /**
    * The tool calls `context.effectsStarting()` right before its side effect, so work before that

@@ -14,6 +14,7 @@ import {
 } from "../../planner/sessions";
 import { addSuggestedStep, suggestSteps } from "../../planner/suggest";
 import { getUsage } from "../../planner/usage";
+import { describeSandbox } from "../../tools/sandbox";
 import { listWorkspaces, requireWorkspace } from "../../plans/workspaces";
 import { planningCommand } from "../../operations/planning";
 import { viaOperation } from "../../operations/operation";
@@ -33,6 +34,8 @@ export const plannerRouter = router({
     return {
       config: describePlannerConfig(planner.config),
       defaultWorkspace: ctx.app.workspaceRoot,
+      // Whether this process confines unapproved commands, and what its self-test proved.
+      sandbox: describeSandbox(),
       workspaces: workspaces.map((workspace) => ({
         id: workspace.id,
         name: workspace.name,

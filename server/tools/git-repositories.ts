@@ -1,0 +1,301 @@
+import { spawn } from "node:child_process";
+import fs from "node:fs/promises";
+import path from "node:path";
+import { gitProgram, gitHelperPaths, HARDENED_GIT_ENV, overridesFor } from "./git-hardening";
+import { sandboxAvailable, sandboxed, systemProgram } from "./sandbox";
+
+/**
+ * Every repository a git command started in a workspace can reach, found without running git on
+ * the repositories' say-so: the repository the workspace lies in, and every nested repository,
+ * submodule and linked worktree below it, with where each one's pointers lead — a `.git` file's
+ * `gitdir:`, `commondir`, `objects/info/alternates`, `core.worktree`. Their configuration is read
+ * by `git config --list` only (no repository program runs for that), inside the sandbox where one
+ * exists, and every program-valued key any of them defines is overridden (`overridesFor`), so
+ * `cd nested && git log -p` runs none of nested's drivers either.
+ */
+
+/** Entries walked below the workspace looking for nested repositories; beyond it the check gives up. */
+export const REPOSITORY_SCAN_LIMIT = 200_000;
+
+export interface RepositoryScan {
+  /** Overrides for every repository found (see git-hardening.ts). */
+  overrides: [string, string][];
+  /** Directories outside the workspace a git command legitimately needs (an enclosing repository). */
+  outsideMounts: string[];
+  /** Why git must not run here, when `enclosing` is "refuse" and something leads outside. */
+  refusal?: string;
+}
+
+interface FoundRepository {
+  /** Workspace-relative (or absolute, for an enclosing one) place of the `.git` entry, for messages. */
+  label: string;
+  gitDir: string;
+  commonDir: string;
+  alternates: string[];
+  enclosing: boolean;
+}
+
+/**
+ * `enclosing: "refuse"` (the read-only git tools): everything must resolve inside the workspace,
+ * or the scan says why not. `"allow"` (git inside shell steps, git_commit which a person approved):
+ * a repository enclosing the workspace is used, its overrides computed all the same.
+ */
+export async function inspectRepositories(
+  workspace: string,
+  options: { enclosing: "refuse" | "allow" },
+): Promise<RepositoryScan> {
+  const root = await fs.realpath(workspace);
+  const inside = (target: string) => target === root || target.startsWith(root.endsWith("/") ? root : `${root}/`);
+  const relative = (target: string) => path.relative(root, target) || ".";
+  const problems: string[] = [];
+  const found: FoundRepository[] = [];
+
+  // A workspace with a `.git` of its own is its own repository, whatever encloses it.
+  const enclosing = (await exists(path.join(root, ".git"))) ? undefined : await enclosingRepository(root);
+  if (enclosing) {
+    if (options.enclosing === "refuse") {
+      problems.push("the workspace lies inside a repository whose top level is outside it");
+    } else {
+      const repository = await describeGitEntry(enclosing, path.join(enclosing, ".git"), true);
+      if (repository) found.push(repository);
+    }
+  }
+  const walk = await findGitEntries(root);
+  if (walk.incomplete && options.enclosing === "refuse") {
+    problems.push(
+      `the workspace holds more than ${REPOSITORY_SCAN_LIMIT} entries, too many to check for nested repositories`,
+    );
+  }
+  for (const entry of walk.entries) {
+    const repository = await describeGitEntry(path.dirname(entry), entry, false);
+    if (!repository) {
+      problems.push(`${relative(entry)} points to a git directory that does not exist`);
+      continue;
+    }
+    repository.label = relative(entry);
+    found.push(repository);
+  }
+  // Submodules' and linked worktrees' git directories live in the common directory.
+  for (const repository of [...found]) {
+    for (const gitDir of await gitDirsBelow(repository.commonDir)) {
+      if (found.some((other) => other.gitDir === gitDir)) continue;
+      found.push({
+        ...repository,
+        label: `${repository.label} (${path.relative(repository.commonDir, gitDir)})`,
+        gitDir,
+      });
+    }
+  }
+  for (const repository of found) {
+    if (repository.enclosing) continue;
+    if (!inside(repository.gitDir))
+      problems.push(`${repository.label} points to a git directory outside the workspace`);
+    if (!inside(repository.commonDir))
+      problems.push(`${repository.label} shares a git directory outside the workspace (commondir)`);
+    if (repository.alternates.some((dir) => !inside(dir)))
+      problems.push(`${repository.label} borrows objects from outside the workspace (alternates)`);
+  }
+  const outsideMounts = [
+    ...new Set(
+      found.flatMap((repository) =>
+        [
+          repository.gitDir,
+          repository.commonDir,
+          ...repository.alternates,
+          ...(repository.enclosing ? [enclosing!] : []),
+        ].filter((dir) => !inside(dir)),
+      ),
+    ),
+  ];
+  // Refused already: reading the configuration of what lies outside is not needed to say so.
+  const readable = options.enclosing === "refuse" && problems.length > 0 ? [] : found;
+  const configs = await readConfigs(
+    root,
+    readable.map((repository) => repository.gitDir),
+    outsideMounts,
+  );
+  readable.forEach((repository, index) => {
+    const worktree = configs[index]!.find((entry) => entry.key.toLowerCase() === "core.worktree")?.value;
+    if (worktree === undefined || repository.enclosing) return;
+    const target = path.resolve(repository.gitDir, worktree);
+    if (!inside(target)) problems.push(`${repository.label} sets core.worktree outside the workspace`);
+  });
+  const refusal =
+    options.enclosing === "refuse" && problems.length > 0
+      ? `git is not run in this workspace: ${[...new Set(problems)].join("; ")}`
+      : undefined;
+  return {
+    overrides: overridesFor(configs),
+    outsideMounts: options.enclosing === "allow" ? outsideMounts : [],
+    ...(refusal && { refusal }),
+  };
+}
+
+/** The nearest directory above `root` holding a `.git` entry: the repository git would find. */
+async function enclosingRepository(root: string): Promise<string | undefined> {
+  for (let dir = path.dirname(root); ; dir = path.dirname(dir)) {
+    if (await exists(path.join(dir, ".git"))) return dir;
+    if (dir === path.dirname(dir)) return undefined;
+  }
+}
+
+/** Every `.git` entry (directory, file or link) below `root`, links never followed, `.git` not entered. */
+async function findGitEntries(root: string): Promise<{ entries: string[]; incomplete: boolean }> {
+  const entries: string[] = [];
+  const queue = [root];
+  let seen = 0;
+  while (queue.length > 0) {
+    const dir = queue.pop()!;
+    let children: import("node:fs").Dirent[];
+    try {
+      children = await fs.readdir(dir, { withFileTypes: true });
+    } catch {
+      continue; // unreadable: git cannot enter it either
+    }
+    for (const child of children) {
+      if (++seen > REPOSITORY_SCAN_LIMIT) return { entries, incomplete: true };
+      const full = path.join(dir, child.name);
+      if (child.name === ".git") entries.push(full);
+      else if (child.isDirectory()) queue.push(full);
+    }
+  }
+  return { entries, incomplete: false };
+}
+
+/** Where a `.git` entry leads: its git directory, common directory and alternates (real paths). */
+async function describeGitEntry(top: string, entry: string, enclosing: boolean): Promise<FoundRepository | undefined> {
+  let gitDir: string;
+  try {
+    const stat = await fs.lstat(entry);
+    if (stat.isFile()) {
+      const text = await readSmall(entry);
+      const pointer = /^gitdir:\s*(.+?)\s*$/m.exec(text ?? "")?.[1];
+      if (!pointer) return undefined;
+      gitDir = await fs.realpath(path.resolve(top, pointer));
+    } else {
+      gitDir = await fs.realpath(entry);
+    }
+  } catch {
+    return undefined;
+  }
+  const commonPointer = (await readSmall(path.join(gitDir, "commondir")))?.trim();
+  let commonDir = gitDir;
+  if (commonPointer)
+    commonDir = await fs.realpath(path.resolve(gitDir, commonPointer)).catch(() => path.resolve(gitDir, commonPointer));
+  const alternates: string[] = [];
+  const objects = path.join(commonDir, "objects");
+  for (const line of ((await readSmall(path.join(objects, "info", "alternates"))) ?? "").split("\n")) {
+    const dir = line.trim();
+    if (!dir || dir.startsWith("#")) continue;
+    const target = path.resolve(objects, dir.replace(/^"|"$/g, ""));
+    alternates.push(await fs.realpath(target).catch(() => target));
+  }
+  return { label: enclosing ? "the enclosing repository" : entry, gitDir, commonDir, alternates, enclosing };
+}
+
+/** Git directories of submodules (`modules/…`) and linked worktrees (`worktrees/*`) in a common directory. */
+async function gitDirsBelow(commonDir: string): Promise<string[]> {
+  const found: string[] = [];
+  const queue = [path.join(commonDir, "modules"), path.join(commonDir, "worktrees")];
+  let seen = 0;
+  while (queue.length > 0 && seen < 10_000) {
+    const dir = queue.pop()!;
+    let children: import("node:fs").Dirent[];
+    try {
+      children = await fs.readdir(dir, { withFileTypes: true });
+    } catch {
+      continue;
+    }
+    for (const child of children) {
+      seen++;
+      if (!child.isDirectory() || child.name === "objects" || child.name === "refs") continue;
+      const full = path.join(dir, child.name);
+      if (await exists(path.join(full, "HEAD"))) found.push(await fs.realpath(full).catch(() => full));
+      queue.push(full);
+    }
+  }
+  return found;
+}
+
+/**
+ * `git config --list` of each git directory: configuration only, no repository program runs. Inside
+ * the sandbox (workspace and `extraMounts` read-only) where one exists; git by its absolute path.
+ */
+async function readConfigs(
+  root: string,
+  gitDirs: string[],
+  extraMounts: string[],
+): Promise<{ key: string; value: string }[][]> {
+  if (gitDirs.length === 0) return [];
+  const git = gitProgram();
+  const env: Record<string, string> = { ...HARDENED_GIT_ENV, GIT_CONFIG_COUNT: "0", LC_ALL: "C" };
+  // One run for all: a record separator (\x01), then the NUL-separated `key\nvalue` entries.
+  const script =
+    'git=$1; shift; for dir in "$@"; do printf "\\001"; "$git" --git-dir="$dir" config --null --list 2>/dev/null; done; exit 0';
+  const bash = systemProgram("bash") ?? "/bin/bash";
+  const argv = [bash, "--noprofile", "--norc", "-c", script, "stepwise-config", git, ...gitDirs];
+  const { command, args } = sandboxAvailable()
+    ? sandboxed(argv, {
+        workspace: root,
+        cwd: root,
+        env,
+        readOnlyPaths: [...extraMounts, ...gitHelperPaths()],
+        wallSeconds: 30,
+      })
+    : { command: argv[0]!, args: argv.slice(1) };
+  const stdout = await new Promise<string>((resolve) => {
+    const child = spawn(command, args, {
+      cwd: root,
+      env: env as NodeJS.ProcessEnv,
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    let out = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      if (out.length < 8_000_000) out += chunk;
+    });
+    child.on("error", () => resolve(out));
+    child.on("close", () => resolve(out));
+  });
+  const records = stdout.split("\x01").slice(1);
+  return gitDirs.map((_, index) =>
+    (records[index] ?? "")
+      .split("\0")
+      .filter(Boolean)
+      .map((entry) => {
+        const newline = entry.indexOf("\n");
+        return newline < 0
+          ? { key: entry, value: "" }
+          : { key: entry.slice(0, newline), value: entry.slice(newline + 1) };
+      }),
+  );
+}
+
+async function readSmall(file: string): Promise<string | undefined> {
+  try {
+    const handle = await fs.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    try {
+      const buffer = Buffer.alloc(64 * 1024);
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+      return buffer.subarray(0, bytesRead).toString("utf8");
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    return undefined;
+  }
+}
+
+async function exists(target: string): Promise<boolean> {
+  return fs.lstat(target).then(
+    () => true,
+    () => false,
+  );
+}
+
+/**
+ * The overrides for every repository a command started in `workspace` can reach (git in shell
+ * steps): an enclosing repository is allowed, its drivers disarmed like the nested ones'.
+ */
+export async function gitOverrides(workspace: string): Promise<[string, string][]> {
+  return (await inspectRepositories(workspace, { enclosing: "allow" })).overrides;
+}
