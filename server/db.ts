@@ -1,7 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { createHash } from "node:crypto";
 import pg from "pg";
-import { idleInTransactionMs } from "./env";
+import { idleInTransactionMs, intFromEnv } from "./env";
 import { PrismaClient } from "./generated/prisma/client";
 
 /**
@@ -23,11 +23,16 @@ export interface Database {
  */
 export const LOCK_TIMEOUT_MS = 2_000;
 
+/** STEPWISE_LOCK_TIMEOUT_MS, or `LOCK_TIMEOUT_MS`: tests shorten it to provoke retried transactions. */
+export function lockTimeoutMs(): number {
+  return intFromEnv("STEPWISE_LOCK_TIMEOUT_MS", LOCK_TIMEOUT_MS);
+}
+
 export function connectDatabase(url: string, options: { poolSize?: number } = {}): Database {
   const pool = createPool(url, {
     max: options.poolSize ?? 20,
     applicationName: "stepwise",
-    lockTimeoutMs: LOCK_TIMEOUT_MS,
+    lockTimeoutMs: lockTimeoutMs(),
     prepareStatements: true,
   });
   const prisma = new PrismaClient({
