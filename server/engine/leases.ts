@@ -14,6 +14,14 @@ const OWNER_ALIVE = `exists (select 1 from workers w where w.id = rs.worker_id a
   and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0))`;
 
 /**
+ * SQL: step row `rs` may be taken from its worker — the worker stopped (its shutdown gave up on the
+ * step), or its lease ran out and its heartbeat is older than a whole lease. A step with no lease
+ * (claimed outside a worker) is judged by its worker's heartbeat alone.
+ */
+const TAKEN_OVER = `(exists (select 1 from workers w where w.id = rs.worker_id and w.stopped_at is not null)
+  or (coalesce(rs.lease_expires_at < now(), true) and not ${OWNER_ALIVE}))`;
+
+/**
  * Renews the leases of the attempts this worker is executing (or still recording). An attempt
  * whose row no longer names it (recovered by a peer after its lease ran out, cancelled) is aborted
  * here: another attempt may already be running, and this one's outcome would not be recorded.
@@ -78,14 +86,18 @@ export class LeaseLostError extends Error {
 export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: number): Promise<number> {
   await requeueStrandedJobs(deps, staleAfterMs);
   await requeueLostJobs(deps);
-  // A worker is judged by its own heartbeat interval: peers may be configured differently. Its
-  // own steps a live worker never recovers: they are running here (or their outcomes are being
-  // written), even if its own heartbeat went stale while the database was out of reach.
+  // A step is taken over only when both signs of its worker are gone: its lease ran out (renewed
+  // by the worker's engine connections) and its heartbeat (beaten on a connection of its own) is
+  // older than a whole lease — five of the worker's own intervals, as peers may be configured
+  // differently — both judged by the database's clock. Either one alone is a worker that is alive
+  // but slow to reach the database on one path, whose step must not run a second time elsewhere.
+  // Its own steps a live worker never recovers: they are running here (or their outcomes are
+  // being written), even if its own heartbeat went stale while the database was out of reach.
   const orphans = await deps.pool.query<{ run_id: string; step_id: string; attempt: number; worker_id: string | null }>(
     `select rs.run_id, rs.step_id, rs.attempt, rs.worker_id from run_steps rs
      where rs.status = 'running' and rs.tool <> '${AGENT_TASK_TOOL}'
        and rs.worker_id is distinct from $1
-       and (rs.lease_expires_at < now() or not ${OWNER_ALIVE})
+       and ${TAKEN_OVER}
      order by rs.started_at`,
     [deps.workerId ?? null],
   );
@@ -106,7 +118,7 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
         held: boolean;
       }>(
         `select rs.status, rs.attempt, rs.worker_id, rs.effects_started_at is not null as effects_started,
-                (rs.lease_expires_at is null or rs.lease_expires_at >= now()) and ${OWNER_ALIVE} as held
+                not ${TAKEN_OVER} as held
          from run_steps rs where rs.run_id = $1 and rs.step_id = $2 for update of rs skip locked`,
         [orphan.run_id, orphan.step_id],
       );
