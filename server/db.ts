@@ -217,6 +217,13 @@ export async function retryOnConnectionLoss<T>(
   }
 }
 
+/**
+ * Options for Prisma's interactive transactions. Its defaults (2 s to get a connection, 5 s for
+ * the whole transaction) are shorter than a busy machine needs for a plan save of a few short
+ * statements; timed out, the save fails for a person who already answered every question.
+ */
+export const PRISMA_TRANSACTION_OPTIONS = { maxWait: 10_000, timeout: 30_000 } as const;
+
 type PrismaTransaction = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
 
 /**
