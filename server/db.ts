@@ -72,6 +72,24 @@ export function isConnectionError(error: unknown): boolean {
   );
 }
 
+/**
+ * The database cannot serve requests right now: the connection failed (see `isConnectionError`),
+ * the server refuses new connections (53300 too many clients, 57P03 starting up), or Prisma could
+ * not reach it (P1001, P1017) or get a pooled connection in time (P2024). Such a request is worth
+ * repeating a little later; doors answer 503 `unavailable`, never an internal error. The error
+ * may be wrapped (Prisma's adapter errors, a tRPC error) — its causes are looked at too.
+ */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; depth++) {
+    if (isConnectionError(current)) return true;
+    const code = (current as { code?: unknown; errorCode?: unknown }).code ?? (current as { errorCode?: unknown }).errorCode;
+    if (typeof code === "string" && ["53300", "57P03", "P1001", "P1017", "P2024"].includes(code)) return true;
+    if (/too many clients|Can't reach database server|ECONNREFUSED/i.test(current.message)) return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
 /** A statement gave up waiting for a lock (lock_timeout): nothing was written; try again later. */
 export function isLockTimeout(error: unknown): boolean {
   return error instanceof Error && (error as { code?: unknown }).code === "55P03";
