@@ -28,7 +28,42 @@ export function lockTimeoutMs(): number {
   return intFromEnv("STEPWISE_LOCK_TIMEOUT_MS", LOCK_TIMEOUT_MS);
 }
 
-export function connectDatabase(url: string, options: { poolSize?: number } = {}): Database {
+/** The default of STEPWISE_DB_CONNECTIONS: two workers and a server fit PostgreSQL's default 100. */
+export const DEFAULT_CONNECTION_BUDGET = 30;
+
+/**
+ * How one process's connection budget (STEPWISE_DB_CONNECTIONS) is shared out. Every process has
+ * the event bus's LISTEN connection; a worker also its cancel listener and its heartbeat's own
+ * connection. graphile-worker's pool needs few (jobs hold no connection while they run: only
+ * fetching and completing them, and its LISTEN, do), Prisma serves plan CRUD; the engine's pool,
+ * the hot path, gets the rest.
+ */
+export interface ConnectionBudget {
+  total: number;
+  /** LISTEN connections and the heartbeat: one each. */
+  dedicated: number;
+  engine: number;
+  prisma: number;
+  queue: number;
+}
+
+export function connectionBudget(options: { total?: number; worker: boolean }): ConnectionBudget {
+  const total = options.total ?? intFromEnv("STEPWISE_DB_CONNECTIONS", DEFAULT_CONNECTION_BUDGET);
+  const dedicated = options.worker ? 3 : 1;
+  const minimum = dedicated + 4 + 2 + (options.worker ? 2 : 0);
+  if (total < minimum) {
+    throw new Error(`STEPWISE_DB_CONNECTIONS must be at least ${minimum} for this process, got ${total}`);
+  }
+  const shared = total - dedicated;
+  const queue = options.worker ? Math.max(2, Math.floor(shared / 5)) : 0;
+  const prisma = Math.max(2, Math.floor(shared / 5));
+  return { total, dedicated, queue, prisma, engine: shared - queue - prisma };
+}
+
+export function connectDatabase(
+  url: string,
+  options: { poolSize?: number; prismaPoolSize?: number } = {},
+): Database {
   const pool = createPool(url, {
     max: options.poolSize ?? 20,
     applicationName: "stepwise",
@@ -38,7 +73,7 @@ export function connectDatabase(url: string, options: { poolSize?: number } = {}
   const prisma = new PrismaClient({
     adapter: new PrismaPg({
       connectionString: url,
-      max: 10,
+      max: options.prismaPoolSize ?? 10,
       idle_in_transaction_session_timeout: idleInTransactionMs(),
     }),
   });

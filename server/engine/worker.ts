@@ -60,6 +60,8 @@ export async function startStepWorker(
     databaseUrl: string;
     concurrency: number;
     heartbeatMs?: number;
+    /** graphile-worker's pool (its share of the process's connection budget). */
+    queuePoolSize?: number;
     /** Fault injection for tests: beat, but never renew the leases of running attempts. */
     skipLeaseRenewal?: boolean;
     extra?: (worker: { workerId: string; heartbeatMs: number }) => ExtraWork;
@@ -93,9 +95,10 @@ export async function startStepWorker(
     },
   );
   // The queue's own pool, with the same timeouts as ours: a hung connection attempt must not
-  // hold one of graphile's workers (and so a concurrency slot) for ever.
+  // hold one of graphile's workers (and so a concurrency slot) for ever. Jobs hold no connection
+  // while they run, so a few serve any concurrency.
   const queuePool = createPool(options.databaseUrl, {
-    max: options.concurrency + 2,
+    max: options.queuePoolSize ?? options.concurrency + 2,
     applicationName: "stepwise-queue",
   });
   const startRunner = () =>
@@ -272,6 +275,8 @@ export async function startStepWorker(
 /** graphile-worker's default logger prints every job; keep warnings and errors only. */
 function quietLogger(): Logger {
   return new Logger(() => (level, message) => {
+    // A queue pool smaller than the concurrency is by design (see the connection budget in db.ts).
+    if (message.includes("smaller than concurrency")) return;
     if (level === "error" || level === "warning") log.warn({ source: "graphile-worker" }, message);
   });
 }
