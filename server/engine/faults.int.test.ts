@@ -280,10 +280,14 @@ describe("engine under database faults", () => {
       const h = harness;
       const worker = startWorkerProcess(h);
       const file = (name: string) => path.join(h.workspace, name);
-      // The shell itself, a background child that would leave a mark later, and a loop that
-      // would keep writing: none may outlive the worker.
+      // The shell itself, a background child that would leave a mark later, a child that left the
+      // process group (setsid), and a loop that would keep writing: none may outlive the worker.
+      // Pids are read from /proc/self/stat: the command has a PID namespace of its own, where $$
+      // and $! are not the pids this test sees.
+      const hostPid = (file: string) => `read -r p _ < /proc/self/stat; echo $p > ${file}`;
       const command =
-        "echo $$ > shell.pid; (sleep 3; touch late-marker) & echo $! > child.pid; " +
+        `${hostPid("shell.pid")}; (${hostPid("child.pid")}; sleep 3; touch late-marker) & ` +
+        `setsid bash -c '${hostPid("setsid.pid")}; exec sleep 1000' & ` +
         "while true; do echo tick >> ticks.txt; sleep 0.1; done";
       const runId = await createRun(h, "outlive me", [{ id: "step_1", tool: "shell", args: { command } }]);
       await expect
@@ -292,9 +296,12 @@ describe("engine under database faults", () => {
       await h.caller.runs.decide({ runId, stepId: "step_1", approve: true });
       const pidIn = async (name: string) => Number((await fs.readFile(file(name), "utf8").catch(() => "")).trim());
       await expect
-        .poll(async () => (await pidIn("shell.pid")) > 0 && (await pidIn("child.pid")) > 0, { timeout: 30_000 })
+        .poll(
+          async () => (await pidIn("shell.pid")) > 0 && (await pidIn("child.pid")) > 0 && (await pidIn("setsid.pid")) > 0,
+          { timeout: 30_000 },
+        )
         .toBe(true);
-      const pids = [await pidIn("shell.pid"), await pidIn("child.pid")];
+      const pids = [await pidIn("shell.pid"), await pidIn("child.pid"), await pidIn("setsid.pid")];
       expect(pids.every(processAlive)).toBe(true);
       worker.process.kill("SIGKILL");
       await worker.exited;

@@ -131,6 +131,24 @@ export const readOnlyShellTool = defineTool({
 });
 
 let setprivWorks: boolean | undefined;
+let pidNamespaceWorks: boolean | undefined;
+
+/**
+ * Whether util-linux `unshare` can give a command a PID namespace of its own here (as root, or
+ * where unprivileged user namespaces allow it); probed once per process.
+ */
+function pidNamespaceAvailable(): boolean {
+  pidNamespaceWorks ??=
+    spawnSync("unshare", [...PID_NAMESPACE, "--", "true"], { stdio: "ignore", timeout: 10_000 }).status === 0;
+  return pidNamespaceWorks;
+}
+
+/**
+ * The command's shell becomes PID 1 of a new PID namespace; when it ends — it exits, or `unshare`
+ * above it is killed (--kill-child) — the kernel kills every process left in the namespace. A
+ * descendant cannot leave that, not even by `setsid` or double-forking out of the process group.
+ */
+const PID_NAMESPACE = ["--pid", "--fork", "--kill-child"];
 
 /** Whether util-linux `setpriv --pdeathsig` runs here; probed once per process. */
 function pdeathsigAvailable(): boolean {
@@ -152,7 +170,9 @@ const GROUP_WATCHDOG = 'read -r word; [ "$word" = done ] || kill -KILL -- "-$1" 
  * also dies with its worker: the shell itself by the parent-death signal (`setpriv --pdeathsig`),
  * and whatever it started by a watchdog that kills the group once the worker's end of its pipe
  * closes. Without this a SIGKILLed worker's command runs on unseen while recovery may start it
- * again elsewhere. (The sandboxed path has bubblewrap's --die-with-parent as well.)
+ * again elsewhere. A descendant that left the group (`setsid`) still ends with the step: the
+ * command runs in a PID namespace of its own (`unshare`, see PID_NAMESPACE; the sandboxed path
+ * has bubblewrap's), which the kernel empties when its first process ends.
  */
 export function runShell(
   command: string,
@@ -165,9 +185,12 @@ export function runShell(
   context.signal.throwIfAborted();
   return new Promise<ShellResult>((resolve, reject) => {
     const bash = ["bash", "--noprofile", "--norc", "-c", command];
+    // The sandbox has its own PID namespace already (bubblewrap's --unshare-pid, --die-with-parent).
     const wrapped = confine
       ? sandboxed(bash, { workspace: confine.workspace, cwd, env: extraEnv, readOnlyPaths: confine.readOnlyPaths })
-      : { command: bash[0]!, args: bash.slice(1) };
+      : pidNamespaceAvailable()
+        ? { command: "unshare", args: [...PID_NAMESPACE, "--", ...bash] }
+        : { command: bash[0]!, args: bash.slice(1) };
     const { command: program, args } = pdeathsigAvailable()
       ? { command: "setpriv", args: ["--pdeathsig", "KILL", "--", wrapped.command, ...wrapped.args] }
       : wrapped;
