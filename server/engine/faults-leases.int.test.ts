@@ -244,6 +244,60 @@ describe("takeover", () => {
   }, 120_000);
 });
 
+describe("recovery beside a busy run", () => {
+  it("recovers a dead worker's step of a run whose lock is taken back to back, within a few sweeps", async () => {
+    const h = (harness = await startHarness({ worker: false }));
+    const runId = await createRun(h, "busy run", [{ id: "step_1", description: "one", tool: "echo", args: { value: 1 } }]);
+    // A worker that died a while ago, its step still running under an expired lease.
+    const dead = randomUUID();
+    await h.app.db.pool.query(
+      "insert into workers (id, hostname, pid, heartbeat_ms, last_seen) values ($1, 'gone', 1, 200, now() - interval '1 minute')",
+      [dead],
+    );
+    await h.app.db.pool.query(
+      `update run_steps set status = 'running', attempt = 1, worker_id = $2, lease_expires_at = now() - interval '1 minute'
+       where run_id = $1`,
+      [runId, dead],
+    );
+    // The run's lock is never free: two connections take it in turn, each queueing for it while
+    // the other holds it for 80 ms, as a run with steps finishing back to back keeps it.
+    let stop = false;
+    let holds = 0;
+    const hammers = [0, 1].map(async () => {
+      const busy = new pg.Client({ connectionString: h.app.db.url });
+      clients.push(busy);
+      await busy.connect();
+      while (!stop) {
+        await busy.query("begin");
+        await busy.query("select 1 from runs where id = $1 for update", [runId]);
+        holds++;
+        await new Promise((resolve) => setTimeout(resolve, 80));
+        await busy.query("commit");
+      }
+    });
+    const hammer = Promise.all(hammers);
+    try {
+      await expect.poll(() => holds, { timeout: 10_000 }).toBeGreaterThan(2);
+      const sweeper = { ...createEngineDeps(h.app.db.pool, h.app.tools), workerId: randomUUID() };
+      // Sweeps as a worker's maintenance tick does. Passing the run over whenever its lock is
+      // taken, a sweep almost never finds it free; waiting in line briefly, the first few do.
+      let sweeps = 0;
+      while ((await stepRow(h, runId)).status === "running" && sweeps < 100) {
+        await recoverInterruptedSteps(sweeper, 1_000);
+        sweeps++;
+      }
+      expect((await stepRow(h, runId)).status).not.toBe("running");
+      expect(sweeps).toBeLessThanOrEqual(5);
+      expect(holds).toBeGreaterThan(3);
+    } finally {
+      stop = true;
+      await hammer;
+    }
+    const events = await eventTypes(h, runId);
+    expect(events).toContain("step.interrupted");
+  });
+});
+
 describe("a lease renewal beside an engine transaction", () => {
   it("never waits for a row the transaction holds, so the two cannot deadlock; the skipped lease is renewed next beat", async () => {
     const h = (harness = await startHarness({ worker: false }));

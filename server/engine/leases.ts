@@ -1,10 +1,10 @@
-import { inTransaction } from "../db";
+import { inTransaction, isLockTimeout, lockTimeoutMs } from "../db";
 import type { StepStatus } from "../plans/schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn } from "./outcome";
 import { enqueueStepJobs } from "./queue";
-import { openRunTransaction } from "./run-transaction";
+import { openRunTransaction, type Client, type RunTransaction } from "./run-transaction";
 
 /** How many of its own heartbeats a worker may miss before its running steps count as interrupted. */
 export const MISSED_BEATS = 5;
@@ -103,11 +103,7 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
   );
   for (const orphan of orphans.rows) {
     await inTransaction(deps.pool, async (client) => {
-      // A run locked elsewhere is passed over, not waited for: its holder may be a frozen worker
-      // (SIGSTOP), and one stuck recovery would stall every other run's recovery and this
-      // worker's own heartbeat. The next tick tries again; the server ends a frozen holder's
-      // session after idle_in_transaction_session_timeout.
-      const tx = await openRunTransaction(deps, client, orphan.run_id, { skipLocked: true });
+      const tx = await openRunForRecovery(deps, client, orphan.run_id);
       if (!tx) return;
       // Judged again under the lock: the owner may have beaten since the scan.
       const current = await client.query<{
@@ -165,6 +161,40 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
     });
   }
   return orphans.rowCount ?? 0;
+}
+
+/** How long recovery waits in line for a busy run's lock before passing the run over. */
+export const RECOVERY_LOCK_WAIT_MS = 250;
+
+/**
+ * Opens a run for recovery without waiting long for its lock. A run locked elsewhere is not
+ * waited for as engine work waits: its holder may be a frozen worker (SIGSTOP), and one stuck
+ * recovery would stall every other run's recovery; the server ends a frozen holder's session after
+ * idle_in_transaction_session_timeout. But skipping at the first sight of the lock is not enough
+ * either: a busy run's transactions follow each other back to back, so its lock is almost never
+ * free at the instant of a look, and its dead worker's steps waited minutes. So recovery queues for
+ * the lock like any transaction, for `RECOVERY_LOCK_WAIT_MS` — enough to get it between two engine
+ * transactions — and only then passes the run over until the next tick.
+ */
+async function openRunForRecovery(
+  deps: EngineDeps,
+  client: Client,
+  runId: string,
+): Promise<RunTransaction | undefined> {
+  const free = await openRunTransaction(deps, client, runId, { skipLocked: true });
+  if (free) return free;
+  await client.query("savepoint recovery_lock");
+  await client.query(`set local lock_timeout = ${RECOVERY_LOCK_WAIT_MS}`);
+  try {
+    const tx = await openRunTransaction(deps, client, runId);
+    await client.query(`set local lock_timeout = ${lockTimeoutMs()}`);
+    return tx;
+  } catch (error) {
+    if (!isLockTimeout(error)) throw error;
+    // Undoes the wait's error and its setting; the transaction goes on without this run.
+    await client.query("rollback to savepoint recovery_lock");
+    return undefined;
+  }
 }
 
 /**
