@@ -60,10 +60,7 @@ export function connectionBudget(options: { total?: number; worker: boolean }): 
   return { total, dedicated, queue, prisma, engine: shared - queue - prisma };
 }
 
-export function connectDatabase(
-  url: string,
-  options: { poolSize?: number; prismaPoolSize?: number } = {},
-): Database {
+export function connectDatabase(url: string, options: { poolSize?: number; prismaPoolSize?: number } = {}): Database {
   const pool = createPool(url, {
     max: options.poolSize ?? 20,
     applicationName: "stepwise",
@@ -117,7 +114,8 @@ export function isConnectionError(error: unknown): boolean {
 export function isDatabaseUnavailable(error: unknown): boolean {
   for (let current = error, depth = 0; current instanceof Error && depth < 5; depth++) {
     if (isConnectionError(current)) return true;
-    const code = (current as { code?: unknown; errorCode?: unknown }).code ?? (current as { errorCode?: unknown }).errorCode;
+    const code =
+      (current as { code?: unknown; errorCode?: unknown }).code ?? (current as { errorCode?: unknown }).errorCode;
     if (typeof code === "string" && ["53300", "57P03", "P1001", "P1017", "P2024"].includes(code)) return true;
     if (/too many clients|Can't reach database server|ECONNREFUSED/i.test(current.message)) return true;
     current = (current as { cause?: unknown }).cause;

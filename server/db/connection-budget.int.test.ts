@@ -94,7 +94,11 @@ describe("the connection budget", () => {
     // Wide runs keep every pool busy: 32 steps can run at once across the two workers.
     const runIds: string[] = [];
     for (let i = 0; i < 8; i++) {
-      const steps = Array.from({ length: 12 }, (_, j) => ({ id: `step_${j + 1}`, tool: "probe", args: { sleepMs: 100 } }));
+      const steps = Array.from({ length: 12 }, (_, j) => ({
+        id: `step_${j + 1}`,
+        tool: "probe",
+        args: { sleepMs: 100 },
+      }));
       const plan = await caller.plans.createFromJson({ planJson: JSON.stringify({ goal: `wide ${i}`, steps }) });
       runIds.push((await caller.plans.approve({ planId: plan.id, version: plan.version })).runId);
     }
@@ -103,7 +107,8 @@ describe("the connection budget", () => {
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
-        for (const [pid, count] of await connectionsByProcess(port, pids)) peak.set(pid, Math.max(peak.get(pid)!, count));
+        for (const [pid, count] of await connectionsByProcess(port, pids))
+          peak.set(pid, Math.max(peak.get(pid)!, count));
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
     })();
@@ -128,7 +133,9 @@ describe("the connection budget", () => {
     const client = new pg.Client({ connectionString: server.databaseUrl });
     await client.connect();
     try {
-      const refused = await client.query<{ n: number }>("select count(*)::int as n from workers where stopped_at is null");
+      const refused = await client.query<{ n: number }>(
+        "select count(*)::int as n from workers where stopped_at is null",
+      );
       expect(refused.rows[0]!.n).toBe(2);
     } finally {
       await client.end();

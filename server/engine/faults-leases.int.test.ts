@@ -247,7 +247,9 @@ describe("takeover", () => {
 describe("recovery beside a busy run", () => {
   it("recovers a dead worker's step of a run whose lock is taken back to back, within a few sweeps", async () => {
     const h = (harness = await startHarness({ worker: false }));
-    const runId = await createRun(h, "busy run", [{ id: "step_1", description: "one", tool: "echo", args: { value: 1 } }]);
+    const runId = await createRun(h, "busy run", [
+      { id: "step_1", description: "one", tool: "echo", args: { value: 1 } },
+    ]);
     // A worker that died a while ago, its step still running under an expired lease.
     const dead = randomUUID();
     await h.app.db.pool.query(

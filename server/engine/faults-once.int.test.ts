@@ -95,7 +95,6 @@ describe("at most once per attempt", () => {
         runIds.push(...started);
         for (const runId of started) {
           const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 120_000);
-          if (run.status !== "completed") console.log("FAILEDRUN", JSON.stringify(run.steps?.map((s: any) => [s.id, s.status, s.error ?? s.reason])));
           expect(run.status).toBe("completed");
         }
         active.splice(0);

@@ -297,7 +297,8 @@ describe("engine under database faults", () => {
       const pidIn = async (name: string) => Number((await fs.readFile(file(name), "utf8").catch(() => "")).trim());
       await expect
         .poll(
-          async () => (await pidIn("shell.pid")) > 0 && (await pidIn("child.pid")) > 0 && (await pidIn("setsid.pid")) > 0,
+          async () =>
+            (await pidIn("shell.pid")) > 0 && (await pidIn("child.pid")) > 0 && (await pidIn("setsid.pid")) > 0,
           { timeout: 30_000 },
         )
         .toBe(true);

@@ -185,7 +185,8 @@ export async function startStepWorker(
     renewing ??= renewLeases(deps)
       .catch((error: unknown) => {
         // A lease row locked by a transaction in flight is renewed on the next tick.
-        if (!isConnectionError(error) && !isLockTimeout(error)) log.error({ err: String(error) }, "lease renewal failed");
+        if (!isConnectionError(error) && !isLockTimeout(error))
+          log.error({ err: String(error) }, "lease renewal failed");
       })
       .finally(() => (renewing = undefined));
   }, heartbeatMs);

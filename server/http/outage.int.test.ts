@@ -29,7 +29,11 @@ beforeAll(async () => {
   const url = new URL(database.url);
   proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
   workspace = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-outage-"));
-  app = await createAppContext({ databaseUrl: throughProxy(database.url, proxy), workspaceRoot: workspace, worker: false });
+  app = await createAppContext({
+    databaseUrl: throughProxy(database.url, proxy),
+    workspaceRoot: workspace,
+    worker: false,
+  });
   api = await startApiServer(app, { agentToken: AGENT_TOKEN });
 });
 
@@ -62,29 +66,33 @@ const callStatus = () =>
   });
 
 describe("a database outage", () => {
-  it("answers 503 unavailable with Retry-After, and the CLI exits 75 saying to try again", { timeout: 120_000 }, async () => {
-    // Reachable: an ordinary answer.
-    const before = await callStatus();
-    expect(before.status).toBeLessThan(500);
-    expect((await cli("status")).code).not.toBe(EXIT.tryAgain);
+  it(
+    "answers 503 unavailable with Retry-After, and the CLI exits 75 saying to try again",
+    { timeout: 120_000 },
+    async () => {
+      // Reachable: an ordinary answer.
+      const before = await callStatus();
+      expect(before.status).toBeLessThan(500);
+      expect((await cli("status")).code).not.toBe(EXIT.tryAgain);
 
-    // The database goes away for a while.
-    const outage = proxy.cut(30_000);
-    try {
-      const during = await callStatus();
-      expect(during.status).toBe(503);
-      expect(during.headers.get("content-type")).toBe("application/problem+json");
-      expect(Number(during.headers.get("retry-after"))).toBeGreaterThan(0);
-      expect(await during.json()).toMatchObject({ code: "unavailable", status: 503 });
+      // The database goes away for a while.
+      const outage = proxy.cut(30_000);
+      try {
+        const during = await callStatus();
+        expect(during.status).toBe(503);
+        expect(during.headers.get("content-type")).toBe("application/problem+json");
+        expect(Number(during.headers.get("retry-after"))).toBeGreaterThan(0);
+        expect(await during.json()).toMatchObject({ code: "unavailable", status: 503 });
 
-      const human = await cli("status");
-      expect(human.code).toBe(EXIT.tryAgain);
-      expect(human.stderr).toMatch(/database unavailable, try again/i);
-      const json = await cli("status", "--json");
-      expect(json.code).toBe(EXIT.tryAgain);
-      expect(JSON.parse(json.stdout)).toMatchObject({ status: "error", error_type: "unavailable" });
-    } finally {
-      await outage;
-    }
-  });
+        const human = await cli("status");
+        expect(human.code).toBe(EXIT.tryAgain);
+        expect(human.stderr).toMatch(/database unavailable, try again/i);
+        const json = await cli("status", "--json");
+        expect(json.code).toBe(EXIT.tryAgain);
+        expect(JSON.parse(json.stdout)).toMatchObject({ status: "error", error_type: "unavailable" });
+      } finally {
+        await outage;
+      }
+    },
+  );
 });

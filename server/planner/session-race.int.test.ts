@@ -55,62 +55,66 @@ afterAll(async () => {
 });
 
 describe("planning session ownership", () => {
-  it("two workers and duplicate jobs: each session starts once and asks the model once", { timeout: 120_000 }, async () => {
-    // The model takes its time, so duplicate jobs arrive while each loop is running.
-    for (let i = 0; i < SESSIONS * 4; i++) llm.script({ json: goodPlan, delayMs: 2_000 });
-    const sessionIds: string[] = [];
-    for (let i = 0; i < SESSIONS; i++) {
-      const { sessionId } = await harness.caller.planner.start({ goal: `Show the README ${i}`, mode: "quick" });
-      sessionIds.push(sessionId);
-    }
-    // While the sessions run, each gets more jobs (a redelivery, a resume queued twice), without a
-    // job key so the queue hands every one out, to whichever worker is free.
-    await expect
-      .poll(
-        async () =>
-          (
-            await harness.app.db.pool.query<{ n: number }>(
-              "select count(*)::int as n from planning_sessions where id = any($1) and worker_id is not null",
-              [sessionIds],
-            )
-          ).rows[0]!.n,
-        { timeout: 30_000, interval: 50 },
-      )
-      .toBe(SESSIONS);
-    for (let round = 0; round < 3; round++) {
-      for (const sessionId of sessionIds) {
-        await harness.app.db.pool.query("select graphile_worker.add_job($1, $2::json)", [
-          PLANNING_TASK,
-          JSON.stringify({ sessionId }),
-        ]);
+  it(
+    "two workers and duplicate jobs: each session starts once and asks the model once",
+    { timeout: 120_000 },
+    async () => {
+      // The model takes its time, so duplicate jobs arrive while each loop is running.
+      for (let i = 0; i < SESSIONS * 4; i++) llm.script({ json: goodPlan, delayMs: 2_000 });
+      const sessionIds: string[] = [];
+      for (let i = 0; i < SESSIONS; i++) {
+        const { sessionId } = await harness.caller.planner.start({ goal: `Show the README ${i}`, mode: "quick" });
+        sessionIds.push(sessionId);
       }
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-
-    for (const sessionId of sessionIds) {
+      // While the sessions run, each gets more jobs (a redelivery, a resume queued twice), without a
+      // job key so the queue hands every one out, to whichever worker is free.
       await expect
-        .poll(async () => (await harness.caller.planner.session({ sessionId })).status, { timeout: 60_000 })
-        .toBe("completed");
-    }
-    // No job is left to run a session again.
-    await expect
-      .poll(
-        async () =>
-          (
-            await harness.app.db.pool.query<{ n: number }>(
-              "select count(*)::int as n from graphile_worker.jobs where task_identifier = $1",
-              [PLANNING_TASK],
-            )
-          ).rows[0]!.n,
-        { timeout: 30_000 },
-      )
-      .toBe(0);
-    for (const sessionId of sessionIds) {
-      const types = (await readEvents(harness.app.db.pool, sessionId, 0)).map((event) => event.type);
-      const runs = types.filter((type) => type === "planning.started" || type === "planning.resumed");
-      expect(runs, `session ${sessionId}: ${types.join(" ")}`).toEqual(["planning.started"]);
-      expect(types.filter((type) => type === "planning.completed")).toHaveLength(1);
-    }
-    expect(llm.requests).toHaveLength(SESSIONS);
-  });
+        .poll(
+          async () =>
+            (
+              await harness.app.db.pool.query<{ n: number }>(
+                "select count(*)::int as n from planning_sessions where id = any($1) and worker_id is not null",
+                [sessionIds],
+              )
+            ).rows[0]!.n,
+          { timeout: 30_000, interval: 50 },
+        )
+        .toBe(SESSIONS);
+      for (let round = 0; round < 3; round++) {
+        for (const sessionId of sessionIds) {
+          await harness.app.db.pool.query("select graphile_worker.add_job($1, $2::json)", [
+            PLANNING_TASK,
+            JSON.stringify({ sessionId }),
+          ]);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+
+      for (const sessionId of sessionIds) {
+        await expect
+          .poll(async () => (await harness.caller.planner.session({ sessionId })).status, { timeout: 60_000 })
+          .toBe("completed");
+      }
+      // No job is left to run a session again.
+      await expect
+        .poll(
+          async () =>
+            (
+              await harness.app.db.pool.query<{ n: number }>(
+                "select count(*)::int as n from graphile_worker.jobs where task_identifier = $1",
+                [PLANNING_TASK],
+              )
+            ).rows[0]!.n,
+          { timeout: 30_000 },
+        )
+        .toBe(0);
+      for (const sessionId of sessionIds) {
+        const types = (await readEvents(harness.app.db.pool, sessionId, 0)).map((event) => event.type);
+        const runs = types.filter((type) => type === "planning.started" || type === "planning.resumed");
+        expect(runs, `session ${sessionId}: ${types.join(" ")}`).toEqual(["planning.started"]);
+        expect(types.filter((type) => type === "planning.completed")).toHaveLength(1);
+      }
+      expect(llm.requests).toHaveLength(SESSIONS);
+    },
+  );
 });

@@ -135,7 +135,9 @@ describe("shell", () => {
     await fs.rm(pidFile);
 
     // The shell exits at once, leaving the setsid child behind: it ends with the step all the same.
-    await shell({ command: `setsid bash -c '${hostPid("setsid.pid")}; exec sleep 1000' & until [ -s setsid.pid ]; do sleep 0.05; done` });
+    await shell({
+      command: `setsid bash -c '${hostPid("setsid.pid")}; exec sleep 1000' & until [ -s setsid.pid ]; do sleep 0.05; done`,
+    });
     const left = await readPid();
     expect(left).toBeGreaterThan(0);
     await waitFor(() => !isAlive(left));
