@@ -1,4 +1,4 @@
-import { connectDatabase, type Database } from "./db";
+import { connectDatabase, connectionBudget, type Database } from "./db";
 import { createEngineDeps, type EngineDeps } from "./engine/engine";
 import { startStepWorker, type StepWorker } from "./engine/worker";
 import { EventBus } from "./events/bus";
@@ -29,7 +29,9 @@ export async function createAppContext(options: {
   worker?: { concurrency: number } | false;
   tools?: ToolRegistry;
 }): Promise<AppContext> {
-  const db = connectDatabase(options.databaseUrl);
+  // Every connection this process opens comes out of one budget (STEPWISE_DB_CONNECTIONS).
+  const budget = connectionBudget({ worker: Boolean(options.worker) });
+  const db = connectDatabase(options.databaseUrl, { poolSize: budget.engine, prismaPoolSize: budget.prisma });
   const bus = new EventBus(options.databaseUrl, db.pool);
   await bus.start();
   // llm_generate reaches the planner of this context (its provider configuration), looked up on
@@ -62,6 +64,7 @@ export async function createAppContext(options: {
     context.worker = await startStepWorker(engine, {
       databaseUrl: options.databaseUrl,
       concurrency: options.worker.concurrency,
+      queuePoolSize: budget.queue,
       // Planning sessions are queue jobs too; the planner is looked up per job, so one installed
       // later (tests: a scripted provider) is the one that runs them.
       extra: (worker) => planningWork(() => plannerFor(context), worker),

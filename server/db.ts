@@ -1,7 +1,7 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { createHash } from "node:crypto";
 import pg from "pg";
-import { idleInTransactionMs } from "./env";
+import { idleInTransactionMs, intFromEnv } from "./env";
 import { PrismaClient } from "./generated/prisma/client";
 
 /**
@@ -23,17 +23,54 @@ export interface Database {
  */
 export const LOCK_TIMEOUT_MS = 2_000;
 
-export function connectDatabase(url: string, options: { poolSize?: number } = {}): Database {
+/** STEPWISE_LOCK_TIMEOUT_MS, or `LOCK_TIMEOUT_MS`: tests shorten it to provoke retried transactions. */
+export function lockTimeoutMs(): number {
+  return intFromEnv("STEPWISE_LOCK_TIMEOUT_MS", LOCK_TIMEOUT_MS);
+}
+
+/** The default of STEPWISE_DB_CONNECTIONS: two workers and a server fit PostgreSQL's default 100. */
+export const DEFAULT_CONNECTION_BUDGET = 30;
+
+/**
+ * How one process's connection budget (STEPWISE_DB_CONNECTIONS) is shared out. Every process has
+ * the event bus's LISTEN connection; a worker also its cancel listener and its heartbeat's own
+ * connection. graphile-worker's pool needs few (jobs hold no connection while they run: only
+ * fetching and completing them, and its LISTEN, do), Prisma serves plan CRUD; the engine's pool,
+ * the hot path, gets the rest.
+ */
+export interface ConnectionBudget {
+  total: number;
+  /** LISTEN connections and the heartbeat: one each. */
+  dedicated: number;
+  engine: number;
+  prisma: number;
+  queue: number;
+}
+
+export function connectionBudget(options: { total?: number; worker: boolean }): ConnectionBudget {
+  const total = options.total ?? intFromEnv("STEPWISE_DB_CONNECTIONS", DEFAULT_CONNECTION_BUDGET);
+  const dedicated = options.worker ? 3 : 1;
+  const minimum = dedicated + 4 + 2 + (options.worker ? 2 : 0);
+  if (total < minimum) {
+    throw new Error(`STEPWISE_DB_CONNECTIONS must be at least ${minimum} for this process, got ${total}`);
+  }
+  const shared = total - dedicated;
+  const queue = options.worker ? Math.max(2, Math.floor(shared / 5)) : 0;
+  const prisma = Math.max(2, Math.floor(shared / 5));
+  return { total, dedicated, queue, prisma, engine: shared - queue - prisma };
+}
+
+export function connectDatabase(url: string, options: { poolSize?: number; prismaPoolSize?: number } = {}): Database {
   const pool = createPool(url, {
     max: options.poolSize ?? 20,
     applicationName: "stepwise",
-    lockTimeoutMs: LOCK_TIMEOUT_MS,
+    lockTimeoutMs: lockTimeoutMs(),
     prepareStatements: true,
   });
   const prisma = new PrismaClient({
     adapter: new PrismaPg({
       connectionString: url,
-      max: 10,
+      max: options.prismaPoolSize ?? 10,
       idle_in_transaction_session_timeout: idleInTransactionMs(),
     }),
   });
@@ -65,6 +102,25 @@ export function isConnectionError(error: unknown): boolean {
   return /Connection terminated|connection error|not queryable|timeout exceeded when trying to connect/i.test(
     error.message,
   );
+}
+
+/**
+ * The database cannot serve requests right now: the connection failed (see `isConnectionError`),
+ * the server refuses new connections (53300 too many clients, 57P03 starting up), or Prisma could
+ * not reach it (P1001, P1017) or get a pooled connection in time (P2024). Such a request is worth
+ * repeating a little later; doors answer 503 `unavailable`, never an internal error. The error
+ * may be wrapped (Prisma's adapter errors, a tRPC error) — its causes are looked at too.
+ */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; depth++) {
+    if (isConnectionError(current)) return true;
+    const code =
+      (current as { code?: unknown; errorCode?: unknown }).code ?? (current as { errorCode?: unknown }).errorCode;
+    if (typeof code === "string" && ["53300", "57P03", "P1001", "P1017", "P2024"].includes(code)) return true;
+    if (/too many clients|Can't reach database server|ECONNREFUSED/i.test(current.message)) return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /** A statement gave up waiting for a lock (lock_timeout): nothing was written; try again later. */
@@ -211,6 +267,13 @@ export async function retryOnConnectionLoss<T>(
     }
   }
 }
+
+/**
+ * Options for Prisma's interactive transactions. Its defaults (2 s to get a connection, 5 s for
+ * the whole transaction) are shorter than a busy machine needs for a plan save of a few short
+ * statements; timed out, the save fails for a person who already answered every question.
+ */
+export const PRISMA_TRANSACTION_OPTIONS = { maxWait: 10_000, timeout: 30_000 } as const;
 
 type PrismaTransaction = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
 

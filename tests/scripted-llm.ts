@@ -14,12 +14,16 @@ export interface ChatRequest {
   [key: string]: unknown;
 }
 
-export type ScriptedReply =
+export type ScriptedReply = (
   | { json: unknown }
   | { text: string }
   | { toolCalls: { name: string; arguments: unknown }[] }
   | { status: number; body?: string }
-  | { hang: true };
+  | { hang: true }
+) & {
+  /** Answer only after this long: a model that takes its time. */
+  delayMs?: number;
+};
 
 export type ScriptStep = ScriptedReply | ((request: ChatRequest) => ScriptedReply);
 
@@ -85,6 +89,7 @@ export async function startScriptedLlm(options: { port?: number } = {}): Promise
         return send(response, 500, { error: { message: "scripted LLM: no reply queued for this request" } });
       }
       const reply = typeof next === "function" ? next(body) : next;
+      if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
       if ("hang" in reply) {
         hanging.add(response);
         response.on("close", () => hanging.delete(response));

@@ -26,7 +26,8 @@ export class CliError extends Error {
   }
 }
 
-export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3, unauthorized: 4 } as const;
+/** `tryAgain` is EX_TEMPFAIL (sysexits.h): the server is up but its database is not; retry later. */
+export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3, unauthorized: 4, tryAgain: 75 } as const;
 
 const installationRoot = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -111,6 +112,14 @@ export async function callOperation(connection: Connection, name: string, input:
   }
   if (response.ok) return body;
   const problem = body as Problem;
+  if (response.status === 503) {
+    const retryAfter = response.headers.get("retry-after");
+    throw new CliError(
+      `Database unavailable, try again${retryAfter ? ` in ${retryAfter} s` : " shortly"}. (${problem.detail ?? `HTTP ${response.status}`})`,
+      EXIT.tryAgain,
+      problem.code ?? "unavailable",
+    );
+  }
   const exitCode = response.status === 401 || response.status === 403 ? EXIT.unauthorized : EXIT.refused;
   const error = new CliError(
     problem.detail ?? problem.title ?? `HTTP ${response.status}`,

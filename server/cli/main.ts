@@ -5,7 +5,8 @@
  * JSON and nothing else; errors then are JSON too: `{"status":"error","error_type":…,"message":…}`.
  *
  * Exit codes: 0 success · 1 the server refused (plan_validation_failed, a task not ready, no
- * session…) · 2 bad usage · 3 no server reachable · 4 not authorised.
+ * session…) · 2 bad usage · 3 no server reachable · 4 not authorised · 75 the database is
+ * unavailable for now: try again (EX_TEMPFAIL).
  */
 import path from "node:path";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";

@@ -149,6 +149,8 @@ export async function startEmbeddedPostgres(options: {
   dataDir: string;
   port?: number;
   database?: string;
+  /** PostgreSQL's max_connections (tests of the connection budget start a smaller server). */
+  maxConnections?: number;
   log?: (line: string) => void;
 }): Promise<EmbeddedDatabase> {
   await hydrateNativeSymlinks();
@@ -163,10 +165,10 @@ export async function startEmbeddedPostgres(options: {
     persistent: true,
     // PostgreSQL refuses to run as root; the library then runs it as a `postgres` system user.
     createPostgresUser: true,
-    // Each Stepwise process opens up to ~50 connections at the default worker concurrency (queue,
-    // engine and Prisma pools); PostgreSQL's default of 100 leaves room for only two, and `npm run
-    // worker` beside `npm start` is exactly two. Connection slots cost little memory.
-    postgresFlags: ["-c", `max_connections=${EMBEDDED_MAX_CONNECTIONS}`],
+    // Each Stepwise process keeps to its connection budget (STEPWISE_DB_CONNECTIONS, 30 by
+    // default: two workers and a server fit PostgreSQL's default of 100); the embedded server has
+    // room for many more workers. Connection slots cost little memory.
+    postgresFlags: ["-c", `max_connections=${options.maxConnections ?? EMBEDDED_MAX_CONNECTIONS}`],
     onLog: (message: unknown) => options.log?.(String(message)),
     onError: (message: unknown) => options.log?.(String(message)),
   });

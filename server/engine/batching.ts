@@ -65,19 +65,32 @@ export class RunCombiner {
     }
   }
 
+  /**
+   * One transaction for `batch`, which `inTransaction` may try several times (a lock timeout rolls
+   * a try back). What a try claims is its own: a fresh list, and continuation slots reserved for it
+   * are given back when it rolls back. Only the list of the try that committed leaves here, so a
+   * dependent claimed in a try that was rolled back and claimed again in the next starts once.
+   */
   private async attempt(runId: string, batch: { op: EngineOp }[]) {
-    const reserved: ClaimedStep[] = [];
+    const slots = this.deps.continuationSlots;
+    let reserved: ClaimedStep[] = [];
+    const release = () => {
+      if (slots) slots.used -= reserved.length;
+      reserved = [];
+    };
     try {
       const ops = batch.map((entry) => entry.op);
       const results = await inTransaction(this.deps.pool, async (client) => {
-        const results = await processOps(this.deps, client, runId, ops, reserved);
+        release(); // an earlier try's claims rolled back with it
+        const claimed: ClaimedStep[] = [];
+        reserved = claimed;
+        const results = await processOps(this.deps, client, runId, ops, claimed);
         this.deps.beforeCommit?.(runId, ops);
         return results;
       });
       return { results, continuations: reserved };
     } catch (error) {
-      // The claims rolled back: give their continuation slots back.
-      if (this.deps.continuationSlots) this.deps.continuationSlots.used -= reserved.length;
+      release();
       throw error;
     }
   }

@@ -110,10 +110,12 @@ export async function claimStepsIn(
   if (toRun.length === 0) return results;
   await tx.client.query(
     // A tool that marks the start of its effect itself has started none yet; for any other the
-    // effect may begin as soon as the claim commits.
+    // effect may begin as soon as the claim commits. The lease counts from this statement, not
+    // from the transaction's start (now()): a claim that waited for the run's lock has not used
+    // up its worker's lease.
     `update run_steps rs set status = 'running', attempt = u.attempt, queued = false, started_at = now(), progress = 0, worker_id = $2,
        effects_started_at = case when u.marks then null else now() end,
-       lease_expires_at = now() + make_interval(secs => $4::int / 1000.0)
+       lease_expires_at = clock_timestamp() + make_interval(secs => $4::int / 1000.0)
      from jsonb_to_recordset($3::jsonb) as u(step_id text, attempt int, marks boolean)
      where rs.run_id = $1 and rs.step_id = u.step_id`,
     [

@@ -78,13 +78,15 @@ describe("leases", () => {
     const sweepAs = (workerId: string) =>
       recoverInterruptedSteps({ ...createEngineDeps(h.app.db.pool, h.app.tools), workerId }, 1_000);
 
-    // Its beats (and with them its lease renewals) now fail on a lock, while its reads and its
-    // sweeps go on: to itself the worker looks dead, yet its attempt is running right here.
+    // Its beats and its lease renewals now fail on locks (its worker row, its step's row), while
+    // its reads and its sweeps go on: to itself the worker looks dead, yet its attempt is running
+    // right here.
     const blocker = new pg.Client({ connectionString: h.app.db.url });
     clients.push(blocker);
     await blocker.connect();
     await blocker.query("begin");
     await blocker.query("select 1 from workers where id = $1 for update", [owner]);
+    await blocker.query("select 1 from run_steps where run_id = $1 for update", [runId]);
     await expect
       .poll(
         async () =>
@@ -188,6 +190,114 @@ describe("leases", () => {
     expect(sequenceProblems(events)).toEqual([]);
     expect(illegalTransitions(events)).toEqual([]);
   }, 120_000);
+});
+
+describe("takeover", () => {
+  it("a live worker whose heartbeat connection stalls keeps its step; a frozen one loses it to a peer", async () => {
+    harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+    const h = harness;
+    const probeLog = path.join(h.workspace, "probe.log");
+    const holder = await startWorker(h, { concurrency: 1 });
+    const runId = await createRun(h, "stalled beat", [
+      { id: "step_1", tool: "probe_once", args: { sleepMs: 120_000 } },
+    ]);
+    await expect.poll(async () => (await readProbeLog(probeLog)).length, { timeout: 30_000 }).toBe(1);
+    const owner = (await stepRow(h, runId)).worker_id!;
+    const peer = await startWorker(h);
+
+    // Its beats now wait on its worker row, locked here: by the database's clock the heartbeat is
+    // stale for several leases (five beats of 200 ms), while its engine connections renew the
+    // step's lease. The peer sweeps every 200 ms all along.
+    const blocker = new pg.Client({ connectionString: h.app.db.url });
+    clients.push(blocker);
+    await blocker.connect();
+    await blocker.query("begin");
+    await blocker.query("select 1 from workers where id = $1 for update", [owner]);
+    await expect
+      .poll(
+        async () =>
+          (
+            await h.app.db.pool.query<{ stale: boolean }>(
+              "select last_seen < now() - interval '3 seconds' as stale from workers where id = $1",
+              [owner],
+            )
+          ).rows[0]!.stale,
+        { timeout: 30_000, interval: 200 },
+      )
+      .toBe(true);
+    expect(await stepRow(h, runId)).toEqual({ status: "running", attempt: 1, worker_id: owner });
+    expect(await eventTypes(h, runId)).not.toContain("step.interrupted");
+    await blocker.query("commit");
+
+    // Frozen, the worker stops both: the peer takes the step once its lease and heartbeat lapse.
+    holder.child.kill("SIGSTOP");
+    await expect.poll(() => processState(holder.pid), { timeout: 5_000 }).toBe("T");
+    await expect.poll(async () => (await stepRow(h, runId)).status, { timeout: 30_000, interval: 200 }).toBe("failed");
+    const run = await h.caller.runs.get({ runId });
+    expect(run.steps[0]!.reason).toMatch(/^Interrupted/);
+    expect(await readProbeLog(probeLog)).toHaveLength(1);
+    const events = await readEvents(h.app.db.pool, runId, 0);
+    expect(events.filter((e) => e.type === "step.interrupted").map((e) => e.stepId)).toEqual(["step_1"]);
+    expect(sequenceProblems(events)).toEqual([]);
+    expect(illegalTransitions(events)).toEqual([]);
+    expect(peer.child.exitCode).toBe(null);
+  }, 120_000);
+});
+
+describe("recovery beside a busy run", () => {
+  it("recovers a dead worker's step of a run whose lock is taken back to back, within a few sweeps", async () => {
+    const h = (harness = await startHarness({ worker: false }));
+    const runId = await createRun(h, "busy run", [
+      { id: "step_1", description: "one", tool: "echo", args: { value: 1 } },
+    ]);
+    // A worker that died a while ago, its step still running under an expired lease.
+    const dead = randomUUID();
+    await h.app.db.pool.query(
+      "insert into workers (id, hostname, pid, heartbeat_ms, last_seen) values ($1, 'gone', 1, 200, now() - interval '1 minute')",
+      [dead],
+    );
+    await h.app.db.pool.query(
+      `update run_steps set status = 'running', attempt = 1, worker_id = $2, lease_expires_at = now() - interval '1 minute'
+       where run_id = $1`,
+      [runId, dead],
+    );
+    // The run's lock is never free: two connections take it in turn, each queueing for it while
+    // the other holds it for 80 ms, as a run with steps finishing back to back keeps it.
+    let stop = false;
+    let holds = 0;
+    const hammers = [0, 1].map(async () => {
+      const busy = new pg.Client({ connectionString: h.app.db.url });
+      clients.push(busy);
+      await busy.connect();
+      while (!stop) {
+        await busy.query("begin");
+        await busy.query("select 1 from runs where id = $1 for update", [runId]);
+        holds++;
+        await new Promise((resolve) => setTimeout(resolve, 80));
+        await busy.query("commit");
+      }
+    });
+    const hammer = Promise.all(hammers);
+    try {
+      await expect.poll(() => holds, { timeout: 10_000 }).toBeGreaterThan(2);
+      const sweeper = { ...createEngineDeps(h.app.db.pool, h.app.tools), workerId: randomUUID() };
+      // Sweeps as a worker's maintenance tick does. Passing the run over whenever its lock is
+      // taken, a sweep almost never finds it free; waiting in line briefly, the first few do.
+      let sweeps = 0;
+      while ((await stepRow(h, runId)).status === "running" && sweeps < 100) {
+        await recoverInterruptedSteps(sweeper, 1_000);
+        sweeps++;
+      }
+      expect((await stepRow(h, runId)).status).not.toBe("running");
+      expect(sweeps).toBeLessThanOrEqual(5);
+      expect(holds).toBeGreaterThan(3);
+    } finally {
+      stop = true;
+      await hammer;
+    }
+    const events = await eventTypes(h, runId);
+    expect(events).toContain("step.interrupted");
+  });
 });
 
 describe("a lease renewal beside an engine transaction", () => {

@@ -1,10 +1,10 @@
-import { inTransaction } from "../db";
+import { inTransaction, isLockTimeout, lockTimeoutMs } from "../db";
 import type { StepStatus } from "../plans/schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn } from "./outcome";
 import { enqueueStepJobs } from "./queue";
-import { openRunTransaction } from "./run-transaction";
+import { openRunTransaction, type Client, type RunTransaction } from "./run-transaction";
 
 /** How many of its own heartbeats a worker may miss before its running steps count as interrupted. */
 export const MISSED_BEATS = 5;
@@ -12,6 +12,14 @@ export const MISSED_BEATS = 5;
 /** SQL: the worker owning step row `rs` has beaten within its own MISSED_BEATS intervals. */
 const OWNER_ALIVE = `exists (select 1 from workers w where w.id = rs.worker_id and w.stopped_at is null
   and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * ${MISSED_BEATS} / 1000.0))`;
+
+/**
+ * SQL: step row `rs` may be taken from its worker — the worker stopped (its shutdown gave up on the
+ * step), or its lease ran out and its heartbeat is older than a whole lease. A step with no lease
+ * (claimed outside a worker) is judged by its worker's heartbeat alone.
+ */
+const TAKEN_OVER = `(exists (select 1 from workers w where w.id = rs.worker_id and w.stopped_at is not null)
+  or (coalesce(rs.lease_expires_at < now(), true) and not ${OWNER_ALIVE}))`;
 
 /**
  * Renews the leases of the attempts this worker is executing (or still recording). An attempt
@@ -78,24 +86,24 @@ export class LeaseLostError extends Error {
 export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: number): Promise<number> {
   await requeueStrandedJobs(deps, staleAfterMs);
   await requeueLostJobs(deps);
-  // A worker is judged by its own heartbeat interval: peers may be configured differently. Its
-  // own steps a live worker never recovers: they are running here (or their outcomes are being
-  // written), even if its own heartbeat went stale while the database was out of reach.
+  // A step is taken over only when both signs of its worker are gone: its lease ran out (renewed
+  // by the worker's engine connections) and its heartbeat (beaten on a connection of its own) is
+  // older than a whole lease — five of the worker's own intervals, as peers may be configured
+  // differently — both judged by the database's clock. Either one alone is a worker that is alive
+  // but slow to reach the database on one path, whose step must not run a second time elsewhere.
+  // Its own steps a live worker never recovers: they are running here (or their outcomes are
+  // being written), even if its own heartbeat went stale while the database was out of reach.
   const orphans = await deps.pool.query<{ run_id: string; step_id: string; attempt: number; worker_id: string | null }>(
     `select rs.run_id, rs.step_id, rs.attempt, rs.worker_id from run_steps rs
      where rs.status = 'running' and rs.tool <> '${AGENT_TASK_TOOL}'
        and rs.worker_id is distinct from $1
-       and (rs.lease_expires_at < now() or not ${OWNER_ALIVE})
+       and ${TAKEN_OVER}
      order by rs.started_at`,
     [deps.workerId ?? null],
   );
   for (const orphan of orphans.rows) {
     await inTransaction(deps.pool, async (client) => {
-      // A run locked elsewhere is passed over, not waited for: its holder may be a frozen worker
-      // (SIGSTOP), and one stuck recovery would stall every other run's recovery and this
-      // worker's own heartbeat. The next tick tries again; the server ends a frozen holder's
-      // session after idle_in_transaction_session_timeout.
-      const tx = await openRunTransaction(deps, client, orphan.run_id, { skipLocked: true });
+      const tx = await openRunForRecovery(deps, client, orphan.run_id);
       if (!tx) return;
       // Judged again under the lock: the owner may have beaten since the scan.
       const current = await client.query<{
@@ -106,7 +114,7 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
         held: boolean;
       }>(
         `select rs.status, rs.attempt, rs.worker_id, rs.effects_started_at is not null as effects_started,
-                (rs.lease_expires_at is null or rs.lease_expires_at >= now()) and ${OWNER_ALIVE} as held
+                not ${TAKEN_OVER} as held
          from run_steps rs where rs.run_id = $1 and rs.step_id = $2 for update of rs skip locked`,
         [orphan.run_id, orphan.step_id],
       );
@@ -153,6 +161,40 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
     });
   }
   return orphans.rowCount ?? 0;
+}
+
+/** How long recovery waits in line for a busy run's lock before passing the run over. */
+export const RECOVERY_LOCK_WAIT_MS = 250;
+
+/**
+ * Opens a run for recovery without waiting long for its lock. A run locked elsewhere is not
+ * waited for as engine work waits: its holder may be a frozen worker (SIGSTOP), and one stuck
+ * recovery would stall every other run's recovery; the server ends a frozen holder's session after
+ * idle_in_transaction_session_timeout. But skipping at the first sight of the lock is not enough
+ * either: a busy run's transactions follow each other back to back, so its lock is almost never
+ * free at the instant of a look, and its dead worker's steps waited minutes. So recovery queues for
+ * the lock like any transaction, for `RECOVERY_LOCK_WAIT_MS` — enough to get it between two engine
+ * transactions — and only then passes the run over until the next tick.
+ */
+async function openRunForRecovery(
+  deps: EngineDeps,
+  client: Client,
+  runId: string,
+): Promise<RunTransaction | undefined> {
+  const free = await openRunTransaction(deps, client, runId, { skipLocked: true });
+  if (free) return free;
+  await client.query("savepoint recovery_lock");
+  await client.query(`set local lock_timeout = ${RECOVERY_LOCK_WAIT_MS}`);
+  try {
+    const tx = await openRunTransaction(deps, client, runId);
+    await client.query(`set local lock_timeout = ${lockTimeoutMs()}`);
+    return tx;
+  } catch (error) {
+    if (!isLockTimeout(error)) throw error;
+    // Undoes the wait's error and its setting; the transaction goes on without this run.
+    await client.query("rollback to savepoint recovery_lock");
+    return undefined;
+  }
 }
 
 /**

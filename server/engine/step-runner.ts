@@ -28,13 +28,19 @@ const RECORD_MAX_DELAY_MS = 5_000;
 /** Runs a claimed step's tool outside any transaction, then records the outcome. */
 async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<void> {
   const { step, attempt, run } = claimed;
+  // An execution is keyed by (run, step, attempt): the committed claim made this process its one
+  // executor, and one already executing here means this start is a duplicate, never a second run.
+  const leaseKey = `${run.id}/${step.id}/${attempt}`;
+  if (deps.inFlight?.has(leaseKey)) {
+    log.error({ runId: run.id, stepId: step.id, attempt }, "refused to execute an attempt already executing here");
+    return;
+  }
   const controller = new AbortController();
   const inFlight = deps.cancellations.get(run.id) ?? new Set();
   inFlight.add(controller);
   deps.cancellations.set(run.id, inFlight);
   // Leased until the outcome is written, not only while the tool runs: a peer must not take a
   // step whose result is on its way.
-  const leaseKey = `${run.id}/${step.id}/${attempt}`;
   deps.inFlight?.set(leaseKey, { runId: run.id, stepId: step.id, attempt, controller });
   try {
     await executeAndRecord(deps, claimed, controller, inFlight);

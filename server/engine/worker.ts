@@ -60,6 +60,8 @@ export async function startStepWorker(
     databaseUrl: string;
     concurrency: number;
     heartbeatMs?: number;
+    /** graphile-worker's pool (its share of the process's connection budget). */
+    queuePoolSize?: number;
     /** Fault injection for tests: beat, but never renew the leases of running attempts. */
     skipLeaseRenewal?: boolean;
     extra?: (worker: { workerId: string; heartbeatMs: number }) => ExtraWork;
@@ -93,9 +95,10 @@ export async function startStepWorker(
     },
   );
   // The queue's own pool, with the same timeouts as ours: a hung connection attempt must not
-  // hold one of graphile's workers (and so a concurrency slot) for ever.
+  // hold one of graphile's workers (and so a concurrency slot) for ever. Jobs hold no connection
+  // while they run, so a few serve any concurrency.
   const queuePool = createPool(options.databaseUrl, {
-    max: options.concurrency + 2,
+    max: options.queuePoolSize ?? options.concurrency + 2,
     applicationName: "stepwise-queue",
   });
   const startRunner = () =>
@@ -159,28 +162,42 @@ export async function startStepWorker(
   };
   supervise(runner);
 
-  // Each worker heartbeats and, on the same tick, recovers steps of workers that stopped doing so.
-  // The beat never waits for recovery: recovery that is slow (a database under strain) must not
-  // make this worker look dead to its peers. A failed beat (database away) is retried next tick.
+  // The heartbeat has a connection and a timer of its own: engine work queueing for the pool, or
+  // a slow recovery pass, cannot make this worker look dead to its peers. Leases are renewed on
+  // their own timer through the engine pool; a step is taken over only when both are stale (see
+  // leases.ts), so a stall on one path alone costs no step. A failed beat is retried next tick.
+  const beatPool = createPool(options.databaseUrl, { max: 1, applicationName: "stepwise-heartbeat" });
   let beat: Promise<void> | undefined;
-  let maintaining = false;
   const heartbeat = setInterval(() => {
-    beat ??= deps.pool
+    beat ??= beatPool
       .query("update workers set last_seen = now() where id = $1", [workerId])
-      .then(() => (options.skipLeaseRenewal ? undefined : renewLeases(deps)))
       .then(
         () => undefined,
         (error: unknown) => {
-          // A lease row locked by a transaction in flight is renewed on the next beat.
           if (!isConnectionError(error) && !isLockTimeout(error)) log.error({ err: String(error) }, "heartbeat failed");
         },
       )
       .finally(() => (beat = undefined));
+  }, heartbeatMs);
+  let renewing: Promise<void> | undefined;
+  const leaseRenewal = setInterval(() => {
+    if (options.skipLeaseRenewal) return;
+    renewing ??= renewLeases(deps)
+      .catch((error: unknown) => {
+        // A lease row locked by a transaction in flight is renewed on the next tick.
+        if (!isConnectionError(error) && !isLockTimeout(error))
+          log.error({ err: String(error) }, "lease renewal failed");
+      })
+      .finally(() => (renewing = undefined));
+  }, heartbeatMs);
+
+  // On its own tick, recovery of steps whose workers stopped: a run whose lock is busy is skipped
+  // and looked at again on the next tick, seconds later.
+  let maintaining = false;
+  const maintenance = setInterval(() => {
     if (maintaining) return;
     maintaining = true;
-    // After this tick's beat, so that the database has heard from us before we judge others.
-    (beat ?? Promise.resolve())
-      .then(() => recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS))
+    recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS)
       .then(() => (stopping ? undefined : extra?.maintain?.()))
       .then(async () => {
         // A runner wedged by a connection lost inside graphile takes no jobs although it has room:
@@ -236,11 +253,15 @@ export async function startStepWorker(
     }
     deps.stopping = true;
     clearInterval(heartbeat);
+    clearInterval(leaseRenewal);
+    clearInterval(maintenance);
     // Our row is marked last: peers then see any step still marked running here as interrupted.
     // It stays, so a step's card can still say which worker ran it.
     await deps.pool.query("update workers set stopped_at = now() where id = $1", [workerId]).catch(() => undefined);
     await listener.close();
     await queuePool.end().catch(() => undefined);
+    await beat;
+    await beatPool.end().catch(() => undefined);
   };
   let stopped: Promise<void> | undefined;
   return {
@@ -255,6 +276,8 @@ export async function startStepWorker(
 /** graphile-worker's default logger prints every job; keep warnings and errors only. */
 function quietLogger(): Logger {
   return new Logger(() => (level, message) => {
+    // A queue pool smaller than the concurrency is by design (see the connection budget in db.ts).
+    if (message.includes("smaller than concurrency")) return;
     if (level === "error" || level === "warning") log.warn({ source: "graphile-worker" }, message);
   });
 }

@@ -1,4 +1,5 @@
 import { ZodError } from "zod";
+import { isDatabaseUnavailable } from "../db";
 import { isAppError, type AppErrorCode } from "../errors";
 
 /**
@@ -49,6 +50,16 @@ export function toProblem(error: unknown): Problem {
       details: { issues: error.issues.map((issue) => ({ path: issue.path.map(String), message: issue.message })) },
     };
   }
+  if (isDatabaseUnavailable(error)) {
+    // Not a bug in Stepwise and not the caller's fault: the same request will work shortly.
+    return {
+      type: "https://stepwise.dev/problems/unavailable",
+      title: "unavailable",
+      status: 503,
+      detail: "The database is unavailable right now; try again shortly.",
+      code: "unavailable",
+    };
+  }
   return {
     type: "https://stepwise.dev/problems/internal",
     title: "internal error",
@@ -58,10 +69,16 @@ export function toProblem(error: unknown): Problem {
   };
 }
 
+/** What a 503 tells clients to wait before trying again. */
+export const RETRY_AFTER_SECONDS = 5;
+
 export function problemResponse(error: unknown): Response {
   const problem = toProblem(error);
   return new Response(JSON.stringify(problem), {
     status: problem.status,
-    headers: { "content-type": "application/problem+json" },
+    headers: {
+      "content-type": "application/problem+json",
+      ...(problem.status === 503 && { "retry-after": String(RETRY_AFTER_SECONDS) }),
+    },
   });
 }

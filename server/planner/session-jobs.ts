@@ -172,7 +172,13 @@ async function timeOutQuestion(deps: PlannerDeps, job: { sessionId: string; ques
   });
 }
 
-/** Takes the session for this worker: it must be running and not held by another live worker. */
+/**
+ * Takes the session for this worker: it must be running and not held by another live worker —
+ * one whose heartbeat (beaten on a connection of its own, see worker.ts) is fresh by the
+ * database's clock. A session this process is running already is never claimed a second time
+ * (`runSessionJob` checks first); its own id on a session it does not run (a loop that ended
+ * without letting go) it takes back.
+ */
 async function claim(deps: PlannerDeps, sessionId: string, workerId: string): Promise<SessionRow | undefined> {
   const claimed = await deps.pool.query<{ id: string }>(
     `update planning_sessions s set worker_id = $2
@@ -191,10 +197,18 @@ async function runSessionJob(
   workerId: string,
   running: Map<string, AbortController>,
 ): Promise<void> {
-  const session = await claim(deps, sessionId, workerId);
-  if (!session) return;
+  // A second job for a session this process runs (a resume queued while the loop still ran) does
+  // nothing. Marked running before the claim's first await, so two such jobs cannot both pass.
+  if (running.has(sessionId)) return;
   const controller = new AbortController();
   running.set(sessionId, controller);
+  let session: SessionRow | undefined;
+  try {
+    session = await claim(deps, sessionId, workerId);
+  } finally {
+    if (!session) running.delete(sessionId);
+  }
+  if (!session) return;
   const unsubscribe = deps.bus.subscribe(sessionId, (events: StoredEvent[]) => {
     if (events.some((event) => event.type === "planning.cancelled" || event.type === "planning.timed_out")) {
       controller.abort(new PlanningCancelled());
@@ -427,20 +441,24 @@ async function finish(
   data: { failure?: SessionFailure; planId?: string; resultVersion?: number },
   event: NewEvent,
 ): Promise<boolean> {
-  const changed = await deps.prisma.planningSession.updateMany({
-    where: { id: session.id, status: { in: OPEN_STATUSES } },
-    data: {
+  // finished_at by the database's clock, like every other planning time.
+  const changed = await deps.pool.query(
+    `update planning_sessions set status = $2, phase = 'done', worker_id = null, finished_at = now(),
+       failure = coalesce($3::jsonb, failure), plan_id = coalesce($4, plan_id),
+       result_version = coalesce($5::int, result_version)
+     where id = $1 and status = any($6::text[])`,
+    [
+      session.id,
       status,
-      phase: "done",
-      workerId: null,
-      finishedAt: new Date(),
-      ...(data.failure && { failure: data.failure as object }),
-      ...(data.planId && { planId: data.planId }),
-      ...(data.resultVersion && { resultVersion: data.resultVersion }),
-    },
-  });
-  if (changed.count > 0) await emitTo(deps, session, [event]);
-  return changed.count > 0;
+      data.failure ? JSON.stringify(data.failure) : null,
+      data.planId ?? null,
+      data.resultVersion ?? null,
+      OPEN_STATUSES,
+    ],
+  );
+  const finished = (changed.rowCount ?? 0) > 0;
+  if (finished) await emitTo(deps, session, [event]);
+  return finished;
 }
 
 /**
@@ -472,11 +490,12 @@ async function askPerson(
           [session.id, question.slice(0, 4_000), toolCallId],
         )
       ).rows[0]!.id;
-    await enqueuePlanningTimeout(client, {
-      sessionId: session.id,
-      questionId,
-      runAt: new Date(Date.now() + deps.answerTimeoutMs),
-    });
+    // The deadline is the database's now() plus the timeout, never this process's clock.
+    const deadline = await client.query<{ run_at: Date }>(
+      "select now() + make_interval(secs => $1::float8 / 1000) as run_at",
+      [deps.answerTimeoutMs],
+    );
+    await enqueuePlanningTimeout(client, { sessionId: session.id, questionId, runAt: deadline.rows[0]!.run_at });
     if (!existing) {
       await emitTo(deps, session, [{ type: "planning.question", data: { questionId, question } }], client);
     }

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { recordAudit } from "../audit/audit-log";
-import { prismaQueryable } from "../db";
+import { PRISMA_TRANSACTION_OPTIONS, prismaQueryable } from "../db";
 import type { PrismaClient } from "../generated/prisma/client";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
@@ -68,7 +68,7 @@ async function storeNewPlan(prisma: PrismaClient, tools: ToolRegistry, input: Cr
         data: { step: { ...stepMetadata(step), state: "queued" } },
       })),
     ]);
-  });
+  }, PRISMA_TRANSACTION_OPTIONS);
   return getPlan(prisma, id);
 }
 

@@ -1,5 +1,5 @@
 import { recordAudit } from "../audit/audit-log";
-import { prismaQueryable } from "../db";
+import { PRISMA_TRANSACTION_OPTIONS, prismaQueryable } from "../db";
 import { AppError, isAppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { PrismaClient } from "../generated/prisma/client";
@@ -107,7 +107,7 @@ export async function savePlanVersion(
       { streamId: input.planId, planId: input.planId, runId: null, traceId: base.traceId },
       [{ type: "plan.updated", data: { version, baseVersion: input.baseVersion, changeNote: input.changeNote } }],
     );
-  });
+  }, PRISMA_TRANSACTION_OPTIONS);
   const saved = await getPlan(prisma, input.planId, version);
   const task = await prisma.task.findUnique({ where: { id: saved.taskId }, include: { workspace: true } });
   await refreshPlanArtifacts(task?.workspace?.path, saved);

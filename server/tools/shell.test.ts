@@ -31,6 +31,9 @@ function isAlive(pid: number): boolean {
   }
 }
 
+/** Shell text writing the pid of the process running it, as this process sees it, to `file`. */
+const hostPid = (file: string) => `read -r p _ < /proc/self/stat; echo $p >> ${file}`;
+
 async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
@@ -100,8 +103,9 @@ describe("shell", () => {
   it("kills the whole process group when aborted", async () => {
     const pidFile = path.join(root, "pids.txt");
     const controller = new AbortController();
+    // Pids as this process sees them (/proc/self/stat), not the command's own PID namespace's $$.
     const running = shell(
-      { command: `sleep 30 & echo $! > pids.txt; echo $$ >> pids.txt; wait` },
+      { command: `(${hostPid("pids.txt")}; exec sleep 30) & ${hostPid("pids.txt")}; wait` },
       createToolContext(root, controller.signal),
     );
     await waitFor(async () => (await fs.readFile(pidFile, "utf8").catch(() => "")).trim().split("\n").length === 2);
@@ -111,6 +115,32 @@ describe("shell", () => {
     const error = await rejectionOf(running);
     expect(error.message).toBe("Timed out after 1s");
     await waitFor(() => !pids.some(isAlive));
+    await fs.rm(pidFile);
+  });
+
+  it("ends a child that left the process group (setsid) with the step: on abort, and when the shell exits", async () => {
+    const pidFile = path.join(root, "setsid.pid");
+    const readPid = async () => Number((await fs.readFile(pidFile, "utf8").catch(() => "")).trim());
+    const controller = new AbortController();
+    const running = shell(
+      { command: `setsid bash -c '${hostPid("setsid.pid")}; exec sleep 1000' & wait` },
+      createToolContext(root, controller.signal),
+    );
+    await waitFor(async () => (await readPid()) > 0);
+    const cancelled = await readPid();
+    expect(isAlive(cancelled)).toBe(true);
+    controller.abort(new Error("Run cancelled"));
+    expect((await rejectionOf(running)).message).toBe("Run cancelled");
+    await waitFor(() => !isAlive(cancelled));
+    await fs.rm(pidFile);
+
+    // The shell exits at once, leaving the setsid child behind: it ends with the step all the same.
+    await shell({
+      command: `setsid bash -c '${hostPid("setsid.pid")}; exec sleep 1000' & until [ -s setsid.pid ]; do sleep 0.05; done`,
+    });
+    const left = await readPid();
+    expect(left).toBeGreaterThan(0);
+    await waitFor(() => !isAlive(left));
     await fs.rm(pidFile);
   });
 

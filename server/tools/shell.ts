@@ -173,6 +173,24 @@ export const readOnlyShellTool = defineTool({
 });
 
 let setprivWorks: boolean | undefined;
+let pidNamespaceWorks: boolean | undefined;
+
+/**
+ * Whether util-linux `unshare` can give a command a PID namespace of its own here (as root, or
+ * where unprivileged user namespaces allow it); probed once per process.
+ */
+function pidNamespaceAvailable(): boolean {
+  pidNamespaceWorks ??=
+    spawnSync("unshare", [...PID_NAMESPACE, "--", "true"], { stdio: "ignore", timeout: 10_000 }).status === 0;
+  return pidNamespaceWorks;
+}
+
+/**
+ * The command's shell becomes PID 1 of a new PID namespace; when it ends — it exits, or `unshare`
+ * above it is killed (--kill-child) — the kernel kills every process left in the namespace. A
+ * descendant cannot leave that, not even by `setsid` or double-forking out of the process group.
+ */
+const PID_NAMESPACE = ["--pid", "--fork", "--kill-child"];
 
 /** Whether util-linux `setpriv --pdeathsig` runs here; probed once per process. */
 function pdeathsigAvailable(): boolean {
@@ -194,7 +212,9 @@ const GROUP_WATCHDOG = 'read -r word; [ "$word" = done ] || kill -KILL -- "-$1" 
  * also dies with its worker: the shell itself by the parent-death signal (`setpriv --pdeathsig`),
  * and whatever it started by a watchdog that kills the group once the worker's end of its pipe
  * closes. Without this a SIGKILLed worker's command runs on unseen while recovery may start it
- * again elsewhere. (The sandboxed path has bubblewrap's --die-with-parent as well.)
+ * again elsewhere. A descendant that left the group (`setsid`) still ends with the step: the
+ * command runs in a PID namespace of its own (`unshare`, see PID_NAMESPACE; the sandboxed path
+ * has bubblewrap's), which the kernel empties when its first process ends.
  */
 export function runShell(
   command: string,
@@ -207,7 +227,9 @@ export function runShell(
   context.signal.throwIfAborted();
   return new Promise<ShellResult>((resolve, reject) => {
     const bash = ["bash", "--noprofile", "--norc", "-c", command];
-    // Confined: bash by its absolute system path, as uid 65534 without capabilities, under limits.
+    // Confined: bash by its absolute system path, as uid 65534 without capabilities, under limits,
+    // in the sandbox's own PID namespace (bubblewrap's --unshare-pid, --die-with-parent). Otherwise
+    // a PID namespace of its own, so every descendant (setsid ones too) ends with the step.
     const wrapped = confine
       ? sandboxed([systemProgram("bash") ?? "/bin/bash", ...bash.slice(1)], {
           workspace: confine.workspace,
@@ -216,7 +238,9 @@ export function runShell(
           readOnlyPaths: confine.readOnlyPaths,
           wallSeconds: confine.wallSeconds,
         })
-      : { command: bash[0]!, args: bash.slice(1) };
+      : pidNamespaceAvailable()
+        ? { command: systemProgram("unshare") ?? "unshare", args: [...PID_NAMESPACE, "--", ...bash] }
+        : { command: bash[0]!, args: bash.slice(1) };
     const { command: program, args } = pdeathsigAvailable()
       ? { command: "setpriv", args: ["--pdeathsig", "KILL", "--", wrapped.command, ...wrapped.args] }
       : wrapped;

@@ -2,7 +2,8 @@ import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
 import { ZodError } from "zod";
 import type { AppContext } from "../app-context";
-import { isAppError, type AppErrorCode } from "../errors";
+import { isDatabaseUnavailable } from "../db";
+import { AppError, isAppError, type AppErrorCode } from "../errors";
 import type { Identity } from "../operations/identity";
 
 export interface TrpcContext {
@@ -48,12 +49,19 @@ const STATUS: Record<AppErrorCode, TRPCError["code"]> = {
   unavailable: "SERVICE_UNAVAILABLE",
 };
 
-/** Maps domain errors to tRPC errors; anything else is an internal error without its stack. */
+/**
+ * Maps domain errors to tRPC errors; a database that cannot be reached is `unavailable` (503, worth
+ * retrying); anything else is an internal error without its stack.
+ */
 const mapErrors = t.middleware(async ({ next }) => {
   const result = await next();
   if (!result.ok && isAppError(result.error.cause)) {
     const cause = result.error.cause;
     throw new TRPCError({ code: STATUS[cause.code], message: cause.message, cause });
+  }
+  if (!result.ok && isDatabaseUnavailable(result.error.cause ?? result.error)) {
+    const cause = new AppError("unavailable", "The database is unavailable right now; try again shortly.");
+    throw new TRPCError({ code: STATUS.unavailable, message: cause.message, cause });
   }
   return result;
 });
