@@ -8,7 +8,7 @@ import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
 import { createAppContext, installAppContext } from "../app-context";
 import { migrateDatabase, openDatabase } from "../db/bootstrap";
-import { assertNoOtherStepwise, takeOverShutdownSignals } from "../db/embedded";
+import { assertNoOtherStepwise, runningEmbeddedDatabaseUrl, takeOverShutdownSignals } from "../db/embedded";
 import { readConfig } from "../env";
 import { doorConfig, generateAccessToken } from "../http/door";
 import { behindDoor } from "../http/door-server";
@@ -67,7 +67,7 @@ export async function serve(dev: boolean): Promise<void> {
   const door = doorConfig({ host: config.host, publicHost: config.publicHost, accessToken, agentToken });
   // Fail before starting anything when another Stepwise holds the data folder or the web port
   // is taken, so nothing is left running.
-  if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
+  if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir, log);
   await assertPortFree(config.port, config.host);
   await fs.mkdir(config.workspaceDir, { recursive: true });
   const database = await openDatabase(config, log);
@@ -105,7 +105,6 @@ export async function serve(dev: boolean): Promise<void> {
     url: `http://${localHost.includes(":") ? `[${localHost}]` : localHost}:${config.port}`,
     token: agentToken,
     pid: process.pid,
-    ...(database.embedded && { databaseUrl: database.databaseUrl }),
   });
   log(`Database: ${database.embedded ? "embedded PostgreSQL" : "DATABASE_URL"}; workspace: ${config.workspaceDir}`);
   log(`Ready on http://${config.host}:${config.port}`);
@@ -152,13 +151,14 @@ export async function worker(): Promise<void> {
   const config = readConfig();
   const telemetry = startTelemetry();
   // Without DATABASE_URL, join the `npm start` running from this data folder on its embedded
-  // PostgreSQL (server.json, readable by this user only, says where and how).
+  // PostgreSQL: its socket and the app role's password (pg-secret) are readable by this user only.
   const running = config.databaseUrl ? undefined : await readConnectionFile(config.dataDir);
-  if (running?.databaseUrl && processAlive(running.pid)) {
+  const joinUrl = running && processAlive(running.pid) ? await runningEmbeddedDatabaseUrl(config.dataDir) : undefined;
+  if (running && joinUrl) {
     log(`Joining the running Stepwise (pid ${running.pid}) on its embedded PostgreSQL`);
-    config.databaseUrl = running.databaseUrl;
+    config.databaseUrl = joinUrl;
   }
-  if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
+  if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir, log);
   await fs.mkdir(config.workspaceDir, { recursive: true });
   const database = await openDatabase(config, log);
   const nice = yieldCpu(config.workerNice);
