@@ -86,7 +86,10 @@ describe("embedded PostgreSQL secrets", () => {
     const port = await freePort();
     const database = await startEmbeddedPostgres({ dataDir: dir, port });
     try {
-      const secret = JSON.parse(await fs.readFile(path.join(dir, "pg-secret"), "utf8")) as Record<string, string>;
+      const secret = JSON.parse(await fs.readFile(path.join(dir, "pg-secret"), "utf8")) as {
+        superuser: string;
+        app: string;
+      };
       expect((await fs.stat(path.join(dir, "pg-secret"))).mode & 0o777).toBe(0o600);
       expect(secret.superuser).toMatch(/^[0-9a-f]{48}$/);
       expect(secret.app).toMatch(/^[0-9a-f]{48}$/);
@@ -165,8 +168,11 @@ describe("embedded PostgreSQL secrets", () => {
     database = await startEmbeddedPostgres({ dataDir: dir, port, log: (line) => lines.push(line) });
     try {
       expect(lines).toContain("Replaced the embedded database's shared default password with a generated one");
-      const secret = JSON.parse(await fs.readFile(path.join(dir, "pg-secret"), "utf8")) as Record<string, string>;
-      expect(await refusal(database.serverUrl.replace(secret.superuser!, "stepwise"))).toBe("28P01");
+      const secret = JSON.parse(await fs.readFile(path.join(dir, "pg-secret"), "utf8")) as {
+        superuser: string;
+        app: string;
+      };
+      expect(await refusal(database.serverUrl.replace(secret.superuser, "stepwise"))).toBe("28P01");
       expect(await refusal(database.serverUrl)).toBe("connected");
       // The app role owns what the superuser created, so migrations can alter it.
       await query(database.databaseUrl, "alter table legacy add column note text");
