@@ -2,7 +2,6 @@
  * The long-running commands: `serve` (database, app context, Next.js), `worker` (steps only) and
  * `migrate`. Each owns its process: it starts what it needs and stops it in order on a signal.
  */
-import fs from "node:fs/promises";
 import os from "node:os";
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
@@ -16,6 +15,7 @@ import { attachLiveSocket } from "../http/live-socket";
 import { logger } from "../logger";
 import { startTelemetry } from "../telemetry";
 import { processAlive, readConnectionFile, removeConnectionFile, writeConnectionFile } from "./connection-file";
+import { portError } from "./preflight";
 
 const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
 /**
@@ -65,11 +65,8 @@ export async function serve(dev: boolean): Promise<void> {
   // The CLI's credential: an agent identity on the operations API, handed over in server.json.
   const agentToken = process.env.STEPWISE_AGENT_TOKEN || generateAccessToken();
   const door = doorConfig({ host: config.host, publicHost: config.publicHost, accessToken, agentToken });
-  // Fail before starting anything when another Stepwise holds the data folder or the web port
-  // is taken, so nothing is left running.
-  if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir, log);
-  await assertPortFree(config.port, config.host);
-  await fs.mkdir(config.workspaceDir, { recursive: true });
+  // The settings, the data folder and the web port were checked before this module was even
+  // loaded (preflight.ts, run by main.ts), so a bad setting is reported within seconds.
   const database = await openDatabase(config, log);
   const contextPromise = createAppContext({
     databaseUrl: database.databaseUrl,
@@ -126,27 +123,6 @@ export async function serve(dev: boolean): Promise<void> {
   });
 }
 
-function portError(error: unknown, port: number): Error {
-  if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
-    return new Error(`Port ${port} is in use; set PORT to another port (e.g. PORT=3001 npm start)`);
-  }
-  return error instanceof Error ? error : new Error(String(error));
-}
-
-async function assertPortFree(port: number, host: string): Promise<void> {
-  const probe = createServer();
-  try {
-    await new Promise<void>((resolve, reject) => {
-      probe.once("error", reject);
-      probe.listen(port, host, resolve);
-    });
-  } catch (error) {
-    throw portError(error, port);
-  } finally {
-    await new Promise((resolve) => probe.close(resolve));
-  }
-}
-
 export async function worker(): Promise<void> {
   const config = readConfig();
   const telemetry = startTelemetry();
@@ -159,7 +135,6 @@ export async function worker(): Promise<void> {
     config.databaseUrl = joinUrl;
   }
   if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir, log);
-  await fs.mkdir(config.workspaceDir, { recursive: true });
   const database = await openDatabase(config, log);
   const nice = yieldCpu(config.workerNice);
   const context = await createAppContext({
