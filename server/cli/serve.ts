@@ -12,7 +12,7 @@ import { readConfig } from "../env";
 import { doorConfig, generateAccessToken } from "../http/door";
 import { behindDoor } from "../http/door-server";
 import { attachLiveSocket } from "../http/live-socket";
-import { logger } from "../logger";
+import { logger, quietForShutdown } from "../logger";
 import { startTelemetry } from "../telemetry";
 import { processAlive, readConnectionFile, removeConnectionFile, writeConnectionFile } from "./connection-file";
 import { portError } from "./preflight";
@@ -43,6 +43,9 @@ function onShutdown(stop: () => Promise<void>): void {
     }
     stoppingSince = Date.now();
     log(`${signal}: shutting down…`);
+    // That line is the whole answer to Ctrl-C: what stopping does (steps aborted after the grace
+    // period, connections closed) is expected, not news; errors still print.
+    quietForShutdown();
     stop()
       .then(() => process.exit(0))
       .catch((error) => {
