@@ -109,6 +109,37 @@ describe("Ctrl-C stops Stepwise cleanly", () => {
       stops++;
     }
     expect(stops).toBeGreaterThanOrEqual(5);
+    // How many fitted, for the record (20 on an idle machine).
+    console.info(`clean stops in a row: ${stops}`);
+  });
+
+  it("the web server (development mode, which needs no build), twice", { timeout: 400_000 }, async () => {
+    for (let round = 0; round < 2; round++) {
+      const port = await findFreePort();
+      const started = startCli(["serve", "--dev"], { ...env(), PORT: String(port), HOST: "127.0.0.1" });
+      await waitFor(started, `Ready on http://127.0.0.1:${port}`);
+      await expectCleanStop(started);
+    }
+  });
+
+  it("a PostgreSQL left behind by a killed Stepwise is stopped by the next start", { timeout: 300_000 }, async () => {
+    const killed = startCli(["worker"], env());
+    await waitFor(killed, "Worker started");
+    const orphan = await runningPostmaster(path.join(dataDir, "pg"));
+    // SIGKILL: no handler runs, PostgreSQL (in its own session) is left running without its owner.
+    process.kill(-killed.child.pid!, "SIGKILL");
+    await killed.exited;
+    await expect
+      .poll(async () => (await runningPostmaster(path.join(dataDir, "pg")))?.parentPid)
+      .not.toBe(killed.child.pid);
+    expect((await runningPostmaster(path.join(dataDir, "pg")))?.pid).toBe(orphan!.pid);
+
+    const next = startCli(["worker"], env());
+    await waitFor(next, "Worker started");
+    expect(next.output()).toContain(
+      `Stopping the embedded PostgreSQL (pid ${orphan!.pid}) left running by a Stepwise that did not shut down`,
+    );
+    await expectCleanStop(next);
   });
 
   it("a worker with a step in progress", { timeout: 300_000 }, async () => {
