@@ -12,7 +12,10 @@ import pino from "pino";
  */
 export type LogFormat = "json" | "text";
 
-export function logFormat(env: NodeJS.ProcessEnv = process.env, terminal = process.stderr.isTTY === true): LogFormat {
+export function logFormat(
+  env: Record<string, string | undefined> = process.env,
+  terminal = process.stderr.isTTY === true,
+): LogFormat {
   if (env.STEPWISE_LOG_FORMAT === "json" || env.STEPWISE_LOG_FORMAT === "text") return env.STEPWISE_LOG_FORMAT;
   return terminal ? "text" : "json";
 }
@@ -46,10 +49,14 @@ export function formatLogLine(json: string): string {
   return `${time} ${level}${component} ${String(entry.msg ?? "")}${error}${fields.length ? ` (${fields.join(", ")})` : ""}\n`;
 }
 
-/** After Ctrl-C, only errors are worth a line: the person asked to stop and was told so. */
-let stopping = false;
+/**
+ * After Ctrl-C, only errors are worth a line: the person asked to stop and was told so. Kept on
+ * globalThis because Next.js bundles its own copy of this module into the same process.
+ */
+const QUIET = Symbol.for("stepwise.logger.quietForShutdown");
+const shared = globalThis as typeof globalThis & { [QUIET]?: boolean };
 export function quietForShutdown(): void {
-  stopping = true;
+  shared[QUIET] = true;
 }
 
 export const logger = pino(
@@ -59,7 +66,7 @@ export const logger = pino(
     hooks: {
       // Inherited by every child logger, unlike a level changed later.
       logMethod(args, method, level) {
-        if (stopping && level < 50) return;
+        if (shared[QUIET] && level < 50) return;
         method.apply(this, args);
       },
     },
