@@ -114,12 +114,15 @@ describe("Ctrl-C stops Stepwise cleanly", () => {
   });
 
   it("the web server (development mode, which needs no build), twice", { timeout: 400_000 }, async () => {
+    const tsconfig = await fs.readFile(path.join(projectRoot, "tsconfig.json"), "utf8");
     for (let round = 0; round < 2; round++) {
       const port = await findFreePort();
       const started = startCli(["serve", "--dev"], { ...env(), PORT: String(port), HOST: "127.0.0.1" });
       await waitFor(started, `Ready on http://127.0.0.1:${port}`);
       await expectCleanStop(started);
     }
+    // The development server leaves the checkout as it was.
+    expect(await fs.readFile(path.join(projectRoot, "tsconfig.json"), "utf8")).toBe(tsconfig);
   });
 
   it("a PostgreSQL left behind by a killed Stepwise is stopped by the next start", { timeout: 300_000 }, async () => {

@@ -92,6 +92,9 @@ program
   .description("start the web app, the API and an in-process worker (embedded PostgreSQL unless DATABASE_URL)")
   .option("--dev", "Next.js development mode")
   .action(async (options: { dev?: boolean }) => {
+    // What `next dev` sets before Next.js loads: without it, Next.js takes the development server
+    // for a build and rewrites tsconfig.json with a types path that does not exist.
+    if (options.dev) Object.assign(process.env, { NODE_ENV: "development" });
     await (await import("./preflight")).preflight("serve");
     await (await import("./serve")).serve(options.dev === true);
   });
