@@ -205,7 +205,7 @@ const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
 function runAsNobody(script: string, env: Record<string, string>): Promise<string> {
   const child = spawn("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "-e", script], {
     cwd: projectRoot,
-    env: { PATH: process.env.PATH ?? "", ...env } as NodeJS.ProcessEnv,
+    env: { NODE_ENV: process.env.NODE_ENV, PATH: process.env.PATH ?? "", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stdout = "";
