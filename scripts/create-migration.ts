@@ -29,7 +29,11 @@ async function withDatabase<T>(fn: (databaseUrl: string) => Promise<T>): Promise
   try {
     const db = await startEmbeddedPostgres({ dataDir, database: "sw_migrate_scratch" });
     try {
-      return await fn(db.databaseUrl);
+      // As the superuser of this throwaway server: diffing needs a shadow database, and the app
+      // role may not create databases.
+      const url = new URL(db.serverUrl);
+      url.pathname = "/sw_migrate_scratch";
+      return await fn(url.toString());
     } finally {
       await db.stop();
     }

@@ -5,22 +5,56 @@
  * Stepwise (embedded PostgreSQL unless DATABASE_URL is set; migrations apply themselves).
  * Written in plain JavaScript because it runs before dependencies exist.
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
+import { setInterval, clearInterval } from "node:timers";
+import { Buffer } from "node:buffer";
 import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 process.chdir(root);
 const env = { ...process.env, NEXT_TELEMETRY_DISABLED: "1" };
 
-function step(label, command, args) {
-  console.log(`[stepwise] ${label}…`);
-  const result = spawnSync(command, args, { stdio: "inherit", env });
-  if (result.status !== 0) {
-    console.error(`[stepwise] ${label} failed.`);
-    process.exit(result.status ?? 1);
+const started = Date.now();
+
+function elapsed(since) {
+  const seconds = Math.round((Date.now() - since) / 1000);
+  return seconds < 60 ? `${seconds} s` : `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
+}
+
+/**
+ * One preparation step, quiet unless it fails: a line when it starts, a progress line with the
+ * elapsed time while it runs (every 30 s; in place on a terminal), a line when it is done. Its own
+ * output is kept and shown only if it fails, so a first start reads as a handful of lines.
+ */
+async function step(label, command, args, expected) {
+  const since = Date.now();
+  const tty = process.stdout.isTTY === true;
+  console.log(`[stepwise] ${label}${expected ? ` (${expected})` : ""}…`);
+  const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], env });
+  const output = [];
+  child.stdout.on("data", (chunk) => output.push(chunk));
+  child.stderr.on("data", (chunk) => output.push(chunk));
+  const ticker = setInterval(
+    () => {
+      if (tty) process.stdout.write(`\r[stepwise]   … ${elapsed(since)}`);
+      else console.log(`[stepwise]   … ${elapsed(since)}`);
+    },
+    tty ? 1_000 : 30_000,
+  );
+  const code = await new Promise((resolve) => {
+    child.on("error", () => resolve(1));
+    child.on("exit", (exitCode) => resolve(exitCode ?? 1));
+  });
+  clearInterval(ticker);
+  if (tty) process.stdout.write("\r\x1b[K");
+  if (code !== 0) {
+    process.stdout.write(Buffer.concat(output));
+    console.error(`[stepwise] ${label} failed after ${elapsed(since)}.`);
+    process.exit(code);
   }
+  console.log(`[stepwise] ${label}: done in ${elapsed(since)}`);
 }
 
 function mtime(file) {
@@ -49,9 +83,14 @@ const installed = mtime("node_modules/.package-lock.json");
 if (!installed || installed < mtime("package-lock.json"))
   // Quiet unless something is wrong: on Node.js 20 npm would warn that a package of the Prisma
   // CLI that Stepwise never runs (`@prisma/streams-local`) prefers Node.js 22.
-  step("Installing dependencies", "npm", ["ci", "--no-audit", "--no-fund", "--loglevel=error"]);
+  await step(
+    "Installing dependencies",
+    "npm",
+    ["ci", "--no-audit", "--no-fund", "--loglevel=error"],
+    "first start only",
+  );
 if (mtime("server/generated/prisma/client.ts") < mtime("prisma/schema.prisma")) {
-  step("Generating the database client", "npx", ["tsx", "scripts/prisma-generate.ts"]);
+  await step("Generating the database client", "npx", ["tsx", "scripts/prisma-generate.ts"]);
 }
 if (process.argv.includes("--prepare-only")) process.exit(0);
 
@@ -60,12 +99,17 @@ if (
   !built ||
   built < Math.max(newestIn(["app", "components", "server"]), mtime("next.config.js"), mtime("package-lock.json"))
 ) {
-  step("Building the web app", "npx", ["next", "build"]);
+  // No type check here (next.config.js): that is `npm test`'s and CI's job.
+  await step("Building the web app", "npx", ["next", "build"], "after an install or an update");
 }
-// Ctrl-C reaches the server too (same process group); let it shut the database down cleanly.
+if (Date.now() - started > 1_000) console.log(`[stepwise] Prepared in ${elapsed(started)}; starting…`);
+// Ctrl-C reaches the server too (same process group) and it stops in order, the embedded database
+// (in a session of its own) last; this process only waits for it.
 process.on("SIGINT", () => undefined);
 process.on("SIGTERM", () => undefined);
-const serve = spawnSync("npx", ["tsx", "server/cli/main.ts", "serve", ...process.argv.slice(2)], {
+// Node directly on the CLI's entry point (bin/stepwise.mjs loads tsx itself): no npx resolving
+// packages on every start, and no extra process between the terminal and Stepwise.
+const serve = spawnSync(process.execPath, ["bin/stepwise.mjs", "serve", ...process.argv.slice(2)], {
   stdio: "inherit",
   env,
 });

@@ -42,7 +42,10 @@ export function intFromEnv(name: string, fallback: number): number {
 }
 
 export function readConfig(): AppConfig {
-  const dataDir = path.resolve(process.env.STEPWISE_DATA_DIR ?? "data");
+  // These are the person's folders, read at run time — never files of the app. Next.js bundles
+  // this module (through app-context) and, seeing a path built from the environment, would trace
+  // and ship the whole project as if the app needed every file in it; the comments tell it not to.
+  const dataDir = path.resolve(/*turbopackIgnore: true*/ process.env.STEPWISE_DATA_DIR ?? "data");
   return {
     databaseUrl: process.env.DATABASE_URL || undefined,
     dataDir,
@@ -51,7 +54,10 @@ export function readConfig(): AppConfig {
     port: intFromEnv("PORT", 3000),
     // Not the current directory: that is usually the Stepwise checkout, and a first write_file
     // would write into the repository. The data folder is already private and gitignored.
-    workspaceDir: path.resolve(process.env.STEPWISE_WORKSPACE ?? path.join(dataDir, "workspace")),
+    workspaceDir: path.resolve(
+      /*turbopackIgnore: true*/ process.env.STEPWISE_WORKSPACE ??
+        path.join(/*turbopackIgnore: true*/ dataDir, "workspace"),
+    ),
     workerConcurrency: intFromEnv("STEPWISE_WORKER_CONCURRENCY", 16),
     inProcessWorker: process.env.STEPWISE_IN_PROCESS_WORKER !== "0",
     workerNice: niceFromEnv("STEPWISE_WORKER_NICE", 10),

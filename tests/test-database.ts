@@ -37,7 +37,13 @@ export async function startTestServer(dataDir: string): Promise<TestServer> {
   if (external) {
     serverUrl = withDatabase(external, "postgres");
   } else {
-    const embedded = await startEmbeddedPostgres({ dataDir, port: await findFreePort(), database: "postgres" });
+    // Loopback TCP (with the generated password): fault-injection tests put a proxy in between.
+    const embedded = await startEmbeddedPostgres({
+      dataDir,
+      port: await findFreePort(),
+      database: "postgres",
+      access: "tcp",
+    });
     serverUrl = embedded.serverUrl;
     stopServer = () => embedded.stop();
   }

@@ -3,19 +3,15 @@ import path from "node:path";
 
 /**
  * `<data dir>/server.json`: how a local `stepwise` CLI finds the running server — its address and
- * the agent token of this server process — and how a local worker finds its embedded database. Readable by its owner only (0600), written when the
- * server is listening and removed when it stops.
+ * the agent token of this server process. Readable by its owner only (0600), written when the
+ * server is listening and removed when it stops. It holds no database credentials: a local worker
+ * joins the embedded database through `<data dir>/pg-secret` and the socket PostgreSQL announces.
  */
 export interface ConnectionFile {
   url: string;
   token: string;
   pid: number;
   startedAt: string;
-  /**
-   * The embedded PostgreSQL's address, credentials included, when the server runs on it: how
-   * `npm run worker` on this machine joins the running server without a DATABASE_URL.
-   */
-  databaseUrl?: string;
 }
 
 export const CONNECTION_FILE = "server.json";

@@ -8,6 +8,7 @@
  * session…) · 2 bad usage · 3 no server reachable · 4 not authorised · 75 the database is
  * unavailable for now: try again (EX_TEMPFAIL).
  */
+import fs from "node:fs";
 import path from "node:path";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { callOperation, CliError, EXIT, resolveConnection } from "./client";
@@ -21,8 +22,14 @@ interface ConnectionOptions {
   json?: boolean | string;
 }
 
+/** The installation's own version, from its package.json (the CLI runs from the checkout). */
+const { version } = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+  version: string;
+};
+
 const program = new Command("stepwise")
   .description("Plan-review and live-execution workbench for AI agents")
+  .version(version, "-V, --version", "print the version of this Stepwise")
   .showHelpAfterError("(run with --help for usage)")
   .exitOverride();
 
@@ -85,17 +92,29 @@ program
   .command("serve", { isDefault: true })
   .description("start the web app, the API and an in-process worker (embedded PostgreSQL unless DATABASE_URL)")
   .option("--dev", "Next.js development mode")
-  .action(async (options: { dev?: boolean }) => (await import("./serve")).serve(options.dev === true));
+  .action(async (options: { dev?: boolean }) => {
+    // What `next dev` sets before Next.js loads: without it, Next.js takes the development server
+    // for a build and rewrites tsconfig.json with a types path that does not exist.
+    if (options.dev) Object.assign(process.env, { NODE_ENV: "development" });
+    await (await import("./preflight")).preflight("serve");
+    await (await import("./serve")).serve(options.dev === true);
+  });
 
 program
   .command("worker")
   .description("run a worker process that executes steps (scale out beside `serve`)")
-  .action(async () => (await import("./serve")).worker());
+  .action(async () => {
+    await (await import("./preflight")).preflight("worker");
+    await (await import("./serve")).worker();
+  });
 
 program
   .command("migrate")
   .description("apply database migrations and exit")
-  .action(async () => (await import("./serve")).migrate());
+  .action(async () => {
+    await (await import("./preflight")).preflight("migrate");
+    await (await import("./serve")).migrate();
+  });
 
 withConnection(
   program
@@ -211,7 +230,8 @@ try {
     }
   } else {
     // serve, worker and migrate may have started things (a database): exit rather than linger.
-    process.stderr.write(`[stepwise] ${error instanceof Error ? error.message : String(error)}\n`);
+    // Written synchronously: stderr to a pipe is asynchronous, and exit would cut the line off.
+    fs.writeSync(2, `[stepwise] ${error instanceof Error ? error.message : String(error)}\n`);
     process.exit(1);
   }
 }

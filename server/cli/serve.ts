@@ -2,20 +2,20 @@
  * The long-running commands: `serve` (database, app context, Next.js), `worker` (steps only) and
  * `migrate`. Each owns its process: it starts what it needs and stops it in order on a signal.
  */
-import fs from "node:fs/promises";
 import os from "node:os";
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
 import { createAppContext, installAppContext } from "../app-context";
 import { migrateDatabase, openDatabase } from "../db/bootstrap";
-import { assertNoOtherStepwise, takeOverShutdownSignals } from "../db/embedded";
+import { assertNoOtherStepwise, runningEmbeddedDatabaseUrl, takeOverShutdownSignals } from "../db/embedded";
 import { readConfig } from "../env";
 import { doorConfig, generateAccessToken } from "../http/door";
 import { behindDoor } from "../http/door-server";
 import { attachLiveSocket } from "../http/live-socket";
-import { logger } from "../logger";
+import { logger, quietForShutdown } from "../logger";
 import { startTelemetry } from "../telemetry";
 import { processAlive, readConnectionFile, removeConnectionFile, writeConnectionFile } from "./connection-file";
+import { portError } from "./preflight";
 
 const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
 /**
@@ -43,6 +43,9 @@ function onShutdown(stop: () => Promise<void>): void {
     }
     stoppingSince = Date.now();
     log(`${signal}: shutting down…`);
+    // That line is the whole answer to Ctrl-C: what stopping does (steps aborted after the grace
+    // period, connections closed) is expected, not news; errors still print.
+    quietForShutdown();
     stop()
       .then(() => process.exit(0))
       .catch((error) => {
@@ -65,11 +68,8 @@ export async function serve(dev: boolean): Promise<void> {
   // The CLI's credential: an agent identity on the operations API, handed over in server.json.
   const agentToken = process.env.STEPWISE_AGENT_TOKEN || generateAccessToken();
   const door = doorConfig({ host: config.host, publicHost: config.publicHost, accessToken, agentToken });
-  // Fail before starting anything when another Stepwise holds the data folder or the web port
-  // is taken, so nothing is left running.
-  if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
-  await assertPortFree(config.port, config.host);
-  await fs.mkdir(config.workspaceDir, { recursive: true });
+  // The settings, the data folder and the web port were checked before this module was even
+  // loaded (preflight.ts, run by main.ts), so a bad setting is reported within seconds.
   const database = await openDatabase(config, log);
   const contextPromise = createAppContext({
     databaseUrl: database.databaseUrl,
@@ -105,7 +105,6 @@ export async function serve(dev: boolean): Promise<void> {
     url: `http://${localHost.includes(":") ? `[${localHost}]` : localHost}:${config.port}`,
     token: agentToken,
     pid: process.pid,
-    ...(database.embedded && { databaseUrl: database.databaseUrl }),
   });
   log(`Database: ${database.embedded ? "embedded PostgreSQL" : "DATABASE_URL"}; workspace: ${config.workspaceDir}`);
   log(`Ready on http://${config.host}:${config.port}`);
@@ -127,39 +126,18 @@ export async function serve(dev: boolean): Promise<void> {
   });
 }
 
-function portError(error: unknown, port: number): Error {
-  if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
-    return new Error(`Port ${port} is in use; set PORT to another port (e.g. PORT=3001 npm start)`);
-  }
-  return error instanceof Error ? error : new Error(String(error));
-}
-
-async function assertPortFree(port: number, host: string): Promise<void> {
-  const probe = createServer();
-  try {
-    await new Promise<void>((resolve, reject) => {
-      probe.once("error", reject);
-      probe.listen(port, host, resolve);
-    });
-  } catch (error) {
-    throw portError(error, port);
-  } finally {
-    await new Promise((resolve) => probe.close(resolve));
-  }
-}
-
 export async function worker(): Promise<void> {
   const config = readConfig();
   const telemetry = startTelemetry();
   // Without DATABASE_URL, join the `npm start` running from this data folder on its embedded
-  // PostgreSQL (server.json, readable by this user only, says where and how).
+  // PostgreSQL: its socket and the app role's password (pg-secret) are readable by this user only.
   const running = config.databaseUrl ? undefined : await readConnectionFile(config.dataDir);
-  if (running?.databaseUrl && processAlive(running.pid)) {
+  const joinUrl = running && processAlive(running.pid) ? await runningEmbeddedDatabaseUrl(config.dataDir) : undefined;
+  if (running && joinUrl) {
     log(`Joining the running Stepwise (pid ${running.pid}) on its embedded PostgreSQL`);
-    config.databaseUrl = running.databaseUrl;
+    config.databaseUrl = joinUrl;
   }
-  if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir);
-  await fs.mkdir(config.workspaceDir, { recursive: true });
+  if (!config.databaseUrl) await assertNoOtherStepwise(config.dataDir, log);
   const database = await openDatabase(config, log);
   const nice = yieldCpu(config.workerNice);
   const context = await createAppContext({

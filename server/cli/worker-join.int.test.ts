@@ -5,12 +5,14 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterEach, expect, it } from "vitest";
-import { createTestDatabase } from "../../tests/test-database";
+import { migrateDatabase } from "../db/bootstrap";
+import { startEmbeddedPostgres } from "../db/embedded";
 import { writeConnectionFile } from "./connection-file";
 
 /**
- * `npm run worker` next to a running `npm start` on the embedded database: no DATABASE_URL to
- * find, the worker reads it from the server's server.json and joins.
+ * `npm run worker` next to a running `npm start` on the embedded database: no DATABASE_URL, and no
+ * credentials in the server's server.json — the worker finds the socket PostgreSQL announces and
+ * the app role's password in the data folder's 0600 secret file, and joins.
  */
 const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -19,17 +21,18 @@ afterEach(async () => {
 });
 
 it("a worker started without DATABASE_URL joins the running server's embedded database", async () => {
-  const database = await createTestDatabase();
-  cleanups.push(() => database.drop());
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-join-"));
   cleanups.push(() => fs.rm(dataDir, { recursive: true, force: true }));
-  // What `npm start` on the embedded database writes; this test process stands in for the server.
-  await writeConnectionFile(dataDir, {
-    url: "http://127.0.0.1:1",
-    token: "t",
-    pid: process.pid,
-    databaseUrl: database.url,
-  });
+  // What `npm start` on the embedded database does; this test process stands in for the server.
+  const database = await startEmbeddedPostgres({ dataDir });
+  cleanups.push(() => database.stop());
+  await migrateDatabase(database.databaseUrl);
+  const file = await writeConnectionFile(dataDir, { url: "http://127.0.0.1:1", token: "t", pid: process.pid });
+  const secret = JSON.parse(await fs.readFile(path.join(dataDir, "pg-secret"), "utf8")) as Record<string, string>;
+  const connectionText = await fs.readFile(file, "utf8");
+  expect(connectionText).not.toContain(secret.app);
+  expect(connectionText).not.toContain(secret.superuser);
+  expect(connectionText).not.toMatch(/postgres(ql)?:/);
 
   const { DATABASE_URL: _unset, ...env } = process.env;
   const child = spawn(process.execPath, ["--import", "tsx", "server/cli/main.ts", "worker"], {
@@ -53,8 +56,7 @@ it("a worker started without DATABASE_URL joins the running server's embedded da
   expect(Number(niceness)).toBe(Math.max(10, os.getPriority()));
   expect(output).toMatch(/Worker started \(concurrency \d+, nice 10\)/);
   // It registered on the server's database, not on an embedded one of its own.
-  expect(await fs.readdir(dataDir)).not.toContain("pg");
-  const client = new pg.Client({ connectionString: database.url });
+  const client = new pg.Client({ connectionString: database.databaseUrl });
   await client.connect();
   try {
     const rows = await client.query<{ pid: number }>("select pid from workers where stopped_at is null");

@@ -21,8 +21,8 @@ export async function openDatabase(
   if (config.databaseUrl) {
     handle = { databaseUrl: config.databaseUrl, embedded: false, stop: async () => undefined };
   } else {
-    log(`Starting embedded PostgreSQL (data in ${config.dataDir}, port ${config.embeddedPgPort})…`);
-    const embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort });
+    log(`Starting embedded PostgreSQL (data in ${config.dataDir})…`);
+    const embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, log });
     handle = { databaseUrl: embedded.databaseUrl, embedded: true, stop: () => embedded.stop() };
   }
   try {
@@ -40,6 +40,11 @@ export async function migrateDatabase(
   log: (line: string) => void = () => undefined,
 ): Promise<void> {
   const applied = await applyMigrations({ databaseUrl });
-  if (applied.length > 0) log(`Applied migrations: ${applied.join(", ")}`);
+  // One line however many there are; their names are in prisma/migrations and _prisma_migrations.
+  if (applied.length > 0) {
+    log(
+      `Database schema updated: ${applied.length} migration${applied.length === 1 ? "" : "s"} applied (latest ${applied.at(-1)})`,
+    );
+  }
   await runWorkerMigrations({ connectionString: databaseUrl, logger: undefined });
 }

@@ -1,3 +1,4 @@
+import { getEventListeners } from "node:events";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { EventSource } from "eventsource";
@@ -10,6 +11,7 @@ import { z } from "zod";
 import { readPlannerConfig } from "../planner/config";
 import { createPlannerDeps, installPlanner } from "../planner/deps";
 import { openApiDocument } from "./openapi";
+import { sseStream } from "./plan-api";
 
 /**
  * Seed 001's HTTP API with plain clients: fetch for JSON, and the `eventsource` package for SSE,
@@ -291,5 +293,24 @@ describe("seed 001 HTTP API", () => {
     const decided = await post(`${url}/api/runs/${runId}/decide`, { stepId: "step_1", approve: true });
     expect(await decided.json()).toEqual({ ok: true });
     expect((await harness!.waitForRun(runId)).status).toBe("completed");
+  });
+});
+
+describe("a long-lived event stream", () => {
+  it("keeps one abort listener on its request however long it waits", async () => {
+    const base = await start();
+    const created = await post(`${base}/api/plan`, { goal: "Wait", steps: sleeps(1, 10) });
+    const { plan } = (await created.json()) as { plan: { id: string } };
+    const request = new AbortController();
+    const stream = sseStream(harness!.app, plan.id, {}, new Map(), request.signal);
+    const reader = stream.getReader();
+    // The stream waits a second at a time for new events: let it go round several times.
+    const deadline = Date.now() + 3_500;
+    while (Date.now() < deadline) {
+      await Promise.race([reader.read(), new Promise((resolve) => setTimeout(resolve, 250))]);
+    }
+    expect(getEventListeners(request.signal, "abort")).toHaveLength(1);
+    request.abort();
+    await reader.cancel();
   });
 });

@@ -391,7 +391,8 @@ export function planEventsFromApi(request: Request, app: AppContext, planId: str
   });
 }
 
-function sseStream(
+/** Exported for its test: the live stream of a plan's events (seed 001's SSE). */
+export function sseStream(
   app: AppContext,
   planId: string,
   start: Cursor,
@@ -416,6 +417,10 @@ function sseStream(
       const send = (text: string) => controller.enqueue(encoder.encode(text));
       let lastWrite = Date.now();
       send("retry: 2000\n\n");
+      // One abort listener for the stream's life; one per wait (every second) piled up on the
+      // request's signal until Node warned of a listener leak (MaxListenersExceededWarning).
+      const onAbort = () => wake?.();
+      signal.addEventListener("abort", onAbort, { once: true });
       try {
         listen(planId);
         while (!stopped()) {
@@ -441,12 +446,13 @@ function sseStream(
               clearTimeout(timer);
               resolve();
             };
-            signal.addEventListener("abort", () => wake?.(), { once: true });
+            if (stopped()) wake();
           });
         }
       } catch (error) {
         if (!stopped()) logger.error({ err: error, planId }, "plan event stream failed");
       } finally {
+        signal.removeEventListener("abort", onAbort);
         for (const unsubscribe of unsubscribes) unsubscribe();
         try {
           controller.close();

@@ -111,11 +111,13 @@ const OUTPUT_CAP =
 /** bwrap's arguments up to (not including) the command to run. */
 export function sandboxArgs(options: SandboxOptions): string[] {
   const args: string[] = [];
-  for (const dir of SYSTEM_DIRS) if (fs.existsSync(dir)) args.push("--ro-bind", dir, dir);
+  // The host's system folders, probed at run time: not files of the app, so Turbopack must not
+  // trace them (without the comments it shipped the whole project as server code).
+  for (const dir of SYSTEM_DIRS) if (fs.existsSync(/*turbopackIgnore: true*/ dir)) args.push("--ro-bind", dir, dir);
   // Merged-/usr systems: /bin, /lib… are links into /usr.
   for (const link of ["bin", "lib", "lib64", "sbin"]) {
     const target = `/${link}`;
-    if (!fs.existsSync(target)) continue;
+    if (!fs.existsSync(/*turbopackIgnore: true*/ target)) continue;
     if (fs.lstatSync(target).isSymbolicLink()) args.push("--symlink", fs.readlinkSync(target), target);
     else args.push("--ro-bind", target, target);
   }

@@ -1,0 +1,186 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createAppContext } from "../app-context";
+import { findFreePort, runningEmbeddedDatabaseUrl, runningPostmaster } from "../db/embedded";
+import { startRun } from "../engine/engine";
+import { createPlan } from "../plans/service";
+
+/**
+ * Ctrl-C in a terminal sends SIGINT to the whole foreground process group. Stepwise's embedded
+ * PostgreSQL runs in a session of its own, so it is not hit at the same moment as the worker still
+ * using it; Stepwise stops it last. The signal goes to the process group here, as a terminal sends
+ * it, and after it comes exactly one line, exit code 0, and no PostgreSQL left.
+ */
+const projectRoot = fileURLToPath(new URL("../../", import.meta.url));
+const bin = path.join(projectRoot, "bin/stepwise.mjs");
+
+interface Started {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+function startCli(args: string[], env: Record<string, string>): Started {
+  const { DATABASE_URL: _unset, ...inherited } = process.env;
+  // detached: a process group of its own, like a shell job, so the group can be signalled.
+  const child = spawn(process.execPath, [bin, ...args], {
+    cwd: projectRoot,
+    env: { ...inherited, STEPWISE_LOG_LEVEL: "info", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  let output = "";
+  child.stdout!.on("data", (chunk) => (output += chunk));
+  child.stderr!.on("data", (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return { child, output: () => output, exited };
+}
+
+async function waitFor(started: Started, text: string): Promise<void> {
+  await expect.poll(() => started.output(), { timeout: 120_000, interval: 100 }).toContain(text);
+}
+
+/** Every process whose command line names this data folder's database (postgres and its backends). */
+async function postgresProcesses(dataDir: string): Promise<number[]> {
+  const found: number[] = [];
+  for (const entry of await fs.readdir("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmdline = await fs.readFile(`/proc/${entry}/cmdline`, "utf8").catch(() => "");
+    if (cmdline.includes(path.join(dataDir, "pg"))) found.push(Number(entry));
+  }
+  return found;
+}
+
+/** Ctrl-C to the process group; everything it printed after that. */
+async function interrupt(started: Started): Promise<{ code: number | null; after: string[] }> {
+  const mark = started.output().length;
+  process.kill(-started.child.pid!, "SIGINT");
+  const code = await started.exited;
+  return { code, after: started.output().slice(mark).trim().split("\n") };
+}
+
+let dataDir: string;
+let pgPort: number;
+
+beforeAll(async () => {
+  dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-stop-"));
+  pgPort = await findFreePort();
+});
+
+afterAll(async () => {
+  await fs.rm(dataDir, { recursive: true, force: true });
+});
+
+async function expectCleanStop(started: Started): Promise<void> {
+  const postmaster = await runningPostmaster(path.join(dataDir, "pg"));
+  expect(postmaster).toBeDefined();
+  // Its own session: the terminal's Ctrl-C (sent to Stepwise's process group) does not reach it.
+  const session = (await fs.readFile(`/proc/${postmaster!.pid}/stat`, "utf8")).split(") ")[1]!.split(" ");
+  expect(Number(session[2])).not.toBe(started.child.pid);
+  const { code, after } = await interrupt(started);
+  expect(started.output()).not.toMatch(/^\s+at /m);
+  expect(after).toEqual(["[stepwise] SIGINT: shutting down…"]);
+  expect(code).toBe(0);
+  expect(await runningPostmaster(path.join(dataDir, "pg"))).toBeUndefined();
+  expect(await postgresProcesses(dataDir)).toEqual([]);
+}
+
+const env = () => ({
+  STEPWISE_DATA_DIR: dataDir,
+  STEPWISE_PG_PORT: String(pgPort),
+  STEPWISE_SHUTDOWN_GRACE_MS: "1000",
+  STEPWISE_HEARTBEAT_MS: "500",
+});
+
+describe("Ctrl-C stops Stepwise cleanly", () => {
+  it("a worker on the embedded database, many times in a row", { timeout: 600_000 }, async () => {
+    // 20 stops as the bar; on a loaded machine at least 5, and then as many as fit in ~2 minutes.
+    const budgetEnds = Date.now() + 120_000;
+    let stops = 0;
+    while (stops < 20 && (stops < 5 || Date.now() < budgetEnds)) {
+      const started = startCli(["worker"], env());
+      await waitFor(started, "Worker started");
+      await expectCleanStop(started);
+      stops++;
+    }
+    expect(stops).toBeGreaterThanOrEqual(5);
+    // How many fitted, for the record (20 on an idle machine).
+    console.info(`clean stops in a row: ${stops}`);
+  });
+
+  it("the web server (development mode, which needs no build), twice", { timeout: 400_000 }, async () => {
+    const tsconfig = await fs.readFile(path.join(projectRoot, "tsconfig.json"), "utf8");
+    for (let round = 0; round < 2; round++) {
+      const port = await findFreePort();
+      const started = startCli(["serve", "--dev"], { ...env(), PORT: String(port), HOST: "127.0.0.1" });
+      await waitFor(started, `Ready on http://127.0.0.1:${port}`);
+      await expectCleanStop(started);
+    }
+    // The development server leaves the checkout as it was.
+    expect(await fs.readFile(path.join(projectRoot, "tsconfig.json"), "utf8")).toBe(tsconfig);
+  });
+
+  it("a PostgreSQL left behind by a killed Stepwise is stopped by the next start", { timeout: 300_000 }, async () => {
+    const killed = startCli(["worker"], env());
+    await waitFor(killed, "Worker started");
+    const orphan = await runningPostmaster(path.join(dataDir, "pg"));
+    // SIGKILL: no handler runs, PostgreSQL (in its own session) is left running without its owner.
+    process.kill(-killed.child.pid!, "SIGKILL");
+    await killed.exited;
+    await expect
+      .poll(async () => (await runningPostmaster(path.join(dataDir, "pg")))?.parentPid)
+      .not.toBe(killed.child.pid);
+    expect((await runningPostmaster(path.join(dataDir, "pg")))?.pid).toBe(orphan!.pid);
+
+    const next = startCli(["worker"], env());
+    await waitFor(next, "Worker started");
+    expect(next.output()).toContain(
+      `Stopping the embedded PostgreSQL (pid ${orphan!.pid}) left running by a Stepwise that did not shut down`,
+    );
+    await expectCleanStop(next);
+  });
+
+  it("a worker with a step in progress", { timeout: 300_000 }, async () => {
+    for (let round = 0; round < 3; round++) {
+      const started = startCli(["worker"], env());
+      await waitFor(started, "Worker started");
+      const databaseUrl = await runningEmbeddedDatabaseUrl(dataDir);
+      expect(databaseUrl).toBeDefined();
+      const app = await createAppContext({ databaseUrl: databaseUrl!, workspaceRoot: dataDir, worker: false });
+      try {
+        const plan = await createPlan(app.db.prisma, app.tools, {
+          draft: { goal: "stop while running", steps: [{ id: "wait", tool: "sleep", args: { ms: 120_000 } }] },
+          source: "template",
+          author: "test",
+        });
+        const { runId } = await startRun(app.engine, {
+          planId: plan.id,
+          version: 1,
+          actor: "test",
+          workspaceRoot: dataDir,
+        });
+        const client = new pg.Client({ connectionString: databaseUrl });
+        await client.connect();
+        try {
+          await expect
+            .poll(
+              async () =>
+                (await client.query("select status from run_steps where run_id = $1", [runId])).rows[0]?.status,
+              { timeout: 60_000, interval: 100 },
+            )
+            .toBe("running");
+        } finally {
+          await client.end();
+        }
+      } finally {
+        await app.close();
+      }
+      await expectCleanStop(started);
+    }
+  });
+});
