@@ -105,7 +105,7 @@ describe("the door", () => {
       );
       expect(decide({ ...kind, headers: { ...kind.headers, authorization: "Bearer s3cret-token" } }, locked)).toEqual({
         kind: "pass",
-        identity: { kind: "person", name: "owner" },
+        identity: { kind: "person", name: "user" },
       });
       const cookie = `other=1; stepwise_session=${sessionValue("s3cret-token")}`;
       expect(decide({ ...kind, headers: { ...kind.headers, cookie } }, locked).kind).toBe("pass");

@@ -54,6 +54,8 @@ export type DoorDecision =
   | { kind: "sign-in-page" };
 
 export const SESSION_COOKIE = "stepwise_session";
+/** The person who holds the access token (or, with STEPWISE_TRUST_LOCAL=1, the local user). */
+const PERSON: Identity = { kind: "person", name: "user" };
 const LOOPBACK = ["127.0.0.1", "localhost", "[::1]", "::1"];
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
@@ -191,8 +193,9 @@ export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
     const name = header(request, "x-stepwise-agent");
     return { kind: "pass", identity: { kind: "agent", name: name && AGENT_NAME.test(name) ? name : "agent" } };
   }
-  if (!config.accessToken) return { kind: "pass", identity: { kind: "person", name: "user" } };
-  if (presentsToken(request, config.accessToken)) return { kind: "pass", identity: { kind: "person", name: "owner" } };
+  // One person, whichever way they proved it: the name approvals and the audit show is the same.
+  if (!config.accessToken) return { kind: "pass", identity: { ...PERSON } };
+  if (presentsToken(request, config.accessToken)) return { kind: "pass", identity: { ...PERSON } };
   const wantsPage = method === "GET" && (header(request, "accept") ?? "").includes("text/html");
   if (wantsPage) return { kind: "sign-in" };
   return {
