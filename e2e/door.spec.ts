@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
-import { createServer } from "node:http";
+import { createServer, request as httpRequest } from "node:http";
 import type { AddressInfo } from "node:net";
 import { chromium, expect, test, type APIRequestContext, type Browser } from "@playwright/test";
 import { startRunViaApi } from "./pages/run-pages";
@@ -229,6 +229,48 @@ test("a page on another port of 127.0.0.1 cannot approve a gated step or change 
   });
   expect(own.status()).toBe(200);
   await expect.poll(stepStatus).not.toBe("awaiting_approval");
+});
+
+/** Streams a chunked body (no Content-Length) until the server answers; resolves with its status. */
+function streamChunked(
+  url: string,
+  headers: Record<string, string>,
+  total: number,
+): Promise<{ status?: number; sent: number }> {
+  const piece = Buffer.alloc(64 * 1024, "a");
+  return new Promise((resolve) => {
+    let sent = 0;
+    let status: number | undefined;
+    const req = httpRequest(url, { method: "POST", headers: { "content-type": "application/json", ...headers } });
+    req.on("response", (response) => {
+      status = response.statusCode;
+      response.resume();
+      response.on("end", () => resolve({ status, sent }));
+    });
+    req.on("error", () => setTimeout(() => resolve({ status, sent }), 200));
+    const write = () => {
+      while (status === undefined && sent < total) {
+        sent += piece.length;
+        if (!req.write(piece)) return void req.once("drain", write);
+      }
+      if (sent >= total) req.end();
+    };
+    write();
+  });
+}
+
+test("a 200 MB chunked body is cut at 1 MB with 413 through the real server, which stays responsive", async ({
+  request,
+}) => {
+  const cookies = (await request.storageState()).cookies.filter((cookie) => cookie.name === "stepwise_session");
+  const cookie = cookies.map((entry) => `${entry.name}=${entry.value}`).join("; ");
+  for (const path of ["/api/trpc/plans.createFromJson", "/api/ops/plan.get", "/api/plan"]) {
+    const result = await streamChunked(`http://127.0.0.1:${port}${path}`, { cookie }, 200 * 1024 * 1024);
+    expect(result.status, path).toBe(413);
+    expect(result.sent, path).toBeLessThan(200 * 1024 * 1024);
+    const alive = await request.get("/api/trpc/plans.list");
+    expect(alive.status()).toBe(200);
+  }
 });
 
 test.describe("with an access token", () => {

@@ -105,7 +105,7 @@ describe("the body limit", () => {
     expect(seen).toHaveLength(1);
     expect(seen[0]!.bytes).toBeLessThanOrEqual(MAX_BODY_BYTES);
     // The route's read ends in an error once the connection closes, never in a truncated "end".
-    await expect.poll(() => seen[0]!.outcome).toBe("error");
+    await expect.poll(() => seen[0]!.outcome, { timeout: 15_000 }).toBe("error");
   });
 
   it("refuses a declared length over the limit before the route is called", async () => {

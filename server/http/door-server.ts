@@ -51,7 +51,7 @@ function tooLarge(limit: number): Extract<DoorDecision, { kind: "refuse" }> {
  * Holds the request body to `limit` bytes as they arrive, whatever Content-Length says or
  * whether there is one (a chunked body has none). A declared length over the limit is refused
  * before reading (returns false). Past the limit, further bytes are dropped before any reader
- * sees them — so memory holds at most the limit — the answer is 413, and the connection closes.
+ * sees them — so memory holds at most the limit — and the answer is 413.
  *
  * Node's HTTP parser hands each piece of the body to the request stream's `push`; counting there
  * sees the bytes before Next.js or a route handler buffers them, without taking the stream over.
@@ -59,30 +59,54 @@ function tooLarge(limit: number): Extract<DoorDecision, { kind: "refuse" }> {
 export function limitBody(req: IncomingMessage, res: ServerResponse, limit: number): boolean {
   const declared = Number(req.headers["content-length"] ?? 0);
   if (declared > limit) {
+    closeAfterAnswer(req, res);
     refuse(res, tooLarge(limit), true);
-    req.resume(); // drain what was already sent without keeping it; the connection then closes
+    req.resume(); // whatever arrives is read and dropped
     return false;
   }
   let received = 0;
   let exceeded = false;
   const push = req.push.bind(req);
   req.push = (chunk: Buffer | string | null, encoding?: BufferEncoding) => {
-    if (chunk === null) return exceeded ? false : push(chunk, encoding);
-    if (exceeded) return false;
+    // Past the limit, bytes are consumed and dropped (true keeps the socket reading) and the end
+    // never comes: a reader must not take a truncated body for the whole.
+    if (exceeded) return true;
+    if (chunk === null) return push(chunk, encoding);
     received += Buffer.byteLength(chunk);
     if (received <= limit) return push(chunk, encoding);
     exceeded = true;
     if (res.headersSent) {
-      req.socket.destroy();
+      req.destroy(new Error("The request body is over the limit"));
     } else {
+      closeAfterAnswer(req, res);
       refuse(res, tooLarge(limit), true);
-      // Once the answer is out, the body ends in an error for whoever was reading it — never a
-      // truncated body taken as whole, nor a read left waiting for ever — and the connection closes.
-      res.once("finish", () => req.destroy(new Error("The request body is over the limit")));
     }
-    return false;
+    return true;
   };
   return true;
+}
+
+/** How long a refused client may go on sending after the answer before the connection is cut. */
+const LINGER_MS = 2_000;
+
+/**
+ * Ends the connection of a refused body without losing the answer. The answer says
+ * `Connection: close`, so no client sends another request on it. But closing a socket while the
+ * client is still sending makes TCP reset it, and a reset can discard the answer before the
+ * client reads it; so, as web servers do, the server closes its side once the answer is out
+ * (Node calls `destroySoon` for that), drops what still arrives, and only after a short linger
+ * destroys the request — which ends the body in an error for whoever was reading it.
+ */
+function closeAfterAnswer(req: IncomingMessage, res: ServerResponse): void {
+  const socket = req.socket;
+  socket.destroySoon = () => {
+    socket.end();
+    setTimeout(() => {
+      req.destroy(new Error("The request body is over the limit"));
+      socket.destroy();
+    }, LINGER_MS).unref();
+  };
+  res.once("close", () => socket.destroySoon());
 }
 
 function refuse(res: ServerResponse, decision: Extract<DoorDecision, { kind: "refuse" }>, close = false): void {
