@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import { chromium, defineConfig } from "@playwright/test";
-import { E2E_DATA_DIR, E2E_PORT } from "./e2e/e2e-env";
+import { E2E_DATA_DIR, E2E_PORT, E2E_STATE_FILE } from "./e2e/e2e-env";
 
 const port = E2E_PORT;
 /**
@@ -24,8 +24,11 @@ export default defineConfig({
   timeout: 60_000,
   expect: { timeout: 15_000 },
   reporter: process.env.CI ? [["list"]] : [["list"]],
+  // The server makes its access token as `npm start` does; this signs the browser in with it.
+  globalSetup: "./e2e/global-setup.ts",
   use: {
     baseURL: `http://127.0.0.1:${port}`,
+    storageState: E2E_STATE_FILE,
     trace: "retain-on-failure",
     launchOptions: {
       executablePath: chromiumExecutable(),

@@ -21,6 +21,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
+import { benchAuth, BENCH_TOKEN, signedInContext } from "./signed-in";
 import { chromium, type BrowserContext, type Page } from "@playwright/test";
 import WebSocket from "ws";
 import { LIVE_SOCKET_PATH } from "../components/live/relay-protocol";
@@ -76,7 +77,7 @@ function gatedLayeredPlan(size: number) {
 async function call<T>(procedure: string, input: unknown): Promise<T> {
   const response = await fetch(`${BASE}/api/trpc/${procedure}`, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...benchAuth },
     body: JSON.stringify({ json: input }),
   });
   const body = (await response.json()) as { result?: { data: { json: T } }; error?: unknown };
@@ -87,6 +88,7 @@ async function call<T>(procedure: string, input: unknown): Promise<T> {
 async function query<T>(procedure: string, input: unknown): Promise<T> {
   const response = await fetch(
     `${BASE}/api/trpc/${procedure}?input=${encodeURIComponent(JSON.stringify({ json: input }))}`,
+    { headers: benchAuth },
   );
   const body = (await response.json()) as { result: { data: { json: T } } };
   return body.result.data.json;
@@ -114,7 +116,7 @@ async function preparedRun(): Promise<{ runId: string; lastSeq: number; total: n
 async function subscribe(runId: string, fromSeq: number, signal: AbortSignal): Promise<number[]> {
   const input = encodeURIComponent(JSON.stringify({ json: { runId, lastEventId: String(fromSeq) } }));
   const response = await fetch(`${BASE}/api/trpc/runs.events?input=${input}`, {
-    headers: { accept: "text/event-stream" },
+    headers: { accept: "text/event-stream", ...benchAuth },
     signal,
   });
   const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
@@ -151,7 +153,9 @@ async function subscribe(runId: string, fromSeq: number, signal: AbortSignal): P
  * `runs.events` over the WebSocket (Origin ours, as the door requires of live connections).
  */
 async function subscribeOverSocket(runId: string, fromSeq: number, signal: AbortSignal): Promise<number[]> {
-  const socket = new WebSocket(`ws://127.0.0.1:${PORT}${LIVE_SOCKET_PATH}`, { headers: { origin: BASE } });
+  const socket = new WebSocket(`ws://127.0.0.1:${PORT}${LIVE_SOCKET_PATH}`, {
+    headers: { origin: BASE, ...benchAuth },
+  });
   const delays: number[] = [];
   return new Promise<number[]>((resolve, reject) => {
     const finish = () => {
@@ -210,7 +214,7 @@ async function waitForServer(timeoutMs: number) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     try {
-      if ((await fetch(`${BASE}/api/trpc/plans.list`)).ok) return;
+      if ((await fetch(`${BASE}/api/trpc/plans.list`, { headers: benchAuth })).ok) return;
     } catch {
       // not up yet
     }
@@ -221,7 +225,7 @@ async function waitForServer(timeoutMs: number) {
 
 async function main() {
   const server = spawn(process.execPath, ["--import", "tsx", "e2e/serve-for-tests.ts"], {
-    env: { ...process.env, PORT: String(PORT), NEXT_TELEMETRY_DISABLED: "1" },
+    env: { ...process.env, PORT: String(PORT), NEXT_TELEMETRY_DISABLED: "1", STEPWISE_ACCESS_TOKEN: BENCH_TOKEN },
     stdio: ["ignore", "ignore", "inherit"],
   });
   const browser = await chromium.launch({
@@ -234,7 +238,7 @@ async function main() {
     // Warm-up: compile routes and fill caches with one small run watched by one page.
     {
       const { runId } = await preparedRun();
-      const page = await browser.newPage();
+      const page = await (await signedInContext(browser, BASE)).newPage();
       await page.goto(`${BASE}/runs/${runId}`);
       await call("runs.decide", { runId, stepId: "gate", approve: true });
       await page.locator('[data-run-status="completed"]').waitFor({ timeout: 300_000 });
@@ -268,7 +272,7 @@ async function main() {
         const contexts: BrowserContext[] = [];
         const pages: Page[] = [];
         for (let i = 0; i < viewers; i++) {
-          const context = await browser.newContext();
+          const context = await signedInContext(browser, BASE);
           contexts.push(context);
           await context.addInitScript(() => {
             const w = window as unknown as { __stepwiseRenderProbe: unknown[]; __longTasks: number[] };

@@ -16,6 +16,7 @@ import { existsSync } from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
+import { benchAuth, BENCH_TOKEN, signedInContext } from "./signed-in";
 import { chromium } from "@playwright/test";
 
 function option(name: string, fallback: number): number {
@@ -52,7 +53,7 @@ async function waitForServer(timeoutMs: number) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     try {
-      const response = await fetch(`${BASE}/api/trpc/plans.list`);
+      const response = await fetch(`${BASE}/api/trpc/plans.list`, { headers: benchAuth });
       if (response.ok) return;
     } catch {
       // not up yet
@@ -77,7 +78,7 @@ function chromiumExecutable(): string | undefined {
 
 async function main() {
   const server = spawn(process.execPath, ["--import", "tsx", "e2e/serve-for-tests.ts"], {
-    env: { ...process.env, PORT: String(PORT), NEXT_TELEMETRY_DISABLED: "1" },
+    env: { ...process.env, PORT: String(PORT), NEXT_TELEMETRY_DISABLED: "1", STEPWISE_ACCESS_TOKEN: BENCH_TOKEN },
     stdio: ["ignore", "ignore", "inherit"],
   });
   const browser = await chromium.launch({
@@ -88,7 +89,7 @@ async function main() {
     await waitForServer(120_000);
     const created = await fetch(`${BASE}/api/trpc/plans.createFromJson`, {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", ...benchAuth },
       body: JSON.stringify({ json: { planJson: JSON.stringify(bigPlan(STEPS)) } }),
     });
     const planId = ((await created.json()) as { result: { data: { json: { id: string } } } }).result.data.json.id;
@@ -97,7 +98,7 @@ async function main() {
     const interactive: number[] = [];
     const dropToConfirmed: number[] = [];
     for (let run = 0; run <= RUNS; run++) {
-      const page = await browser.newPage();
+      const page = await (await signedInContext(browser, BASE)).newPage();
       await page.goto(`${BASE}/plans/${planId}`, { waitUntil: "commit" });
       await page.getByRole("button", { name: `Move ${lastId}`, exact: true }).waitFor();
       const ready = await page.evaluate(() => performance.now());

@@ -94,3 +94,38 @@ test("a batch of 1,000 calls and a body over 1 MB are refused", async ({ request
   expect(response.headers()["content-type"]).toContain("application/problem+json");
   expect(await planCount(request)).toBe(before);
 });
+
+test("path parameters and query numbers are screened through the real routes: 400 problem+json, never a 500", async ({
+  request,
+}) => {
+  const planId = await request
+    .post("/api/trpc/plans.createFromJson", {
+      data: create(plan([{ id: "step_1", tool: "echo", args: { value: 1 } }], "screened")),
+    })
+    .then(async (response) => (await response.json()).result.data.json.id as string);
+  const cases: { path: string; method?: "GET" | "POST"; parameter?: string }[] = [
+    { path: "/api/runs/not-a-uuid", parameter: "runId" },
+    { path: "/api/runs/not-a-uuid/decide", method: "POST", parameter: "runId" },
+    { path: `/api/plan/${planId}?version=99999999999999999999`, parameter: "version" },
+    { path: `/api/plan/${planId}?version=1.5`, parameter: "version" },
+    { path: `/api/plan/${"p".repeat(101)}/versions`, parameter: "planId" },
+    // NUL and other control characters in any path parameter, encoded or not, stop at the door.
+    { path: "/api/runs/abc%00def" },
+    { path: `/api/plan/${planId}%00/runs` },
+    { path: "/api/ops/plan.get%00", method: "POST" },
+    { path: "/runs/abc%00def" },
+    { path: "/api/plan/a%1Fb" },
+  ];
+  for (const { path, method = "GET", parameter } of cases) {
+    const response =
+      method === "POST"
+        ? await request.post(path, { data: { stepId: "step_1", approve: true } })
+        : await request.get(path);
+    const text = await response.text();
+    expect(response.status(), `${method} ${path}: ${text}`).toBe(400);
+    expect(response.headers()["content-type"]).toContain("application/problem+json");
+    if (parameter) expect(JSON.parse(text).details.issues[0].path, path).toEqual([parameter]);
+    expect(text).not.toMatch(/prisma|postgres|invalid input syntax|out of range/i);
+  }
+  expect((await request.get(`/api/plan/${planId}?version=1`)).status()).toBe(200);
+});

@@ -5,7 +5,7 @@ import AxeBuilder from "@axe-core/playwright";
 import { expect, test, type APIRequestContext, type Locator, type Page } from "@playwright/test";
 import { goodPlan } from "../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
-import { E2E_PORT } from "./e2e-env";
+import { E2E_PORT, E2E_STATE_FILE } from "./e2e-env";
 import { createPlanViaApi, PlanViewPage } from "./pages/plan-pages";
 import { PlanCommandBox, PlanningSessionPage } from "./pages/planner-pages";
 import { RunViewPage, startRunViaApi } from "./pages/run-pages";
@@ -161,7 +161,10 @@ async function answerProcedure(page: Page, procedure: string, value: unknown) {
 test.beforeAll(async ({ playwright }) => {
   test.setTimeout(120_000);
   llm = await startScriptedLlm({ port: llmPort });
-  const request = await playwright.request.newContext({ baseURL: `http://127.0.0.1:${E2E_PORT}` });
+  const request = await playwright.request.newContext({
+    baseURL: `http://127.0.0.1:${E2E_PORT}`,
+    storageState: E2E_STATE_FILE,
+  });
   try {
     const planId = await createPlanViaApi(request, PLAN);
     const emptyPlanId = await createPlanViaApi(request, { goal: "Nothing yet", steps: [] });
@@ -254,7 +257,10 @@ test.beforeAll(async ({ playwright }) => {
 });
 
 test.afterAll(async ({ playwright }) => {
-  const request = await playwright.request.newContext({ baseURL: `http://127.0.0.1:${E2E_PORT}` });
+  const request = await playwright.request.newContext({
+    baseURL: `http://127.0.0.1:${E2E_PORT}`,
+    storageState: E2E_STATE_FILE,
+  });
   try {
     // Leave nothing running for the specs after this one.
     if (fixtures) {

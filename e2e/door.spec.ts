@@ -1,6 +1,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
+import { createServer, request as httpRequest } from "node:http";
+import type { AddressInfo } from "node:net";
 import { chromium, expect, test, type APIRequestContext, type Browser } from "@playwright/test";
+import { startRunViaApi } from "./pages/run-pages";
+import { query } from "./pages/trpc-api";
 
 /**
  * The door, tried as an attacker would from a real browser: a DNS-rebinding page (a hostname that
@@ -133,6 +137,140 @@ test("a request from another site's page is refused for its Origin alone; the sa
   });
   expect(local.status()).toBe(200);
   expect(await plansWithGoal(request, goal)).toBe(1);
+});
+
+/**
+ * What a page on another port of this machine (a dev server, a notebook, a docs preview showing
+ * an attacker's content) sends with the person's signed-in browser: the session cookie is
+ * SameSite=Strict, but another port is the same *site*, so the cookie travels. Origin (with its
+ * port), Sec-Fetch-Site and the JSON-only rule must stop every form and no-cors request.
+ */
+const otherPortAttack = (base: string, runId: string, attackPlan: string) => `
+  void (async () => {
+    const results = [];
+    const targets = [
+      ["/api/trpc/runs.decide", { json: { runId: "${runId}", stepId: "step_1", approve: true } }],
+      ["/api/ops/run.decide", { runId: "${runId}", stepId: "step_1", approve: true }],
+      ["/api/runs/${runId}/decide", { stepId: "step_1", approve: true }],
+      ["/api/trpc/runs.pause", { json: { runId: "${runId}" } }],
+      ["/api/trpc/plans.createFromJson", { json: { planJson: ${JSON.stringify(attackPlan)} } }],
+    ];
+    for (const [path, body] of targets) {
+      for (const init of [
+        { mode: "no-cors", headers: { "content-type": "text/plain" } },
+        { mode: "no-cors", headers: { "content-type": "application/x-www-form-urlencoded" } },
+        { mode: "no-cors" },
+        { mode: "cors", headers: { "content-type": "application/json" } },
+      ]) {
+        try {
+          const response = await fetch("${base}" + path, { method: "POST", credentials: "include", body: JSON.stringify(body), ...init });
+          results.push(path + " " + init.mode + " " + response.status);
+        } catch (error) {
+          results.push(path + " " + init.mode + " failed");
+        }
+      }
+    }
+    window.__results = results;
+    // Last, a plain form post, as any page can send: it navigates to the server's answer.
+    const form = document.createElement("form");
+    form.method = "POST";
+    form.action = "${base}/api/trpc/runs.decide";
+    form.enctype = "text/plain";
+    const field = document.createElement("input");
+    field.name = '{"json":{"runId":"${runId}","stepId":"step_1","approve":true,"pad":"';
+    field.value = '"}}';
+    form.appendChild(field);
+    document.body.appendChild(form);
+    form.submit();
+  })();
+`;
+
+test("a page on another port of 127.0.0.1 cannot approve a gated step or change anything with the person's cookie", async ({
+  page,
+  request,
+}) => {
+  const goal = `other port ${Date.now()}`;
+  const runId = await startRunViaApi(request, goal, {
+    steps: [{ id: "step_1", tool: "write_file", args: { path: "other-port.txt", content: "written" } }],
+  });
+  type Run = { status: string; steps: { stepId: string; status: string }[] };
+  const stepStatus = async () => (await query<Run>(request, "runs.get", { runId })).steps[0]!.status;
+  await expect.poll(stepStatus).toBe("awaiting_approval");
+
+  const attacker = createServer((_req, res) =>
+    res.writeHead(200, { "content-type": "text/html" }).end("<!doctype html><title>notes</title><body>notes</body>"),
+  );
+  await new Promise<void>((resolve) => attacker.listen(0, "127.0.0.1", resolve));
+  const attackerOrigin = `http://127.0.0.1:${(attacker.address() as AddressInfo).port}`;
+  try {
+    await page.goto(`${attackerOrigin}/`);
+    const formPost = page.waitForRequest(
+      (sent) => sent.url().endsWith("/api/trpc/runs.decide") && sent.isNavigationRequest(),
+    );
+    await Promise.all([
+      page.waitForURL(`http://127.0.0.1:${port}/api/trpc/runs.decide`),
+      page.evaluate(otherPortAttack(`http://127.0.0.1:${port}`, runId, attackPlan)),
+    ]);
+    // The person's cookie went along (another port is the same site): the server refused anyway.
+    expect((await (await formPost).allHeaders()).cookie ?? "").toContain("stepwise_session=");
+    await expect(page.locator("body")).toContainText(/Cross-origin request|Origin not allowed/);
+  } finally {
+    attacker.closeAllConnections();
+    await new Promise((resolve) => attacker.close(resolve));
+  }
+  // Nothing changed: the step still waits for the person, the run is not paused, no plan was made.
+  expect(await stepStatus()).toBe("awaiting_approval");
+  expect((await query<Run>(request, "runs.get", { runId })).status).not.toBe("paused");
+  expect(await plansWithGoal(request, attackGoal)).toBe(0);
+  // The same approval from the app's own origin goes through: the refusal above was the origin's.
+  const own = await request.post("/api/trpc/runs.decide", {
+    data: { json: { runId, stepId: "step_1", approve: true } },
+    headers: { origin: `http://127.0.0.1:${port}`, "sec-fetch-site": "same-origin" },
+  });
+  expect(own.status()).toBe(200);
+  await expect.poll(stepStatus).not.toBe("awaiting_approval");
+});
+
+/** Streams a chunked body (no Content-Length) until the server answers; resolves with its status. */
+function streamChunked(
+  url: string,
+  headers: Record<string, string>,
+  total: number,
+): Promise<{ status?: number; sent: number }> {
+  const piece = Buffer.alloc(64 * 1024, "a");
+  return new Promise((resolve) => {
+    let sent = 0;
+    let status: number | undefined;
+    const req = httpRequest(url, { method: "POST", headers: { "content-type": "application/json", ...headers } });
+    req.on("response", (response) => {
+      status = response.statusCode;
+      response.resume();
+      response.on("end", () => resolve({ status, sent }));
+    });
+    req.on("error", () => setTimeout(() => resolve({ status, sent }), 200));
+    const write = () => {
+      while (status === undefined && sent < total) {
+        sent += piece.length;
+        if (!req.write(piece)) return void req.once("drain", write);
+      }
+      if (sent >= total) req.end();
+    };
+    write();
+  });
+}
+
+test("a 200 MB chunked body is cut at 1 MB with 413 through the real server, which stays responsive", async ({
+  request,
+}) => {
+  const cookies = (await request.storageState()).cookies.filter((cookie) => cookie.name === "stepwise_session");
+  const cookie = cookies.map((entry) => `${entry.name}=${entry.value}`).join("; ");
+  for (const path of ["/api/trpc/plans.createFromJson", "/api/ops/plan.get", "/api/plan"]) {
+    const result = await streamChunked(`http://127.0.0.1:${port}${path}`, { cookie }, 200 * 1024 * 1024);
+    expect(result.status, path).toBe(413);
+    expect(result.sent, path).toBeLessThan(200 * 1024 * 1024);
+    const alive = await request.get("/api/trpc/plans.list");
+    expect(alive.status()).toBe(200);
+  }
 });
 
 test.describe("with an access token", () => {

@@ -198,10 +198,18 @@ test("a failed step gets a recovery proposal that, accepted in the live view, le
 });
 
 /** Starts a second app with no LLM provider (the same build), for the "not configured" journey. */
-async function startUnconfiguredApp(port: number): Promise<{ url: string; stop(): Promise<void> }> {
+async function startUnconfiguredApp(port: number): Promise<{ url: string; token: string; stop(): Promise<void> }> {
+  const token = `unconfigured-${Date.now()}-token`;
   // Its own process group, stopped as a whole: stopping only a wrapper leaves the server running.
   const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "e2e/serve-for-tests.ts"], {
-    env: { ...process.env, PORT: String(port), STEPWISE_LLM_BASE_URL: "", OPENAI_API_KEY: "", ANTHROPIC_API_KEY: "" },
+    env: {
+      ...process.env,
+      PORT: String(port),
+      STEPWISE_ACCESS_TOKEN: token,
+      STEPWISE_LLM_BASE_URL: "",
+      OPENAI_API_KEY: "",
+      ANTHROPIC_API_KEY: "",
+    },
     stdio: "ignore",
     detached: true,
   });
@@ -209,7 +217,8 @@ async function startUnconfiguredApp(port: number): Promise<{ url: string; stop()
   const deadline = Date.now() + 90_000;
   for (;;) {
     try {
-      if ((await fetch(`${url}/api/trpc/plans.list`)).ok) break;
+      const ready = await fetch(`${url}/api/trpc/plans.list`, { headers: { authorization: `Bearer ${token}` } });
+      if (ready.ok) break;
     } catch {
       // not up yet
     }
@@ -218,6 +227,7 @@ async function startUnconfiguredApp(port: number): Promise<{ url: string; stop()
   }
   return {
     url,
+    token,
     stop: () =>
       new Promise<void>((resolve) => {
         child.once("exit", () => resolve());
@@ -231,6 +241,7 @@ test("with no provider configured, New task says exactly what to set and manual 
   test.setTimeout(150_000);
   const app = await startUnconfiguredApp(appPort + 2000);
   try {
+    await page.goto(`${app.url}/sign-in?token=${app.token}`);
     await page.goto(`${app.url}/tasks/new`);
     const help = page.getByTestId("configure-help");
     await expect(help).toContainText("No LLM provider is configured");

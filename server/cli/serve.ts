@@ -14,6 +14,7 @@ import { behindDoor } from "../http/door-server";
 import { attachLiveSocket } from "../http/live-socket";
 import { logger, quietForShutdown } from "../logger";
 import { startTelemetry } from "../telemetry";
+import { resolvePersonAccess, signInLink, type PersonAccess } from "./access-token";
 import { processAlive, readConnectionFile, removeConnectionFile, writeConnectionFile } from "./connection-file";
 import { portError } from "./preflight";
 
@@ -60,16 +61,23 @@ function onShutdown(stop: () => Promise<void>): void {
 export async function serve(dev: boolean): Promise<void> {
   const config = readConfig();
   const telemetry = startTelemetry();
-  // Beyond loopback every request needs the token; when none is set, make one and say how to
-  // sign in, as Jupyter does.
-  const loopback = ["127.0.0.1", "localhost", "::1"].includes(config.host);
-  const generatedToken = !loopback && !config.accessToken ? generateAccessToken() : undefined;
-  const accessToken = config.accessToken ?? generatedToken;
   // The CLI's credential: an agent identity on the operations API, handed over in server.json.
   const agentToken = process.env.STEPWISE_AGENT_TOKEN || generateAccessToken();
-  const door = doorConfig({ host: config.host, publicHost: config.publicHost, accessToken, agentToken });
   // The settings, the data folder and the web port were checked before this module was even
   // loaded (preflight.ts, run by main.ts), so a bad setting is reported within seconds.
+  // Every request needs the person's token, loopback included, unless explicitly trusted.
+  const access = await resolvePersonAccess({
+    dataDir: config.dataDir,
+    host: config.host,
+    configuredToken: config.accessToken,
+    trustLocal: process.env.STEPWISE_TRUST_LOCAL === "1",
+  });
+  const door = doorConfig({
+    host: config.host,
+    publicHost: config.publicHost,
+    accessToken: access.token,
+    agentToken,
+  });
   const database = await openDatabase(config, log);
   const contextPromise = createAppContext({
     databaseUrl: database.databaseUrl,
@@ -102,18 +110,13 @@ export async function serve(dev: boolean): Promise<void> {
   }
   const localHost = ["0.0.0.0", "::"].includes(config.host) ? "127.0.0.1" : config.host;
   await writeConnectionFile(config.dataDir, {
-    url: `http://${localHost.includes(":") ? `[${localHost}]` : localHost}:${config.port}`,
+    url: `http://${hostForUrl(localHost)}:${config.port}`,
     token: agentToken,
     pid: process.pid,
   });
   log(`Database: ${database.embedded ? "embedded PostgreSQL" : "DATABASE_URL"}; workspace: ${config.workspaceDir}`);
   log(`Ready on http://${config.host}:${config.port}`);
-  if (generatedToken) {
-    const shown = config.publicHost ?? config.host;
-    log(
-      `Access token generated for this run. Sign in at: http://${shown}:${config.port}/sign-in?token=${generatedToken}`,
-    );
-  }
+  announceSignIn(access, `http://${config.publicHost ?? hostForUrl(localHost)}:${config.port}`);
   onShutdown(async () => {
     await removeConnectionFile(config.dataDir);
     liveSocket.close();
@@ -124,6 +127,25 @@ export async function serve(dev: boolean): Promise<void> {
     await database.stop();
     await telemetry?.shutdown();
   });
+}
+
+function hostForUrl(host: string): string {
+  return host.includes(":") ? `[${host}]` : host;
+}
+
+/** How the person gets in: the sign-in link, printed once at every start, or the opt-out's warning. */
+function announceSignIn(access: PersonAccess, baseUrl: string): void {
+  if (access.kind === "trust-local") {
+    log("STEPWISE_TRUST_LOCAL=1: no access token; every local process and page on this machine acts as you.");
+    return;
+  }
+  if (access.kind === "configured") {
+    log(`Sign in with STEPWISE_ACCESS_TOKEN at ${baseUrl}/sign-in`);
+    return;
+  }
+  const made = access.created ? "made and stored" : "stored";
+  log(`Open this link to sign in (access token ${made} in ${access.file}):`);
+  log(`    ${signInLink(baseUrl, access.token)}`);
 }
 
 export async function worker(): Promise<void> {

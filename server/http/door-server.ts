@@ -11,6 +11,8 @@ import {
 
 /** Bodies beyond this are refused before any route reads them (plans are far smaller). */
 export const MAX_BODY_BYTES = 1024 * 1024;
+/** The sign-in form carries one token. */
+export const MAX_SIGN_IN_BYTES = 10_000;
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -30,28 +32,93 @@ export function behindDoor(handle: Handler, config: DoorConfig): Handler {
       res.writeHead(303, { location: "/sign-in" }).end();
       return;
     }
-    const length = Number(req.headers["content-length"] ?? 0);
-    if (length > MAX_BODY_BYTES) {
-      return refuse(res, {
-        kind: "refuse",
-        status: 413,
-        title: "Request too large",
-        detail: `Request bodies are limited to ${MAX_BODY_BYTES} bytes.`,
-      });
-    }
+    if (!limitBody(req, res, MAX_BODY_BYTES)) return;
     req.headers[IDENTITY_HEADER] = signIdentity(decision.identity);
     handle(req, res);
   };
 }
 
-function refuse(res: ServerResponse, decision: Extract<DoorDecision, { kind: "refuse" }>): void {
+function tooLarge(limit: number): Extract<DoorDecision, { kind: "refuse" }> {
+  return {
+    kind: "refuse",
+    status: 413,
+    title: "Request too large",
+    detail: `Request bodies are limited to ${limit} bytes.`,
+  };
+}
+
+/**
+ * Holds the request body to `limit` bytes as they arrive, whatever Content-Length says or
+ * whether there is one (a chunked body has none). A declared length over the limit is refused
+ * before reading (returns false). Past the limit, further bytes are dropped before any reader
+ * sees them — so memory holds at most the limit — and the answer is 413.
+ *
+ * Node's HTTP parser hands each piece of the body to the request stream's `push`; counting there
+ * sees the bytes before Next.js or a route handler buffers them, without taking the stream over.
+ */
+export function limitBody(req: IncomingMessage, res: ServerResponse, limit: number): boolean {
+  const declared = Number(req.headers["content-length"] ?? 0);
+  if (declared > limit) {
+    closeAfterAnswer(req, res);
+    refuse(res, tooLarge(limit), true);
+    req.resume(); // whatever arrives is read and dropped
+    return false;
+  }
+  let received = 0;
+  let exceeded = false;
+  const push = req.push.bind(req);
+  req.push = (chunk: Buffer | string | null, encoding?: BufferEncoding) => {
+    // Past the limit, bytes are consumed and dropped (true keeps the socket reading) and the end
+    // never comes: a reader must not take a truncated body for the whole.
+    if (exceeded) return true;
+    if (chunk === null) return push(chunk, encoding);
+    received += Buffer.byteLength(chunk);
+    if (received <= limit) return push(chunk, encoding);
+    exceeded = true;
+    if (res.headersSent) {
+      req.destroy(new Error("The request body is over the limit"));
+    } else {
+      closeAfterAnswer(req, res);
+      refuse(res, tooLarge(limit), true);
+    }
+    return true;
+  };
+  return true;
+}
+
+/** How long a refused client may go on sending after the answer before the connection is cut. */
+const LINGER_MS = 2_000;
+
+/**
+ * Ends the connection of a refused body without losing the answer. The answer says
+ * `Connection: close`, so no client sends another request on it. But closing a socket while the
+ * client is still sending makes TCP reset it, and a reset can discard the answer before the
+ * client reads it; so, as web servers do, the server closes its side once the answer is out
+ * (Node calls `destroySoon` for that), drops what still arrives, and only after a short linger
+ * destroys the request — which ends the body in an error for whoever was reading it.
+ */
+function closeAfterAnswer(req: IncomingMessage, res: ServerResponse): void {
+  const socket = req.socket;
+  socket.destroySoon = () => {
+    socket.end();
+    setTimeout(() => {
+      req.destroy(new Error("The request body is over the limit"));
+      socket.destroy();
+    }, LINGER_MS).unref();
+  };
+  res.once("close", () => socket.destroySoon());
+}
+
+function refuse(res: ServerResponse, decision: Extract<DoorDecision, { kind: "refuse" }>, close = false): void {
   const body = JSON.stringify({
     type: `https://stepwise.dev/problems/${decision.title.toLowerCase().replaceAll(" ", "-")}`,
     title: decision.title,
     status: decision.status,
     detail: decision.detail,
   });
-  res.writeHead(decision.status, { "content-type": "application/problem+json" }).end(body);
+  res
+    .writeHead(decision.status, { "content-type": "application/problem+json", ...(close && { connection: "close" }) })
+    .end(body);
 }
 
 /** GET shows the form (or, with `?token=`, signs in as a login URL does); POST takes the form. */
@@ -69,13 +136,11 @@ function signIn(req: IncomingMessage, res: ServerResponse, config: DoorConfig): 
     }
   };
   if (req.method === "POST") {
-    let body = "";
-    req.setEncoding("utf8");
-    req.on("data", (chunk: string) => {
-      body += chunk;
-      if (body.length > 10_000) req.destroy();
-    });
-    req.on("end", () => accept(new URLSearchParams(body).get("token")));
+    if (!limitBody(req, res, MAX_SIGN_IN_BYTES)) return;
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => accept(new URLSearchParams(Buffer.concat(chunks).toString("utf8")).get("token")));
+    req.on("error", () => undefined); // over the limit: limitBody has answered 413
     return;
   }
   const query = new URL(req.url ?? "/", "http://localhost").searchParams.get("token");

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  canonicalPath,
   decide,
   decideUpgrade,
   doorConfig,
@@ -13,12 +14,18 @@ import {
 const open = doorConfig({ host: "127.0.0.1" });
 const locked = doorConfig({ host: "0.0.0.0", publicHost: "stepwise.example", accessToken: "s3cret-token" });
 
+/** A request as our own clients send it: state-changing ones carry a JSON body. */
 function request(overrides: Partial<DoorRequest> & { headers?: DoorRequest["headers"] } = {}): DoorRequest {
+  const method = overrides.method ?? "GET";
   return {
-    method: "GET",
+    method,
     url: "/api/trpc/plans.list",
     ...overrides,
-    headers: { host: "127.0.0.1:3000", ...overrides.headers },
+    headers: {
+      host: "127.0.0.1:3000",
+      ...(method !== "GET" && { "content-type": "application/json" }),
+      ...overrides.headers,
+    },
   };
 }
 
@@ -62,7 +69,9 @@ describe("the door", () => {
       kind: "refuse",
     });
     expect(post({ origin: "http://127.0.0.1:3000", "sec-fetch-site": "same-origin" })).toMatchObject({ kind: "pass" });
-    expect(post({ origin: "http://localhost:3000" })).toMatchObject({ kind: "pass" });
+    expect(post({ origin: "http://localhost:3000", host: "localhost:3000" })).toMatchObject({ kind: "pass" });
+    // Another name for the same machine is another origin.
+    expect(post({ origin: "http://localhost:3000" })).toMatchObject({ kind: "refuse", status: 403 });
     // A non-browser client sends no Origin; on loopback without a token it is the local user.
     expect(post({})).toMatchObject({ kind: "pass", identity: { kind: "person", name: "user" } });
     // Reads from another site are refused too when the browser says so.
@@ -73,18 +82,19 @@ describe("the door", () => {
 
   it("with a token, every route kind needs it as a bearer token or the session cookie", () => {
     const host = "stepwise.example";
+    const json = "application/json";
     const kinds: DoorRequest[] = [
       { method: "GET", url: "/", headers: { host, accept: "text/html" } },
       { method: "GET", url: "/api/trpc/plans.list", headers: { host } },
-      { method: "POST", url: "/api/trpc/plans.approve", headers: { host } },
+      { method: "POST", url: "/api/trpc/plans.approve", headers: { host, "content-type": json } },
       { method: "GET", url: "/api/trpc/runs.events?input=%7B%7D", headers: { host, accept: "text/event-stream" } },
-      { method: "POST", url: "/api/mcp", headers: { host } },
+      { method: "POST", url: "/api/mcp", headers: { host, "content-type": json } },
       // The agent APIs: the operations endpoint (CLI), seed 001's routes, chat, the API document.
-      { method: "POST", url: "/api/ops/agent.status", headers: { host } },
-      { method: "POST", url: "/api/plan", headers: { host } },
+      { method: "POST", url: "/api/ops/agent.status", headers: { host, "content-type": json } },
+      { method: "POST", url: "/api/plan", headers: { host, "content-type": json } },
       { method: "GET", url: "/api/plan/plan-1/events", headers: { host, accept: "text/event-stream" } },
-      { method: "POST", url: "/api/runs/r-1/decide", headers: { host } },
-      { method: "POST", url: "/api/chat", headers: { host } },
+      { method: "POST", url: "/api/runs/r-1/decide", headers: { host, "content-type": json } },
+      { method: "POST", url: "/api/chat", headers: { host, "content-type": json } },
       { method: "GET", url: "/api/openapi.json", headers: { host } },
     ];
     for (const kind of kinds) {
@@ -95,7 +105,7 @@ describe("the door", () => {
       );
       expect(decide({ ...kind, headers: { ...kind.headers, authorization: "Bearer s3cret-token" } }, locked)).toEqual({
         kind: "pass",
-        identity: { kind: "person", name: "owner" },
+        identity: { kind: "person", name: "user" },
       });
       const cookie = `other=1; stepwise_session=${sessionValue("s3cret-token")}`;
       expect(decide({ ...kind, headers: { ...kind.headers, cookie } }, locked).kind).toBe("pass");
@@ -178,5 +188,159 @@ describe("the door", () => {
         locked,
       ),
     ).toMatchObject({ kind: "pass", identity: { kind: "person" } });
+  });
+
+  it("compares Origin as scheme, host and port: a page on another port of this machine is foreign", () => {
+    const post = (headers: DoorRequest["headers"], config = open) =>
+      decide(request({ method: "POST", headers }), config);
+    for (const origin of [
+      "http://127.0.0.1:8080",
+      "http://127.0.0.1",
+      "http://127.0.0.1:30000",
+      "http://[::1]:3000",
+      "ftp://127.0.0.1:3000",
+      "http://127.0.0.1:3000@attacker.test",
+    ]) {
+      expect(post({ origin }), origin).toMatchObject({ kind: "refuse", status: 403 });
+    }
+    expect(post({ origin: "http://127.0.0.1:3000" })).toMatchObject({ kind: "pass" });
+    // Default ports are the same origin with or without the number; behind a TLS proxy the scheme is https.
+    expect(post({ host: "localhost", origin: "http://localhost:80" })).toMatchObject({ kind: "pass" });
+    expect(
+      post(
+        { host: "stepwise.example", origin: "https://stepwise.example", authorization: "Bearer s3cret-token" },
+        locked,
+      ),
+    ).toMatchObject({ kind: "pass" });
+    expect(
+      post(
+        { host: "stepwise.example", origin: "https://stepwise.example:8443", authorization: "Bearer s3cret-token" },
+        locked,
+      ),
+    ).toMatchObject({ kind: "refuse", status: 403 });
+    // The live socket follows the same rule.
+    expect(
+      decideUpgrade(request({ url: "/api/live", headers: { origin: "http://127.0.0.1:8080" } }), open),
+    ).toMatchObject({ kind: "refuse", status: 403 });
+  });
+
+  it("lets only same-origin (or typed-in) requests change anything: Sec-Fetch-Site same-site is another origin", () => {
+    const send = (method: string, site: string) =>
+      decide(request({ method, headers: { origin: "http://127.0.0.1:3000", "sec-fetch-site": site } }), open);
+    for (const method of ["POST", "PUT", "PATCH", "DELETE"]) {
+      expect(send(method, "same-site"), method).toMatchObject({ kind: "refuse", status: 403 });
+      expect(send(method, "cross-site"), method).toMatchObject({ kind: "refuse", status: 403 });
+      expect(send(method, "something-new"), method).toMatchObject({ kind: "refuse", status: 403 });
+      expect(send(method, "same-origin"), method).toMatchObject({ kind: "pass" });
+      expect(send(method, "none"), method).toMatchObject({ kind: "pass" });
+    }
+    // Reading is left to CORS: a same-site page may load nothing it can read, and images or links work.
+    expect(send("GET", "same-site")).toMatchObject({ kind: "pass" });
+    expect(send("GET", "cross-site")).toMatchObject({ kind: "refuse", status: 403 });
+  });
+
+  it("refuses a state-changing request that is not JSON, so a page elsewhere cannot send one without a preflight", () => {
+    const send = (method: string, type: string | undefined, extra: DoorRequest["headers"] = {}, url?: string) =>
+      decide(
+        request({
+          method,
+          ...(url && { url }),
+          headers: { "content-type": type, ...extra },
+        }),
+        open,
+      );
+    for (const type of [
+      "text/plain",
+      "text/plain;charset=UTF-8",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x",
+      "application/jsonp",
+      "application/json-seq",
+      "",
+      undefined,
+    ]) {
+      expect(send("POST", type), String(type)).toMatchObject({ kind: "refuse", status: 415 });
+      expect(send("PUT", type), String(type)).toMatchObject({ kind: "refuse", status: 415 });
+    }
+    expect(send("POST", "application/json")).toMatchObject({ kind: "pass" });
+    expect(send("POST", "Application/JSON; charset=utf-8")).toMatchObject({ kind: "pass" });
+    // Ending an MCP session sends DELETE with no body; a DELETE with a body must be JSON too.
+    expect(send("DELETE", undefined, {}, "/api/mcp")).toMatchObject({ kind: "pass" });
+    expect(send("DELETE", "text/plain", { "content-length": "4" }, "/api/mcp")).toMatchObject({ status: 415 });
+    expect(send("DELETE", undefined, { "transfer-encoding": "chunked" }, "/api/mcp")).toMatchObject({ status: 415 });
+    // The sign-in form alone is a form; from another origin it is refused like everything else.
+    const form = "application/x-www-form-urlencoded";
+    expect(send("POST", form, {}, "/sign-in")).toEqual({ kind: "sign-in-page" });
+    expect(
+      send("POST", form, { origin: "http://127.0.0.1:3000", "sec-fetch-site": "same-origin" }, "/sign-in"),
+    ).toEqual({
+      kind: "sign-in-page",
+    });
+    expect(
+      send("POST", form, { origin: "http://127.0.0.1:8080", "sec-fetch-site": "same-site" }, "/sign-in"),
+    ).toMatchObject({ kind: "refuse", status: 403 });
+    expect(send("POST", "text/plain", {}, "/sign-in")).toMatchObject({ kind: "refuse", status: 415 });
+    expect(send("POST", form, {}, "/api/ops/plan.approve")).toMatchObject({ kind: "refuse", status: 415 });
+  });
+
+  it("decides on the path Next.js routes, and refuses a path that could be read two ways", () => {
+    const withAgent = doorConfig({ host: "127.0.0.1", accessToken: "s3cret-token", agentToken: "agent-tok" });
+    const agent = (url: string) =>
+      decide(request({ method: "POST", url, headers: { authorization: "Bearer agent-tok" } }), withAgent);
+    const ambiguous = [
+      "/api/ops/../trpc/plans.list",
+      "/api/ops/%2e%2e/trpc/plans.list",
+      "/api/ops/%2E%2E/trpc/plans.list",
+      "/api/ops/.%2e/trpc/plans.list",
+      "/api/ops/%2e./trpc/plans.list",
+      "/api/ops/./../trpc/plans.list",
+      "/api/ops%2f..%2ftrpc/plans.list",
+      "/api/ops/..%2Ftrpc%2Fplans.list",
+      "/api/ops/..\\trpc/plans.list",
+      "/api/ops\\..\\trpc/plans.list",
+      "/api/ops/%5c..%5ctrpc/plans.list",
+      "/api/ops//../trpc/plans.list",
+      "//api/trpc/plans.list",
+      "/api/ops/%c0%ae%c0%ae/trpc/plans.list",
+      "/api/ops/%",
+      "/api/ops/%zz",
+      "/api/ops/plan.get%00",
+      "/api/plan/abc%00def",
+      "/api/ops/a%0ab",
+      "/api/ops/a\u0000b",
+      "/api/ops/.",
+      "/api/ops/..",
+      "/api/ops/..?x=1",
+      "*",
+      "http://127.0.0.1:3000/api/trpc/plans.list",
+    ];
+    for (const url of ambiguous) {
+      expect(agent(url), url).toMatchObject({ kind: "refuse", status: 400 });
+      // The same for a person: an ambiguous path has no meaning to authorise.
+      expect(decide(request({ url, headers: { authorization: "Bearer s3cret-token" } }), withAgent), url).toMatchObject(
+        {
+          kind: "refuse",
+          status: 400,
+        },
+      );
+    }
+    // Plain encodings are decoded as Next.js decodes them, then judged.
+    expect(agent("/api/%74rpc/plans.list")).toMatchObject({ kind: "refuse", status: 403 });
+    expect(agent("/api/tr%70c/plans.approve")).toMatchObject({ kind: "refuse", status: 403 });
+    expect(agent("/api/%6Fps/agent.status")).toMatchObject({ kind: "pass", identity: { kind: "agent" } });
+    expect(agent("/api/ops/agent.status")).toMatchObject({ kind: "pass", identity: { kind: "agent" } });
+    expect(agent("/api/ops/")).toMatchObject({ kind: "pass" });
+    // Whatever the door lets through, the URL parser Next.js routes with reads the same way.
+    for (const url of [
+      ...ambiguous,
+      "/api/%74rpc/plans.list",
+      "/api/%6Fps/x",
+      "/runs/a%20b",
+      "/_next/static/%5Bid%5D.js",
+    ]) {
+      const decided = canonicalPath(url);
+      if (decided === undefined) continue;
+      expect(decodeURIComponent(new URL(url, "http://127.0.0.1").pathname), url).toBe(decided);
+    }
   });
 });

@@ -4,21 +4,30 @@ import type { Identity } from "../operations/identity";
 /**
  * The one door in front of every HTTP route — pages, /api/trpc (queries, mutations and
  * subscriptions) and every API added later. It runs in the Node server before Next.js sees the
- * request, so no route can forget it. Three checks, in order:
+ * request, so no route can forget it. The checks, in order:
  *
  * 1. Host: the Host header must name this server (a loopback name or the configured public host).
  *    A DNS-rebinding page reaches 127.0.0.1 under its own hostname, so this refuses it.
- * 2. Origin: a state-changing request that carries an Origin (every browser sends one on POST)
- *    must come from an allowed host; `Sec-Fetch-Site: cross-site` is refused outright. Requests
- *    without Origin are non-browser clients and face the same credential rule.
- * 3. Credential: with an access token configured, every request presents it as
- *    `Authorization: Bearer …` or as the session cookie the sign-in page sets. Without one
- *    (loopback only), the caller is the local person: any local process is the user anyway.
+ * 2. Path: the path is decided on as Next.js will route it — percent-decoded — and a path that
+ *    could be read two ways is refused with 400: dot segments (`/api/ops/../trpc`), encoded dots,
+ *    slashes or backslashes (`%2e%2e`, `%2f`, `%5c`), raw backslashes, empty segments (`//`) and
+ *    control characters (NUL included). What the door authorises is then exactly what runs.
+ * 3. Origin: a page's request is judged by where it comes from. `Sec-Fetch-Site: cross-site` is
+ *    refused outright; a state-changing request must be `same-origin` (or `none`, typed by the
+ *    person) when the browser says, and its Origin, when present, must be this server's own —
+ *    scheme, host and port: a page on another port of 127.0.0.1 is another origin.
+ * 4. Content type: a state-changing request must send `application/json` (the sign-in form alone
+ *    may send a form). A page elsewhere cannot send that without a CORS preflight, which this
+ *    server never grants, so no form or `no-cors` fetch reaches a handler.
+ * 5. Credential: with an access token configured (the default: `serve` makes one), every request
+ *    presents it as `Authorization: Bearer …` or as the session cookie the sign-in page sets.
+ *    Without one (only with STEPWISE_TRUST_LOCAL=1 on loopback), the caller is the local person.
  *    The agent token (written to `<data>/server.json` for the CLI) is checked first and makes the
- *    caller an agent — on the operations API only: it never opens pages or tRPC, where people
+ *    caller an agent — on the agent APIs only: it never opens pages or tRPC, where people
  *    approve and decide.
  *
- * This module decides; `server/cli/serve.ts` applies the decision to Node's request/response.
+ * This module decides; `server/http/door-server.ts` applies the decision to Node's request and
+ * response, including the body limit, which needs the bytes as they arrive.
  */
 
 export interface DoorConfig {
@@ -38,13 +47,15 @@ export interface DoorRequest {
 
 export type DoorDecision =
   | { kind: "pass"; identity: Identity }
-  | { kind: "refuse"; status: 400 | 401 | 403 | 413; title: string; detail: string }
+  | { kind: "refuse"; status: 400 | 401 | 403 | 413 | 415; title: string; detail: string }
   /** An unauthenticated browser asking for a page: send it to the sign-in page. */
   | { kind: "sign-in" }
   /** The sign-in page itself: past the Host and Origin checks, before any credential. */
   | { kind: "sign-in-page" };
 
 export const SESSION_COOKIE = "stepwise_session";
+/** The person who holds the access token (or, with STEPWISE_TRUST_LOCAL=1, the local user). */
+const PERSON: Identity = { kind: "person", name: "user" };
 const LOOPBACK = ["127.0.0.1", "localhost", "[::1]", "::1"];
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
@@ -81,6 +92,37 @@ export function hostnameOf(hostHeader: string): string {
   return value.split(":")[0]!;
 }
 
+/**
+ * The path as Next.js will route it (percent-decoded), or undefined when it could be read more
+ * than one way: the door must authorise what runs, not a spelling of it. Next.js resolves dot
+ * segments and treats `\` as `/` (as URL parsers do) and decodes `%2e`; a client that needs any
+ * of these is not one of ours, so they are refused rather than normalised.
+ */
+export function canonicalPath(url: string): string | undefined {
+  const raw = url.split(/[?#]/, 1)[0]!;
+  if (!raw.startsWith("/")) return undefined; // "*", absolute-form targets
+  // Backslashes, raw control characters, and encoded dots, slashes, backslashes, controls or DEL.
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
+  if (/[\\\x00-\x1f\x7f]/.test(raw) || /%(2e|2f|5c|[01][0-9a-f]|7f)/i.test(raw)) return undefined;
+  const segments = raw.split("/").slice(1);
+  const decoded: string[] = [];
+  for (const [index, segment] of segments.entries()) {
+    if (segment === "." || segment === "..") return undefined;
+    if (segment === "" && index !== segments.length - 1) return undefined; // "//"
+    try {
+      decoded.push(decodeURIComponent(segment));
+    } catch {
+      return undefined; // a stray "%" or invalid UTF-8
+    }
+  }
+  return `/${decoded.join("/")}`;
+}
+
+/** Browsers say whether a request came from this origin; only these may change anything. */
+const SAME_ORIGIN_FETCH = new Set(["same-origin", "none"]);
+const JSON_TYPE = /^application\/json\s*(;|$)/i;
+const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(;|$)/i;
+
 export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
   const host = header(request, "host");
   if (!host || !config.allowedHosts.has(hostnameOf(host))) {
@@ -92,28 +134,50 @@ export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
       detail: `This server does not answer to the host "${host ?? ""}". Use http://127.0.0.1 or the configured public host.`,
     };
   }
+  const pathname = canonicalPath(request.url);
+  if (pathname === undefined) {
+    return {
+      kind: "refuse",
+      status: 400,
+      title: "Ambiguous path",
+      detail:
+        "Paths may not contain dot segments, empty segments, backslashes, control characters, or encoded dots, slashes or backslashes.",
+    };
+  }
   const origin = header(request, "origin");
   const fetchSite = header(request, "sec-fetch-site");
-  const stateChanging = !SAFE_METHODS.has(request.method.toUpperCase());
-  if (stateChanging || origin !== undefined) {
-    if (fetchSite === "cross-site") {
+  const method = request.method.toUpperCase();
+  const stateChanging = !SAFE_METHODS.has(method);
+  if (fetchSite === "cross-site" || (stateChanging && fetchSite !== undefined && !SAME_ORIGIN_FETCH.has(fetchSite))) {
+    return {
+      kind: "refuse",
+      status: 403,
+      title: "Cross-origin request",
+      detail: `Requests from other origins are refused (Sec-Fetch-Site: ${fetchSite}).`,
+    };
+  }
+  if (stateChanging && origin !== undefined && !sameOrigin(origin, host)) {
+    return {
+      kind: "refuse",
+      status: 403,
+      title: "Origin not allowed",
+      detail: `Requests from ${origin} may not change anything here.`,
+    };
+  }
+  if (stateChanging) {
+    const type = header(request, "content-type") ?? "";
+    const signInForm = pathname === "/sign-in" && method === "POST" && FORM_TYPE.test(type);
+    // A DELETE without a body (ending an MCP session) has nothing to type; browsers preflight it anyway.
+    const bodyless = method === "DELETE" && type === "" && !hasBody(request);
+    if (!JSON_TYPE.test(type) && !signInForm && !bodyless) {
       return {
         kind: "refuse",
-        status: 403,
-        title: "Cross-site request",
-        detail: "Requests from other sites are refused.",
-      };
-    }
-    if (stateChanging && origin !== undefined && !originAllowed(origin, config)) {
-      return {
-        kind: "refuse",
-        status: 403,
-        title: "Origin not allowed",
-        detail: `Requests from ${origin} may not change anything here.`,
+        status: 415,
+        title: "Unsupported media type",
+        detail: "Requests that change something must send Content-Type: application/json.",
       };
     }
   }
-  const pathname = request.url.split("?")[0]!;
   if (pathname === "/sign-in") return { kind: "sign-in-page" };
   const bearer = header(request, "authorization");
   if (config.agentToken && bearer?.startsWith("Bearer ") && tokenMatches(bearer.slice(7).trim(), config.agentToken)) {
@@ -129,9 +193,10 @@ export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
     const name = header(request, "x-stepwise-agent");
     return { kind: "pass", identity: { kind: "agent", name: name && AGENT_NAME.test(name) ? name : "agent" } };
   }
-  if (!config.accessToken) return { kind: "pass", identity: { kind: "person", name: "user" } };
-  if (presentsToken(request, config.accessToken)) return { kind: "pass", identity: { kind: "person", name: "owner" } };
-  const wantsPage = request.method === "GET" && (header(request, "accept") ?? "").includes("text/html");
+  // One person, whichever way they proved it: the name approvals and the audit show is the same.
+  if (!config.accessToken) return { kind: "pass", identity: { ...PERSON } };
+  if (presentsToken(request, config.accessToken)) return { kind: "pass", identity: { ...PERSON } };
+  const wantsPage = method === "GET" && (header(request, "accept") ?? "").includes("text/html");
   if (wantsPage) return { kind: "sign-in" };
   return {
     kind: "refuse",
@@ -139,6 +204,11 @@ export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
     title: "Sign-in required",
     detail: "Present the access token as `Authorization: Bearer <token>`, or sign in at /sign-in.",
   };
+}
+
+function hasBody(request: DoorRequest): boolean {
+  const length = header(request, "content-length");
+  return header(request, "transfer-encoding") !== undefined || (length !== undefined && length !== "0");
 }
 
 /**
@@ -153,7 +223,7 @@ export function decideUpgrade(
   const origin = header(request, "origin");
   const decision = decide(request, config);
   if (decision.kind === "refuse") return decision;
-  if (origin !== undefined && !originAllowed(origin, config)) {
+  if (origin !== undefined && !sameOrigin(origin, header(request, "host")!)) {
     return {
       kind: "refuse",
       status: 403,
@@ -172,12 +242,19 @@ export function decideUpgrade(
   return decision;
 }
 
-function originAllowed(origin: string, config: DoorConfig): boolean {
+/**
+ * Same origin as the request itself: scheme http(s) and exactly the host and port the request
+ * was sent to (the Host header, already checked to name this server). Comparing with Host rather
+ * than a configured list keeps this right behind a proxy, and a page on another port of the same
+ * machine — another origin — is refused. "null" (sandboxed frames, file://) never matches.
+ */
+export function sameOrigin(origin: string, host: string): boolean {
   try {
     const url = new URL(origin);
-    return (url.protocol === "http:" || url.protocol === "https:") && config.allowedHosts.has(hostnameOf(url.host));
+    if (url.protocol !== "http:" && url.protocol !== "https:") return false;
+    return url.host === new URL(`${url.protocol}//${host.trim()}`).host;
   } catch {
-    return false; // "null" (sandboxed frames, file://) and garbage
+    return false;
   }
 }
 

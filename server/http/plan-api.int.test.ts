@@ -294,6 +294,47 @@ describe("seed 001 HTTP API", () => {
     expect(await decided.json()).toEqual({ ok: true });
     expect((await harness!.waitForRun(runId)).status).toBe("completed");
   });
+
+  it("screens every path parameter and query number: 400 problem+json naming it, never a 500", async () => {
+    const url = await start();
+    const { plan } = await (await post(`${url}/api/plan`, { goal: "Screened", steps: sleeps(1, 1) })).json();
+    const cursor = (seq: number) => Buffer.from(JSON.stringify({ [plan.id]: seq })).toString("base64url");
+    const cases: [Promise<Response>, string][] = [
+      [fetch(`${url}/api/runs/not-a-uuid`), "runId"],
+      [fetch(`${url}/api/runs/${"1".repeat(40)}`), "runId"],
+      [post(`${url}/api/runs/not-a-uuid/decide`, { stepId: "step_1", approve: true }), "runId"],
+      [fetch(`${url}/api/plan/${plan.id}?version=99999999999999999999`), "version"],
+      [fetch(`${url}/api/plan/${plan.id}?version=2147483648`), "version"],
+      [fetch(`${url}/api/plan/${plan.id}?version=1e3`), "version"],
+      [fetch(`${url}/api/plan/${plan.id}?version=0`), "version"],
+      [fetch(`${url}/api/plan/${plan.id}?version=-1`), "version"],
+      [fetch(`${url}/api/plan/${plan.id}?version=`), "version"],
+      [fetch(`${url}/api/plan/${"p".repeat(101)}`), "planId"],
+      [fetch(`${url}/api/plan/${"p".repeat(101)}/runs`), "planId"],
+      [
+        fetch(`${url}/api/plan/${plan.id}/events?after=${cursor(1e30)}`, { headers: { accept: "application/json" } }),
+        "",
+      ],
+      [fetch(`${url}/api/plan/${plan.id}/events?after=${cursor(-1)}`, { headers: { accept: "application/json" } }), ""],
+      // NUL or other control characters in any path parameter: refused by the door, before any route.
+      [fetch(`${url}/api/runs/abc%00def`), ""],
+      [fetch(`${url}/api/plan/plan%00x/versions`), ""],
+      [post(`${url}/api/runs/${"0".repeat(8)}-0000-0000-0000-${"0".repeat(12)}%00/decide`, {}), ""],
+      [fetch(`${url}/api/plan/a%1fb`), ""],
+    ];
+    for (const [pending, parameter] of cases) {
+      const response = await pending;
+      const text = await response.text();
+      expect(response.status, `${response.url}: ${text}`).toBe(400);
+      expect(response.headers.get("content-type")).toBe("application/problem+json");
+      if (parameter) expect(JSON.parse(text).details.issues[0].path).toEqual([parameter]);
+      expect(text).not.toMatch(/prisma|postgres|invalid input syntax|out of range/i);
+    }
+    // The well-formed ones still answer.
+    expect((await fetch(`${url}/api/plan/${plan.id}?version=1`)).status).toBe(200);
+    expect((await fetch(`${url}/api/plan/${plan.id}?version=2147483647`)).status).toBe(404);
+    expect((await fetch(`${url}/api/runs/${"0".repeat(8)}-0000-0000-0000-${"0".repeat(12)}`)).status).toBe(404);
+  });
 });
 
 describe("a long-lived event stream", () => {

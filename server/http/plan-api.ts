@@ -88,6 +88,35 @@ function parse<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
   return parsed.data;
 }
 
+/**
+ * Path parameters and query numbers are screened before anything looks them up: a value the
+ * database could not take (a run id that is no UUID, a version past its integer range) is the
+ * caller's mistake, answered 400 naming the parameter — never a database error as a 500.
+ */
+function screenRunId(runId: string): void {
+  if (!z.uuid().safeParse(runId).success) invalidParameter("runId", "runId must be a run's id (a UUID)");
+}
+
+function screenPlanId(planId: string): void {
+  if (planId.length === 0 || planId.length > 100 || /[\p{Cc}]/u.test(planId)) {
+    invalidParameter("planId", "planId must be a plan's id (1–100 characters, no control characters)");
+  }
+}
+
+/** The largest value PostgreSQL's `integer` holds, which plan versions are. */
+const MAX_VERSION = 2_147_483_647;
+
+function versionParameter(value: string | null): number | undefined {
+  if (value === null) return undefined;
+  const version = /^[1-9][0-9]{0,9}$/.test(value) ? Number(value) : Number.NaN;
+  if (!(version <= MAX_VERSION)) invalidParameter("version", `version must be a whole number from 1 to ${MAX_VERSION}`);
+  return version;
+}
+
+function invalidParameter(name: string, message: string): never {
+  throw new AppError("invalid_input", message, { issues: [{ path: [name], message }] });
+}
+
 /** Every handler runs in a span named for its route; errors become problem+json inside it. */
 function respond(route: string, work: (span: Span) => Promise<Response>): Promise<Response> {
   return inSpan(route, { "http.route": route }, async (span) => {
@@ -200,11 +229,8 @@ async function planWithLlm(
 export function getPlanFromApi(request: Request, app: AppContext, planId: string): Promise<Response> {
   return respond("GET /api/plan/:id", async (span) => {
     identityOf(request);
-    const versionParam = new URL(request.url).searchParams.get("version");
-    const version = versionParam === null ? undefined : Number(versionParam);
-    if (version !== undefined && !(Number.isInteger(version) && version > 0)) {
-      throw new AppError("invalid_input", "version must be a positive whole number");
-    }
+    screenPlanId(planId);
+    const version = versionParameter(new URL(request.url).searchParams.get("version"));
     const plan = await getPlan(app.db.prisma, planId, version);
     traced(span, plan);
     if ((request.headers.get("accept") ?? "").includes("text/markdown")) {
@@ -220,6 +246,7 @@ export function getPlanFromApi(request: Request, app: AppContext, planId: string
 export function planVersionsFromApi(request: Request, app: AppContext, planId: string): Promise<Response> {
   return respond("GET /api/plan/:id/versions", async () => {
     identityOf(request);
+    screenPlanId(planId);
     return Response.json({ planId, versions: await listPlanVersions(app.db.prisma, planId) });
   });
 }
@@ -228,6 +255,7 @@ export function planVersionsFromApi(request: Request, app: AppContext, planId: s
 export function planRunsFromApi(request: Request, app: AppContext, planId: string): Promise<Response> {
   return respond("GET /api/plan/:id/runs", async () => {
     identityOf(request);
+    screenPlanId(planId);
     await getPlan(app.db.prisma, planId);
     return Response.json({ planId, runs: await listRuns(app.db.prisma, planId) });
   });
@@ -240,6 +268,7 @@ export function planRunsFromApi(request: Request, app: AppContext, planId: strin
 export function runFromApi(request: Request, app: AppContext, runId: string): Promise<Response> {
   return respond("GET /api/runs/:id", async (span) => {
     identityOf(request);
+    screenRunId(runId);
     const run = await getRun(app.db.prisma, runId);
     traced(span, { id: run.planId, traceId: run.traceId });
     return Response.json({
@@ -253,6 +282,7 @@ export function runFromApi(request: Request, app: AppContext, runId: string): Pr
 export function approvePlanFromApi(request: Request, app: AppContext, planId: string): Promise<Response> {
   return respond("POST /api/plan/:id/approve", async (span) => {
     const identity = identityOf(request);
+    screenPlanId(planId);
     const body = (await readJson(request)) as Record<string, unknown>;
     const version = body.version ?? (await app.db.prisma.plan.findUnique({ where: { id: planId } }))?.currentVersion;
     if (version === undefined) throw new AppError("not_found", `No plan ${planId}`);
@@ -268,6 +298,7 @@ export function decideFromApi(request: Request, app: AppContext, runId: string):
   return respond("POST /api/runs/:id/decide", async (span) => {
     span.setAttribute("stepwise.run_id", runId);
     const identity = identityOf(request);
+    screenRunId(runId);
     const body = (await readJson(request)) as Record<string, unknown>;
     return Response.json(await invokeOperation(runDecide, { app, identity }, { ...body, runId }));
   });
@@ -287,7 +318,11 @@ function decodeCursor(value: string | null): Cursor {
   if (!value) return {};
   try {
     const parsed = JSON.parse(Buffer.from(value, "base64url").toString()) as unknown;
-    if (parsed && typeof parsed === "object" && Object.values(parsed).every((seq) => Number.isInteger(seq))) {
+    if (
+      parsed &&
+      typeof parsed === "object" &&
+      Object.values(parsed).every((seq) => Number.isSafeInteger(seq) && (seq as number) >= 0)
+    ) {
       return parsed as Cursor;
     }
   } catch {
@@ -361,6 +396,7 @@ const HEARTBEAT_MS = 15_000;
 export function planEventsFromApi(request: Request, app: AppContext, planId: string): Promise<Response> {
   return respond("GET /api/plan/:id/events", async (span) => {
     identityOf(request);
+    screenPlanId(planId);
     const accept = request.headers.get("accept") ?? "";
     const plan = await getPlan(app.db.prisma, planId);
     traced(span, plan);

@@ -13,6 +13,11 @@ import { createMcpServer } from "./server";
  * its own server and transport, bound to the identity that initialised it: a request naming the
  * session with another credential is refused. Sessions live in this process (on globalThis, as
  * Next.js bundles route handlers apart) and end with DELETE or after an hour without requests.
+ *
+ * Each credential holds at most MAX_SESSIONS_PER_CREDENTIAL sessions; opening one more ends that
+ * credential's least recently used session. A caller opening sessions in a loop only ever
+ * replaces its own, so it can neither fill the server's memory nor lock anyone else out. The
+ * agent's name is its own claim, so agents count together under the one agent credential.
  */
 interface Session {
   transport: WebStandardStreamableHTTPServerTransport;
@@ -22,8 +27,7 @@ interface Session {
 
 const KEY = Symbol.for("stepwise.mcpSessions");
 const IDLE_MS = 60 * 60_000;
-/** Each session holds a server in memory: a client opening sessions in a loop is refused, not obeyed. */
-const MAX_SESSIONS = 500;
+export const MAX_SESSIONS_PER_CREDENTIAL = 32;
 
 function sessions(): Map<string, Session> {
   const holder = globalThis as typeof globalThis & { [KEY]?: Map<string, Session> };
@@ -32,15 +36,32 @@ function sessions(): Map<string, Session> {
 }
 
 function sameCaller(a: Identity, b: Identity): boolean {
-  return a.kind === b.kind && a.name === b.name;
+  return a.kind === b.kind && a.name === b.name && a.tokenId === b.tokenId;
+}
+
+/** What proved the identity — the credential, not the name an agent gives itself. */
+function credentialOf(identity: Identity): string {
+  return `${identity.kind}:${identity.tokenId ?? ""}`;
+}
+
+function endSession(id: string, session: Session): void {
+  sessions().delete(id);
+  void session.transport.close();
 }
 
 function dropIdle(now: number): void {
   for (const [id, session] of sessions()) {
-    if (now - session.lastUsed > IDLE_MS) {
-      sessions().delete(id);
-      void session.transport.close();
-    }
+    if (now - session.lastUsed > IDLE_MS) endSession(id, session);
+  }
+}
+
+/** Makes room for one more session of this credential by ending its least recently used ones. */
+function makeRoomFor(identity: Identity): void {
+  const credential = credentialOf(identity);
+  const own = [...sessions()].filter(([, session]) => credentialOf(session.identity) === credential);
+  own.sort(([, a], [, b]) => a.lastUsed - b.lastUsed);
+  for (const [id, session] of own.slice(0, Math.max(0, own.length - MAX_SESSIONS_PER_CREDENTIAL + 1))) {
+    endSession(id, session);
   }
 }
 
@@ -70,12 +91,12 @@ export async function handleMcpRequest(request: Request, app: AppContext): Promi
     if (!isInitializeRequest(body)) {
       throw new AppError("invalid_input", "No mcp-session-id header: the first request must be initialize");
     }
-    if (sessions().size >= MAX_SESSIONS) {
-      throw new AppError("invalid_state", `Too many open MCP sessions (${MAX_SESSIONS}); end some with DELETE`);
-    }
     const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => void sessions().set(id, { transport, identity, lastUsed: Date.now() }),
+      onsessioninitialized: (id) => {
+        makeRoomFor(identity);
+        sessions().set(id, { transport, identity, lastUsed: Date.now() });
+      },
       onsessionclosed: (id) => void sessions().delete(id),
     });
     const server = createMcpServer({ app, identity, sessionId: () => transport.sessionId });

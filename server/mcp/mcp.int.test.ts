@@ -6,6 +6,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { afterEach, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { startApiServer } from "../../tests/door-http-server";
+import { MAX_SESSIONS_PER_CREDENTIAL } from "./http";
 import { readyForTaskSchema, sessionCreatedSchema, syncInstructionsSchema } from "../agents/contract";
 import { todoPlanSchema } from "../agents/todo-plans";
 
@@ -382,5 +383,57 @@ describe("MCP server", () => {
       body: "{}",
     });
     expect(unknown.status).toBe(404);
+  });
+
+  it("caps sessions per credential: an agent opening sessions in a loop replaces its own and never locks the person out", async () => {
+    const url = await start({ accessToken: "person-token" });
+    const initialize = async (token: string) => {
+      const response = await fetch(`${url}/api/mcp`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          authorization: `Bearer ${token}`,
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "initialize",
+          params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "1" } },
+        }),
+      });
+      expect(response.status).toBe(200);
+      await response.text();
+      return response.headers.get("mcp-session-id")!;
+    };
+    const ping = async (token: string, sessionId: string) => {
+      const response = await fetch(`${url}/api/mcp`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          authorization: `Bearer ${token}`,
+          "mcp-session-id": sessionId,
+          "mcp-protocol-version": "2025-06-18",
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }),
+      });
+      await response.text();
+      return response.status;
+    };
+    const personSession = await initialize("person-token");
+    const agentSessions: string[] = [];
+    for (let i = 0; i < MAX_SESSIONS_PER_CREDENTIAL + 40; i++) agentSessions.push(await initialize(AGENT_TOKEN));
+    // The person's session and a new one of theirs are untouched by the agent's loop.
+    expect(await ping("person-token", personSession)).toBe(200);
+    const laterPersonSession = await initialize("person-token");
+    expect(await ping("person-token", laterPersonSession)).toBe(200);
+    // The agent keeps its newest sessions; its oldest were ended to make room.
+    expect(await ping(AGENT_TOKEN, agentSessions.at(-1)!)).toBe(200);
+    expect(await ping(AGENT_TOKEN, agentSessions.at(-MAX_SESSIONS_PER_CREDENTIAL)!)).toBe(200);
+    expect(await ping(AGENT_TOKEN, agentSessions[0]!)).toBe(404);
+    expect(await ping(AGENT_TOKEN, agentSessions.at(-MAX_SESSIONS_PER_CREDENTIAL - 1)!)).toBe(404);
+    // Another agent name on the same credential counts against the same cap, and cannot use another's session.
+    expect(await ping("person-token", agentSessions.at(-1)!)).toBe(403);
   });
 });

@@ -1,0 +1,24 @@
+import { request, type FullConfig } from "@playwright/test";
+import { E2E_DATA_DIR, E2E_PORT, E2E_STATE_FILE, readAccessToken } from "./e2e-env";
+
+/**
+ * Signs the browser tests in the way a person does: the server made an access token on its first
+ * start (loopback included), and its sign-in link sets the session cookie. Runs after Playwright
+ * started the server; every spec starts from the saved state (playwright.config.ts).
+ */
+export default async function globalSetup(_config: FullConfig): Promise<void> {
+  const base = `http://127.0.0.1:${E2E_PORT}`;
+  const token = await readAccessToken(E2E_DATA_DIR);
+  const context = await request.newContext({ baseURL: base });
+  try {
+    const anonymous = await context.get("/api/trpc/plans.list");
+    if (anonymous.status() !== 401) throw new Error(`without signing in the server answered ${anonymous.status()}`);
+    const signIn = await context.get(`/sign-in?token=${encodeURIComponent(token)}`, { maxRedirects: 0 });
+    if (signIn.status() !== 303) throw new Error(`the sign-in link answered ${signIn.status()}`);
+    const signedIn = await context.get("/api/trpc/plans.list");
+    if (!signedIn.ok()) throw new Error(`after signing in the server answered ${signedIn.status()}`);
+    await context.storageState({ path: E2E_STATE_FILE });
+  } finally {
+    await context.dispose();
+  }
+}
