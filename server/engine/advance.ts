@@ -53,10 +53,10 @@ export function makeReady(tx: RunTransaction, stepId: string): void {
  * A gated step waits for a person. It expires after the run's approval timeout (skipped with the
  * reason), and an `approval.expiring` event warns some minutes before so the UI can say so.
  */
-export function requestApproval(tx: RunTransaction, stepId: string, now = tx.now): void {
+export function requestApproval(tx: RunTransaction, stepId: string, now = tx.now, reason?: string): void {
   const { approval_timeout_ms: timeoutMs, approval_warning_ms: warningMs } = tx.run;
   const expiresAt = new Date(now.getTime() + timeoutMs).toISOString();
-  tx.setStatus(stepId, "awaiting_approval", undefined, { expiresAt }, { kind: "approval", expiresAt });
+  tx.setStatus(stepId, "awaiting_approval", reason, { expiresAt }, { kind: "approval", expiresAt });
   tx.events.push({
     type: "approval.requested",
     stepId,

@@ -3,6 +3,7 @@ import { ReferenceError, resolveReferences } from "../plans/references";
 import type { StepStatus } from "../plans/schema";
 import { askUserInputSchema } from "../tools/ask-user";
 import { advance, dispatch } from "./advance";
+import { holdStepsWithoutMatchingApproval } from "./approval-binding";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn, type Outcome } from "./outcome";
 import type { RunRow, RunTransaction, StepJobRef, StepWaiting } from "./run-transaction";
@@ -69,24 +70,17 @@ export async function claimStepsIn(
     row.status = "running"; // a duplicate job in the same batch claims nothing
     return [{ job, index, step: tx.graph.steps.get(job.stepId)! }];
   });
-  const gated = eligible.filter((e) => e.step.gated).map((e) => e.job.stepId);
-  const approved = new Set<string>();
-  if (gated.length > 0) {
-    // Enforced here, not only in the UI: a gated step runs only with an approval of this version.
-    const approvals = await tx.client.query<{ step_id: string }>(
-      "select step_id from approvals where run_id = $1 and step_id = any($2) and plan_version = $3 and decision = 'approved'",
-      [tx.run.id, gated, tx.run.plan_version],
-    );
-    for (const row of approvals.rows) approved.add(row.step_id);
-  }
+  // Enforced here, below every door: a step needing a person's decision runs only with one that
+  // covers exactly its current definition; otherwise it goes back to awaiting_approval.
+  const held = await holdStepsWithoutMatchingApproval(
+    deps.tools,
+    tx,
+    eligible.map((e) => e.step),
+  );
   const toRun: typeof eligible = [];
   for (const entry of eligible) {
-    if (entry.step.gated && !approved.has(entry.step.id)) {
-      rows.get(entry.step.id)!.status = "ready";
-      results[entry.index] = {
-        ok: false,
-        error: new Error(`Refusing to run gated step ${entry.step.id} without an approval`),
-      };
+    if (held.has(entry.step.id)) {
+      rows.get(entry.step.id)!.status = "awaiting_approval";
     } else if (deps.tools.get(entry.step.tool)?.capability === "user.ask") {
       await askUser(deps, tx, entry.step, entry.job.attempt);
     } else {

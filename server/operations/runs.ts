@@ -110,7 +110,17 @@ export const runWait = defineOperation({
 export const runDecide = defineOperation({
   name: "run.decide",
   summary: "Approve or deny a gated step (a person only)",
-  input: z.object({ runId, stepId, approve: z.boolean(), comment: z.string().max(2000).optional() }),
+  input: z.object({
+    runId,
+    stepId,
+    approve: z.boolean(),
+    comment: z.string().max(2000).optional(),
+    definitionHash: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional()
+      .describe("The step's definitionHash as shown with its pending approval; refused if the step changed since"),
+  }),
   output: done,
   audience: "person",
   async run({ app, identity }, input) {
