@@ -240,7 +240,7 @@ export function planRunsFromApi(request: Request, app: AppContext, planId: strin
 export function runFromApi(request: Request, app: AppContext, runId: string): Promise<Response> {
   return respond("GET /api/runs/:id", async (span) => {
     identityOf(request);
-    const run = await getRun(app.db.prisma, runId);
+    const run = await getRun(app.db.prisma, runId, app.tools);
     traced(span, { id: run.planId, traceId: run.traceId });
     return Response.json({
       ...run,
