@@ -16,10 +16,13 @@ import { useMemo, useRef, useState, type ReactNode } from "react";
 import type { Step } from "@/server/plans/schema";
 import type { PlanIssue } from "@/server/plans/validate";
 import { checkMove } from "./plan-rules";
+import type { StepAssessment } from "@/server/tools/assessment";
 import { StepCard, type StepActions } from "./step-card";
 
 interface StepListProps {
   steps: Step[];
+  /** Risk and capability per step, computed on the server from the tool and the command. */
+  assessments: Record<string, StepAssessment>;
   issuesByStep: Map<string, PlanIssue[]>;
   actions: StepActions;
   editingStepId: string | null;
@@ -39,6 +42,7 @@ const NO_ISSUES: PlanIssue[] = [];
  */
 export function StepList({
   steps,
+  assessments,
   issuesByStep,
   actions,
   editingStepId,
@@ -155,6 +159,7 @@ export function StepList({
             <StepCard
               key={step.id}
               step={step}
+              assessment={assessments[step.id]}
               issues={issuesByStep.get(step.id) ?? NO_ISSUES}
               dependents={dependents.get(step.id) ?? NO_DEPENDENTS}
               actions={actions}

@@ -3,37 +3,10 @@ import { z } from "zod";
 import { stepDefinitionHash } from "../plans/definition-hash";
 import { findReferences, ReferenceError, resolveReferences } from "../plans/references";
 import type { Step, StepResult } from "../plans/schema";
-import { assessStep, type StepAssessment } from "../tools/assessment";
+import { assessStep } from "../tools/assessment";
 import type { ToolRegistry } from "../tools/registry";
 
-/**
- * What a person deciding about a gated step is shown, on every approval surface (the run page,
- * the inbox, MCP and HTTP answers): exactly what will run, computed here on the server from the
- * run's plan version and recorded outputs — never the plan author's description of it.
- */
-export interface ApprovalView {
-  tool: string;
-  /** The arguments as the plan writes them, `$step` references and all. */
-  args: Record<string, unknown>;
-  /** The arguments that will be used: every `$step` reference replaced by the recorded output. */
-  resolvedArgs: unknown;
-  /** Set when a reference cannot be resolved (the step will fail rather than run). */
-  resolveError?: string;
-  /** The directory the tool acts in. */
-  workspace: string;
-  timeoutSeconds: number;
-  /** How many times the step may run (its retry policy). */
-  maxAttempts: number;
-  /** Risk and capability computed from the tool and, for shell commands, the read-only analysis of the resolved command. */
-  assessment: StepAssessment;
-  /** What the plan's author claims; shown, if at all, as "author says …". */
-  authorSays: { risk: string; capabilityLabel: string };
-  /** The hash an approval of this view records; a decision sent with another hash is refused. */
-  definitionHash: string;
-  planVersion: number;
-}
-
-/** ApprovalView as MCP and HTTP describe it. */
+/** An ApprovalView, as MCP and HTTP describe it. */
 export const approvalViewSchema = z.object({
   tool: z.string(),
   args: z.record(z.string(), z.unknown()).describe("The arguments as the plan writes them, $step references included"),
@@ -54,6 +27,14 @@ export const approvalViewSchema = z.object({
   definitionHash: z.string().describe("Send it with run.decide: the decision is refused if the step changed since"),
   planVersion: z.number(),
 });
+
+/**
+ * What a person deciding about a gated step is shown, on every approval surface (the run page,
+ * the inbox, MCP and HTTP answers): exactly what will run, computed here on the server from the
+ * run's plan version and recorded outputs — never the plan author's description of it. The
+ * author's `risk` and `capabilityLabel` travel only as `authorSays`.
+ */
+export type ApprovalView = z.output<typeof approvalViewSchema>;
 
 /** The one place `$step` references are resolved for people to read, as the claim resolves them to run. */
 export function resolvedArguments(

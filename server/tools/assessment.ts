@@ -1,3 +1,4 @@
+import { sandboxAvailable } from "./sandbox";
 import { analyzeShellCommand } from "./shell-read-only";
 import type { ToolRegistry } from "./registry";
 import type { Capability } from "./types";
@@ -36,9 +37,18 @@ export function assessStep(tools: ToolRegistry, toolName: string, args: unknown)
       };
     }
     const verdict = analyzeShellCommand(command);
-    return verdict.readOnly
+    if (!verdict.readOnly) {
+      return { risk: "high", capability: "shell.exec", capabilityLabel: "Run shell commands", reason: verdict.reason };
+    }
+    // Read-only is held to its word by the sandbox; without one the command runs unconfined.
+    return sandboxAvailable()
       ? { risk: "low", capability: "shell.read", capabilityLabel: "Run read-only commands" }
-      : { risk: "high", capability: "shell.exec", capabilityLabel: "Run shell commands", reason: verdict.reason };
+      : {
+          risk: "high",
+          capability: "shell.exec",
+          capabilityLabel: "Run shell commands",
+          reason: "no sandbox is available to keep it read-only",
+        };
   }
   const risk = tool.destructive ? "high" : tool.readOnly ? "low" : "medium";
   return { risk, capability: tool.capability, capabilityLabel: tool.capabilityLabel };
