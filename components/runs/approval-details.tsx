@@ -29,13 +29,15 @@ export function ApprovalDetails({ approval }: { approval: ApprovalView }) {
         )}
       </p>
       <p className="muted">
-        Runs <code className="mono">{approval.tool}</code> in <code className="mono">{approval.workspace}</code>{" "}
-        (timeout {approval.timeoutSeconds} s, up to {approval.maxAttempts} attempt
-        {approval.maxAttempts === 1 ? "" : "s"}) with:
+        Runs <code className="mono">{approval.tool}</code> with
       </p>
       <pre className="mono args" data-testid="approval-args">
         {resolved}
       </pre>
+      <p className="muted" data-testid="approval-where">
+        In <code className="mono">{approval.workspace}</code> · timeout {approval.timeoutSeconds} s · up to{" "}
+        {approval.maxAttempts} attempt{approval.maxAttempts === 1 ? "" : "s"}
+      </p>
       {approval.resolveError && (
         <p className="error" data-testid="resolve-error">
           {approval.resolveError}
