@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
 import { useId, useState, type FormEvent } from "react";
 import { useTRPC } from "@/components/trpc";
+import { ApprovalDetails } from "@/components/runs/approval-details";
 import { ErrorMessage } from "@/components/ui/error-message";
 import type { InboxItem } from "@/server/inbox/inbox";
 import { INBOX_POLL_MS } from "./inbox-nav-link";
@@ -125,6 +126,7 @@ function StepApproval({ item }: { item: Extract<InboxItem, { kind: "step_approva
   const trpc = useTRPC();
   const refresh = useRefreshInbox();
   const decide = useMutation(trpc.runs.decide.mutationOptions({ onSuccess: refresh }));
+  const { approval } = item;
   return (
     <>
       <strong>{item.title}</strong>
@@ -133,13 +135,27 @@ function StepApproval({ item }: { item: Extract<InboxItem, { kind: "step_approva
         {item.expiresAt && ` until ${new Date(item.expiresAt).toLocaleTimeString()}`}.{" "}
         <Link href={item.href}>Open the run</Link>
       </p>
+      {/* Approve is offered only next to exactly what it lets run; the decision carries its hash. */}
+      {approval ? (
+        <ApprovalDetails approval={approval} />
+      ) : (
+        <p className="warn-text">What this step would run could not be shown; decide on the run page.</p>
+      )}
       <div className="row">
         <button
           type="button"
           className="primary"
           aria-label={`Approve ${item.stepId} of ${item.goal}`}
-          disabled={decide.isPending}
-          onClick={() => decide.mutate({ runId: item.runId, stepId: item.stepId, approve: true })}
+          disabled={decide.isPending || !approval}
+          onClick={() =>
+            approval &&
+            decide.mutate({
+              runId: item.runId,
+              stepId: item.stepId,
+              approve: true,
+              definitionHash: approval.definitionHash,
+            })
+          }
         >
           Approve
         </button>

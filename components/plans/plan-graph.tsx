@@ -15,6 +15,7 @@ import {
 import "@xyflow/react/dist/style.css";
 import { createContext, memo, useContext, useMemo } from "react";
 import type { Step } from "@/server/plans/schema";
+import type { StepAssessment } from "@/server/tools/assessment";
 import type { PlanIssue } from "@/server/plans/validate";
 import { stepLabel } from "./plan-rules";
 import { useMeasuredNodes } from "@/components/ui/use-measured-nodes";
@@ -22,7 +23,7 @@ import { useMeasuredNodes } from "@/components/ui/use-measured-nodes";
 const NODE_WIDTH = 230;
 const NODE_HEIGHT = 78;
 
-type StepNodeData = { step: Step; invalid: boolean; selected: boolean };
+type StepNodeData = { step: Step; risk: string; invalid: boolean; selected: boolean };
 type StepNode = Node<StepNodeData, "step">;
 
 /** Node components are created by React Flow; the selection callback reaches them through context. */
@@ -47,13 +48,15 @@ function layout(steps: readonly Step[]): Map<string, { x: number; y: number }> {
 
 interface PlanGraphProps {
   steps: readonly Step[];
+  /** Risk per step, computed on the server from the tool and the command. */
+  assessments: Record<string, StepAssessment>;
   issuesByStep: Map<string, PlanIssue[]>;
   selectedStepId: string | null;
   onSelect(stepId: string): void;
 }
 
 /** The dependency graph: nodes coloured by risk and marked when gated; choosing one opens its editor. */
-export function PlanGraph({ steps, issuesByStep, selectedStepId, onSelect }: PlanGraphProps) {
+export function PlanGraph({ steps, assessments, issuesByStep, selectedStepId, onSelect }: PlanGraphProps) {
   const positions = useMemo(() => layout(steps), [steps]);
   const nodes: StepNode[] = useMemo(
     () =>
@@ -61,11 +64,17 @@ export function PlanGraph({ steps, issuesByStep, selectedStepId, onSelect }: Pla
         id: step.id,
         type: "step",
         position: positions.get(step.id)!,
-        data: { step, invalid: (issuesByStep.get(step.id)?.length ?? 0) > 0, selected: step.id === selectedStepId },
+        data: {
+          step,
+          // Computed from the tool and the command, never the author's claim; unknown until loaded.
+          risk: assessments[step.id]?.risk ?? "unknown",
+          invalid: (issuesByStep.get(step.id)?.length ?? 0) > 0,
+          selected: step.id === selectedStepId,
+        },
         draggable: false,
         connectable: false,
       })),
-    [steps, positions, issuesByStep, selectedStepId],
+    [steps, positions, assessments, issuesByStep, selectedStepId],
   );
   const measuredNodes = useMeasuredNodes(nodes);
   const edges: Edge[] = useMemo(
@@ -125,7 +134,7 @@ const StepNodeView = memo(function StepNodeView({ data }: NodeProps<StepNode>) {
       <Handle type="target" position={Position.Top} isConnectable={false} />
       <button
         type="button"
-        className={`graph-node risk-${step.risk} ${data.invalid ? "invalid" : ""} ${step.skipped ? "skipped" : ""}`}
+        className={`graph-node risk-${data.risk} ${data.invalid ? "invalid" : ""} ${step.skipped ? "skipped" : ""}`}
         data-graph-step={step.id}
         aria-pressed={data.selected}
         onClick={() => onSelect(step.id)}
@@ -138,7 +147,7 @@ const StepNodeView = memo(function StepNodeView({ data }: NodeProps<StepNode>) {
               <GateIcon />
             </span>
           )}
-          <span className="graph-risk">{step.risk}</span>
+          <span className="graph-risk">{data.risk}</span>
         </span>
         <span className="graph-node-title">{stepLabel(step)}</span>
         <span className="mono muted">{step.tool}</span>

@@ -12,6 +12,7 @@ import { SaveTemplate } from "@/components/templates/save-template";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import type { Step } from "@/server/plans/schema";
+import type { StepAssessment } from "@/server/tools/assessment";
 import { ExportImport } from "./export-import";
 import { HistoryPanel } from "./history-panel";
 import { PlanDetails } from "./plan-details";
@@ -33,6 +34,8 @@ import { usePlanEditor, type Notice } from "./use-plan-editor";
 
 type View = "list" | "graph";
 
+const NO_ASSESSMENTS: Record<string, StepAssessment> = {};
+
 export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: string; showHistoryAtFirst?: boolean }) {
   const trpc = useTRPC();
   const router = useRouter();
@@ -42,6 +45,13 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
   const planWorkspace = useQuery(trpc.workspaces.forPlan.queryOptions({ planId }));
   // Rejected or archived plans are not offered for approval (components/plans/plan-lifecycle.tsx).
   const lifecycle = useQuery(trpc.plans.lifecycle.queryOptions({ planId }));
+  // Risk and capability are judged on the server from each step's tool and command, per version.
+  const shownVersion = plan.data?.plan.version ?? 0;
+  const planAssessments = useQuery({
+    ...trpc.plans.assessments.queryOptions({ planId, version: shownVersion }),
+    enabled: shownVersion > 0,
+    staleTime: Infinity,
+  });
   const setAside = lifecycle.data !== undefined && lifecycle.data.state !== "active";
   const [view, setView] = useState<View>("list");
   const [editing, setEditing] = useState<StepEditorTarget | null>(null);
@@ -111,6 +121,7 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
   }
 
   const { plan: current, issues } = plan.data;
+  const assessments = planAssessments.data ?? NO_ASSESSMENTS;
   const workspace = planWorkspace.data;
   const issuesByStep = groupIssuesByStep(issues);
   const planIssues = issuesByStep.get("") ?? [];
@@ -247,6 +258,7 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
           planId={planId}
           version={current.version}
           steps={current.steps}
+          assessments={assessments}
           issuesByStep={issuesByStep}
           actions={actions}
           editingStepId={editingStep?.id ?? null}
@@ -258,6 +270,7 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
         <div className="graph-layout">
           <PlanGraph
             steps={current.steps}
+            assessments={assessments}
             issuesByStep={issuesByStep}
             selectedStepId={editingStep?.id ?? null}
             onSelect={(stepId) => actions.onEdit(stepId)}

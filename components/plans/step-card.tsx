@@ -6,6 +6,7 @@ import { memo, useState, type ReactNode } from "react";
 import type { Step } from "@/server/plans/schema";
 import type { PlanIssue } from "@/server/plans/validate";
 import { StepComments } from "./comments";
+import type { StepAssessment } from "@/server/tools/assessment";
 import { stepLabel } from "./plan-rules";
 
 export interface StepActions {
@@ -17,6 +18,8 @@ export interface StepActions {
 
 interface StepCardProps {
   step: Step;
+  /** Risk and capability computed from the tool and the command; the author's are only "author says". */
+  assessment: StepAssessment | undefined;
   issues: PlanIssue[];
   dependents: string[];
   actions: StepActions;
@@ -55,6 +58,7 @@ type HandleListeners = ReturnType<typeof useSortable>["listeners"];
 
 const StepCardBody = memo(function StepCardBody({
   step,
+  assessment,
   issues,
   dependents,
   actions,
@@ -94,7 +98,11 @@ const StepCardBody = memo(function StepCardBody({
           {step.critical && <span className="tag">Critical</span>}
           {step.skipped && <span className="tag">Skipped by reviewer</span>}
           {step.type && <span className="tag">{step.type}</span>}
-          <span className={`tag risk-${step.risk}`}>{step.risk} risk</span>
+          {assessment && (
+            <span className={`tag risk-${assessment.risk}`} data-testid="computed-risk">
+              {assessment.risk} risk
+            </span>
+          )}
         </div>
       </div>
       {step.title && step.description && <p className="step-description">{step.description}</p>}
@@ -102,7 +110,16 @@ const StepCardBody = memo(function StepCardBody({
         <dt>Tool</dt>
         <dd className="mono">{step.tool}</dd>
         <dt>Capability</dt>
-        <dd>{step.capabilityLabel}</dd>
+        <dd>
+          {assessment?.capabilityLabel}
+          {assessment?.reason && <span className="muted"> ({assessment.reason})</span>}
+          {assessment && (assessment.risk !== step.risk || assessment.capabilityLabel !== step.capabilityLabel) && (
+            <span className="muted" data-testid="author-says">
+              {" "}
+              · the plan’s author says: {step.capabilityLabel}, {step.risk} risk
+            </span>
+          )}
+        </dd>
         <dt>Depends on</dt>
         <dd className="mono">{step.dependsOn.length ? step.dependsOn.join(", ") : "—"}</dd>
         <dt>Arguments</dt>

@@ -16,12 +16,15 @@ import { useMemo, useRef, useState, type ReactNode } from "react";
 import type { Step } from "@/server/plans/schema";
 import type { PlanIssue } from "@/server/plans/validate";
 import { checkMove } from "./plan-rules";
+import type { StepAssessment } from "@/server/tools/assessment";
 import { StepCard, type StepActions } from "./step-card";
 
 interface StepListProps {
   planId: string;
   version: number;
   steps: Step[];
+  /** Risk and capability per step, computed on the server from the tool and the command. */
+  assessments: Record<string, StepAssessment>;
   issuesByStep: Map<string, PlanIssue[]>;
   actions: StepActions;
   editingStepId: string | null;
@@ -43,6 +46,7 @@ export function StepList({
   planId,
   version,
   steps,
+  assessments,
   issuesByStep,
   actions,
   editingStepId,
@@ -159,6 +163,7 @@ export function StepList({
             <StepCard
               key={step.id}
               step={step}
+              assessment={assessments[step.id]}
               issues={issuesByStep.get(step.id) ?? NO_ISSUES}
               dependents={dependents.get(step.id) ?? NO_DEPENDENTS}
               actions={actions}

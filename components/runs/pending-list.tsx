@@ -1,9 +1,13 @@
 "use client";
 
+import { useQuery } from "@tanstack/react-query";
 import { useEffect } from "react";
 import type { Step } from "@/server/plans/schema";
+import { useTRPC } from "@/components/trpc";
+import { ErrorMessage } from "@/components/ui/error-message";
 import { useNow } from "@/components/ui/use-now";
-import { describeValue, formatTimeLeft } from "./format";
+import { ApprovalDetails } from "./approval-details";
+import { formatTimeLeft } from "./format";
 import type { LiveStep } from "./run-state";
 import { AnswerForm, DecisionForm } from "./step-actions";
 
@@ -78,10 +82,7 @@ export function PendingList({
                   choices={state.waiting?.choices}
                 />
               ) : (
-                <>
-                  {step && <WhatRuns step={step} />}
-                  <DecisionForm runId={runId} stepId={state.stepId} />
-                </>
+                <PendingApproval runId={runId} state={state} step={step} />
               )}
             </li>
           );
@@ -91,16 +92,31 @@ export function PendingList({
   );
 }
 
-/** The tool and its arguments, so a person approves what will actually run. */
-function WhatRuns({ step }: { step: Step }) {
-  const hasArgs = Object.keys(step.args).length > 0;
+/**
+ * What approving lets run, computed on the server (arguments resolved, risk and capability judged
+ * from the tool and the command) — from the page's snapshot, or asked for when the step started
+ * waiting after the page loaded. Approve is offered only once it is shown.
+ */
+function PendingApproval({ runId, state, step }: { runId: string; state: LiveStep; step: Step | undefined }) {
+  const trpc = useTRPC();
+  const fetched = useQuery({
+    ...trpc.runs.approval.queryOptions({ runId, stepId: state.stepId }),
+    enabled: !state.approval,
+    staleTime: 0,
+  });
+  const approval = state.approval ?? fetched.data?.approval ?? undefined;
+  if (!approval) {
+    return (
+      <>
+        <ErrorMessage error={fetched.error} />
+        {!fetched.error && <p aria-busy="true">Loading what {step?.title ?? state.stepId} would run…</p>}
+      </>
+    );
+  }
   return (
-    <div className="what-runs">
-      <p className="muted">
-        Runs <code className="mono">{step.tool}</code>
-        {hasArgs ? " with" : " without arguments"}
-      </p>
-      {hasArgs && <pre className="mono args">{describeValue(step.args).text}</pre>}
-    </div>
+    <>
+      <ApprovalDetails approval={approval} />
+      <DecisionForm runId={runId} stepId={state.stepId} definitionHash={approval.definitionHash} />
+    </>
   );
 }

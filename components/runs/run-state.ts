@@ -194,6 +194,8 @@ function applyStepEvent(step: LiveStep, event: StoredEvent): LiveStep {
   if (typeof data.reason === "string") updated.reason = data.reason || null;
   if (data.result) updated.result = data.result;
   if (status !== "awaiting_approval" && status !== "awaiting_input") delete updated.waiting;
+  // What an approval would let run is the snapshot's; once the step moves on it is asked for anew.
+  if (status !== "awaiting_approval") delete updated.approval;
   if (status === "awaiting_agent") updated.waiting = { kind: "agent" };
   if (status === "running" && typeof data.agent === "string") updated.waiting = { kind: "agent", agent: data.agent };
   if (status === "running") updated.worker = typeof data.worker === "string" ? data.worker : null;

@@ -11,13 +11,31 @@ import { ErrorMessage } from "@/components/ui/error-message";
  * still be decided (it may have expired or been decided in another tab); the result arrives as
  * events like every other change.
  */
-export function DecisionForm({ runId, stepId }: { runId: string; stepId: string }) {
+/**
+ * Approve or deny. `definitionHash` is the hash of the definition shown next to the buttons: an
+ * approval sent with it is refused if the step changed in the meantime.
+ */
+export function DecisionForm({
+  runId,
+  stepId,
+  definitionHash,
+}: {
+  runId: string;
+  stepId: string;
+  definitionHash?: string;
+}) {
   const trpc = useTRPC();
   const decide = useMutation(trpc.runs.decide.mutationOptions());
   const [comment, setComment] = useState("");
   const id = useId();
   const submit = (approve: boolean) =>
-    decide.mutate({ runId, stepId, approve, ...(comment.trim() && { comment: comment.trim() }) });
+    decide.mutate({
+      runId,
+      stepId,
+      approve,
+      ...(definitionHash && { definitionHash }),
+      ...(comment.trim() && { comment: comment.trim() }),
+    });
   return (
     <div className="stack-sm decision" role="group" aria-label={`Decide ${stepId}`}>
       <label className="field" htmlFor={`${id}-comment`}>

@@ -2,7 +2,8 @@ import type { Step, StepResult } from "../plans/schema";
 import { ReferenceError, resolveReferences } from "../plans/references";
 import type { StepStatus } from "../plans/schema";
 import { askUserInputSchema } from "../tools/ask-user";
-import { advance, dispatch, requestApproval } from "./advance";
+import { advance, dispatch } from "./advance";
+import { holdStepsWithoutMatchingApproval } from "./approval-binding";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn, type Outcome } from "./outcome";
 import type { RunRow, RunTransaction, StepJobRef, StepWaiting } from "./run-transaction";
@@ -71,36 +72,17 @@ export async function claimStepsIn(
     row.status = "running"; // a duplicate job in the same batch claims nothing
     return [{ job, index, step: tx.graph.steps.get(job.stepId)! }];
   });
-  // Decided here, by the process that will run the step: an ungated step that is safe unapproved
-  // only when confined (read-only shell, read-only git) is not run by a worker that cannot confine
-  // it — whatever the process that saved the plan could do — but waits for a person.
-  const unconfinable = new Map<string, string>();
-  for (const { step } of eligible) {
-    if (step.gated) continue;
-    const refusal = deps.tools.get(step.tool)?.unapprovedRunRefusal?.(step.args);
-    if (refusal) unconfinable.set(step.id, refusal);
-  }
-  const gated = eligible.filter((e) => e.step.gated || unconfinable.has(e.step.id)).map((e) => e.job.stepId);
-  const approved = new Set<string>();
-  if (gated.length > 0) {
-    // Enforced here, not only in the UI: a gated step runs only with an approval of this version.
-    const approvals = await tx.client.query<{ step_id: string }>(
-      "select step_id from approvals where run_id = $1 and step_id = any($2) and plan_version = $3 and decision = 'approved'",
-      [tx.run.id, gated, tx.run.plan_version],
-    );
-    for (const row of approvals.rows) approved.add(row.step_id);
-  }
+  // Enforced here, below every door: a step needing a person's decision runs only with one that
+  // covers exactly its current definition; otherwise it goes back to awaiting_approval.
+  const { held, approved } = await holdStepsWithoutMatchingApproval(
+    deps.tools,
+    tx,
+    eligible.map((e) => e.step),
+  );
   const toRun: typeof eligible = [];
   for (const entry of eligible) {
-    if (entry.step.gated && !approved.has(entry.step.id)) {
-      rows.get(entry.step.id)!.status = "ready";
-      results[entry.index] = {
-        ok: false,
-        error: new Error(`Refusing to run gated step ${entry.step.id} without an approval`),
-      };
-    } else if (unconfinable.has(entry.step.id) && !approved.has(entry.step.id)) {
+    if (held.has(entry.step.id)) {
       rows.get(entry.step.id)!.status = "awaiting_approval";
-      await askApprovalForConfinement(tx, entry.step.id, unconfinable.get(entry.step.id)!);
     } else if (deps.tools.get(entry.step.tool)?.capability === "user.ask") {
       await askUser(deps, tx, entry.step, entry.job.attempt);
     } else {
@@ -198,13 +180,6 @@ async function resolveStepArgs(
  * waits for a person instead, giving its parallelism slot back; once approved it is queued again
  * and runs — on whichever worker claims it — with the approval on record.
  */
-async function askApprovalForConfinement(tx: RunTransaction, stepId: string, reason: string): Promise<void> {
-  await tx.client.query("update run_steps set queued = false where run_id = $1 and step_id = $2", [tx.run.id, stepId]);
-  tx.run.active_steps--;
-  requestApproval(tx, stepId, tx.now, reason);
-  await dispatch(tx);
-}
-
 /**
  * An `ask_user` step is answered by a person, not executed: it waits in `awaiting_input` with its
  * question (references resolved) and gives its parallelism slot back while it waits.

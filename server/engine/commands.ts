@@ -1,6 +1,7 @@
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import type { StepResult, StepStatus } from "../plans/schema";
+import { runStepDefinitionHash } from "./approval-binding";
 import { advance, cancelOpenSteps, dispatch, finishIfDone, makeReady, unblockDependents } from "./advance";
 import type { EngineDeps } from "./deps";
 import { holdForSignal } from "./outcome";
@@ -10,7 +11,18 @@ import { audit, openRunTransaction, requireRun, type RunTransaction, type StepWa
 /** Approve or deny a gated step. Enforced here, whatever the client: only awaiting steps can be decided. */
 export async function decideApproval(
   deps: EngineDeps,
-  input: { runId: string; stepId: string; approve: boolean; actor: string; comment?: string },
+  input: {
+    runId: string;
+    stepId: string;
+    approve: boolean;
+    actor: string;
+    comment?: string;
+    /**
+     * The definition hash the person was shown (approval surfaces carry it): an approval of a step
+     * that changed since is refused rather than applied to a definition nobody saw.
+     */
+    definitionHash?: string;
+  },
 ): Promise<void> {
   await inTransaction(deps.pool, async (client) => {
     const tx = await openRunTransaction(deps, client, input.runId);
@@ -29,8 +41,19 @@ export async function decideApproval(
       if (last && (last.decision === "approved") === input.approve) return;
       throw new AppError("invalid_state", `${input.stepId} is ${status}, not awaiting approval`);
     }
+    // The decision covers exactly the definition the step has now (see approval-binding.ts).
+    const step = tx.graph.steps.get(input.stepId);
+    if (!step) throw new AppError("not_found", `The run's plan version has no step ${input.stepId}`);
+    const definitionHash = runStepDefinitionHash(tx, step);
+    if (input.approve && input.definitionHash !== undefined && input.definitionHash !== definitionHash) {
+      throw new AppError(
+        "version_conflict",
+        `${input.stepId} changed after it was shown to you; review what it will run now and decide again`,
+      );
+    }
     await client.query(
-      `insert into approvals (run_id, step_id, plan_version, decision, actor, comment) values ($1, $2, $3, $4, $5, $6)`,
+      `insert into approvals (run_id, step_id, plan_version, decision, actor, comment, definition_hash)
+       values ($1, $2, $3, $4, $5, $6, $7)`,
       [
         input.runId,
         input.stepId,
@@ -38,10 +61,12 @@ export async function decideApproval(
         input.approve ? "approved" : "denied",
         input.actor,
         input.comment ?? null,
+        definitionHash,
       ],
     );
     await audit(tx, input.actor, input.approve ? "step.approved" : "step.denied", input.stepId, {
       comment: input.comment ?? null,
+      definitionHash,
     });
     tx.events.push({
       type: "approval.decided",

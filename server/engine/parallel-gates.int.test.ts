@@ -213,7 +213,7 @@ describe("approval gates in parallel branches", () => {
     60_000,
   );
 
-  it("the job function refuses to run a gated step that has no approval row, whatever its status says", async () => {
+  it("the job function refuses to run a gated step that has no approval row, whatever its status says, and puts it back to awaiting approval", async () => {
     const { h, log } = await startWithProbe({ worker: false });
     const plan = await h.caller.plans.createFromJson({
       planJson: JSON.stringify({ goal: "gates", steps: [gated("step_1", "A"), gated("step_2", "B")] }),
@@ -245,12 +245,19 @@ describe("approval gates in parallel branches", () => {
          ($1, 'step_1', 1, 'denied', 'mallory'), ($1, 'step_1', 2, 'approved', 'mallory')`,
       [runId],
     );
-    await expect(executeStepJob(h.app.engine, job)).rejects.toThrow(
-      "Refusing to run gated step step_1 without an approval",
-    );
-    expect(await stepRow()).toEqual({ status: "ready", attempt: 0 });
-    expect(await lastSeq()).toBe(seqBefore);
+    await executeStepJob(h.app.engine, job);
+    expect(await stepRow()).toEqual({ status: "awaiting_approval", attempt: 0 });
+    const events = await readEvents(h.app.db.pool, runId, seqBefore);
+    expect(events.map((e) => [e.type, e.stepId])).toEqual([
+      ["step.awaiting_approval", "step_1"],
+      ["approval.requested", "step_1"],
+    ]);
     expect(await readProbeLog(log)).toEqual([]);
+    // The run's parallelism count is untouched: the forced row was never queued.
+    const active = await h.app.db.pool.query<{ active_steps: number }>("select active_steps from runs where id = $1", [
+      runId,
+    ]);
+    expect(active.rows[0]!.active_steps).toBe(0);
 
     // The same job function runs a properly approved sibling, so the refusal above is the gate.
     await h.caller.runs.decide({ runId, stepId: "step_2", approve: true });

@@ -2,6 +2,7 @@ import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import type { Step, StepStatus } from "../plans/schema";
 import { advance, unblockDependents } from "./advance";
+import { carryDecisionsToCurrentVersion, runStepDefinitionHash } from "./approval-binding";
 import { onFailedStep, reopenRun } from "./commands";
 import type { EngineDeps } from "./deps";
 import { audit, loadPlanSteps, requireRun, type RunTransaction } from "./run-transaction";
@@ -53,11 +54,12 @@ export async function adoptPlanVersion(
         JSON.stringify(steps.map((step, position) => ({ id: step.id, position, depends_on: step.dependsOn }))),
       ],
     );
-    await tx.client.query(
-      `insert into approvals (run_id, step_id, plan_version, decision, actor, comment)
-       select run_id, step_id, $3, decision, actor, comment from approvals
-       where run_id = $1 and plan_version = $2 and step_id <> $4`,
-      [tx.run.id, oldVersion, input.newVersion, input.stepId],
+    // The failed step is decided again whatever changed; the others keep a decision only where
+    // their definition is identical.
+    await carryDecisionsToCurrentVersion(
+      tx,
+      oldVersion,
+      steps.filter((step) => step.id !== input.stepId).map((step) => step.id),
     );
     for (const id of input.insertedStepIds) tx.statuses.set(id, "pending");
     tx.run.open_steps += input.insertedStepIds.length;
@@ -152,7 +154,9 @@ export async function adoptVersionIn(
     const before = oldGraph.steps.get(id);
     const after = tx.graph.steps.get(id);
     if (!NOT_STARTED.has(row.status)) {
-      if (after) unchanged.push(id);
+      // Started or finished steps keep their status, but a decision only if their definition is
+      // identical: a failed step edited now and retried later needs a new approval.
+      if (after && before && sameDefinition(tx, before, after)) unchanged.push(id);
       continue;
     }
     if (!after || after.skipped) {
@@ -164,7 +168,7 @@ export async function adoptVersionIn(
       tx.run.open_steps--;
       continue;
     }
-    if (before && sameDefinition(before, after)) {
+    if (before && sameDefinition(tx, before, after)) {
       unchanged.push(id);
       continue;
     }
@@ -173,12 +177,7 @@ export async function adoptVersionIn(
     reconsider.push(id);
   }
   // Approvals hold for exactly the definition approved: only unchanged steps keep theirs.
-  await tx.client.query(
-    `insert into approvals (run_id, step_id, plan_version, decision, actor, comment)
-     select run_id, step_id, $3, decision, actor, comment from approvals
-     where run_id = $1 and plan_version = $2 and step_id = any($4)`,
-    [tx.run.id, oldVersion, version, unchanged],
-  );
+  await carryDecisionsToCurrentVersion(tx, oldVersion, unchanged);
   if (tx.run.open_steps > 0 && (tx.run.status === "completed" || tx.run.status === "failed")) {
     tx.run.status = "running";
     tx.events.push({ type: "run.running", data: { status: "running", reason: `New work in version ${version}` } });
@@ -191,11 +190,7 @@ export async function adoptVersionIn(
   await advance(tx, [], reconsider);
 }
 
-function sameDefinition(a: Step & GraphStep, b: Step & GraphStep): boolean {
-  return (
-    a.tool === b.tool &&
-    a.gated === b.gated &&
-    JSON.stringify(a.args) === JSON.stringify(b.args) &&
-    JSON.stringify(a.dependsOn) === JSON.stringify(b.dependsOn)
-  );
+/** Same effect (the definition hash) and the same gate: nothing for a person to decide again. */
+function sameDefinition(tx: RunTransaction, a: Step & GraphStep, b: Step & GraphStep): boolean {
+  return a.gated === b.gated && runStepDefinitionHash(tx, a) === runStepDefinitionHash(tx, b);
 }

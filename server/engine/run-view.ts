@@ -1,5 +1,8 @@
+import { prismaQueryable } from "../db";
 import type { PrismaClient } from "../generated/prisma/client";
 import { AppError } from "../errors";
+import type { ToolRegistry } from "../tools/registry";
+import { describeApprovals, type ApprovalView } from "./approval-view";
 import type { StepResult, StepStatus } from "../plans/schema";
 import type { StepWaiting } from "./engine";
 import type { RunStatus } from "./state-machine";
@@ -14,6 +17,8 @@ export interface RunStepView {
   reason: string | null;
   /** What an awaiting_approval / awaiting_input step waits for (expiry, question, choices). */
   waiting?: StepWaiting;
+  /** awaiting_approval: exactly what an approval would let run, computed (see approval-view.ts). */
+  approval?: ApprovalView;
   startedAt: string | null;
   finishedAt: string | null;
   /** The worker process that runs or ran the step's latest attempt (host · pid), when known. */
@@ -42,7 +47,8 @@ export interface RunView {
   steps: RunStepView[];
 }
 
-export async function getRun(prisma: PrismaClient, runId: string): Promise<RunView> {
+/** With `tools`, steps awaiting approval carry what would run (`approval`): every approval surface passes them. */
+export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRegistry): Promise<RunView> {
   // One snapshot for both reads: under read committed, a step could finish between them and the
   // view would claim a lastSeq whose events its step states do not reflect (seen in the browser).
   const [run, stream] = await prisma.$transaction(
@@ -61,6 +67,14 @@ export async function getRun(prisma: PrismaClient, runId: string): Promise<RunVi
       workerName(worker),
     ]),
   );
+  const approvals = tools
+    ? await describeApprovals(
+        prismaQueryable(prisma),
+        tools,
+        { id: run.id, planId: run.planId, planVersion: run.planVersion, workspaceRoot: run.workspaceRoot },
+        run.steps.filter((step) => step.status === "awaiting_approval").map((step) => step.stepId),
+      )
+    : undefined;
   const workspace = await prisma.workspace.findFirst({
     where: run.workspaceId ? { id: run.workspaceId } : { path: run.workspaceRoot },
   });
@@ -88,6 +102,7 @@ export async function getRun(prisma: PrismaClient, runId: string): Promise<RunVi
       error: step.error,
       reason: step.reason,
       ...(step.waiting !== null && { waiting: step.waiting as unknown as StepWaiting }),
+      ...(approvals?.has(step.stepId) && { approval: approvals.get(step.stepId)! }),
       startedAt: step.startedAt?.toISOString() ?? null,
       finishedAt: step.finishedAt?.toISOString() ?? null,
       worker: (step.workerId && workers.get(step.workerId)) ?? null,

@@ -25,6 +25,7 @@ import type { StepStatus } from "../plans/schema";
  *   pending ──a skipped dependency's output is referenced──▶ skipped
  *   any non-final state ──run cancelled──▶ cancelled
  *   awaiting_approval / awaiting_agent ──a new plan version changed the step──▶ pending
+ *   ready ──claimed without an approval of its current definition──▶ awaiting_approval
  *
  * "Final" states end a step's part in a run: completed, skipped, cancelled, and — until a person
  * intervenes — failed and blocked.
@@ -37,8 +38,9 @@ export const STEP_TRANSITIONS: Readonly<Record<StepStatus, readonly StepStatus[]
   awaiting_input: ["completed", "cancelled"],
   // An agent task waits for an agent to take it (IN_PROGRESS), finish it (DONE) or drop it.
   awaiting_agent: ["running", "completed", "pending", "skipped", "cancelled"],
-  // ask_user steps wait for their answer instead of running; an unaskable question fails.
-  // awaiting_approval: the claiming worker cannot give the confinement an ungated step relied on.
+  // ask_user steps wait for their answer instead of running; an unaskable question fails. A ready
+  // step goes (back) to awaiting_approval when its approval does not cover its current definition,
+  // or when the claiming worker cannot give the confinement an ungated step relied on.
   ready: ["running", "awaiting_input", "awaiting_approval", "failed", "skipped", "cancelled"],
   // An agent may hand its task back (TODO) or drop it (CANCELLED).
   running: ["completed", "failed", "ready", "awaiting_agent", "cancelled"],

@@ -269,7 +269,7 @@ export function runFromApi(request: Request, app: AppContext, runId: string): Pr
   return respond("GET /api/runs/:id", async (span) => {
     identityOf(request);
     screenRunId(runId);
-    const run = await getRun(app.db.prisma, runId);
+    const run = await getRun(app.db.prisma, runId, app.tools);
     traced(span, { id: run.planId, traceId: run.traceId });
     return Response.json({
       ...run,

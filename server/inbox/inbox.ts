@@ -1,4 +1,6 @@
 import type pg from "pg";
+import { describeApprovals, type ApprovalView } from "../engine/approval-view";
+import type { ToolRegistry } from "../tools/registry";
 
 /**
  * Everything that waits for a person, anywhere, in one list: planning questions awaiting an
@@ -36,6 +38,8 @@ export type InboxItem =
       stepId: string;
       title: string;
       goal: string;
+      /** Exactly what approving lets run: arguments resolved, risk and capability computed. */
+      approval: ApprovalView | null;
       expiresAt: string | null;
       since: string;
       href: string;
@@ -134,9 +138,12 @@ async function plansToReview(pool: pg.Pool): Promise<InboxItem[]> {
   }));
 }
 
-async function waitingSteps(pool: pg.Pool): Promise<InboxItem[]> {
+async function waitingSteps(pool: pg.Pool, tools: ToolRegistry): Promise<InboxItem[]> {
   const rows = await pool.query<{
     run_id: string;
+    plan_id: string;
+    plan_version: number;
+    workspace_root: string;
     step_id: string;
     status: string;
     waiting: { expiresAt?: string; question?: string; choices?: string[] } | null;
@@ -144,7 +151,7 @@ async function waitingSteps(pool: pg.Pool): Promise<InboxItem[]> {
     goal: string;
     since: Date;
   }>(
-    `select rs.run_id, rs.step_id, rs.status, rs.waiting, v.steps, v.goal,
+    `select rs.run_id, r.plan_id, r.plan_version, r.workspace_root, rs.step_id, rs.status, rs.waiting, v.steps, v.goal,
             coalesce(r.started_at, r.created_at) as since
        from run_steps rs
        join runs r on r.id = rs.run_id
@@ -153,6 +160,23 @@ async function waitingSteps(pool: pg.Pool): Promise<InboxItem[]> {
         and r.status not in ('completed', 'failed', 'cancelled')
       order by since`,
   );
+  // What each approval would let run, computed per run (one read of its referenced outputs).
+  const approvals = new Map<string, ApprovalView>();
+  const byRun = new Map<string, (typeof rows.rows)[number][]>();
+  for (const row of rows.rows) {
+    if (row.status !== "awaiting_approval") continue;
+    byRun.set(row.run_id, [...(byRun.get(row.run_id) ?? []), row]);
+  }
+  for (const [runId, runRows] of byRun) {
+    const first = runRows[0]!;
+    const views = await describeApprovals(
+      pool,
+      tools,
+      { id: runId, planId: first.plan_id, planVersion: first.plan_version, workspaceRoot: first.workspace_root },
+      runRows.map((row) => row.step_id),
+    );
+    for (const [stepId, view] of views) approvals.set(`${runId}:${stepId}`, view);
+  }
   return rows.rows.map((row) => {
     const step = row.steps.find((candidate) => candidate.id === row.step_id);
     const title = step?.title ?? step?.description ?? row.step_id;
@@ -165,6 +189,7 @@ async function waitingSteps(pool: pg.Pool): Promise<InboxItem[]> {
         stepId: row.step_id,
         title,
         goal: row.goal,
+        approval: approvals.get(`${row.run_id}:${row.step_id}`) ?? null,
         expiresAt: row.waiting?.expiresAt ?? null,
         since: iso(row.since),
         href,
@@ -213,11 +238,11 @@ async function agentBlockers(pool: pg.Pool): Promise<InboxItem[]> {
 }
 
 /** Oldest wait first: the one that has waited longest is the first to decide. */
-export async function listInbox(pool: pg.Pool): Promise<{ items: InboxItem[]; count: number }> {
+export async function listInbox(pool: pg.Pool, tools: ToolRegistry): Promise<{ items: InboxItem[]; count: number }> {
   const groups = await Promise.all([
     planningQuestions(pool),
     plansToReview(pool),
-    waitingSteps(pool),
+    waitingSteps(pool, tools),
     agentBlockers(pool),
   ]);
   const items = groups.flat().sort((a, b) => a.since.localeCompare(b.since));

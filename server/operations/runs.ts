@@ -1,7 +1,9 @@
 import { z } from "zod";
 import { answerQuestion, cancelRun, decideApproval, pauseRun, resumeRun, retryStep, skipStep } from "../engine/engine";
 import { listRunSummaries, readRunEvents, runEventsInputSchema, runListInputSchema } from "../engine/run-list";
+import { approvalViewSchema, describeApprovals } from "../engine/approval-view";
 import { getRun } from "../engine/run-view";
+import { AppError } from "../errors";
 import { requirePerson } from "./identity";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
@@ -27,7 +29,13 @@ const runViewSchema = z.object({
   startedAt: when,
   finishedAt: when,
   lastSeq: z.number().describe("Read events after this sequence number to follow the run"),
-  steps: z.array(z.unknown()).describe("Per step: stepId, status, attempt, progress, result, error, reason, waiting"),
+  steps: z
+    .array(z.unknown())
+    .describe(
+      "Per step: stepId, status, attempt, progress, result, error, reason, waiting; a step awaiting approval also " +
+        "carries `approval`: the tool, its arguments as written and resolved (resolvedArgs), workspace, timeout, the " +
+        "computed risk and capability (assessment), the author's claims (authorSays) and the definitionHash to decide with",
+    ),
 });
 const runPageSchema = z.object({
   runs: z.array(z.unknown()),
@@ -42,7 +50,7 @@ export const runGet = defineOperation({
   input: z.object({ runId }),
   output: runViewSchema,
   annotations: { readOnly: true },
-  run: ({ app }, input) => getRun(app.db.prisma, input.runId),
+  run: ({ app }, input) => getRun(app.db.prisma, input.runId, app.tools),
 });
 
 export const runList = defineOperation({
@@ -86,7 +94,7 @@ export const runWait = defineOperation({
     const deadline = Date.now() + input.timeoutSeconds * 1000;
     let lastReported = -1;
     for (;;) {
-      const run = await getRun(app.db.prisma, input.runId);
+      const run = await getRun(app.db.prisma, input.runId, app.tools);
       const settled = run.steps.filter((step) =>
         ["completed", "skipped", "cancelled", "failed", "blocked"].includes(step.status),
       ).length;
@@ -110,7 +118,17 @@ export const runWait = defineOperation({
 export const runDecide = defineOperation({
   name: "run.decide",
   summary: "Approve or deny a gated step (a person only)",
-  input: z.object({ runId, stepId, approve: z.boolean(), comment: z.string().max(2000).optional() }),
+  input: z.object({
+    runId,
+    stepId,
+    approve: z.boolean(),
+    comment: z.string().max(2000).optional(),
+    definitionHash: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional()
+      .describe("The step's definitionHash as shown with its pending approval; refused if the step changed since"),
+  }),
   output: done,
   audience: "person",
   async run({ app, identity }, input) {
@@ -178,8 +196,42 @@ export const runSkipStep = steerStep(
   skipStep,
 );
 
+export const runApproval = defineOperation({
+  name: "run.approval",
+  summary:
+    "What approving a step waiting for approval would let run: tool, arguments resolved, workspace, computed risk",
+  input: z.object({ runId, stepId }),
+  output: z.object({ stepId: z.string(), status: z.string(), approval: approvalViewSchema.nullable() }),
+  annotations: { readOnly: true },
+  async run({ app }, input) {
+    const found = await app.db.pool.query<{
+      plan_id: string;
+      plan_version: number;
+      workspace_root: string;
+      status: string;
+    }>(
+      `select r.plan_id, r.plan_version, r.workspace_root, rs.status
+         from runs r join run_steps rs on rs.run_id = r.id where r.id = $1 and rs.step_id = $2`,
+      [input.runId, input.stepId],
+    );
+    const row = found.rows[0];
+    if (!row) throw new AppError("not_found", `No step ${input.stepId} in run ${input.runId}`);
+    const views =
+      row.status === "awaiting_approval"
+        ? await describeApprovals(
+            app.db.pool,
+            app.tools,
+            { id: input.runId, planId: row.plan_id, planVersion: row.plan_version, workspaceRoot: row.workspace_root },
+            [input.stepId],
+          )
+        : undefined;
+    return { stepId: input.stepId, status: row.status, approval: views?.get(input.stepId) ?? null };
+  },
+});
+
 export const runOperations = [
   runGet,
+  runApproval,
   runWait,
   runList,
   runEvents,

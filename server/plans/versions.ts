@@ -5,6 +5,7 @@ import { appendEvents } from "../events/store";
 import type { PrismaClient } from "../generated/prisma/client";
 import type { ToolRegistry } from "../tools/registry";
 import { refreshPlanArtifacts } from "./artifacts";
+import { waiverDefinitionHash } from "./definition-hash";
 import { findReferences } from "./references";
 import type { Plan, PlanSource, Step } from "./schema";
 import { getPlan, highestStepNumber, planVersionRow } from "./service";
@@ -87,12 +88,18 @@ export async function savePlanVersion(
       data: planVersionRow(input.planId, version, content, { ...input, traceId: base.traceId }),
     });
     for (const stepId of waived) {
+      // The waiver covers this definition only: the engine gates the step again if it changes.
+      const definitionHash = waiverDefinitionHash(content.steps.find((step) => step.id === stepId)!);
+      await db.$executeRaw`
+        insert into gate_waivers (plan_id, plan_version, step_id, definition_hash, actor)
+        values (${input.planId}, ${version}, ${stepId}, ${definitionHash}, ${input.author})`;
       await recordAudit(prismaQueryable(db), {
         actor: input.author,
         action: "gate.waived",
         planId: input.planId,
         planVersion: version,
         stepId,
+        detail: { definitionHash },
       });
     }
     await recordAudit(prismaQueryable(db), {
@@ -184,8 +191,9 @@ function withDraftIds(error: unknown, ids: ReadonlyMap<string, string>): unknown
  * Normalising raised every gate to its tool's default (gates only go up). A gate stays off only
  * where a person turns it off now (`waivedGates`, audited as `gate.waived` on this version) or
  * where it was already off for the same tool and arguments in the base version — forms send every
- * field back, so an unchanged "approval required: no" is not a new decision; but new arguments
- * (a read-only `ls` edited into `rm -rf build`) need a new waiver. Returns the newly waived steps.
+ * field back, so an unchanged "approval required: no" is not a new decision; but any change to
+ * what runs (a read-only `ls` edited into `rm -rf build`, another timeout — the definition hash)
+ * needs a new waiver. Returns the newly waived steps.
  */
 function keepWaivedGates(baseSteps: Step[], steps: Step[], input: SavePlanVersionInput): string[] {
   const drafted = new Map(
@@ -200,10 +208,7 @@ function keepWaivedGates(baseSteps: Step[], steps: Step[], input: SavePlanVersio
     if (!step.approvalRequired || drafted.get(step.id) !== false) continue;
     const old = before.get(step.id);
     const alreadyWaived =
-      old !== undefined &&
-      !old.approvalRequired &&
-      old.tool === step.tool &&
-      JSON.stringify(old.args) === JSON.stringify(step.args);
+      old !== undefined && !old.approvalRequired && waiverDefinitionHash(old) === waiverDefinitionHash(step);
     if (input.waivedGates?.includes(step.id)) {
       step.approvalRequired = false;
       if (!alreadyWaived) waived.push(step.id);

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { listComments } from "../../plans/comments";
+import { assessStep } from "../../tools/assessment";
 import { diffPlans } from "../../plans/diff";
 import { planEditSchema } from "../../plans/edits";
 import { describeTools, exportPlanJson, exportPlanMarkdown } from "../../plans/export";
@@ -40,6 +41,17 @@ export const plansRouter = router({
       const plan = await getPlan(ctx.app.db.prisma, input.planId, input.version);
       const issues = checkPlanDraft(plan, ctx.app.tools).issues;
       return { plan, issues };
+    }),
+
+  /**
+   * Risk and capability of each step of a version, judged from its tool and command (the shell
+   * read-only analysis): what the plan page shows instead of the author's claims.
+   */
+  assessments: publicProcedure
+    .input(z.object({ planId: z.string(), version: z.number().int().positive() }))
+    .query(async ({ ctx, input }) => {
+      const plan = await getPlan(ctx.app.db.prisma, input.planId, input.version);
+      return Object.fromEntries(plan.steps.map((step) => [step.id, assessStep(ctx.app.tools, step.tool, step.args)]));
     }),
 
   /** Whether a person set the plan aside: rejected (seed 002) or archived; and whether it ever ran. */

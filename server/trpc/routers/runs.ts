@@ -10,7 +10,7 @@ import {
   runListInputSchema,
 } from "../../engine/run-list";
 import { viaOperation } from "../../operations/operation";
-import { runAnswer, runCancel, runDecide, runPause, runResume, runRetryStep, runSkipStep } from "../../operations/runs";
+import { runAnswer, runApproval, runCancel, runDecide, runPause, runResume, runRetryStep, runSkipStep } from "../../operations/runs";
 import { publicProcedure, router } from "../init";
 import { trackedEvents } from "../tracked-events";
 
@@ -19,7 +19,10 @@ const runInput = z.object({ runId: z.uuid() });
 export const runsRouter = router({
   get: publicProcedure
     .input(z.object({ runId: z.uuid() }))
-    .query(({ ctx, input }) => getRun(ctx.app.db.prisma, input.runId)),
+    .query(({ ctx, input }) => getRun(ctx.app.db.prisma, input.runId, ctx.app.tools)),
+
+  /** What approving a waiting step would let run, computed on the server (shown next to Approve). */
+  approval: publicProcedure.input(runApproval.input).query(viaOperation(runApproval)),
 
   listForPlan: publicProcedure
     .input(z.object({ planId: z.string() }))

@@ -1,0 +1,148 @@
+import { stepDefinitionHash, waiverDefinitionHash } from "../plans/definition-hash";
+import type { Step } from "../plans/schema";
+import type { ToolRegistry } from "../tools/registry";
+import { requiresApprovalByDefault } from "../tools/types";
+import { dispatch, requestApproval } from "./advance";
+import type { RunTransaction } from "./run-transaction";
+import type { GraphStep } from "./scheduler";
+
+/**
+ * Approvals bind to content. A person's approval records the hash of the step's definition as it
+ * was shown to them (`stepDefinitionHash` with the run's workspace); a waiver of a default gate
+ * records the hash of what was waived. At the moment a step is claimed the engine hashes the
+ * definition it is about to run and lets it start only with a matching decision — whichever
+ * door, plan version adoption, retry or recovery led there.
+ */
+
+/** The hash a decision on this step of this run must carry. */
+export function runStepDefinitionHash(tx: RunTransaction, step: Step): string {
+  return stepDefinitionHash(step, tx.run.workspace_root);
+}
+
+/**
+ * A step whose tool asks for approval by default but whose plan version says none is needed: a
+ * person waived the gate (or the author claims so). It runs ungated only under a matching waiver.
+ */
+export function hasWaivedGate(tools: ToolRegistry, step: Step & GraphStep): boolean {
+  if (step.gated) return false;
+  const tool = tools.get(step.tool);
+  return tool !== undefined && requiresApprovalByDefault(tool, step.args);
+}
+
+/**
+ * The gate check of a claim: of `steps` (about to move ready → running), those that need a
+ * person's decision and have none for exactly their current definition are put back into
+ * `awaiting_approval` — with the reason, and a fresh expiry — and their ids returned: they must not
+ * run. Their queue slot is given back.
+ */
+export async function holdStepsWithoutMatchingApproval(
+  tools: ToolRegistry,
+  tx: RunTransaction,
+  steps: (Step & GraphStep)[],
+): Promise<{ held: Set<string>; approved: Set<string> }> {
+  // Decided here, by the process that will run the step: an ungated step that is safe unapproved
+  // only when confined (read-only shell, read-only git) is not run by a worker that cannot confine
+  // it — whatever the process that saved the plan could do — but needs a person, like a gated one.
+  const unconfinable = new Map<string, string>();
+  for (const step of steps) {
+    if (step.gated) continue;
+    const refusal = tools.get(step.tool)?.unapprovedRunRefusal?.(step.args);
+    if (refusal) unconfinable.set(step.id, refusal);
+  }
+  const gated = steps.filter((step) => step.gated || unconfinable.has(step.id));
+  const waived = steps.filter((step) => !unconfinable.has(step.id) && hasWaivedGate(tools, step));
+  const held = new Set<string>();
+  // Steps that run because a person approved exactly this definition (not merely ungated).
+  const approved = new Set<string>();
+  if (gated.length === 0 && waived.length === 0) return { held, approved };
+  const reasons = new Map<string, string>();
+  if (gated.length > 0) {
+    const approvals = await tx.client.query<{ step_id: string; definition_hash: string | null }>(
+      `select step_id, definition_hash from approvals
+        where run_id = $1 and step_id = any($2) and plan_version = $3 and decision = 'approved'`,
+      [tx.run.id, gated.map((step) => step.id), tx.run.plan_version],
+    );
+    for (const step of gated) {
+      const hash = runStepDefinitionHash(tx, step);
+      const decisions = approvals.rows.filter((row) => row.step_id === step.id);
+      if (decisions.some((row) => row.definition_hash === hash)) {
+        approved.add(step.id);
+        continue;
+      }
+      reasons.set(
+        step.id,
+        decisions.length > 0
+          ? "Its definition changed after it was approved; it needs a new approval"
+          : (unconfinable.get(step.id) ?? "It has no approval"),
+      );
+    }
+  }
+  if (waived.length > 0) {
+    const waivers = await tx.client.query<{ step_id: string; definition_hash: string }>(
+      "select step_id, definition_hash from gate_waivers where plan_id = $1 and step_id = any($2)",
+      [tx.run.plan_id, waived.map((step) => step.id)],
+    );
+    for (const step of waived) {
+      const hash = waiverDefinitionHash(step);
+      if (waivers.rows.some((row) => row.step_id === step.id && row.definition_hash === hash)) continue;
+      reasons.set(step.id, "No person waived its approval gate for this definition; it needs an approval");
+    }
+  }
+  for (const [stepId, reason] of reasons) {
+    // A waived step gated again is approved like any gated step: the approval is what counts.
+    if (!gated.some((step) => step.id === stepId) && (await approvedAsIs(tx, steps, stepId))) {
+      approved.add(stepId);
+      continue;
+    }
+    held.add(stepId);
+    requestApproval(tx, stepId, tx.now, reason);
+  }
+  if (held.size > 0) {
+    // A queued step held a parallelism slot; it gives it back while it waits for a person.
+    const unqueued = await tx.client.query(
+      `update run_steps rs set queued = false from run_steps prior
+        where rs.run_id = $1 and rs.step_id = any($2) and prior.run_id = rs.run_id
+          and prior.step_id = rs.step_id and prior.queued
+        returning rs.step_id`,
+      [tx.run.id, [...held]],
+    );
+    tx.run.active_steps -= unqueued.rowCount ?? 0;
+    await dispatch(tx);
+  }
+  return { held, approved };
+}
+
+async function approvedAsIs(tx: RunTransaction, steps: (Step & GraphStep)[], stepId: string): Promise<boolean> {
+  const step = steps.find((candidate) => candidate.id === stepId)!;
+  const rows = await tx.client.query(
+    `select 1 from approvals where run_id = $1 and step_id = $2 and plan_version = $3 and decision = 'approved'
+       and definition_hash = $4 limit 1`,
+    [tx.run.id, stepId, tx.run.plan_version, runStepDefinitionHash(tx, step)],
+  );
+  return (rows.rowCount ?? 0) > 0;
+}
+
+/**
+ * A run moved from `oldVersion` to its current plan version: decisions carry over only to steps
+ * whose definition in the new version hashes exactly to what was decided — a changed step, or
+ * one whose old decision predates hashing, is decided again.
+ */
+export async function carryDecisionsToCurrentVersion(
+  tx: RunTransaction,
+  oldVersion: number,
+  stepIds: readonly string[],
+): Promise<void> {
+  const expected = stepIds.flatMap((id) => {
+    const step = tx.graph.steps.get(id);
+    return step ? [{ step_id: id, definition_hash: runStepDefinitionHash(tx, step) }] : [];
+  });
+  if (expected.length === 0) return;
+  await tx.client.query(
+    `insert into approvals (run_id, step_id, plan_version, decision, actor, comment, definition_hash)
+     select a.run_id, a.step_id, $3, a.decision, a.actor, a.comment, a.definition_hash
+       from approvals a join jsonb_to_recordset($4::jsonb) as e(step_id text, definition_hash text)
+         on e.step_id = a.step_id and e.definition_hash = a.definition_hash
+      where a.run_id = $1 and a.plan_version = $2`,
+    [tx.run.id, oldVersion, tx.run.plan_version, JSON.stringify(expected)],
+  );
+}

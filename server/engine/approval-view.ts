@@ -1,0 +1,104 @@
+import type pg from "pg";
+import { z } from "zod";
+import { stepDefinitionHash } from "../plans/definition-hash";
+import { findReferences, ReferenceError, resolveReferences } from "../plans/references";
+import type { Step, StepResult } from "../plans/schema";
+import { assessStep } from "../tools/assessment";
+import type { ToolRegistry } from "../tools/registry";
+
+/** An ApprovalView, as MCP and HTTP describe it. */
+export const approvalViewSchema = z.object({
+  tool: z.string(),
+  args: z.record(z.string(), z.unknown()).describe("The arguments as the plan writes them, $step references included"),
+  resolvedArgs: z.unknown().describe("The arguments that will be used: $step references replaced by recorded outputs"),
+  resolveError: z.string().optional(),
+  workspace: z.string(),
+  timeoutSeconds: z.number(),
+  maxAttempts: z.number(),
+  assessment: z
+    .object({
+      risk: z.enum(["low", "medium", "high"]),
+      capability: z.string(),
+      capabilityLabel: z.string(),
+      reason: z.string().optional(),
+    })
+    .describe("Risk and capability computed from the tool and the command analysis, not from the plan's author"),
+  authorSays: z.object({ risk: z.string(), capabilityLabel: z.string() }),
+  definitionHash: z.string().describe("Send it with run.decide: the decision is refused if the step changed since"),
+  planVersion: z.number(),
+});
+
+/**
+ * What a person deciding about a gated step is shown, on every approval surface (the run page,
+ * the inbox, MCP and HTTP answers): exactly what will run, computed here on the server from the
+ * run's plan version and recorded outputs — never the plan author's description of it. The
+ * author's `risk` and `capabilityLabel` travel only as `authorSays`.
+ */
+export type ApprovalView = z.output<typeof approvalViewSchema>;
+
+/** The one place `$step` references are resolved for people to read, as the claim resolves them to run. */
+export function resolvedArguments(
+  step: Pick<Step, "args">,
+  outputs: ReadonlyMap<string, unknown>,
+): { ok: true; args: unknown } | { ok: false; error: string; args: unknown } {
+  try {
+    return { ok: true, args: resolveReferences(step.args, outputs) };
+  } catch (error) {
+    if (!(error instanceof ReferenceError)) throw error;
+    return { ok: false, error: error.message, args: step.args };
+  }
+}
+
+export function describeApproval(
+  tools: ToolRegistry,
+  step: Step,
+  outputs: ReadonlyMap<string, unknown>,
+  run: { workspaceRoot: string; planVersion: number },
+): ApprovalView {
+  const resolved = resolvedArguments(step, outputs);
+  return {
+    tool: step.tool,
+    args: step.args,
+    resolvedArgs: resolved.args,
+    ...(!resolved.ok && { resolveError: resolved.error }),
+    workspace: run.workspaceRoot,
+    timeoutSeconds: step.timeoutSeconds,
+    maxAttempts: step.retry?.maxAttempts ?? 1,
+    // Judged on what will actually run: an unresolvable argument is judged as unknown.
+    assessment: assessStep(tools, step.tool, resolved.ok ? resolved.args : step.args),
+    authorSays: { risk: step.risk, capabilityLabel: step.capabilityLabel },
+    definitionHash: stepDefinitionHash(step, run.workspaceRoot),
+    planVersion: run.planVersion,
+  };
+}
+
+/** Approval views of a run's steps (those waiting for approval, as a rule), by step id. */
+export async function describeApprovals(
+  db: Pick<pg.ClientBase, "query">,
+  tools: ToolRegistry,
+  run: { id: string; planId: string; planVersion: number; workspaceRoot: string },
+  stepIds: readonly string[],
+): Promise<Map<string, ApprovalView>> {
+  const views = new Map<string, ApprovalView>();
+  if (stepIds.length === 0) return views;
+  const version = await db.query<{ steps: Step[] }>(
+    "select steps from plan_versions where plan_id = $1 and version = $2",
+    [run.planId, run.planVersion],
+  );
+  const planSteps = version.rows[0]?.steps ?? [];
+  const ids = new Set(planSteps.map((step) => step.id));
+  const wanted = planSteps.filter((step) => stepIds.includes(step.id));
+  const referenced = [
+    ...new Set(wanted.flatMap((step) => findReferences(step.args, (id) => ids.has(id)).map((ref) => ref.stepId))),
+  ];
+  const outputs = new Map<string, unknown>();
+  if (referenced.length > 0) {
+    const rows = await db.query<{ step_id: string; result: StepResult | null }>(
+      "select step_id, result from run_steps where run_id = $1 and step_id = any($2)",
+      [run.id, referenced],
+    );
+    for (const row of rows.rows) if (row.result?.ok) outputs.set(row.step_id, row.result.value);
+  }
+  for (const step of wanted) views.set(step.id, describeApproval(tools, step, outputs, run));
+  return views;
+}
