@@ -171,7 +171,7 @@ describe.runIf(sandboxAvailable())("the read-only sandbox", () => {
 
   it("stops an unapproved command at its wall time, whatever the step's timeout", async () => {
     const result = await runShell(
-      "sleep 30; echo late",
+      "ulimit -Ht; sleep 30; echo late",
       workspace,
       createToolContext(workspace),
       {},
@@ -182,6 +182,8 @@ describe.runIf(sandboxAvailable())("the read-only sandbox", () => {
     );
     expect(result.stdout).not.toContain("late");
     expect(result.exitCode).not.toBe(0);
+    // And the CPU limit of an unapproved command.
+    expect(result.stdout.split("\n")[0]).toBe(String(SANDBOX_LIMITS.cpuSeconds));
   });
 
   it("cuts output beyond its byte limit", async () => {

@@ -58,7 +58,7 @@ export function systemProgram(name: string): string | undefined {
 export const SANDBOX_UID = 65534;
 
 export interface SandboxLimits {
-  /** RLIMIT_CPU, per process. */
+  /** RLIMIT_CPU, per process, of an unapproved command (one with a wall time). */
   cpuSeconds: number;
   /** RLIMIT_AS: memory a process can map. */
   addressSpaceBytes: number;
@@ -80,6 +80,9 @@ export const SANDBOX_LIMITS: SandboxLimits = {
   openFiles: 1024,
   outputBytes: 16 * 1024 ** 2,
 };
+
+/** RLIMIT_CPU of an approved confined command, whose step's own timeout bounds it. */
+const APPROVED_CPU_SECONDS = 3600;
 
 /** Wall time of a command that runs without a person's approval (read-only shell, read-only git). */
 export const UNAPPROVED_WALL_SECONDS = 60;
@@ -156,7 +159,8 @@ function limitedCommand(argv: string[], options: SandboxOptions): string[] {
   const limit = (name: string, value: number) => `--${name}=${value}:${value}`;
   return [
     prlimit,
-    limit("cpu", limits.cpuSeconds),
+    // An approved command (no wall time of ours) is bounded by its step's timeout instead.
+    limit("cpu", options.wallSeconds ? limits.cpuSeconds : Math.max(limits.cpuSeconds, APPROVED_CPU_SECONDS)),
     limit("as", limits.addressSpaceBytes),
     limit("nproc", limits.processes),
     limit("fsize", limits.fileSizeBytes),
