@@ -78,4 +78,21 @@ describe("CLI start errors", { timeout: 60_000 }, () => {
     // Nothing was started: no database folder was initialised.
     expect(await fs.readdir(dataDir)).toEqual([]);
   });
+
+  it("STEPWISE_TRUST_LOCAL=1 beyond loopback is refused before anything starts", async () => {
+    blocker = createServer();
+    await new Promise<void>((resolve) => blocker!.listen(0, "127.0.0.1", resolve));
+    const port = (blocker.address() as { port: number }).port;
+    await new Promise((resolve) => blocker!.close(resolve));
+    blocker = undefined;
+    const { code, output } = await runCli("serve", {
+      PORT: String(port),
+      HOST: "0.0.0.0",
+      STEPWISE_TRUST_LOCAL: "1",
+      STEPWISE_ACCESS_TOKEN: "",
+    });
+    expect(code).not.toBe(0);
+    expect(output).toContain("STEPWISE_TRUST_LOCAL=1 only applies on loopback");
+    expect(await fs.readdir(dataDir)).toEqual([]);
+  });
 });
