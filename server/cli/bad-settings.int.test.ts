@@ -180,6 +180,15 @@ const cases: Case[] = [
     ),
   },
   {
+    name: "trusting local callers beyond loopback",
+    setup: async () => {
+      const { server, port } = await listeningServer();
+      await new Promise((resolve) => server.close(resolve));
+      return { PORT: String(port), HOST: "0.0.0.0", STEPWISE_TRUST_LOCAL: "1", STEPWISE_ACCESS_TOKEN: "" };
+    },
+    expected: /^\[stepwise\] STEPWISE_TRUST_LOCAL=1 only applies on loopback \(HOST=127\.0\.0\.1\)/,
+  },
+  {
     name: "a number that is not one",
     setup: async () => ({ PORT: "three thousand" }),
     expected: /^\[stepwise\] PORT must be a positive integer, got "three thousand"$/,
