@@ -56,6 +56,11 @@ export interface PlanningSessionView {
   /** Last event of the session's stream in this snapshot; the live stream continues after it. */
   lastSeq: number;
   phase: SessionPhase;
+  /**
+   * The run of the plan this session made, once a person approved it: seed 002's planning mode
+   * goes on "executing" until every step is settled, then it is done.
+   */
+  execution: { runId: string; status: string; settled: number; total: number } | null;
 }
 
 export interface StartPlanningInput {
@@ -318,7 +323,9 @@ export async function getPlanningSession(deps: PlannerDeps, sessionId: string): 
   ]);
   if (!session) throw new AppError("not_found", `No planning session ${sessionId}`);
   const { totals } = await getUsage(deps.prisma, { sessionId });
+  const execution = session.planId ? await executionOf(deps, session.planId, session.resultVersion) : null;
   return {
+    execution,
     id: session.id,
     kind: session.kind as PlanningSessionView["kind"],
     mode: session.mode as PlanningMode,
@@ -348,6 +355,25 @@ export async function getPlanningSession(deps: PlannerDeps, sessionId: string): 
     lastSeq: stream?.lastSeq ?? 0,
     phase: session.phase as SessionPhase,
   };
+}
+
+/** The newest run of the session's plan (at the version it made), with how many steps are settled. */
+async function executionOf(
+  deps: PlannerDeps,
+  planId: string,
+  version: number | null,
+): Promise<PlanningSessionView["execution"]> {
+  const rows = await deps.pool.query<{ id: string; status: string; settled: number; total: number }>(
+    `select r.id, r.status,
+       (select count(*)::int from run_steps s where s.run_id = r.id
+          and s.status in ('completed', 'skipped', 'cancelled')) as settled,
+       (select count(*)::int from run_steps s where s.run_id = r.id) as total
+     from runs r where r.plan_id = $1 and ($2::int is null or r.plan_version >= $2)
+     order by r.created_at desc limit 1`,
+    [planId, version],
+  );
+  const row = rows.rows[0];
+  return row ? { runId: row.id, status: row.status, settled: row.settled, total: row.total } : null;
 }
 
 export async function listPlanningSessions(deps: PlannerDeps, options: { planId?: string; limit?: number } = {}) {
