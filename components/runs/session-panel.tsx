@@ -32,7 +32,9 @@ export function SessionPanel({ runId, signalSeq }: { runId: string; signalSeq: n
       {!data.closed && (
         <p className="muted" data-testid="agent-last-seen">
           {data.agent}{" "}
-          {data.lastSeenAt ? `last called ${idle(data.idleSeconds)} ago` : `has not called yet (${idle(data.idleSeconds)})`}
+          {data.lastSeenAt
+            ? `last called ${idle(data.idleSeconds)} ago`
+            : `has not called yet (${idle(data.idleSeconds)})`}
           {data.idleSeconds >= 15 * 60 &&
             " — if the agent is gone, skip its tasks or cancel the run, or hand the session to another agent (stepwise status --session " +
               data.id +

@@ -292,3 +292,56 @@ export async function attachApprovedPlan(
   });
   return { sessionId };
 }
+
+/**
+ * Whether an agent's planning session still holds it in plan mode (read-only): while it gathers or
+ * waits for an answer, and while its submitted plan waits for the person's review. It ends when a
+ * person approves (the agent then executes), rejects or cancels, when it times out, or when the
+ * agent exits.
+ */
+export async function isInPlanMode(app: Pick<AppContext, "db">, sessionId: string): Promise<boolean> {
+  const rows = await app.db.pool.query<{ held: boolean }>(
+    `select (s.status in ('running', 'awaiting_answer')
+             or (s.status = 'completed' and s.plan_id is not null
+                 and not exists (select 1 from runs r where r.plan_id = s.plan_id and r.plan_version >= s.result_version))) as held
+     from planning_sessions s where s.id = $1`,
+    [sessionId],
+  );
+  return rows.rows[0]?.held ?? false;
+}
+
+export const exitPlanModeInput = z.object({
+  reason: z.string().trim().max(2_000).default(""),
+});
+
+/**
+ * The agent leaves plan mode without waiting for a decision: a session still gathering ends as
+ * cancelled (audited, shown on its page); a plan already submitted stays for the person's review.
+ */
+export async function exitPlanMode(
+  app: App,
+  input: { sessionId: string; actor: string } & z.output<typeof exitPlanModeInput>,
+) {
+  const session = await openSession(app, input.sessionId, input.actor);
+  const ended = await app.db.pool.query(
+    `update planning_sessions set status = 'cancelled', phase = 'done', finished_at = now()
+     where id = $1 and status in ('running', 'awaiting_answer')`,
+    [session.id],
+  );
+  if (ended.rowCount) {
+    await recordAudit(app.db.pool, {
+      actor: input.actor,
+      action: "planning.exited",
+      planId: session.plan_id ?? session.id,
+      detail: { sessionId: session.id, ...(input.reason && { reason: input.reason }) },
+    });
+    await emit(app, session, "planning.cancelled", { by: input.actor });
+  }
+  return {
+    status: "exited",
+    planning_session_id: session.id,
+    message: ended.rowCount
+      ? "Left plan mode; the planning session is cancelled."
+      : "Left plan mode; the submitted plan still waits for the person's review.",
+  };
+}

@@ -169,7 +169,12 @@ export const planApprove = defineOperation({
       ...(input.recovery !== undefined && { recoveryPolicy: input.recovery }),
     });
     // An agent's plan (plan mode) goes back to the agent that made it, as its session's tasks.
-    await attachApprovedPlan(app, { ...input, runId: started.runId, workspaceRoot: workspace.path, approvedBy: identity.name });
+    await attachApprovedPlan(app, {
+      ...input,
+      runId: started.runId,
+      workspaceRoot: workspace.path,
+      approvedBy: identity.name,
+    });
     return started;
   },
 });
