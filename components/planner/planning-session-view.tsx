@@ -7,7 +7,9 @@ import { useRouter } from "next/navigation";
 import { useId, useState, type FormEvent } from "react";
 import { useTRPC } from "@/components/trpc";
 import { SessionDecision } from "@/components/planning/session-decision";
+import { formatTimeLeft } from "@/components/runs/format";
 import { ErrorMessage } from "@/components/ui/error-message";
+import { useNow } from "@/components/ui/use-now";
 import { StatusBadge } from "@/components/ui/status-badge";
 import { PlanCommandBox } from "./plan-command-box";
 import { describePlanningEvent, formatCost, formatTokens, type ProgressLine } from "./planner-format";
@@ -104,6 +106,8 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
         </div>
       </div>
       <ErrorMessage error={cancel.error} />
+
+      {data.deadline && <Deadline deadline={data.deadline} />}
 
       {question && data.status === "awaiting_answer" && (
         <AnswerForm sessionId={sessionId} questionId={question.id} question={question.question} />
@@ -203,6 +207,22 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
       {data.kind !== "external" && <PlanCommandBox sessionId={sessionId} />}
       <UsageSummary scope={{ sessionId }} label="Model usage of this session" />
     </div>
+  );
+}
+
+const DEADLINE_TEXT = {
+  answer: "Unanswered, planning is cancelled",
+  review: "Without a decision, the plan is rejected as timed out",
+  idle: "If the agent makes no call, planning is cancelled",
+} as const;
+
+/** The wait in progress ends by itself at its timer (seed 002's timeouts): say when. */
+function Deadline({ deadline }: { deadline: { kind: keyof typeof DEADLINE_TEXT; at: string } }) {
+  const now = useNow(1000);
+  return (
+    <p className="warn-text" data-testid="planning-deadline" data-deadline-kind={deadline.kind}>
+      {DEADLINE_TEXT[deadline.kind]} — {formatTimeLeft(deadline.at, now || Date.now())}.
+    </p>
   );
 }
 

@@ -10,6 +10,7 @@ import { savePlanVersion } from "../plans/versions";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { recordAudit } from "../audit/audit-log";
 import { insertSession } from "./sessions";
+import { scheduleAnswerTimeout, scheduleReviewTimeout, touchPlanMode } from "./wait-timers";
 
 /**
  * Seed 002's planning mode for an external agent (through MCP): the agent says it wants to plan
@@ -73,15 +74,18 @@ async function emit<T extends EventType>(
 }
 
 async function openSession(app: App, sessionId: string, actor: string): Promise<SessionRow> {
-  const rows = await app.db.pool.query<SessionRow & { actor: string; kind: string }>(
-    "select id, status, goal, trace_id, plan_id, actor, kind from planning_sessions where id = $1",
-    [sessionId],
-  );
+  const rows = await app.db.pool.query<
+    SessionRow & { actor: string; kind: string; failure: { message?: string } | null }
+  >("select id, status, goal, trace_id, plan_id, actor, kind, failure from planning_sessions where id = $1", [
+    sessionId,
+  ]);
   const session = rows.rows[0];
   if (!session || session.kind !== "external" || session.actor !== actor) {
     throw new AppError("not_found", "Not in plan mode: call enter_plan_mode first");
   }
-  if (session.status === "cancelled") throw new AppError("invalid_state", "The person cancelled this planning session");
+  if (session.status === "cancelled") {
+    throw new AppError("invalid_state", session.failure?.message ?? "The person cancelled this planning session");
+  }
   return session;
 }
 
@@ -99,6 +103,8 @@ export async function enterPlanMode(app: App, input: { reason: string; actor: st
     model: `agent ${input.actor}`,
     reason: input.reason,
   });
+  // Gathering that stops (the agent went away) ends after the idle limit.
+  await touchPlanMode(app.db.pool, id);
   return {
     status: "plan_mode",
     planning_session_id: id,
@@ -123,6 +129,7 @@ export async function askUser(
     input.question,
   ]);
   await app.db.pool.query("update planning_sessions set status = 'awaiting_answer' where id = $1", [session.id]);
+  await scheduleAnswerTimeout(app.db.pool, { sessionId: session.id, questionId });
   await emit(app, session, "planning.question", { questionId, question: input.question });
   return waitForAnswer(app, { sessionId: session.id, questionId, waitSeconds: input.wait_seconds }, signal);
 }
@@ -147,8 +154,13 @@ async function waitForAnswer(
 ) {
   const deadline = Date.now() + input.waitSeconds * 1000;
   for (;;) {
-    const rows = await app.db.pool.query<{ answer: string | null; answered_by: string | null; status: string }>(
-      `select q.answer, q.answered_by, s.status from planning_questions q join planning_sessions s on s.id = q.session_id
+    const rows = await app.db.pool.query<{
+      answer: string | null;
+      answered_by: string | null;
+      status: string;
+      failure: { message?: string } | null;
+    }>(
+      `select q.answer, q.answered_by, s.status, s.failure from planning_questions q join planning_sessions s on s.id = q.session_id
        where q.id = $1 and q.session_id = $2`,
       [input.questionId, input.sessionId],
     );
@@ -162,7 +174,9 @@ async function waitForAnswer(
       );
       return { status: "answered", question_id: input.questionId, answer: row.answer, answered_by: row.answered_by };
     }
-    if (row.status === "cancelled") throw new AppError("invalid_state", "The person cancelled this planning session");
+    if (row.status === "cancelled") {
+      throw new AppError("invalid_state", row.failure?.message ?? "The person cancelled this planning session");
+    }
     if (Date.now() >= deadline || signal?.aborted) {
       return {
         status: "pending",
@@ -242,6 +256,7 @@ export async function submitPlan(
     [session.id, planId, version],
   );
   await emit(app, session, "planning.completed", { planId, version });
+  await scheduleReviewTimeout(app.db.pool, { sessionId: session.id, planId, version });
   return {
     status: "submitted",
     plan_id: planId,

@@ -219,3 +219,134 @@ describe("an agent's plan, from plan mode to done", () => {
     ]);
   });
 });
+
+/** Shortened limits for one test; the timers read them when they are set. */
+async function withLimits(limits: Record<string, string>, work: () => Promise<void>) {
+  const saved = Object.fromEntries(Object.keys(limits).map((name) => [name, process.env[name]]));
+  Object.assign(process.env, limits);
+  try {
+    await work();
+  } finally {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  }
+}
+
+async function auditActions(action: string) {
+  const rows = await harness!.app.db.pool.query<{ actor: string; detail: Record<string, unknown> }>(
+    "select actor, detail from audit_entries where action = $1 order by id",
+    [action],
+  );
+  return rows.rows;
+}
+
+describe("nothing in an agent's journey waits for ever", () => {
+  it("an unanswered ask_user cancels plan mode after STEPWISE_AGENT_ANSWER_TIMEOUT_MS", async () => {
+    await withLimits({ STEPWISE_AGENT_ANSWER_TIMEOUT_MS: "5000" }, async () => {
+      const agent = await connect();
+      const entered = await agent.ok("enter_plan_mode", { reason: "Needs a decision" });
+      const sessionId = entered.planning_session_id as string;
+      const asked = await agent.ok("ask_user", { question: "Which database?", wait_seconds: 0 });
+      expect(asked.status).toBe("pending");
+      const view = await harness!.caller.planner.session({ sessionId });
+      expect(view.deadline).toMatchObject({ kind: "answer" });
+      expect(Date.parse(view.deadline!.at)).toBeGreaterThan(Date.parse(view.questions[0]!.askedAt));
+      const ended = await waitFor(
+        () => harness!.caller.planner.session({ sessionId }),
+        (session) => session.status === "cancelled",
+        "the question to time out",
+      );
+      expect(ended.failure).toMatchObject({ kind: "answer_timeout" });
+      expect(await auditActions("planning.timed_out")).toHaveLength(1);
+      const late = await agent.call("get_answer", { question_id: asked.question_id, wait_seconds: 0 });
+      expect(late.isError).toBe(true);
+      expect(late.body.detail).toContain("Nobody answered");
+      // Plan mode is over: every tool is back.
+      expect(await agent.toolNames()).toContain("update");
+    });
+  });
+
+  it("a submitted plan nobody reviews is rejected as timed out after STEPWISE_PLAN_REVIEW_TIMEOUT_MS", async () => {
+    await withLimits({ STEPWISE_PLAN_REVIEW_TIMEOUT_MS: "5000" }, async () => {
+      const agent = await connect();
+      const entered = await agent.ok("enter_plan_mode", { reason: "Review me" });
+      const submitted = await agent.ok("submit_plan", { summary: "One step", steps: [{ description: "Do it" }] });
+      const view = await harness!.caller.planner.session({ sessionId: entered.planning_session_id });
+      expect(view.deadline).toMatchObject({ kind: "review" });
+      const review = await waitFor(
+        () => agent.ok("plan_review_status", { planId: submitted.plan_id }),
+        (answer) => answer.state !== "awaiting_review",
+        "the review to time out",
+      );
+      expect(review).toMatchObject({ state: "rejected", reviewedBy: "stepwise" });
+      expect(review.comment).toContain("Nobody reviewed the plan");
+      const [entry] = await auditActions("plan.review_timed_out");
+      expect(entry).toMatchObject({ actor: "stepwise", detail: { sessionId: entered.planning_session_id } });
+      const inbox = await harness!.caller.inbox.list();
+      expect(inbox.items.some((item) => item.kind === "plan_review")).toBe(false);
+      expect(inbox.items.find((item) => item.kind === "timed_out")).toMatchObject({ action: "plan.review_timed_out" });
+      expect(await agent.toolNames()).toContain("update");
+    });
+  });
+
+  it("an agent that stops calling while it gathers is timed out after STEPWISE_PLANNING_IDLE_TIMEOUT_MS", async () => {
+    await withLimits({ STEPWISE_PLANNING_IDLE_TIMEOUT_MS: "5000" }, async () => {
+      const agent = await connect();
+      const entered = await agent.ok("enter_plan_mode", { reason: "Then silence" });
+      const sessionId = entered.planning_session_id as string;
+      expect((await harness!.caller.planner.session({ sessionId })).deadline).toMatchObject({ kind: "idle" });
+      const ended = await waitFor(
+        () => harness!.caller.planner.session({ sessionId }),
+        (session) => session.status === "cancelled",
+        "the idle timeout",
+      );
+      expect(ended.failure).toMatchObject({ kind: "idle_timeout" });
+      const [entry] = await auditActions("planning.timed_out");
+      expect(entry).toMatchObject({ actor: "stepwise", detail: { reason: "idle", sessionId } });
+    });
+  });
+
+  it("an MCP session's todo plan ends with the session: its run is cancelled as abandoned", async () => {
+    const agent = await connect();
+    const plan = await agent.ok("planning_setup_plan", { objective: "Short-lived", initial_steps: ["One", "Two"] });
+    await agent.ok("planning_update_step", { step_id: 1, status: "in_progress" });
+    const transport = agent.client.transport as StreamableHTTPClientTransport;
+    await transport.terminateSession();
+    const run = await harness!.waitForRun(plan.run_id as string, ["cancelled"]);
+    expect(run.status).toBe("cancelled");
+    const [entry] = await auditActions("todo.abandoned");
+    expect(entry).toMatchObject({ actor: "stepwise", detail: { runCancelled: true } });
+    const closed = await harness!.app.db.pool.query("select closed_at from agent_sessions where run_id = $1", [
+      plan.run_id,
+    ]);
+    expect(closed.rows[0].closed_at).not.toBeNull();
+  });
+
+  it("a done todo step can be set back to pending or in progress", async () => {
+    const agent = await connect();
+    await agent.ok("planning_setup_plan", { objective: "Reopen", initial_steps: ["First", "Second"] });
+    await agent.ok("planning_update_step", { step_id: 1, status: "done" });
+    const completed = await agent.ok("planning_update_step", { step_id: 2, status: "done" });
+    expect(completed.status).toBe("completed");
+    const reopened = await agent.ok("planning_update_step", { step_id: 1, status: "pending" });
+    expect(reopened).toMatchObject({
+      status: "active",
+      steps: [
+        { step_id: 1, status: "pending" },
+        { step_id: 2, status: "done" },
+      ],
+    });
+    expect(reopened.run_id).not.toBe(completed.run_id);
+    const working = await agent.ok("planning_update_step", { step_id: 1, status: "in_progress" });
+    expect(working.steps[0]).toMatchObject({ step_id: 1, status: "in_progress" });
+    await agent.ok("planning_update_step", { step_id: 2, status: "in_progress" });
+    const again = await agent.ok("planning_read_plan");
+    expect(again.steps.map((step: { status: string }) => step.status)).toEqual(["in_progress", "in_progress"]);
+    await agent.ok("planning_update_step", { step_id: 1, status: "done" });
+    const done = await agent.ok("planning_update_step", { step_id: 2, status: "done" });
+    expect(done.status).toBe("completed");
+    expect(await auditActions("todo.reopened")).toHaveLength(2);
+  });
+});

@@ -6,6 +6,8 @@ import { AppError } from "../errors";
 import { problemResponse } from "../http/problem";
 import { identityOf } from "../http/request-identity";
 import type { Identity } from "../operations/identity";
+import { abandonTodoPlan, todoKeyFor } from "../agents/todo-plans";
+import { logger } from "../logger";
 import { createMcpServer } from "./server";
 
 /**
@@ -35,11 +37,19 @@ function sameCaller(a: Identity, b: Identity): boolean {
   return a.kind === b.kind && a.name === b.name;
 }
 
-function dropIdle(now: number): void {
+/** An ended MCP session takes its seed 000 todo plan with it (server/agents/todo-plans.ts). */
+function endSession(app: AppContext, id: string, identity: Identity, why: string): void {
+  void abandonTodoPlan(app, todoKeyFor(identity.name, id), why).catch((error: unknown) =>
+    logger.error({ err: error, mcpSession: id }, "could not close the todo plan of an ended MCP session"),
+  );
+}
+
+function dropIdle(app: AppContext, now: number): void {
   for (const [id, session] of sessions()) {
     if (now - session.lastUsed > IDLE_MS) {
       sessions().delete(id);
       void session.transport.close();
+      endSession(app, id, session.identity, "the MCP session expired");
     }
   }
 }
@@ -48,7 +58,7 @@ export async function handleMcpRequest(request: Request, app: AppContext): Promi
   try {
     const identity = identityOf(request);
     const now = Date.now();
-    dropIdle(now);
+    dropIdle(app, now);
     const sessionId = request.headers.get("mcp-session-id");
     if (sessionId) {
       const session = sessions().get(sessionId);
@@ -76,7 +86,10 @@ export async function handleMcpRequest(request: Request, app: AppContext): Promi
     const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => void sessions().set(id, { transport, identity, lastUsed: Date.now() }),
-      onsessionclosed: (id) => void sessions().delete(id),
+      onsessionclosed: (id) => {
+        sessions().delete(id);
+        endSession(app, id, identity, "the MCP client closed the session");
+      },
     });
     const server = createMcpServer({ app, identity, sessionId: () => transport.sessionId });
     await server.connect(transport);

@@ -1,6 +1,7 @@
 import type { McpServer, RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { isInPlanMode } from "../agents/plan-mode";
+import { touchPlanMode } from "../agents/wait-timers";
 import type { AppContext } from "../app-context";
 import { AppError } from "../errors";
 import { toProblem } from "../http/problem";
@@ -64,6 +65,9 @@ export function restrictToolsInPlanMode(
     const name = typeof request.params?.name === "string" ? request.params.name : "";
     const tool = tools[name];
     if (restricted && tool && !allowedInPlanMode(name, tool)) return refusal(name);
+    // Every call in plan mode shows the agent is still there: the gathering idle timer starts again.
+    const sessionId = options.planningSession();
+    if (restricted && sessionId) await touchPlanMode(options.app.db.pool, sessionId);
     try {
       return await call(request, extra);
     } finally {

@@ -8,6 +8,7 @@ import {
   readPlan,
   setupPlan,
   setupPlanInput,
+  todoKeyFor,
   todoPlanSchema,
   updateStep,
   updateStepInput,
@@ -191,7 +192,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
   const key = (explicit: string | undefined) => {
     const id = explicit ?? context.sessionId();
     if (!id) throw new AppError("invalid_input", "This connection has no MCP session; pass session_id");
-    return `mcp:${identity.name}:${id}`;
+    return todoKeyFor(identity.name, id);
   };
   // The SDK checks the shape; the seed's rules (non-empty titles, ≤ 500 characters, one of
   // title or status) are the domain schema's.

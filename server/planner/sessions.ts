@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
+import { planningDeadline } from "../agents/wait-timers";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction, prismaQueryable } from "../db";
 import { enqueuePlanningJob } from "../engine/queue";
@@ -61,6 +62,8 @@ export interface PlanningSessionView {
    * goes on "executing" until every step is settled, then it is done.
    */
   execution: { runId: string; status: string; settled: number; total: number } | null;
+  /** When the current wait ends by itself (an unanswered question, an unreviewed agent plan, an idle agent). */
+  deadline: { kind: "answer" | "review" | "idle"; at: string } | null;
 }
 
 export interface StartPlanningInput {
@@ -326,6 +329,7 @@ export async function getPlanningSession(deps: PlannerDeps, sessionId: string): 
   const execution = session.planId ? await executionOf(deps, session.planId, session.resultVersion) : null;
   return {
     execution,
+    deadline: await planningDeadline(deps.pool, session.id),
     id: session.id,
     kind: session.kind as PlanningSessionView["kind"],
     mode: session.mode as PlanningMode,

@@ -2,6 +2,9 @@
 ALTER TABLE "agent_sessions" ADD COLUMN     "last_seen_at" TIMESTAMPTZ(3),
 ADD COLUMN     "planning_session_id" UUID;
 
+-- AlterTable
+ALTER TABLE "planning_sessions" ADD COLUMN     "last_activity_at" TIMESTAMPTZ(3);
+
 -- CreateTable
 CREATE TABLE "planning_messages" (
     "id" UUID NOT NULL,
