@@ -19,6 +19,7 @@ import { UsageSummary } from "./usage-summary";
 const REFRESHING = new Set([
   "planning.question",
   "planning.answered",
+  "planning.message",
   "planning.completed",
   "planning.invalid",
   "planning.failed",
@@ -108,6 +109,20 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
       <ErrorMessage error={cancel.error} />
 
       {data.deadline && <Deadline deadline={data.deadline} />}
+
+      {data.messages.length > 0 && (
+        <ul className="stack-sm" aria-label="Your messages to the planner" data-testid="planning-messages">
+          {data.messages.map((message) => (
+            <li key={message.id} data-delivered={message.deliveredAt ? "yes" : "no"}>
+              <strong>{message.author}:</strong> {message.message}{" "}
+              <span className="muted">
+                {message.deliveredAt ? "— the planner has it" : "— the planner sees it with its next step"}
+              </span>
+            </li>
+          ))}
+        </ul>
+      )}
+      {open && <MessageForm sessionId={sessionId} external={data.kind === "external"} />}
 
       {question && data.status === "awaiting_answer" && (
         <AnswerForm sessionId={sessionId} questionId={question.id} question={question.question} />
@@ -223,6 +238,47 @@ function Deadline({ deadline }: { deadline: { kind: keyof typeof DEADLINE_TEXT; 
     <p className="warn-text" data-testid="planning-deadline" data-deadline-kind={deadline.kind}>
       {DEADLINE_TEXT[deadline.kind]} — {formatTimeLeft(deadline.at, now || Date.now())}.
     </p>
+  );
+}
+
+/** Seed 002: a new message while the planner gathers becomes part of its context. */
+function MessageForm({ sessionId, external }: { sessionId: string; external: boolean }) {
+  const trpc = useTRPC();
+  const queryClient = useQueryClient();
+  const id = useId();
+  const [message, setMessage] = useState("");
+  const send = useMutation(
+    trpc.planner.message.mutationOptions({
+      onSuccess: () => {
+        setMessage("");
+        void queryClient.invalidateQueries({ queryKey: trpc.planner.session.queryKey({ sessionId }) });
+      },
+    }),
+  );
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    if (message.trim()) send.mutate({ sessionId, message: message.trim() });
+  };
+  return (
+    <form className="card stack-sm" onSubmit={submit} aria-label="Message to the planner">
+      <label className="field" htmlFor={`${id}-message`}>
+        <span>{external ? "Add a message for the planning agent" : "Add a message for the planner"}</span>
+        <textarea
+          id={`${id}-message`}
+          rows={2}
+          maxLength={4_000}
+          value={message}
+          onChange={(event) => setMessage(event.target.value)}
+          placeholder="Something it should also take into account"
+        />
+      </label>
+      <div className="row">
+        <button type="submit" disabled={send.isPending || !message.trim()}>
+          {send.isPending ? "Sending…" : "Send message"}
+        </button>
+      </div>
+      <ErrorMessage error={send.error} />
+    </form>
   );
 }
 

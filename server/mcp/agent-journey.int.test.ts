@@ -23,6 +23,10 @@ afterEach(async () => {
   harness = undefined;
 });
 
+/** A tool's JSON answer, read loosely: each test checks the fields it relies on. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Answer = Record<string, any>;
+
 async function connect(agentName = "planner-agent") {
   harness ??= await startHarness();
   api ??= await startApiServer(harness.app, { agentToken: AGENT_TOKEN });
@@ -48,7 +52,7 @@ async function connect(agentName = "planner-agent") {
   const ok = async (name: string, args: Record<string, unknown> = {}) => {
     const result = await call(name, args);
     expect(result.isError, JSON.stringify(result.body)).toBe(false);
-    return result.body as Record<string, any>;
+    return result.body as Answer;
   };
   const toolNames = async () => (await client.listTools()).tools.map((tool) => tool.name).sort();
   return { client, call, ok, toolNames, listChanges: () => listChanges };
@@ -65,7 +69,7 @@ async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, w
 }
 
 /** The agent's status until it is something other than the instructions sync. */
-async function statusOf(ok: (name: string) => Promise<Record<string, any>>) {
+async function statusOf(ok: (name: string) => Promise<Answer>) {
   let status = await ok("status");
   if (status.now?.reason === "sync_instructions") status = await ok("status");
   return status;
@@ -348,5 +352,32 @@ describe("nothing in an agent's journey waits for ever", () => {
     const done = await agent.ok("planning_update_step", { step_id: 2, status: "done" });
     expect(done.status).toBe("completed");
     expect(await auditActions("todo.reopened")).toHaveLength(2);
+  });
+});
+
+describe("a person's message while an agent plans", () => {
+  it("comes with the agent's next answer, once, and only while the session is open", async () => {
+    const agent = await connect();
+    const entered = await agent.ok("enter_plan_mode", { reason: "Plan the migration" });
+    const sessionId = entered.planning_session_id as string;
+    await harness!.caller.planner.message({ sessionId, message: "Keep the old table until Friday" });
+    const result = await agent.client.callTool({ name: "plan_list", arguments: {} });
+    const texts = (result.content as { text: string }[]).map((block) => block.text);
+    expect(texts.at(-1)).toContain("Keep the old table until Friday");
+    expect(texts.at(-1)).toContain("tester");
+    // Delivered once.
+    const next = await agent.client.callTool({ name: "plan_list", arguments: {} });
+    expect((next.content as { text: string }[]).some((block) => block.text.includes("Friday"))).toBe(false);
+    const view = await harness!.caller.planner.session({ sessionId });
+    expect(view.messages).toMatchObject([{ message: "Keep the old table until Friday", author: "tester" }]);
+    expect(view.messages[0]!.deliveredAt).not.toBeNull();
+    expect(await auditActions("planning.message")).toHaveLength(1);
+
+    await expect(harness!.caller.planner.message({ sessionId, message: "   " })).rejects.toThrow("empty");
+    await agent.ok("exit_plan_mode");
+    await expect(harness!.caller.planner.message({ sessionId, message: "Too late" })).rejects.toThrow(
+      "messages join only while it plans",
+    );
+    expect((await harness!.caller.planner.session({ sessionId })).messages).toHaveLength(1);
   });
 });

@@ -5,6 +5,7 @@ import { touchPlanMode } from "../agents/wait-timers";
 import type { AppContext } from "../app-context";
 import { AppError } from "../errors";
 import { toProblem } from "../http/problem";
+import { markDelivered, messageForContext, undeliveredMessages } from "../planner/messages";
 
 /**
  * Seed 002's plan mode, enforced on Stepwise's own tools: while the connection's planning session
@@ -69,12 +70,35 @@ export function restrictToolsInPlanMode(
     const sessionId = options.planningSession();
     if (restricted && sessionId) await touchPlanMode(options.app.db.pool, sessionId);
     try {
-      return await call(request, extra);
+      const result = (await call(request, extra)) as CallToolResult;
+      return await withPersonMessages(options.app, options.planningSession(), result);
     } finally {
       // The call itself may have entered or left plan mode (enter_plan_mode, submit, exit).
       await refresh();
     }
   });
+}
+
+/**
+ * Seed 002: a person's message during planning joins the agent's context — it comes with the
+ * answer to the agent's next call, as one more text block, and is then marked delivered.
+ */
+async function withPersonMessages(
+  app: Pick<AppContext, "db">,
+  sessionId: string | undefined,
+  result: CallToolResult,
+): Promise<CallToolResult> {
+  if (!sessionId || !Array.isArray(result.content)) return result;
+  const incoming = await undeliveredMessages(app.db.pool, sessionId);
+  if (incoming.length === 0) return result;
+  await markDelivered(
+    app.db.pool,
+    incoming.map((message) => message.id),
+  );
+  return {
+    ...result,
+    content: [...result.content, { type: "text", text: incoming.map(messageForContext).join("\n\n") }],
+  };
 }
 
 function refusal(name: string): CallToolResult {

@@ -27,6 +27,7 @@ import {
   type SessionPhase,
   type SessionStatus,
 } from "./sessions";
+import { planningInbox } from "./messages";
 import { snapshotWorkspace } from "./snapshot";
 import { getUsage } from "./usage";
 
@@ -250,6 +251,7 @@ async function runSession(
     },
     ask: (question, toolCallId) => askPerson(deps, session, workerId, question, toolCallId),
     loadState: async () => (session.loopState as DeepState | null) ?? null,
+    messages: planningInbox(deps.pool, sessionId),
     saveState: async (state, phase) => {
       const saved = await deps.pool.query(
         `update planning_sessions set loop_state = $3::jsonb, phase = coalesce($4, phase)

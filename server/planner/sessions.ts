@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import { planningDeadline } from "../agents/wait-timers";
+import { listPlanningMessages, type PlanningMessage } from "./messages";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction, prismaQueryable } from "../db";
 import { enqueuePlanningJob } from "../engine/queue";
@@ -64,6 +65,8 @@ export interface PlanningSessionView {
   execution: { runId: string; status: string; settled: number; total: number } | null;
   /** When the current wait ends by itself (an unanswered question, an unreviewed agent plan, an idle agent). */
   deadline: { kind: "answer" | "review" | "idle"; at: string } | null;
+  /** A person's messages while it planned, and whether the planner (or agent) has seen each. */
+  messages: PlanningMessage[];
 }
 
 export interface StartPlanningInput {
@@ -330,6 +333,7 @@ export async function getPlanningSession(deps: PlannerDeps, sessionId: string): 
   return {
     execution,
     deadline: await planningDeadline(deps.pool, session.id),
+    messages: await listPlanningMessages(deps.pool, session.id),
     id: session.id,
     kind: session.kind as PlanningSessionView["kind"],
     mode: session.mode as PlanningMode,
