@@ -109,6 +109,14 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
       <ErrorMessage error={cancel.error} />
 
       {data.deadline && <Deadline deadline={data.deadline} />}
+      {data.execution && (
+        <p data-testid="planning-execution">
+          {["completed", "cancelled", "failed"].includes(data.execution.status)
+            ? `Planning is done: the approved plan's run is ${data.execution.status}.`
+            : `Executing the approved plan: ${data.execution.settled} of ${data.execution.total} steps settled.`}{" "}
+          <Link href={`/runs/${data.execution.runId}`}>Open the run</Link>
+        </p>
+      )}
 
       {data.messages.length > 0 && (
         <ul className="stack-sm" aria-label="Your messages to the planner" data-testid="planning-messages">
@@ -219,7 +227,7 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
         {open && subscription.status === "connecting" && <p className="muted">Connecting to the live progress…</p>}
         <ErrorMessage error={subscription.error} />
       </section>
-      {data.kind !== "external" && <PlanCommandBox sessionId={sessionId} />}
+      <PlanCommandBox sessionId={sessionId} />
       <UsageSummary scope={{ sessionId }} label="Model usage of this session" />
     </div>
   );
