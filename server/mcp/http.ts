@@ -20,6 +20,8 @@ interface Session {
   transport: WebStandardStreamableHTTPServerTransport;
   identity: Identity;
   lastUsed: number;
+  /** The app the session belongs to, for what ends with it. */
+  app: AppContext;
 }
 
 const KEY = Symbol.for("stepwise.mcpSessions");
@@ -44,21 +46,32 @@ function endSession(app: AppContext, id: string, identity: Identity, why: string
   );
 }
 
-function dropIdle(app: AppContext, now: number): void {
+function dropIdle(now: number): void {
   for (const [id, session] of sessions()) {
     if (now - session.lastUsed > IDLE_MS) {
       sessions().delete(id);
       void session.transport.close();
-      endSession(app, id, session.identity, "the MCP session expired");
+      endSession(session.app, id, session.identity, "the MCP session expired");
     }
   }
 }
 
+const SWEEP = Symbol.for("stepwise.mcpSweep");
+
+/** Sessions also expire while no MCP request arrives: a sweep every minute, not keeping the process alive. */
+function sweepIdle(): void {
+  const holder = globalThis as typeof globalThis & { [SWEEP]?: ReturnType<typeof setInterval> };
+  if (holder[SWEEP]) return;
+  holder[SWEEP] = setInterval(() => dropIdle(Date.now()), 60_000);
+  holder[SWEEP].unref();
+}
+
 export async function handleMcpRequest(request: Request, app: AppContext): Promise<Response> {
   try {
+    sweepIdle();
     const identity = identityOf(request);
     const now = Date.now();
-    dropIdle(app, now);
+    dropIdle(now);
     const sessionId = request.headers.get("mcp-session-id");
     if (sessionId) {
       const session = sessions().get(sessionId);
@@ -85,7 +98,7 @@ export async function handleMcpRequest(request: Request, app: AppContext): Promi
     }
     const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => void sessions().set(id, { transport, identity, lastUsed: Date.now() }),
+      onsessioninitialized: (id) => void sessions().set(id, { transport, identity, lastUsed: Date.now(), app }),
       onsessionclosed: (id) => {
         sessions().delete(id);
         endSession(app, id, identity, "the MCP client closed the session");
