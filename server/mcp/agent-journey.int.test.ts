@@ -295,6 +295,35 @@ describe("nothing in an agent's journey waits for ever", () => {
     });
   });
 
+  it("a plan sent back for changes waits on the agent, not the reviewer: its review timer rejects nothing", async () => {
+    await withLimits({ STEPWISE_PLAN_REVIEW_TIMEOUT_MS: "3000" }, async () => {
+      const agent = await connect();
+      await agent.ok("enter_plan_mode", { reason: "Review me, then wait" });
+      const submitted = await agent.ok("submit_plan", { summary: "One step", steps: [{ description: "Do it" }] });
+      await harness!.caller.plans.review({
+        planId: submitted.plan_id,
+        version: submitted.version,
+        decision: "request_changes",
+        comment: "Say which file",
+      });
+      // The timer fires (its job leaves the queue) and finds the version sent back.
+      await waitFor(
+        async () =>
+          (
+            await harness!.app.db.pool.query("select 1 from graphile_worker.jobs where key = $1", [
+              `plan-review:${submitted.plan_id}:${submitted.version}`,
+            ])
+          ).rowCount,
+        (count) => count === 0,
+        "the review timer to fire",
+      );
+      expect(await agent.ok("plan_review_status", { planId: submitted.plan_id })).toMatchObject({
+        state: "changes_requested",
+      });
+      expect(await auditActions("plan.review_timed_out")).toHaveLength(0);
+    });
+  });
+
   it("an agent that stops calling while it gathers is timed out after STEPWISE_PLANNING_IDLE_TIMEOUT_MS", async () => {
     await withLimits({ STEPWISE_PLANNING_IDLE_TIMEOUT_MS: "5000" }, async () => {
       const agent = await connect();
