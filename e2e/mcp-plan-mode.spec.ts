@@ -4,11 +4,13 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { expect, test } from "@playwright/test";
 import { E2E_DATA_DIR } from "./e2e-env";
+import { PlanCommandBox } from "./pages/planner-pages";
 
 /**
  * Seed 002's planning mode for an external agent: an MCP client enters plan mode, asks the person
  * a question and waits while the person answers in the browser, submits its plan, is sent back
- * with instructions, revises, and learns of the approval — every decision made in the page.
+ * with instructions, revises, and learns of the approval — every decision made in the page — then
+ * works through the approved plan's tasks until planning mode ends.
  */
 async function connect(baseURL: string): Promise<Client> {
   const { token } = JSON.parse(await fs.readFile(path.join(E2E_DATA_DIR, "server.json"), "utf8"));
@@ -89,6 +91,26 @@ test("an MCP agent plans with the person: a question answered and a plan reviewe
     await page.getByRole("button", { name: "Approve and run v2" }).click();
     await expect(page).toHaveURL(/\/runs\//);
     expect(await decision).toMatchObject({ state: "approved", version: 2, approvedBy: "user" });
+
+    // The same agent is handed the approved plan's tasks in order, reports them DONE, and planning
+    // mode ends.
+    let status = await call(client, "status");
+    if (status.now.reason === "sync_instructions") status = await call(client, "status");
+    const done: string[] = [];
+    while (status.now.reason === "ready_for_task") {
+      done.push(status.now.current_task.title);
+      await call(client, "update", {
+        payload: { update_tasks: [{ id: status.now.current_task.id, status: "DONE", notes: "Done" }] },
+      });
+      status = await call(client, "status");
+    }
+    expect(done).toEqual(["Dump the database", "Check the backup restores", "Run the migration"]);
+    expect(status.now.reason).toBe("plan_completed");
+    await page.goto(entered.review_url);
+    await expect(page.getByTestId("planning-execution")).toContainText("Planning is done");
+    const commands = new PlanCommandBox(page);
+    await commands.run("/plan status");
+    await expect(commands.result()).toContainText("done");
   } finally {
     await client.close();
   }

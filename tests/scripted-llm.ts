@@ -25,7 +25,8 @@ export type ScriptedReply = (
   delayMs?: number;
 };
 
-export type ScriptStep = ScriptedReply | ((request: ChatRequest) => ScriptedReply);
+/** A function step may answer later (a promise): the request is held until it settles. */
+export type ScriptStep = ScriptedReply | ((request: ChatRequest) => ScriptedReply | Promise<ScriptedReply>);
 
 export interface ScriptedLlm {
   /** `http://127.0.0.1:<port>/v1`, what STEPWISE_LLM_BASE_URL points at. */
@@ -88,7 +89,7 @@ export async function startScriptedLlm(options: { port?: number } = {}): Promise
       if (!next) {
         return send(response, 500, { error: { message: "scripted LLM: no reply queued for this request" } });
       }
-      const reply = typeof next === "function" ? next(body) : next;
+      const reply = typeof next === "function" ? await next(body) : next;
       if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs));
       if ("hang" in reply) {
         hanging.add(response);

@@ -51,6 +51,12 @@ const ACTIONS: Record<AuditAction, string> = {
   "planning.answered": "answered the planner's question",
   "planning.cancelled": "cancelled the planning session",
   "planning.timed_out": "ended the planning session: nobody answered in time",
+  "planning.exited": "left plan mode",
+  "planning.message": "added a message while the planner gathered",
+  "plan.review_timed_out": "ended the review: nobody decided in time",
+  "agent_session.attached": "handed the approved plan to its agent",
+  "todo.abandoned": "closed the todo plan: its MCP session ended",
+  "todo.reopened": "reopened a done todo",
 };
 
 /** Entries written before an action was named here still read as something. */

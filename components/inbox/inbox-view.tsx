@@ -15,6 +15,7 @@ const KIND_LABEL: Record<InboxItem["kind"], string> = {
   step_approval: "Step to approve",
   step_input: "Run question",
   agent_blocker: "Agent blocked",
+  timed_out: "Timed out",
 };
 
 /** Everything waiting for the person, oldest first, each with where it is decided. */
@@ -118,6 +119,12 @@ function InboxEntry({ item }: { item: InboxItem }) {
             {item.raisedBy} is blocked in “{item.goal}”. <Link href={item.href}>Open its run</Link>
           </p>
         </>
+      );
+    case "timed_out":
+      return (
+        <p>
+          {item.message} <Link href={item.href}>Open it</Link>
+        </p>
       );
   }
 }

@@ -81,6 +81,8 @@ export function describePlanningEvent(event: { seq: number } & EventBody): Progr
       return line("info", `The planner asks: ${event.data.question}`);
     case "planning.answered":
       return line("info", `Answered: ${event.data.answer}`);
+    case "planning.message":
+      return line("info", `${event.data.by} added: ${event.data.message}`);
     case "planning.nudge":
       return line("info", "The model answered without a tool; reminded it to use one");
     case "planning.completed":

@@ -7,7 +7,9 @@ import { useRouter } from "next/navigation";
 import { useId, useState, type FormEvent } from "react";
 import { useTRPC } from "@/components/trpc";
 import { SessionDecision } from "@/components/planning/session-decision";
+import { formatTimeLeft } from "@/components/runs/format";
 import { ErrorMessage } from "@/components/ui/error-message";
+import { useNow } from "@/components/ui/use-now";
 import { StatusBadge } from "@/components/ui/status-badge";
 import { PlanCommandBox } from "./plan-command-box";
 import { describePlanningEvent, formatCost, formatTokens, type ProgressLine } from "./planner-format";
@@ -17,6 +19,7 @@ import { UsageSummary } from "./usage-summary";
 const REFRESHING = new Set([
   "planning.question",
   "planning.answered",
+  "planning.message",
   "planning.completed",
   "planning.invalid",
   "planning.failed",
@@ -104,6 +107,30 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
         </div>
       </div>
       <ErrorMessage error={cancel.error} />
+
+      {data.deadline && <Deadline deadline={data.deadline} />}
+      {data.execution && (
+        <p data-testid="planning-execution">
+          {["completed", "cancelled", "failed"].includes(data.execution.status)
+            ? `Planning is done: the approved plan's run is ${data.execution.status}.`
+            : `Executing the approved plan: ${data.execution.settled} of ${data.execution.total} steps settled.`}{" "}
+          <Link href={`/runs/${data.execution.runId}`}>Open the run</Link>
+        </p>
+      )}
+
+      {data.messages.length > 0 && (
+        <ul className="stack-sm" aria-label="Your messages to the planner" data-testid="planning-messages">
+          {data.messages.map((message) => (
+            <li key={message.id} data-delivered={message.deliveredAt ? "yes" : "no"}>
+              <strong>{message.author}:</strong> {message.message}{" "}
+              <span className="muted">
+                {message.deliveredAt ? "— the planner has it" : "— the planner sees it with its next step"}
+              </span>
+            </li>
+          ))}
+        </ul>
+      )}
+      {open && <MessageForm sessionId={sessionId} external={data.kind === "external"} />}
 
       {question && data.status === "awaiting_answer" && (
         <AnswerForm sessionId={sessionId} questionId={question.id} question={question.question} />
@@ -200,9 +227,66 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
         {open && subscription.status === "connecting" && <p className="muted">Connecting to the live progress…</p>}
         <ErrorMessage error={subscription.error} />
       </section>
-      {data.kind !== "external" && <PlanCommandBox sessionId={sessionId} />}
+      <PlanCommandBox sessionId={sessionId} />
       <UsageSummary scope={{ sessionId }} label="Model usage of this session" />
     </div>
+  );
+}
+
+const DEADLINE_TEXT = {
+  answer: "Unanswered, planning is cancelled",
+  review: "Without a decision, the plan is rejected as timed out",
+  idle: "If the agent makes no call, planning is cancelled",
+} as const;
+
+/** The wait in progress ends by itself at its timer (seed 002's timeouts): say when. */
+function Deadline({ deadline }: { deadline: { kind: keyof typeof DEADLINE_TEXT; at: string } }) {
+  const now = useNow(1000);
+  return (
+    <p className="warn-text" data-testid="planning-deadline" data-deadline-kind={deadline.kind}>
+      {DEADLINE_TEXT[deadline.kind]} — {formatTimeLeft(deadline.at, now || Date.now())}.
+    </p>
+  );
+}
+
+/** Seed 002: a new message while the planner gathers becomes part of its context. */
+function MessageForm({ sessionId, external }: { sessionId: string; external: boolean }) {
+  const trpc = useTRPC();
+  const queryClient = useQueryClient();
+  const id = useId();
+  const [message, setMessage] = useState("");
+  const send = useMutation(
+    trpc.planner.message.mutationOptions({
+      onSuccess: () => {
+        setMessage("");
+        void queryClient.invalidateQueries({ queryKey: trpc.planner.session.queryKey({ sessionId }) });
+      },
+    }),
+  );
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    if (message.trim()) send.mutate({ sessionId, message: message.trim() });
+  };
+  return (
+    <form className="card stack-sm" onSubmit={submit} aria-label="Message to the planner">
+      <label className="field" htmlFor={`${id}-message`}>
+        <span>{external ? "Add a message for the planning agent" : "Add a message for the planner"}</span>
+        <textarea
+          id={`${id}-message`}
+          rows={2}
+          maxLength={4_000}
+          value={message}
+          onChange={(event) => setMessage(event.target.value)}
+          placeholder="Something it should also take into account"
+        />
+      </label>
+      <div className="row">
+        <button type="submit" disabled={send.isPending || !message.trim()}>
+          {send.isPending ? "Sending…" : "Send message"}
+        </button>
+      </div>
+      <ErrorMessage error={send.error} />
+    </form>
   );
 }
 

@@ -10,7 +10,7 @@ import { StatusBadge } from "@/components/ui/status-badge";
 import { useNow } from "@/components/ui/use-now";
 import { describeValue, formatClock, formatDuration, formatTimeLeft } from "./format";
 import type { LiveStep } from "./run-state";
-import { FailedStepActions, RerunForm } from "./step-actions";
+import { AgentTaskActions, FailedStepActions, RerunForm } from "./step-actions";
 import { StepLogs } from "./step-logs";
 
 interface RunStepCardProps {
@@ -137,6 +137,9 @@ export const RunStepCard = memo(function RunStepCard({
             </p>
           )}
           {status === "failed" && steerable && <FailedStepActions runId={runId} stepId={step.id} />}
+          {(status === "awaiting_agent" || (status === "running" && state.waiting?.kind === "agent")) && steerable && (
+            <AgentTaskActions runId={runId} stepId={step.id} />
+          )}
           {status === "failed" && steerable && <RecoveryPanel runId={runId} stepId={step.id} />}
           {rerunnable && <RerunForm runId={runId} stepId={step.id} args={step.args} />}
           <StepLogs runId={runId} stepId={step.id} snapshotSeq={snapshotSeq} liveLines={state.liveLogs} />

@@ -29,6 +29,18 @@ export function SessionPanel({ runId, signalSeq }: { runId: string; signalSeq: n
         <strong>Agent session {data.id}</strong>
         <span className="muted">{data.closed ? "finished" : "the agent drives it with the stepwise CLI"}</span>
       </div>
+      {!data.closed && (
+        <p className="muted" data-testid="agent-last-seen">
+          {data.agent}{" "}
+          {data.lastSeenAt
+            ? `last called ${idle(data.idleSeconds)} ago`
+            : `has not called yet (${idle(data.idleSeconds)})`}
+          {data.idleSeconds >= 15 * 60 &&
+            " — if the agent is gone, skip its tasks or cancel the run, or hand the session to another agent (stepwise status --session " +
+              data.id +
+              ")."}
+        </p>
+      )}
       {signals.length === 0 ? (
         <p className="muted" data-testid="no-signals">
           No open signals.
@@ -65,6 +77,12 @@ export function SessionPanel({ runId, signalSeq }: { runId: string; signalSeq: n
       )}
     </section>
   );
+}
+
+function idle(seconds: number): string {
+  if (seconds < 60) return `${seconds} s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min`;
+  return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
 }
 
 function rank(level: string): number {

@@ -82,6 +82,26 @@ export function FailedStepActions({ runId, stepId }: { runId: string; stepId: st
   );
 }
 
+/**
+ * An agent task nobody is doing (its agent went away, or the work is no longer wanted): a person
+ * skips it, and dependents that do not need its output go on. Cancelling the whole run is the
+ * run's own button.
+ */
+export function AgentTaskActions({ runId, stepId }: { runId: string; stepId: string }) {
+  const trpc = useTRPC();
+  const skip = useMutation(trpc.runs.skipStep.mutationOptions());
+  return (
+    <div className="stack-sm">
+      <div className="row">
+        <button onClick={() => skip.mutate({ runId, stepId })} disabled={skip.isPending}>
+          Skip task
+        </button>
+      </div>
+      <ErrorMessage error={skip.error} />
+    </div>
+  );
+}
+
 /** The answer box of an `ask_user` step: one button per offered choice, or free text. */
 export function AnswerForm({
   runId,

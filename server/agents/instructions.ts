@@ -56,6 +56,26 @@ problem and resubmit. Nothing of a rejected update is applied.
 signal for the person watching (a blocker also holds the session until cleared);
 \`stepwise alert --clear <name>\` clears one.
 
+## Plan first when the task is complex or ambiguous
+
+Before acting on a task that touches several files or steps, changes something hard to undo, or
+leaves you unsure what is wanted, plan first (MCP \`enter_plan_mode\` with your reason). In plan
+mode only read-only tools and the plan-mode tools are offered: gather context, ask the person
+with \`ask_user\` (\`get_answer\` keeps waiting), then \`submit_plan\`. The person approves, rejects
+or sends the plan back with instructions (\`plan_review_status\`); a message the person adds while
+you plan comes with your next tool answer — take it into account. Once approved, \`status\` hands
+you the plan's tasks in order; report each with \`update\` as above, and planning mode ends when
+every task is settled. \`exit_plan_mode\` leaves without a decision. A question unanswered for 30
+minutes, a plan unreviewed for 30 minutes, or an hour without any call while you gather ends
+plan mode. Simple, clear tasks need no plan: act directly.
+
+## Todo lists for your own multi-step work
+
+For work of several steps that needs no review, keep a todo list over MCP: \`planning_setup_plan\`
+(objective and first steps) → \`planning_add_step\` → \`planning_update_step\` (pending,
+in_progress, done; a done step can be reopened) → \`planning_read_plan\`. Skip it for trivial,
+single-step tasks. The list ends with your MCP session.
+
 ## Rules
 
 - Work only on the task \`status\` gives you, and only inside the workspace.

@@ -8,6 +8,9 @@ import type { StepInput } from "../plans/schema";
 import { createPlan, getPlan } from "../plans/service";
 import { savePlanVersion } from "../plans/versions";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
+import { recordAudit } from "../audit/audit-log";
+import { insertSession } from "./sessions";
+import { scheduleAnswerTimeout, scheduleReviewTimeout, touchPlanMode } from "./wait-timers";
 
 /**
  * Seed 002's planning mode for an external agent (through MCP): the agent says it wants to plan
@@ -71,15 +74,18 @@ async function emit<T extends EventType>(
 }
 
 async function openSession(app: App, sessionId: string, actor: string): Promise<SessionRow> {
-  const rows = await app.db.pool.query<SessionRow & { actor: string; kind: string }>(
-    "select id, status, goal, trace_id, plan_id, actor, kind from planning_sessions where id = $1",
-    [sessionId],
-  );
+  const rows = await app.db.pool.query<
+    SessionRow & { actor: string; kind: string; failure: { message?: string } | null }
+  >("select id, status, goal, trace_id, plan_id, actor, kind, failure from planning_sessions where id = $1", [
+    sessionId,
+  ]);
   const session = rows.rows[0];
   if (!session || session.kind !== "external" || session.actor !== actor) {
     throw new AppError("not_found", "Not in plan mode: call enter_plan_mode first");
   }
-  if (session.status === "cancelled") throw new AppError("invalid_state", "The person cancelled this planning session");
+  if (session.status === "cancelled") {
+    throw new AppError("invalid_state", session.failure?.message ?? "The person cancelled this planning session");
+  }
   return session;
 }
 
@@ -97,6 +103,8 @@ export async function enterPlanMode(app: App, input: { reason: string; actor: st
     model: `agent ${input.actor}`,
     reason: input.reason,
   });
+  // Gathering that stops (the agent went away) ends after the idle limit.
+  await touchPlanMode(app.db.pool, id);
   return {
     status: "plan_mode",
     planning_session_id: id,
@@ -121,6 +129,7 @@ export async function askUser(
     input.question,
   ]);
   await app.db.pool.query("update planning_sessions set status = 'awaiting_answer' where id = $1", [session.id]);
+  await scheduleAnswerTimeout(app.db.pool, { sessionId: session.id, questionId });
   await emit(app, session, "planning.question", { questionId, question: input.question });
   return waitForAnswer(app, { sessionId: session.id, questionId, waitSeconds: input.wait_seconds }, signal);
 }
@@ -145,8 +154,13 @@ async function waitForAnswer(
 ) {
   const deadline = Date.now() + input.waitSeconds * 1000;
   for (;;) {
-    const rows = await app.db.pool.query<{ answer: string | null; answered_by: string | null; status: string }>(
-      `select q.answer, q.answered_by, s.status from planning_questions q join planning_sessions s on s.id = q.session_id
+    const rows = await app.db.pool.query<{
+      answer: string | null;
+      answered_by: string | null;
+      status: string;
+      failure: { message?: string } | null;
+    }>(
+      `select q.answer, q.answered_by, s.status, s.failure from planning_questions q join planning_sessions s on s.id = q.session_id
        where q.id = $1 and q.session_id = $2`,
       [input.questionId, input.sessionId],
     );
@@ -160,7 +174,9 @@ async function waitForAnswer(
       );
       return { status: "answered", question_id: input.questionId, answer: row.answer, answered_by: row.answered_by };
     }
-    if (row.status === "cancelled") throw new AppError("invalid_state", "The person cancelled this planning session");
+    if (row.status === "cancelled") {
+      throw new AppError("invalid_state", row.failure?.message ?? "The person cancelled this planning session");
+    }
     if (Date.now() >= deadline || signal?.aborted) {
       return {
         status: "pending",
@@ -240,6 +256,7 @@ export async function submitPlan(
     [session.id, planId, version],
   );
   await emit(app, session, "planning.completed", { planId, version });
+  await scheduleReviewTimeout(app.db.pool, { sessionId: session.id, planId, version });
   return {
     status: "submitted",
     plan_id: planId,
@@ -247,5 +264,99 @@ export async function submitPlan(
     review_url: `/plans/${planId}`,
     agent_instructions:
       "The plan waits for the person's review. Call plan_review_status with wait_seconds to learn whether it was approved, rejected, or sent back with instructions.",
+  };
+}
+
+/**
+ * Seed 002's "approve → proceed to execution" for an agent's plan: the run a person started from a
+ * plan an agent submitted in plan mode becomes that agent's session (seed 003), so the same
+ * agent's next `status` is handed the tasks in dependency order and its `update` reports on them.
+ * Plans from anywhere else are left alone. Idempotent: a run already attached keeps its session.
+ */
+export async function attachApprovedPlan(
+  app: Pick<AppContext, "db">,
+  input: { planId: string; version: number; runId: string; workspaceRoot: string; approvedBy: string },
+): Promise<{ sessionId: string } | null> {
+  const planning = await app.db.pool.query<{ id: string; actor: string; goal: string }>(
+    `select id, actor, goal from planning_sessions
+     where plan_id = $1 and kind = 'external' and status = 'completed'
+     order by created_at desc limit 1`,
+    [input.planId],
+  );
+  const origin = planning.rows[0];
+  if (!origin) return null;
+  const existing = await app.db.pool.query<{ id: string }>("select id from agent_sessions where run_id = $1", [
+    input.runId,
+  ]);
+  if (existing.rows[0]) return { sessionId: existing.rows[0].id };
+  const sessionId = await insertSession(app, {
+    goal: origin.goal,
+    workspaceRoot: input.workspaceRoot,
+    planId: input.planId,
+    runId: input.runId,
+    actor: origin.actor,
+    planningSessionId: origin.id,
+  });
+  await recordAudit(app.db.pool, {
+    actor: input.approvedBy,
+    action: "agent_session.attached",
+    planId: input.planId,
+    planVersion: input.version,
+    runId: input.runId,
+    detail: { sessionId, agent: origin.actor, planningSessionId: origin.id },
+  });
+  return { sessionId };
+}
+
+/**
+ * Whether an agent's planning session still holds it in plan mode (read-only): while it gathers or
+ * waits for an answer, and while its submitted plan waits for the person's review. It ends when a
+ * person approves (the agent then executes), rejects or cancels, when it times out, or when the
+ * agent exits.
+ */
+export async function isInPlanMode(app: Pick<AppContext, "db">, sessionId: string): Promise<boolean> {
+  const rows = await app.db.pool.query<{ held: boolean }>(
+    `select (s.status in ('running', 'awaiting_answer')
+             or (s.status = 'completed' and s.plan_id is not null
+                 and not exists (select 1 from runs r where r.plan_id = s.plan_id and r.plan_version >= s.result_version))) as held
+     from planning_sessions s where s.id = $1`,
+    [sessionId],
+  );
+  return rows.rows[0]?.held ?? false;
+}
+
+export const exitPlanModeInput = z.object({
+  reason: z.string().trim().max(2_000).default(""),
+});
+
+/**
+ * The agent leaves plan mode without waiting for a decision: a session still gathering ends as
+ * cancelled (audited, shown on its page); a plan already submitted stays for the person's review.
+ */
+export async function exitPlanMode(
+  app: App,
+  input: { sessionId: string; actor: string } & z.output<typeof exitPlanModeInput>,
+) {
+  const session = await openSession(app, input.sessionId, input.actor);
+  const ended = await app.db.pool.query(
+    `update planning_sessions set status = 'cancelled', phase = 'done', finished_at = now()
+     where id = $1 and status in ('running', 'awaiting_answer')`,
+    [session.id],
+  );
+  if (ended.rowCount) {
+    await recordAudit(app.db.pool, {
+      actor: input.actor,
+      action: "planning.exited",
+      planId: session.plan_id ?? session.id,
+      detail: { sessionId: session.id, ...(input.reason && { reason: input.reason }) },
+    });
+    await emit(app, session, "planning.cancelled", { by: input.actor });
+  }
+  return {
+    status: "exited",
+    planning_session_id: session.id,
+    message: ended.rowCount
+      ? "Left plan mode; the planning session is cancelled."
+      : "Left plan mode; the submitted plan still waits for the person's review.",
   };
 }

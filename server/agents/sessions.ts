@@ -54,6 +54,8 @@ export interface SessionRow {
   created_by: string;
   created_at: Date;
   closed_at: Date | null;
+  last_seen_at: Date | null;
+  planning_session_id: string | null;
 }
 
 const MAX_GOAL = 4_000;
@@ -137,17 +139,35 @@ export function sessionIdFor(goal: string, now: Date): string {
   return `${words.join("-") || "session"}-${Math.floor(now.getTime() / 1000)}`;
 }
 
-async function insertSession(
-  app: App,
-  input: { goal: string; workspaceRoot: string; planId: string; runId: string; actor: string; todoKey?: string },
+export async function insertSession(
+  app: Pick<App, "db">,
+  input: {
+    goal: string;
+    workspaceRoot: string;
+    planId: string;
+    runId: string;
+    actor: string;
+    todoKey?: string;
+    /** An agent's plan-mode session whose approved plan this session executes. */
+    planningSessionId?: string;
+  },
 ): Promise<string> {
   const base = sessionIdFor(input.goal, new Date());
   for (let suffix = 1; ; suffix++) {
     const id = suffix === 1 ? base : `${base}-${suffix}`;
     const inserted = await app.db.pool.query(
-      `insert into agent_sessions (id, goal, workspace_root, plan_id, run_id, created_by, todo_key)
-       values ($1, $2, $3, $4, $5, $6, $7) on conflict (id) do nothing`,
-      [id, input.goal, input.workspaceRoot, input.planId, input.runId, input.actor, input.todoKey ?? null],
+      `insert into agent_sessions (id, goal, workspace_root, plan_id, run_id, created_by, todo_key, planning_session_id)
+       values ($1, $2, $3, $4, $5, $6, $7, $8) on conflict (id) do nothing`,
+      [
+        id,
+        input.goal,
+        input.workspaceRoot,
+        input.planId,
+        input.runId,
+        input.actor,
+        input.todoKey ?? null,
+        input.planningSessionId ?? null,
+      ],
     );
     if (inserted.rowCount) return id;
   }
@@ -155,14 +175,18 @@ async function insertSession(
 
 /**
  * The named session, or — as seed 003's commands name none — the newest one still open, else the
- * newest finished one (so `status` after the final summary says the session is complete).
+ * newest finished one (so `status` after the final summary says the session is complete). Among
+ * open sessions the caller's own come first: an agent whose plan a person approved is handed that
+ * plan's session, not another agent's newer one.
  */
-export async function findSession(app: App, sessionId?: string): Promise<SessionRow> {
+export async function findSession(app: Pick<App, "db">, sessionId?: string, caller?: string): Promise<SessionRow> {
   const rows = sessionId
     ? await app.db.pool.query<SessionRow>("select * from agent_sessions where id = $1", [sessionId])
     : await app.db.pool.query<SessionRow>(
         // Seed 000 todo plans belong to their MCP session, never to a caller who names none.
-        "select * from agent_sessions where todo_key is null order by closed_at is null desc, created_at desc limit 1",
+        `select * from agent_sessions where todo_key is null
+         order by closed_at is null desc, created_by = $1 desc, created_at desc limit 1`,
+        [caller ?? ""],
       );
   const row = rows.rows[0];
   if (!row) {
@@ -264,9 +288,16 @@ function tasksOf(loaded: Loaded): AgentTaskView[] {
   return loaded.steps.map((step) => taskView(step, loaded.statuses.get(step.id) ?? "pending"));
 }
 
+/** The agent called: the session's idle time starts again (the run page shows it). */
+async function seen(app: Pick<App, "db">, session: SessionRow, caller: string | undefined): Promise<void> {
+  if (caller === undefined) return;
+  await app.db.pool.query("update agent_sessions set last_seen_at = now() where id = $1", [session.id]);
+}
+
 /** Seed 003's `status`. The first call of a session (or after new instructions) syncs them. */
-export async function sessionStatus(app: App, sessionId?: string): Promise<StatusResponse> {
-  const session = await findSession(app, sessionId);
+export async function sessionStatus(app: App, sessionId?: string, caller?: string): Promise<StatusResponse> {
+  const session = await findSession(app, sessionId, caller);
+  await seen(app, session, caller);
   const loaded = await loadSession(app, session);
   const delivered = session.instructions_version === AGENT_INSTRUCTIONS_VERSION;
   const response = decideNow({
@@ -310,8 +341,9 @@ export async function updateSession(
   app: App,
   input: { sessionId?: string; payload: UpdatePayload; actor: string; judge?: TaskJudge },
 ): Promise<UpdateResponse> {
-  const session = await findSession(app, input.sessionId);
+  const session = await findSession(app, input.sessionId, input.actor);
   if (session.closed_at) throw new AppError("invalid_state", `Session ${session.id} is finished; start a new one`);
+  await seen(app, session, input.actor);
   const loaded = await loadSession(app, session);
   const { payload } = input;
 
@@ -476,7 +508,8 @@ export async function alertSession(
   app: App,
   input: { sessionId?: string; alert: AlertInput; actor: string },
 ): Promise<{ status: "success"; message: string }> {
-  const session = await findSession(app, input.sessionId);
+  const session = await findSession(app, input.sessionId, input.actor);
+  await seen(app, session, input.actor);
   const { alert } = input;
   if ("clear" in alert) return clearSignal(app, session, alert.clear, input.actor);
   if (alert.task_id !== undefined) {
@@ -569,20 +602,31 @@ export async function listSessions(app: App, options: { limit?: number } = {}) {
     openSignals: row.open_signals,
     createdAt: row.created_at.toISOString(),
     closed: row.closed_at !== null,
+    lastSeenAt: row.last_seen_at?.toISOString() ?? null,
   }));
 }
 
 /** The session a run belongs to, with its open signals, for the run's live view. */
 export async function sessionOfRun(app: App, runId: string) {
-  const rows = await app.db.pool.query<SessionRow>("select * from agent_sessions where run_id = $1", [runId]);
+  const rows = await app.db.pool.query<SessionRow & { idle_seconds: number }>(
+    // Idle since the agent's last call, or since the session began when it never called: by the
+    // database's clock, like every other wait.
+    `select *, extract(epoch from now() - coalesce(last_seen_at, created_at))::int as idle_seconds
+     from agent_sessions where run_id = $1`,
+    [runId],
+  );
   const session = rows.rows[0];
   if (!session) return null;
   return {
     id: session.id,
     goal: session.goal,
+    agent: session.created_by,
     workspaceRoot: session.workspace_root,
     finalSummary: session.final_summary,
     closed: session.closed_at !== null,
+    lastSeenAt: session.last_seen_at?.toISOString() ?? null,
+    idleSeconds: session.idle_seconds,
+    fromPlanMode: session.planning_session_id !== null,
     signals: await openSignals(app.db.pool, session.id),
   };
 }
@@ -603,9 +647,9 @@ export interface TaskSuggestion {
  */
 export async function suggestForSession(
   app: App,
-  input: { sessionId?: string; suggestWithModel?: (planId: string) => Promise<TaskSuggestion[]> },
+  input: { sessionId?: string; caller?: string; suggestWithModel?: (planId: string) => Promise<TaskSuggestion[]> },
 ): Promise<{ status: "success"; suggestions: TaskSuggestion[] }> {
-  const session = await findSession(app, input.sessionId);
+  const session = await findSession(app, input.sessionId, input.caller);
   const loaded = await loadSession(app, session);
   const { findTodoMarkers } = await import("../planner/snapshot");
   const markers = await findTodoMarkers(session.workspace_root, 20);

@@ -2,6 +2,8 @@ import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import type { AppContext } from "../app-context";
 import { adoptPlanVersionIntoRun, cancelRun, updateAgentTasks, type AgentTaskStatus } from "../engine/engine";
+import { rerunFrom } from "../engine/recovery";
+import { recordAudit } from "../audit/audit-log";
 import { AppError } from "../errors";
 import type { Step, StepInput, StepStatus } from "../plans/schema";
 import { getPlan } from "../plans/service";
@@ -64,6 +66,45 @@ interface TodoSession {
   goal: string;
   plan_id: string;
   run_id: string;
+}
+
+/** The todo plan of one MCP session: its caller and session id, so nobody else's plan is reached. */
+export function todoKeyFor(caller: string, mcpSessionId: string): string {
+  return `mcp:${caller}:${mcpSessionId}`;
+}
+
+/**
+ * The MCP session ended (the client closed it, or it expired): its todo plan ends with it. A run
+ * still open is cancelled as abandoned (audited), and the plan's session is closed, so nothing is
+ * left running for ever and the workspace can be removed.
+ */
+export async function abandonTodoPlan(app: App, key: string, why: string): Promise<boolean> {
+  const rows = await app.db.pool.query<TodoSession & { run_status: string }>(
+    `select s.id, s.goal, s.plan_id, s.run_id, r.status as run_status
+     from agent_sessions s join runs r on r.id = s.run_id where s.todo_key = $1 and s.closed_at is null`,
+    [key],
+  );
+  const todo = rows.rows[0];
+  if (!todo) return false;
+  let cancelled = false;
+  if (!["completed", "failed", "cancelled"].includes(todo.run_status)) {
+    try {
+      await cancelRun(app.engine, { runId: todo.run_id, actor: "stepwise" });
+      cancelled = true;
+    } catch (error) {
+      // Finished in the same instant: nothing to abandon.
+      if (!(error instanceof AppError)) throw error;
+    }
+  }
+  await app.db.pool.query("update agent_sessions set closed_at = coalesce(closed_at, now()) where id = $1", [todo.id]);
+  await recordAudit(app.db.pool, {
+    actor: "stepwise",
+    action: "todo.abandoned",
+    planId: todo.plan_id,
+    runId: todo.run_id,
+    detail: { sessionId: todo.id, reason: why, runCancelled: cancelled },
+  });
+  return true;
 }
 
 async function findTodo(app: App, key: string): Promise<TodoSession> {
@@ -164,9 +205,63 @@ export async function updateStep(
     });
     adoptVersion = saved.version;
   }
+  const current = await app.db.pool.query<{ status: StepStatus }>(
+    "select status from run_steps where run_id = $1 and step_id = $2",
+    [todo.run_id, stepId],
+  );
+  if (input.status && input.status !== "done" && current.rows[0]?.status === "completed") {
+    if (adoptVersion !== undefined) {
+      await updateAgentTasks(app.engine, { runId: todo.run_id, updates: [], actor: input.actor, adoptVersion });
+    }
+    await reopenStep(app, todo, { stepId, status: input.status, actor: input.actor });
+    return readPlan(app, input.key);
+  }
   const updates = input.status ? [{ stepId, status: STATUS_UPDATE[input.status] }] : [];
   await updateAgentTasks(app.engine, { runId: todo.run_id, updates, actor: input.actor, adoptVersion });
   return readPlan(app, input.key);
+}
+
+/**
+ * Seed 000 has no terminal step state: a done step may be set back to pending or in progress. A
+ * run never un-completes a step (its result is recorded), so the plan continues in a new run of
+ * the same plan — the engine's re-run, which keeps every other done step's result and runs this
+ * one again — and the todo list follows it. Steps in progress stay in progress.
+ */
+async function reopenStep(
+  app: App,
+  todo: TodoSession,
+  input: { stepId: string; status: "pending" | "in_progress"; actor: string },
+): Promise<void> {
+  const before = await app.db.pool.query<{ step_id: string; status: StepStatus; run_status: string }>(
+    "select s.step_id, s.status, r.status as run_status from run_steps s join runs r on r.id = s.run_id where s.run_id = $1",
+    [todo.run_id],
+  );
+  const inProgress = before.rows.filter((row) => row.status === "running").map((row) => row.step_id);
+  if (!["completed", "failed", "cancelled"].includes(before.rows[0]?.run_status ?? "completed")) {
+    await cancelRun(app.engine, { runId: todo.run_id, actor: input.actor });
+  }
+  const { runId } = await rerunFrom(app.engine, app.db.prisma, {
+    runId: todo.run_id,
+    stepId: input.stepId,
+    actor: input.actor,
+  });
+  await app.db.pool.query("update agent_sessions set run_id = $2 where id = $1", [todo.id, runId]);
+  const resumed = input.status === "in_progress" ? [...inProgress, input.stepId] : inProgress;
+  if (resumed.length > 0) {
+    await updateAgentTasks(app.engine, {
+      runId,
+      updates: resumed.map((stepId) => ({ stepId, status: "IN_PROGRESS" as const })),
+      actor: input.actor,
+    });
+  }
+  await recordAudit(app.db.pool, {
+    actor: input.actor,
+    action: "todo.reopened",
+    planId: todo.plan_id,
+    runId,
+    stepId: input.stepId,
+    detail: { sessionId: todo.id, previousRunId: todo.run_id, status: input.status },
+  });
 }
 
 const TODO_STATUS: Partial<Record<StepStatus, TodoStepStatus>> = { running: "in_progress", completed: "done" };

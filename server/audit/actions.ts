@@ -39,6 +39,12 @@ export const AUDIT_ACTIONS = [
   "planning.answered",
   "planning.cancelled",
   "planning.timed_out",
+  "planning.exited",
+  "planning.message",
+  "plan.review_timed_out",
+  "agent_session.attached",
+  "todo.abandoned",
+  "todo.reopened",
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

@@ -23,6 +23,9 @@ export async function relayStdioToServer(connection: Connection): Promise<void> 
   const close = async (code: number) => {
     if (closing) return;
     closing = true;
+    // End the server's MCP session too (DELETE), so what belongs to it — its todo plan — ends now,
+    // not when the session expires.
+    await upstream.terminateSession().catch(() => undefined);
     await upstream.close().catch(() => undefined);
     await local.close().catch(() => undefined);
     process.exit(code);

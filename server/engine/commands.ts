@@ -2,6 +2,7 @@ import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import type { StepResult, StepStatus } from "../plans/schema";
 import { runStepDefinitionHash } from "./approval-binding";
+import { updateAgentTasks } from "./agent-tasks";
 import { advance, cancelOpenSteps, dispatch, finishIfDone, makeReady, unblockDependents } from "./advance";
 import type { EngineDeps } from "./deps";
 import { holdForSignal } from "./outcome";
@@ -218,8 +219,33 @@ export function retryStep(deps: EngineDeps, input: { runId: string; stepId: stri
   });
 }
 
-/** A failed step is given up: its dependents run unless they need its output. */
-export function skipStep(deps: EngineDeps, input: { runId: string; stepId: string; actor: string }): Promise<void> {
+/**
+ * A failed step is given up: its dependents run unless they need its output. An agent task that
+ * waits for its agent (or one the agent started) can be skipped too: a person steering a run whose
+ * agent went away must not wait for it for ever. It settles as the agent's CANCELLED would.
+ */
+export async function skipStep(
+  deps: EngineDeps,
+  input: { runId: string; stepId: string; actor: string },
+): Promise<void> {
+  const row = await deps.pool.query<{ status: StepStatus; agent: boolean }>(
+    `select status, coalesce(waiting->>'kind' = 'agent', false) as agent
+     from run_steps where run_id = $1 and step_id = $2`,
+    [input.runId, input.stepId],
+  );
+  const step = row.rows[0];
+  if (step && (step.status === "awaiting_agent" || (step.status === "running" && step.agent))) {
+    await updateAgentTasks(deps, {
+      runId: input.runId,
+      updates: [{ stepId: input.stepId, status: "CANCELLED", note: `skipped by ${input.actor}` }],
+      actor: input.actor,
+    });
+    return;
+  }
+  return skipFailedStep(deps, input);
+}
+
+function skipFailedStep(deps: EngineDeps, input: { runId: string; stepId: string; actor: string }): Promise<void> {
   return onFailedStep(deps, input, "skipped", async (tx) => {
     tx.setStatus(input.stepId, "skipped", `Skipped by ${input.actor} after it failed`);
     await unblockDependents(tx, input.stepId);

@@ -108,6 +108,7 @@ const representative: NewEvent[] = [
   { type: "planning.question", data: { questionId: "q1", question: "Which database?" } },
   { type: "planning.answered", data: { questionId: "q1", answer: "Postgres", by: "local" } },
   { type: "planning.cancelled", data: { by: "local" } },
+  { type: "planning.message", data: { messageId: "m1", message: "Mention the licence", by: "local" } },
   { type: "planning.timed_out", data: { questionId: "q1", timeoutMs: 1_800_000, message: "Nobody answered" } },
   { type: "planning.resumed", data: { phase: "gathering" } },
   { type: "planning.completed", data: { planId: "p1", version: 1 } },

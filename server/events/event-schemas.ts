@@ -164,6 +164,8 @@ export const eventSchema = z.discriminatedUnion("type", [
   event("planning.question", z.object({ questionId: z.string(), question: z.string() })),
   event("planning.answered", z.object({ questionId: z.string(), answer: z.string(), by: z.string() })),
   event("planning.cancelled", z.object({ by: z.string().optional() })),
+  /** A person's message joined the planning context (server/planner/messages.ts). */
+  event("planning.message", z.object({ messageId: z.string(), message: z.string(), by: z.string() })),
   /** Nobody answered the question in time (STEPWISE_PLANNER_ANSWER_TIMEOUT_MS): the session is cancelled. */
   event("planning.timed_out", z.object({ questionId: z.string(), timeoutMs: z.number().int(), message: z.string() })),
   /** A worker picked the session's loop up again (after an answer or a restart) at this phase. */

@@ -65,6 +65,18 @@ export type InboxItem =
       raisedBy: string;
       since: string;
       href: string;
+    }
+  | {
+      /**
+       * A notice, not a wait: something that waited ended by its timeout (seed 002: cancel and
+       * notify) within the last day. Not counted as waiting for the person.
+       */
+      kind: "timed_out";
+      id: string;
+      action: string;
+      message: string;
+      since: string;
+      href: string;
     };
 
 export type InboxKind = InboxItem["kind"];
@@ -237,7 +249,41 @@ async function agentBlockers(pool: pg.Pool): Promise<InboxItem[]> {
   }));
 }
 
-/** Oldest wait first: the one that has waited longest is the first to decide. */
+/** Timeouts that ended a wait on a person or an agent in the last day, as audited. */
+export const TIMEOUT_ACTIONS = ["planning.timed_out", "plan.review_timed_out", "todo.abandoned"];
+
+async function timeouts(pool: pg.Pool): Promise<InboxItem[]> {
+  const rows = await pool.query<{
+    id: string;
+    action: string;
+    plan_id: string;
+    run_id: string | null;
+    detail: { message?: string; reason?: string; sessionId?: string };
+    at: Date;
+  }>(
+    `select id::text, action, plan_id, run_id, detail, created_at as at from audit_entries
+     where action = any($1) and created_at > now() - interval '1 day' order by id`,
+    [TIMEOUT_ACTIONS],
+  );
+  return rows.rows.map((row) => ({
+    kind: "timed_out" as const,
+    id: `timeout:${row.id}`,
+    action: row.action,
+    message:
+      row.detail.message ??
+      (row.action === "todo.abandoned"
+        ? `An agent's todo plan ended with its MCP session (${row.detail.reason ?? "closed"}).`
+        : row.action),
+    since: iso(row.at),
+    href: row.run_id
+      ? `/runs/${row.run_id}`
+      : row.detail.sessionId
+        ? `/tasks/${row.detail.sessionId}`
+        : `/plans/${row.plan_id}`,
+  }));
+}
+
+/** Oldest wait first: the one that has waited longest is the first to decide. Notices come last. */
 export async function listInbox(pool: pg.Pool, tools: ToolRegistry): Promise<{ items: InboxItem[]; count: number }> {
   const groups = await Promise.all([
     planningQuestions(pool),
@@ -246,5 +292,6 @@ export async function listInbox(pool: pg.Pool, tools: ToolRegistry): Promise<{ i
     agentBlockers(pool),
   ]);
   const items = groups.flat().sort((a, b) => a.since.localeCompare(b.since));
-  return { items, count: items.length };
+  const notices = (await timeouts(pool)).reverse();
+  return { items: [...items, ...notices], count: items.length };
 }

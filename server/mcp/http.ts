@@ -6,6 +6,8 @@ import { AppError } from "../errors";
 import { problemResponse } from "../http/problem";
 import { identityOf } from "../http/request-identity";
 import type { Identity } from "../operations/identity";
+import { abandonTodoPlan, todoKeyFor } from "../agents/todo-plans";
+import { logger } from "../logger";
 import { createMcpServer } from "./server";
 
 /**
@@ -23,6 +25,8 @@ interface Session {
   transport: WebStandardStreamableHTTPServerTransport;
   identity: Identity;
   lastUsed: number;
+  /** The app the session belongs to, for what ends with it. */
+  app: AppContext;
 }
 
 const KEY = Symbol.for("stepwise.mcpSessions");
@@ -44,14 +48,23 @@ function credentialOf(identity: Identity): string {
   return `${identity.kind}:${identity.tokenId ?? ""}`;
 }
 
-function endSession(id: string, session: Session): void {
+/** Ends a session we hold (idle, or evicted for a newer one of the same credential). */
+function endSession(id: string, session: Session, why: string): void {
   sessions().delete(id);
   void session.transport.close();
+  abandonTodoOf(session.app, id, session.identity, why);
+}
+
+/** An ended MCP session takes its seed 000 todo plan with it (server/agents/todo-plans.ts). */
+function abandonTodoOf(app: AppContext, id: string, identity: Identity, why: string): void {
+  void abandonTodoPlan(app, todoKeyFor(identity.name, id), why).catch((error: unknown) =>
+    logger.error({ err: error, mcpSession: id }, "could not close the todo plan of an ended MCP session"),
+  );
 }
 
 function dropIdle(now: number): void {
   for (const [id, session] of sessions()) {
-    if (now - session.lastUsed > IDLE_MS) endSession(id, session);
+    if (now - session.lastUsed > IDLE_MS) endSession(id, session, "the MCP session expired");
   }
 }
 
@@ -61,12 +74,23 @@ function makeRoomFor(identity: Identity): void {
   const own = [...sessions()].filter(([, session]) => credentialOf(session.identity) === credential);
   own.sort(([, a], [, b]) => a.lastUsed - b.lastUsed);
   for (const [id, session] of own.slice(0, Math.max(0, own.length - MAX_SESSIONS_PER_CREDENTIAL + 1))) {
-    endSession(id, session);
+    endSession(id, session, "a newer MCP session of the same credential replaced it");
   }
+}
+
+const SWEEP = Symbol.for("stepwise.mcpSweep");
+
+/** Sessions also expire while no MCP request arrives: a sweep every minute, not keeping the process alive. */
+function sweepIdle(): void {
+  const holder = globalThis as typeof globalThis & { [SWEEP]?: ReturnType<typeof setInterval> };
+  if (holder[SWEEP]) return;
+  holder[SWEEP] = setInterval(() => dropIdle(Date.now()), 60_000);
+  holder[SWEEP].unref();
 }
 
 export async function handleMcpRequest(request: Request, app: AppContext): Promise<Response> {
   try {
+    sweepIdle();
     const identity = identityOf(request);
     const now = Date.now();
     dropIdle(now);
@@ -95,9 +119,12 @@ export async function handleMcpRequest(request: Request, app: AppContext): Promi
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
         makeRoomFor(identity);
-        sessions().set(id, { transport, identity, lastUsed: Date.now() });
+        sessions().set(id, { transport, identity, lastUsed: Date.now(), app });
       },
-      onsessionclosed: (id) => void sessions().delete(id),
+      onsessionclosed: (id) => {
+        sessions().delete(id);
+        abandonTodoOf(app, id, identity, "the MCP client closed the session");
+      },
     });
     const server = createMcpServer({ app, identity, sessionId: () => transport.sessionId });
     await server.connect(transport);

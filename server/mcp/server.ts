@@ -8,6 +8,7 @@ import {
   readPlan,
   setupPlan,
   setupPlanInput,
+  todoKeyFor,
   todoPlanSchema,
   updateStep,
   updateStepInput,
@@ -17,6 +18,8 @@ import {
   askUserInput,
   enterPlanMode,
   enterPlanModeInput,
+  exitPlanMode,
+  exitPlanModeInput,
   getAnswer,
   getAnswerInput,
   submitPlan,
@@ -31,6 +34,7 @@ import { invokeOperation } from "../operations/operation";
 import { operations, type AnyOperation } from "../operations/registry";
 import { exportPlanMarkdown } from "../plans/export";
 import { getPlan } from "../plans/service";
+import { restrictToolsInPlanMode } from "./plan-mode-tools";
 
 /**
  * The MCP door: every agent-facing operation of the registry as a tool (seed 003's loop under its
@@ -139,12 +143,20 @@ export interface McpSessionContext {
   sessionId(): string | undefined;
 }
 
+export const MCP_INSTRUCTIONS = [
+  "Stepwise plans and runs work that people watch and steer in the browser.",
+  "Plan first (enter_plan_mode) when a task is complex or ambiguous — several files or steps, a risky or irreversible change, unclear requirements: gather context read-only, ask_user what is unclear, submit_plan, and wait for the person's review (plan_review_status). While in plan mode only read-only tools and the plan-mode tools are offered. Once the person approves, status hands you the plan's tasks in order; report each with update.",
+  "For a whole task without review, follow the loop: start → status → (work, update) → status … → final_summary.",
+  "For your own multi-step work, keep a todo list: planning_setup_plan → planning_add_step → planning_update_step → planning_read_plan. Skip it for trivial, single-step tasks.",
+].join(" ");
+
 export function createMcpServer(context: McpSessionContext): McpServer {
   const server = new McpServer(
     { name: "stepwise", version: "0.1.0" },
     {
-      instructions:
-        "Stepwise plans and runs work that people watch and steer in the browser. For a whole task, follow the loop: start → status → (work, update) → status … → final_summary. For a quick todo list, use planning_setup_plan and the other planning_* tools.",
+      instructions: MCP_INSTRUCTIONS,
+      // Entering or leaving plan mode enables or disables many tools at once: one notification.
+      debouncedNotificationMethods: ["notifications/tools/list_changed"],
     },
   );
   const { app, identity } = context;
@@ -180,7 +192,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
   const key = (explicit: string | undefined) => {
     const id = explicit ?? context.sessionId();
     if (!id) throw new AppError("invalid_input", "This connection has no MCP session; pass session_id");
-    return `mcp:${identity.name}:${id}`;
+    return todoKeyFor(identity.name, id);
   };
   // The SDK checks the shape; the seed's rules (non-empty titles, ≤ 500 characters, one of
   // title or status) are the domain schema's.
@@ -200,7 +212,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
 
   planningTool(
     "planning_setup_plan",
-    "Create or replace this session's plan: an objective and optional initial steps (ids start at 1)",
+    "Create or replace this session's todo plan: an objective and optional initial steps (ids start at 1). Use a plan for multi-step work; skip it for trivial tasks. Order: planning_setup_plan → planning_add_step → planning_update_step → planning_read_plan",
     setupPlanInput,
     {
       objective: z.string().describe("What the plan achieves"),
@@ -212,7 +224,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
   );
   planningTool(
     "planning_add_step",
-    "Append steps to the active plan (fails without a plan, or when it is completed)",
+    "Append steps to the active todo plan, after planning_setup_plan (fails without a plan, or when it is completed)",
     addStepInput,
     { steps: z.array(z.string()).describe("Step titles, in order") },
     (input: z.output<typeof addStepInput>, planKey) => addSteps(app, { ...input, key: planKey, actor: identity.name }),
@@ -220,7 +232,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
   );
   planningTool(
     "planning_update_step",
-    "Change a step's title or status (pending, in_progress, done); the plan completes when every step is done",
+    "Report progress on a todo step: its title or status (pending, in_progress, done; a done step can be reopened); the plan completes when every step is done",
     updateStepInput,
     {
       step_id: z.number().int().describe("The step's id"),
@@ -233,7 +245,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
   );
   planningTool(
     "planning_read_plan",
-    "Read this session's plan (fails when there is none)",
+    "Read this session's todo plan to check where you are (fails when there is none)",
     z.object({}),
     {},
     (_input: never, planKey) => readPlan(app, planKey),
@@ -300,6 +312,14 @@ export function createMcpServer(context: McpSessionContext): McpServer {
     { readOnlyHint: true, idempotentHint: true },
   );
   planModeTool(
+    "exit_plan_mode",
+    "Leave plan mode without waiting for a decision: a session still gathering is cancelled; a submitted plan stays for review",
+    exitPlanModeInput,
+    (input: z.output<typeof exitPlanModeInput>, explicit) =>
+      exitPlanMode(app, { ...input, sessionId: currentPlanning(explicit), actor: identity.name }),
+    { readOnlyHint: false, idempotentHint: true },
+  );
+  planModeTool(
     "submit_plan",
     "Submit the plan (summary, steps with description, tools and risk, open questions, context notes) for the person's review; resubmit to revise",
     submitPlanInput,
@@ -326,6 +346,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
       return { contents: [{ uri: uri.href, mimeType: "text/markdown", text: exportPlanMarkdown(plan).content }] };
     },
   );
+  restrictToolsInPlanMode(server, { app, planningSession: () => planningSessionId });
   return server;
 }
 

@@ -66,7 +66,7 @@ export const agentStatus = defineOperation({
   input: z.object(sessionField),
   output: statusResponseSchema,
   annotations: { readOnly: false, idempotent: true },
-  run: ({ app }, input) => sessionStatus(app, input.session),
+  run: ({ app, identity }, input) => sessionStatus(app, input.session, identity.name),
 });
 
 export const agentUpdate = defineOperation({
@@ -119,7 +119,7 @@ export const agentSuggest = defineOperation({
   input: z.object(sessionField),
   output: suggestResponseSchema,
   annotations: { readOnly: true },
-  async run({ app }, input) {
+  async run({ app, identity }, input) {
     const planner = plannerFor(app);
     const withModel =
       planner.config.providers.length > 0
@@ -134,7 +134,7 @@ export const agentSuggest = defineOperation({
             }));
           }
         : undefined;
-    return suggestForSession(app, { sessionId: input.session, suggestWithModel: withModel });
+    return suggestForSession(app, { sessionId: input.session, caller: identity.name, suggestWithModel: withModel });
   },
 });
 

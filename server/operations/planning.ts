@@ -1,6 +1,9 @@
 import { z } from "zod";
 import { plannerFor } from "../planner/deps";
 import { MAX_COMMAND_CHARS, runPlanCommand } from "../planner/plan-command";
+import { addPlanningMessage } from "../planner/messages";
+import { MAX_FEEDBACK_CHARS } from "../planner/sessions";
+import { requirePerson } from "./identity";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
 
@@ -28,4 +31,23 @@ export const planningCommand = defineOperation({
     }),
 });
 
-export const planningOperations: AnyOperation[] = [planningCommand] as AnyOperation[];
+/**
+ * Seed 002: a person's message while the planner gathers joins the planning context — the built-in
+ * planner's next model call, or the answer to an agent's next call in plan mode.
+ */
+export const planningMessage = defineOperation({
+  name: "planning.message",
+  summary: "Add a message to an open planning session; the planner (or the planning agent) sees it next",
+  input: z.object({
+    sessionId: z.uuid().describe("The planning session"),
+    message: z.string().max(MAX_FEEDBACK_CHARS).describe("What the planner should also take into account"),
+  }),
+  output: z.object({ messageId: z.string() }),
+  audience: "person",
+  run({ app, identity }, input) {
+    requirePerson(identity, "add a message to a planning session");
+    return addPlanningMessage(app.db.pool, { ...input, actor: identity.name });
+  },
+});
+
+export const planningOperations: AnyOperation[] = [planningCommand, planningMessage] as AnyOperation[];

@@ -6,6 +6,7 @@ import { exportPlanMarkdown } from "../plans/export";
 import { createPlan, getPlan, listPlans } from "../plans/service";
 import { requireWorkspace, workspaceForPlan } from "../plans/workspaces";
 import type { PlanIssue } from "../plans/validate";
+import { attachApprovedPlan } from "../agents/plan-mode";
 import { adoptIntoSessionRun } from "../agents/sessions";
 import { AppError } from "../errors";
 import { rejectPlan } from "../plans/lifecycle";
@@ -156,7 +157,7 @@ export const planApprove = defineOperation({
     requirePerson(identity, "approve a plan");
     // The run acts where the plan's task was made, not wherever the server happens to point.
     const workspace = await workspaceForPlan(app.db.pool, input.planId, app.workspaceRoot);
-    return startRun(app.engine, {
+    const started = await startRun(app.engine, {
       planId: input.planId,
       version: input.version,
       actor: identity.name,
@@ -167,6 +168,14 @@ export const planApprove = defineOperation({
       ...(input.approvalWarningSeconds !== undefined && { approvalWarningMs: input.approvalWarningSeconds * 1000 }),
       ...(input.recovery !== undefined && { recoveryPolicy: input.recovery }),
     });
+    // An agent's plan (plan mode) goes back to the agent that made it, as its session's tasks.
+    await attachApprovedPlan(app, {
+      ...input,
+      runId: started.runId,
+      workspaceRoot: workspace.path,
+      approvedBy: identity.name,
+    });
+    return started;
   },
 });
 

@@ -192,7 +192,7 @@ export const runResume = steer("run.resume", "Resume a paused run", resumeRun);
 export const runRetryStep = steerStep("run.retry_step", "Try a failed step again", retryStep);
 export const runSkipStep = steerStep(
   "run.skip_step",
-  "Give a failed step up; dependents that do not need its output run",
+  "Give a failed step, or an agent task its agent has not done, up; dependents that do not need its output run",
   skipStep,
 );
 

@@ -28,7 +28,8 @@ export interface PlanCommandResult {
   action: "started" | "status" | "cancelled";
   sessionId: string | null;
   status: SessionStatus | null;
-  phase: SessionPhase | null;
+  /** The session's phase; after approval, `executing` until the plan's run settles, then `done`. */
+  phase: SessionPhase | "executing" | null;
   /** One line for the person: what happened, or where the session is. */
   message: string;
 }
@@ -61,8 +62,14 @@ export function describeSession(session: PlanningSessionView): string {
     }
     case "running":
       return `${prefix}: ${RUNNING_PHASES[session.phase] ?? "running"}`;
-    case "completed":
-      return `${prefix}: plan submitted and saved (version ${session.resultVersion ?? 1}).`;
+    case "completed": {
+      const run = session.execution;
+      if (!run) return `${prefix}: plan submitted and saved (version ${session.resultVersion ?? 1}).`;
+      if (run.status === "completed") return `${prefix}: done — every step of the approved plan is settled.`;
+      if (run.status === "cancelled") return `${prefix}: the approved plan's run was cancelled.`;
+      if (run.status === "failed") return `${prefix}: the approved plan's run failed.`;
+      return `${prefix}: executing the approved plan (${run.settled} of ${run.total} steps settled).`;
+    }
     case "invalid":
       return `${prefix}: the plan did not pass the checks.`;
     case "failed":
@@ -93,12 +100,18 @@ async function currentSession(deps: PlannerDeps, sessionId: string | undefined, 
   return row ? getPlanningSession(deps, row.id) : undefined;
 }
 
+function phaseOf(session: PlanningSessionView): PlanCommandResult["phase"] {
+  const run = session.execution;
+  if (session.status !== "completed" || !run) return session.phase;
+  return ["completed", "cancelled", "failed"].includes(run.status) ? "done" : "executing";
+}
+
 function result(action: PlanCommandResult["action"], session: PlanningSessionView, message?: string) {
   return {
     action,
     sessionId: session.id,
     status: session.status,
-    phase: session.phase,
+    phase: phaseOf(session),
     message: message ?? describeSession(session),
   } satisfies PlanCommandResult;
 }

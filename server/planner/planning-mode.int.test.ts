@@ -77,6 +77,30 @@ async function waitFor(sessionId: string, status: string) {
 }
 
 describe("seed 002 planning mode (built-in planner)", () => {
+  it("a person's message while the planner gathers joins its next model call", async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    llm.script(
+      async () => {
+        await held;
+        return { toolCalls: [{ name: "list_dir", arguments: { path: "." } }] };
+      },
+      { toolCalls: [{ name: "submit_plan", arguments: goodPlan }] },
+    );
+    const started = await command("/plan Show the README");
+    const sessionId = started.sessionId!;
+    await expect.poll(() => llm.requests.length, { timeout: 15_000 }).toBe(1);
+    await harness.caller.planner.message({ sessionId, message: "Also mention the licence" });
+    expect((await session(sessionId)).messages[0]).toMatchObject({ deliveredAt: null });
+    release();
+    const done = await waitFor(sessionId, "completed");
+    expect(JSON.stringify(llm.requests[0]!.messages)).not.toContain("Also mention the licence");
+    expect(JSON.stringify(llm.requests[1]!.messages)).toContain("Also mention the licence");
+    expect(done.messages[0]!.deliveredAt).not.toBeNull();
+    const status = await command("/plan status", sessionId);
+    expect(status.message).toContain("plan submitted");
+  });
+
   it("test_plan_command_enters_mode / test_plan_command_with_task: /plan <task> starts deep planning of that task", async () => {
     llm.script({ toolCalls: [{ name: "submit_plan", arguments: goodPlan }] });
     const started = await command("/plan   Show the README  ");

@@ -6,6 +6,7 @@ import { generateText, NoObjectGeneratedError, Output, type ModelMessage, type T
 import type { PlanContent } from "../plans/schema";
 import type { AnyTool } from "../tools/types";
 import { AppError } from "../errors";
+import { messageForContext } from "./messages";
 import type { PlannerDeps } from "./deps";
 import { runQualityGates, planValidationFailed, type GateIssue, type PlanValidationFailed } from "./gates";
 import { judgeVerdictSchema, llmPlanSchema, toPlanDraft, type LlmPlan } from "./llm-schemas";
@@ -38,6 +39,11 @@ export interface PlanningContext {
   loadState?(): Promise<DeepState | null>;
   /** Deep mode: saves the transcript; the loop stops (throws) if this worker no longer owns the session. */
   saveState?(state: DeepState, phase?: "gathering" | "submitted"): Promise<void>;
+  /** Deep mode: messages a person added while the planner gathers (server/planner/messages.ts). */
+  messages?: {
+    pending(): Promise<{ id: string; message: string; author: string }[]>;
+    delivered(ids: string[]): Promise<void>;
+  };
 }
 
 /** One tool call of the turn in progress, as the model made it. */
@@ -330,6 +336,16 @@ export async function planDeep(context: PlanningContext, firstPrompt: () => Prom
   for (;;) {
     if (!state.pending) {
       if (state.turn >= deps.config.maxDeepSteps) break;
+      // A person's messages since the last call join the context before the next one.
+      const incoming = (await context.messages?.pending()) ?? [];
+      if (incoming.length > 0) {
+        state = {
+          ...state,
+          messages: [...state.messages, { role: "user", content: incoming.map(messageForContext).join("\n\n") }],
+        };
+        await save(state);
+        await context.messages!.delivered(incoming.map((message) => message.id));
+      }
       const turn = state.turn + 1;
       const messages = state.messages;
       const result = await callModel(

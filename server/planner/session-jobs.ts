@@ -5,6 +5,7 @@
  * and each tool result) and the questions with their answers. Waiting for a person holds no job:
  * the session parks as `awaiting_answer`, and answering it queues the loop again.
  */
+import { agentWaitTasks } from "../agents/wait-timers";
 import { inTransaction } from "../db";
 import { enqueuePlanningJob, enqueuePlanningTimeout, PLANNING_TASK, PLANNING_TIMEOUT_TASK } from "../engine/queue";
 import type { ExtraWork } from "../engine/worker";
@@ -26,6 +27,7 @@ import {
   type SessionPhase,
   type SessionStatus,
 } from "./sessions";
+import { planningInbox } from "./messages";
 import { snapshotWorkspace } from "./snapshot";
 import { getUsage } from "./usage";
 
@@ -87,8 +89,10 @@ export function planningWork(planner: () => PlannerDeps, worker: { workerId: str
         }
       },
       [PLANNING_TIMEOUT_TASK]: async (payload) => {
-        await timeOutQuestion(planner(), payload as { sessionId: string; questionId: string });
+        await timeOutQuestion(planner(), payload as { sessionId: string; questionId: string; timeoutMs?: number });
       },
+      // An agent's plan mode: its review and idle timers (server/agents/wait-timers.ts).
+      ...agentWaitTasks(() => planner().pool),
     },
     maintain: async () => {
       await recoverPlanningSessions(planner(), worker.workerId, worker.heartbeatMs * 5);
@@ -133,11 +137,16 @@ export async function recoverPlanningSessions(deps: PlannerDeps, workerId: strin
 }
 
 /** Cancels a session whose question is still unanswered when its timer fires. */
-async function timeOutQuestion(deps: PlannerDeps, job: { sessionId: string; questionId: string }): Promise<void> {
+async function timeOutQuestion(
+  deps: PlannerDeps,
+  job: { sessionId: string; questionId: string; timeoutMs?: number },
+): Promise<void> {
+  // An agent's question carries its own limit (STEPWISE_AGENT_ANSWER_TIMEOUT_MS).
+  const timeoutMs = job.timeoutMs ?? deps.answerTimeoutMs;
   await inTransaction(deps.pool, async (client) => {
-    const minutes = Math.max(1, Math.round(deps.answerTimeoutMs / 60_000));
+    const minutes = Math.max(1, Math.round(timeoutMs / 60_000));
     const message =
-      deps.answerTimeoutMs >= 60_000
+      timeoutMs >= 60_000
         ? `Nobody answered the planner's question within ${minutes} minute${minutes === 1 ? "" : "s"}; planning was cancelled.`
         : `Nobody answered the planner's question in time; planning was cancelled.`;
     const failure: SessionFailure = {
@@ -161,12 +170,12 @@ async function timeOutQuestion(deps: PlannerDeps, job: { sessionId: string; ques
     await auditSession(client, session, {
       actor: "stepwise",
       action: "planning.timed_out",
-      detail: { questionId: job.questionId, timeoutMs: deps.answerTimeoutMs },
+      detail: { questionId: job.questionId, timeoutMs },
     });
     await emitTo(
       deps,
       session,
-      [{ type: "planning.timed_out", data: { questionId: job.questionId, timeoutMs: deps.answerTimeoutMs, message } }],
+      [{ type: "planning.timed_out", data: { questionId: job.questionId, timeoutMs, message } }],
       client,
     );
   });
@@ -256,6 +265,7 @@ async function runSession(
     },
     ask: (question, toolCallId) => askPerson(deps, session, workerId, question, toolCallId),
     loadState: async () => (session.loopState as DeepState | null) ?? null,
+    messages: planningInbox(deps.pool, sessionId),
     saveState: async (state, phase) => {
       const saved = await deps.pool.query(
         `update planning_sessions set loop_state = $3::jsonb, phase = coalesce($4, phase)

@@ -1,6 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import type { AuditAction } from "../audit/actions";
+import { planningDeadline } from "../agents/wait-timers";
+import { listPlanningMessages, type PlanningMessage } from "./messages";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction, prismaQueryable } from "../db";
 import { enqueuePlanningJob } from "../engine/queue";
@@ -57,6 +59,15 @@ export interface PlanningSessionView {
   /** Last event of the session's stream in this snapshot; the live stream continues after it. */
   lastSeq: number;
   phase: SessionPhase;
+  /**
+   * The run of the plan this session made, once a person approved it: seed 002's planning mode
+   * goes on "executing" until every step is settled, then it is done.
+   */
+  execution: { runId: string; status: string; settled: number; total: number } | null;
+  /** When the current wait ends by itself (an unanswered question, an unreviewed agent plan, an idle agent). */
+  deadline: { kind: "answer" | "review" | "idle"; at: string } | null;
+  /** A person's messages while it planned, and whether the planner (or agent) has seen each. */
+  messages: PlanningMessage[];
 }
 
 export interface StartPlanningInput {
@@ -319,7 +330,11 @@ export async function getPlanningSession(deps: PlannerDeps, sessionId: string): 
   ]);
   if (!session) throw new AppError("not_found", `No planning session ${sessionId}`);
   const { totals } = await getUsage(deps.prisma, { sessionId });
+  const execution = session.planId ? await executionOf(deps, session.planId, session.resultVersion) : null;
   return {
+    execution,
+    deadline: await planningDeadline(deps.pool, session.id),
+    messages: await listPlanningMessages(deps.pool, session.id),
     id: session.id,
     kind: session.kind as PlanningSessionView["kind"],
     mode: session.mode as PlanningMode,
@@ -349,6 +364,25 @@ export async function getPlanningSession(deps: PlannerDeps, sessionId: string): 
     lastSeq: stream?.lastSeq ?? 0,
     phase: session.phase as SessionPhase,
   };
+}
+
+/** The newest run of the session's plan (at the version it made), with how many steps are settled. */
+async function executionOf(
+  deps: PlannerDeps,
+  planId: string,
+  version: number | null,
+): Promise<PlanningSessionView["execution"]> {
+  const rows = await deps.pool.query<{ id: string; status: string; settled: number; total: number }>(
+    `select r.id, r.status,
+       (select count(*)::int from run_steps s where s.run_id = r.id
+          and s.status in ('completed', 'skipped', 'cancelled')) as settled,
+       (select count(*)::int from run_steps s where s.run_id = r.id) as total
+     from runs r where r.plan_id = $1 and ($2::int is null or r.plan_version >= $2)
+     order by r.created_at desc limit 1`,
+    [planId, version],
+  );
+  const row = rows.rows[0];
+  return row ? { runId: row.id, status: row.status, settled: row.settled, total: row.total } : null;
 }
 
 export async function listPlanningSessions(deps: PlannerDeps, options: { planId?: string; limit?: number } = {}) {

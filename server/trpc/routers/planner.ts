@@ -16,7 +16,7 @@ import { addSuggestedStep, suggestSteps } from "../../planner/suggest";
 import { getUsage } from "../../planner/usage";
 import { describeSandbox } from "../../tools/sandbox";
 import { listWorkspaces, requireWorkspace } from "../../plans/workspaces";
-import { planningCommand } from "../../operations/planning";
+import { planningCommand, planningMessage } from "../../operations/planning";
 import { viaOperation } from "../../operations/operation";
 import { publicProcedure, router } from "../init";
 import { trackedEvents } from "../tracked-events";
@@ -63,6 +63,8 @@ export const plannerRouter = router({
 
   /** Seed 002's `/plan [task]`, `/plan status`, `/plan cancel`. */
   command: publicProcedure.input(planningCommand.input).mutation(viaOperation(planningCommand)),
+  /** Seed 002: a message while the planner gathers joins its context. */
+  message: publicProcedure.input(planningMessage.input).mutation(viaOperation(planningMessage)),
 
   session: publicProcedure
     .input(sessionInput)
