@@ -183,6 +183,17 @@ const cases: Case[] = [
     ),
   },
   {
+    name: "a port number out of range",
+    setup: async () => ({ PORT: "70000" }),
+    expected: /^\[stepwise\] PORT must be a port number from 1 to 65535, got 70000; set PORT to one/,
+  },
+  {
+    name: "a HOST that is not this machine's",
+    // TEST-NET-1 (RFC 5737): never assigned to a local interface.
+    setup: async () => ({ HOST: "192.0.2.1" }),
+    expected: /^\[stepwise\] HOST is not an address of this machine; set HOST to one/,
+  },
+  {
     name: "a number that is not one",
     setup: async () => ({ PORT: "three thousand" }),
     expected: /^\[stepwise\] PORT must be a positive integer, got "three thousand"$/,
