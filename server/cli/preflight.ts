@@ -31,6 +31,11 @@ export function portError(error: unknown, port: number): Error {
   if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
     return new SettingError(`Port ${port} is in use; set PORT to another port (e.g. PORT=${port + 1} npm start).`);
   }
+  if ((error as NodeJS.ErrnoException).code === "ERR_SOCKET_BAD_PORT") {
+    return new SettingError(
+      `PORT must be a port number from 1 to 65535, got ${port}; set PORT to one (e.g. PORT=3000).`,
+    );
+  }
   if ((error as NodeJS.ErrnoException).code === "EADDRNOTAVAIL") {
     return new SettingError(`HOST is not an address of this machine; set HOST to one (e.g. HOST=127.0.0.1).`);
   }
@@ -42,12 +47,13 @@ async function assertPortFree(port: number, host: string): Promise<void> {
   try {
     await new Promise<void>((resolve, reject) => {
       probe.once("error", reject);
+      // An out-of-range port throws here rather than emitting "error".
       probe.listen(port, host, resolve);
     });
   } catch (error) {
     throw portError(error, port);
   } finally {
-    await new Promise((resolve) => probe.close(resolve));
+    if (probe.listening) await new Promise((resolve) => probe.close(resolve));
   }
 }
 

@@ -148,6 +148,21 @@ describe("embedded PostgreSQL secrets", () => {
     },
   );
 
+  it("puts the socket in a private temporary folder when the data path is too long for one", async () => {
+    const base = await fs.mkdtemp(path.join(os.tmpdir(), "sw-long-"));
+    created.push(base);
+    const database = await startEmbeddedPostgres({ dataDir: path.join(base, "a".repeat(60), "b".repeat(40)) });
+    const socketDir = new URL(database.databaseUrl).searchParams.get("host")!;
+    try {
+      expect(socketDir.startsWith(os.tmpdir())).toBe(true);
+      expect((await fs.stat(socketDir)).mode & 0o777).toBe(0o700);
+      expect(await query(database.databaseUrl, "select current_user as user")).toEqual([{ user: "stepwise" }]);
+    } finally {
+      await database.stop();
+    }
+    await expect(fs.stat(socketDir)).rejects.toThrow(/ENOENT/);
+  });
+
   it("replaces the old shared password of an existing data folder and hands the database to the app role", async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), "sw-upgrade-"));
     created.push(dir);

@@ -471,7 +471,11 @@ export async function startEmbeddedPostgres(options: {
     // The `postgres` database is the test harness's: it administers, so it keeps the superuser.
     databaseUrl: database === "postgres" ? serverUrlWith(secret.superuser) : appUrl,
     pid: postmaster.pid,
-    stop: postmaster.stop,
+    async stop() {
+      await postmaster.stop();
+      // A socket directory made under the temporary folder (a data path too long for a socket).
+      if (socketDir && socketDir !== databaseDir) await fs.rm(socketDir, { recursive: true, force: true });
+    },
   };
 }
 
