@@ -117,7 +117,7 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     const code =
       (current as { code?: unknown; errorCode?: unknown }).code ?? (current as { errorCode?: unknown }).errorCode;
     if (typeof code === "string" && ["53300", "57P03", "P1001", "P1017", "P2024"].includes(code)) return true;
-    if (/too many clients|Can't reach database server|ECONNREFUSED/i.test(current.message)) return true;
+    if (/too many clients|Can't reach database server/i.test(current.message)) return true;
     current = (current as { cause?: unknown }).cause;
   }
   return false;

@@ -622,12 +622,11 @@ describe("engine under database faults", () => {
       });
       probeWorkers.push(holder);
       await holder.ready;
-      const peer = spawnProbeWorker({ databaseUrl: h.app.db.url, probeLog, workspace: h.workspace, heartbeatMs: 200 });
-      probeWorkers.push(peer);
-      await peer.ready;
-      const runId = await createRun(h, "lease", [{ id: "step_1", tool: "probe_once", args: { sleepMs: 6_000 } }]);
-      await expect.poll(async () => (await readProbeLog(probeLog)).length, { timeout: 15_000 }).toBe(1);
-      // Its lease (five beats: 1 s) runs out while the step runs and the peer sweeps every 200 ms.
+      const runId = await createRun(h, "lease", [{ id: "step_1", tool: "probe_once", args: { sleepMs: 30_000 } }]);
+      await expect
+        .poll(async () => (await readProbeLog(probeLog)).map((e) => e.pid), { timeout: 15_000 })
+        .toEqual([holder.pid]);
+      // Its lease (five beats: 1 s) runs out while the step runs.
       await expect
         .poll(
           async () =>
@@ -640,7 +639,16 @@ describe("engine under database faults", () => {
           { timeout: 15_000, interval: 100 },
         )
         .toBe(true);
-      const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 30_000);
+      // A peer joins and sweeps every 200 ms for the rest of the step.
+      const peer = spawnProbeWorker({ databaseUrl: h.app.db.url, probeLog, workspace: h.workspace, heartbeatMs: 200 });
+      probeWorkers.push(peer);
+      await peer.ready;
+      const sweeping = await h.app.db.pool.query<{ status: string; lapsed: boolean }>(
+        "select status, lease_expires_at < now() as lapsed from run_steps where run_id = $1",
+        [runId],
+      );
+      expect(sweeping.rows[0]).toEqual({ status: "running", lapsed: true });
+      const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 60_000);
       expect(run.steps[0]).toMatchObject({ status: "completed", attempt: 1 });
       expect(run.steps[0]!.result).toMatchObject({ ok: true, value: { pid: holder.pid } });
       expect(await readProbeLog(probeLog)).toHaveLength(1);
@@ -648,7 +656,7 @@ describe("engine under database faults", () => {
       expect(events.filter((e) => e.type === "step.interrupted")).toEqual([]);
       expect(sequenceProblems(events)).toEqual([]);
       expect(illegalTransitions(events)).toEqual([]);
-    }, 60_000);
+    }, 120_000);
 
     it("a cut shorter than the lease costs a worker none of its steps, though a peer watches", async () => {
       harness = await startHarness({ worker: false, tools: createProbeRegistry() });

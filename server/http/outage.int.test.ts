@@ -9,6 +9,8 @@ import { startTcpProxy, throughProxy, type TcpProxy } from "../../tests/tcp-prox
 import { createTestDatabase } from "../../tests/test-database";
 import { createAppContext, type AppContext } from "../app-context";
 import { EXIT } from "../cli/client";
+import { createTrpcContext } from "../trpc/init";
+import { createCaller } from "../trpc/root";
 
 /**
  * A database outage, as HTTP clients and the CLI see it: the server is up but cannot reach its
@@ -83,6 +85,10 @@ describe("a database outage", () => {
         expect(during.headers.get("content-type")).toBe("application/problem+json");
         expect(Number(during.headers.get("retry-after"))).toBeGreaterThan(0);
         expect(await during.json()).toMatchObject({ code: "unavailable", status: 503 });
+
+        // The browser's door (tRPC) says the same.
+        const caller = createCaller(createTrpcContext(app, { kind: "person", name: "tester" }));
+        await expect(caller.plans.list({})).rejects.toMatchObject({ code: "SERVICE_UNAVAILABLE" });
 
         const human = await cli("status");
         expect(human.code).toBe(EXIT.tryAgain);
