@@ -40,6 +40,9 @@ export async function holdStepsWithoutMatchingApproval(
   tx: RunTransaction,
   steps: (Step & GraphStep)[],
 ): Promise<{ held: Set<string>; approved: Set<string> }> {
+  const held = new Set<string>();
+  // Steps that run because a person approved exactly this definition (not merely ungated).
+  const approved = new Set<string>();
   // Decided here, by the process that will run the step: an ungated step that is safe unapproved
   // only when confined (read-only shell, read-only git) is not run by a worker that cannot confine
   // it — whatever the process that saved the plan could do — but needs a person, like a gated one.
@@ -49,53 +52,46 @@ export async function holdStepsWithoutMatchingApproval(
     const refusal = tools.get(step.tool)?.unapprovedRunRefusal?.(step.args);
     if (refusal) unconfinable.set(step.id, refusal);
   }
-  const gated = steps.filter((step) => step.gated || unconfinable.has(step.id));
-  const waived = steps.filter((step) => !unconfinable.has(step.id) && hasWaivedGate(tools, step));
-  const held = new Set<string>();
-  // Steps that run because a person approved exactly this definition (not merely ungated).
-  const approved = new Set<string>();
-  if (gated.length === 0 && waived.length === 0) return { held, approved };
-  const reasons = new Map<string, string>();
-  if (gated.length > 0) {
-    const approvals = await tx.client.query<{ step_id: string; definition_hash: string | null }>(
-      `select step_id, definition_hash from approvals
-        where run_id = $1 and step_id = any($2) and plan_version = $3 and decision = 'approved'`,
-      [tx.run.id, gated.map((step) => step.id), tx.run.plan_version],
-    );
-    for (const step of gated) {
-      const hash = runStepDefinitionHash(tx, step);
-      const decisions = approvals.rows.filter((row) => row.step_id === step.id);
-      if (decisions.some((row) => row.definition_hash === hash)) {
-        approved.add(step.id);
-        continue;
-      }
-      reasons.set(
-        step.id,
-        decisions.length > 0
-          ? "Its definition changed after it was approved; it needs a new approval"
-          : (unconfinable.get(step.id) ?? "It has no approval"),
-      );
-    }
-  }
-  if (waived.length > 0) {
-    const waivers = await tx.client.query<{ step_id: string; definition_hash: string }>(
-      "select step_id, definition_hash from gate_waivers where plan_id = $1 and step_id = any($2)",
-      [tx.run.plan_id, waived.map((step) => step.id)],
-    );
-    for (const step of waived) {
-      const hash = waiverDefinitionHash(step);
-      if (waivers.rows.some((row) => row.step_id === step.id && row.definition_hash === hash)) continue;
-      reasons.set(step.id, "No person waived its approval gate for this definition; it needs an approval");
-    }
-  }
-  for (const [stepId, reason] of reasons) {
-    // A waived step gated again is approved like any gated step: the approval is what counts.
-    if (!gated.some((step) => step.id === stepId) && (await approvedAsIs(tx, steps, stepId))) {
-      approved.add(stepId);
+  const waived = new Set(
+    steps.filter((step) => !unconfinable.has(step.id) && hasWaivedGate(tools, step)).map((step) => step.id),
+  );
+  const needing = steps.filter((step) => step.gated || waived.has(step.id) || unconfinable.has(step.id));
+  if (needing.length === 0) return { held, approved };
+  const ids = needing.map((step) => step.id);
+  // A waived step gated again is approved like any gated step: an approval of its definition counts too.
+  const approvals = await tx.client.query<{ step_id: string; definition_hash: string | null }>(
+    `select step_id, definition_hash from approvals
+      where run_id = $1 and step_id = any($2) and plan_version = $3 and decision = 'approved'`,
+    [tx.run.id, ids, tx.run.plan_version],
+  );
+  const waivers =
+    waived.size === 0
+      ? []
+      : (
+          await tx.client.query<{ step_id: string; definition_hash: string }>(
+            "select step_id, definition_hash from gate_waivers where plan_id = $1 and step_id = any($2)",
+            [tx.run.plan_id, [...waived]],
+          )
+        ).rows;
+  for (const step of needing) {
+    const hash = runStepDefinitionHash(tx, step);
+    const decisions = approvals.rows.filter((row) => row.step_id === step.id);
+    if (decisions.some((row) => row.definition_hash === hash)) {
+      approved.add(step.id);
       continue;
     }
-    held.add(stepId);
-    requestApproval(tx, stepId, tx.now, reason);
+    if (waived.has(step.id)) {
+      const waiverHash = waiverDefinitionHash(step);
+      if (waivers.some((row) => row.step_id === step.id && row.definition_hash === waiverHash)) continue;
+    }
+    const reason =
+      decisions.length > 0
+        ? "Its definition changed after it was approved; it needs a new approval"
+        : waived.has(step.id)
+          ? "No person waived its approval gate for this definition; it needs an approval"
+          : (unconfinable.get(step.id) ?? "It has no approval");
+    held.add(step.id);
+    requestApproval(tx, step.id, tx.now, reason);
   }
   if (held.size > 0) {
     // A queued step held a parallelism slot; it gives it back while it waits for a person.
@@ -110,16 +106,6 @@ export async function holdStepsWithoutMatchingApproval(
     await dispatch(tx);
   }
   return { held, approved };
-}
-
-async function approvedAsIs(tx: RunTransaction, steps: (Step & GraphStep)[], stepId: string): Promise<boolean> {
-  const step = steps.find((candidate) => candidate.id === stepId)!;
-  const rows = await tx.client.query(
-    `select 1 from approvals where run_id = $1 and step_id = $2 and plan_version = $3 and decision = 'approved'
-       and definition_hash = $4 limit 1`,
-    [tx.run.id, stepId, tx.run.plan_version, runStepDefinitionHash(tx, step)],
-  );
-  return (rows.rowCount ?? 0) > 0;
 }
 
 /**
