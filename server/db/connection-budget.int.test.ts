@@ -73,7 +73,14 @@ describe("the connection budget", () => {
     const workspace = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-ws-"));
     cleanups.push(() => fs.rm(workspace, { recursive: true, force: true }));
     const port = await findFreePort();
-    const server = await startEmbeddedPostgres({ dataDir, port, database: "stepwise", maxConnections: 60 });
+    // Over loopback TCP, so each process's connections can be told apart in /proc/net/tcp.
+    const server = await startEmbeddedPostgres({
+      dataDir,
+      port,
+      database: "stepwise",
+      maxConnections: 60,
+      access: "tcp",
+    });
     cleanups.push(() => server.stop());
     await migrateDatabase(server.databaseUrl);
     const app = await createAppContext({
