@@ -17,7 +17,7 @@ import { appendEvents } from "../events/store";
 import type { NewEvent } from "../events/types";
 import type { Step, StepInput, StepStatus } from "../plans/schema";
 import { createPlan, getPlan } from "../plans/service";
-import { registerWorkspace } from "../plans/workspaces";
+import { workspaceForNewWork } from "../plans/workspaces";
 import { savePlanVersion } from "../plans/versions";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { resolveInWorkspace } from "../tools/workspace-path";
@@ -61,8 +61,11 @@ export async function startSession(
   app: App,
   input: {
     goal: string;
+    /** A registered workspace's id or path; the server's default when omitted. */
     workspace?: string;
     actor: string;
+    /** Whether a directory not yet registered may be registered for the session: a person's call only. */
+    mayRegisterWorkspace?: boolean;
     /** The plan's first tasks; by default seed 003's decomposition meta-task. */
     steps?: StepInput[];
     /** A seed 000 todo plan's owner (an MCP session); see `server/agents/todo-plans.ts`. */
@@ -72,7 +75,11 @@ export async function startSession(
   const goal = input.goal.trim();
   if (!goal) throw new AppError("invalid_input", 'A session needs a goal: --goal "what to achieve"');
   if (goal.length > MAX_GOAL) throw new AppError("invalid_input", `The goal is limited to ${MAX_GOAL} characters`);
-  const workspace = await registerWorkspace(app.db.pool, input.workspace ?? app.workspaceRoot);
+  const workspace = await workspaceForNewWork(app.db.pool, {
+    ...(input.workspace !== undefined && { named: input.workspace }),
+    defaultRoot: app.workspaceRoot,
+    mayRegister: input.mayRegisterWorkspace === true,
+  });
   const workspaceRoot = workspace.path;
   const plan = await createPlan(app.db.prisma, app.tools, {
     draft: {

@@ -1,5 +1,7 @@
 import type pg from "pg";
 import { z } from "zod";
+import { actorKindOf } from "../caller-context";
+import type { IdentityKind } from "../vocabulary";
 
 type Queryable = Pick<pg.ClientBase, "query">;
 
@@ -12,6 +14,8 @@ type Queryable = Pick<pg.ClientBase, "query">;
 export interface AuditRecord {
   /** The authenticated identity's name (`system` for the engine's own decisions). */
   actor: string;
+  /** person, agent or system; by default the kind of the identity whose call writes this entry. */
+  actorKind?: IdentityKind;
   /** Dotted verb, e.g. `step.approved`, `run.cancelled`, `gate.waived`, `recovery.accepted`. */
   action: string;
   planId: string;
@@ -23,8 +27,8 @@ export interface AuditRecord {
 
 export async function recordAudit(db: Queryable, entry: AuditRecord): Promise<void> {
   await db.query(
-    `insert into audit_entries (actor, action, plan_id, plan_version, run_id, step_id, detail)
-     values ($1, $2, $3, $4, $5, $6, $7::jsonb)`,
+    `insert into audit_entries (actor, action, plan_id, plan_version, run_id, step_id, detail, actor_kind)
+     values ($1, $2, $3, $4, $5, $6, $7::jsonb, $8)`,
     [
       entry.actor,
       entry.action,
@@ -33,6 +37,7 @@ export async function recordAudit(db: Queryable, entry: AuditRecord): Promise<vo
       entry.runId ?? null,
       entry.stepId ?? null,
       JSON.stringify(entry.detail ?? {}),
+      entry.actorKind ?? actorKindOf(entry.actor),
     ],
   );
 }
@@ -54,6 +59,8 @@ export type AuditListInput = z.input<typeof auditListInputSchema>;
 export interface AuditEntryView {
   id: string;
   actor: string;
+  /** person, agent or system; null for entries written before kinds were stored. */
+  actorKind: IdentityKind | null;
   action: string;
   planId: string;
   planVersion: number | null;
@@ -92,6 +99,7 @@ export async function listAuditEntries(db: Queryable, rawInput: AuditListInput):
   const rows = await db.query<{
     id: string;
     actor: string;
+    actor_kind: IdentityKind | null;
     action: string;
     plan_id: string;
     plan_version: number | null;
@@ -101,7 +109,7 @@ export async function listAuditEntries(db: Queryable, rawInput: AuditListInput):
     detail: Record<string, unknown> | null;
     created_at: Date;
   }>(
-    `select a.id::text, a.actor, a.action, a.plan_id, a.plan_version, pv.goal, a.run_id, a.step_id, a.detail,
+    `select a.id::text, a.actor, a.actor_kind, a.action, a.plan_id, a.plan_version, pv.goal, a.run_id, a.step_id, a.detail,
             a.created_at
      from audit_entries a
      left join plan_versions pv on pv.plan_id = a.plan_id and pv.version = a.plan_version
@@ -115,6 +123,7 @@ export async function listAuditEntries(db: Queryable, rawInput: AuditListInput):
     entries: page.map((row) => ({
       id: row.id,
       actor: row.actor,
+      actorKind: row.actor_kind,
       action: row.action,
       planId: row.plan_id,
       planVersion: row.plan_version,

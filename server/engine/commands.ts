@@ -1,3 +1,5 @@
+import { actorKindOf } from "../caller-context";
+import { mayLiftPause, type IdentityKind } from "../vocabulary";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import type { StepResult, StepStatus } from "../plans/schema";
@@ -30,7 +32,8 @@ export async function decideApproval(
       throw new AppError("invalid_state", `${input.stepId} is ${status}, not awaiting approval`);
     }
     await client.query(
-      `insert into approvals (run_id, step_id, plan_version, decision, actor, comment) values ($1, $2, $3, $4, $5, $6)`,
+      `insert into approvals (run_id, step_id, plan_version, decision, actor, comment, actor_kind)
+       values ($1, $2, $3, $4, $5, $6, $7)`,
       [
         input.runId,
         input.stepId,
@@ -38,6 +41,7 @@ export async function decideApproval(
         input.approve ? "approved" : "denied",
         input.actor,
         input.comment ?? null,
+        actorKindOf(input.actor),
       ],
     );
     await audit(tx, input.actor, input.approve ? "step.approved" : "step.denied", input.stepId, {
@@ -106,8 +110,15 @@ export async function answerQuestion(
   });
 }
 
+/** Who steers a run, and as what kind of identity (by default the calling identity's kind). */
+interface SteerInput {
+  runId: string;
+  actor: string;
+  actorKind?: IdentityKind;
+}
+
 /** Cancels a run: running steps are aborted, every other open step becomes cancelled. */
-export async function cancelRun(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+export async function cancelRun(deps: EngineDeps, input: SteerInput): Promise<void> {
   await inTransaction(deps.pool, async (client) => {
     const tx = await openRunTransaction(deps, client, input.runId);
     if (!tx) throw new AppError("not_found", `No run ${input.runId}`);
@@ -124,12 +135,16 @@ export async function cancelRun(deps: EngineDeps, input: { runId: string; actor:
   });
 }
 
-/** Pause: running steps finish, nothing new starts until resumed. */
-export async function pauseRun(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+/** Pause: running steps finish, nothing new starts until resumed. Who paused, by kind, is kept. */
+export async function pauseRun(deps: EngineDeps, input: SteerInput): Promise<void> {
   await inTransaction(deps.pool, async (client) => {
     const tx = await requireRun(deps, client, input.runId);
     if (tx.run.status !== "running")
       throw new AppError("invalid_state", `Only a running run can be paused; it is ${tx.run.status}`);
+    await client.query("update runs set paused_by_kind = $2 where id = $1", [
+      input.runId,
+      input.actorKind ?? actorKindOf(input.actor),
+    ]);
     tx.run.status = "paused";
     tx.events.push({ type: "run.paused", data: { status: "paused", actor: input.actor } });
     await audit(tx, input.actor, "run.paused", null);
@@ -137,11 +152,24 @@ export async function pauseRun(deps: EngineDeps, input: { runId: string; actor: 
   });
 }
 
-export async function resumeRun(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+/**
+ * Resume a paused run. A person's pause outranks an agent: checked here, in the transaction that
+ * holds the run's lock, so no door and no race lets an agent lift it.
+ */
+export async function resumeRun(deps: EngineDeps, input: SteerInput): Promise<void> {
   await inTransaction(deps.pool, async (client) => {
     const tx = await requireRun(deps, client, input.runId);
     if (tx.run.status !== "paused")
       throw new AppError("invalid_state", `Only a paused run can be resumed; it is ${tx.run.status}`);
+    const paused = await client.query<{ paused_by_kind: IdentityKind | null }>(
+      "select paused_by_kind from runs where id = $1",
+      [input.runId],
+    );
+    const resumer = input.actorKind ?? actorKindOf(input.actor);
+    if (!mayLiftPause(paused.rows[0]?.paused_by_kind, resumer)) {
+      throw new AppError("forbidden", `A person paused this run; only a person may resume it (${input.actor} is an ${resumer}).`);
+    }
+    await client.query("update runs set paused_by_kind = null where id = $1", [input.runId]);
     tx.run.status = "running";
     tx.events.push({ type: "run.resumed", data: { status: "running", actor: input.actor } });
     await audit(tx, input.actor, "run.resumed", null);

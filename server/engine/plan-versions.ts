@@ -54,8 +54,8 @@ export async function adoptPlanVersion(
       ],
     );
     await tx.client.query(
-      `insert into approvals (run_id, step_id, plan_version, decision, actor, comment)
-       select run_id, step_id, $3, decision, actor, comment from approvals
+      `insert into approvals (run_id, step_id, plan_version, decision, actor, comment, actor_kind)
+       select run_id, step_id, $3, decision, actor, comment, actor_kind from approvals
        where run_id = $1 and plan_version = $2 and step_id <> $4`,
       [tx.run.id, oldVersion, input.newVersion, input.stepId],
     );
@@ -174,8 +174,8 @@ export async function adoptVersionIn(
   }
   // Approvals hold for exactly the definition approved: only unchanged steps keep theirs.
   await tx.client.query(
-    `insert into approvals (run_id, step_id, plan_version, decision, actor, comment)
-     select run_id, step_id, $3, decision, actor, comment from approvals
+    `insert into approvals (run_id, step_id, plan_version, decision, actor, comment, actor_kind)
+     select run_id, step_id, $3, decision, actor, comment, actor_kind from approvals
      where run_id = $1 and plan_version = $2 and step_id = any($4)`,
     [tx.run.id, oldVersion, version, unchanged],
   );

@@ -19,7 +19,7 @@ import { getPlan, stepMetadata } from "../plans/service";
 import { listPlanVersions } from "../plans/versions";
 import { getRun, listRuns } from "../engine/run-view";
 import { inSpan } from "../telemetry";
-import { registerWorkspace } from "../plans/workspaces";
+import { workspaceForNewWork } from "../plans/workspaces";
 import { refuseUnsafeInput } from "./input-guard";
 import { problemResponse } from "./problem";
 import { identityOf } from "./request-identity";
@@ -113,7 +113,12 @@ export function createPlanFromApi(request: Request, app: AppContext): Promise<Re
   return respond("POST /api/plan", async (span) => {
     const identity = identityOf(request);
     const input = parse(createPlanInput, await readJson(request));
-    const workspace = await registerWorkspace(app.db.pool, input.workspace ?? app.workspaceRoot);
+    // Registering a directory is a person's decision; an agent names one a person registered.
+    const workspace = await workspaceForNewWork(app.db.pool, {
+      ...(input.workspace !== undefined && { named: input.workspace }),
+      defaultRoot: app.workspaceRoot,
+      mayRegister: identity.kind === "person",
+    });
     const plan = input.steps
       ? await storeReadyPlan(app, identity, input, workspace.id)
       : await planWithLlm(app, identity, input, workspace.id);

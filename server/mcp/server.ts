@@ -27,7 +27,7 @@ import { AppError } from "../errors";
 import { toProblem } from "../http/problem";
 import { logger } from "../logger";
 import type { Identity } from "../operations/identity";
-import { invokeOperation } from "../operations/operation";
+import { invokeOperation, mayCall } from "../operations/operation";
 import { operations, type AnyOperation } from "../operations/registry";
 import { exportPlanMarkdown } from "../plans/export";
 import { getPlan } from "../plans/service";
@@ -150,7 +150,8 @@ export function createMcpServer(context: McpSessionContext): McpServer {
   const { app, identity } = context;
 
   for (const operation of operations) {
-    if (operation.audience === "person") continue;
+    // The same declaration invokeOperation enforces: what an agent may not call is not offered.
+    if (!mayCall(operation, "agent")) continue;
     const name = toolName(operation);
     const output = objectSchema(operation.output);
     server.registerTool(

@@ -10,7 +10,9 @@ import { adoptIntoSessionRun } from "../agents/sessions";
 import { AppError } from "../errors";
 import { rejectPlan } from "../plans/lifecycle";
 import { requirePerson } from "./identity";
-import { defineOperation } from "./operation";
+import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
+import { ACTIVE_RUN_STATUSES } from "../vocabulary";
+import { defineOperation, type OperationContext } from "./operation";
 import type { AnyOperation } from "./registry";
 
 /**
@@ -35,6 +37,7 @@ const asPlanOutput = async (plan: Promise<object>) => (await plan) as PlanOutput
 
 export const planCreate = defineOperation({
   name: "plan.create",
+  callers: PERSON_OR_AGENT,
   summary: "Create a plan from a draft (goal and typed steps); refused with every problem when invalid",
   input: z.object({
     draft: z
@@ -75,6 +78,7 @@ export const planCreate = defineOperation({
 
 export const planGet = defineOperation({
   name: "plan.get",
+  callers: PERSON_OR_AGENT,
   summary: "Read a plan (the current version, or the one given)",
   input: z.object({ planId, version: version.optional() }),
   output: planOutputSchema,
@@ -84,6 +88,7 @@ export const planGet = defineOperation({
 
 export const planMarkdown = defineOperation({
   name: "plan.markdown",
+  callers: PERSON_OR_AGENT,
   summary: "A plan as Markdown, for reading",
   input: z.object({ planId, version: version.optional() }),
   output: z.object({ markdown: z.string() }),
@@ -95,6 +100,7 @@ export const planMarkdown = defineOperation({
 
 export const planList = defineOperation({
   name: "plan.list",
+  callers: PERSON_OR_AGENT,
   summary: "Plans, most recently changed first",
   input: z.object({
     limit: z.number().int().min(1).max(200).default(50),
@@ -115,6 +121,7 @@ export const planList = defineOperation({
 
 export const planEdit = defineOperation({
   name: "plan.edit",
+  callers: PERSON_OR_AGENT,
   summary: "One edit of a plan, made on baseVersion; stores the next version (a stale base is a version_conflict)",
   input: z.object({ planId, baseVersion: version, edit: planEditSchema }),
   output: planOutputSchema,
@@ -123,14 +130,30 @@ export const planEdit = defineOperation({
       ...input,
       author: identity.name,
       authorIsPerson: identity.kind === "person",
+      // An agent's edit of a plan whose run is under way is adopted into that run: what it adds or
+      // changes waits for a person there, unless it is the agent's own task or only reads.
+      gateChangedSteps: identity.kind !== "person" && (await hasWorkUnderWay(app, input.planId)),
     });
     await adoptIntoSessionRun(app, plan.id, plan.version, identity.name);
     return plan as object as PlanOutput;
   },
 });
 
+/** Whether a plan has an open agent session or an unfinished run, either of which may adopt a new version. */
+async function hasWorkUnderWay(app: OperationContext["app"], planId: string): Promise<boolean> {
+  const found = await app.db.pool.query(
+    `select 1 from agent_sessions where plan_id = $1 and closed_at is null
+     union all
+     select 1 from runs where plan_id = $1 and status = any($2)
+     limit 1`,
+    [planId, ACTIVE_RUN_STATUSES],
+  );
+  return (found.rowCount ?? 0) > 0;
+}
+
 export const planApprove = defineOperation({
   name: "plan.approve",
+  callers: PERSON_ONLY,
   summary: "Approve exactly this version of a plan and start its run (a person only)",
   input: z.object({
     planId,
@@ -151,7 +174,6 @@ export const planApprove = defineOperation({
     recovery: z.enum(["ask", "auto"]).optional(),
   }),
   output: z.object({ runId: z.string(), traceId: z.string() }),
-  audience: "person",
   async run({ app, identity }, input) {
     requirePerson(identity, "approve a plan");
     // The run acts where the plan's task was made, not wherever the server happens to point.
@@ -176,6 +198,7 @@ export const planApprove = defineOperation({
  */
 export const planReviewStatus = defineOperation({
   name: "plan.review_status",
+  callers: PERSON_OR_AGENT,
   summary: "Whether a person approved this plan version (and its run), waiting up to wait_seconds",
   input: z.object({
     planId,
@@ -241,6 +264,7 @@ export const planReviewStatus = defineOperation({
  */
 export const planReview = defineOperation({
   name: "plan.review",
+  callers: PERSON_ONLY,
   summary: "Reject a plan version, or request changes with instructions (a person only)",
   input: z.object({
     planId,
@@ -249,7 +273,6 @@ export const planReview = defineOperation({
     comment: z.string().trim().max(4_000).default(""),
   }),
   output: z.object({ ok: z.literal(true) }),
-  audience: "person",
   async run({ app, identity }, input) {
     requirePerson(identity, "review a plan");
     if (input.decision === "request_changes" && !input.comment) {

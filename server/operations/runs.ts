@@ -2,7 +2,10 @@ import { z } from "zod";
 import { answerQuestion, cancelRun, decideApproval, pauseRun, resumeRun, retryStep, skipStep } from "../engine/engine";
 import { listRunSummaries, readRunEvents, runEventsInputSchema, runListInputSchema } from "../engine/run-list";
 import { getRun } from "../engine/run-view";
+import type { AppContext } from "../app-context";
+import type { CallerKind, IdentityKind } from "../vocabulary";
 import { requirePerson } from "./identity";
+import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
 
@@ -38,6 +41,7 @@ const eventsSchema = z.looseObject({ events: z.array(z.unknown()), more: z.boole
 
 export const runGet = defineOperation({
   name: "run.get",
+  callers: PERSON_OR_AGENT,
   summary: "A run's state: status, and each step's status, attempt, progress, result",
   input: z.object({ runId }),
   output: runViewSchema,
@@ -47,6 +51,7 @@ export const runGet = defineOperation({
 
 export const runList = defineOperation({
   name: "run.list",
+  callers: PERSON_OR_AGENT,
   summary: "Runs, newest first, filtered by plan and state, paged by cursor",
   input: runListInputSchema,
   output: runPageSchema,
@@ -56,6 +61,7 @@ export const runList = defineOperation({
 
 export const runEvents = defineOperation({
   name: "run.events",
+  callers: PERSON_OR_AGENT,
   summary: "A run's stored events after a sequence number, oldest first",
   input: runEventsInputSchema,
   output: eventsSchema,
@@ -72,6 +78,7 @@ const FINISHED = ["completed", "failed", "cancelled"];
  */
 export const runWait = defineOperation({
   name: "run.wait",
+  callers: PERSON_OR_AGENT,
   summary:
     "Wait (up to timeout_seconds) until a run finishes or waits for a person; progress is reported while waiting",
   input: z.object({
@@ -109,10 +116,10 @@ export const runWait = defineOperation({
 
 export const runDecide = defineOperation({
   name: "run.decide",
+  callers: PERSON_ONLY,
   summary: "Approve or deny a gated step (a person only)",
   input: z.object({ runId, stepId, approve: z.boolean(), comment: z.string().max(2000).optional() }),
   output: done,
-  audience: "person",
   async run({ app, identity }, input) {
     requirePerson(identity, "approve or deny a step");
     await decideApproval(app.engine, { ...input, actor: identity.name });
@@ -122,10 +129,10 @@ export const runDecide = defineOperation({
 
 export const runAnswer = defineOperation({
   name: "run.answer",
+  callers: PERSON_ONLY,
   summary: "Answer an ask_user step; the answer becomes its output (a person only)",
   input: z.object({ runId, stepId, answer: z.string().trim().min(1).max(10_000) }),
   output: done,
-  audience: "person",
   async run({ app, identity }, input) {
     requirePerson(identity, "answer a question");
     await answerQuestion(app.engine, { ...input, actor: identity.name });
@@ -136,16 +143,18 @@ export const runAnswer = defineOperation({
 function steer(
   name: string,
   summary: string,
-  action: typeof cancelRun,
+  callers: readonly CallerKind[],
+  action: (engine: AppContext["engine"], input: { runId: string; actor: string; actorKind: IdentityKind }) => Promise<void>,
 ): ReturnType<typeof defineOperation<z.ZodObject<{ runId: typeof runId }>, typeof done>> {
   return defineOperation({
     name,
     summary,
+    callers,
     input: z.object({ runId }),
     output: done,
     annotations: { destructive: name === "run.cancel", idempotent: false },
     async run({ app, identity }, input) {
-      await action(app.engine, { runId: input.runId, actor: identity.name });
+      await action(app.engine, { runId: input.runId, actor: identity.name, actorKind: identity.kind });
       return { ok: true as const };
     },
   });
@@ -155,6 +164,9 @@ function steerStep(name: string, summary: string, action: typeof retryStep) {
   return defineOperation({
     name,
     summary,
+    // Trying a failed step again, or giving it up so its dependents run, steers the run past
+    // what stopped it: a person's decision, never an agent's.
+    callers: PERSON_ONLY,
     input: z.object({ runId, stepId }),
     output: done,
     async run({ app, identity }, input) {
@@ -164,17 +176,29 @@ function steerStep(name: string, summary: string, action: typeof retryStep) {
   });
 }
 
+/** Stopping work is anyone's to ask; starting it again is not (see `resumeRun`). */
 export const runCancel = steer(
   "run.cancel",
   "Cancel a run: running steps are aborted, open steps cancelled",
+  PERSON_OR_AGENT,
   cancelRun,
 );
-export const runPause = steer("run.pause", "Pause a run: running steps finish, nothing new starts", pauseRun);
-export const runResume = steer("run.resume", "Resume a paused run", resumeRun);
-export const runRetryStep = steerStep("run.retry_step", "Try a failed step again", retryStep);
+export const runPause = steer(
+  "run.pause",
+  "Pause a run: running steps finish, nothing new starts",
+  PERSON_OR_AGENT,
+  pauseRun,
+);
+export const runResume = steer(
+  "run.resume",
+  "Resume a paused run (an agent cannot resume a run a person paused)",
+  PERSON_OR_AGENT,
+  resumeRun,
+);
+export const runRetryStep = steerStep("run.retry_step", "Try a failed step again (a person only)", retryStep);
 export const runSkipStep = steerStep(
   "run.skip_step",
-  "Give a failed step up; dependents that do not need its output run",
+  "Give a failed step up; dependents that do not need its output run (a person only)",
   skipStep,
 );
 

@@ -139,6 +139,48 @@ export async function requireWorkspace(pool: Queryable, id: string): Promise<{ i
   return row.rows[0];
 }
 
+/**
+ * A workspace named by id or by path that a person already registered (and did not remove), or
+ * undefined. Never registers: this is how work an agent starts finds its directory.
+ */
+export async function findRegisteredWorkspace(
+  pool: Queryable,
+  idOrPath: string,
+): Promise<{ id: string; path: string } | undefined> {
+  const byId = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(idOrPath);
+  let real = idOrPath;
+  if (!byId) {
+    if (!path.isAbsolute(idOrPath)) return undefined;
+    real = await fs.realpath(idOrPath).catch(() => idOrPath);
+  }
+  const row = await pool.query<{ id: string; path: string }>(
+    `select id, path from workspaces where ${byId ? "id = $1::uuid" : "path = $1"} and removed_at is null`,
+    [real],
+  );
+  return row.rows[0];
+}
+
+/**
+ * The workspace new work acts in: the server's default when none is named; a named one must be
+ * registered already unless the caller may register directories (a person). An agent naming an
+ * unregistered directory is refused, and nothing is registered.
+ */
+export async function workspaceForNewWork(
+  pool: Queryable,
+  input: { named?: string; defaultRoot: string; mayRegister: boolean },
+): Promise<{ id: string; path: string }> {
+  if (input.named === undefined) return defaultWorkspace(pool, input.defaultRoot);
+  const registered = await findRegisteredWorkspace(pool, input.named);
+  if (registered) return registered;
+  if (!input.mayRegister) {
+    throw new AppError(
+      "forbidden",
+      `${input.named} is not a registered workspace; only a person registers workspaces (workspace.list shows them)`,
+    );
+  }
+  return registerWorkspace(pool, input.named);
+}
+
 /** Renaming changes only what people see; the path, and everything acting in it, stays. */
 export async function renameWorkspace(pool: Queryable, id: string, name: string): Promise<void> {
   const updated = await pool.query("update workspaces set name = $2 where id = $1 and removed_at is null", [id, name]);
