@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { stepStatusSchema, type StepStatus } from "../vocabulary";
 
 /**
  * One schema for plans and steps, shared by the server, client forms, the HTTP API and MCP.
