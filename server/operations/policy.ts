@@ -1,6 +1,4 @@
-import { AppError } from "../errors";
 import type { CallerKind } from "../vocabulary";
-import type { Identity } from "./identity";
 
 /**
  * The authority model, written once. A person disposes: approves, denies, answers, waives gates,
@@ -14,11 +12,3 @@ export const PERSON_OR_AGENT = ["person", "agent"] as const satisfies readonly C
 
 /** Enforced by the engine inside the resume's transaction; the rule itself is the vocabulary's. */
 export { outranks, mayLiftPause } from "../vocabulary";
-
-/** Agents act only in workspaces a person registered: refused with the reason, before anything. */
-export function refuseUnregisteredWorkspace(identity: Identity, path: string): never {
-  throw new AppError(
-    "forbidden",
-    `${path} is not a registered workspace; an agent works only in workspaces a person registered (workspace.list). ${identity.name} is an agent.`,
-  );
-}

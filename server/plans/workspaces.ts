@@ -139,6 +139,8 @@ export async function requireWorkspace(pool: Queryable, id: string): Promise<{ i
   return row.rows[0];
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 /**
  * A workspace named by id or by path that a person already registered (and did not remove), or
  * undefined. Never registers: this is how work an agent starts finds its directory.
@@ -147,7 +149,7 @@ export async function findRegisteredWorkspace(
   pool: Queryable,
   idOrPath: string,
 ): Promise<{ id: string; path: string } | undefined> {
-  const byId = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(idOrPath);
+  const byId = UUID.test(idOrPath);
   let real = idOrPath;
   if (!byId) {
     if (!path.isAbsolute(idOrPath)) return undefined;
@@ -172,6 +174,13 @@ export async function workspaceForNewWork(
   if (input.named === undefined) return defaultWorkspace(pool, input.defaultRoot);
   const registered = await findRegisteredWorkspace(pool, input.named);
   if (registered) return registered;
+  // A name that cannot be a directory at all is bad input, whoever sent it.
+  if (!UUID.test(input.named)) {
+    if (!path.isAbsolute(input.named))
+      throw new AppError("invalid_input", `The workspace must be an absolute path: ${input.named}`);
+    if (!(await fs.stat(input.named).catch(() => undefined))?.isDirectory())
+      throw new AppError("invalid_input", `The workspace ${input.named} does not exist or is not a directory`);
+  }
   if (!input.mayRegister) {
     throw new AppError(
       "forbidden",

@@ -17,7 +17,7 @@ import { getUsage } from "../../planner/usage";
 import { listWorkspaces, requireWorkspace } from "../../plans/workspaces";
 import { planningCommand } from "../../operations/planning";
 import { viaOperation } from "../../operations/operation";
-import { publicProcedure, router } from "../init";
+import { operationProcedure, publicProcedure, router } from "../init";
 import { trackedEvents } from "../tracked-events";
 
 // Generous transport bounds; the planner refuses long goals itself with a clear message.
@@ -59,7 +59,7 @@ export const plannerRouter = router({
     }),
 
   /** Seed 002's `/plan [task]`, `/plan status`, `/plan cancel`. */
-  command: publicProcedure.input(planningCommand.input).mutation(viaOperation(planningCommand)),
+  command: operationProcedure(planningCommand).mutation(viaOperation(planningCommand)),
 
   session: publicProcedure
     .input(sessionInput)

@@ -1,6 +1,5 @@
 import { z } from "zod";
 import { diffPlans } from "../../plans/diff";
-import { planEditSchema } from "../../plans/edits";
 import { describeTools, exportPlanJson, exportPlanMarkdown } from "../../plans/export";
 import { MAX_PLAN_JSON_BYTES, parsePlanJson } from "../../plans/import";
 import { PLAN_SOURCES, type Plan } from "../../plans/schema";
@@ -13,7 +12,7 @@ import { requireWorkspace } from "../../plans/workspaces";
 import { planApprove, planEdit, planReview, planReviewStatus } from "../../operations/plans";
 import { viaOperation } from "../../operations/operation";
 import { planArchive, planRestore } from "../../operations/plan-lifecycle";
-import { publicProcedure, router } from "../init";
+import { operationProcedure, publicProcedure, router } from "../init";
 
 const planId = z.string().min(1).max(64);
 const version = z.number().int().positive();
@@ -29,8 +28,8 @@ export const plansRouter = router({
     .input(z.object({ show: z.enum(["active", "archived"]).default("active") }).optional())
     .query(({ ctx, input }) => listPlans(ctx.app.db.prisma, { show: input?.show ?? "active" })),
   /** Archive and restore (server/operations/plan-lifecycle.ts); reject is `review`. */
-  archive: publicProcedure.input(planArchive.input).mutation(viaOperation(planArchive)),
-  restore: publicProcedure.input(planRestore.input).mutation(viaOperation(planRestore)),
+  archive: operationProcedure(planArchive).mutation(viaOperation(planArchive)),
+  restore: operationProcedure(planRestore).mutation(viaOperation(planRestore)),
 
   get: publicProcedure
     .input(z.object({ planId: z.string(), version: z.number().int().positive().optional() }))
@@ -68,10 +67,10 @@ export const plansRouter = router({
     }),
 
   /** A person approves exactly this version; its run starts (server/operations/plans.ts). */
-  approve: publicProcedure.input(planApprove.input).mutation(viaOperation(planApprove)),
+  approve: operationProcedure(planApprove).mutation(viaOperation(planApprove)),
   /** Reject, or send back with instructions (seed 002); the agent reads it with plan_review_status. */
-  review: publicProcedure.input(planReview.input).mutation(viaOperation(planReview)),
-  reviewStatus: publicProcedure.input(planReviewStatus.input).query(viaOperation(planReviewStatus)),
+  review: operationProcedure(planReview).mutation(viaOperation(planReview)),
+  reviewStatus: operationProcedure(planReviewStatus).query(viaOperation(planReviewStatus)),
 
   /** Tools with their input as JSON Schema, for the step editor's generated argument forms. */
   tools: publicProcedure.query(({ ctx }) => describeTools(ctx.app.tools)),
@@ -80,9 +79,7 @@ export const plansRouter = router({
    * One edit of the review page, made on `baseVersion`. Stores the next version and returns it
    * (a stored version is always valid, hence no issues); a stale base is a `version_conflict`.
    */
-  edit: publicProcedure
-    .input(z.object({ planId, baseVersion: version, edit: planEditSchema }))
-    .mutation(async ({ ctx, input }) => {
+  edit: operationProcedure(planEdit).mutation(async ({ ctx, input }) => {
       const plan = (await viaOperation(planEdit)({ ctx, input })) as unknown as Plan;
       return { plan, issues: [] as ReturnType<typeof checkPlanDraft>["issues"] };
     }),

@@ -11,7 +11,7 @@ import {
 } from "../../engine/run-list";
 import { viaOperation } from "../../operations/operation";
 import { runAnswer, runCancel, runDecide, runPause, runResume, runRetryStep, runSkipStep } from "../../operations/runs";
-import { publicProcedure, router } from "../init";
+import { operationProcedure, publicProcedure, router } from "../init";
 import { trackedEvents } from "../tracked-events";
 
 const runInput = z.object({ runId: z.uuid() });
@@ -34,9 +34,9 @@ export const runsRouter = router({
     .subscription(({ ctx, input, signal }) => trackedEvents(ctx.app, input.runId, input.lastEventId, signal)),
 
   /** Steering and decisions are operations (server/operations/runs.ts): one place checks who may. */
-  decide: publicProcedure.input(runDecide.input).mutation(viaOperation(runDecide)),
+  decide: operationProcedure(runDecide).mutation(viaOperation(runDecide)),
   /** The answer to an ask_user step; it becomes the step's output. */
-  answer: publicProcedure.input(runAnswer.input).mutation(viaOperation(runAnswer)),
+  answer: operationProcedure(runAnswer).mutation(viaOperation(runAnswer)),
 
   /** A new run from `stepId` on, reusing the other steps' recorded results; optional new arguments. */
   rerunFrom: publicProcedure
@@ -50,11 +50,11 @@ export const runsRouter = router({
       applyRecoveryAction(ctx.app.engine, ctx.app.db.prisma, { ...input, actor: ctx.actor }),
     ),
 
-  cancel: publicProcedure.input(runCancel.input).mutation(viaOperation(runCancel)),
-  pause: publicProcedure.input(runPause.input).mutation(viaOperation(runPause)),
-  resume: publicProcedure.input(runResume.input).mutation(viaOperation(runResume)),
-  retryStep: publicProcedure.input(runRetryStep.input).mutation(viaOperation(runRetryStep)),
-  skipStep: publicProcedure.input(runSkipStep.input).mutation(viaOperation(runSkipStep)),
+  cancel: operationProcedure(runCancel).mutation(viaOperation(runCancel)),
+  pause: operationProcedure(runPause).mutation(viaOperation(runPause)),
+  resume: operationProcedure(runResume).mutation(viaOperation(runResume)),
+  retryStep: operationProcedure(runRetryStep).mutation(viaOperation(runRetryStep)),
+  skipStep: operationProcedure(runSkipStep).mutation(viaOperation(runSkipStep)),
 
   /** Runs across the app or of one plan, newest first, filtered by state, paged by cursor. */
   list: publicProcedure.input(runListInputSchema).query(({ ctx, input }) => listRunSummaries(ctx.app.db.pool, input)),
