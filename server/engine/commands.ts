@@ -50,7 +50,12 @@ export async function decideApproval(
     tx.events.push({
       type: "approval.decided",
       stepId: input.stepId,
-      data: { decision: input.approve ? "approved" : "denied", actor: input.actor, comment: input.comment ?? null },
+      data: {
+        decision: input.approve ? "approved" : "denied",
+        actor: input.actor,
+        actorKind: actorKindOf(input.actor),
+        comment: input.comment ?? null,
+      },
     });
     if (input.approve) {
       makeReady(tx, input.stepId);

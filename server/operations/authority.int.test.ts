@@ -148,7 +148,9 @@ describe("authority matrix", () => {
   );
 
   it("tRPC: every procedure that adapts an operation allows and refuses as declared", async () => {
-    const procedures = Object.entries(appRouter._def.procedures as Record<string, { _def: { meta?: { operation?: string } } }>)
+    const procedures = Object.entries(
+      appRouter._def.procedures as unknown as Record<string, { _def: { meta?: { operation?: string } } }>,
+    )
       .map(([path, procedure]) => [path, procedure._def.meta?.operation] as const)
       .filter((entry): entry is readonly [string, string] => entry[1] !== undefined);
     // Every person-only decision the browser makes goes through its operation.
