@@ -65,6 +65,19 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "template.instantiate": PA,
   "template.delete": PA,
   "planning.command": P,
+  "plan.import": PA,
+  "run.rerun_from": P,
+  "run.apply_recovery": P,
+  "signal.clear": P,
+  "planner.start": P,
+  "planner.cancel": P,
+  "planner.retry": P,
+  "planner.answer": P,
+  "planner.regenerate": P,
+  "planner.suggest": P,
+  "planner.add_suggestion": P,
+  "recovery.propose": P,
+  "recovery.decide": P,
 };
 
 const PERSON: Identity = { kind: "person", name: "owner" };
@@ -154,7 +167,19 @@ describe("authority matrix", () => {
       .map(([path, procedure]) => [path, procedure._def.meta?.operation] as const)
       .filter((entry): entry is readonly [string, string] => entry[1] !== undefined);
     // Every person-only decision the browser makes goes through its operation.
-    for (const name of ["plan.approve", "plan.review", "run.decide", "run.answer", "run.resume", "run.retry_step"]) {
+    for (const name of [
+      "plan.approve",
+      "plan.review",
+      "run.decide",
+      "run.answer",
+      "run.resume",
+      "run.retry_step",
+      "run.rerun_from",
+      "run.apply_recovery",
+      "planner.answer",
+      "recovery.decide",
+      "planning.command",
+    ]) {
       expect(procedures.map(([, operation]) => operation)).toContain(name);
     }
     for (const [path, name] of procedures) {

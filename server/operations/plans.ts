@@ -3,6 +3,8 @@ import { recordAudit } from "../audit/audit-log";
 import { startRun } from "../engine/engine";
 import { editPlan, planEditSchema } from "../plans/edits";
 import { exportPlanMarkdown } from "../plans/export";
+import { MAX_PLAN_JSON_BYTES, parsePlanJson } from "../plans/import";
+import { PLAN_SOURCES } from "../plans/schema";
 import { createPlan, getPlan, listPlans } from "../plans/service";
 import { requireWorkspace, workspaceForPlan } from "../plans/workspaces";
 import type { PlanIssue } from "../plans/validate";
@@ -73,6 +75,32 @@ export const planCreate = defineOperation({
       }
       throw error;
     }
+  },
+});
+
+/** The review page's import: a plan as JSON (exported, or any plan draft) becomes a new plan. */
+export const planImport = defineOperation({
+  name: "plan.import",
+  summary: "Create a plan from plan JSON (as exported, or any plan draft); refused with every problem when invalid",
+  callers: PERSON_OR_AGENT,
+  input: z.object({
+    goal: z.string().max(10_000).optional(),
+    planJson: z.string().max(MAX_PLAN_JSON_BYTES * 2),
+    source: z.enum(PLAN_SOURCES).default("manual"),
+    workspaceId: z.uuid().optional(),
+  }),
+  output: planOutputSchema,
+  async run({ app, identity }, input) {
+    if (input.workspaceId) await requireWorkspace(app.db.pool, input.workspaceId);
+    return asPlanOutput(
+      createPlan(app.db.prisma, app.tools, {
+        draft: parsePlanJson(input.planJson, input.goal),
+        // An agent's plan says so, whatever source it claims: its gates are raised to the defaults.
+        source: identity.kind === "agent" ? "agent" : input.source,
+        author: identity.name,
+        ...(input.workspaceId && { workspaceId: input.workspaceId }),
+      }),
+    );
   },
 });
 
@@ -312,6 +340,7 @@ export const planReview = defineOperation({
 
 export const planOperations = [
   planCreate,
+  planImport,
   planGet,
   planMarkdown,
   planList,

@@ -3,8 +3,10 @@ import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
 import { planLifecycleOperations } from "./plan-lifecycle";
 import { planOperations } from "./plans";
+import { plannerOperations } from "./planner";
 import { planningOperations } from "./planning";
 import { runOperations } from "./runs";
+import { steeringOperations } from "./steering";
 import { templateOperations } from "./templates";
 import { workspaceOperations } from "./workspaces";
 import type { Operation } from "./operation";
@@ -26,6 +28,8 @@ export const operations: AnyOperation[] = [
   ...auditOperations,
   ...templateOperations,
   ...planningOperations,
+  ...plannerOperations,
+  ...steeringOperations,
 ];
 
 export function findOperation(name: string): AnyOperation | undefined {

@@ -1,7 +1,8 @@
 import { z } from "zod";
-import { clearSignal, findSession, listSessions, sessionOfRun } from "../../agents/sessions";
-import { requirePerson } from "../../operations/identity";
-import { publicProcedure, router } from "../init";
+import { listSessions, sessionOfRun } from "../../agents/sessions";
+import { viaOperation } from "../../operations/operation";
+import { signalClear } from "../../operations/steering";
+import { operationProcedure, publicProcedure, router } from "../init";
 
 /** What the browser needs of agent sessions: the session behind a run, its signals, and clearing one. */
 export const agentsRouter = router({
@@ -14,10 +15,5 @@ export const agentsRouter = router({
     .query(({ ctx, input }) => sessionOfRun(ctx.app, input.runId)),
 
   /** A person clears a signal (a blocker the agent raised, a failed check they decided to accept). */
-  clearSignal: publicProcedure
-    .input(z.object({ sessionId: z.string().min(1).max(200), signalId: z.string().min(1).max(100) }))
-    .mutation(async ({ ctx, input }) => {
-      requirePerson(ctx.identity, "clear a signal in the browser");
-      return clearSignal(ctx.app, await findSession(ctx.app, input.sessionId), input.signalId, ctx.actor);
-    }),
+  clearSignal: operationProcedure(signalClear).mutation(viaOperation(signalClear)),
 });

@@ -1,26 +1,19 @@
 import { z } from "zod";
 import { diffPlans } from "../../plans/diff";
 import { describeTools, exportPlanJson, exportPlanMarkdown } from "../../plans/export";
-import { MAX_PLAN_JSON_BYTES, parsePlanJson } from "../../plans/import";
-import { PLAN_SOURCES, type Plan } from "../../plans/schema";
-import { createPlan, getPlan, listPlans } from "../../plans/service";
+import type { Plan } from "../../plans/schema";
+import { getPlan, listPlans } from "../../plans/service";
 import { checkPlanDraft } from "../../plans/validate";
 import { AppError } from "../../errors";
 import { lifecycleStateOf } from "../../plans/lifecycle";
 import { listPlanVersions } from "../../plans/versions";
-import { requireWorkspace } from "../../plans/workspaces";
-import { planApprove, planEdit, planReview, planReviewStatus } from "../../operations/plans";
+import { planApprove, planEdit, planImport, planReview, planReviewStatus } from "../../operations/plans";
 import { viaOperation } from "../../operations/operation";
 import { planArchive, planRestore } from "../../operations/plan-lifecycle";
 import { operationProcedure, publicProcedure, router } from "../init";
 
 const planId = z.string().min(1).max(64);
 const version = z.number().int().positive();
-
-const planJsonInput = z.object({
-  goal: z.string().max(10_000).optional(),
-  planJson: z.string().max(MAX_PLAN_JSON_BYTES * 2),
-});
 
 export const plansRouter = router({
   /** Active plans by default; `show: "archived"` lists the archived and rejected ones. */
@@ -54,17 +47,9 @@ export const plansRouter = router({
     };
   }),
 
-  createFromJson: publicProcedure
-    .input(planJsonInput.extend({ source: z.enum(PLAN_SOURCES).default("manual"), workspaceId: z.uuid().optional() }))
-    .mutation(async ({ ctx, input }) => {
-      if (input.workspaceId) await requireWorkspace(ctx.app.db.pool, input.workspaceId);
-      return createPlan(ctx.app.db.prisma, ctx.app.tools, {
-        draft: parsePlanJson(input.planJson, input.goal),
-        source: input.source,
-        author: ctx.actor,
-        ...(input.workspaceId && { workspaceId: input.workspaceId }),
-      });
-    }),
+  createFromJson: operationProcedure(planImport).mutation(
+    async (call) => (await viaOperation(planImport)(call)) as unknown as Plan,
+  ),
 
   /** A person approves exactly this version; its run starts (server/operations/plans.ts). */
   approve: operationProcedure(planApprove).mutation(viaOperation(planApprove)),

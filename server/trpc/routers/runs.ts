@@ -1,6 +1,4 @@
 import { z } from "zod";
-import { applyRecoveryAction, rerunFrom } from "../../engine/recovery";
-import { recoveryActionSchema } from "../../engine/recovery-action";
 import { getRun, listRuns } from "../../engine/run-view";
 import {
   listRunDecisions,
@@ -10,6 +8,7 @@ import {
   runListInputSchema,
 } from "../../engine/run-list";
 import { viaOperation } from "../../operations/operation";
+import { runApplyRecovery, runRerunFrom } from "../../operations/steering";
 import { runAnswer, runCancel, runDecide, runPause, runResume, runRetryStep, runSkipStep } from "../../operations/runs";
 import { operationProcedure, publicProcedure, router } from "../init";
 import { trackedEvents } from "../tracked-events";
@@ -39,16 +38,10 @@ export const runsRouter = router({
   answer: operationProcedure(runAnswer).mutation(viaOperation(runAnswer)),
 
   /** A new run from `stepId` on, reusing the other steps' recorded results; optional new arguments. */
-  rerunFrom: publicProcedure
-    .input(z.object({ runId: z.uuid(), stepId: z.string(), args: z.record(z.string(), z.unknown()).optional() }))
-    .mutation(({ ctx, input }) => rerunFrom(ctx.app.engine, ctx.app.db.prisma, { ...input, actor: ctx.actor })),
+  rerunFrom: operationProcedure(runRerunFrom).mutation(viaOperation(runRerunFrom)),
 
   /** Retry with new arguments, skip, insert steps before, or abort: applied to a failed step. */
-  applyRecovery: publicProcedure
-    .input(z.object({ runId: z.uuid(), stepId: z.string(), action: recoveryActionSchema }))
-    .mutation(({ ctx, input }) =>
-      applyRecoveryAction(ctx.app.engine, ctx.app.db.prisma, { ...input, actor: ctx.actor }),
-    ),
+  applyRecovery: operationProcedure(runApplyRecovery).mutation(viaOperation(runApplyRecovery)),
 
   cancel: operationProcedure(runCancel).mutation(viaOperation(runCancel)),
   pause: operationProcedure(runPause).mutation(viaOperation(runPause)),
