@@ -24,6 +24,7 @@ import {
 } from "../agents/plan-mode";
 import type { AppContext } from "../app-context";
 import { AppError } from "../errors";
+import { withCaller } from "../caller-context";
 import { toProblem } from "../http/problem";
 import { logger } from "../logger";
 import type { Identity } from "../operations/identity";
@@ -66,9 +67,9 @@ function failure(error: unknown, tool: string): CallToolResult {
   return { isError: true, content: [{ type: "text", text: JSON.stringify(problem, null, 2) }] };
 }
 
-async function guarded(tool: string, work: () => Promise<unknown>): Promise<CallToolResult> {
+async function guarded(tool: string, identity: Identity, work: () => Promise<unknown>): Promise<CallToolResult> {
   try {
-    return result(await work());
+    return result(await withCaller(identity, work));
   } catch (error) {
     return failure(error, tool);
   }
@@ -103,6 +104,8 @@ function registerCheckedTool(
     input: z.ZodType;
     shape: z.ZodRawShape;
     routing: Record<string, z.ZodType>;
+    /** The caller: what the tool writes is stored as this identity's, by kind. */
+    identity: Identity;
     outputSchema?: z.ZodObject;
     annotations: { readOnlyHint: boolean; idempotentHint: boolean; destructiveHint: boolean };
   },
@@ -118,7 +121,7 @@ function registerCheckedTool(
       annotations: { ...tool.annotations, openWorldHint: false },
     },
     ((raw: Record<string, unknown>, extra: ToolExtra) =>
-      guarded(tool.name, async () => {
+      guarded(tool.name, tool.identity, async () => {
         const { [routingName!]: routing, ...rest } = raw;
         const parsed = tool.input.safeParse(rest);
         if (!parsed.success) throw invalid(parsed.error);
@@ -168,7 +171,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
         },
       },
       (input: unknown, extra: ToolExtra) =>
-        guarded(name, () =>
+        guarded(name, identity, () =>
           invokeOperation(operation, { app, identity, signal: extra.signal, progress: progressOf(extra) }, input),
         ),
     );
@@ -195,7 +198,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
   ) =>
     registerCheckedTool(
       server,
-      { name, description, input, shape, routing: sessionField, outputSchema: todoPlanSchema, annotations },
+      { name, description, input, shape, routing: sessionField, identity, outputSchema: todoPlanSchema, annotations },
       (parsed, explicit) => run(parsed, key(explicit)),
     );
 
@@ -269,6 +272,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
         input,
         shape: input.shape,
         routing: planningField,
+        identity,
         annotations: { ...annotations, destructiveHint: false },
       },
       run,

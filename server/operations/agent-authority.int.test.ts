@@ -229,4 +229,34 @@ describe("agents propose, a person disposes", () => {
     expect(await stepStatus(runId, effect.id)).toBe("skipped");
     await expect(fs.stat(marker)).rejects.toMatchObject({ code: "ENOENT" });
   });
+
+  it("what an agent does through MCP's own tools and seed 001's POST /api/plan is stored as an agent's", async () => {
+    harness = await startHarness({ worker: false });
+    const server = createMcpServer({ app: harness.app, identity: AGENT, sessionId: () => "todo" });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const client = new Client({ name: "agent", version: "1.0.0" });
+    await client.connect(clientSide);
+    const setUp = await client.callTool({ name: "planning_setup_plan", arguments: { objective: "Todo" } });
+    expect(setUp.isError).toBeFalsy();
+    await client.close();
+    await server.close();
+    const response = await createPlanFromApi(
+      new Request("http://127.0.0.1/api/plan", {
+        method: "POST",
+        headers: { "content-type": "application/json", [IDENTITY_HEADER]: signIdentity(AGENT) },
+        body: JSON.stringify({ goal: "Seed 001", steps: [{ id: "step_1", tool: "echo", args: { value: 1 } }] }),
+      }),
+      harness.app,
+    );
+    expect(response.status).toBe(201);
+
+    const kinds = await harness.app.db.pool.query<{ action: string; actor_kind: string }>(
+      "select action, actor_kind from audit_entries where actor = 'owner' order by id",
+    );
+    expect(kinds.rows.map((row) => row.action)).toEqual(
+      expect.arrayContaining(["plan.created", "plan.approved"]),
+    );
+    expect(new Set(kinds.rows.map((row) => row.actor_kind))).toEqual(new Set(["agent"]));
+  });
 });
