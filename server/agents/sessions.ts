@@ -33,6 +33,7 @@ import { decideNow } from "./decide";
 import { AGENT_INSTRUCTIONS, AGENT_INSTRUCTIONS_VERSION } from "./instructions";
 import { openSignals, taskNumber, upsertSignal, type OpenSignal, type SignalLevel } from "./signal-store";
 import { checkNewTasks } from "./task-gates";
+import { DONE_STEP_STATUSES, isIn } from "../vocabulary";
 
 /**
  * Agent sessions (seed 003): a goal, a plan whose steps are the agent's tasks (and any tool steps
@@ -370,7 +371,7 @@ export async function updateSession(
 
   if (payload.final_summary !== undefined) {
     // Tasks not settled now and not settled by this very update.
-    const open = tasksOf(loaded).filter((task) => !["completed", "skipped", "cancelled"].includes(task.state));
+    const open = tasksOf(loaded).filter((task) => !isIn(DONE_STEP_STATUSES, task.state));
     const stillOpen = open.filter(
       (task) =>
         !updates.some((u) => u.stepId === `step_${task.id}` && u.status !== "TODO" && u.status !== "IN_PROGRESS"),

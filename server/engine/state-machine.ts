@@ -1,5 +1,5 @@
 import type { StepStatus } from "../plans/schema";
-import { FINISHED_RUN_STATUSES as FINISHED_RUNS, type RunStatus } from "../vocabulary";
+import { FINISHED_RUN_STATUSES as FINISHED_RUNS, SETTLED_STEP_STATUSES, type RunStatus } from "../vocabulary";
 
 /**
  * The step state machine — the one place that says which status may follow which.
@@ -50,13 +50,7 @@ export const STEP_TRANSITIONS: Readonly<Record<StepStatus, readonly StepStatus[]
   cancelled: [],
 };
 
-export const SETTLED_STATUSES: ReadonlySet<StepStatus> = new Set([
-  "completed",
-  "failed",
-  "blocked",
-  "skipped",
-  "cancelled",
-]);
+export const SETTLED_STATUSES: ReadonlySet<StepStatus> = new Set(SETTLED_STEP_STATUSES);
 
 export function canTransition(from: StepStatus, to: StepStatus): boolean {
   return STEP_TRANSITIONS[from].includes(to);

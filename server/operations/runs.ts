@@ -3,7 +3,14 @@ import { answerQuestion, cancelRun, decideApproval, pauseRun, resumeRun, retrySt
 import { listRunSummaries, readRunEvents, runEventsInputSchema, runListInputSchema } from "../engine/run-list";
 import { getRun } from "../engine/run-view";
 import type { AppContext } from "../app-context";
-import type { CallerKind, IdentityKind } from "../vocabulary";
+import {
+  FINISHED_RUN_STATUSES,
+  isIn,
+  SETTLED_STEP_STATUSES,
+  WAITING_FOR_PERSON_STEP_STATUSES,
+  type CallerKind,
+  type IdentityKind,
+} from "../vocabulary";
 import { requirePerson } from "./identity";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
@@ -69,7 +76,6 @@ export const runEvents = defineOperation({
   run: async ({ app }, input) => (await readRunEvents(app.db.pool, input)) as z.input<typeof eventsSchema>,
 });
 
-const FINISHED = ["completed", "failed", "cancelled"];
 
 /**
  * Waits until a run finishes, or needs a person (a gate, a question), or the time is up — and
@@ -94,9 +100,7 @@ export const runWait = defineOperation({
     let lastReported = -1;
     for (;;) {
       const run = await getRun(app.db.prisma, input.runId);
-      const settled = run.steps.filter((step) =>
-        ["completed", "skipped", "cancelled", "failed", "blocked"].includes(step.status),
-      ).length;
+      const settled = run.steps.filter((step) => isIn(SETTLED_STEP_STATUSES, step.status)).length;
       if (settled !== lastReported) {
         lastReported = settled;
         progress?.(
@@ -105,8 +109,8 @@ export const runWait = defineOperation({
           `${settled} of ${run.steps.length} steps settled; the run is ${run.status}`,
         );
       }
-      const waiting = run.steps.some((step) => step.status === "awaiting_approval" || step.status === "awaiting_input");
-      if (FINISHED.includes(run.status)) return { ...run, waitedFor: "finished" as const };
+      const waiting = run.steps.some((step) => isIn(WAITING_FOR_PERSON_STEP_STATUSES, step.status));
+      if (isIn(FINISHED_RUN_STATUSES, run.status)) return { ...run, waitedFor: "finished" as const };
       if (input.untilWaiting && waiting) return { ...run, waitedFor: "waiting" as const };
       if (Date.now() >= deadline || signal?.aborted) return { ...run, waitedFor: "timeout" as const };
       await new Promise((resolve) => setTimeout(resolve, 250));

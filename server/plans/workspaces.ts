@@ -3,6 +3,7 @@ import path from "node:path";
 import type pg from "pg";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
+import { FINISHED_RUN_STATUSES } from "../vocabulary";
 
 /** The system's own directories; project folders such as /usr/src/app or /var/lib/jenkins stay allowed. */
 const SYSTEM_DIRECTORIES = [
@@ -79,7 +80,7 @@ export interface WorkspaceView {
 }
 
 /** Run and planning-session states after which nothing acts in the workspace any more. */
-const FINISHED_RUN = ["completed", "failed", "cancelled"];
+const FINISHED_RUN = FINISHED_RUN_STATUSES;
 const FINISHED_SESSION = ["completed", "invalid", "failed", "cancelled"];
 
 const USES = `
