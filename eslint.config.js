@@ -63,15 +63,14 @@ const DOOR_FILES = [
 /**
  * Doors that still call the domain directly, until their use cases are operations too. Each entry
  * is a bypass of the operations layer's authority check that is known and listed, not new:
- * - tRPC queries (reads; every tRPC mutation is an operation): runs.get/listForPlan/list/
- *   history/decisions/events, plans.list/get/lifecycle/tools/versions/diff/export,
+ * - tRPC queries (reads; every tRPC mutation, and the runs router, are operations):
+ *   plans.list/get/lifecycle/tools/versions/diff/export,
  *   planner.options/session/sessions/events/usage/recoveryProposals, planning.list/state,
  *   agents.list/sessionOfRun, inbox.list, workspaces.forPlan.
  * - MCP: seed 000's planning_* todo tools, seed 002's plan-mode tools, plan resources.
  * - HTTP: seed 001's POST /api/plan, GET /api/plan/<id> and /api/chat handlers.
  */
 const DOOR_EXCEPTIONS = [
-  "server/trpc/routers/runs.ts",
   "server/trpc/routers/plans.ts",
   "server/trpc/routers/planner.ts",
   "server/trpc/routers/planning.ts",

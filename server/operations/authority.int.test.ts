@@ -46,6 +46,8 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "run.wait": PA,
   "run.list": PA,
   "run.events": PA,
+  "run.decisions": PA,
+  "run.list_for_plan": PA,
   "run.decide": P,
   "run.answer": P,
   "run.cancel": PA,

@@ -1,7 +1,13 @@
 import { z } from "zod";
 import { answerQuestion, cancelRun, decideApproval, pauseRun, resumeRun, retryStep, skipStep } from "../engine/engine";
-import { listRunSummaries, readRunEvents, runEventsInputSchema, runListInputSchema } from "../engine/run-list";
-import { getRun } from "../engine/run-view";
+import {
+  listRunDecisions,
+  listRunSummaries,
+  readRunEvents,
+  runEventsInputSchema,
+  runListInputSchema,
+} from "../engine/run-list";
+import { getRun, listRuns } from "../engine/run-view";
 import type { AppContext } from "../app-context";
 import {
   FINISHED_RUN_STATUSES,
@@ -82,6 +88,38 @@ export const runEvents = defineOperation({
  * reports progress meanwhile (MCP progress notifications) — so an agent can follow a run without
  * polling. Answers the run's state when it returns.
  */
+export const runDecisions = defineOperation({
+  name: "run.decisions",
+  summary: "Who approved or denied which gated step of a run, and as what kind of identity, oldest first",
+  callers: PERSON_OR_AGENT,
+  input: z.object({ runId }),
+  output: z.object({
+    decisions: z.array(
+      z.object({
+        stepId: z.string(),
+        planVersion: z.number(),
+        decision: z.enum(["approved", "denied"]),
+        actor: z.string(),
+        actorKind: z.enum(["person", "agent", "system"]).nullable(),
+        comment: z.string().nullable(),
+        createdAt: z.string(),
+      }),
+    ),
+  }),
+  annotations: { readOnly: true },
+  run: async ({ app }, input) => ({ decisions: await listRunDecisions(app.db.pool, input.runId) }),
+});
+
+export const runListForPlan = defineOperation({
+  name: "run.list_for_plan",
+  summary: "A plan's latest runs, newest first",
+  callers: PERSON_OR_AGENT,
+  input: z.object({ planId: z.string().min(1).max(100) }),
+  output: z.object({ runs: z.array(z.looseObject({ id: z.string(), status: z.string() })) }),
+  annotations: { readOnly: true },
+  run: async ({ app }, input) => ({ runs: await listRuns(app.db.prisma, input.planId) }),
+});
+
 export const runWait = defineOperation({
   name: "run.wait",
   callers: PERSON_OR_AGENT,
@@ -211,6 +249,8 @@ export const runOperations = [
   runWait,
   runList,
   runEvents,
+  runDecisions,
+  runListForPlan,
   runDecide,
   runAnswer,
   runCancel,

@@ -1,28 +1,32 @@
 import { z } from "zod";
-import { getRun, listRuns } from "../../engine/run-view";
-import {
-  listRunDecisions,
-  listRunSummaries,
-  readRunEvents,
-  runEventsInputSchema,
-  runListInputSchema,
-} from "../../engine/run-list";
+import type { listRuns, RunView } from "../../engine/run-view";
+import type { listRunSummaries, readRunEvents, RunDecision } from "../../engine/run-list";
 import { viaOperation } from "../../operations/operation";
 import { runApplyRecovery, runRerunFrom } from "../../operations/steering";
-import { runAnswer, runCancel, runDecide, runPause, runResume, runRetryStep, runSkipStep } from "../../operations/runs";
+import {
+  runAnswer,
+  runCancel,
+  runDecide,
+  runDecisions,
+  runEvents,
+  runGet,
+  runList,
+  runListForPlan,
+  runPause,
+  runResume,
+  runRetryStep,
+  runSkipStep,
+} from "../../operations/runs";
 import { operationProcedure, publicProcedure, router } from "../init";
 import { trackedEvents } from "../tracked-events";
 
-const runInput = z.object({ runId: z.uuid() });
-
 export const runsRouter = router({
-  get: publicProcedure
-    .input(z.object({ runId: z.uuid() }))
-    .query(({ ctx, input }) => getRun(ctx.app.db.prisma, input.runId)),
+  get: operationProcedure(runGet).query(async (call) => (await viaOperation(runGet)(call)) as unknown as RunView),
 
-  listForPlan: publicProcedure
-    .input(z.object({ planId: z.string() }))
-    .query(({ ctx, input }) => listRuns(ctx.app.db.prisma, input.planId)),
+  listForPlan: operationProcedure(runListForPlan).query(
+    async (call) =>
+      ((await viaOperation(runListForPlan)(call)) as unknown as { runs: Awaited<ReturnType<typeof listRuns>> }).runs,
+  ),
 
   /**
    * Every event of a run after `lastEventId`, replayed from the table and then live. The client
@@ -50,9 +54,15 @@ export const runsRouter = router({
   skipStep: operationProcedure(runSkipStep).mutation(viaOperation(runSkipStep)),
 
   /** Runs across the app or of one plan, newest first, filtered by state, paged by cursor. */
-  list: publicProcedure.input(runListInputSchema).query(({ ctx, input }) => listRunSummaries(ctx.app.db.pool, input)),
+  list: operationProcedure(runList).query(
+    async (call) => (await viaOperation(runList)(call)) as unknown as Awaited<ReturnType<typeof listRunSummaries>>,
+  ),
   /** Stored events of a run (e.g. a step's log lines up to the snapshot), oldest first. */
-  history: publicProcedure.input(runEventsInputSchema).query(({ ctx, input }) => readRunEvents(ctx.app.db.pool, input)),
+  history: operationProcedure(runEvents).query(
+    async (call) => (await viaOperation(runEvents)(call)) as unknown as Awaited<ReturnType<typeof readRunEvents>>,
+  ),
   /** Who approved or denied which gated step. */
-  decisions: publicProcedure.input(runInput).query(({ ctx, input }) => listRunDecisions(ctx.app.db.pool, input.runId)),
+  decisions: operationProcedure(runDecisions).query(
+    async (call) => ((await viaOperation(runDecisions)(call)) as unknown as { decisions: RunDecision[] }).decisions,
+  ),
 });
