@@ -34,6 +34,7 @@ import { AGENT_INSTRUCTIONS, AGENT_INSTRUCTIONS_VERSION } from "./instructions";
 import { openSignals, taskNumber, upsertSignal, type OpenSignal, type SignalLevel } from "./signal-store";
 import { checkNewTasks } from "./task-gates";
 import { DONE_STEP_STATUSES, isIn } from "../vocabulary";
+import { actorKindOf } from "../caller-context";
 
 /**
  * Agent sessions (seed 003): a goal, a plan whose steps are the agent's tasks (and any tool steps
@@ -541,13 +542,17 @@ export async function clearSignal(
   let retried = "";
   if (cleared.raised_by === "stepwise" && cleared.task_id !== null) {
     const stepId = `step_${cleared.task_id}`;
-    const status = await app.db.pool.query<{ status: StepStatus }>(
-      "select status from run_steps where run_id = $1 and step_id = $2",
+    const status = await app.db.pool.query<{ status: StepStatus; tool: string }>(
+      "select status, tool from run_steps where run_id = $1 and step_id = $2",
       [session.run_id, stepId],
     );
-    if (status.rows[0]?.status === "failed") {
+    const failed = status.rows[0];
+    // Trying a failed step again is a person's decision, except for the agent's own task.
+    if (failed?.status === "failed" && (actorKindOf(actor) === "person" || failed.tool === AGENT_TASK_TOOL)) {
       await retryStep(app.engine, { runId: session.run_id, stepId, actor });
       retried = ` Task ${cleared.task_id} runs again.`;
+    } else if (failed?.status === "failed") {
+      retried = ` Task ${cleared.task_id} stays failed until a person retries it.`;
     }
   }
   const blockers = await app.db.pool.query(

@@ -256,6 +256,12 @@ export async function resumeRunAfterSignal(deps: EngineDeps, input: { runId: str
     if (!held.rows[0]?.paused_by_signal) return;
     await client.query("update agent_sessions set paused_by_signal = false where run_id = $1", [input.runId]);
     if (tx.run.status !== "paused") return;
+    // A person who paused the run since keeps it paused: clearing a signal lifts only the signal's.
+    const paused = await client.query<{ paused_by_kind: IdentityKind | null }>(
+      "select paused_by_kind from runs where id = $1",
+      [input.runId],
+    );
+    if (!mayLiftPause(paused.rows[0]?.paused_by_kind, "system")) return;
     tx.run.status = "running";
     tx.events.push({ type: "run.resumed", data: { status: "running", actor: input.actor, reason: "Signals cleared" } });
     await dispatch(tx);

@@ -259,4 +259,25 @@ describe("agents propose, a person disposes", () => {
     );
     expect(new Set(kinds.rows.map((row) => row.actor_kind))).toEqual(new Set(["agent"]));
   });
+
+  it("an agent clearing the failure signal of a person-approved step does not run it again", async () => {
+    const marker = path.join(await tempDir(), "missing-dir", "marker");
+    harness = await startHarness({ tools: createToolRegistry([...builtinTools, markerTool(marker)]) });
+    const { planId, runId } = await startSession("Fail once");
+    const effect = await agentAddsStep(planId, { tool: "touch_marker", args: {} });
+    await waitForStep(runId, effect.id, "awaiting_approval");
+    await call("run.decide", PERSON, { runId, stepId: effect.id, approve: true });
+    await waitForStep(runId, effect.id, "failed");
+    const signal = await harness.app.db.pool.query<{ key: string }>(
+      "select key from signals where raised_by = 'stepwise' and cleared_at is null",
+    );
+    // The directory exists now: a retry would succeed and write the marker.
+    await fs.mkdir(path.dirname(marker));
+    const cleared = (await call("agent.alert", AGENT, { alert: { clear: signal.rows[0]!.key } })) as { message: string };
+    expect(cleared.message).toContain("stays failed until a person retries it");
+    expect(await stepStatus(runId, effect.id)).toBe("failed");
+    await call("run.retry_step", PERSON, { runId, stepId: effect.id });
+    await waitForStep(runId, effect.id, "completed");
+    expect(await fs.readFile(marker, "utf8")).toBe("ran");
+  });
 });
