@@ -547,8 +547,10 @@ export async function clearSignal(
       [session.run_id, stepId],
     );
     const failed = status.rows[0];
-    // Trying a failed step again is a person's decision, except for the agent's own task.
-    if (failed?.status === "failed" && (actorKindOf(actor) === "person" || failed.tool === AGENT_TASK_TOOL)) {
+    // Trying a failed step again is a person's decision, except for the agent's own task and a
+    // step whose tool only reads (a check the agent's fix should now pass).
+    const harmless = failed !== undefined && (failed.tool === AGENT_TASK_TOOL || app.tools.get(failed.tool)?.readOnly);
+    if (failed?.status === "failed" && (actorKindOf(actor) === "person" || harmless)) {
       await retryStep(app.engine, { runId: session.run_id, stepId, actor });
       retried = ` Task ${cleared.task_id} runs again.`;
     } else if (failed?.status === "failed") {
