@@ -102,6 +102,10 @@ async function agentAddsStep(planId: string, step: { tool: string; args: Record<
 describe("agents propose, a person disposes", () => {
   it("an agent cannot register a directory: not by workspace.register, agent.start, POST /api/plan or MCP start", async () => {
     harness = await startHarness({ worker: false });
+    // The server's default workspace, named by its path, is the default.
+    await expect(
+      call("agent.start", AGENT, { goal: "Work here", workspace: harness.workspace }),
+    ).resolves.toMatchObject({ status: "session_created" });
     const dir = await tempDir();
     await expect(call("workspace.register", AGENT, { path: dir })).rejects.toMatchObject({ code: "forbidden" });
     await expect(call("agent.start", AGENT, { goal: "Work there", workspace: dir })).rejects.toMatchObject({

@@ -173,6 +173,11 @@ export async function workspaceForNewWork(
   input: { named?: string; defaultRoot: string; mayRegister: boolean },
 ): Promise<{ id: string; path: string }> {
   if (input.named === undefined) return defaultWorkspace(pool, input.defaultRoot);
+  // The default workspace by its path is the default, registered or not yet.
+  const [named, fallback] = await Promise.all(
+    [input.named, input.defaultRoot].map((candidate) => fs.realpath(candidate).catch(() => candidate)),
+  );
+  if (named === fallback) return defaultWorkspace(pool, input.defaultRoot);
   const registered = await findRegisteredWorkspace(pool, input.named);
   if (registered) return registered;
   // A name that cannot be a directory at all is bad input, whoever sent it.
