@@ -2,6 +2,7 @@ import type { z } from "zod";
 import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
 import { planLifecycleOperations } from "./plan-lifecycle";
+import { readOperations } from "./reads";
 import { planOperations } from "./plans";
 import { plannerOperations } from "./planner";
 import { planningOperations } from "./planning";
@@ -30,6 +31,7 @@ export const operations: AnyOperation[] = [
   ...planningOperations,
   ...plannerOperations,
   ...steeringOperations,
+  ...readOperations,
 ];
 
 export function findOperation(name: string): AnyOperation | undefined {
