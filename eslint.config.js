@@ -39,6 +39,49 @@ const SERVER_CORE_PATTERNS = [
   { group: ["@/app", "@/app/*", "**/app/*"], message: "The server core must not import from app/." },
 ];
 
+/**
+ * The layer order: doors (tRPC, MCP, the HTTP API, Next.js route handlers, the CLI's agent verbs)
+ * are adapters over server/operations, which decides who may do what. A door may import the
+ * operations and framework pieces (errors, the app context, the logger, the vocabulary), and types
+ * from anywhere — but no value of the domain, so it cannot reach past the authority check.
+ */
+const DOMAIN_MODULES = ["engine", "plans", "agents", "planner", "audit", "inbox", "templates", "tools", "db"];
+const NO_DOMAIN_FROM_DOORS = {
+  group: DOMAIN_MODULES.flatMap((module) => [`**/server/${module}/*`, `@/server/${module}/*`, `../${module}/*`, `../../${module}/*`]),
+  allowTypeImports: true,
+  message:
+    "Doors are adapters: call an operation (server/operations) instead of the domain, so its authority check cannot be skipped.",
+};
+const DOOR_FILES = [
+  "server/trpc/**/*.{ts,tsx}",
+  "server/mcp/**/*.{ts,tsx}",
+  "server/http/**/*.{ts,tsx}",
+  "app/api/**/*.{ts,tsx}",
+  "server/cli/client.ts",
+  "server/cli/mcp-bridge.ts",
+];
+/**
+ * Doors that still call the domain directly, until their use cases are operations too. Each entry
+ * is a bypass of the operations layer's authority check that is known and listed, not new:
+ * - tRPC queries (reads; every tRPC mutation, and the runs, inbox, planning and agents routers,
+ *   are operations):
+ *   plans.list/get/lifecycle/tools/versions/diff/export,
+ *   planner.options/session/sessions/events/usage/recoveryProposals, workspaces.forPlan.
+ * - MCP: seed 000's planning_* todo tools, seed 002's plan-mode tools and their tool filter
+ *   (plan-mode-tools.ts), plan resources, and closing a session's todo plan (http.ts).
+ * - HTTP: seed 001's POST /api/plan, GET /api/plan/<id> and /api/chat handlers.
+ */
+const DOOR_EXCEPTIONS = [
+  "server/trpc/routers/plans.ts",
+  "server/trpc/routers/planner.ts",
+  "server/trpc/routers/workspaces.ts",
+  "server/mcp/server.ts",
+  "server/mcp/plan-mode-tools.ts",
+  "server/mcp/http.ts",
+  "server/http/plan-api.ts",
+  "server/http/chat-api.ts",
+];
+
 export default defineConfig([
   globalIgnores([
     "**/node_modules/",
@@ -135,6 +178,20 @@ export default defineConfig([
       "@typescript-eslint/no-restricted-imports": [
         "error",
         { paths: SERVER_CORE_PATHS, patterns: SERVER_CORE_PATTERNS },
+      ],
+    },
+  },
+
+  // Doors: the operations layer and framework pieces only (see NO_DOMAIN_FROM_DOORS).
+  {
+    files: DOOR_FILES,
+    ignores: [...DOOR_EXCEPTIONS, "**/*.test.ts"],
+    rules: {
+      "@typescript-eslint/no-restricted-imports": [
+        "error",
+        {
+          patterns: [NO_GENERATED_PRISMA, NO_DOMAIN_FROM_DOORS],
+        },
       ],
     },
   },

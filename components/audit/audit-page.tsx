@@ -166,6 +166,12 @@ export function AuditPage({ filters }: { filters: AuditFilters }) {
                   <time dateTime={entry.createdAt}>{new Date(entry.createdAt).toLocaleString()}</time>
                 </td>
                 <td>
+                  {/* The stored kind, not the name, tells a person from an agent that took a person's name. */}
+                  {entry.actorKind && entry.actorKind !== "person" && (
+                    <span className="muted" data-testid="actor-kind">
+                      {entry.actorKind}{" "}
+                    </span>
+                  )}
                   <Link href={auditHref({ ...filters, person: entry.actor })} title={`Only ${entry.actor}'s decisions`}>
                     {entry.actor}
                   </Link>

@@ -35,6 +35,7 @@ export interface LogLine {
 export interface StepDecision {
   decision: "approved" | "denied";
   actor: string;
+  actorKind?: string | null;
   comment: string | null;
   at: string;
 }
@@ -169,6 +170,7 @@ function applyStepEvent(step: LiveStep, event: StoredEvent): LiveStep {
       updated.decision = {
         decision: event.data.decision,
         actor: event.data.actor,
+        actorKind: event.data.actorKind ?? null,
         comment: event.data.comment,
         at: event.createdAt,
       };

@@ -111,7 +111,9 @@ export const RunStepCard = memo(function RunStepCard({
           )}
           {decision && (
             <p className="muted" data-testid="decision">
-              {decision.decision === "approved" ? "Approved" : "Denied"} by {decision.actor}
+              {decision.decision === "approved" ? "Approved" : "Denied"} by{" "}
+              {decision.actorKind && decision.actorKind !== "person" && `${decision.actorKind} `}
+              {decision.actor}
               {decision.comment && `: “${decision.comment}”`}
             </p>
           )}

@@ -1,5 +1,6 @@
 import type { OpenSignal } from "./signal-store";
 import type { AgentTaskView, StatusResponse } from "./contract";
+import { DONE_STEP_STATUSES } from "../vocabulary";
 
 /**
  * What an agent should do now — seed 003's `status` decision, as a pure function of the session's
@@ -20,7 +21,7 @@ export interface SessionState {
   runStatus: string;
 }
 
-const SETTLED = new Set(["completed", "skipped", "cancelled"]);
+const SETTLED: ReadonlySet<string> = new Set(DONE_STEP_STATUSES);
 
 export function decideNow(state: SessionState): StatusResponse {
   const session = { id: state.session.id, goal: state.session.goal };

@@ -18,7 +18,7 @@ import { appendEvents } from "../events/store";
 import type { NewEvent } from "../events/types";
 import type { Step, StepInput, StepStatus } from "../plans/schema";
 import { createPlan, getPlan } from "../plans/service";
-import { registerWorkspace } from "../plans/workspaces";
+import { workspaceForNewWork } from "../plans/workspaces";
 import { savePlanVersion } from "../plans/versions";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { resolveInWorkspace } from "../tools/workspace-path";
@@ -34,6 +34,8 @@ import { decideNow } from "./decide";
 import { AGENT_INSTRUCTIONS, AGENT_INSTRUCTIONS_VERSION } from "./instructions";
 import { openSignals, taskNumber, upsertSignal, type OpenSignal, type SignalLevel } from "./signal-store";
 import { checkNewTasks } from "./task-gates";
+import { DONE_STEP_STATUSES, isIn } from "../vocabulary";
+import { actorKindOf } from "../caller-context";
 
 /**
  * Agent sessions (seed 003): a goal, a plan whose steps are the agent's tasks (and any tool steps
@@ -64,8 +66,11 @@ export async function startSession(
   app: App,
   input: {
     goal: string;
+    /** A registered workspace's id or path; the server's default when omitted. */
     workspace?: string;
     actor: string;
+    /** Whether a directory not yet registered may be registered for the session: a person's call only. */
+    mayRegisterWorkspace?: boolean;
     /** The plan's first tasks; by default seed 003's decomposition meta-task. */
     steps?: StepInput[];
     /** A seed 000 todo plan's owner (an MCP session); see `server/agents/todo-plans.ts`. */
@@ -75,7 +80,11 @@ export async function startSession(
   const goal = input.goal.trim();
   if (!goal) throw new AppError("invalid_input", 'A session needs a goal: --goal "what to achieve"');
   if (goal.length > MAX_GOAL) throw new AppError("invalid_input", `The goal is limited to ${MAX_GOAL} characters`);
-  const workspace = await registerWorkspace(app.db.pool, input.workspace ?? app.workspaceRoot);
+  const workspace = await workspaceForNewWork(app.db.pool, {
+    ...(input.workspace !== undefined && { named: input.workspace }),
+    defaultRoot: app.workspaceRoot,
+    mayRegister: input.mayRegisterWorkspace === true,
+  });
   const workspaceRoot = workspace.path;
   const plan = await createPlan(app.db.prisma, app.tools, {
     draft: {
@@ -396,7 +405,7 @@ export async function updateSession(
 
   if (payload.final_summary !== undefined) {
     // Tasks not settled now and not settled by this very update.
-    const open = tasksOf(loaded).filter((task) => !["completed", "skipped", "cancelled"].includes(task.state));
+    const open = tasksOf(loaded).filter((task) => !isIn(DONE_STEP_STATUSES, task.state));
     const stillOpen = open.filter(
       (task) =>
         !updates.some((u) => u.stepId === `step_${task.id}` && u.status !== "TODO" && u.status !== "IN_PROGRESS"),
@@ -567,13 +576,19 @@ export async function clearSignal(
   let retried = "";
   if (cleared.raised_by === "stepwise" && cleared.task_id !== null) {
     const stepId = `step_${cleared.task_id}`;
-    const status = await app.db.pool.query<{ status: StepStatus }>(
-      "select status from run_steps where run_id = $1 and step_id = $2",
+    const status = await app.db.pool.query<{ status: StepStatus; tool: string }>(
+      "select status, tool from run_steps where run_id = $1 and step_id = $2",
       [session.run_id, stepId],
     );
-    if (status.rows[0]?.status === "failed") {
+    const failed = status.rows[0];
+    // Trying a failed step again is a person's decision, except for the agent's own task and a
+    // step whose tool only reads (a check the agent's fix should now pass).
+    const harmless = failed !== undefined && (failed.tool === AGENT_TASK_TOOL || app.tools.get(failed.tool)?.readOnly);
+    if (failed?.status === "failed" && (actorKindOf(actor) === "person" || harmless)) {
       await retryStep(app.engine, { runId: session.run_id, stepId, actor });
       retried = ` Task ${cleared.task_id} runs again.`;
+    } else if (failed?.status === "failed") {
+      retried = ` Task ${cleared.task_id} stays failed until a person retries it.`;
     }
   }
   const blockers = await app.db.pool.query(

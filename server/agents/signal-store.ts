@@ -1,11 +1,11 @@
 import type pg from "pg";
 import type { Step } from "../plans/schema";
+import type { SignalLevel } from "../vocabulary";
 
 type Queryable = Pick<pg.ClientBase, "query">;
 
 /** Seed 003's signal levels: a blocker stops new work until cleared; the others inform. */
-export const SIGNAL_LEVELS = ["blocker", "warning", "info"] as const;
-export type SignalLevel = (typeof SIGNAL_LEVELS)[number];
+export { SIGNAL_LEVELS, type SignalLevel } from "../vocabulary";
 
 export interface OpenSignal {
   id: string;

@@ -11,6 +11,7 @@ import { savePlanVersion } from "../plans/versions";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { startSession } from "./sessions";
 import { taskNumber } from "./signal-store";
+import { FINISHED_RUN_STATUSES, isIn } from "../vocabulary";
 
 /**
  * Seed 000's planning tools: one session-scoped todo list per MCP session — an objective and
@@ -128,7 +129,7 @@ export async function setupPlan(
   );
   const old = previous.rows[0];
   if (old) {
-    if (!["completed", "failed", "cancelled"].includes(old.status)) {
+    if (!isIn(FINISHED_RUN_STATUSES, old.status)) {
       await cancelRun(app.engine, { runId: old.run_id, actor: input.actor });
     }
     // The old plan stays in the history; the key moves to the new one.

@@ -1,6 +1,8 @@
 import type pg from "pg";
 import { z } from "zod";
 import type { AuditAction } from "./actions";
+import { actorKindOf } from "../caller-context";
+import type { IdentityKind } from "../vocabulary";
 
 type Queryable = Pick<pg.ClientBase, "query">;
 
@@ -13,6 +15,8 @@ type Queryable = Pick<pg.ClientBase, "query">;
 export interface AuditRecord {
   /** The authenticated identity's name (`system` for the engine's own decisions). */
   actor: string;
+  /** person, agent or system; by default the kind of the identity whose call writes this entry. */
+  actorKind?: IdentityKind;
   /** Dotted verb, e.g. `step.approved`, `run.cancelled`, `gate.waived`, `recovery.accepted`. */
   action: AuditAction;
   planId: string;
@@ -24,8 +28,8 @@ export interface AuditRecord {
 
 export async function recordAudit(db: Queryable, entry: AuditRecord): Promise<void> {
   await db.query(
-    `insert into audit_entries (actor, action, plan_id, plan_version, run_id, step_id, detail)
-     values ($1, $2, $3, $4, $5, $6, $7::jsonb)`,
+    `insert into audit_entries (actor, action, plan_id, plan_version, run_id, step_id, detail, actor_kind)
+     values ($1, $2, $3, $4, $5, $6, $7::jsonb, $8)`,
     [
       entry.actor,
       entry.action,
@@ -34,6 +38,7 @@ export async function recordAudit(db: Queryable, entry: AuditRecord): Promise<vo
       entry.runId ?? null,
       entry.stepId ?? null,
       JSON.stringify(entry.detail ?? {}),
+      entry.actorKind ?? actorKindOf(entry.actor),
     ],
   );
 }
@@ -55,6 +60,8 @@ export type AuditListInput = z.input<typeof auditListInputSchema>;
 export interface AuditEntryView {
   id: string;
   actor: string;
+  /** person, agent or system; null for entries written before kinds were stored. */
+  actorKind: IdentityKind | null;
   action: string;
   planId: string;
   /**
@@ -98,6 +105,7 @@ export async function listAuditEntries(db: Queryable, rawInput: AuditListInput):
   const rows = await db.query<{
     id: string;
     actor: string;
+    actor_kind: IdentityKind | null;
     action: string;
     plan_id: string;
     plan_version: number | null;
@@ -109,8 +117,8 @@ export async function listAuditEntries(db: Queryable, rawInput: AuditListInput):
     detail: Record<string, unknown> | null;
     created_at: Date;
   }>(
-    `select a.id::text, a.actor, a.action, a.plan_id, a.plan_version, pv.goal, a.run_id, a.step_id, a.detail,
-            a.created_at, p.id is not null as plan_exists, ps.goal as session_goal
+    `select a.id::text, a.actor, a.actor_kind, a.action, a.plan_id, a.plan_version, pv.goal, a.run_id, a.step_id,
+            a.detail, a.created_at, p.id is not null as plan_exists, ps.goal as session_goal
      from audit_entries a
      left join plan_versions pv on pv.plan_id = a.plan_id and pv.version = a.plan_version
      left join plans p on p.id = a.plan_id
@@ -126,6 +134,7 @@ export async function listAuditEntries(db: Queryable, rawInput: AuditListInput):
     entries: page.map((row) => ({
       id: row.id,
       actor: row.actor,
+      actorKind: row.actor_kind,
       action: row.action,
       planId: row.plan_id,
       planningSessionId: !row.plan_exists && typeof row.detail?.sessionId === "string" ? row.detail.sessionId : null,

@@ -124,8 +124,8 @@ export async function carryDecisionsToCurrentVersion(
   });
   if (expected.length === 0) return;
   await tx.client.query(
-    `insert into approvals (run_id, step_id, plan_version, decision, actor, comment, definition_hash)
-     select a.run_id, a.step_id, $3, a.decision, a.actor, a.comment, a.definition_hash
+    `insert into approvals (run_id, step_id, plan_version, decision, actor, comment, definition_hash, actor_kind)
+     select a.run_id, a.step_id, $3, a.decision, a.actor, a.comment, a.definition_hash, a.actor_kind
        from approvals a join jsonb_to_recordset($4::jsonb) as e(step_id text, definition_hash text)
          on e.step_id = a.step_id and e.definition_hash = a.definition_hash
       where a.run_id = $1 and a.plan_version = $2`,

@@ -1,3 +1,5 @@
+import { actorKindOf } from "../caller-context";
+import { mayLiftPause, type IdentityKind } from "../vocabulary";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import type { StepResult, StepStatus } from "../plans/schema";
@@ -53,8 +55,8 @@ export async function decideApproval(
       );
     }
     await client.query(
-      `insert into approvals (run_id, step_id, plan_version, decision, actor, comment, definition_hash)
-       values ($1, $2, $3, $4, $5, $6, $7)`,
+      `insert into approvals (run_id, step_id, plan_version, decision, actor, comment, definition_hash, actor_kind)
+       values ($1, $2, $3, $4, $5, $6, $7, $8)`,
       [
         input.runId,
         input.stepId,
@@ -63,6 +65,7 @@ export async function decideApproval(
         input.actor,
         input.comment ?? null,
         definitionHash,
+        actorKindOf(input.actor),
       ],
     );
     await audit(tx, input.actor, input.approve ? "step.approved" : "step.denied", input.stepId, {
@@ -72,7 +75,12 @@ export async function decideApproval(
     tx.events.push({
       type: "approval.decided",
       stepId: input.stepId,
-      data: { decision: input.approve ? "approved" : "denied", actor: input.actor, comment: input.comment ?? null },
+      data: {
+        decision: input.approve ? "approved" : "denied",
+        actor: input.actor,
+        actorKind: actorKindOf(input.actor),
+        comment: input.comment ?? null,
+      },
     });
     if (input.approve) {
       makeReady(tx, input.stepId);
@@ -132,8 +140,15 @@ export async function answerQuestion(
   });
 }
 
+/** Who steers a run, and as what kind of identity (by default the calling identity's kind). */
+interface SteerInput {
+  runId: string;
+  actor: string;
+  actorKind?: IdentityKind;
+}
+
 /** Cancels a run: running steps are aborted, every other open step becomes cancelled. */
-export async function cancelRun(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+export async function cancelRun(deps: EngineDeps, input: SteerInput): Promise<void> {
   await inTransaction(deps.pool, async (client) => {
     const tx = await openRunTransaction(deps, client, input.runId);
     if (!tx) throw new AppError("not_found", `No run ${input.runId}`);
@@ -150,12 +165,16 @@ export async function cancelRun(deps: EngineDeps, input: { runId: string; actor:
   });
 }
 
-/** Pause: running steps finish, nothing new starts until resumed. */
-export async function pauseRun(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+/** Pause: running steps finish, nothing new starts until resumed. Who paused, by kind, is kept. */
+export async function pauseRun(deps: EngineDeps, input: SteerInput): Promise<void> {
   await inTransaction(deps.pool, async (client) => {
     const tx = await requireRun(deps, client, input.runId);
     if (tx.run.status !== "running")
       throw new AppError("invalid_state", `Only a running run can be paused; it is ${tx.run.status}`);
+    await client.query("update runs set paused_by_kind = $2 where id = $1", [
+      input.runId,
+      input.actorKind ?? actorKindOf(input.actor),
+    ]);
     tx.run.status = "paused";
     tx.events.push({ type: "run.paused", data: { status: "paused", actor: input.actor } });
     await audit(tx, input.actor, "run.paused", null);
@@ -163,11 +182,24 @@ export async function pauseRun(deps: EngineDeps, input: { runId: string; actor: 
   });
 }
 
-export async function resumeRun(deps: EngineDeps, input: { runId: string; actor: string }): Promise<void> {
+/**
+ * Resume a paused run. A person's pause outranks an agent: checked here, in the transaction that
+ * holds the run's lock, so no door and no race lets an agent lift it.
+ */
+export async function resumeRun(deps: EngineDeps, input: SteerInput): Promise<void> {
   await inTransaction(deps.pool, async (client) => {
     const tx = await requireRun(deps, client, input.runId);
     if (tx.run.status !== "paused")
       throw new AppError("invalid_state", `Only a paused run can be resumed; it is ${tx.run.status}`);
+    const paused = await client.query<{ paused_by_kind: IdentityKind | null }>(
+      "select paused_by_kind from runs where id = $1",
+      [input.runId],
+    );
+    const resumer = input.actorKind ?? actorKindOf(input.actor);
+    if (!mayLiftPause(paused.rows[0]?.paused_by_kind, resumer)) {
+      throw new AppError("forbidden", `A person paused this run; only a person may resume it (${input.actor} is an ${resumer}).`);
+    }
+    await client.query("update runs set paused_by_kind = null where id = $1", [input.runId]);
     tx.run.status = "running";
     tx.events.push({ type: "run.resumed", data: { status: "running", actor: input.actor } });
     await audit(tx, input.actor, "run.resumed", null);
@@ -274,6 +306,12 @@ export async function resumeRunAfterSignal(deps: EngineDeps, input: { runId: str
     if (!held.rows[0]?.paused_by_signal) return;
     await client.query("update agent_sessions set paused_by_signal = false where run_id = $1", [input.runId]);
     if (tx.run.status !== "paused") return;
+    // A person who paused the run since keeps it paused: clearing a signal lifts only the signal's.
+    const paused = await client.query<{ paused_by_kind: IdentityKind | null }>(
+      "select paused_by_kind from runs where id = $1",
+      [input.runId],
+    );
+    if (!mayLiftPause(paused.rows[0]?.paused_by_kind, "system")) return;
     tx.run.status = "running";
     tx.events.push({ type: "run.resumed", data: { status: "running", actor: input.actor, reason: "Signals cleared" } });
     await dispatch(tx);

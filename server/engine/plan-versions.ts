@@ -7,6 +7,7 @@ import { onFailedStep, reopenRun } from "./commands";
 import type { EngineDeps } from "./deps";
 import { audit, loadPlanSteps, requireRun, type RunTransaction } from "./run-transaction";
 import type { GraphStep } from "./scheduler";
+import { NOT_STARTED_STEP_STATUSES } from "../vocabulary";
 
 /**
  * Applies a recovery that changed the plan (new arguments for the failed step, or steps inserted
@@ -97,7 +98,7 @@ export async function adoptPlanVersionIntoRun(
   });
 }
 
-const NOT_STARTED: ReadonlySet<StepStatus> = new Set(["pending", "awaiting_agent", "awaiting_approval"]);
+const NOT_STARTED: ReadonlySet<StepStatus> = new Set(NOT_STARTED_STEP_STATUSES);
 
 export async function adoptVersionIn(
   deps: EngineDeps,

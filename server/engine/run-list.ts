@@ -4,6 +4,7 @@ import { AppError } from "../errors";
 import { toStoredEvent, type EventRow } from "../events/store";
 import type { StoredEvent } from "../events/types";
 import type { StepStatus } from "../plans/schema";
+import type { IdentityKind } from "../vocabulary";
 import { RUN_STATUSES, type RunStatus } from "./state-machine";
 
 /**
@@ -149,6 +150,8 @@ export interface RunDecision {
   planVersion: number;
   decision: "approved" | "denied";
   actor: string;
+  /** person, agent or system; null for decisions recorded before kinds were stored. */
+  actorKind: IdentityKind | null;
   comment: string | null;
   createdAt: string;
 }
@@ -160,10 +163,11 @@ export async function listRunDecisions(db: Queryable, runId: string): Promise<Ru
     plan_version: number;
     decision: "approved" | "denied";
     actor: string;
+    actor_kind: IdentityKind | null;
     comment: string | null;
     created_at: Date;
   }>(
-    "select step_id, plan_version, decision, actor, comment, created_at from approvals where run_id = $1 order by id",
+    "select step_id, plan_version, decision, actor, actor_kind, comment, created_at from approvals where run_id = $1 order by id",
     [runId],
   );
   return rows.rows.map((row) => ({
@@ -171,6 +175,7 @@ export async function listRunDecisions(db: Queryable, runId: string): Promise<Ru
     planVersion: row.plan_version,
     decision: row.decision,
     actor: row.actor,
+    actorKind: row.actor_kind,
     comment: row.comment,
     createdAt: row.created_at.toISOString(),
   }));

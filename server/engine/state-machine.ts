@@ -1,4 +1,5 @@
 import type { StepStatus } from "../plans/schema";
+import { FINISHED_RUN_STATUSES as FINISHED_RUNS, SETTLED_STEP_STATUSES, type RunStatus } from "../vocabulary";
 
 /**
  * The step state machine — the one place that says which status may follow which.
@@ -52,13 +53,7 @@ export const STEP_TRANSITIONS: Readonly<Record<StepStatus, readonly StepStatus[]
   cancelled: [],
 };
 
-export const SETTLED_STATUSES: ReadonlySet<StepStatus> = new Set([
-  "completed",
-  "failed",
-  "blocked",
-  "skipped",
-  "cancelled",
-]);
+export const SETTLED_STATUSES: ReadonlySet<StepStatus> = new Set(SETTLED_STEP_STATUSES);
 
 export function canTransition(from: StepStatus, to: StepStatus): boolean {
   return STEP_TRANSITIONS[from].includes(to);
@@ -87,8 +82,7 @@ export function assertTransition(stepId: string, from: StepStatus | undefined, t
   if (from === undefined || !canTransition(from, to)) throw new IllegalTransitionError(stepId, from, to);
 }
 
-export const RUN_STATUSES = ["running", "paused", "failing", "completed", "failed", "cancelled"] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
+export { RUN_STATUSES, type RunStatus } from "../vocabulary";
 
 /** Run states in which no step will ever start again. */
-export const FINISHED_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["completed", "failed", "cancelled"]);
+export const FINISHED_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(FINISHED_RUNS);

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { identityKindSchema } from "../vocabulary";
 import type { SignalLevel } from "../agents/signal-store";
 import { RUN_STATUSES } from "../engine/state-machine";
 import { PLAN_SOURCES, STEP_STATUSES, stepResultSchema } from "../plans/schema";
@@ -104,7 +105,13 @@ export const eventSchema = z.discriminatedUnion("type", [
   event("approval.expiring", z.object({ expiresAt: z.string() })),
   event(
     "approval.decided",
-    z.object({ decision: z.enum(["approved", "denied"]), actor: z.string(), comment: z.string().nullable() }),
+    z.object({
+      decision: z.enum(["approved", "denied"]),
+      actor: z.string(),
+      /** person, agent or system: who decided, by kind (absent in events from before kinds). */
+      actorKind: identityKindSchema.optional(),
+      comment: z.string().nullable(),
+    }),
   ),
   event("input.requested", z.object({ question: z.string(), choices: z.array(z.string()).optional() })),
   event("input.answered", z.object({ actor: z.string() })),

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { HTTP_STATUS } from "./problem";
 import { planApprove } from "../operations/plans";
+import { mayCall } from "../operations/operation";
 import { operations, type AnyOperation } from "../operations/registry";
 import { chatInput } from "./chat-api";
 import { createPlanInput } from "./plan-api";
@@ -25,9 +26,10 @@ function pathItem(operation: AnyOperation) {
       operationId: operation.name.replaceAll(".", "_"),
       summary: operation.summary,
       tags: [operation.name.split(".")[0]!],
-      ...(operation.audience === "person" && {
+      ...(!mayCall(operation, "agent") && {
         description: "A person's decision: refused (403 forbidden) with an agent's credential.",
       }),
+      "x-stepwise-callers": operation.callers,
       requestBody: {
         required: true,
         content: { "application/json": { schema: jsonSchema(operation.input, "input") } },

@@ -53,6 +53,7 @@ export function listOperations(request: Request): Response {
       name: operation.name,
       summary: operation.summary,
       path: `/api/ops/${operation.name}`,
+      callers: operation.callers,
       input: z.toJSONSchema(operation.input, { io: "input", unrepresentable: "any" }),
       output: z.toJSONSchema(operation.output, { io: "output", unrepresentable: "any" }),
       ...(operation.annotations && { annotations: operation.annotations }),

@@ -19,7 +19,8 @@ import { getPlan, stepMetadata } from "../plans/service";
 import { listPlanVersions } from "../plans/versions";
 import { getRun, listRuns } from "../engine/run-view";
 import { inSpan } from "../telemetry";
-import { registerWorkspace } from "../plans/workspaces";
+import { workspaceForNewWork } from "../plans/workspaces";
+import { withCaller } from "../caller-context";
 import { refuseUnsafeInput } from "./input-guard";
 import { problemResponse } from "./problem";
 import { identityOf } from "./request-identity";
@@ -142,18 +143,33 @@ export function createPlanFromApi(request: Request, app: AppContext): Promise<Re
   return respond("POST /api/plan", async (span) => {
     const identity = identityOf(request);
     const input = parse(createPlanInput, await readJson(request));
-    const workspace = await registerWorkspace(app.db.pool, input.workspace ?? app.workspaceRoot);
-    const plan = input.steps
-      ? await storeReadyPlan(app, identity, input, workspace.id)
-      : await planWithLlm(app, identity, input, workspace.id);
-    traced(span, plan);
-    const artifacts = await writePlanArtifacts(workspace.path, plan);
-    logger.info(
-      { traceId: plan.traceId, planId: plan.id, steps: plan.steps.length, artifacts },
-      "plan created via the HTTP API",
-    );
-    return Response.json({ plan: seedPlan(plan), traceId: plan.traceId }, { status: 201 });
+    // What this request writes is stored as the caller's, by kind (server/caller-context.ts).
+    return withCaller(identity, () => createPlanFor(app, identity, input, span));
   });
+}
+
+async function createPlanFor(
+  app: AppContext,
+  identity: Identity,
+  input: z.output<typeof createPlanInput>,
+  span: Span,
+): Promise<Response> {
+  // Registering a directory is a person's decision; an agent names one a person registered.
+  const workspace = await workspaceForNewWork(app.db.pool, {
+    ...(input.workspace !== undefined && { named: input.workspace }),
+    defaultRoot: app.workspaceRoot,
+    mayRegister: identity.kind === "person",
+  });
+  const plan = input.steps
+    ? await storeReadyPlan(app, identity, input, workspace.id)
+    : await planWithLlm(app, identity, input, workspace.id);
+  traced(span, plan);
+  const artifacts = await writePlanArtifacts(workspace.path, plan);
+  logger.info(
+    { traceId: plan.traceId, planId: plan.id, steps: plan.steps.length, artifacts },
+    "plan created via the HTTP API",
+  );
+  return Response.json({ plan: seedPlan(plan), traceId: plan.traceId }, { status: 201 });
 }
 
 async function storeReadyPlan(

@@ -87,14 +87,22 @@ describe("MCP server", () => {
       "run_get",
       "run_events",
       "workspace_list",
-      "workspace_register",
-      "workspace_rename",
-      "workspace_remove",
       "audit_list",
     ]) {
       expect(byName.has(name), name).toBe(true);
     }
-    for (const personOnly of ["plan_approve", "run_decide", "run_answer"]) expect(byName.has(personOnly)).toBe(false);
+    for (const personOnly of [
+      "plan_approve",
+      "run_decide",
+      "run_answer",
+      "run_retry_step",
+      "run_skip_step",
+      "workspace_register",
+      "workspace_rename",
+      "workspace_remove",
+    ]) {
+      expect(byName.has(personOnly), personOnly).toBe(false);
+    }
     expect(byName.get("planning_read_plan")!.annotations).toMatchObject({ readOnlyHint: true, idempotentHint: true });
     expect(byName.get("planning_setup_plan")!.annotations).toMatchObject({
       readOnlyHint: false,

@@ -27,10 +27,11 @@ import {
 } from "../agents/plan-mode";
 import type { AppContext } from "../app-context";
 import { AppError } from "../errors";
+import { withCaller } from "../caller-context";
 import { toProblem } from "../http/problem";
 import { logger } from "../logger";
 import type { Identity } from "../operations/identity";
-import { invokeOperation } from "../operations/operation";
+import { invokeOperation, mayCall } from "../operations/operation";
 import { operations, type AnyOperation } from "../operations/registry";
 import { exportPlanMarkdown } from "../plans/export";
 import { getPlan } from "../plans/service";
@@ -70,9 +71,9 @@ function failure(error: unknown, tool: string): CallToolResult {
   return { isError: true, content: [{ type: "text", text: JSON.stringify(problem, null, 2) }] };
 }
 
-async function guarded(tool: string, work: () => Promise<unknown>): Promise<CallToolResult> {
+async function guarded(tool: string, identity: Identity, work: () => Promise<unknown>): Promise<CallToolResult> {
   try {
-    return result(await work());
+    return result(await withCaller(identity, work));
   } catch (error) {
     return failure(error, tool);
   }
@@ -107,6 +108,8 @@ function registerCheckedTool(
     input: z.ZodType;
     shape: z.ZodRawShape;
     routing: Record<string, z.ZodType>;
+    /** The caller: what the tool writes is stored as this identity's, by kind. */
+    identity: Identity;
     outputSchema?: z.ZodObject;
     annotations: { readOnlyHint: boolean; idempotentHint: boolean; destructiveHint: boolean };
   },
@@ -122,7 +125,7 @@ function registerCheckedTool(
       annotations: { ...tool.annotations, openWorldHint: false },
     },
     ((raw: Record<string, unknown>, extra: ToolExtra) =>
-      guarded(tool.name, async () => {
+      guarded(tool.name, tool.identity, async () => {
         const { [routingName!]: routing, ...rest } = raw;
         const parsed = tool.input.safeParse(rest);
         if (!parsed.success) throw invalid(parsed.error);
@@ -162,7 +165,8 @@ export function createMcpServer(context: McpSessionContext): McpServer {
   const { app, identity } = context;
 
   for (const operation of operations) {
-    if (operation.audience === "person") continue;
+    // The same declaration invokeOperation enforces: what an agent may not call is not offered.
+    if (!mayCall(operation, "agent")) continue;
     const name = toolName(operation);
     const output = objectSchema(operation.output);
     server.registerTool(
@@ -179,7 +183,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
         },
       },
       (input: unknown, extra: ToolExtra) =>
-        guarded(name, () =>
+        guarded(name, identity, () =>
           invokeOperation(operation, { app, identity, signal: extra.signal, progress: progressOf(extra) }, input),
         ),
     );
@@ -206,7 +210,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
   ) =>
     registerCheckedTool(
       server,
-      { name, description, input, shape, routing: sessionField, outputSchema: todoPlanSchema, annotations },
+      { name, description, input, shape, routing: sessionField, identity, outputSchema: todoPlanSchema, annotations },
       (parsed, explicit) => run(parsed, key(explicit)),
     );
 
@@ -280,6 +284,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
         input,
         shape: input.shape,
         routing: planningField,
+        identity,
         annotations: { ...annotations, destructiveHint: false },
       },
       run,

@@ -22,6 +22,7 @@ import { requirePlanningModel } from "../planner/config";
 import { plannerFor } from "../planner/deps";
 import { judgePlan } from "../planner/planning";
 import { suggestSteps } from "../planner/suggest";
+import { PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
 
@@ -35,6 +36,7 @@ const sessionField = {
 
 export const agentStart = defineOperation({
   name: "agent.start",
+  callers: PERSON_OR_AGENT,
   summary: "Start an agent session for a goal (seed 003 `start`)",
   input: z.object({
     goal: z.string().max(4_000),
@@ -42,7 +44,7 @@ export const agentStart = defineOperation({
       .string()
       .max(4_096)
       .optional()
-      .describe("Absolute path of the workspace; the server's default when omitted"),
+      .describe("A registered workspace (its id or absolute path, see workspace.list); the server's default when omitted"),
   }),
   output: sessionCreatedSchema,
   async run({ app, identity }, input) {
@@ -50,6 +52,8 @@ export const agentStart = defineOperation({
       goal: input.goal,
       workspace: input.workspace,
       actor: identity.name,
+      // Registering a directory is a person's decision; an agent works where a person allowed it.
+      mayRegisterWorkspace: identity.kind === "person",
     });
     return {
       status: "session_created" as const,
@@ -62,6 +66,7 @@ export const agentStart = defineOperation({
 
 export const agentStatus = defineOperation({
   name: "agent.status",
+  callers: PERSON_OR_AGENT,
   summary: "What the agent should do now (seed 003 `status`)",
   input: z.object(sessionField),
   output: statusResponseSchema,
@@ -71,6 +76,7 @@ export const agentStatus = defineOperation({
 
 export const agentUpdate = defineOperation({
   name: "agent.update",
+  callers: PERSON_OR_AGENT,
   summary: "Report task progress, add tasks or give the final summary (seed 003 `update`)",
   input: z.object({ ...sessionField, payload: updatePayloadSchema }),
   output: updateResponseSchema,
@@ -106,6 +112,7 @@ export const agentUpdate = defineOperation({
 
 export const agentAlert = defineOperation({
   name: "agent.alert",
+  callers: PERSON_OR_AGENT,
   summary: "Raise or clear a signal (seed 003 `alert`)",
   input: z.object({ ...sessionField, alert: alertInputSchema }),
   output: successSchema,
@@ -115,6 +122,7 @@ export const agentAlert = defineOperation({
 
 export const agentSuggest = defineOperation({
   name: "agent.suggest",
+  callers: PERSON_OR_AGENT,
   summary: "Suggest new, non-duplicate tasks from the workspace (seed 003 `suggest`)",
   input: z.object(sessionField),
   output: suggestResponseSchema,

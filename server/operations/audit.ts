@@ -1,11 +1,14 @@
 import { z } from "zod";
 import { auditListInputSchema, listAuditEntries } from "../audit/audit-log";
+import { identityKindSchema } from "../vocabulary";
+import { PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
 
 const entrySchema = z.object({
   id: z.string(),
   actor: z.string(),
+  actorKind: identityKindSchema.nullable().describe("person, agent or system; null for entries from before kinds"),
   action: z.string(),
   planId: z.string(),
   planningSessionId: z.string().nullable(),
@@ -19,6 +22,7 @@ const entrySchema = z.object({
 
 export const auditList = defineOperation({
   name: "audit.list",
+  callers: PERSON_OR_AGENT,
   summary: "The audit log newest first (who decided what, when), filtered by plan, run and actor, paged by cursor",
   input: auditListInputSchema,
   output: z.object({ entries: z.array(entrySchema), nextCursor: z.string().nullable() }),

@@ -1,9 +1,11 @@
 import { AppError } from "../errors";
+import type { IdentityKind } from "../vocabulary";
 
 /**
  * Who is calling. The door (`server/http/door.ts`) establishes it from a credential — a token or
  * the session cookie of the sign-in page — and nothing behind the door reads identity from a
- * request header. The name is what approvals and the audit record as the actor.
+ * request header. The name is what approvals and the audit record as the actor; the kind, stored
+ * next to it, is what tells an agent from a person whatever name either goes by.
  */
 export interface Identity {
   /**
@@ -11,7 +13,7 @@ export interface Identity {
    * agent: creates, updates and follows plans and agent tasks; never approves.
    * system: the engine's own decisions (timeouts, recovery).
    */
-  kind: "person" | "agent" | "system";
+  kind: IdentityKind;
   name: string;
   /** The named token that proved this identity, when one did. */
   tokenId?: string;

@@ -1,6 +1,8 @@
 import { z } from "zod";
 import type { AppContext } from "../app-context";
+import { withCaller } from "../caller-context";
 import { AppError } from "../errors";
+import type { CallerKind } from "../vocabulary";
 import type { Identity } from "./identity";
 
 /**
@@ -9,6 +11,10 @@ import type { Identity } from "./identity";
  * they establish the caller's identity (the door), pass the raw input, and map `AppError` codes to
  * their own status codes. Input and output are zod schemas, so each adapter can also describe the
  * operation (OpenAPI, MCP tool schemas, CLI help) from the same source.
+ *
+ * Authority lives here too: each operation declares which kinds of caller may perform it, and both
+ * ways in (`invokeOperation`, and `viaOperation` for tRPC) refuse every other caller before the
+ * operation runs. There is no default, so an operation nobody thought about cannot be added.
  */
 export interface OperationContext {
   app: AppContext;
@@ -25,42 +31,75 @@ export interface Operation<Input extends z.ZodType, Output extends z.ZodType> {
   summary: string;
   input: Input;
   output: Output;
+  /**
+   * Who may call it. `person` only: decisions — approving, denying, answering for a person,
+   * waiving, steering past a gate, registering workspaces. Agents propose: they read, create and
+   * edit plans, report progress and raise signals. Agent-facing doors (MCP) offer only operations
+   * an agent may call. Rules finer than the kind (a person's pause outranks an agent's resume) are
+   * in `server/operations/policy.ts` and the engine.
+   */
+  callers: readonly CallerKind[];
   /** What the operation does to the world (MCP tool annotations, documentation). */
   annotations?: { readOnly?: boolean; destructive?: boolean; idempotent?: boolean };
-  /** `person`: decisions (approve, deny, answer) that agent-facing doors such as MCP do not offer. */
-  audience?: "person";
   run(context: OperationContext, input: z.output<Input>): Promise<z.input<Output>>;
 }
 
 export function defineOperation<Input extends z.ZodType, Output extends z.ZodType>(
   operation: Operation<Input, Output>,
 ): Operation<Input, Output> {
+  if (!Array.isArray(operation.callers) || operation.callers.length === 0) {
+    throw new Error(`Operation ${operation.name} declares no callers`);
+  }
   return operation;
 }
 
+/** Whether a caller of this kind may perform the operation at all. */
+export function mayCall(operation: { callers: readonly CallerKind[] }, kind: Identity["kind"]): boolean {
+  return (operation.callers as readonly string[]).includes(kind);
+}
+
+/** Refuses a missing identity and any caller the operation does not name, before anything happens. */
+export function authorize(operation: { name: string; callers: readonly CallerKind[] }, identity: Identity | undefined) {
+  if (!identity) throw new AppError("unauthorized", `${operation.name} needs a signed-in caller`);
+  if (!mayCall(operation, identity.kind)) {
+    const who = operation.callers.map((kind) => `a ${kind}`).join(" or ");
+    throw new AppError(
+      "forbidden",
+      `Only ${who} may call ${operation.name}; ${identity.name} is a caller of kind ${identity.kind}.`,
+      { operation: operation.name, callerKind: identity.kind },
+    );
+  }
+}
+
 /**
- * Parses the raw input (a clear `invalid_input` naming every bad field, before anything changes),
- * runs the operation, and returns its output as the output schema shapes it.
+ * Checks the caller, parses the raw input (a clear `invalid_input` naming every bad field, before
+ * anything changes), runs the operation for that caller, and returns its output as the output
+ * schema shapes it.
  */
 export async function invokeOperation<Input extends z.ZodType, Output extends z.ZodType>(
   operation: Operation<Input, Output>,
   context: OperationContext,
   rawInput: unknown,
 ): Promise<z.output<Output>> {
+  authorize(operation, context.identity);
   const parsed = operation.input.safeParse(rawInput);
   if (!parsed.success) {
     throw new AppError("invalid_input", `Invalid input for ${operation.name}: ${z.prettifyError(parsed.error)}`, {
       issues: parsed.error.issues.map((issue) => ({ path: issue.path.map(String), message: issue.message })),
     });
   }
-  const result = await operation.run(context, parsed.data);
+  const result = await withCaller(context.identity, () => operation.run(context, parsed.data));
   return operation.output.parse(result);
 }
 
 /**
  * The tRPC door's adapter: a procedure body that runs the operation for the caller the door
- * proved. tRPC has already parsed the input with `operation.input`.
+ * proved, after the same check as `invokeOperation`. tRPC has already parsed the input with
+ * `operation.input`.
  */
 export function viaOperation<Input extends z.ZodType, Output extends z.ZodType>(operation: Operation<Input, Output>) {
-  return ({ ctx, input }: { ctx: OperationContext; input: z.output<Input> }) => operation.run(ctx, input);
+  return ({ ctx, input }: { ctx: OperationContext; input: z.output<Input> }) => {
+    authorize(operation, ctx.identity);
+    return withCaller(ctx.identity, () => operation.run(ctx, input));
+  };
 }

@@ -12,6 +12,7 @@ import { startRegeneration } from "../planner/sessions";
 import { AppError } from "../errors";
 import { requirePerson } from "./identity";
 import { defineOperation } from "./operation";
+import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { planReview } from "./plans";
 import type { AnyOperation } from "./registry";
 
@@ -41,6 +42,7 @@ const commentSchema = replySchema.extend({
 
 export const planComments = defineOperation({
   name: "plan.comments",
+  callers: PERSON_OR_AGENT,
   summary: "The review comments of a plan, as threads, each with whether a later version answered it",
   input: z.object({ planId }),
   output: z.object({ comments: z.array(commentSchema) }),
@@ -50,6 +52,7 @@ export const planComments = defineOperation({
 
 export const planComment = defineOperation({
   name: "plan.comment",
+  callers: PERSON_OR_AGENT,
   summary:
     "Comment on a step, one of its arguments, or the whole plan, with an intent (comment, change, delete, insert_before, insert_after); or reply to a thread",
   input: addCommentInputSchema,
@@ -59,6 +62,8 @@ export const planComment = defineOperation({
 
 export const planCommentResolve = defineOperation({
   name: "plan.comment_resolve",
+  // Whether a comment is settled is the reviewer's call; an agent answers by revising or replying.
+  callers: PERSON_ONLY,
   summary: "Resolve a comment thread (or reopen it with resolved: false)",
   input: z.object({ planId, commentId: z.uuid(), resolved: z.boolean().default(true) }),
   output: z.object({ ok: z.literal(true) }),
@@ -68,6 +73,7 @@ export const planCommentResolve = defineOperation({
 
 export const planReviseFromComments = defineOperation({
   name: "plan.revise_from_comments",
+  callers: PERSON_ONLY,
   summary:
     "Send the open, unanswered comments back for a revision: to the planner for its plans, to the authoring agent for an agent's plan (a person only)",
   input: z.object({ planId, version: z.number().int().positive() }),
@@ -76,7 +82,6 @@ export const planReviseFromComments = defineOperation({
     sessionId: z.string().nullable(),
     comments: z.number(),
   }),
-  audience: "person",
   async run(context, input) {
     const { app, identity } = context;
     requirePerson(identity, "ask for a revision");

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { archivePlan, restorePlan } from "../plans/lifecycle";
 import { requirePerson } from "./identity";
+import { PERSON_ONLY } from "./policy";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
 
@@ -13,11 +14,11 @@ const planId = z.string().min(1).max(100);
 
 export const planArchive = defineOperation({
   name: "plan.archive",
+  callers: PERSON_ONLY,
   summary: "Archive (discard) a plan: hidden from the plans list, never runs; refused while a run of it is active",
   input: z.object({ planId }),
   output: z.object({ planId: z.string(), state: z.enum(["archived", "rejected"]) }),
   annotations: { destructive: false, idempotent: false },
-  audience: "person",
   async run({ app, identity }, input) {
     requirePerson(identity, "archive a plan");
     const result = await archivePlan(app.db.pool, { planId: input.planId, actor: identity.name });
@@ -30,10 +31,10 @@ export const planArchive = defineOperation({
 
 export const planRestore = defineOperation({
   name: "plan.restore",
+  callers: PERSON_ONLY,
   summary: "Restore an archived or rejected plan to the plans list; it may be approved again",
   input: z.object({ planId }),
   output: z.object({ planId: z.string(), state: z.literal("active") }),
-  audience: "person",
   run({ app, identity }, input) {
     requirePerson(identity, "restore a plan");
     return restorePlan(app.db.pool, { planId: input.planId, actor: identity.name });

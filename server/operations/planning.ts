@@ -4,12 +4,14 @@ import { MAX_COMMAND_CHARS, runPlanCommand } from "../planner/plan-command";
 import { addPlanningMessage } from "../planner/messages";
 import { MAX_FEEDBACK_CHARS } from "../planner/sessions";
 import { requirePerson } from "./identity";
+import { PERSON_ONLY } from "./policy";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
 
 /** Seed 002's `/plan` commands: start deep planning of a task, ask its status, cancel it. */
 export const planningCommand = defineOperation({
   name: "planning.command",
+  callers: PERSON_ONLY,
   summary: "Run a /plan command: `/plan <task>` starts deep planning, `/plan status`, `/plan cancel`",
   input: z.object({
     command: z.string().max(MAX_COMMAND_CHARS).describe("`/plan <task>`, `/plan status` or `/plan cancel`"),
@@ -22,7 +24,6 @@ export const planningCommand = defineOperation({
     phase: z.string().nullable(),
     message: z.string(),
   }),
-  audience: "person",
   run: ({ app, identity }, input) =>
     runPlanCommand(plannerFor(app), {
       command: input.command,
@@ -37,13 +38,13 @@ export const planningCommand = defineOperation({
  */
 export const planningMessage = defineOperation({
   name: "planning.message",
+  callers: PERSON_ONLY,
   summary: "Add a message to an open planning session; the planner (or the planning agent) sees it next",
   input: z.object({
     sessionId: z.uuid().describe("The planning session"),
     message: z.string().max(MAX_FEEDBACK_CHARS).describe("What the planner should also take into account"),
   }),
   output: z.object({ messageId: z.string() }),
-  audience: "person",
   run({ app, identity }, input) {
     requirePerson(identity, "add a message to a planning session");
     return addPlanningMessage(app.db.pool, { ...input, actor: identity.name });

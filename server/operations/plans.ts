@@ -3,6 +3,8 @@ import { recordAudit } from "../audit/audit-log";
 import { startRun } from "../engine/engine";
 import { editPlan, planEditSchema } from "../plans/edits";
 import { exportPlanMarkdown } from "../plans/export";
+import { MAX_PLAN_JSON_BYTES, parsePlanJson } from "../plans/import";
+import { PLAN_SOURCES } from "../plans/schema";
 import { createPlan, getPlan, listPlans } from "../plans/service";
 import { requireWorkspace, workspaceForPlan } from "../plans/workspaces";
 import type { PlanIssue } from "../plans/validate";
@@ -11,7 +13,9 @@ import { adoptIntoSessionRun } from "../agents/sessions";
 import { AppError } from "../errors";
 import { rejectPlan } from "../plans/lifecycle";
 import { requirePerson } from "./identity";
-import { defineOperation } from "./operation";
+import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
+import { ACTIVE_RUN_STATUSES } from "../vocabulary";
+import { defineOperation, type OperationContext } from "./operation";
 import type { AnyOperation } from "./registry";
 
 /**
@@ -36,6 +40,7 @@ const asPlanOutput = async (plan: Promise<object>) => (await plan) as PlanOutput
 
 export const planCreate = defineOperation({
   name: "plan.create",
+  callers: PERSON_OR_AGENT,
   summary: "Create a plan from a draft (goal and typed steps); refused with every problem when invalid",
   input: z.object({
     draft: z
@@ -74,8 +79,35 @@ export const planCreate = defineOperation({
   },
 });
 
+/** The review page's import: a plan as JSON (exported, or any plan draft) becomes a new plan. */
+export const planImport = defineOperation({
+  name: "plan.import",
+  summary: "Create a plan from plan JSON (as exported, or any plan draft); refused with every problem when invalid",
+  callers: PERSON_OR_AGENT,
+  input: z.object({
+    goal: z.string().max(10_000).optional(),
+    planJson: z.string().max(MAX_PLAN_JSON_BYTES * 2),
+    source: z.enum(PLAN_SOURCES).default("manual"),
+    workspaceId: z.uuid().optional(),
+  }),
+  output: planOutputSchema,
+  async run({ app, identity }, input) {
+    if (input.workspaceId) await requireWorkspace(app.db.pool, input.workspaceId);
+    return asPlanOutput(
+      createPlan(app.db.prisma, app.tools, {
+        draft: parsePlanJson(input.planJson, input.goal),
+        // An agent's plan says so, whatever source it claims: its gates are raised to the defaults.
+        source: identity.kind === "agent" ? "agent" : input.source,
+        author: identity.name,
+        ...(input.workspaceId && { workspaceId: input.workspaceId }),
+      }),
+    );
+  },
+});
+
 export const planGet = defineOperation({
   name: "plan.get",
+  callers: PERSON_OR_AGENT,
   summary: "Read a plan (the current version, or the one given)",
   input: z.object({ planId, version: version.optional() }),
   output: planOutputSchema,
@@ -85,6 +117,7 @@ export const planGet = defineOperation({
 
 export const planMarkdown = defineOperation({
   name: "plan.markdown",
+  callers: PERSON_OR_AGENT,
   summary: "A plan as Markdown, for reading",
   input: z.object({ planId, version: version.optional() }),
   output: z.object({ markdown: z.string() }),
@@ -96,6 +129,7 @@ export const planMarkdown = defineOperation({
 
 export const planList = defineOperation({
   name: "plan.list",
+  callers: PERSON_OR_AGENT,
   summary: "Plans, most recently changed first",
   input: z.object({
     limit: z.number().int().min(1).max(200).default(50),
@@ -116,6 +150,7 @@ export const planList = defineOperation({
 
 export const planEdit = defineOperation({
   name: "plan.edit",
+  callers: PERSON_OR_AGENT,
   summary: "One edit of a plan, made on baseVersion; stores the next version (a stale base is a version_conflict)",
   input: z.object({ planId, baseVersion: version, edit: planEditSchema }),
   output: planOutputSchema,
@@ -124,14 +159,30 @@ export const planEdit = defineOperation({
       ...input,
       author: identity.name,
       authorIsPerson: identity.kind === "person",
+      // An agent's edit of a plan whose run is under way is adopted into that run: what it adds or
+      // changes waits for a person there, unless it is the agent's own task or only reads.
+      gateChangedSteps: identity.kind !== "person" && (await hasWorkUnderWay(app, input.planId)),
     });
     await adoptIntoSessionRun(app, plan.id, plan.version, identity.name);
     return plan as object as PlanOutput;
   },
 });
 
+/** Whether a plan has an open agent session or an unfinished run, either of which may adopt a new version. */
+async function hasWorkUnderWay(app: OperationContext["app"], planId: string): Promise<boolean> {
+  const found = await app.db.pool.query(
+    `select 1 from agent_sessions where plan_id = $1 and closed_at is null
+     union all
+     select 1 from runs where plan_id = $1 and status = any($2)
+     limit 1`,
+    [planId, ACTIVE_RUN_STATUSES],
+  );
+  return (found.rowCount ?? 0) > 0;
+}
+
 export const planApprove = defineOperation({
   name: "plan.approve",
+  callers: PERSON_ONLY,
   summary: "Approve exactly this version of a plan and start its run (a person only)",
   input: z.object({
     planId,
@@ -152,7 +203,6 @@ export const planApprove = defineOperation({
     recovery: z.enum(["ask", "auto"]).optional(),
   }),
   output: z.object({ runId: z.string(), traceId: z.string() }),
-  audience: "person",
   async run({ app, identity }, input) {
     requirePerson(identity, "approve a plan");
     // The run acts where the plan's task was made, not wherever the server happens to point.
@@ -185,6 +235,7 @@ export const planApprove = defineOperation({
  */
 export const planReviewStatus = defineOperation({
   name: "plan.review_status",
+  callers: PERSON_OR_AGENT,
   summary: "Whether a person approved this plan version (and its run), waiting up to wait_seconds",
   input: z.object({
     planId,
@@ -250,6 +301,7 @@ export const planReviewStatus = defineOperation({
  */
 export const planReview = defineOperation({
   name: "plan.review",
+  callers: PERSON_ONLY,
   summary: "Reject a plan version, or request changes with instructions (a person only)",
   input: z.object({
     planId,
@@ -258,7 +310,6 @@ export const planReview = defineOperation({
     comment: z.string().trim().max(4_000).default(""),
   }),
   output: z.object({ ok: z.literal(true) }),
-  audience: "person",
   async run({ app, identity }, input) {
     requirePerson(identity, "review a plan");
     if (input.decision === "request_changes" && !input.comment) {
@@ -298,6 +349,7 @@ export const planReview = defineOperation({
 
 export const planOperations = [
   planCreate,
+  planImport,
   planGet,
   planMarkdown,
   planList,

@@ -3,9 +3,12 @@ import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
 import { planCommentOperations } from "./plan-comments";
 import { planLifecycleOperations } from "./plan-lifecycle";
+import { readOperations } from "./reads";
 import { planOperations } from "./plans";
+import { plannerOperations } from "./planner";
 import { planningOperations } from "./planning";
 import { runOperations } from "./runs";
+import { steeringOperations } from "./steering";
 import { templateOperations } from "./templates";
 import { workspaceOperations } from "./workspaces";
 import type { Operation } from "./operation";
@@ -28,6 +31,9 @@ export const operations: AnyOperation[] = [
   ...auditOperations,
   ...templateOperations,
   ...planningOperations,
+  ...plannerOperations,
+  ...steeringOperations,
+  ...readOperations,
 ];
 
 export function findOperation(name: string): AnyOperation | undefined {

@@ -1,10 +1,26 @@
 import { z } from "zod";
 import { answerQuestion, cancelRun, decideApproval, pauseRun, resumeRun, retryStep, skipStep } from "../engine/engine";
-import { listRunSummaries, readRunEvents, runEventsInputSchema, runListInputSchema } from "../engine/run-list";
+import {
+  listRunDecisions,
+  listRunSummaries,
+  readRunEvents,
+  runEventsInputSchema,
+  runListInputSchema,
+} from "../engine/run-list";
 import { approvalViewSchema, describeApprovals } from "../engine/approval-view";
-import { getRun } from "../engine/run-view";
+import { getRun, listRuns } from "../engine/run-view";
+import type { AppContext } from "../app-context";
 import { AppError } from "../errors";
+import {
+  FINISHED_RUN_STATUSES,
+  isIn,
+  SETTLED_STEP_STATUSES,
+  WAITING_FOR_PERSON_STEP_STATUSES,
+  type CallerKind,
+  type IdentityKind,
+} from "../vocabulary";
 import { requirePerson } from "./identity";
+import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
 
@@ -13,7 +29,7 @@ const runId = z.uuid();
 const stepId = z.string().min(1).max(64);
 const done = z.object({ ok: z.literal(true) });
 const when = z.string().nullable();
-const runViewSchema = z.object({
+const runViewSchema = z.looseObject({
   id: z.string(),
   planId: z.string(),
   planVersion: z.number(),
@@ -46,15 +62,19 @@ const eventsSchema = z.looseObject({ events: z.array(z.unknown()), more: z.boole
 
 export const runGet = defineOperation({
   name: "run.get",
+  callers: PERSON_OR_AGENT,
   summary: "A run's state: status, and each step's status, attempt, progress, result",
   input: z.object({ runId }),
   output: runViewSchema,
   annotations: { readOnly: true },
-  run: ({ app }, input) => getRun(app.db.prisma, input.runId, app.tools),
+  // RunView carries no index signature; the loose output schema passes its fields through.
+  run: async ({ app }, input) =>
+    (await getRun(app.db.prisma, input.runId, app.tools)) as unknown as z.input<typeof runViewSchema>,
 });
 
 export const runList = defineOperation({
   name: "run.list",
+  callers: PERSON_OR_AGENT,
   summary: "Runs, newest first, filtered by plan and state, paged by cursor",
   input: runListInputSchema,
   output: runPageSchema,
@@ -64,6 +84,7 @@ export const runList = defineOperation({
 
 export const runEvents = defineOperation({
   name: "run.events",
+  callers: PERSON_OR_AGENT,
   summary: "A run's stored events after a sequence number, oldest first",
   input: runEventsInputSchema,
   output: eventsSchema,
@@ -71,15 +92,47 @@ export const runEvents = defineOperation({
   run: async ({ app }, input) => (await readRunEvents(app.db.pool, input)) as z.input<typeof eventsSchema>,
 });
 
-const FINISHED = ["completed", "failed", "cancelled"];
 
 /**
  * Waits until a run finishes, or needs a person (a gate, a question), or the time is up — and
  * reports progress meanwhile (MCP progress notifications) — so an agent can follow a run without
  * polling. Answers the run's state when it returns.
  */
+export const runDecisions = defineOperation({
+  name: "run.decisions",
+  summary: "Who approved or denied which gated step of a run, and as what kind of identity, oldest first",
+  callers: PERSON_OR_AGENT,
+  input: z.object({ runId }),
+  output: z.object({
+    decisions: z.array(
+      z.object({
+        stepId: z.string(),
+        planVersion: z.number(),
+        decision: z.enum(["approved", "denied"]),
+        actor: z.string(),
+        actorKind: z.enum(["person", "agent", "system"]).nullable(),
+        comment: z.string().nullable(),
+        createdAt: z.string(),
+      }),
+    ),
+  }),
+  annotations: { readOnly: true },
+  run: async ({ app }, input) => ({ decisions: await listRunDecisions(app.db.pool, input.runId) }),
+});
+
+export const runListForPlan = defineOperation({
+  name: "run.list_for_plan",
+  summary: "A plan's latest runs, newest first",
+  callers: PERSON_OR_AGENT,
+  input: z.object({ planId: z.string().min(1).max(100) }),
+  output: z.object({ runs: z.array(z.looseObject({ id: z.string(), status: z.string() })) }),
+  annotations: { readOnly: true },
+  run: async ({ app }, input) => ({ runs: await listRuns(app.db.prisma, input.planId) }),
+});
+
 export const runWait = defineOperation({
   name: "run.wait",
+  callers: PERSON_OR_AGENT,
   summary:
     "Wait (up to timeout_seconds) until a run finishes or waits for a person; progress is reported while waiting",
   input: z.object({
@@ -95,9 +148,7 @@ export const runWait = defineOperation({
     let lastReported = -1;
     for (;;) {
       const run = await getRun(app.db.prisma, input.runId, app.tools);
-      const settled = run.steps.filter((step) =>
-        ["completed", "skipped", "cancelled", "failed", "blocked"].includes(step.status),
-      ).length;
+      const settled = run.steps.filter((step) => isIn(SETTLED_STEP_STATUSES, step.status)).length;
       if (settled !== lastReported) {
         lastReported = settled;
         progress?.(
@@ -106,8 +157,8 @@ export const runWait = defineOperation({
           `${settled} of ${run.steps.length} steps settled; the run is ${run.status}`,
         );
       }
-      const waiting = run.steps.some((step) => step.status === "awaiting_approval" || step.status === "awaiting_input");
-      if (FINISHED.includes(run.status)) return { ...run, waitedFor: "finished" as const };
+      const waiting = run.steps.some((step) => isIn(WAITING_FOR_PERSON_STEP_STATUSES, step.status));
+      if (isIn(FINISHED_RUN_STATUSES, run.status)) return { ...run, waitedFor: "finished" as const };
       if (input.untilWaiting && waiting) return { ...run, waitedFor: "waiting" as const };
       if (Date.now() >= deadline || signal?.aborted) return { ...run, waitedFor: "timeout" as const };
       await new Promise((resolve) => setTimeout(resolve, 250));
@@ -117,6 +168,7 @@ export const runWait = defineOperation({
 
 export const runDecide = defineOperation({
   name: "run.decide",
+  callers: PERSON_ONLY,
   summary: "Approve or deny a gated step (a person only)",
   input: z.object({
     runId,
@@ -130,7 +182,6 @@ export const runDecide = defineOperation({
       .describe("The step's definitionHash as shown with its pending approval; refused if the step changed since"),
   }),
   output: done,
-  audience: "person",
   async run({ app, identity }, input) {
     requirePerson(identity, "approve or deny a step");
     await decideApproval(app.engine, { ...input, actor: identity.name });
@@ -140,10 +191,10 @@ export const runDecide = defineOperation({
 
 export const runAnswer = defineOperation({
   name: "run.answer",
+  callers: PERSON_ONLY,
   summary: "Answer an ask_user step; the answer becomes its output (a person only)",
   input: z.object({ runId, stepId, answer: z.string().trim().min(1).max(10_000) }),
   output: done,
-  audience: "person",
   async run({ app, identity }, input) {
     requirePerson(identity, "answer a question");
     await answerQuestion(app.engine, { ...input, actor: identity.name });
@@ -154,16 +205,18 @@ export const runAnswer = defineOperation({
 function steer(
   name: string,
   summary: string,
-  action: typeof cancelRun,
+  callers: readonly CallerKind[],
+  action: (engine: AppContext["engine"], input: { runId: string; actor: string; actorKind: IdentityKind }) => Promise<void>,
 ): ReturnType<typeof defineOperation<z.ZodObject<{ runId: typeof runId }>, typeof done>> {
   return defineOperation({
     name,
     summary,
+    callers,
     input: z.object({ runId }),
     output: done,
     annotations: { destructive: name === "run.cancel", idempotent: false },
     async run({ app, identity }, input) {
-      await action(app.engine, { runId: input.runId, actor: identity.name });
+      await action(app.engine, { runId: input.runId, actor: identity.name, actorKind: identity.kind });
       return { ok: true as const };
     },
   });
@@ -173,6 +226,9 @@ function steerStep(name: string, summary: string, action: typeof retryStep) {
   return defineOperation({
     name,
     summary,
+    // Trying a failed step again, or giving it up so its dependents run, steers the run past
+    // what stopped it: a person's decision, never an agent's.
+    callers: PERSON_ONLY,
     input: z.object({ runId, stepId }),
     output: done,
     async run({ app, identity }, input) {
@@ -182,22 +238,35 @@ function steerStep(name: string, summary: string, action: typeof retryStep) {
   });
 }
 
+/** Stopping work is anyone's to ask; starting it again is not (see `resumeRun`). */
 export const runCancel = steer(
   "run.cancel",
   "Cancel a run: running steps are aborted, open steps cancelled",
+  PERSON_OR_AGENT,
   cancelRun,
 );
-export const runPause = steer("run.pause", "Pause a run: running steps finish, nothing new starts", pauseRun);
-export const runResume = steer("run.resume", "Resume a paused run", resumeRun);
-export const runRetryStep = steerStep("run.retry_step", "Try a failed step again", retryStep);
+export const runPause = steer(
+  "run.pause",
+  "Pause a run: running steps finish, nothing new starts",
+  PERSON_OR_AGENT,
+  pauseRun,
+);
+export const runResume = steer(
+  "run.resume",
+  "Resume a paused run (an agent cannot resume a run a person paused)",
+  PERSON_OR_AGENT,
+  resumeRun,
+);
+export const runRetryStep = steerStep("run.retry_step", "Try a failed step again (a person only)", retryStep);
 export const runSkipStep = steerStep(
   "run.skip_step",
-  "Give a failed step, or an agent task its agent has not done, up; dependents that do not need its output run",
+  "Give a failed step, or an agent task its agent has not done, up; dependents that do not need its output run (a person only)",
   skipStep,
 );
 
 export const runApproval = defineOperation({
   name: "run.approval",
+  callers: PERSON_OR_AGENT,
   summary:
     "What approving a step waiting for approval would let run: tool, arguments resolved, workspace, computed risk",
   input: z.object({ runId, stepId }),
@@ -235,6 +304,8 @@ export const runOperations = [
   runWait,
   runList,
   runEvents,
+  runDecisions,
+  runListForPlan,
   runDecide,
   runAnswer,
   runCancel,

@@ -9,6 +9,7 @@ import {
 } from "../templates/service";
 import { TEMPLATE_LIMITS } from "../templates/placeholders";
 import { requireWorkspace } from "../plans/workspaces";
+import { PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
 import { planOutputSchema } from "./plans";
 import type { AnyOperation } from "./registry";
@@ -41,6 +42,7 @@ type TemplateOutput = z.input<typeof templateOutputSchema>;
 
 export const templateDetect = defineOperation({
   name: "template.detect_parameters",
+  callers: PERSON_OR_AGENT,
   summary: "The {{name}} placeholders a plan version holds: the parameters saving it as a template would declare",
   input: z.object({ planId: z.string().min(1).max(100), version: z.number().int().positive().optional() }),
   output: z.object({ parameters: z.array(z.string()) }),
@@ -52,6 +54,7 @@ export const templateDetect = defineOperation({
 
 export const templateSave = defineOperation({
   name: "template.save",
+  callers: PERSON_OR_AGENT,
   summary: "Save a plan version as a template; {{name}} placeholders become parameters (label and default optional)",
   input: z.object({
     planId: z.string().min(1).max(100),
@@ -77,6 +80,7 @@ export const templateSave = defineOperation({
 
 export const templateList = defineOperation({
   name: "template.list",
+  callers: PERSON_OR_AGENT,
   summary: "Plan templates, newest first",
   input: z.object({}),
   output: z.object({ templates: z.array(templateOutputSchema) }),
@@ -88,6 +92,7 @@ export const templateList = defineOperation({
 
 export const templateGet = defineOperation({
   name: "template.get",
+  callers: PERSON_OR_AGENT,
   summary: "One plan template with its parameters",
   input: z.object({ templateId }),
   output: templateOutputSchema,
@@ -99,6 +104,7 @@ export const templateGet = defineOperation({
 
 export const templateInstantiate = defineOperation({
   name: "template.instantiate",
+  callers: PERSON_OR_AGENT,
   summary: "Start a new plan (source template) from a template, filling its parameters; a missing one is named",
   input: z.object({
     templateId,
@@ -120,6 +126,7 @@ export const templateInstantiate = defineOperation({
 
 export const templateDelete = defineOperation({
   name: "template.delete",
+  callers: PERSON_OR_AGENT,
   summary: "Delete a plan template (plans started from it stay)",
   input: z.object({ templateId }),
   output: z.object({ deleted: z.literal(true) }),

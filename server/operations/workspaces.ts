@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { listWorkspaces, registerWorkspace, removeWorkspace, renameWorkspace } from "../plans/workspaces";
+import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
 
@@ -23,6 +24,7 @@ const done = z.object({ ok: z.literal(true) });
 
 export const workspaceList = defineOperation({
   name: "workspace.list",
+  callers: PERSON_OR_AGENT,
   summary: "Registered workspaces, the default first, with what still acts in each",
   input: z.object({}),
   output: z.object({ workspaces: z.array(workspaceSchema) }),
@@ -34,6 +36,7 @@ export const workspaceList = defineOperation({
 
 export const workspaceRegister = defineOperation({
   name: "workspace.register",
+  callers: PERSON_ONLY,
   summary: "Register a directory (an absolute path) as a workspace; a registered one is returned as it is",
   input: z.object({ path: z.string().trim().min(1).max(4_096), name: name.optional() }),
   output: z.object({ id: z.string(), path: z.string() }),
@@ -43,6 +46,7 @@ export const workspaceRegister = defineOperation({
 
 export const workspaceRename = defineOperation({
   name: "workspace.rename",
+  callers: PERSON_ONLY,
   summary: "Change the name a workspace is shown by (its path stays)",
   input: z.object({ workspaceId, name }),
   output: done,
@@ -55,6 +59,7 @@ export const workspaceRename = defineOperation({
 
 export const workspaceRemove = defineOperation({
   name: "workspace.remove",
+  callers: PERSON_ONLY,
   summary: "Take a workspace off the list (refused for the default and while a run or planning session uses it)",
   input: z.object({ workspaceId }),
   output: done,

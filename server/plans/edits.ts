@@ -345,6 +345,8 @@ export interface EditPlanInput {
   author: string;
   /** Only a person may waive a gate; an agent's `approvalRequired: false` is raised to the default. */
   authorIsPerson: boolean;
+  /** See `SavePlanVersionInput.gateChangedSteps`: an agent's edit of a plan whose run is under way. */
+  gateChangedSteps?: boolean;
 }
 
 /**
@@ -407,6 +409,7 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
       source: extra.source ?? "manual",
       author: input.author,
       changeNote,
+      ...(input.gateChangedSteps && { gateChangedSteps: true }),
       ...(extra.restoresVersion !== undefined && { restoresVersion: extra.restoresVersion }),
       ...(extra.waivedGates && { waivedGates: extra.waivedGates }),
     });
@@ -438,6 +441,7 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
         source: "import",
         author: input.author,
         changeNote: "Imported from JSON",
+        ...(input.gateChangedSteps && { gateChangedSteps: true }),
       });
       return plan;
     }

@@ -2,6 +2,7 @@ import type pg from "pg";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
+import { ACTIVE_RUN_STATUSES } from "../vocabulary";
 
 /**
  * A plan's life beyond its versions (seed 002's Plan Approval, and discarding plans): a person may
@@ -12,7 +13,6 @@ import { AppError } from "../errors";
  */
 export type PlanLifecycleState = "active" | "rejected" | "archived";
 
-const ACTIVE_RUN_STATUSES = ["running", "paused", "failing"];
 
 interface PlanRow {
   id: string;

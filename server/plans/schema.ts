@@ -6,21 +6,7 @@ import { z } from "zod";
  * field filled in, with tool metadata as defaults.
  */
 
-export const STEP_STATUSES = [
-  "pending",
-  "blocked",
-  "ready",
-  "running",
-  "awaiting_approval",
-  "awaiting_input",
-  "awaiting_agent",
-  "completed",
-  "failed",
-  "skipped",
-  "cancelled",
-] as const;
-export const stepStatusSchema = z.enum(STEP_STATUSES);
-export type StepStatus = z.infer<typeof stepStatusSchema>;
+export { STEP_STATUSES, stepStatusSchema, type StepStatus } from "../vocabulary";
 
 export const PLAN_SOURCES = ["llm", "manual", "agent", "template", "import"] as const;
 export const riskSchema = z.enum(["low", "medium", "high"]);

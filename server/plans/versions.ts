@@ -3,6 +3,7 @@ import { PRISMA_TRANSACTION_OPTIONS, prismaQueryable } from "../db";
 import { AppError, isAppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { PrismaClient } from "../generated/prisma/client";
+import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { ToolRegistry } from "../tools/registry";
 import { refreshPlanArtifacts } from "./artifacts";
 import { waiverDefinitionHash } from "./definition-hash";
@@ -33,6 +34,12 @@ export interface SavePlanVersionInput {
    * may waive a gate; every other source's `approvalRequired: false` is raised to the default.
    */
   waivedGates?: string[];
+  /**
+   * An agent's change to a plan whose run is under way: every step it adds or whose tool or
+   * arguments it changes waits for a person's approval in the run (its gate is raised), unless it
+   * is one of the agent's own tasks or its tool only reads. An agent proposes; a person disposes.
+   */
+  gateChangedSteps?: boolean;
   model?: string;
   usage?: { inputTokens: number; outputTokens: number };
 }
@@ -65,6 +72,7 @@ export async function savePlanVersion(
     });
     if (!base) throw new AppError("not_found", `Plan ${input.planId} has no version ${input.baseVersion}`);
     const waived = keepWaivedGates(base.steps as unknown as Step[], content.steps, input);
+    if (input.gateChangedSteps) gateChangedSteps(base.steps as unknown as Step[], content.steps, tools);
     const restored =
       input.restoresVersion === undefined
         ? null
@@ -217,6 +225,24 @@ function keepWaivedGates(baseSteps: Step[], steps: Step[], input: SavePlanVersio
     }
   }
   return waived;
+}
+
+/**
+ * Raises the gate of every step that is new or runs something new (another tool, other arguments)
+ * compared with the base version — except the agent's own tasks (`agent_task`, which the agent
+ * itself carries out and reports) and tools that by their own classification only read.
+ */
+function gateChangedSteps(baseSteps: Step[], steps: Step[], tools: ToolRegistry): void {
+  const before = new Map(baseSteps.map((step) => [step.id, step]));
+  for (const step of steps) {
+    const old = before.get(step.id);
+    const unchanged =
+      old !== undefined && old.tool === step.tool && JSON.stringify(old.args) === JSON.stringify(step.args);
+    if (unchanged) continue;
+    const tool = tools.get(step.tool);
+    if (tool && (tool.name === AGENT_TASK_TOOL || tool.readOnly)) continue;
+    step.approvalRequired = true;
+  }
 }
 
 /** `step_N` ids in `next` that name no step of the base version yet were handed out before. */

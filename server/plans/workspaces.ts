@@ -3,6 +3,7 @@ import path from "node:path";
 import type pg from "pg";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
+import { FINISHED_RUN_STATUSES } from "../vocabulary";
 
 /** The system's own directories; project folders such as /usr/src/app or /var/lib/jenkins stay allowed. */
 const SYSTEM_DIRECTORIES = [
@@ -79,7 +80,7 @@ export interface WorkspaceView {
 }
 
 /** Run and planning-session states after which nothing acts in the workspace any more. */
-const FINISHED_RUN = ["completed", "failed", "cancelled"];
+const FINISHED_RUN = FINISHED_RUN_STATUSES;
 const FINISHED_SESSION = ["completed", "invalid", "failed", "cancelled"];
 
 const USES = `
@@ -137,6 +138,62 @@ export async function requireWorkspace(pool: Queryable, id: string): Promise<{ i
   );
   if (!row.rows[0]) throw new AppError("not_found", `No workspace ${id}; register the directory first`);
   return row.rows[0];
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * A workspace named by id or by path that a person already registered (and did not remove), or
+ * undefined. Never registers: this is how work an agent starts finds its directory.
+ */
+export async function findRegisteredWorkspace(
+  pool: Queryable,
+  idOrPath: string,
+): Promise<{ id: string; path: string } | undefined> {
+  const byId = UUID.test(idOrPath);
+  let real = idOrPath;
+  if (!byId) {
+    if (!path.isAbsolute(idOrPath)) return undefined;
+    real = await fs.realpath(idOrPath).catch(() => idOrPath);
+  }
+  const row = await pool.query<{ id: string; path: string }>(
+    `select id, path from workspaces where ${byId ? "id = $1::uuid" : "path = $1"} and removed_at is null`,
+    [real],
+  );
+  return row.rows[0];
+}
+
+/**
+ * The workspace new work acts in: the server's default when none is named; a named one must be
+ * registered already unless the caller may register directories (a person). An agent naming an
+ * unregistered directory is refused, and nothing is registered.
+ */
+export async function workspaceForNewWork(
+  pool: Queryable,
+  input: { named?: string; defaultRoot: string; mayRegister: boolean },
+): Promise<{ id: string; path: string }> {
+  if (input.named === undefined) return defaultWorkspace(pool, input.defaultRoot);
+  // The default workspace by its path is the default, registered or not yet.
+  const [named, fallback] = await Promise.all(
+    [input.named, input.defaultRoot].map((candidate) => fs.realpath(candidate).catch(() => candidate)),
+  );
+  if (named === fallback) return defaultWorkspace(pool, input.defaultRoot);
+  const registered = await findRegisteredWorkspace(pool, input.named);
+  if (registered) return registered;
+  // A name that cannot be a directory at all is bad input, whoever sent it.
+  if (!UUID.test(input.named)) {
+    if (!path.isAbsolute(input.named))
+      throw new AppError("invalid_input", `The workspace must be an absolute path: ${input.named}`);
+    if (!(await fs.stat(input.named).catch(() => undefined))?.isDirectory())
+      throw new AppError("invalid_input", `The workspace ${input.named} does not exist or is not a directory`);
+  }
+  if (!input.mayRegister) {
+    throw new AppError(
+      "forbidden",
+      `${input.named} is not a registered workspace; only a person registers workspaces (workspace.list shows them)`,
+    );
+  }
+  return registerWorkspace(pool, input.named);
 }
 
 /** Renaming changes only what people see; the path, and everything acting in it, stays. */

@@ -1,10 +1,11 @@
 import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
-import { ZodError } from "zod";
+import { ZodError, type z } from "zod";
 import type { AppContext } from "../app-context";
 import { isDatabaseUnavailable } from "../db";
 import { AppError, isAppError, type AppErrorCode } from "../errors";
 import type { Identity } from "../operations/identity";
+import { authorize, type Operation } from "../operations/operation";
 
 export interface TrpcContext {
   app: AppContext;
@@ -18,7 +19,12 @@ export function createTrpcContext(app: AppContext, identity: Identity): TrpcCont
   return { app, identity, actor: identity.name };
 }
 
-const t = initTRPC.context<TrpcContext>().create({
+/** `operation`: the operation a procedure adapts, so its authority can be listed and tested. */
+export interface ProcedureMeta {
+  operation?: string;
+}
+
+const t = initTRPC.context<TrpcContext>().meta<ProcedureMeta>().create({
   transformer: superjson,
   errorFormatter({ shape, error }) {
     const cause = error.cause;
@@ -68,4 +74,22 @@ const mapErrors = t.middleware(async ({ next }) => {
 
 export const router = t.router;
 export const publicProcedure = t.procedure.use(mapErrors);
+
+/**
+ * A procedure that adapts an operation: the caller is checked against the operation's declared
+ * callers before the input is even parsed (the same check `viaOperation` repeats), and the
+ * procedure is tagged with the operation's name. Finish it with `.query(viaOperation(op))` or
+ * `.mutation(viaOperation(op))`.
+ */
+export function operationProcedure<Input extends z.ZodType, Output extends z.ZodType>(
+  operation: Operation<Input, Output>,
+) {
+  return publicProcedure
+    .meta({ operation: operation.name })
+    .use(({ ctx, next }) => {
+      authorize(operation, ctx.identity);
+      return next();
+    })
+    .input(operation.input);
+}
 export const createCallerFactory = t.createCallerFactory;

@@ -1,8 +1,8 @@
 import { auditList } from "../../operations/audit";
 import { viaOperation } from "../../operations/operation";
-import { publicProcedure, router } from "../init";
+import { operationProcedure, router } from "../init";
 
 /** The audit page: decisions newest first, filtered by plan, run and person, paged by cursor. */
 export const auditRouter = router({
-  list: publicProcedure.input(auditList.input).query(viaOperation(auditList)),
+  list: operationProcedure(auditList).query(viaOperation(auditList)),
 });

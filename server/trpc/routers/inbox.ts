@@ -1,7 +1,8 @@
-import { listInbox } from "../../inbox/inbox";
-import { publicProcedure, router } from "../init";
+import { viaOperation } from "../../operations/operation";
+import { inboxList } from "../../operations/reads";
+import { operationProcedure, router } from "../init";
 
 /** Everything waiting for a person (server/inbox/inbox.ts); the navigation polls `list` for its count. */
 export const inboxRouter = router({
-  list: publicProcedure.query(({ ctx }) => listInbox(ctx.app.db.pool, ctx.app.tools)),
+  list: operationProcedure(inboxList).query(viaOperation(inboxList)),
 });

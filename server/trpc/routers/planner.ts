@@ -1,30 +1,28 @@
 import { z } from "zod";
-import { stepInputSchema } from "../../plans/schema";
 import { describePlannerConfig } from "../../planner/config";
 import { plannerFor } from "../../planner/deps";
-import { decideRecovery, listRecoveryProposals, proposeRecovery } from "../../planner/recovery-proposals";
-import {
-  answerQuestion,
-  cancelPlanning,
-  getPlanningSession,
-  listPlanningSessions,
-  retryPlanning,
-  startPlanning,
-  startRegeneration,
-} from "../../planner/sessions";
-import { addSuggestedStep, suggestSteps } from "../../planner/suggest";
+import { listRecoveryProposals } from "../../planner/recovery-proposals";
+import { getPlanningSession, listPlanningSessions } from "../../planner/sessions";
 import { getUsage } from "../../planner/usage";
 import { describeSandbox } from "../../tools/sandbox";
-import { listWorkspaces, requireWorkspace } from "../../plans/workspaces";
+import { listWorkspaces } from "../../plans/workspaces";
 import { planningCommand, planningMessage } from "../../operations/planning";
+import {
+  plannerAddSuggestion,
+  plannerAnswer,
+  plannerCancel,
+  plannerRegenerate,
+  plannerRetry,
+  plannerStart,
+  plannerSuggest,
+  recoveryDecide,
+  recoveryPropose,
+} from "../../operations/planner";
 import { viaOperation } from "../../operations/operation";
-import { publicProcedure, router } from "../init";
+import { operationProcedure, publicProcedure, router } from "../init";
 import { trackedEvents } from "../tracked-events";
 
-// Generous transport bounds; the planner refuses long goals itself with a clear message.
-const text = z.string().max(100_000);
 const sessionInput = z.object({ sessionId: z.uuid() });
-const mode = z.enum(["quick", "deep"]);
 
 export const plannerRouter = router({
   /** What is configured (never the keys) and which workspaces a task can plan against. */
@@ -45,26 +43,12 @@ export const plannerRouter = router({
     };
   }),
 
-  start: publicProcedure
-    .input(
-      z.object({
-        goal: text,
-        mode: mode.default("quick"),
-        model: z.string().max(200).optional(),
-        workspaceId: z.uuid().nullish(),
-        useJudge: z.boolean().optional(),
-      }),
-    )
-    .mutation(async ({ ctx, input }) => {
-      // A removed workspace is refused here: the session would otherwise act in it.
-      if (input.workspaceId) await requireWorkspace(ctx.app.db.pool, input.workspaceId);
-      return startPlanning(plannerFor(ctx.app), { ...input, actor: ctx.actor });
-    }),
+  start: operationProcedure(plannerStart).mutation(viaOperation(plannerStart)),
 
   /** Seed 002's `/plan [task]`, `/plan status`, `/plan cancel`. */
-  command: publicProcedure.input(planningCommand.input).mutation(viaOperation(planningCommand)),
+  command: operationProcedure(planningCommand).mutation(viaOperation(planningCommand)),
   /** Seed 002: a message while the planner gathers joins its context. */
-  message: publicProcedure.input(planningMessage.input).mutation(viaOperation(planningMessage)),
+  message: operationProcedure(planningMessage).mutation(viaOperation(planningMessage)),
 
   session: publicProcedure
     .input(sessionInput)
@@ -79,44 +63,17 @@ export const plannerRouter = router({
     .input(z.object({ sessionId: z.uuid(), lastEventId: z.string().nullish() }))
     .subscription(({ ctx, input, signal }) => trackedEvents(ctx.app, input.sessionId, input.lastEventId, signal)),
 
-  cancel: publicProcedure
-    .input(sessionInput)
-    .mutation(({ ctx, input }) => cancelPlanning(plannerFor(ctx.app), input.sessionId, ctx.actor)),
+  cancel: operationProcedure(plannerCancel).mutation(viaOperation(plannerCancel)),
 
-  retry: publicProcedure
-    .input(sessionInput)
-    .mutation(({ ctx, input }) => retryPlanning(plannerFor(ctx.app), input.sessionId, ctx.actor)),
+  retry: operationProcedure(plannerRetry).mutation(viaOperation(plannerRetry)),
 
-  answer: publicProcedure
-    .input(z.object({ sessionId: z.uuid(), questionId: z.uuid(), answer: text }))
-    .mutation(({ ctx, input }) => answerQuestion(plannerFor(ctx.app), { ...input, actor: ctx.actor })),
+  answer: operationProcedure(plannerAnswer).mutation(viaOperation(plannerAnswer)),
 
-  regenerate: publicProcedure
-    .input(
-      z.object({
-        planId: z.string(),
-        baseVersion: z.number().int().positive(),
-        feedback: text,
-        mode: mode.optional(),
-        model: z.string().max(200).optional(),
-        useJudge: z.boolean().optional(),
-      }),
-    )
-    .mutation(({ ctx, input }) => startRegeneration(plannerFor(ctx.app), { ...input, actor: ctx.actor })),
+  regenerate: operationProcedure(plannerRegenerate).mutation(viaOperation(plannerRegenerate)),
 
-  suggest: publicProcedure
-    .input(
-      z.object({
-        planId: z.string(),
-        version: z.number().int().positive().optional(),
-        model: z.string().max(200).optional(),
-      }),
-    )
-    .mutation(({ ctx, input }) => suggestSteps(plannerFor(ctx.app), input)),
+  suggest: operationProcedure(plannerSuggest).mutation(viaOperation(plannerSuggest)),
 
-  addSuggestion: publicProcedure
-    .input(z.object({ planId: z.string(), baseVersion: z.number().int().positive(), step: stepInputSchema }))
-    .mutation(({ ctx, input }) => addSuggestedStep(plannerFor(ctx.app), { ...input, actor: ctx.actor })),
+  addSuggestion: operationProcedure(plannerAddSuggestion).mutation(viaOperation(plannerAddSuggestion)),
 
   usage: publicProcedure
     .input(
@@ -131,15 +88,11 @@ export const plannerRouter = router({
     )
     .query(({ ctx, input }) => getUsage(ctx.app.db.prisma, input)),
 
-  proposeRecovery: publicProcedure
-    .input(z.object({ runId: z.uuid(), stepId: z.string(), model: z.string().max(200).optional() }))
-    .mutation(({ ctx, input }) => proposeRecovery(plannerFor(ctx.app), { ...input, actor: ctx.actor })),
+  proposeRecovery: operationProcedure(recoveryPropose).mutation(viaOperation(recoveryPropose)),
 
   recoveryProposals: publicProcedure
     .input(z.object({ runId: z.uuid(), stepId: z.string().optional() }))
     .query(({ ctx, input }) => listRecoveryProposals(plannerFor(ctx.app), input)),
 
-  decideRecovery: publicProcedure
-    .input(z.object({ proposalId: z.uuid(), accept: z.boolean() }))
-    .mutation(({ ctx, input }) => decideRecovery(plannerFor(ctx.app), { ...input, actor: ctx.actor })),
+  decideRecovery: operationProcedure(recoveryDecide).mutation(viaOperation(recoveryDecide)),
 });

@@ -7,14 +7,14 @@ import {
   templateList,
   templateSave,
 } from "../../operations/templates";
-import { publicProcedure, router } from "../init";
+import { operationProcedure, router } from "../init";
 
 /** Plan templates for the browser: each procedure is the operation of the same name. */
 export const templatesRouter = router({
-  detect: publicProcedure.input(templateDetect.input).query(viaOperation(templateDetect)),
-  save: publicProcedure.input(templateSave.input).mutation(viaOperation(templateSave)),
-  list: publicProcedure.input(templateList.input).query(viaOperation(templateList)),
-  get: publicProcedure.input(templateGet.input).query(viaOperation(templateGet)),
-  instantiate: publicProcedure.input(templateInstantiate.input).mutation(viaOperation(templateInstantiate)),
-  delete: publicProcedure.input(templateDelete.input).mutation(viaOperation(templateDelete)),
+  detect: operationProcedure(templateDetect).query(viaOperation(templateDetect)),
+  save: operationProcedure(templateSave).mutation(viaOperation(templateSave)),
+  list: operationProcedure(templateList).query(viaOperation(templateList)),
+  get: operationProcedure(templateGet).query(viaOperation(templateGet)),
+  instantiate: operationProcedure(templateInstantiate).mutation(viaOperation(templateInstantiate)),
+  delete: operationProcedure(templateDelete).mutation(viaOperation(templateDelete)),
 });

@@ -1,0 +1,233 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { TRPCError } from "@trpc/server";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startHarness, type Harness } from "../../tests/app-harness";
+import { isAppError } from "../errors";
+import { IDENTITY_HEADER, signIdentity } from "../http/door";
+import { handleOperation } from "../http/operations-endpoint";
+import { createMcpServer, toolName } from "../mcp/server";
+import { createTrpcContext } from "../trpc/init";
+import { appRouter, createCaller } from "../trpc/root";
+import type { CallerKind } from "../vocabulary";
+import type { Identity } from "./identity";
+import { invokeOperation } from "./operation";
+import { operations, type AnyOperation } from "./registry";
+
+/**
+ * The authority matrix, generated from the operations registry: every operation × {a person, an
+ * agent, no credential} through every door that exposes it — `invokeOperation` itself, `POST
+ * /api/ops/<name>`, the tRPC procedures that adapt it, and the MCP tool list — allowed or refused
+ * exactly as the operation declares. The declarations themselves are pinned below: a new
+ * operation, or a change of who may call one, has to be stated here as well as in the code.
+ *
+ * Every call sends `{}`: a refused caller is refused before the input is looked at, so an allowed
+ * call shows as anything but that refusal (usually `invalid_input`), and nothing changes.
+ */
+const P = ["person"] as const;
+const PA = ["person", "agent"] as const;
+const AUTHORITY: Record<string, readonly CallerKind[]> = {
+  "agent.start": PA,
+  "agent.status": PA,
+  "agent.update": PA,
+  "agent.alert": PA,
+  "agent.suggest": PA,
+  "plan.create": PA,
+  "plan.get": PA,
+  "plan.markdown": PA,
+  "plan.list": PA,
+  "plan.edit": PA,
+  "plan.review_status": PA,
+  "plan.review": P,
+  "plan.approve": P,
+  "plan.archive": P,
+  "plan.restore": P,
+  "run.get": PA,
+  "run.wait": PA,
+  "run.list": PA,
+  "run.events": PA,
+  "run.decisions": PA,
+  "inbox.list": P,
+  "planning.list": P,
+  "planning.state": P,
+  "agent.sessions": P,
+  "agent.session_of_run": P,
+  "run.list_for_plan": PA,
+  "run.decide": P,
+  "run.answer": P,
+  "run.cancel": PA,
+  "run.pause": PA,
+  "run.resume": PA,
+  "run.retry_step": P,
+  "run.skip_step": P,
+  "workspace.list": PA,
+  "workspace.register": P,
+  "workspace.rename": P,
+  "workspace.remove": P,
+  "audit.list": PA,
+  "template.detect_parameters": PA,
+  "template.save": PA,
+  "template.list": PA,
+  "template.get": PA,
+  "template.instantiate": PA,
+  "template.delete": PA,
+  "planning.command": P,
+  "plan.import": PA,
+  "run.rerun_from": P,
+  "run.apply_recovery": P,
+  "signal.clear": P,
+  "planner.start": P,
+  "planner.cancel": P,
+  "planner.retry": P,
+  "planner.answer": P,
+  "planner.regenerate": P,
+  "planner.suggest": P,
+  "planner.add_suggestion": P,
+  "recovery.propose": P,
+  "recovery.decide": P,
+};
+
+const PERSON: Identity = { kind: "person", name: "owner" };
+// An agent that calls itself "owner" is still an agent.
+const AGENT: Identity = { kind: "agent", name: "owner" };
+const CALLERS: [label: string, identity: Identity | undefined][] = [
+  ["person", PERSON],
+  ["agent", AGENT],
+  ["no credential", undefined],
+];
+
+type Outcome = "allowed" | "forbidden" | "unauthorized";
+
+function expected(operation: AnyOperation, identity: Identity | undefined): Outcome {
+  if (!identity) return "unauthorized";
+  return (operation.callers as readonly string[]).includes(identity.kind) ? "allowed" : "forbidden";
+}
+
+/** A refusal by the authority check names the operation; any other outcome means it let the call through. */
+function outcomeOfError(error: unknown, operation: string): Outcome {
+  const cause = error instanceof TRPCError ? error.cause : error;
+  if (isAppError(cause) && cause.code === "unauthorized") return "unauthorized";
+  if (isAppError(cause) && cause.code === "forbidden" && (cause.details as { operation?: string })?.operation === operation)
+    return "forbidden";
+  return "allowed";
+}
+
+let harness: Harness;
+beforeAll(async () => {
+  harness = await startHarness({ worker: false });
+});
+afterAll(async () => {
+  await harness?.close();
+});
+
+describe("authority matrix", () => {
+  it("pins who may call every operation of the registry", () => {
+    const declared = Object.fromEntries(operations.map((operation) => [operation.name, [...operation.callers].sort()]));
+    const pinned = Object.fromEntries(Object.entries(AUTHORITY).map(([name, callers]) => [name, [...callers].sort()]));
+    expect(declared).toEqual(pinned);
+  });
+
+  it.each(operations.map((operation) => [operation.name, operation] as const))(
+    "%s: invokeOperation allows and refuses as declared",
+    async (_name, operation) => {
+      for (const [label, identity] of CALLERS) {
+        const outcome = await invokeOperation(operation, { app: harness.app, identity: identity! }, {}).then(
+          () => "allowed" as const,
+          (error: unknown) => outcomeOfError(error, operation.name),
+        );
+        expect(outcome, `${operation.name} as ${label}`).toBe(expected(operation, identity));
+      }
+    },
+  );
+
+  it.each(operations.map((operation) => [operation.name, operation] as const))(
+    "%s: POST /api/ops/<name> allows and refuses as declared",
+    async (_name, operation) => {
+      for (const [label, identity] of CALLERS) {
+        const request = new Request(`http://127.0.0.1/api/ops/${operation.name}`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            ...(identity && { [IDENTITY_HEADER]: signIdentity(identity) }),
+          },
+          body: "{}",
+        });
+        const response = await handleOperation(request, harness.app, operation.name);
+        const body = (await response.json()) as { code?: string; details?: { operation?: string } };
+        const outcome: Outcome =
+          response.status === 401
+            ? "unauthorized"
+            : response.status === 403 && body.details?.operation === operation.name
+              ? "forbidden"
+              : "allowed";
+        expect(outcome, `${operation.name} as ${label}: ${response.status} ${JSON.stringify(body)}`).toBe(
+          expected(operation, identity),
+        );
+      }
+    },
+  );
+
+  it("tRPC: every procedure that adapts an operation allows and refuses as declared", async () => {
+    const procedures = Object.entries(
+      appRouter._def.procedures as unknown as Record<string, { _def: { meta?: { operation?: string } } }>,
+    )
+      .map(([path, procedure]) => [path, procedure._def.meta?.operation] as const)
+      .filter((entry): entry is readonly [string, string] => entry[1] !== undefined);
+    // Every person-only decision the browser makes goes through its operation.
+    for (const name of [
+      "plan.approve",
+      "plan.review",
+      "run.decide",
+      "run.answer",
+      "run.resume",
+      "run.retry_step",
+      "run.rerun_from",
+      "run.apply_recovery",
+      "planner.answer",
+      "recovery.decide",
+      "planning.command",
+    ]) {
+      expect(procedures.map(([, operation]) => operation)).toContain(name);
+    }
+    for (const [path, name] of procedures) {
+      const operation = operations.find((candidate) => candidate.name === name)!;
+      for (const [label, identity] of CALLERS) {
+        // Without a credential the route handler has no identity to put in the context.
+        const context = identity ? createTrpcContext(harness.app, identity) : { app: harness.app, actor: "" };
+        const caller = createCaller(context as ReturnType<typeof createTrpcContext>) as unknown as Record<
+          string,
+          Record<string, (input: unknown) => Promise<unknown>>
+        >;
+        const [namespace, procedure] = path.split(".") as [string, string];
+        const outcome = await caller[namespace]![procedure]!({}).then(
+          () => "allowed" as const,
+          (error: unknown) => outcomeOfError(error, name),
+        );
+        expect(outcome, `tRPC ${path} (${name}) as ${label}`).toBe(expected(operation, identity));
+      }
+    }
+  });
+
+  it("MCP offers an agent exactly the operations an agent may call, and nothing else of the registry", async () => {
+    const server = createMcpServer({ app: harness.app, identity: AGENT, sessionId: () => "matrix" });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const client = new Client({ name: "authority-matrix", version: "1.0.0" });
+    await client.connect(clientSide);
+    try {
+      const { tools } = await client.listTools();
+      const offered = new Set(tools.map((tool) => tool.name));
+      for (const operation of operations) {
+        const mayCall = (operation.callers as readonly string[]).includes("agent");
+        expect(offered.has(toolName(operation)), `MCP ${toolName(operation)}`).toBe(mayCall);
+        if (!mayCall) {
+          const result = await client.callTool({ name: toolName(operation), arguments: {} });
+          expect(result.isError, `MCP call of ${toolName(operation)}`).toBe(true);
+        }
+      }
+    } finally {
+      await client.close();
+      await server.close();
+    }
+  });
+});

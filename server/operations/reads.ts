@@ -1,0 +1,73 @@
+import { z } from "zod";
+import { listSessions, sessionOfRun } from "../agents/sessions";
+import { listInbox } from "../inbox/inbox";
+import { getPlanningSessionState, listPlanningSessionStates, planningListInputSchema } from "../planner/session-list";
+import { defineOperation } from "./operation";
+import { PERSON_ONLY } from "./policy";
+import type { AnyOperation } from "./registry";
+
+/**
+ * The browser's reads of the inbox, planning sessions and agent sessions, as operations so their
+ * doors stay adapters. Outputs are the domain's own shapes, passed through; they are a person's
+ * pages, so MCP (whose tool schemas must be objects) does not offer them.
+ */
+const passThrough = <T>() => z.custom<T>(() => true);
+
+export const inboxList = defineOperation({
+  name: "inbox.list",
+  summary: "Everything waiting for a person: gates, questions, plans to review",
+  callers: PERSON_ONLY,
+  // The browser asks without input.
+  input: z.object({}).optional(),
+  output: passThrough<Awaited<ReturnType<typeof listInbox>>>(),
+  annotations: { readOnly: true },
+  run: ({ app }) => listInbox(app.db.pool, app.tools),
+});
+
+export const planningList = defineOperation({
+  name: "planning.list",
+  summary: "Planning sessions with their state in words",
+  callers: PERSON_ONLY,
+  input: planningListInputSchema,
+  output: passThrough<Awaited<ReturnType<typeof listPlanningSessionStates>>>(),
+  annotations: { readOnly: true },
+  run: ({ app }, input) => listPlanningSessionStates(app.db.pool, input),
+});
+
+export const planningState = defineOperation({
+  name: "planning.state",
+  summary: "One planning session's state in words",
+  callers: PERSON_ONLY,
+  input: z.object({ sessionId: z.uuid() }),
+  output: passThrough<Awaited<ReturnType<typeof getPlanningSessionState>>>(),
+  annotations: { readOnly: true },
+  run: ({ app }, input) => getPlanningSessionState(app.db.pool, input.sessionId),
+});
+
+export const agentSessionList = defineOperation({
+  name: "agent.sessions",
+  summary: "Agent sessions, newest first",
+  callers: PERSON_ONLY,
+  input: z.object({ limit: z.number().int().min(1).max(200).optional() }).optional(),
+  output: passThrough<Awaited<ReturnType<typeof listSessions>>>(),
+  annotations: { readOnly: true },
+  run: ({ app }, input) => listSessions(app, input ?? {}),
+});
+
+export const agentSessionOfRun = defineOperation({
+  name: "agent.session_of_run",
+  summary: "The agent session behind a run, with its signals (the run page's panel; agents ask agent.status)",
+  callers: PERSON_ONLY,
+  input: z.object({ runId: z.uuid() }),
+  output: z.object({ session: passThrough<Awaited<ReturnType<typeof sessionOfRun>>>() }),
+  annotations: { readOnly: true },
+  run: async ({ app }, input) => ({ session: await sessionOfRun(app, input.runId) }),
+});
+
+export const readOperations = [
+  inboxList,
+  planningList,
+  planningState,
+  agentSessionList,
+  agentSessionOfRun,
+] as AnyOperation[];

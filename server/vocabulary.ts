@@ -1,0 +1,94 @@
+import { z } from "zod";
+
+/**
+ * The ground floor: the words every layer shares — statuses, identity kinds, decision kinds,
+ * signal levels — and the named sets of statuses that rules are written in. Zod only, so the
+ * engine, the operations, the doors and the browser all import the same spelling, and a rule such
+ * as "a person's pause outranks an agent" or "a finished run never starts a step" is written once.
+ */
+
+export const STEP_STATUSES = [
+  "pending",
+  "blocked",
+  "ready",
+  "running",
+  "awaiting_approval",
+  "awaiting_input",
+  "awaiting_agent",
+  "completed",
+  "failed",
+  "skipped",
+  "cancelled",
+] as const;
+export const stepStatusSchema = z.enum(STEP_STATUSES);
+export type StepStatus = z.infer<typeof stepStatusSchema>;
+
+export const RUN_STATUSES = ["running", "paused", "failing", "completed", "failed", "cancelled"] as const;
+export const runStatusSchema = z.enum(RUN_STATUSES);
+export type RunStatus = z.infer<typeof runStatusSchema>;
+
+/** Run states in which no step will ever start again. */
+export const FINISHED_RUN_STATUSES = ["completed", "failed", "cancelled"] as const satisfies readonly RunStatus[];
+/** Run states that still act, or may act again: not finished. */
+export const ACTIVE_RUN_STATUSES = ["running", "paused", "failing"] as const satisfies readonly RunStatus[];
+
+/** Step states that will not change again unless a person intervenes (retry, skip). */
+export const SETTLED_STEP_STATUSES = [
+  "completed",
+  "skipped",
+  "cancelled",
+  "failed",
+  "blocked",
+] as const satisfies readonly StepStatus[];
+/** Step states that settled without failing: done, given up, or taken out. */
+export const DONE_STEP_STATUSES = ["completed", "skipped", "cancelled"] as const satisfies readonly StepStatus[];
+/** Step states that wait for a person: a gate to decide or a question to answer. */
+export const WAITING_FOR_PERSON_STEP_STATUSES = [
+  "awaiting_approval",
+  "awaiting_input",
+] as const satisfies readonly StepStatus[];
+/** Step states in which nothing of the step has run yet. */
+export const NOT_STARTED_STEP_STATUSES = [
+  "pending",
+  "awaiting_agent",
+  "awaiting_approval",
+] as const satisfies readonly StepStatus[];
+
+/**
+ * Who acts. person: reviews, approves, waives gates, decides. agent: proposes — creates and edits
+ * plans, reports progress, raises signals — and never authorises. system: the engine's own
+ * decisions (timeouts, recovery by policy).
+ */
+export const IDENTITY_KINDS = ["person", "agent", "system"] as const;
+export const identityKindSchema = z.enum(IDENTITY_KINDS);
+export type IdentityKind = z.infer<typeof identityKindSchema>;
+
+/** The kinds of identity an outside caller can hold; `system` never calls through a door. */
+export const CALLER_KINDS = ["person", "agent"] as const satisfies readonly IdentityKind[];
+export type CallerKind = (typeof CALLER_KINDS)[number];
+
+/**
+ * A person's pause, deny or cancel outranks an agent: what a person stopped, only a person starts
+ * again. The system's and an agent's stops may be lifted by anyone allowed to resume.
+ */
+export function outranks(stoppedBy: IdentityKind | null | undefined, actor: IdentityKind): boolean {
+  return stoppedBy === "person" && actor !== "person";
+}
+
+export function mayLiftPause(pausedByKind: string | null | undefined, resumer: IdentityKind): boolean {
+  return !outranks(pausedByKind as IdentityKind | null | undefined, resumer);
+}
+
+/** A gate's decision, as `approvals.decision` stores it. */
+export const DECISION_KINDS = ["approved", "denied"] as const;
+export const decisionKindSchema = z.enum(DECISION_KINDS);
+export type DecisionKind = z.infer<typeof decisionKindSchema>;
+
+/** Seed 003's signal levels, most urgent first: a blocker pauses the agent's run until cleared. */
+export const SIGNAL_LEVELS = ["blocker", "warning", "info"] as const;
+export const signalLevelSchema = z.enum(SIGNAL_LEVELS);
+export type SignalLevel = z.infer<typeof signalLevelSchema>;
+
+export function isIn<T extends string>(set: readonly T[], value: string): value is T {
+  return (set as readonly string[]).includes(value);
+}
