@@ -61,6 +61,7 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "run.retry_step": P,
   "run.skip_step": P,
   "workspace.list": PA,
+  "workspace.for_plan": PA,
   "workspace.register": P,
   "workspace.rename": P,
   "workspace.remove": P,

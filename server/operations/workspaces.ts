@@ -1,5 +1,11 @@
 import { z } from "zod";
-import { listWorkspaces, registerWorkspace, removeWorkspace, renameWorkspace } from "../plans/workspaces";
+import {
+  describePlanWorkspace,
+  listWorkspaces,
+  registerWorkspace,
+  removeWorkspace,
+  renameWorkspace,
+} from "../plans/workspaces";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
@@ -32,6 +38,22 @@ export const workspaceList = defineOperation({
   async run({ app }) {
     return { workspaces: await listWorkspaces(app.db.pool, app.workspaceRoot) };
   },
+});
+
+export const workspaceForPlan = defineOperation({
+  name: "workspace.for_plan",
+  summary: "The workspace a plan acts in (its task's, or the default)",
+  callers: PERSON_OR_AGENT,
+  input: z.object({ planId: z.string().min(1).max(100) }),
+  output: z.object({
+    id: z.string(),
+    name: z.string(),
+    path: z.string(),
+    removed: z.boolean(),
+    isDefault: z.boolean(),
+  }),
+  annotations: { readOnly: true },
+  run: ({ app }, input) => describePlanWorkspace(app.db.pool, input.planId, app.workspaceRoot),
 });
 
 export const workspaceRegister = defineOperation({
@@ -70,4 +92,10 @@ export const workspaceRemove = defineOperation({
   },
 });
 
-export const workspaceOperations: AnyOperation[] = [workspaceList, workspaceRegister, workspaceRename, workspaceRemove];
+export const workspaceOperations: AnyOperation[] = [
+  workspaceList,
+  workspaceForPlan,
+  workspaceRegister,
+  workspaceRename,
+  workspaceRemove,
+];

@@ -1,8 +1,12 @@
-import { z } from "zod";
-import { describePlanWorkspace } from "../../plans/workspaces";
 import { viaOperation } from "../../operations/operation";
-import { workspaceList, workspaceRegister, workspaceRemove, workspaceRename } from "../../operations/workspaces";
-import { operationProcedure, publicProcedure, router } from "../init";
+import {
+  workspaceForPlan,
+  workspaceList,
+  workspaceRegister,
+  workspaceRemove,
+  workspaceRename,
+} from "../../operations/workspaces";
+import { operationProcedure, router } from "../init";
 
 /** The workspaces page and the workspace selects of the New task and New plan forms. */
 export const workspacesRouter = router({
@@ -11,7 +15,5 @@ export const workspacesRouter = router({
   rename: operationProcedure(workspaceRename).mutation(viaOperation(workspaceRename)),
   remove: operationProcedure(workspaceRemove).mutation(viaOperation(workspaceRemove)),
   /** The workspace a plan acts in, shown on the plan page. */
-  forPlan: publicProcedure
-    .input(z.object({ planId: z.string().min(1).max(100) }))
-    .query(({ ctx, input }) => describePlanWorkspace(ctx.app.db.pool, input.planId, ctx.app.workspaceRoot)),
+  forPlan: operationProcedure(workspaceForPlan).query(viaOperation(workspaceForPlan)),
 });
