@@ -79,7 +79,9 @@ describe("an agent's plan, from plan mode to done", () => {
   it("plan mode lists and accepts only read-only and plan-mode tools, and says so when refusing", async () => {
     const agent = await connect();
     const before = await agent.toolNames();
-    for (const name of ["start", "update", "plan_edit", "run_cancel", "workspace_register", "template_delete"]) {
+    // workspace_register is a person's: an agent never sees it, in plan mode or out.
+    expect(before).not.toContain("workspace_register");
+    for (const name of ["start", "update", "plan_edit", "run_cancel", "template_delete"]) {
       expect(before).toContain(name);
     }
     await agent.ok("enter_plan_mode", { reason: "A risky migration" });
@@ -89,15 +91,7 @@ describe("an agent's plan, from plan mode to done", () => {
       "tools/list_changed on entering",
     );
     const inPlanMode = await agent.toolNames();
-    for (const name of [
-      "start",
-      "update",
-      "plan_edit",
-      "run_cancel",
-      "workspace_register",
-      "template_delete",
-      "enter_plan_mode",
-    ]) {
+    for (const name of ["start", "update", "plan_edit", "run_cancel", "template_delete", "enter_plan_mode"]) {
       expect(inPlanMode, name).not.toContain(name);
     }
     for (const name of [
@@ -111,7 +105,7 @@ describe("an agent's plan, from plan mode to done", () => {
     ]) {
       expect(inPlanMode, name).toContain(name);
     }
-    const refused = await agent.call("workspace_register", { path: harness!.workspace });
+    const refused = await agent.call("template_delete", { templateId: "00000000-0000-4000-8000-000000000000" });
     expect(refused.isError).toBe(true);
     expect(refused.body.code).toBe("invalid_state");
     expect(refused.body.detail).toContain("not available in plan mode");

@@ -73,6 +73,12 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "template.instantiate": PA,
   "template.delete": PA,
   "planning.command": P,
+  "planning.message": P,
+  "plan.comments": PA,
+  "plan.comment": PA,
+  "plan.comment_resolve": P,
+  "plan.revise_from_comments": P,
+  "run.approval": PA,
   "plan.import": PA,
   "run.rerun_from": P,
   "run.apply_recovery": P,
@@ -108,7 +114,11 @@ function expected(operation: AnyOperation, identity: Identity | undefined): Outc
 function outcomeOfError(error: unknown, operation: string): Outcome {
   const cause = error instanceof TRPCError ? error.cause : error;
   if (isAppError(cause) && cause.code === "unauthorized") return "unauthorized";
-  if (isAppError(cause) && cause.code === "forbidden" && (cause.details as { operation?: string })?.operation === operation)
+  if (
+    isAppError(cause) &&
+    cause.code === "forbidden" &&
+    (cause.details as { operation?: string })?.operation === operation
+  )
     return "forbidden";
   return "allowed";
 }
