@@ -5,6 +5,7 @@ import { approvalViewSchema, describeApprovals } from "../engine/approval-view";
 import { getRun } from "../engine/run-view";
 import { AppError } from "../errors";
 import { requirePerson } from "./identity";
+import { approverNote } from "./plans";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
 
@@ -20,6 +21,7 @@ const runViewSchema = z.object({
   status: z.string(),
   traceId: z.string(),
   approvedBy: z.string(),
+  approvalNote: z.string().nullable().describe("The approver's note on the plan, if any"),
   maxParallel: z.number(),
   workspace: z
     .object({ id: z.string().nullable(), name: z.string().nullable(), path: z.string() })
@@ -32,7 +34,8 @@ const runViewSchema = z.object({
   steps: z
     .array(z.unknown())
     .describe(
-      "Per step: stepId, status, attempt, progress, result, error, reason, waiting; a step awaiting approval also " +
+      "Per step: stepId, status, attempt, progress, result, error, reason, waiting, decision (the latest " +
+        "person's decision on its gate: decision, by, note, at); a step awaiting approval also " +
         "carries `approval`: the tool, its arguments as written and resolved (resolvedArgs), workspace, timeout, the " +
         "computed risk and capability (assessment), the author's claims (authorSays) and the definitionHash to decide with",
     ),
@@ -122,7 +125,8 @@ export const runDecide = defineOperation({
     runId,
     stepId,
     approve: z.boolean(),
-    comment: z.string().max(2000).optional(),
+    comment: z.string().max(2000).optional().describe("Older name of note"),
+    note: approverNote.describe("The decider's note: stored with the decision, audited, shown on the run page"),
     definitionHash: z
       .string()
       .regex(/^[0-9a-f]{64}$/)
@@ -133,7 +137,9 @@ export const runDecide = defineOperation({
   audience: "person",
   async run({ app, identity }, input) {
     requirePerson(identity, "approve or deny a step");
-    await decideApproval(app.engine, { ...input, actor: identity.name });
+    const { note, comment, ...decision } = input;
+    const words = note || comment?.trim() || undefined;
+    await decideApproval(app.engine, { ...decision, ...(words && { comment: words }), actor: identity.name });
     return { ok: true as const };
   },
 });
