@@ -23,8 +23,6 @@ export interface RunStepView {
   finishedAt: string | null;
   /** The worker process that runs or ran the step's latest attempt (host · pid), when known. */
   worker: string | null;
-  /** The latest person's decision on the step's gate: who, what, and their note. */
-  decision?: { decision: "approved" | "denied"; by: string; note: string | null; at: string };
 }
 
 export interface RunView {
@@ -35,7 +33,7 @@ export interface RunView {
   traceId: string;
   approvedBy: string;
   /** The approver's note on the plan, when they gave one (the executing agent is shown it too). */
-  approvalNote: string | null;
+  approvalNote?: string;
   maxParallel: number;
   /** `auto`: failed steps get a recovery proposal applied by policy (bounded); `ask`: a person decides. */
   recoveryPolicy?: "ask" | "auto";
@@ -82,17 +80,6 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
   const workspace = await prisma.workspace.findFirst({
     where: run.workspaceId ? { id: run.workspaceId } : { path: run.workspaceRoot },
   });
-  // Newest first, so the first row per step is its latest decision.
-  const decisions = new Map<string, RunStepView["decision"]>();
-  for (const row of await prisma.approval.findMany({ where: { runId }, orderBy: { id: "desc" } })) {
-    if (decisions.has(row.stepId)) continue;
-    decisions.set(row.stepId, {
-      decision: row.decision === "approved" ? "approved" : "denied",
-      by: row.actor,
-      note: row.comment,
-      at: row.createdAt.toISOString(),
-    });
-  }
   return {
     id: run.id,
     planId: run.planId,
@@ -100,7 +87,7 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
     status: run.status as RunStatus,
     traceId: run.traceId,
     approvedBy: run.approvedBy,
-    approvalNote: run.approvalNote,
+    ...(run.approvalNote && { approvalNote: run.approvalNote }),
     maxParallel: run.maxParallel,
     recoveryPolicy: run.recoveryPolicy === "auto" ? "auto" : "ask",
     workspace: { id: workspace?.id ?? null, name: workspace?.name ?? null, path: run.workspaceRoot },
@@ -122,7 +109,6 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
       startedAt: step.startedAt?.toISOString() ?? null,
       finishedAt: step.finishedAt?.toISOString() ?? null,
       worker: (step.workerId && workers.get(step.workerId)) ?? null,
-      ...(decisions.has(step.stepId) && { decision: decisions.get(step.stepId)! }),
     })),
   };
 }

@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
+import { decisionLinkOperations } from "./decision-links";
 import { planCommentOperations } from "./plan-comments";
 import { planLifecycleOperations } from "./plan-lifecycle";
 import { planOperations } from "./plans";
@@ -28,6 +29,7 @@ export const operations: AnyOperation[] = [
   ...auditOperations,
   ...templateOperations,
   ...planningOperations,
+  ...decisionLinkOperations,
 ];
 
 export function findOperation(name: string): AnyOperation | undefined {

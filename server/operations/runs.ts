@@ -21,7 +21,7 @@ const runViewSchema = z.object({
   status: z.string(),
   traceId: z.string(),
   approvedBy: z.string(),
-  approvalNote: z.string().nullable().describe("The approver's note on the plan, if any"),
+  approvalNote: z.string().optional().describe("The approver's note on the plan, when they gave one"),
   maxParallel: z.number(),
   workspace: z
     .object({ id: z.string().nullable(), name: z.string().nullable(), path: z.string() })
@@ -34,8 +34,7 @@ const runViewSchema = z.object({
   steps: z
     .array(z.unknown())
     .describe(
-      "Per step: stepId, status, attempt, progress, result, error, reason, waiting, decision (the latest " +
-        "person's decision on its gate: decision, by, note, at); a step awaiting approval also " +
+      "Per step: stepId, status, attempt, progress, result, error, reason, waiting; a step awaiting approval also " +
         "carries `approval`: the tool, its arguments as written and resolved (resolvedArgs), workspace, timeout, the " +
         "computed risk and capability (assessment), the author's claims (authorSays) and the definitionHash to decide with",
     ),

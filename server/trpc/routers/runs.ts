@@ -11,6 +11,7 @@ import {
 } from "../../engine/run-list";
 import { viaOperation } from "../../operations/operation";
 import { runAnswer, runApproval, runCancel, runDecide, runPause, runResume, runRetryStep, runSkipStep } from "../../operations/runs";
+import { decisionLinkCreate } from "../../operations/decision-links";
 import { publicProcedure, router } from "../init";
 import { trackedEvents } from "../tracked-events";
 
@@ -38,6 +39,8 @@ export const runsRouter = router({
 
   /** Steering and decisions are operations (server/operations/runs.ts): one place checks who may. */
   decide: publicProcedure.input(runDecide.input).mutation(viaOperation(runDecide)),
+  /** A signed, single-use link to decide a waiting step from elsewhere (server/decisions/decision-links.ts). */
+  createDecisionLink: publicProcedure.input(decisionLinkCreate.input).mutation(viaOperation(decisionLinkCreate)),
   /** The answer to an ask_user step; it becomes the step's output. */
   answer: publicProcedure.input(runAnswer.input).mutation(viaOperation(runAnswer)),
 
