@@ -65,8 +65,9 @@ export async function decisionLinkPost(request: Request, app: AppContext, token:
   }
 }
 
+const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 function escapeHtml(value: string): string {
-  return value.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+  return value.replace(/[&<>"']/g, (c) => ENTITIES[c]!);
 }
 
 function shell(title: string, body: string): string {
