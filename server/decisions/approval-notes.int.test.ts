@@ -73,16 +73,19 @@ describe("approve with a note", () => {
     harness = await startHarness({ worker: false });
     const plan = await as(PERSON, planCreate, { draft: { goal: "gate", steps: [gatedWrite] } });
     const { runId } = await as(PERSON, planApprove, { planId: plan.id, version: plan.version });
-    await expect.poll(async () => (await as(PERSON, runGet, { runId })).steps[0]).toMatchObject({
-      status: "awaiting_approval",
-    });
+    await expect
+      .poll(async () => (await as(PERSON, runGet, { runId })).steps[0])
+      .toMatchObject({
+        status: "awaiting_approval",
+      });
     await expect(
       as(PERSON, runDecide, { runId, stepId: "write", approve: true, note: "y".repeat(4001) }),
     ).rejects.toMatchObject({ code: "invalid_input" });
     await as(PERSON, runDecide, { runId, stepId: "write", approve: true, note: " Only this once. " });
-    const approvals = await harness.app.db.pool.query("select actor, decision, comment from approvals where run_id = $1", [
-      runId,
-    ]);
+    const approvals = await harness.app.db.pool.query(
+      "select actor, decision, comment from approvals where run_id = $1",
+      [runId],
+    );
     expect(approvals.rows).toEqual([{ actor: "alice", decision: "approved", comment: "Only this once." }]);
     const audit = await auditDetail(runId, "step.approved");
     expect(audit).toEqual([{ actor: "alice", detail: expect.objectContaining({ note: "Only this once." }) }]);
@@ -110,10 +113,17 @@ describe("approve with a note", () => {
       baseVersion: plan.version,
       edit: { kind: "updateStep", stepId: "step_2", changes: { approvalRequired: true } },
     });
-    await as(PERSON, runDecide, { runId: run_id, stepId: "step_2", approve: true, note: "Keep the old names as aliases." });
+    await as(PERSON, runDecide, {
+      runId: run_id,
+      stepId: "step_2",
+      approve: true,
+      note: "Keep the old names as aliases.",
+    });
     const ready = readyForTaskSchema.parse(await as(AGENT, agentStatus, {}));
     expect(ready.now.current_task.id).toBe(2);
-    expect(ready.now.approver_notes).toEqual([{ about: "step_2", by: "alice", note: "Keep the old names as aliases." }]);
+    expect(ready.now.approver_notes).toEqual([
+      { about: "step_2", by: "alice", note: "Keep the old names as aliases." },
+    ]);
     expect(ready.now.agent_instructions).toContain("approver_notes");
   });
 

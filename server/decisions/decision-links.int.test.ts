@@ -54,20 +54,26 @@ const gatedWrite = {
 async function waitingRun(options: { approvalTimeoutSeconds?: number } = {}) {
   harness = await startHarness({ worker: false });
   api = await startApiServer(harness.app, { agentToken: AGENT_TOKEN, accessToken: ACCESS_TOKEN });
-  const plan = await invokeOperation(planCreate, { app: harness.app, identity: PERSON }, {
-    draft: { goal: "links", steps: [gatedWrite] },
-  });
-  const { runId } = await invokeOperation(planApprove, { app: harness.app, identity: PERSON }, {
-    planId: plan.id,
-    version: plan.version,
-    ...(options.approvalTimeoutSeconds && {
-      approvalTimeoutSeconds: options.approvalTimeoutSeconds,
-      approvalWarningSeconds: 0,
-    }),
-  });
-  await expect
-    .poll(async () => (await stepState(runId)).status, { timeout: 20_000 })
-    .toBe("awaiting_approval");
+  const plan = await invokeOperation(
+    planCreate,
+    { app: harness.app, identity: PERSON },
+    {
+      draft: { goal: "links", steps: [gatedWrite] },
+    },
+  );
+  const { runId } = await invokeOperation(
+    planApprove,
+    { app: harness.app, identity: PERSON },
+    {
+      planId: plan.id,
+      version: plan.version,
+      ...(options.approvalTimeoutSeconds && {
+        approvalTimeoutSeconds: options.approvalTimeoutSeconds,
+        approvalWarningSeconds: 0,
+      }),
+    },
+  );
+  await expect.poll(async () => (await stepState(runId)).status, { timeout: 20_000 }).toBe("awaiting_approval");
   return { planId: plan.id, runId };
 }
 
@@ -80,11 +86,15 @@ async function stepState(runId: string) {
 }
 
 async function makeLink(runId: string, extra: Record<string, unknown> = {}) {
-  return invokeOperation(decisionLinkCreate, { app: harness!.app, identity: PERSON }, {
-    runId,
-    stepId: "write",
-    ...extra,
-  });
+  return invokeOperation(
+    decisionLinkCreate,
+    { app: harness!.app, identity: PERSON },
+    {
+      runId,
+      stepId: "write",
+      ...extra,
+    },
+  );
 }
 
 /** What a phone that never signed in sends: no credential, a page's headers. */
@@ -202,9 +212,7 @@ describe("decision links", () => {
     const link = await makeLink(runId, { expiresInSeconds: 24 * 3600 });
     const stepExpiry = (await stepState(runId)).waiting!.expiresAt!;
     expect(Date.parse(link.expiresAt)).toBeLessThanOrEqual(Date.parse(stepExpiry));
-    await expect
-      .poll(async () => (await open(link.url)).status, { timeout: 20_000, interval: 250 })
-      .toBe(412);
+    await expect.poll(async () => (await open(link.url)).status, { timeout: 20_000, interval: 250 }).toBe(412);
     expect(await (await open(link.url)).text()).toContain("expired");
     const pressed = await press(link.url, { decision: "approve" });
     expect(pressed.status).toBe(412);

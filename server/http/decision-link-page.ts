@@ -35,10 +35,13 @@ export async function decisionLinkPage(request: Request, app: AppContext, token:
     const problem = toProblem(error);
     if (problem.status === 500) logger.error({ err: error }, "decision link page failed");
     const title = error instanceof DecisionLinkRefused ? "This link cannot be used" : "Something went wrong";
-    return new Response(refusalPage(title, problem.status === 500 ? "The server failed; see its log." : problem.detail), {
-      status: problem.status,
-      headers: HTML_HEADERS,
-    });
+    return new Response(
+      refusalPage(title, problem.status === 500 ? "The server failed; see its log." : problem.detail),
+      {
+        status: problem.status,
+        headers: HTML_HEADERS,
+      },
+    );
   }
 }
 
@@ -92,7 +95,10 @@ function confirmationPage(view: DecisionLinkView): string {
   const { approval } = view;
   const risk = approval.assessment.risk;
   const buttons = view.decisions
-    .map((decision) => `<button type="button" data-decision="${decision}">${decision === "approve" ? "Approve" : "Deny"}</button>`)
+    .map(
+      (decision) =>
+        `<button type="button" data-decision="${decision}">${decision === "approve" ? "Approve" : "Deny"}</button>`,
+    )
     .join("");
   const body = `
 <p>${escapeHtml(view.createdBy)}'s link to decide on step <strong>${escapeHtml(view.stepId)}</strong> of run

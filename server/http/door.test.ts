@@ -52,7 +52,10 @@ describe("the door", () => {
       decide(request({ method: "POST", url: link, headers: { "sec-fetch-site": "cross-site" } }), locked),
     ).toMatchObject({ kind: "refuse", status: 403 });
     expect(
-      decide(request({ method: "POST", url: link, headers: { "content-type": "application/x-www-form-urlencoded" } }), locked),
+      decide(
+        request({ method: "POST", url: link, headers: { "content-type": "application/x-www-form-urlencoded" } }),
+        locked,
+      ),
     ).toMatchObject({ kind: "refuse", status: 415 });
   });
 
