@@ -71,8 +71,8 @@ export async function decideApproval(
       ],
     );
     await audit(tx, input.actor, input.approve ? "step.approved" : "step.denied", input.stepId, {
-      comment: input.comment ?? null,
       definitionHash,
+      // The person's words with the decision (kept as `comment` on the approvals row).
       ...(input.comment && { note: input.comment }),
       ...(input.via && { via: input.via }),
     });
