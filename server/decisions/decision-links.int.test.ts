@@ -123,6 +123,10 @@ describe("decision links", () => {
     const { runId } = await waitingRun();
     const link = await makeLink(runId);
     expect(link.url).toBe(`/decide/${link.token}`);
+    // The signing key is the server's own, readable by its user only; the database has the token's hash only.
+    expect((await fs.stat(path.join(dataDir, "decision-link.key"))).mode & 0o777).toBe(0o600);
+    const stored = await harness!.app.db.pool.query<{ token_hash: string }>("select token_hash from decision_links");
+    expect(stored.rows[0]!.token_hash).not.toContain(link.token.split(".")[1]!);
 
     for (let i = 0; i < 2; i++) {
       const page = await open(link.url);

@@ -5,6 +5,7 @@ import type { AppContext } from "../app-context";
 import { recordAudit } from "../audit/audit-log";
 import { approvalViewSchema, describeApprovals, type ApprovalView } from "../engine/approval-view";
 import { decideApproval } from "../engine/engine";
+import { readConfig } from "../env";
 import { AppError } from "../errors";
 import { z } from "zod";
 
@@ -36,7 +37,7 @@ let cachedKey: { dir: string; key: Buffer } | undefined;
  * use with mode 0600. Written to a temporary file and linked into place, so two processes starting
  * at once agree on one key and never read a half-written one.
  */
-export function decisionLinkKey(dataDir = path.resolve(process.env.STEPWISE_DATA_DIR ?? "data")): Buffer {
+export function decisionLinkKey(dataDir = readConfig().dataDir): Buffer {
   if (cachedKey?.dir === dataDir) return cachedKey.key;
   const file = path.join(dataDir, KEY_FILE);
   if (!fs.existsSync(file)) {
