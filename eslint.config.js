@@ -152,10 +152,11 @@ export default defineConfig([
     },
   },
 
-  // UI code (app/api/** route handlers excepted): type-only imports from the server.
+  // UI code (route handlers excepted: app/api/**, and the decision link's page app/decide/**, which
+  // is served as plain HTML by the server): type-only imports from the server.
   {
     files: ["components/**/*.{ts,tsx}", "app/**/*.{ts,tsx}"],
-    ignores: ["app/api/**"],
+    ignores: ["app/api/**", "app/decide/**"],
     rules: {
       "@typescript-eslint/no-restricted-imports": ["error", { patterns: [NO_GENERATED_PRISMA, NO_SERVER_VALUES] }],
     },

@@ -18,9 +18,11 @@ import {
   runFromApi,
 } from "../server/http/plan-api";
 import { handleMcpRequest } from "../server/mcp/http";
+import { decisionLinkPage, decisionLinkPost } from "../server/http/decision-link-page";
 
 /**
- * The API routes (`/api/ops`, `/api/mcp`, seed 001's `/api/plan` and `/api/runs`) and the browser's
+ * The API routes (`/api/ops`, `/api/mcp`, seed 001's `/api/plan` and `/api/runs`), decision links
+ * (`/decide/<token>`) and the browser's
  * live socket (`/api/live`) on a real HTTP server behind the real door, without
  * Next.js: what integration tests of the MCP and CLI transports talk to. Next.js's own routing is
  * covered by the browser tests.
@@ -62,6 +64,11 @@ export async function startApiServer(
       response = await approvePlanFromApi(request, app, match[1]!);
     else if ((match = /^\/api\/runs\/([^/]+)\/decide$/.exec(url.pathname)))
       response = await decideFromApi(request, app, match[1]!);
+    else if ((match = /^\/decide\/([^/]+)$/.exec(url.pathname)))
+      response =
+        req.method === "POST"
+          ? await decisionLinkPost(request, app, match[1]!)
+          : await decisionLinkPage(request, app, match[1]!);
     else response = new Response("not found", { status: 404 });
     res.writeHead(response.status, Object.fromEntries(response.headers));
     if (!response.body) return void res.end();

@@ -57,6 +57,7 @@ const ACTIONS: Record<AuditAction, string> = {
   "agent_session.attached": "handed the approved plan to its agent",
   "todo.abandoned": "closed the todo plan: its MCP session ended",
   "todo.reopened": "reopened a done todo",
+  "decision_link.created": "made a decision link for",
 };
 
 /** Entries written before an action was named here still read as something. */

@@ -133,7 +133,10 @@ function StepApproval({ item }: { item: Extract<InboxItem, { kind: "step_approva
   const trpc = useTRPC();
   const refresh = useRefreshInbox();
   const decide = useMutation(trpc.runs.decide.mutationOptions({ onSuccess: refresh }));
+  const [note, setNote] = useState("");
+  const noteId = useId();
   const { approval } = item;
+  const withNote = note.trim() ? { note: note.trim() } : {};
   return (
     <>
       <strong>{item.title}</strong>
@@ -148,6 +151,16 @@ function StepApproval({ item }: { item: Extract<InboxItem, { kind: "step_approva
       ) : (
         <p className="warn-text">What this step would run could not be shown; decide on the run page.</p>
       )}
+      <label className="field" htmlFor={noteId}>
+        <span>Note (optional)</span>
+        <input
+          id={noteId}
+          value={note}
+          maxLength={4000}
+          onChange={(event) => setNote(event.target.value)}
+          placeholder="Kept with the decision and shown to the agent"
+        />
+      </label>
       <div className="row">
         <button
           type="button"
@@ -161,6 +174,7 @@ function StepApproval({ item }: { item: Extract<InboxItem, { kind: "step_approva
               stepId: item.stepId,
               approve: true,
               definitionHash: approval.definitionHash,
+              ...withNote,
             })
           }
         >
@@ -171,7 +185,7 @@ function StepApproval({ item }: { item: Extract<InboxItem, { kind: "step_approva
           className="danger"
           aria-label={`Deny ${item.stepId} of ${item.goal}`}
           disabled={decide.isPending}
-          onClick={() => decide.mutate({ runId: item.runId, stepId: item.stepId, approve: false })}
+          onClick={() => decide.mutate({ runId: item.runId, stepId: item.stepId, approve: false, ...withNote })}
         >
           Deny
         </button>

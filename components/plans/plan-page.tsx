@@ -25,6 +25,7 @@ import {
   RunOptionsFields,
   runOptionsProblem,
   type RunOptions,
+  ApprovalNoteField,
 } from "./run-options";
 import { groupIssuesByStep } from "./plan-issues";
 import type { StepActions } from "./step-card";
@@ -57,6 +58,8 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
   const [editing, setEditing] = useState<StepEditorTarget | null>(null);
   const [showHistory, setShowHistory] = useState(showHistoryAtFirst);
   const [runOptions, setRunOptions] = useState<RunOptions>(DEFAULT_RUN_OPTIONS);
+  // Said with the approval: kept with the run, audited, and given to the agent that executes it.
+  const [approvalNote, setApprovalNote] = useState("");
   // Approval starts a run of this exact version; the person then watches it live.
   const approve = useMutation(
     trpc.plans.approve.mutationOptions({
@@ -175,7 +178,14 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
         <div className="stack-sm align-end">
           <button
             className="primary"
-            onClick={() => approve.mutate({ planId, version: current.version, ...approvalInput(runOptions) })}
+            onClick={() =>
+              approve.mutate({
+                planId,
+                version: current.version,
+                ...approvalInput(runOptions),
+                ...(approvalNote.trim() && { note: approvalNote.trim() }),
+              })
+            }
             disabled={
               issues.length > 0 ||
               approve.isPending ||
@@ -188,6 +198,7 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
           >
             {approve.isPending ? "Starting…" : `Approve and run v${current.version}`}
           </button>
+          <ApprovalNoteField value={approvalNote} onChange={setApprovalNote} />
           <RunOptionsFields value={runOptions} onChange={setRunOptions} />
           <ErrorMessage error={approve.error} />
           {current.source === "agent" && !setAside && <ReviewForm planId={planId} version={current.version} />}

@@ -102,3 +102,21 @@ export function RunOptionsFields({ value, onChange }: { value: RunOptions; onCha
     </details>
   );
 }
+
+/** The note given with an approval: what the approver wants the executing agent (and the audit) to know. */
+export function ApprovalNoteField({ value, onChange }: { value: string; onChange: (next: string) => void }) {
+  const id = useId();
+  return (
+    <label htmlFor={id} className="field approval-note">
+      <span>Note with the approval (optional)</span>
+      <textarea
+        id={id}
+        value={value}
+        maxLength={4000}
+        rows={2}
+        onChange={(event) => onChange(event.target.value)}
+        placeholder="Shown to the agent that carries out the plan, and kept in the audit log"
+      />
+    </label>
+  );
+}

@@ -113,6 +113,11 @@ export function RunPanel({ run, goal, connection }: { run: LiveRun; goal: string
           <dt>Approved</dt>
           <dd>
             v{run.planVersion} by {run.approvedBy} · {new Date(run.createdAt).toLocaleString()}
+            {run.approvalNote && (
+              <blockquote className="approval-note" data-testid="approval-note">
+                “{run.approvalNote}”
+              </blockquote>
+            )}
           </dd>
         </div>
         <div>

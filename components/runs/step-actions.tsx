@@ -7,13 +7,11 @@ import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 
 /**
- * Approve or deny a gated step, with an optional comment. The server decides whether the step can
- * still be decided (it may have expired or been decided in another tab); the result arrives as
- * events like every other change.
- */
-/**
- * Approve or deny. `definitionHash` is the hash of the definition shown next to the buttons: an
- * approval sent with it is refused if the step changed in the meantime.
+ * Approve or deny a gated step, with an optional note (kept with the decision, audited, and given
+ * to the agent executing the plan). The server decides whether the step can still be decided (it
+ * may have expired or been decided in another tab); the result arrives as events like every other
+ * change. `definitionHash` is the hash of the definition shown next to the buttons: an approval
+ * sent with it is refused if the step changed in the meantime.
  */
 export function DecisionForm({
   runId,
@@ -26,7 +24,7 @@ export function DecisionForm({
 }) {
   const trpc = useTRPC();
   const decide = useMutation(trpc.runs.decide.mutationOptions());
-  const [comment, setComment] = useState("");
+  const [note, setNote] = useState("");
   const id = useId();
   const submit = (approve: boolean) =>
     decide.mutate({
@@ -34,18 +32,19 @@ export function DecisionForm({
       stepId,
       approve,
       ...(definitionHash && { definitionHash }),
-      ...(comment.trim() && { comment: comment.trim() }),
+      ...(note.trim() && { note: note.trim() }),
     });
   return (
     <div className="stack-sm decision" role="group" aria-label={`Decide ${stepId}`}>
-      <label className="field" htmlFor={`${id}-comment`}>
-        <span>Comment (optional)</span>
-        <input
-          id={`${id}-comment`}
-          value={comment}
-          maxLength={2000}
-          onChange={(event) => setComment(event.target.value)}
-          placeholder="Why — recorded in the audit log"
+      <label className="field" htmlFor={`${id}-note`}>
+        <span>Note (optional)</span>
+        <textarea
+          id={`${id}-note`}
+          value={note}
+          maxLength={4000}
+          rows={2}
+          onChange={(event) => setNote(event.target.value)}
+          placeholder="Why, or what to watch for — kept with the decision and shown to the agent"
         />
       </label>
       <div className="row">
@@ -57,6 +56,32 @@ export function DecisionForm({
         </button>
       </div>
       <ErrorMessage error={decide.error} />
+      <DecisionLinkMaker runId={runId} stepId={stepId} />
+    </div>
+  );
+}
+
+/**
+ * A signed, single-use link to decide this step from elsewhere (a phone, a chat message). Made on
+ * request and shown once: the link is the credential for that one decision.
+ */
+function DecisionLinkMaker({ runId, stepId }: { runId: string; stepId: string }) {
+  const trpc = useTRPC();
+  const create = useMutation(trpc.runs.createDecisionLink.mutationOptions());
+  const url = create.data ? new URL(create.data.url, window.location.origin).toString() : null;
+  return (
+    <div className="stack-sm">
+      {url ? (
+        <p className="muted" data-testid="decision-link">
+          Decision link (works once, until {new Date(create.data!.expiresAt).toLocaleString()}):{" "}
+          <input readOnly value={url} aria-label={`Decision link for ${stepId}`} onFocus={(e) => e.target.select()} />
+        </p>
+      ) : (
+        <button type="button" onClick={() => create.mutate({ runId, stepId })} disabled={create.isPending}>
+          Make a link to decide elsewhere
+        </button>
+      )}
+      <ErrorMessage error={create.error} />
     </div>
   );
 }

@@ -63,9 +63,9 @@ export class RunViewPage {
     return this.pending().locator(`[data-pending-step="${stepId}"]`);
   }
 
-  async decide(stepId: string, approve: boolean, comment?: string) {
+  async decide(stepId: string, approve: boolean, note?: string) {
     const item = this.pendingItem(stepId);
-    if (comment) await item.getByLabel("Comment (optional)").fill(comment);
+    if (note) await item.getByLabel("Note (optional)").fill(note);
     await item.getByRole("button", { name: approve ? "Approve" : "Deny" }).click();
   }
 

@@ -52,12 +52,25 @@ export const syncInstructionsSchema = z.object({
   session: sessionRef,
 });
 
+/**
+ * Addition: what the people who approved said — the note given with the plan's approval, and notes
+ * given with decisions on its gated steps — so an agent in a fresh context still follows them.
+ */
+export const approverNoteSchema = z.object({
+  /** `plan`, or the step id whose gate the note was given with. */
+  about: z.string(),
+  by: z.string(),
+  note: z.string(),
+});
+export type ApproverNote = z.infer<typeof approverNoteSchema>;
+
 /** Response B: the next task, with its hints. */
 export const readyForTaskSchema = z.object({
   now: z.object({
     reason: z.literal("ready_for_task"),
     agent_instructions: z.string(),
     current_task: taskSchema,
+    approver_notes: z.array(approverNoteSchema).optional(),
   }),
   plan: z.object({ tasks: z.array(taskSchema) }),
   session: sessionRef,

@@ -33,6 +33,15 @@ function state(overrides: Partial<SessionState> = {}): SessionState {
 }
 
 describe("decideNow", () => {
+  it("hands the approvers' notes over with the task, and says to follow them; none, no field", () => {
+    const notes = [{ about: "plan", by: "alice", note: "Back the file up first." }];
+    const ready = decideNow(state({ approverNotes: notes }));
+    expect(ready.now).toMatchObject({ reason: "ready_for_task", approver_notes: notes });
+    expect(ready.now.agent_instructions).toContain("`approver_notes`");
+    expect(decideNow(state({ approverNotes: [] })).now).not.toHaveProperty("approver_notes");
+    expect(decideNow(state()).now.agent_instructions).not.toContain("approver_notes");
+  });
+
   it("syncs instructions first, before anything else — even an open blocker", () => {
     const now = decideNow(
       state({ instructions: { content: "# rules", delivered: false }, signals: [signal("blocker")] }),

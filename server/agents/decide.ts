@@ -1,5 +1,5 @@
 import type { OpenSignal } from "./signal-store";
-import type { AgentTaskView, StatusResponse } from "./contract";
+import type { AgentTaskView, ApproverNote, StatusResponse } from "./contract";
 import { DONE_STEP_STATUSES } from "../vocabulary";
 
 /**
@@ -19,6 +19,8 @@ export interface SessionState {
   signals: OpenSignal[];
   tasks: AgentTaskView[];
   runStatus: string;
+  /** What the approvers said (the plan's approval note, notes on step decisions); given with each task. */
+  approverNotes?: ApproverNote[];
 }
 
 const SETTLED: ReadonlySet<string> = new Set(DONE_STEP_STATUSES);
@@ -78,10 +80,12 @@ export function decideNow(state: SessionState): StatusResponse {
       now: {
         reason: "ready_for_task",
         agent_instructions:
-          current.state === "running"
+          (current.state === "running"
             ? "Carry on with the task you started. Gather context using `context_hints` and `relevant_file_paths` if you lost it, finish the work, then mark it DONE with `stepwise update`."
-            : "Your next task is ready. Gather context using `context_hints` and `relevant_file_paths`, then perform the work.",
+            : "Your next task is ready. Gather context using `context_hints` and `relevant_file_paths`, then perform the work.") +
+          (state.approverNotes?.length ? " Follow what the approvers said in `approver_notes`." : ""),
         current_task: current,
+        ...(state.approverNotes?.length && { approver_notes: state.approverNotes }),
       },
       plan: { tasks: state.tasks },
       session,

@@ -25,6 +25,7 @@ import { resolveInWorkspace } from "../tools/workspace-path";
 import {
   planValidationFailedSchema,
   type AgentTaskView,
+  type ApproverNote,
   type NewTask,
   type StatusResponse,
   type UpdatePayload,
@@ -210,6 +211,7 @@ export async function findSession(app: Pick<App, "db">, sessionId?: string, call
 interface Loaded {
   session: SessionRow;
   runStatus: string;
+  approverNotes: ApproverNote[];
   steps: Step[];
   statuses: Map<string, StepStatus>;
   signals: OpenSignal[];
@@ -239,17 +241,28 @@ async function loadSession(app: App, session: SessionRow): Promise<Loaded> {
       },
     );
   }
-  const [runRow, stepRows, signals] = await Promise.all([
-    app.db.pool.query<{ status: string; plan_version: number }>("select status, plan_version from runs where id = $1", [
-      session.run_id,
-    ]),
+  const [runRow, stepRows, signals, stepNotes] = await Promise.all([
+    app.db.pool.query<{ status: string; plan_version: number; approved_by: string; approval_note: string | null }>(
+      "select status, plan_version, approved_by, approval_note from runs where id = $1",
+      [session.run_id],
+    ),
     app.db.pool.query<{ step_id: string; status: StepStatus }>(
       "select step_id, status from run_steps where run_id = $1",
       [session.run_id],
     ),
     openSignals(app.db.pool, session.id),
+    app.db.pool.query<{ step_id: string; actor: string; comment: string }>(
+      `select step_id, actor, comment from approvals
+        where run_id = $1 and comment is not null and comment <> '' order by id`,
+      [session.run_id],
+    ),
   ]);
   const planVersion = runRow.rows[0]!.plan_version;
+  const runInfo = runRow.rows[0]!;
+  const approverNotes: ApproverNote[] = [
+    ...(runInfo.approval_note ? [{ about: "plan", by: runInfo.approved_by, note: runInfo.approval_note }] : []),
+    ...stepNotes.rows.map((row) => ({ about: row.step_id, by: row.actor, note: row.comment })),
+  ];
   const version = await app.db.pool.query<{ steps: Step[] }>(
     "select steps from plan_versions where plan_id = $1 and version = $2",
     [session.plan_id, planVersion],
@@ -257,6 +270,7 @@ async function loadSession(app: App, session: SessionRow): Promise<Loaded> {
   return {
     session,
     runStatus: runRow.rows[0]!.status,
+    approverNotes,
     steps: version.rows[0]!.steps,
     statuses: new Map(stepRows.rows.map((row) => [row.step_id, row.status])),
     signals,
@@ -315,6 +329,7 @@ export async function sessionStatus(app: App, sessionId?: string, caller?: strin
     signals: loaded.signals,
     tasks: tasksOf(loaded),
     runStatus: loaded.runStatus,
+    approverNotes: loaded.approverNotes,
   });
   if (!delivered) {
     await app.db.pool.query("update agent_sessions set instructions_version = $2 where id = $1", [

@@ -45,6 +45,7 @@ export const AUDIT_ACTIONS = [
   "agent_session.attached",
   "todo.abandoned",
   "todo.reopened",
+  "decision_link.created",
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

@@ -19,7 +19,10 @@ export async function decideApproval(
     stepId: string;
     approve: boolean;
     actor: string;
+    /** The person's note on the decision, stored with it (approvals.comment) and audited. */
     comment?: string;
+    /** How the decision arrived when not directly (`link`: a signed decision link); audited. */
+    via?: "link";
     /**
      * The definition hash the person was shown (approval surfaces carry it): an approval of a step
      * that changed since is refused rather than applied to a definition nobody saw.
@@ -48,7 +51,9 @@ export async function decideApproval(
     const step = tx.graph.steps.get(input.stepId);
     if (!step) throw new AppError("not_found", `The run's plan version has no step ${input.stepId}`);
     const definitionHash = runStepDefinitionHash(tx, step);
-    if (input.approve && input.definitionHash !== undefined && input.definitionHash !== definitionHash) {
+    // A link is made for one definition: it denies nothing else either.
+    const bound = input.approve || input.via === "link";
+    if (bound && input.definitionHash !== undefined && input.definitionHash !== definitionHash) {
       throw new AppError(
         "version_conflict",
         `${input.stepId} changed after it was shown to you; review what it will run now and decide again`,
@@ -69,8 +74,10 @@ export async function decideApproval(
       ],
     );
     await audit(tx, input.actor, input.approve ? "step.approved" : "step.denied", input.stepId, {
-      comment: input.comment ?? null,
       definitionHash,
+      // The person's words with the decision (kept as `comment` on the approvals row).
+      ...(input.comment && { note: input.comment }),
+      ...(input.via && { via: input.via }),
     });
     tx.events.push({
       type: "approval.decided",

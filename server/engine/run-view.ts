@@ -32,6 +32,8 @@ export interface RunView {
   status: RunStatus;
   traceId: string;
   approvedBy: string;
+  /** The approver's note on the plan, when they gave one (the executing agent is shown it too). */
+  approvalNote?: string;
   maxParallel: number;
   /** `auto`: failed steps get a recovery proposal applied by policy (bounded); `ask`: a person decides. */
   recoveryPolicy?: "ask" | "auto";
@@ -85,6 +87,7 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
     status: run.status as RunStatus,
     traceId: run.traceId,
     approvedBy: run.approvedBy,
+    ...(run.approvalNote && { approvalNote: run.approvalNote }),
     maxParallel: run.maxParallel,
     recoveryPolicy: run.recoveryPolicy === "auto" ? "auto" : "ask",
     workspace: { id: workspace?.id ?? null, name: workspace?.name ?? null, path: run.workspaceRoot },

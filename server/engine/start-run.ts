@@ -12,6 +12,8 @@ export interface StartRunInput {
   planId: string;
   version: number;
   actor: string;
+  /** The approver's note: stored with the run, audited, and given to the agent that executes it. */
+  note?: string;
   workspaceRoot: string;
   /** The registered workspace at `workspaceRoot`; read `for share`, so it cannot be removed meanwhile. */
   workspaceId?: string | null;
@@ -60,8 +62,8 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
     await client.query(
       `insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root,
                          open_steps, active_steps, started_at, approval_timeout_ms, approval_warning_ms, rerun_of,
-                         workspace_id, recovery_policy)
-       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12, $13)`,
+                         workspace_id, recovery_policy, approval_note)
+       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12, $13, $14)`,
       [
         runId,
         input.planId,
@@ -76,6 +78,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
         input.reuse?.fromRunId ?? null,
         input.workspaceId ?? null,
         input.recoveryPolicy ?? "ask",
+        input.note || null,
       ],
     );
     await client.query(
@@ -117,6 +120,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
     const tx = (await openRunTransaction(deps, client, runId))!;
     await audit(tx, input.actor, "plan.approved", null, {
       workspace: input.workspaceRoot,
+      ...(input.note && { note: input.note }),
       ...(input.reuse && { rerunOf: input.reuse.fromRunId }),
     });
     tx.events.push({

@@ -33,6 +33,8 @@ export function behindDoor(handle: Handler, config: DoorConfig): Handler {
       return;
     }
     if (!limitBody(req, res, MAX_BODY_BYTES)) return;
+    // A decision link carries no identity: its route checks the link's token, nothing else.
+    if (decision.kind === "decision-link") return handle(req, res);
     req.headers[IDENTITY_HEADER] = signIdentity(decision.identity);
     handle(req, res);
   };

@@ -30,6 +30,35 @@ function request(overrides: Partial<DoorRequest> & { headers?: DoorRequest["head
 }
 
 describe("the door", () => {
+  it("lets exactly a decision link's path through without a credential, with no identity, after the usual checks", () => {
+    const token = `${"0123abcd-0000-4000-8000-00000000abcd"}.${"A".repeat(43)}`;
+    const link = `/decide/${token}`;
+    expect(decide(request({ url: link, headers: { accept: "text/html" } }), locked)).toEqual({ kind: "decision-link" });
+    expect(decide(request({ method: "POST", url: link }), locked)).toEqual({ kind: "decision-link" });
+    // A signed-in person passes as themselves.
+    expect(decide(request({ url: link, headers: { authorization: "Bearer s3cret-token" } }), locked)).toMatchObject({
+      kind: "pass",
+    });
+    // Only that exact shape of path, and only GET and POST.
+    for (const url of [`${link}/more`, "/decide/x", `/decide/${token}x`, "/decide", `/api/decide/${token}`]) {
+      expect(decide(request({ url, headers: { accept: "text/html" } }), locked), url).toEqual({ kind: "sign-in" });
+    }
+    expect(decide(request({ method: "PUT", url: link }), locked)).toMatchObject({ kind: "refuse", status: 401 });
+    // The Origin, fetch-site and content-type checks still hold.
+    expect(
+      decide(request({ method: "POST", url: link, headers: { origin: "http://attacker.test" } }), locked),
+    ).toMatchObject({ kind: "refuse", status: 403 });
+    expect(
+      decide(request({ method: "POST", url: link, headers: { "sec-fetch-site": "cross-site" } }), locked),
+    ).toMatchObject({ kind: "refuse", status: 403 });
+    expect(
+      decide(
+        request({ method: "POST", url: link, headers: { "content-type": "application/x-www-form-urlencoded" } }),
+        locked,
+      ),
+    ).toMatchObject({ kind: "refuse", status: 415 });
+  });
+
   it("refuses hosts other than loopback names and the public host: what a DNS-rebinding page sends", () => {
     for (const host of ["attacker.test:3000", "127.0.0.1.nip.io:3000", "evil.localhost.attacker.test", ""]) {
       expect(decide(request({ headers: { host } }), open)).toMatchObject({ kind: "refuse", status: 403 });

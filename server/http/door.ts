@@ -24,7 +24,10 @@ import type { Identity } from "../operations/identity";
  *    Without one (only with STEPWISE_TRUST_LOCAL=1 on loopback), the caller is the local person.
  *    The agent token (written to `<data>/server.json` for the CLI) is checked first and makes the
  *    caller an agent — on the agent APIs only: it never opens pages or tRPC, where people
- *    approve and decide.
+ *    approve and decide. One exception to needing a person's credential: a decision link,
+ *    `/decide/<token>` exactly (GET its confirmation page, POST its one decision), passes without
+ *    one and without an identity — its signed, single-use token is the credential, checked by the
+ *    route (server/decisions/decision-links.ts), and authorises that one decision only.
  *
  * This module decides; `server/http/door-server.ts` applies the decision to Node's request and
  * response, including the body limit, which needs the bytes as they arrive.
@@ -51,7 +54,13 @@ export type DoorDecision =
   /** An unauthenticated browser asking for a page: send it to the sign-in page. */
   | { kind: "sign-in" }
   /** The sign-in page itself: past the Host and Origin checks, before any credential. */
-  | { kind: "sign-in-page" };
+  | { kind: "sign-in-page" }
+  /**
+   * A decision link (`/decide/<token>`) presented without a person's credential: past the Host,
+   * path, Origin and content-type checks, with no identity. The link's token is the credential for
+   * its one decision; the route checks it and nothing else is reachable this way.
+   */
+  | { kind: "decision-link" };
 
 export const SESSION_COOKIE = "stepwise_session";
 /** The person who holds the access token (or, with STEPWISE_TRUST_LOCAL=1, the local user). */
@@ -77,6 +86,8 @@ export function doorConfig(options: {
  * 001's plan and run API — whose approve and decide answer an agent with 403 (operations layer).
  */
 const AGENT_PATHS = /^\/api\/(ops|mcp|plan|runs|chat)(\/|$)/;
+/** A decision link's page and its one POST: exactly `/decide/<token>`, nothing under or beside it. */
+export const DECISION_LINK_PATH = /^\/decide\/[0-9a-f-]{36}\.[A-Za-z0-9_-]{43}$/;
 /** An agent may say which agent it is, for "who is working on what"; the credential is the token. */
 const AGENT_NAME = /^[\w.@-]{1,40}$/;
 
@@ -196,6 +207,7 @@ export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
   // One person, whichever way they proved it: the name approvals and the audit show is the same.
   if (!config.accessToken) return { kind: "pass", identity: { ...PERSON } };
   if (presentsToken(request, config.accessToken)) return { kind: "pass", identity: { ...PERSON } };
+  if (DECISION_LINK_PATH.test(pathname) && (method === "GET" || method === "POST")) return { kind: "decision-link" };
   const wantsPage = method === "GET" && (header(request, "accept") ?? "").includes("text/html");
   if (wantsPage) return { kind: "sign-in" };
   return {

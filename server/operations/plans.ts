@@ -24,6 +24,8 @@ import type { AnyOperation } from "./registry";
  */
 const planId = z.string().min(1).max(100);
 const version = z.number().int().positive();
+/** A note given with an approval (trimmed; empty means none). */
+export const approverNote = z.string().trim().max(4_000).optional();
 
 export const planOutputSchema = z.looseObject({
   id: z.string(),
@@ -201,6 +203,9 @@ export const planApprove = defineOperation({
      * and applies the proposal by policy, at most twice per step, never an abort.
      */
     recovery: z.enum(["ask", "auto"]).optional(),
+    note: approverNote.describe(
+      "The approver's note: stored with the approval, audited, shown on the run page and given to the executing agent",
+    ),
   }),
   output: z.object({ runId: z.string(), traceId: z.string() }),
   async run({ app, identity }, input) {
@@ -211,6 +216,7 @@ export const planApprove = defineOperation({
       planId: input.planId,
       version: input.version,
       actor: identity.name,
+      ...(input.note && { note: input.note }),
       workspaceRoot: workspace.path,
       workspaceId: workspace.id,
       ...(input.maxParallel !== undefined && { maxParallel: input.maxParallel }),

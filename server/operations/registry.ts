@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
+import { decisionLinkOperations } from "./decision-links";
 import { planCommentOperations } from "./plan-comments";
 import { planLifecycleOperations } from "./plan-lifecycle";
 import { readOperations } from "./reads";
@@ -34,6 +35,7 @@ export const operations: AnyOperation[] = [
   ...plannerOperations,
   ...steeringOperations,
   ...readOperations,
+  ...decisionLinkOperations,
 ];
 
 export function findOperation(name: string): AnyOperation | undefined {

@@ -21,6 +21,7 @@ import {
 } from "../vocabulary";
 import { requirePerson } from "./identity";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
+import { approverNote } from "./plans";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
 
@@ -36,6 +37,7 @@ const runViewSchema = z.looseObject({
   status: z.string(),
   traceId: z.string(),
   approvedBy: z.string(),
+  approvalNote: z.string().optional().describe("The approver's note on the plan, when they gave one"),
   maxParallel: z.number(),
   workspace: z
     .object({ id: z.string().nullable(), name: z.string().nullable(), path: z.string() })
@@ -174,7 +176,8 @@ export const runDecide = defineOperation({
     runId,
     stepId,
     approve: z.boolean(),
-    comment: z.string().max(2000).optional(),
+    comment: z.string().max(2000).optional().describe("Older name of note"),
+    note: approverNote.describe("The decider's note: stored with the decision, audited, shown on the run page"),
     definitionHash: z
       .string()
       .regex(/^[0-9a-f]{64}$/)
@@ -184,7 +187,9 @@ export const runDecide = defineOperation({
   output: done,
   async run({ app, identity }, input) {
     requirePerson(identity, "approve or deny a step");
-    await decideApproval(app.engine, { ...input, actor: identity.name });
+    const { note, comment, ...decision } = input;
+    const words = note || comment?.trim() || undefined;
+    await decideApproval(app.engine, { ...decision, ...(words && { comment: words }), actor: identity.name });
     return { ok: true as const };
   },
 });

@@ -19,6 +19,7 @@ import {
   runSkipStep,
 } from "../../operations/runs";
 import { operationProcedure, publicProcedure, router } from "../init";
+import { decisionLinkCreate } from "../../operations/decision-links";
 import { trackedEvents } from "../tracked-events";
 
 export const runsRouter = router({
@@ -42,6 +43,8 @@ export const runsRouter = router({
 
   /** Steering and decisions are operations (server/operations/runs.ts): one place checks who may. */
   decide: operationProcedure(runDecide).mutation(viaOperation(runDecide)),
+  /** A signed, single-use link to decide a waiting step from elsewhere (server/decisions/decision-links.ts). */
+  createDecisionLink: operationProcedure(decisionLinkCreate).mutation(viaOperation(decisionLinkCreate)),
   /** The answer to an ask_user step; it becomes the step's output. */
   answer: operationProcedure(runAnswer).mutation(viaOperation(runAnswer)),
 
