@@ -57,8 +57,8 @@ test("an MCP agent plans with the person: a question answered and a plan reviewe
     const submitted = await call(client, "submit_plan", {
       summary: "Migrate in two steps",
       steps: [
-        { description: "Dump the database", tools: ["shell"], risk: "medium" },
-        { description: "Run the migration", tools: ["shell"], risk: "high" },
+        { description: "Dump the database", relevant_file_paths: ["."], tools: ["shell"], risk: "medium" },
+        { description: "Run the migration", relevant_file_paths: ["."], tools: ["shell"], risk: "high" },
       ],
       questions: [],
       context_notes: "Offline window after 18:00",
@@ -77,9 +77,9 @@ test("an MCP agent plans with the person: a question answered and a plan reviewe
     const revised = await call(client, "submit_plan", {
       summary: "Migrate in three steps",
       steps: [
-        { description: "Dump the database", tools: ["shell"], risk: "medium" },
-        { description: "Check the backup restores", tools: ["shell"], risk: "low" },
-        { description: "Run the migration", tools: ["shell"], risk: "high" },
+        { description: "Dump the database", relevant_file_paths: ["."], tools: ["shell"], risk: "medium" },
+        { description: "Check the backup restores", relevant_file_paths: ["."], tools: ["shell"], risk: "low" },
+        { description: "Run the migration", relevant_file_paths: ["."], tools: ["shell"], risk: "high" },
       ],
     });
     expect(revised.version).toBe(2);

@@ -34,6 +34,7 @@ import { invokeOperation } from "../operations/operation";
 import { operations, type AnyOperation } from "../operations/registry";
 import { exportPlanMarkdown } from "../plans/export";
 import { getPlan } from "../plans/service";
+import { snakeSchema, strictParameters, toOperationInput, toSnakeAnswer } from "./naming";
 import { restrictToolsInPlanMode } from "./plan-mode-tools";
 
 /**
@@ -55,7 +56,9 @@ export function toolName(operation: AnyOperation): string {
   return SEED_003_NAMES[operation.name] ?? operation.name.replaceAll(".", "_");
 }
 
-function result(output: unknown): CallToolResult {
+function result(answer: unknown): CallToolResult {
+  // Seed 000's convention on this door: every answer's field names are snake_case.
+  const output = toSnakeAnswer(answer);
   return {
     content: [{ type: "text", text: JSON.stringify(output, null, 2) }],
     ...(output !== null && typeof output === "object" && !Array.isArray(output)
@@ -117,8 +120,8 @@ function registerCheckedTool(
     tool.name,
     {
       description: tool.description,
-      inputSchema: { ...tool.shape, ...tool.routing },
-      ...(tool.outputSchema && { outputSchema: tool.outputSchema }),
+      inputSchema: strictParameters({ ...tool.shape, ...tool.routing }),
+      ...(tool.outputSchema && { outputSchema: snakeSchema(tool.outputSchema, "output") as z.ZodObject }),
       annotations: { ...tool.annotations, openWorldHint: false },
     },
     ((raw: Record<string, unknown>, extra: ToolExtra) =>
@@ -169,8 +172,8 @@ export function createMcpServer(context: McpSessionContext): McpServer {
       name,
       {
         description: operation.summary,
-        inputSchema: operation.input as z.ZodObject,
-        ...(output && { outputSchema: output }),
+        inputSchema: snakeSchema(operation.input, "input") as z.ZodObject,
+        ...(output && { outputSchema: snakeSchema(output, "output") as z.ZodObject }),
         annotations: {
           readOnlyHint: operation.annotations?.readOnly ?? false,
           destructiveHint: operation.annotations?.destructive ?? false,
@@ -180,7 +183,11 @@ export function createMcpServer(context: McpSessionContext): McpServer {
       },
       (input: unknown, extra: ToolExtra) =>
         guarded(name, () =>
-          invokeOperation(operation, { app, identity, signal: extra.signal, progress: progressOf(extra) }, input),
+          invokeOperation(
+            operation,
+            { app, identity, signal: extra.signal, progress: progressOf(extra) },
+            toOperationInput(input, operation.input),
+          ),
         ),
     );
   }

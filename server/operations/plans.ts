@@ -53,6 +53,7 @@ export const planCreate = defineOperation({
           ...(input.workspaceId && { workspaceId: input.workspaceId }),
           source: identity.kind === "agent" ? "agent" : "manual",
           author: identity.name,
+          workspaceRoot: app.workspaceRoot,
         }),
       );
     } catch (error) {

@@ -428,6 +428,7 @@ async function savePlan(
         source: "llm",
         author: session.actor,
         ...(session.workspaceId && { workspaceId: session.workspaceId }),
+        workspaceRoot: deps.workspaceRoot,
         model: session.model,
         usage,
         traceId: session.traceId,

@@ -78,6 +78,7 @@ export const plansRouter = router({
         source: input.source,
         author: ctx.actor,
         ...(input.workspaceId && { workspaceId: input.workspaceId }),
+        workspaceRoot: ctx.app.workspaceRoot,
       });
     }),
 
