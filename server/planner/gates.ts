@@ -69,8 +69,8 @@ export async function runQualityGates(
         message: `${stepName(step)} has no \`type\` (feature, bugfix, chore, test, docs, refactor, research, ops).`,
       });
     }
-    // Without a description (or for an agent task) `checkPlanQuality` reports the missing title.
-    if (!step.title?.trim() && step.description.trim() && step.tool !== AGENT_TASK_TOOL) {
+    // An agent task's missing title is `checkPlanQuality`'s to report.
+    if (!step.title?.trim() && step.tool !== AGENT_TASK_TOOL) {
       issues.push({
         code: "missing_title",
         stepId: step.id,

@@ -14,13 +14,14 @@ import type { PlanIssue } from "./validate";
  * go up), so no door can skip it and the same plan gets the same verdict everywhere. Each issue
  * says what to fix.
  *
- * What is refused: a step with neither title nor description; a context hint that is not
- * actionable ("stuff"); a hint or a listed path naming a file the workspace does not have (unless
- * a step of the plan writes it, or the hint says to create it); an agent task without a title or
- * without `relevant_file_paths`. Tool steps may go without hints and paths — a manual `echo` plan
- * is legitimate — and a seed 000 checklist (an agent's todo list: titles only, by the seed's
- * format) is exempt from the agent-task fields. The planner asks its model for more (every step
- * typed and hinted, `server/planner/gates.ts`) because its drafts are meant for review as they are.
+ * What is refused: a context hint that is not actionable ("stuff"); a hint or a listed path
+ * naming a file the workspace does not have (unless a step of the plan writes it, or the hint says
+ * to create it); an agent task (work an agent does from its title and hints alone) without a
+ * title or without `relevant_file_paths`. Tool steps may go without title, hints and paths — a
+ * manual `echo` plan says what it does through its tool and arguments — and a seed 000 checklist
+ * (an agent's todo list: titles only, by the seed's format) is exempt from the agent-task fields.
+ * The planner asks its model for more (every step titled, typed and hinted,
+ * `server/planner/gates.ts`) because its drafts are meant for review as they are.
  */
 export type QualityIssueCode =
   | "missing_title"
@@ -67,19 +68,12 @@ export async function checkPlanQuality(plan: PlanContent, context: QualityContex
   for (const step of plan.steps) {
     const name = stepName(step);
     const agentTask = step.tool === AGENT_TASK_TOOL && !context.checklist;
-    if (!step.title?.trim() && !step.description.trim()) {
+    if (agentTask && !step.title?.trim()) {
       issues.push({
         code: "missing_title",
         stepId: step.id,
         path: ["title"],
-        message: `${name} has no \`title\` or \`description\`: say in a sentence what the step achieves.`,
-      });
-    } else if (agentTask && !step.title?.trim()) {
-      issues.push({
-        code: "missing_title",
-        stepId: step.id,
-        path: ["title"],
-        message: `${name} has no \`title\`: an agent task needs one that says what it achieves.`,
+        message: `${name} has no \`title\`: say in a sentence what the task achieves.`,
       });
     }
     for (const [index, hint] of step.contextHints.entries()) {
