@@ -251,6 +251,7 @@ export async function submitPlan(
       draft: { ...draft, steps: renumbered },
       source: "agent",
       author: input.actor,
+      workspaceRoot: app.workspaceRoot,
       changeNote: `${input.actor} revised the plan`,
     });
     planId = saved.id;

@@ -125,6 +125,7 @@ export const planEdit = defineOperation({
       ...input,
       author: identity.name,
       authorIsPerson: identity.kind === "person",
+      workspaceRoot: app.workspaceRoot,
     });
     await adoptIntoSessionRun(app, plan.id, plan.version, identity.name);
     return plan as object as PlanOutput;

@@ -406,6 +406,7 @@ async function savePlan(
       revise: () => outcome.draft as { steps: { id: string }[] },
       source: "llm",
       author: session.actor,
+      workspaceRoot: deps.workspaceRoot,
       changeNote: `Regenerated with feedback: ${(session.feedback ?? "").slice(0, 200)}`,
       model: session.model,
       usage,

@@ -345,6 +345,8 @@ export interface EditPlanInput {
   author: string;
   /** Only a person may waive a gate; an agent's `approvalRequired: false` is raised to the default. */
   authorIsPerson: boolean;
+  /** The default workspace: file names are checked there when the plan has none of its own. */
+  workspaceRoot?: string;
 }
 
 /**
@@ -407,6 +409,7 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
       source: extra.source ?? "manual",
       author: input.author,
       changeNote,
+      ...(input.workspaceRoot && { workspaceRoot: input.workspaceRoot }),
       ...(extra.restoresVersion !== undefined && { restoresVersion: extra.restoresVersion }),
       ...(extra.waivedGates && { waivedGates: extra.waivedGates }),
     });
@@ -437,6 +440,7 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
         revise: () => ({ goal: base.goal, ...imported, steps }),
         source: "import",
         author: input.author,
+        ...(input.workspaceRoot && { workspaceRoot: input.workspaceRoot }),
         changeNote: "Imported from JSON",
       });
       return plan;

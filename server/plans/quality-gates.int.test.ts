@@ -102,10 +102,11 @@ async function planCount() {
   return harness.app.db.prisma.planVersion.count();
 }
 
-async function basePlanId() {
-  const workspace = await registerWorkspace(harness.app.db.pool, harness.workspace);
+/** A good plan to edit: in a registered workspace, or (by default) in none, checked in the default one. */
+async function basePlanId(registered = false) {
+  const workspace = registered ? await registerWorkspace(harness.app.db.pool, harness.workspace) : undefined;
   const good = await invokeOperation(planCreate, { app: harness.app, identity: person }, {
-    workspaceId: workspace.id,
+    ...(workspace && { workspaceId: workspace.id }),
     draft: {
       goal: "Improve the parser",
       steps: [{ id: "step_1", title: "Read the README", tool: "read_file", args: { path: "README.md" } }],
@@ -125,6 +126,19 @@ const doors: Door[] = [
     name: "operation plan.edit (a new version)",
     submit: async (plan) => {
       const planId = await basePlanId();
+      return refusal(() =>
+        invokeOperation(planEdit, { app: harness.app, identity: person }, {
+          planId,
+          baseVersion: 1,
+          edit: { kind: "import", planJson: JSON.stringify(plan) },
+        }),
+      );
+    },
+  },
+  {
+    name: "operation plan.edit (a plan in a registered workspace)",
+    submit: async (plan) => {
+      const planId = await basePlanId(true);
       return refusal(() =>
         invokeOperation(planEdit, { app: harness.app, identity: person }, {
           planId,

@@ -36,6 +36,8 @@ export interface SavePlanVersionInput {
   usage?: { inputTokens: number; outputTokens: number };
   /** A seed 000 checklist: titles only (see `checkPlanQuality`). */
   checklist?: boolean;
+  /** The default workspace: file names are checked there when the plan has none of its own. */
+  workspaceRoot?: string;
 }
 
 export async function savePlanVersion(
@@ -51,6 +53,7 @@ export async function savePlanVersion(
   // The same gates as a new plan, checked against the plan's own workspace.
   const content = await checkPlanToStore(prisma, tools, input.draft, {
     workspaceId: owner.task.workspaceId,
+    ...(input.workspaceRoot && { workspaceRoot: input.workspaceRoot }),
     ...(input.checklist && { checklist: true }),
   });
   const version = input.baseVersion + 1;
