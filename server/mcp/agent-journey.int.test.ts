@@ -140,7 +140,10 @@ describe("an agent's plan, from plan mode to done", () => {
     const entered = await agent.ok("enter_plan_mode", { reason: "Two steps that depend on each other" });
     const submitted = await agent.ok("submit_plan", {
       summary: "Prepare, then change",
-      steps: [{ description: "Read the configuration", relevant_file_paths: ["."] }, { description: "Change the configuration", relevant_file_paths: ["."], risk: "medium" }],
+      steps: [
+        { description: "Read the configuration", relevant_file_paths: ["."] },
+        { description: "Change the configuration", relevant_file_paths: ["."], risk: "medium" },
+      ],
     });
     // Still in plan mode while the plan waits for review.
     expect(await agent.toolNames()).not.toContain("update");
@@ -192,7 +195,10 @@ describe("an agent's plan, from plan mode to done", () => {
     await agent.ok("enter_plan_mode", { reason: "Plan, then vanish" });
     const submitted = await agent.ok("submit_plan", {
       summary: "Two tasks",
-      steps: [{ description: "First task", relevant_file_paths: ["."] }, { description: "Second task", relevant_file_paths: ["."] }],
+      steps: [
+        { description: "First task", relevant_file_paths: ["."] },
+        { description: "Second task", relevant_file_paths: ["."] },
+      ],
     });
     await agent.client.close();
     const { runId } = await harness!.caller.plans.approve({ planId: submitted.plan_id, version: submitted.version });
@@ -276,7 +282,10 @@ describe("nothing in an agent's journey waits for ever", () => {
     await withLimits({ STEPWISE_PLAN_REVIEW_TIMEOUT_MS: "5000" }, async () => {
       const agent = await connect();
       const entered = await agent.ok("enter_plan_mode", { reason: "Review me" });
-      const submitted = await agent.ok("submit_plan", { summary: "One step", steps: [{ description: "Do it", relevant_file_paths: ["."] }] });
+      const submitted = await agent.ok("submit_plan", {
+        summary: "One step",
+        steps: [{ description: "Do it", relevant_file_paths: ["."] }],
+      });
       const view = await harness!.caller.planner.session({ sessionId: entered.planning_session_id });
       expect(view.deadline).toMatchObject({ kind: "review" });
       const review = await waitFor(
@@ -299,7 +308,10 @@ describe("nothing in an agent's journey waits for ever", () => {
     await withLimits({ STEPWISE_PLAN_REVIEW_TIMEOUT_MS: "3000" }, async () => {
       const agent = await connect();
       await agent.ok("enter_plan_mode", { reason: "Review me, then wait" });
-      const submitted = await agent.ok("submit_plan", { summary: "One step", steps: [{ description: "Do it", relevant_file_paths: ["."] }] });
+      const submitted = await agent.ok("submit_plan", {
+        summary: "One step",
+        steps: [{ description: "Do it", relevant_file_paths: ["."] }],
+      });
       await harness!.caller.plans.review({
         planId: submitted.plan_id,
         version: submitted.version,

@@ -151,13 +151,16 @@ describe("MCP server", () => {
       arguments: {
         draft: {
           goal: "Say hello",
-          steps: [{ id: "a", title: "Say hello", tool: "echo", args: { value: "hi" }, depends_on: [] }, {
-            id: "b",
-            title: "Say it again",
-            tool: "echo",
-            args: { value: "$a" },
-            depends_on: ["a"],
-          }],
+          steps: [
+            { id: "a", title: "Say hello", tool: "echo", args: { value: "hi" }, depends_on: [] },
+            {
+              id: "b",
+              title: "Say it again",
+              tool: "echo",
+              args: { value: "$a" },
+              depends_on: ["a"],
+            },
+          ],
         },
       },
     });
@@ -305,13 +308,21 @@ describe("MCP server", () => {
     const waiting = review(30);
     await new Promise((resolve) => setTimeout(resolve, 300));
     const { runId } = await harness!.caller.plans.approve({ planId: plan.id, version: plan.version });
-    expect((await waiting).structuredContent).toMatchObject({ state: "approved", run_id: runId, approved_by: "tester" });
+    expect((await waiting).structuredContent).toMatchObject({
+      state: "approved",
+      run_id: runId,
+      approved_by: "tester",
+    });
 
     const progress: { progress: number; total?: number }[] = [];
-    const followed = await client.callTool({ name: "run_wait", arguments: { run_id: runId, timeout_seconds: 30 } }, undefined, {
-      onprogress: (update) => progress.push(update),
-      timeout: 60_000,
-    });
+    const followed = await client.callTool(
+      { name: "run_wait", arguments: { run_id: runId, timeout_seconds: 30 } },
+      undefined,
+      {
+        onprogress: (update) => progress.push(update),
+        timeout: 60_000,
+      },
+    );
     expect(followed.structuredContent).toMatchObject({ status: "completed", waited_for: "finished" });
     expect(progress.length).toBeGreaterThanOrEqual(2);
     expect(progress.at(-1)).toMatchObject({ progress: 2, total: 2 });
@@ -322,9 +333,10 @@ describe("MCP server", () => {
     const client = await httpClient(await start());
     const call = (name: string, args: Record<string, unknown> = {}) => client.callTool({ name, arguments: args });
     const body = (result: CallResult) => JSON.parse((result.content as { text: string }[])[0]!.text);
-    expect(problem(await call("submit_plan", { summary: "s", steps: [{ description: "d", relevant_file_paths: ["."] }] })).detail).toContain(
-      "enter_plan_mode",
-    );
+    expect(
+      problem(await call("submit_plan", { summary: "s", steps: [{ description: "d", relevant_file_paths: ["."] }] }))
+        .detail,
+    ).toContain("enter_plan_mode");
     // The SDK checks the declared schema first and answers with its own error text.
     const empty = await call("enter_plan_mode", { reason: "" });
     expect(empty.isError).toBe(true);
@@ -335,9 +347,10 @@ describe("MCP server", () => {
     const pending = body(await call("ask_user", { question: "Which branch?", wait_seconds: 0 }));
     expect(pending).toMatchObject({ status: "pending" });
     // A plan cannot be submitted over an unanswered question.
-    expect(problem(await call("submit_plan", { summary: "s", steps: [{ description: "d", relevant_file_paths: ["."] }] })).detail).toContain(
-      "waiting for its answer",
-    );
+    expect(
+      problem(await call("submit_plan", { summary: "s", steps: [{ description: "d", relevant_file_paths: ["."] }] }))
+        .detail,
+    ).toContain("waiting for its answer");
     const questions = await harness!.caller.planner.session({ sessionId: entered.planning_session_id });
     expect(questions.status).toBe("awaiting_answer");
     await harness!.caller.planner.answer({
@@ -383,9 +396,11 @@ describe("MCP server", () => {
     expect(
       (await client.callTool({ name: "plan_review_status", arguments: { plan_id: plan.id } })).structuredContent,
     ).toMatchObject({ state: "rejected", reviewed_by: "tester", comment: "Not now" });
-    expect(problem(await call("submit_plan", { summary: "again", steps: [{ description: "d", relevant_file_paths: ["."] }] })).detail).toContain(
-      "cancelled",
-    );
+    expect(
+      problem(
+        await call("submit_plan", { summary: "again", steps: [{ description: "d", relevant_file_paths: ["."] }] }),
+      ).detail,
+    ).toContain("cancelled");
     const { tools } = await client.listTools();
     expect(tools.some((tool) => tool.name === "plan_review")).toBe(false);
   });

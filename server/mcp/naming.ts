@@ -11,7 +11,10 @@ import { z } from "zod";
  */
 
 export function snakeCase(name: string): string {
-  return name.replace(/([a-z0-9])([A-Z])/g, "$1_$2").replace(/([A-Z])([A-Z][a-z])/g, "$1_$2").toLowerCase();
+  return name
+    .replace(/([a-z0-9])([A-Z])/g, "$1_$2")
+    .replace(/([A-Z])([A-Z][a-z])/g, "$1_$2")
+    .toLowerCase();
 }
 
 export const SNAKE_CASE = /^[a-z][a-z0-9]*(_[a-z0-9]+)*$/;
@@ -55,10 +58,7 @@ export function snakeSchema(schema: z.ZodType, mode: "input" | "output"): z.ZodT
       // An object open to more fields (a plan draft's steps) stays open; its extra fields are
       // translated by name (`depends_on` → `dependsOn`) in `toOperationInput`.
       const open = def.catchall !== undefined && defOf(def.catchall as z.ZodType).type !== "never";
-      return withDescription(
-        mode === "input" && !open ? strictParameters(shape) : z.looseObject(shape),
-        schema,
-      );
+      return withDescription(mode === "input" && !open ? strictParameters(shape) : z.looseObject(shape), schema);
     }
     case "array":
       return withDescription(z.array(snakeSchema(def.element as z.ZodType, mode)), schema);
@@ -120,8 +120,8 @@ export function toOperationInput(value: unknown, schema: z.ZodType): unknown {
     case "nonoptional":
       return value === undefined || value === null ? value : toOperationInput(value, def.innerType as z.ZodType);
     case "union": {
-      const match = (def.options as z.ZodType[]).find((option) =>
-        snakeSchema(option, "input").safeParse(value).success,
+      const match = (def.options as z.ZodType[]).find(
+        (option) => snakeSchema(option, "input").safeParse(value).success,
       );
       return match ? toOperationInput(value, match) : value;
     }

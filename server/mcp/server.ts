@@ -70,7 +70,8 @@ function result(answer: unknown): CallToolResult {
 function failure(error: unknown, tool: string): CallToolResult {
   const problem = toProblem(error);
   if (problem.status === 500) logger.error({ err: error, tool }, "MCP tool failed");
-  return { isError: true, content: [{ type: "text", text: JSON.stringify(problem, null, 2) }] };
+  // The problem object of the HTTP API, in this door's snake_case (an issue's `step_id`).
+  return { isError: true, content: [{ type: "text", text: JSON.stringify(toSnakeAnswer(problem), null, 2) }] };
 }
 
 async function guarded(tool: string, work: () => Promise<unknown>): Promise<CallToolResult> {

@@ -76,7 +76,12 @@ function issueMessages(value: unknown, found = new Set<string>()): string[] {
   if (Array.isArray(value)) value.forEach((item) => issueMessages(item, found));
   else if (value !== null && typeof value === "object") {
     const record = value as Record<string, unknown>;
-    if (typeof record.message === "string" && typeof record.code === "string" && "stepId" in record) {
+    // `stepId` on the tRPC and HTTP doors, `step_id` on MCP's.
+    if (
+      typeof record.message === "string" &&
+      typeof record.code === "string" &&
+      ("stepId" in record || "step_id" in record)
+    ) {
       found.add(record.message);
     }
     Object.values(record).forEach((item) => issueMessages(item, found));
@@ -105,13 +110,17 @@ async function planCount() {
 /** A good plan to edit: in a registered workspace, or (by default) in none, checked in the default one. */
 async function basePlanId(registered = false) {
   const workspace = registered ? await registerWorkspace(harness.app.db.pool, harness.workspace) : undefined;
-  const good = await invokeOperation(planCreate, { app: harness.app, identity: person }, {
-    ...(workspace && { workspaceId: workspace.id }),
-    draft: {
-      goal: "Improve the parser",
-      steps: [{ id: "step_1", title: "Read the README", tool: "read_file", args: { path: "README.md" } }],
+  const good = await invokeOperation(
+    planCreate,
+    { app: harness.app, identity: person },
+    {
+      ...(workspace && { workspaceId: workspace.id }),
+      draft: {
+        goal: "Improve the parser",
+        steps: [{ id: "step_1", title: "Read the README", tool: "read_file", args: { path: "README.md" } }],
+      },
     },
-  });
+  );
   return good.id;
 }
 
@@ -120,18 +129,23 @@ type Door = { name: string; submit: (plan: typeof badPlan | typeof untitledPlan)
 const doors: Door[] = [
   {
     name: "operation plan.create",
-    submit: (plan) => refusal(() => invokeOperation(planCreate, { app: harness.app, identity: person }, { draft: plan })),
+    submit: (plan) =>
+      refusal(() => invokeOperation(planCreate, { app: harness.app, identity: person }, { draft: plan })),
   },
   {
     name: "operation plan.edit (a new version)",
     submit: async (plan) => {
       const planId = await basePlanId();
       return refusal(() =>
-        invokeOperation(planEdit, { app: harness.app, identity: person }, {
-          planId,
-          baseVersion: 1,
-          edit: { kind: "import", planJson: JSON.stringify(plan) },
-        }),
+        invokeOperation(
+          planEdit,
+          { app: harness.app, identity: person },
+          {
+            planId,
+            baseVersion: 1,
+            edit: { kind: "import", planJson: JSON.stringify(plan) },
+          },
+        ),
       );
     },
   },
@@ -140,11 +154,15 @@ const doors: Door[] = [
     submit: async (plan) => {
       const planId = await basePlanId(true);
       return refusal(() =>
-        invokeOperation(planEdit, { app: harness.app, identity: person }, {
-          planId,
-          baseVersion: 1,
-          edit: { kind: "import", planJson: JSON.stringify(plan) },
-        }),
+        invokeOperation(
+          planEdit,
+          { app: harness.app, identity: person },
+          {
+            planId,
+            baseVersion: 1,
+            edit: { kind: "import", planJson: JSON.stringify(plan) },
+          },
+        ),
       );
     },
   },
@@ -173,7 +191,12 @@ const doors: Door[] = [
     name: "template instantiate",
     submit: async (plan) => {
       const template = await harness.app.db.prisma.planTemplate.create({
-        data: { name: `bad ${Math.random()}`, goal: plan.goal, content: { goal: plan.goal, steps: plan.steps }, createdBy: "tester" },
+        data: {
+          name: `bad ${Math.random()}`,
+          goal: plan.goal,
+          content: { goal: plan.goal, steps: plan.steps },
+          createdBy: "tester",
+        },
       });
       return refusal(() =>
         invokeOperation(templateInstantiate, { app: harness.app, identity: person }, { templateId: template.id }),
@@ -223,6 +246,11 @@ describe("one gate pipeline for every door", () => {
     expect(result.isError).toBe(true);
     const problem = JSON.parse((result.content as { text: string }[])[0]!.text);
     expect(issueMessages(problem).sort()).toEqual([...expected].sort());
+    // Seed 003's envelope, in the MCP door's snake_case.
+    expect(problem).toMatchObject({
+      code: "invalid_plan",
+      details: [{ code: "vague_hint", step_id: "step_1", path: ["contextHints", 0] }, {}, {}],
+    });
     expect(await planCount()).toBe(before);
 
     // Fixed as the details say, the same submission passes.
@@ -243,9 +271,13 @@ describe("one gate pipeline for every door", () => {
   });
 
   it("a legitimate manual tool plan (echo steps, no hints or paths) still passes every door", async () => {
-    const plan = await invokeOperation(planCreate, { app: harness.app, identity: person }, {
-      draft: { goal: "Say hello", steps: [{ id: "a", title: "Say hello", tool: "echo", args: { value: "hi" } }] },
-    });
+    const plan = await invokeOperation(
+      planCreate,
+      { app: harness.app, identity: person },
+      {
+        draft: { goal: "Say hello", steps: [{ id: "a", title: "Say hello", tool: "echo", args: { value: "hi" } }] },
+      },
+    );
     expect(plan.version).toBe(1);
   });
 });

@@ -24,11 +24,7 @@ import type { PlanIssue } from "./validate";
  * `server/planner/gates.ts`) because its drafts are meant for review as they are.
  */
 export type QualityIssueCode =
-  | "missing_title"
-  | "vague_hint"
-  | "missing_hint_file"
-  | "missing_file"
-  | "missing_relevant_paths";
+  "missing_title" | "vague_hint" | "missing_hint_file" | "missing_file" | "missing_relevant_paths";
 
 export interface QualityIssue extends Omit<PlanIssue, "code"> {
   code: QualityIssueCode;
