@@ -19,8 +19,11 @@ export function snakeCase(name: string): string {
 
 export const SNAKE_CASE = /^[a-z][a-z0-9]*(_[a-z0-9]+)*$/;
 
-/** Keys whose values are data, not fields: a tool's arguments, a template's parameter values. */
-const DATA_KEYS = new Set(["args", "values"]);
+/**
+ * Keys whose values are data, not fields: a tool's arguments and what it produced (a plan's
+ * `$step_1.exitCode` must read the field as the tool named it), a template's parameter values.
+ */
+const DATA_KEYS = new Set(["args", "values", "result", "value", "output"]);
 
 type Def = { type: string; [key: string]: unknown };
 const defOf = (schema: z.ZodType): Def => (schema as unknown as { _zod: { def: Def } })._zod.def;
@@ -149,7 +152,7 @@ function camelKeys(value: unknown, key: string): unknown {
   return Object.fromEntries(Object.entries(value).map(([name, field]) => [camelCase(name), camelKeys(field, name)]));
 }
 
-/** An answer with every field name in snake_case; the data under `args` and `values` stays as it is. */
+/** An answer with every field name in snake_case; the data under `DATA_KEYS` stays as it is. */
 export function toSnakeAnswer(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(toSnakeAnswer);
   if (value === null || typeof value !== "object" || value instanceof Date) return value;
