@@ -57,8 +57,8 @@ test("an MCP agent plans with the person: a question answered and a plan reviewe
     const submitted = await call(client, "submit_plan", {
       summary: "Migrate in two steps",
       steps: [
-        { description: "Dump the database", tools: ["shell"], risk: "medium" },
-        { description: "Run the migration", tools: ["shell"], risk: "high" },
+        { description: "Dump the database", relevant_file_paths: ["."], tools: ["shell"], risk: "medium" },
+        { description: "Run the migration", relevant_file_paths: ["."], tools: ["shell"], risk: "high" },
       ],
       questions: [],
       context_notes: "Offline window after 18:00",
@@ -72,25 +72,25 @@ test("an MCP agent plans with the person: a question answered and a plan reviewe
     await review.getByLabel("Instructions for the agent").fill("Add a backup check first.");
     await review.getByRole("button", { name: "Send back for changes" }).click();
     await expect(page.getByTestId("review-state")).toContainText("Sent back for changes");
-    const sentBack = await call(client, "plan_review_status", { planId: submitted.plan_id });
+    const sentBack = await call(client, "plan_review_status", { plan_id: submitted.plan_id });
     expect(sentBack).toMatchObject({ state: "changes_requested", comment: "Add a backup check first." });
     const revised = await call(client, "submit_plan", {
       summary: "Migrate in three steps",
       steps: [
-        { description: "Dump the database", tools: ["shell"], risk: "medium" },
-        { description: "Check the backup restores", tools: ["shell"], risk: "low" },
-        { description: "Run the migration", tools: ["shell"], risk: "high" },
+        { description: "Dump the database", relevant_file_paths: ["."], tools: ["shell"], risk: "medium" },
+        { description: "Check the backup restores", relevant_file_paths: ["."], tools: ["shell"], risk: "low" },
+        { description: "Run the migration", relevant_file_paths: ["."], tools: ["shell"], risk: "high" },
       ],
     });
     expect(revised.version).toBe(2);
 
     // The person approves version 2 while the agent waits for the decision.
-    const decision = call(client, "plan_review_status", { planId: submitted.plan_id, waitSeconds: 60 });
+    const decision = call(client, "plan_review_status", { plan_id: submitted.plan_id, wait_seconds: 60 });
     await page.reload();
     await expect(page.getByTestId("plan-version")).toHaveText("version 2");
     await page.getByRole("button", { name: "Approve and run v2" }).click();
     await expect(page).toHaveURL(/\/runs\//);
-    expect(await decision).toMatchObject({ state: "approved", version: 2, approvedBy: "user" });
+    expect(await decision).toMatchObject({ state: "approved", version: 2, approved_by: "user" });
 
     // The same agent is handed the approved plan's tasks in order, reports them DONE, and planning
     // mode ends.

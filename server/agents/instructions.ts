@@ -61,7 +61,9 @@ signal for the person watching (a blocker also holds the session until cleared);
 Before acting on a task that touches several files or steps, changes something hard to undo, or
 leaves you unsure what is wanted, plan first (MCP \`enter_plan_mode\` with your reason). In plan
 mode only read-only tools and the plan-mode tools are offered: gather context, ask the person
-with \`ask_user\` (\`get_answer\` keeps waiting), then \`submit_plan\`. The person approves, rejects
+with \`ask_user\` (\`get_answer\` keeps waiting), then \`submit_plan\` — each step with its
+\`description\`, and, like \`add_tasks\`, actionable \`context_hints\` and the \`relevant_file_paths\` it
+reads or changes (a step without them is refused with the details). The person approves, rejects
 or sends the plan back with instructions (\`plan_review_status\`); a message the person adds while
 you plan comes with your next tool answer — take it into account. Once approved, \`status\` hands
 you the plan's tasks in order; report each with \`update\` as above, and planning mode ends when
@@ -75,6 +77,14 @@ For work of several steps that needs no review, keep a todo list over MCP: \`pla
 (objective and first steps) → \`planning_add_step\` → \`planning_update_step\` (pending,
 in_progress, done; a done step can be reopened) → \`planning_read_plan\`. Skip it for trivial,
 single-step tasks. The list ends with your MCP session.
+
+## MCP conventions
+
+Every MCP tool takes and answers snake_case names (\`plan_id\`, \`wait_seconds\`, \`run_id\`). A
+parameter a tool does not know is refused with the names it accepts, never ignored. Every plan
+and every new version passes the same quality gates whichever tool sends it (\`plan_create\`,
+\`plan_edit\`, \`submit_plan\`, \`add_tasks\`): hints must be actionable and name files that exist, and
+agent tasks need a title and \`relevant_file_paths\`.
 
 ## Rules
 

@@ -44,6 +44,18 @@ export const submitPlanInput = z.object({
         description: z.string().trim().min(1, "Every step needs a description").max(2_000),
         tools: z.array(z.string().min(1).max(100)).max(20).default([]),
         risk: z.enum(["low", "medium", "high"]).default("low"),
+        // Seed 003's task fields: every plan goes through the same gates (`checkPlanQuality`), which
+        // want the files an agent task reads or changes, and any hints to be actionable.
+        context_hints: z
+          .array(z.string().max(500))
+          .max(20)
+          .default([])
+          .describe('Short, actionable instructions: "Read `spec.md` section 2"'),
+        relevant_file_paths: z
+          .array(z.string().min(1).max(500))
+          .max(50)
+          .default([])
+          .describe("Files the step reads or changes; they must exist in the workspace"),
       }),
     )
     .min(1, "A plan needs at least one step")
@@ -211,6 +223,8 @@ export async function submitPlan(
     labels: step.tools,
     risk: step.risk,
     type: "chore",
+    contextHints: step.context_hints,
+    relevantFilePaths: step.relevant_file_paths,
     dependsOn: index === 0 ? [] : [`step_${index}`],
   }));
   const draft = {
@@ -237,6 +251,7 @@ export async function submitPlan(
       draft: { ...draft, steps: renumbered },
       source: "agent",
       author: input.actor,
+      workspaceRoot: app.workspaceRoot,
       changeNote: `${input.actor} revised the plan`,
     });
     planId = saved.id;
@@ -247,6 +262,7 @@ export async function submitPlan(
       source: "agent",
       author: input.actor,
       traceId: session.trace_id,
+      workspaceRoot: app.workspaceRoot,
     });
     planId = plan.id;
     version = plan.version;

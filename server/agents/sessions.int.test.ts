@@ -348,6 +348,17 @@ describe("agent sessions (seed 003)", () => {
     expect((await call(agentSuggest, {})).suggestions).toEqual([]);
   });
 
+  it("suggest on a fresh project offers nothing from Stepwise's own rulebook, which the loop wrote there", async () => {
+    harness = await startHarness();
+    await call(agentStart, { goal: "Start a project" });
+    // The loop's first status asks the agent to write the instructions; the agent does.
+    expect((await statusOf()).now.reason).toBe("sync_instructions");
+    await fs.mkdir(path.join(harness.workspace, "docs"), { recursive: true });
+    await fs.writeFile(path.join(harness.workspace, "docs", "agents.md"), AGENT_INSTRUCTIONS);
+    expect(AGENT_INSTRUCTIONS).toContain("TODO");
+    expect((await call(agentSuggest, {})).suggestions).toEqual([]);
+  });
+
   it("with the judge configured, tasks that pass the gates also need its approval (seed 003 P-2)", async () => {
     harness = await startHarness();
     await setUpWorkspace(harness.workspace);

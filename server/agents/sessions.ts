@@ -98,6 +98,7 @@ export async function startSession(
     source: "agent",
     author: input.actor,
     workspaceId: workspace.id,
+    ...(input.todoKey && { checklist: true }),
   });
   const { runId } = await startRun(app.engine, {
     planId: plan.id,
@@ -131,6 +132,8 @@ function decompositionTask(goal: string): StepInput {
       "Follow the planning guide in `docs/agents.md`: one responsibility per task, with a type, actionable context_hints and relevant_file_paths that exist.",
       "Submit the tasks with `add_tasks` and mark this task DONE in the same update.",
     ],
+    // Decomposing reads the whole workspace.
+    relevantFilePaths: ["."],
   };
 }
 

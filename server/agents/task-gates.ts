@@ -23,7 +23,7 @@ const ACTION_VERBS =
   /\b(read|review|see|check|use|follow|edit|add|update|run|refer|look|open|compare|create|write|call|import|test|ensure|keep|mirror|reuse|extend|consult|inspect|search|grep|find|replace|remove|delete|rename|move|implement|fix|verify|document|study|copy|match|wire|register|configure|install|start|stop|measure|profile|note|mind|avoid|return|handle|validate|parse|store|load|export|expose)\b/i;
 const CONCRETE_REFERENCE = /`[^`]+`|\b[\w.-]+\/[\w./-]+|\b[\w-]+\.[a-z]{1,5}\b|\bsection\b|§|https?:\/\//i;
 
-const CREATES = /\b(create|add|write|new|generate|scaffold|introduce)\b/i;
+export const CREATES = /\b(create|add|write|new|generate|scaffold|introduce)\b/i;
 
 export function isActionableHint(hint: string): boolean {
   const text = hint.trim();

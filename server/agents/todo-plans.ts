@@ -165,6 +165,7 @@ export async function addSteps(
     },
     source: "agent",
     author: input.actor,
+    checklist: true,
     changeNote: `${input.actor} added ${input.steps.length} step${input.steps.length === 1 ? "" : "s"}`,
   });
   await adoptPlanVersionIntoRun(app.engine, { runId: todo.run_id, version: saved.version, actor: input.actor });
@@ -202,6 +203,7 @@ export async function updateStep(
       },
       source: "agent",
       author: input.actor,
+      checklist: true,
       changeNote: `${input.actor} renamed step ${input.step_id}`,
     });
     adoptVersion = saved.version;

@@ -2,7 +2,8 @@
  * The `stepwise` command. `serve`, `worker` and `migrate` run Stepwise itself; `start`, `status`,
  * `update`, `alert` and `suggest` are seed 003's agent loop, spoken to a running server over HTTP
  * (`server/cli/client.ts` says how it is found). With `--json`, stdout carries exactly the seed's
- * JSON and nothing else; errors then are JSON too: `{"status":"error","error_type":…,"message":…}`.
+ * JSON and nothing else; errors then are JSON too: `{"status":"error","error_type":…,"message":…}`,
+ * usage errors (`error_type` "usage", exit 2) included.
  *
  * Exit codes: 0 success · 1 the server refused (plan_validation_failed, a task not ready, no
  * session…) · 2 bad usage · 3 no server reachable · 4 not authorised · 75 the database is
@@ -33,7 +34,22 @@ const program = new Command("stepwise")
   .showHelpAfterError("(run with --help for usage)")
   .exitOverride();
 
-program.configureOutput({ writeErr: (text) => process.stderr.write(text) });
+/**
+ * An agent that asked for `--json` parses whatever comes back, so a refusal of its command line
+ * (a bad payload, an unknown option) is seed 003's error object on stdout too, not commander's text.
+ */
+const jsonRequested = process.argv.slice(2).some((arg) => arg === "--json" || arg.startsWith("--json="));
+
+function printJsonError(errorType: string, message: string, details?: unknown): void {
+  process.stdout.write(
+    `${JSON.stringify({ status: "error", error_type: errorType, message, ...(details !== undefined && { details }) }, null, 2)}\n`,
+  );
+}
+
+program.configureOutput({
+  writeErr: (text) => (jsonRequested ? true : process.stderr.write(text)),
+  outputError: (text, write) => write(text),
+});
 
 function withConnection(command: Command): Command {
   return command
@@ -64,9 +80,7 @@ async function agentCall(
     if (!(error instanceof CliError)) throw error;
     const details = (error as CliError & { details?: unknown }).details;
     if (jsonOutput) {
-      process.stdout.write(
-        `${JSON.stringify({ status: "error", error_type: error.errorType, message: error.message, ...(details !== undefined && { details }) }, null, 2)}\n`,
-      );
+      printJsonError(error.errorType, error.message, details);
     } else {
       process.stderr.write(`stepwise: ${error.message}\n`);
     }
@@ -225,9 +239,13 @@ try {
     ) {
       process.exitCode = EXIT.ok;
     } else {
-      if (error.code === "stepwise.usage") process.stderr.write(`stepwise: ${error.message}\n`);
+      if (jsonRequested) printJsonError("usage", error.message.replace(/^error: /, ""));
+      else if (error.code === "stepwise.usage") process.stderr.write(`stepwise: ${error.message}\n`);
       process.exitCode = EXIT.usage;
     }
+  } else if (jsonRequested) {
+    printJsonError("internal", error instanceof Error ? error.message : String(error));
+    process.exit(1);
   } else {
     // serve, worker and migrate may have started things (a database): exit rather than linger.
     // Written synchronously: stderr to a pipe is asynchronous, and exit would cut the line off.

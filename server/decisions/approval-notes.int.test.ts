@@ -134,7 +134,15 @@ describe("approve with a note", () => {
       sessionId: entered.planning_session_id,
       actor: AGENT.name,
       summary: "Migrate the settings",
-      steps: [{ description: "Move the settings file", tools: [], risk: "low" }],
+      steps: [
+        {
+          description: "Move the settings file",
+          tools: [],
+          risk: "low",
+          context_hints: [],
+          relevant_file_paths: ["."],
+        },
+      ],
       questions: [],
     });
     await as(PERSON, planApprove, {

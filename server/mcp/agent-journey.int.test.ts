@@ -134,7 +134,10 @@ describe("an agent's plan, from plan mode to done", () => {
     const entered = await agent.ok("enter_plan_mode", { reason: "Two steps that depend on each other" });
     const submitted = await agent.ok("submit_plan", {
       summary: "Prepare, then change",
-      steps: [{ description: "Read the configuration" }, { description: "Change the configuration", risk: "medium" }],
+      steps: [
+        { description: "Read the configuration", relevant_file_paths: ["."] },
+        { description: "Change the configuration", relevant_file_paths: ["."], risk: "medium" },
+      ],
     });
     // Still in plan mode while the plan waits for review.
     expect(await agent.toolNames()).not.toContain("update");
@@ -186,7 +189,10 @@ describe("an agent's plan, from plan mode to done", () => {
     await agent.ok("enter_plan_mode", { reason: "Plan, then vanish" });
     const submitted = await agent.ok("submit_plan", {
       summary: "Two tasks",
-      steps: [{ description: "First task" }, { description: "Second task" }],
+      steps: [
+        { description: "First task", relevant_file_paths: ["."] },
+        { description: "Second task", relevant_file_paths: ["."] },
+      ],
     });
     await agent.client.close();
     const { runId } = await harness!.caller.plans.approve({ planId: submitted.plan_id, version: submitted.version });
@@ -270,15 +276,18 @@ describe("nothing in an agent's journey waits for ever", () => {
     await withLimits({ STEPWISE_PLAN_REVIEW_TIMEOUT_MS: "5000" }, async () => {
       const agent = await connect();
       const entered = await agent.ok("enter_plan_mode", { reason: "Review me" });
-      const submitted = await agent.ok("submit_plan", { summary: "One step", steps: [{ description: "Do it" }] });
+      const submitted = await agent.ok("submit_plan", {
+        summary: "One step",
+        steps: [{ description: "Do it", relevant_file_paths: ["."] }],
+      });
       const view = await harness!.caller.planner.session({ sessionId: entered.planning_session_id });
       expect(view.deadline).toMatchObject({ kind: "review" });
       const review = await waitFor(
-        () => agent.ok("plan_review_status", { planId: submitted.plan_id }),
+        () => agent.ok("plan_review_status", { plan_id: submitted.plan_id }),
         (answer) => answer.state !== "awaiting_review",
         "the review to time out",
       );
-      expect(review).toMatchObject({ state: "rejected", reviewedBy: "stepwise" });
+      expect(review).toMatchObject({ state: "rejected", reviewed_by: "stepwise" });
       expect(review.comment).toContain("Nobody reviewed the plan");
       const [entry] = await auditActions("plan.review_timed_out");
       expect(entry).toMatchObject({ actor: "stepwise", detail: { sessionId: entered.planning_session_id } });
@@ -293,7 +302,10 @@ describe("nothing in an agent's journey waits for ever", () => {
     await withLimits({ STEPWISE_PLAN_REVIEW_TIMEOUT_MS: "3000" }, async () => {
       const agent = await connect();
       await agent.ok("enter_plan_mode", { reason: "Review me, then wait" });
-      const submitted = await agent.ok("submit_plan", { summary: "One step", steps: [{ description: "Do it" }] });
+      const submitted = await agent.ok("submit_plan", {
+        summary: "One step",
+        steps: [{ description: "Do it", relevant_file_paths: ["."] }],
+      });
       await harness!.caller.plans.review({
         planId: submitted.plan_id,
         version: submitted.version,
@@ -311,7 +323,7 @@ describe("nothing in an agent's journey waits for ever", () => {
         (count) => count === 0,
         "the review timer to fire",
       );
-      expect(await agent.ok("plan_review_status", { planId: submitted.plan_id })).toMatchObject({
+      expect(await agent.ok("plan_review_status", { plan_id: submitted.plan_id })).toMatchObject({
         state: "changes_requested",
       });
       expect(await auditActions("plan.review_timed_out")).toHaveLength(0);

@@ -9,6 +9,7 @@ import { startApiServer } from "../../tests/door-http-server";
 import { MAX_SESSIONS_PER_CREDENTIAL } from "./http";
 import { readyForTaskSchema, sessionCreatedSchema, syncInstructionsSchema } from "../agents/contract";
 import { todoPlanSchema } from "../agents/todo-plans";
+import { SNAKE_CASE } from "./naming";
 
 /**
  * The MCP server driven by the SDK's own client, over Streamable HTTP behind the door and over
@@ -111,6 +112,72 @@ describe("MCP server", () => {
     expect(byName.get("run_get")!.annotations).toMatchObject({ readOnlyHint: true });
     expect(byName.get("planning_update_step")!.inputSchema.properties).toHaveProperty("status");
     expect(byName.get("planning_read_plan")!.outputSchema).toBeDefined();
+  });
+
+  it("speaks one convention: every parameter and answer field is snake_case, and unknown parameters are refused with the accepted names", async () => {
+    const client = await httpClient(await start());
+    const { tools } = await client.listTools();
+    expect(tools.length).toBeGreaterThan(30);
+    // Every property name at every depth of every tool's input and output schema.
+    const propertyNames = (schema: unknown, at: string, found: string[] = []): string[] => {
+      if (Array.isArray(schema)) schema.forEach((item, index) => propertyNames(item, `${at}[${index}]`, found));
+      else if (schema !== null && typeof schema === "object") {
+        for (const [key, value] of Object.entries(schema)) {
+          if (key === "properties" && value && typeof value === "object") {
+            for (const name of Object.keys(value)) found.push(`${at}.${name}`);
+          }
+          propertyNames(value, key === "properties" ? at : `${at}.${key}`, found);
+        }
+      }
+      return found;
+    };
+    const names = tools.flatMap((tool) => [
+      ...propertyNames(tool.inputSchema, `${tool.name} input`),
+      ...propertyNames(tool.outputSchema ?? {}, `${tool.name} output`),
+    ]);
+    expect(names.length).toBeGreaterThan(100);
+    expect(names.filter((name) => !SNAKE_CASE.test(name.split(".").at(-1)!))).toEqual([]);
+    for (const tool of tools) expect(tool.inputSchema.additionalProperties, tool.name).toBe(false);
+
+    // The parameter plan_review_status used to drop silently, and one of a checked tool.
+    const refused = await client.callTool({
+      name: "plan_review_status",
+      arguments: { plan_id: "plan-00000000", waitSeconds: 5 },
+    });
+    expect(refused.isError).toBe(true);
+    const text = (refused.content as { text: string }[])[0]!.text;
+    expect(text).toContain("Unknown parameter 'waitSeconds'");
+    expect(text).toContain("accepted: plan_id, version, wait_seconds");
+    const askUser = await client.callTool({ name: "ask_user", arguments: { question: "Which?", waitSeconds: 1 } });
+    expect((askUser.content as { text: string }[])[0]!.text).toContain(
+      "Unknown parameter 'waitSeconds'; accepted: question, wait_seconds, planning_session_id",
+    );
+
+    // Answers are snake_case at every depth; a tool's own arguments stay as they were written.
+    const created = await client.callTool({
+      name: "plan_create",
+      arguments: {
+        draft: {
+          goal: "Say hello",
+          steps: [
+            { id: "a", title: "Say hello", tool: "echo", args: { value: "hi" }, depends_on: [] },
+            {
+              id: "b",
+              title: "Say it again",
+              tool: "echo",
+              args: { value: "$a" },
+              depends_on: ["a"],
+            },
+          ],
+        },
+      },
+    });
+    expect(created.isError, JSON.stringify(created.content)).toBeFalsy();
+    const plan = created.structuredContent as { steps: Record<string, unknown>[] };
+    expect(plan.steps[1]).toMatchObject({ depends_on: ["a"], approval_required: false, args: { value: "$a" } });
+    const answerKeys = propertyNames({ properties: plan }, "answer");
+    expect(JSON.stringify(plan)).not.toMatch(/"[a-z]+[A-Z][A-Za-z]*":/);
+    expect(answerKeys.length).toBeGreaterThan(3);
   });
 
   it("seed 000: setup, continuous ids across adds, updates, auto-completion, and every validation error", async () => {
@@ -240,23 +307,31 @@ describe("MCP server", () => {
       { parse: (value: unknown) => value as { id: string; version: number } },
     );
     const review = (waitSeconds: number) =>
-      client.callTool({ name: "plan_review_status", arguments: { planId: plan.id, waitSeconds } });
+      client.callTool({ name: "plan_review_status", arguments: { plan_id: plan.id, wait_seconds: waitSeconds } });
     expect((await review(0)).structuredContent).toMatchObject({
       state: "awaiting_review",
-      reviewUrl: `/plans/${plan.id}`,
+      review_url: `/plans/${plan.id}`,
     });
     // The person approves in the browser while the agent waits.
     const waiting = review(30);
     await new Promise((resolve) => setTimeout(resolve, 300));
     const { runId } = await harness!.caller.plans.approve({ planId: plan.id, version: plan.version });
-    expect((await waiting).structuredContent).toMatchObject({ state: "approved", runId, approvedBy: "tester" });
+    expect((await waiting).structuredContent).toMatchObject({
+      state: "approved",
+      run_id: runId,
+      approved_by: "tester",
+    });
 
     const progress: { progress: number; total?: number }[] = [];
-    const followed = await client.callTool({ name: "run_wait", arguments: { runId, timeoutSeconds: 30 } }, undefined, {
-      onprogress: (update) => progress.push(update),
-      timeout: 60_000,
-    });
-    expect(followed.structuredContent).toMatchObject({ status: "completed", waitedFor: "finished" });
+    const followed = await client.callTool(
+      { name: "run_wait", arguments: { run_id: runId, timeout_seconds: 30 } },
+      undefined,
+      {
+        onprogress: (update) => progress.push(update),
+        timeout: 60_000,
+      },
+    );
+    expect(followed.structuredContent).toMatchObject({ status: "completed", waited_for: "finished" });
     expect(progress.length).toBeGreaterThanOrEqual(2);
     expect(progress.at(-1)).toMatchObject({ progress: 2, total: 2 });
     expect(progress.map((update) => update.progress)).toEqual([...progress.map((update) => update.progress)].sort());
@@ -266,9 +341,10 @@ describe("MCP server", () => {
     const client = await httpClient(await start());
     const call = (name: string, args: Record<string, unknown> = {}) => client.callTool({ name, arguments: args });
     const body = (result: CallResult) => JSON.parse((result.content as { text: string }[])[0]!.text);
-    expect(problem(await call("submit_plan", { summary: "s", steps: [{ description: "d" }] })).detail).toContain(
-      "enter_plan_mode",
-    );
+    expect(
+      problem(await call("submit_plan", { summary: "s", steps: [{ description: "d", relevant_file_paths: ["."] }] }))
+        .detail,
+    ).toContain("enter_plan_mode");
     // The SDK checks the declared schema first and answers with its own error text.
     const empty = await call("enter_plan_mode", { reason: "" });
     expect(empty.isError).toBe(true);
@@ -279,9 +355,10 @@ describe("MCP server", () => {
     const pending = body(await call("ask_user", { question: "Which branch?", wait_seconds: 0 }));
     expect(pending).toMatchObject({ status: "pending" });
     // A plan cannot be submitted over an unanswered question.
-    expect(problem(await call("submit_plan", { summary: "s", steps: [{ description: "d" }] })).detail).toContain(
-      "waiting for its answer",
-    );
+    expect(
+      problem(await call("submit_plan", { summary: "s", steps: [{ description: "d", relevant_file_paths: ["."] }] }))
+        .detail,
+    ).toContain("waiting for its answer");
     const questions = await harness!.caller.planner.session({ sessionId: entered.planning_session_id });
     expect(questions.status).toBe("awaiting_answer");
     await harness!.caller.planner.answer({
@@ -298,7 +375,7 @@ describe("MCP server", () => {
     // Refused by the declared schema (checked by the SDK, in its own words) before anything is stored.
     for (const [args, text] of [
       [{ summary: "s", steps: [] }, "at least one step"],
-      [{ summary: "s", steps: [{ description: "d", risk: "extreme" }] }, "risk"],
+      [{ summary: "s", steps: [{ description: "d", relevant_file_paths: ["."], risk: "extreme" }] }, "risk"],
     ] as const) {
       const refused = await call("submit_plan", args);
       expect(refused.isError).toBe(true);
@@ -307,7 +384,7 @@ describe("MCP server", () => {
     const submitted = body(
       await call("submit_plan", {
         summary: "Do it",
-        steps: [{ description: "Change the config", tools: ["edit_file"] }],
+        steps: [{ description: "Change the config", relevant_file_paths: ["."], tools: ["edit_file"] }],
       }),
     );
     const { plan } = await harness!.caller.plans.get({ planId: submitted.plan_id });
@@ -325,11 +402,13 @@ describe("MCP server", () => {
       comment: "Not now",
     });
     expect(
-      (await client.callTool({ name: "plan_review_status", arguments: { planId: plan.id } })).structuredContent,
-    ).toMatchObject({ state: "rejected", reviewedBy: "tester", comment: "Not now" });
-    expect(problem(await call("submit_plan", { summary: "again", steps: [{ description: "d" }] })).detail).toContain(
-      "cancelled",
-    );
+      (await client.callTool({ name: "plan_review_status", arguments: { plan_id: plan.id } })).structuredContent,
+    ).toMatchObject({ state: "rejected", reviewed_by: "tester", comment: "Not now" });
+    expect(
+      problem(
+        await call("submit_plan", { summary: "again", steps: [{ description: "d", relevant_file_paths: ["."] }] }),
+      ).detail,
+    ).toContain("cancelled");
     const { tools } = await client.listTools();
     expect(tools.some((tool) => tool.name === "plan_review")).toBe(false);
   });

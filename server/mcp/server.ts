@@ -35,6 +35,7 @@ import { invokeOperation, mayCall } from "../operations/operation";
 import { operations, type AnyOperation } from "../operations/registry";
 import { exportPlanMarkdown } from "../plans/export";
 import { getPlan } from "../plans/service";
+import { snakeSchema, strictParameters, toOperationInput, toSnakeAnswer } from "./naming";
 import { restrictToolsInPlanMode } from "./plan-mode-tools";
 
 /**
@@ -56,7 +57,9 @@ export function toolName(operation: AnyOperation): string {
   return SEED_003_NAMES[operation.name] ?? operation.name.replaceAll(".", "_");
 }
 
-function result(output: unknown): CallToolResult {
+function result(answer: unknown): CallToolResult {
+  // Seed 000's convention on this door: every answer's field names are snake_case.
+  const output = toSnakeAnswer(answer);
   return {
     content: [{ type: "text", text: JSON.stringify(output, null, 2) }],
     ...(output !== null && typeof output === "object" && !Array.isArray(output)
@@ -68,7 +71,8 @@ function result(output: unknown): CallToolResult {
 function failure(error: unknown, tool: string): CallToolResult {
   const problem = toProblem(error);
   if (problem.status === 500) logger.error({ err: error, tool }, "MCP tool failed");
-  return { isError: true, content: [{ type: "text", text: JSON.stringify(problem, null, 2) }] };
+  // The problem object of the HTTP API, in this door's snake_case (an issue's `step_id`).
+  return { isError: true, content: [{ type: "text", text: JSON.stringify(toSnakeAnswer(problem), null, 2) }] };
 }
 
 async function guarded(tool: string, identity: Identity, work: () => Promise<unknown>): Promise<CallToolResult> {
@@ -120,8 +124,8 @@ function registerCheckedTool(
     tool.name,
     {
       description: tool.description,
-      inputSchema: { ...tool.shape, ...tool.routing },
-      ...(tool.outputSchema && { outputSchema: tool.outputSchema }),
+      inputSchema: strictParameters({ ...tool.shape, ...tool.routing }),
+      ...(tool.outputSchema && { outputSchema: snakeSchema(tool.outputSchema, "output") as z.ZodObject }),
       annotations: { ...tool.annotations, openWorldHint: false },
     },
     ((raw: Record<string, unknown>, extra: ToolExtra) =>
@@ -173,8 +177,8 @@ export function createMcpServer(context: McpSessionContext): McpServer {
       name,
       {
         description: operation.summary,
-        inputSchema: operation.input as z.ZodObject,
-        ...(output && { outputSchema: output }),
+        inputSchema: snakeSchema(operation.input, "input") as z.ZodObject,
+        ...(output && { outputSchema: snakeSchema(output, "output") as z.ZodObject }),
         annotations: {
           readOnlyHint: operation.annotations?.readOnly ?? false,
           destructiveHint: operation.annotations?.destructive ?? false,
@@ -184,7 +188,11 @@ export function createMcpServer(context: McpSessionContext): McpServer {
       },
       (input: unknown, extra: ToolExtra) =>
         guarded(name, identity, () =>
-          invokeOperation(operation, { app, identity, signal: extra.signal, progress: progressOf(extra) }, input),
+          invokeOperation(
+            operation,
+            { app, identity, signal: extra.signal, progress: progressOf(extra) },
+            toOperationInput(input, operation.input),
+          ),
         ),
     );
   }

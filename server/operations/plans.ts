@@ -60,6 +60,7 @@ export const planCreate = defineOperation({
           ...(input.workspaceId && { workspaceId: input.workspaceId }),
           source: identity.kind === "agent" ? "agent" : "manual",
           author: identity.name,
+          workspaceRoot: app.workspaceRoot,
         }),
       );
     } catch (error) {
@@ -102,6 +103,7 @@ export const planImport = defineOperation({
         source: identity.kind === "agent" ? "agent" : input.source,
         author: identity.name,
         ...(input.workspaceId && { workspaceId: input.workspaceId }),
+        workspaceRoot: app.workspaceRoot,
       }),
     );
   },
@@ -164,6 +166,7 @@ export const planEdit = defineOperation({
       // An agent's edit of a plan whose run is under way is adopted into that run: what it adds or
       // changes waits for a person there, unless it is the agent's own task or only reads.
       gateChangedSteps: identity.kind !== "person" && (await hasWorkUnderWay(app, input.planId)),
+      workspaceRoot: app.workspaceRoot,
     });
     await adoptIntoSessionRun(app, plan.id, plan.version, identity.name);
     return plan as object as PlanOutput;

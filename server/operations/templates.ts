@@ -119,6 +119,7 @@ export const templateInstantiate = defineOperation({
       values: input.values,
       actor: identity.name,
       ...(input.workspaceId && { workspaceId: input.workspaceId }),
+      workspaceRoot: app.workspaceRoot,
     });
     return plan as object as z.input<typeof planOutputSchema>;
   },

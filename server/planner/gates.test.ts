@@ -7,6 +7,7 @@ import { checkPlanDraft } from "../plans/validate";
 import { builtinRegistry } from "../tools/registry";
 import { planValidationFailed, runQualityGates } from "./gates";
 import { toPlanDraft } from "./llm-schemas";
+import { AGENT_INSTRUCTIONS } from "../agents/instructions";
 import { findTodoMarkers, snapshotWorkspace } from "./snapshot";
 
 let root: string;
@@ -108,5 +109,26 @@ describe("workspace snapshot", () => {
     expect(await findTodoMarkers(root)).toEqual([
       { path: "pkg/index.ts", line: 1, kind: "FIXME", text: "validate input" },
     ]);
+  });
+
+  it("does not read Stepwise's own rulebook or prose mentioning TODO as markers", async () => {
+    const fresh = await fs.mkdtemp(path.join(os.tmpdir(), "todo-markers-"));
+    try {
+      await fs.mkdir(path.join(fresh, "docs"));
+      // The rulebook the agent loop writes into every workspace speaks of the TODO status.
+      await fs.writeFile(path.join(fresh, "docs", "agents.md"), AGENT_INSTRUCTIONS);
+      await fs.writeFile(
+        path.join(fresh, "NOTES.md"),
+        "A task set back to `TODO` waits again.\nTODO: write the changelog\nHand it back (TODO) with notes.\n",
+      );
+      await fs.writeFile(path.join(fresh, "main.py"), "x = 1  # TODO handle None\n# the TODO list is long\n");
+      const markers = await findTodoMarkers(fresh);
+      expect(markers.sort((a, b) => a.path.localeCompare(b.path))).toEqual([
+        { path: "main.py", line: 1, kind: "TODO", text: "handle None" },
+        { path: "NOTES.md", line: 2, kind: "TODO", text: "write the changelog" },
+      ]);
+    } finally {
+      await fs.rm(fresh, { recursive: true, force: true });
+    }
   });
 });

@@ -1,12 +1,12 @@
-import fs from "node:fs/promises";
+import { checkPlanQuality, stepName, type QualityIssueCode } from "../plans/quality-gates";
 import type { PlanContent } from "../plans/schema";
 import { checkPlanDraft, type PlanIssue, type PlanIssueCode } from "../plans/validate";
+import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { ToolRegistry } from "../tools/registry";
-import { resolveInWorkspace } from "../tools/workspace-path";
 
 /** Seed 003's quality gates beyond the plan's structural validation. */
 export type GateCode =
-  PlanIssueCode | "missing_file" | "missing_context_hints" | "missing_type" | "empty_plan" | "judge";
+  PlanIssueCode | QualityIssueCode | "missing_context_hints" | "missing_type" | "empty_plan" | "judge";
 
 export interface GateIssue extends Omit<PlanIssue, "code"> {
   code: GateCode;
@@ -34,16 +34,12 @@ export function planValidationFailed(issues: GateIssue[]): PlanValidationFailed 
   };
 }
 
-function stepName(step: { id: string; title?: string; description: string }): string {
-  const name = step.title || step.description.split("\n")[0]!.slice(0, 80);
-  return name ? `Step '${name}' (${step.id})` : `Step ${step.id}`;
-}
-
 /**
  * Every quality gate on one draft: schema, acyclic, dependencies exist, tools exist, arguments
  * valid per tool schema, `$step` references point to dependencies (all from `checkPlanDraft`),
- * then destructive steps gated, listed file paths exist in the workspace, context hints present
- * and types set. Returns every failure, so one refinement can fix them all.
+ * destructive steps gated, then the gates every door runs (`checkPlanQuality`: actionable hints,
+ * files that exist, agent tasks' paths) and what the planner asks of its model beyond them: every
+ * step titled, hinted and typed. Returns every failure, so one refinement can fix them all.
  */
 export async function runQualityGates(
   draft: unknown,
@@ -55,13 +51,6 @@ export async function runQualityGates(
   const issues: GateIssue[] = [...checked.issues];
   if (plan.steps.length === 0) {
     issues.push({ code: "empty_plan", message: "The plan has no steps." });
-  }
-  // A file a step of this plan creates need not exist yet.
-  const written = new Set<string>();
-  for (const step of plan.steps) {
-    const tool = options.tools.get(step.tool);
-    const target = (step.args as { path?: unknown }).path;
-    if (tool && !tool.readOnly && typeof target === "string") written.add(normalise(target));
   }
   for (const step of plan.steps) {
     if (step.contextHints.filter((hint) => hint.trim()).length === 0) {
@@ -80,30 +69,17 @@ export async function runQualityGates(
         message: `${stepName(step)} has no \`type\` (feature, bugfix, chore, test, docs, refactor, research, ops).`,
       });
     }
-    for (const [index, filePath] of step.relevantFilePaths.entries()) {
-      if (written.has(normalise(filePath))) continue;
-      if (!(await existsInWorkspace(options.workspaceRoot, filePath))) {
-        issues.push({
-          code: "missing_file",
-          stepId: step.id,
-          path: ["relevantFilePaths", index],
-          message: `${stepName(step)} lists a file that does not exist: \`${filePath}\`.`,
-        });
-      }
+    // An agent task's missing title is `checkPlanQuality`'s to report.
+    if (!step.title?.trim() && step.tool !== AGENT_TASK_TOOL) {
+      issues.push({
+        code: "missing_title",
+        stepId: step.id,
+        path: ["title"],
+        message: `${stepName(step)} has no \`title\`: say in a sentence what the step achieves.`,
+      });
     }
   }
+  // The gates every plan passes on every door (hints actionable, files exist, agent tasks' paths).
+  issues.push(...(await checkPlanQuality(plan, { tools: options.tools, workspaceRoot: options.workspaceRoot })));
   return issues.length === 0 ? { ok: true, plan, issues: [] } : { ok: false, issues, plan };
-}
-
-function normalise(filePath: string): string {
-  return filePath.replace(/^\.\//, "").replace(/\/+$/, "");
-}
-
-async function existsInWorkspace(root: string, filePath: string): Promise<boolean> {
-  try {
-    await fs.stat(await resolveInWorkspace(root, filePath));
-    return true;
-  } catch {
-    return false;
-  }
 }

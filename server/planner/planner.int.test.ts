@@ -168,6 +168,41 @@ describe("quick mode", () => {
     expect(await harness.app.db.prisma.plan.count()).toBe(before);
   });
 
+  it("holds its drafts to the gates every door runs: a title, actionable hints, files that exist, agent tasks' paths", async () => {
+    const bad = {
+      ...goodPlan,
+      steps: [
+        goodStep("step_1", { title: undefined }),
+        {
+          id: "step_2",
+          title: "Update the parser",
+          description: "Update the parser",
+          tool: "agent_task",
+          args: {},
+          dependsOn: ["step_1"],
+          risk: "low",
+          type: "chore",
+          contextHints: ["stuff", "Read `docs/missing-spec.md` first"],
+          relevantFilePaths: [],
+        },
+      ],
+    };
+    llm.script({ json: bad }, { json: bad }, { json: bad });
+    const before = await harness.app.db.prisma.plan.count();
+    const { sessionId } = await harness.caller.planner.start({ goal: "Improve the parser", mode: "quick" });
+    const session = await finished(sessionId);
+    expect(session.status).toBe("invalid");
+    expect((session.failure as { details: string[] }).details.sort()).toEqual(
+      [
+        "Step 'Read the README to learn what the project is' (step_1) has no `title`: say in a sentence what the step achieves.",
+        `Step 'Update the parser' (step_2) has a hint that is not actionable: "stuff". Start it with a verb (Read, Edit, Run…) or point at a file or section.`,
+        "Step 'Update the parser' (step_2) has a hint pointing to a non-existent file: `docs/missing-spec.md`.",
+        "Step 'Update the parser' (step_2) is missing the `relevant_file_paths` field: list the files the task will read or change.",
+      ].sort(),
+    );
+    expect(await harness.app.db.prisma.plan.count()).toBe(before);
+  });
+
   it("stores a destructive step the model left ungated with its gate raised, without asking again", async () => {
     const ungated = {
       ...goodPlan,

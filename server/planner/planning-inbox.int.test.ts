@@ -18,7 +18,15 @@ afterAll(() => harness.close());
 const AGENT = "coder";
 const agentPlan = {
   summary: "Add the flag",
-  steps: [{ description: "Edit the parser", tools: ["edit"], risk: "low" as const }],
+  steps: [
+    {
+      description: "Edit the parser",
+      context_hints: [],
+      relevant_file_paths: ["."],
+      tools: ["edit"],
+      risk: "low" as const,
+    },
+  ],
   questions: [],
 };
 

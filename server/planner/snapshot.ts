@@ -165,13 +165,32 @@ export interface TodoMarker {
   text: string;
 }
 
+/**
+ * Stepwise's own rulebook in a workspace (the agent loop writes `docs/agents.md` there): it speaks
+ * of the TODO status, which is not work left in the project.
+ */
+export const STEPWISE_INSTRUCTION_FILES: ReadonlySet<string> = new Set(["docs/agents.md"]);
+
+/**
+ * A real marker is a comment (`// TODO: …`, `# FIXME`, `/* XXX`, `<!-- TODO`, `-- HACK`) or a line
+ * that starts with one followed by a colon (`TODO: …` in notes); a word in prose or in backticks
+ * (the TODO status of a task) is not.
+ */
+const COMMENTED_MARKER = /(?:\/\/+|#+|\/\*+|<!--|--|;+|^\s*\*+)\s*\b(TODO|FIXME|XXX|HACK)\b(?!`)[:\s-]*(.*)$/;
+const LEADING_MARKER = /^\s*(?:[-*]\s+)?(TODO|FIXME|XXX|HACK)\b\s*(?:\([^)]*\))?\s*:\s*(.*)$/;
+
+export function todoMarkerIn(line: string): { kind: string; text: string } | undefined {
+  const match = COMMENTED_MARKER.exec(line) ?? LEADING_MARKER.exec(line);
+  return match ? { kind: match[1]!, text: match[2]!.trim().slice(0, 200) } : undefined;
+}
+
 /** TODO / FIXME / XXX / HACK comments in text files of the workspace, for `suggest`. */
 export async function findTodoMarkers(root: string, limit = 50): Promise<TodoMarker[]> {
   const files: string[] = [];
   await walkWorkspace(
     root,
     (relative, isDir) => {
-      if (!isDir) files.push(relative);
+      if (!isDir && !STEPWISE_INSTRUCTION_FILES.has(relative.split(path.sep).join("/"))) files.push(relative);
     },
     2_000,
   );
@@ -184,10 +203,8 @@ export async function findTodoMarkers(root: string, limit = 50): Promise<TodoMar
       const text = await fs.readFile(path.join(root, file), "utf8");
       if (text.includes("\u0000")) continue;
       text.split("\n").forEach((line, index) => {
-        const match = /\b(TODO|FIXME|XXX|HACK)\b[:\s-]*(.*)$/.exec(line);
-        if (match && markers.length < limit) {
-          markers.push({ path: file, line: index + 1, kind: match[1]!, text: match[2]!.trim().slice(0, 200) });
-        }
+        const marker = todoMarkerIn(line);
+        if (marker && markers.length < limit) markers.push({ path: file, line: index + 1, ...marker });
       });
     } catch {
       // unreadable: skip

@@ -96,6 +96,7 @@ export async function addSuggestedStep(
     }),
     source: "llm",
     author: input.actor,
+    workspaceRoot: deps.workspaceRoot,
     changeNote: `Added suggested step: ${(input.step.title ?? input.step.description ?? "").slice(0, 120)}`,
   });
   return plan;

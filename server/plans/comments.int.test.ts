@@ -212,7 +212,9 @@ describe("revise from comments", () => {
       sessionId: entered.planning_session_id,
       actor: "coder",
       summary: "Add the flag",
-      steps: [{ description: "Edit the parser", tools: ["edit"], risk: "low" }],
+      steps: [
+        { description: "Edit the parser", context_hints: [], relevant_file_paths: ["."], tools: ["edit"], risk: "low" },
+      ],
       questions: [],
     });
     await call(person, "plan.comment", {

@@ -347,6 +347,8 @@ export interface EditPlanInput {
   authorIsPerson: boolean;
   /** See `SavePlanVersionInput.gateChangedSteps`: an agent's edit of a plan whose run is under way. */
   gateChangedSteps?: boolean;
+  /** The default workspace: file names are checked there when the plan has none of its own. */
+  workspaceRoot?: string;
 }
 
 /**
@@ -410,6 +412,7 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
       author: input.author,
       changeNote,
       ...(input.gateChangedSteps && { gateChangedSteps: true }),
+      ...(input.workspaceRoot && { workspaceRoot: input.workspaceRoot }),
       ...(extra.restoresVersion !== undefined && { restoresVersion: extra.restoresVersion }),
       ...(extra.waivedGates && { waivedGates: extra.waivedGates }),
     });
@@ -440,6 +443,7 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
         revise: () => ({ goal: base.goal, ...imported, steps }),
         source: "import",
         author: input.author,
+        ...(input.workspaceRoot && { workspaceRoot: input.workspaceRoot }),
         changeNote: "Imported from JSON",
         ...(input.gateChangedSteps && { gateChangedSteps: true }),
       });

@@ -7,6 +7,7 @@ import { appendEvents } from "../events/store";
 import { inSpan } from "../telemetry";
 import type { ToolRegistry } from "../tools/registry";
 import type { Plan, PlanContent, PlanSource, Step } from "./schema";
+import { checkPlanQuality } from "./quality-gates";
 import { checkPlanDraft } from "./validate";
 
 export function newPlanId(): string {
@@ -22,6 +23,35 @@ export interface CreatePlanInput {
   usage?: { inputTokens: number; outputTokens: number };
   /** The trace the plan was made in (the planner's session), so its calls and the plan share one id. */
   traceId?: string;
+  /** Where file names are checked when the plan has no registered workspace (the default one). */
+  workspaceRoot?: string;
+  /** A seed 000 checklist: titles only (see `checkPlanQuality`). */
+  checklist?: boolean;
+}
+
+/**
+ * The one check every plan and every new version passes before it is stored: structure
+ * (`checkPlanDraft`), then the quality gates (`checkPlanQuality`). Refused with every issue.
+ */
+export async function checkPlanToStore(
+  prisma: PrismaClient,
+  tools: ToolRegistry,
+  draft: unknown,
+  where: { workspaceId?: string | null; workspaceRoot?: string; checklist?: boolean },
+): Promise<PlanContent> {
+  const checked = checkPlanDraft(draft, tools);
+  if (!checked.ok) throw new AppError("invalid_plan", "The plan has problems", checked.issues);
+  const workspace = where.workspaceId
+    ? await prisma.workspace.findUnique({ where: { id: where.workspaceId }, select: { path: true } })
+    : null;
+  const workspaceRoot = workspace?.path ?? where.workspaceRoot;
+  const issues = await checkPlanQuality(checked.plan, {
+    tools,
+    ...(workspaceRoot !== undefined && { workspaceRoot }),
+    ...(where.checklist && { checklist: true }),
+  });
+  if (issues.length > 0) throw new AppError("invalid_plan", "The plan has problems", issues);
+  return checked.plan;
 }
 
 export function highestStepNumber(content: PlanContent): number {
@@ -45,9 +75,7 @@ export function createPlan(prisma: PrismaClient, tools: ToolRegistry, input: Cre
 }
 
 async function storeNewPlan(prisma: PrismaClient, tools: ToolRegistry, input: CreatePlanInput): Promise<Plan> {
-  const checked = checkPlanDraft(input.draft, tools);
-  if (!checked.ok) throw new AppError("invalid_plan", "The plan has problems", checked.issues);
-  const content = checked.plan;
+  const content = await checkPlanToStore(prisma, tools, input.draft, input);
   const id = newPlanId();
   const traceId = input.traceId ?? randomUUID();
   await prisma.$transaction(async (db) => {

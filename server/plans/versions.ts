@@ -9,8 +9,7 @@ import { refreshPlanArtifacts } from "./artifacts";
 import { waiverDefinitionHash } from "./definition-hash";
 import { findReferences } from "./references";
 import type { Plan, PlanSource, Step } from "./schema";
-import { getPlan, highestStepNumber, planVersionRow } from "./service";
-import { checkPlanDraft } from "./validate";
+import { checkPlanToStore, getPlan, highestStepNumber, planVersionRow } from "./service";
 
 /**
  * Every change to a plan — an edit in the review page, a regenerated draft, an import, an agent's
@@ -42,6 +41,10 @@ export interface SavePlanVersionInput {
   gateChangedSteps?: boolean;
   model?: string;
   usage?: { inputTokens: number; outputTokens: number };
+  /** A seed 000 checklist: titles only (see `checkPlanQuality`). */
+  checklist?: boolean;
+  /** The default workspace: file names are checked there when the plan has none of its own. */
+  workspaceRoot?: string;
 }
 
 export async function savePlanVersion(
@@ -49,9 +52,17 @@ export async function savePlanVersion(
   tools: ToolRegistry,
   input: SavePlanVersionInput,
 ): Promise<Plan> {
-  const checked = checkPlanDraft(input.draft, tools);
-  if (!checked.ok) throw new AppError("invalid_plan", "The plan has problems", checked.issues);
-  const content = checked.plan;
+  const owner = await prisma.plan.findUnique({
+    where: { id: input.planId },
+    select: { task: { select: { workspaceId: true } } },
+  });
+  if (!owner) throw new AppError("not_found", `No plan ${input.planId}`);
+  // The same gates as a new plan, checked against the plan's own workspace.
+  const content = await checkPlanToStore(prisma, tools, input.draft, {
+    workspaceId: owner.task.workspaceId,
+    ...(input.workspaceRoot && { workspaceRoot: input.workspaceRoot }),
+    ...(input.checklist && { checklist: true }),
+  });
   const version = input.baseVersion + 1;
   await prisma.$transaction(async (db) => {
     // The plan row lock serialises concurrent changes, so the loser sees the winner's version.

@@ -132,7 +132,14 @@ export async function deleteTemplate(prisma: PrismaClient, templateId: string): 
 export async function instantiateTemplate(
   prisma: PrismaClient,
   tools: ToolRegistry,
-  input: { templateId: string; values: Record<string, string>; actor: string; workspaceId?: string },
+  input: {
+    templateId: string;
+    values: Record<string, string>;
+    actor: string;
+    workspaceId?: string;
+    /** The default workspace, where file names are checked without `workspaceId`. */
+    workspaceRoot?: string;
+  },
 ): Promise<Plan> {
   const row = await findTemplate(prisma, input.templateId);
   const parameters = parametersOf(row.parameters);
@@ -170,6 +177,7 @@ export async function instantiateTemplate(
     source: "template",
     author: input.actor,
     ...(input.workspaceId && { workspaceId: input.workspaceId }),
+    ...(input.workspaceRoot && { workspaceRoot: input.workspaceRoot }),
   });
 }
 
