@@ -54,7 +54,7 @@ test("a plan that has run leads with its latest run", async ({ page, request }) 
 
   const { runId } = await trpc<{ runId: string }>(request, "plans.approve", { planId: plan.id, version: 1 });
   await expect
-    .poll(async () => (await query<{ run: { status: string } }>(request, "runs.get", { runId })).run.status)
+    .poll(async () => (await query<{ status: string }>(request, "runs.get", { runId })).status)
     .toBe("completed");
 
   await page.reload();

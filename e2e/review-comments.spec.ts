@@ -39,7 +39,7 @@ test("comment on a step's argument with the keyboard, see it answered, resolve i
   await form.getByLabel("What should happen").focus();
   await form.getByLabel("What should happen").selectOption("change");
   await form.getByLabel("About").selectOption("args.value");
-  await form.getByLabel("Comment on step_2").focus();
+  await form.getByRole("textbox", { name: "Comment on step_2" }).focus();
   await page.keyboard.type("Say three instead");
   await page.keyboard.press("Tab");
   await page.keyboard.press("Enter");
@@ -86,7 +86,7 @@ test("Revise from comments sends the open comments to the planner and opens its 
   await view.open(planId);
   const panel = page.getByRole("region", { name: "Review comments" });
   await expect(panel.getByRole("button", { name: "Revise from comments" })).toBeDisabled();
-  await panel.getByLabel("Comment on the plan").fill("Also check the licence file");
+  await panel.getByRole("textbox", { name: "Comment on the plan" }).fill("Also check the licence file");
   await panel.getByRole("button", { name: "Add comment" }).click();
   await expect(panel.locator("[data-comment-id]")).toContainText("Also check the licence file");
 
