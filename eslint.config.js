@@ -62,18 +62,13 @@ const DOOR_FILES = [
 ];
 /**
  * Doors that still call the domain directly, until their use cases are operations too. Each entry
- * is a bypass of the operations layer's authority check that is known and listed, not new:
- * - tRPC queries (reads; every tRPC mutation, and the runs, inbox, planning, agents and
- *   workspaces routers, are operations):
- *   plans.list/get/lifecycle/tools/versions/diff/export,
- *   planner.options/session/sessions/events/usage/recoveryProposals.
+ * is a bypass of the operations layer's authority check that is known and listed, not new (every
+ * tRPC procedure adapts an operation; the event subscriptions are authorised by one):
  * - MCP: seed 000's planning_* todo tools, seed 002's plan-mode tools and their tool filter
  *   (plan-mode-tools.ts), plan resources, and closing a session's todo plan (http.ts).
  * - HTTP: seed 001's POST /api/plan, GET /api/plan/<id> and /api/chat handlers.
  */
 const DOOR_EXCEPTIONS = [
-  "server/trpc/routers/plans.ts",
-  "server/trpc/routers/planner.ts",
   "server/mcp/server.ts",
   "server/mcp/plan-mode-tools.ts",
   "server/mcp/http.ts",

@@ -95,6 +95,19 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "planner.add_suggestion": P,
   "recovery.propose": P,
   "recovery.decide": P,
+  "plan.view": PA,
+  "plan.assessments": PA,
+  "plan.lifecycle": PA,
+  "plan.versions": PA,
+  "plan.diff": PA,
+  "plan.export": PA,
+  "plan.tools": PA,
+  "planner.options": P,
+  "planner.session": P,
+  "planner.sessions": P,
+  "planner.events": P,
+  "planner.usage": P,
+  "recovery.proposals": P,
 };
 
 const PERSON: Identity = { kind: "person", name: "owner" };

@@ -136,7 +136,7 @@ export const planList = defineOperation({
   callers: PERSON_OR_AGENT,
   summary: "Plans, most recently changed first",
   input: z.object({
-    limit: z.number().int().min(1).max(200).default(50),
+    limit: z.number().int().min(1).max(200).optional().describe("At most this many (100 unless given)"),
     show: z.enum(["active", "archived"]).default("active").describe("archived: the archived and rejected plans"),
   }),
   output: z.object({ plans: z.array(z.looseObject({ id: z.string(), goal: z.string(), version: z.number() })) }),

@@ -4,9 +4,11 @@ import { auditOperations } from "./audit";
 import { decisionLinkOperations } from "./decision-links";
 import { planCommentOperations } from "./plan-comments";
 import { planLifecycleOperations } from "./plan-lifecycle";
+import { planReadOperations } from "./plan-reads";
 import { readOperations } from "./reads";
 import { planOperations } from "./plans";
 import { plannerOperations } from "./planner";
+import { plannerReadOperations } from "./planner-reads";
 import { planningOperations } from "./planning";
 import { runOperations } from "./runs";
 import { steeringOperations } from "./steering";
@@ -26,6 +28,7 @@ export const operations: AnyOperation[] = [
   ...agentOperations,
   ...planOperations,
   ...planLifecycleOperations,
+  ...planReadOperations,
   ...planCommentOperations,
   ...runOperations,
   ...workspaceOperations,
@@ -33,6 +36,7 @@ export const operations: AnyOperation[] = [
   ...templateOperations,
   ...planningOperations,
   ...plannerOperations,
+  ...plannerReadOperations,
   ...steeringOperations,
   ...readOperations,
   ...decisionLinkOperations,

@@ -92,4 +92,23 @@ export function operationProcedure<Input extends z.ZodType, Output extends z.Zod
     })
     .input(operation.input);
 }
+
+/**
+ * `operationProcedure` for an operation whose input fields are all optional, which the browser
+ * also asks without input (`plans.list()`, `plans.tools()`): a missing input is the empty one. The
+ * operation itself keeps an object input, which MCP needs for its tool's parameters.
+ */
+export function operationProcedureInputOptional<Input extends z.ZodType, Output extends z.ZodType>(
+  operation: Operation<Input, Output>,
+) {
+  return publicProcedure
+    .meta({ operation: operation.name })
+    .use(({ ctx, next }) => {
+      authorize(operation, ctx.identity);
+      return next();
+    })
+    .input(
+      operation.input.optional().transform((value): z.output<Input> => (value === undefined ? operation.input.parse({}) : value)),
+    );
+}
 export const createCallerFactory = t.createCallerFactory;

@@ -1,11 +1,16 @@
-import { z } from "zod";
-import { describePlannerConfig } from "../../planner/config";
-import { plannerFor } from "../../planner/deps";
-import { listRecoveryProposals } from "../../planner/recovery-proposals";
-import { getPlanningSession, listPlanningSessions } from "../../planner/sessions";
-import { getUsage } from "../../planner/usage";
-import { describeSandbox } from "../../tools/sandbox";
-import { listWorkspaces } from "../../plans/workspaces";
+import type { describePlannerConfig } from "../../planner/config";
+import type { listRecoveryProposals } from "../../planner/recovery-proposals";
+import type { getPlanningSession, listPlanningSessions } from "../../planner/sessions";
+import type { getUsage } from "../../planner/usage";
+import type { describeSandbox } from "../../tools/sandbox";
+import {
+  plannerOptions,
+  plannerSession,
+  plannerSessions,
+  plannerUsage,
+  plannerEvents,
+  recoveryProposals,
+} from "../../operations/planner-reads";
 import { planningCommand, planningMessage } from "../../operations/planning";
 import {
   plannerAddSuggestion,
@@ -19,29 +24,20 @@ import {
   recoveryPropose,
 } from "../../operations/planner";
 import { viaOperation } from "../../operations/operation";
-import { operationProcedure, publicProcedure, router } from "../init";
+import { operationProcedure, router } from "../init";
 import { trackedEvents } from "../tracked-events";
-
-const sessionInput = z.object({ sessionId: z.uuid() });
 
 export const plannerRouter = router({
   /** What is configured (never the keys) and which workspaces a task can plan against. */
-  options: publicProcedure.query(async ({ ctx }) => {
-    const planner = plannerFor(ctx.app);
-    const workspaces = await listWorkspaces(ctx.app.db.pool, ctx.app.workspaceRoot);
-    return {
-      config: describePlannerConfig(planner.config),
-      defaultWorkspace: ctx.app.workspaceRoot,
-      // Whether this process confines unapproved commands, and what its self-test proved.
-      sandbox: describeSandbox(),
-      workspaces: workspaces.map((workspace) => ({
-        id: workspace.id,
-        name: workspace.name,
-        path: workspace.path,
-        isDefault: workspace.isDefault,
-      })),
-    };
-  }),
+  options: operationProcedure(plannerOptions).query(
+    async (call) =>
+      (await viaOperation(plannerOptions)(call)) as unknown as {
+        config: ReturnType<typeof describePlannerConfig>;
+        defaultWorkspace: string;
+        sandbox: ReturnType<typeof describeSandbox>;
+        workspaces: { id: string; name: string; path: string; isDefault: boolean }[];
+      },
+  ),
 
   start: operationProcedure(plannerStart).mutation(viaOperation(plannerStart)),
 
@@ -50,18 +46,24 @@ export const plannerRouter = router({
   /** Seed 002: a message while the planner gathers joins its context. */
   message: operationProcedure(planningMessage).mutation(viaOperation(planningMessage)),
 
-  session: publicProcedure
-    .input(sessionInput)
-    .query(({ ctx, input }) => getPlanningSession(plannerFor(ctx.app), input.sessionId)),
+  session: operationProcedure(plannerSession).query(
+    async (call) =>
+      (await viaOperation(plannerSession)(call)) as unknown as Awaited<ReturnType<typeof getPlanningSession>>,
+  ),
 
-  sessions: publicProcedure
-    .input(z.object({ planId: z.string().optional() }).optional())
-    .query(({ ctx, input }) => listPlanningSessions(plannerFor(ctx.app), input ?? {})),
+  sessions: operationProcedure(plannerSessions).query(
+    async (call) =>
+      (await viaOperation(plannerSessions)(call)) as unknown as Awaited<ReturnType<typeof listPlanningSessions>>,
+  ),
 
-  /** The session's progress events after `lastEventId`, replayed then live (like runs.events). */
-  events: publicProcedure
-    .input(z.object({ sessionId: z.uuid(), lastEventId: z.string().nullish() }))
-    .subscription(({ ctx, input, signal }) => trackedEvents(ctx.app, input.sessionId, input.lastEventId, signal)),
+  /**
+   * The session's progress events after `lastEventId`, replayed then live (like runs.events). The
+   * caller is authorised by the `planner.events` operation (its stored part); the live part is
+   * the event stream, which only a subscription can carry.
+   */
+  events: operationProcedure(plannerEvents).subscription(({ ctx, input, signal }) =>
+    trackedEvents(ctx.app, input.sessionId, input.lastEventId, signal),
+  ),
 
   cancel: operationProcedure(plannerCancel).mutation(viaOperation(plannerCancel)),
 
@@ -75,24 +77,16 @@ export const plannerRouter = router({
 
   addSuggestion: operationProcedure(plannerAddSuggestion).mutation(viaOperation(plannerAddSuggestion)),
 
-  usage: publicProcedure
-    .input(
-      // The step scope first: an object schema drops keys it does not know, so `{runId}` would
-      // swallow `{runId, stepId}`.
-      z.union([
-        z.object({ runId: z.uuid(), stepId: z.string().max(100) }),
-        z.object({ sessionId: z.uuid() }),
-        z.object({ planId: z.string() }),
-        z.object({ runId: z.uuid() }),
-      ]),
-    )
-    .query(({ ctx, input }) => getUsage(ctx.app.db.prisma, input)),
+  usage: operationProcedure(plannerUsage).query(
+    async (call) => (await viaOperation(plannerUsage)(call)) as unknown as Awaited<ReturnType<typeof getUsage>>,
+  ),
 
   proposeRecovery: operationProcedure(recoveryPropose).mutation(viaOperation(recoveryPropose)),
 
-  recoveryProposals: publicProcedure
-    .input(z.object({ runId: z.uuid(), stepId: z.string().optional() }))
-    .query(({ ctx, input }) => listRecoveryProposals(plannerFor(ctx.app), input)),
+  recoveryProposals: operationProcedure(recoveryProposals).query(
+    async (call) =>
+      (await viaOperation(recoveryProposals)(call)) as unknown as Awaited<ReturnType<typeof listRecoveryProposals>>,
+  ),
 
   decideRecovery: operationProcedure(recoveryDecide).mutation(viaOperation(recoveryDecide)),
 });

@@ -1,65 +1,69 @@
-import { z } from "zod";
-import { listComments } from "../../plans/comments";
-import { assessStep } from "../../tools/assessment";
-import { diffPlans } from "../../plans/diff";
-import { describeTools, exportPlanJson, exportPlanMarkdown } from "../../plans/export";
+import type { PlanDiff } from "../../plans/diff";
+import type { PlanExport, ToolDescription } from "../../plans/export";
+import type { PlanLifecycleState } from "../../plans/lifecycle";
 import type { Plan } from "../../plans/schema";
-import { getPlan, listPlans } from "../../plans/service";
-import { checkPlanDraft } from "../../plans/validate";
-import { AppError } from "../../errors";
-import { lifecycleStateOf } from "../../plans/lifecycle";
-import { listPlanVersions } from "../../plans/versions";
-import { planApprove, planEdit, planImport, planReview, planReviewStatus } from "../../operations/plans";
+import type { listPlans } from "../../plans/service";
+import type { checkPlanDraft } from "../../plans/validate";
+import type { listPlanVersions } from "../../plans/versions";
+import type { StepAssessment } from "../../tools/assessment";
+import { planApprove, planEdit, planImport, planList, planReview, planReviewStatus } from "../../operations/plans";
 import { viaOperation } from "../../operations/operation";
 import { planArchive, planRestore } from "../../operations/plan-lifecycle";
 import { planComment, planCommentResolve, planComments, planReviseFromComments } from "../../operations/plan-comments";
-import { operationProcedure, publicProcedure, router } from "../init";
+import {
+  planAssessments,
+  planDiff,
+  planExport,
+  planLifecycle,
+  planTools,
+  planVersions,
+  planView,
+} from "../../operations/plan-reads";
+import { operationProcedure, operationProcedureInputOptional, router } from "../init";
 
-const planId = z.string().min(1).max(64);
-const version = z.number().int().positive();
+type PlanIssues = ReturnType<typeof checkPlanDraft>["issues"];
+
+/**
+ * Every procedure adapts an operation (server/operations/): the authority check is theirs. The
+ * casts keep the domain's own types for the UI where an operation's output schema lets them
+ * through loosely, and unwrap the objects operations answer with (MCP results must be objects).
+ */
 
 export const plansRouter = router({
   /** Active plans by default; `show: "archived"` lists the archived and rejected ones. */
-  list: publicProcedure
-    .input(z.object({ show: z.enum(["active", "archived"]).default("active") }).optional())
-    .query(({ ctx, input }) => listPlans(ctx.app.db.prisma, { show: input?.show ?? "active" })),
+  list: operationProcedureInputOptional(planList).query(
+    async (call) =>
+      ((await viaOperation(planList)(call)) as unknown as { plans: Awaited<ReturnType<typeof listPlans>> }).plans,
+  ),
   /** Archive and restore (server/operations/plan-lifecycle.ts); reject is `review`. */
   archive: operationProcedure(planArchive).mutation(viaOperation(planArchive)),
   restore: operationProcedure(planRestore).mutation(viaOperation(planRestore)),
 
-  get: publicProcedure
-    .input(z.object({ planId: z.string(), version: z.number().int().positive().optional() }))
-    .query(async ({ ctx, input }) => {
-      const plan = await getPlan(ctx.app.db.prisma, input.planId, input.version);
-      const issues = checkPlanDraft(plan, ctx.app.tools).issues;
-      return { plan, issues };
-    }),
+  /** A version with what its checks find today (a tool removed since, a workspace gone). */
+  get: operationProcedure(planView).query(
+    async (call) => (await viaOperation(planView)(call)) as unknown as { plan: Plan; issues: PlanIssues },
+  ),
 
   /**
    * Risk and capability of each step of a version, judged from its tool and command (the shell
    * read-only analysis): what the plan page shows instead of the author's claims.
    */
-  assessments: publicProcedure
-    .input(z.object({ planId: z.string(), version: z.number().int().positive() }))
-    .query(async ({ ctx, input }) => {
-      const plan = await getPlan(ctx.app.db.prisma, input.planId, input.version);
-      return Object.fromEntries(plan.steps.map((step) => [step.id, assessStep(ctx.app.tools, step.tool, step.args)]));
-    }),
+  assessments: operationProcedure(planAssessments).query(
+    async (call) =>
+      ((await viaOperation(planAssessments)(call)) as unknown as { assessments: Record<string, StepAssessment> })
+        .assessments,
+  ),
 
   /** Whether a person set the plan aside: rejected (seed 002) or archived; and whether it ever ran. */
-  lifecycle: publicProcedure.input(z.object({ planId })).query(async ({ ctx, input }) => {
-    const row = await ctx.app.db.prisma.plan.findUnique({
-      where: { id: input.planId },
-      select: { rejectedAt: true, rejectedVersion: true, archivedAt: true, _count: { select: { runs: true } } },
-    });
-    if (!row) throw new AppError("not_found", `No plan ${input.planId}`);
-    return {
-      state: lifecycleStateOf(row),
-      rejectedVersion: row.rejectedVersion,
-      archivedAt: row.archivedAt?.toISOString() ?? null,
-      runs: row._count.runs,
-    };
-  }),
+  lifecycle: operationProcedure(planLifecycle).query(
+    async (call) =>
+      (await viaOperation(planLifecycle)(call)) as unknown as {
+        state: PlanLifecycleState;
+        rejectedVersion: number | null;
+        archivedAt: string | null;
+        runs: number;
+      },
+  ),
 
   createFromJson: operationProcedure(planImport).mutation(
     async (call) => (await viaOperation(planImport)(call)) as unknown as Plan,
@@ -78,34 +82,28 @@ export const plansRouter = router({
   reviseFromComments: operationProcedure(planReviseFromComments).mutation(viaOperation(planReviseFromComments)),
 
   /** Tools with their input as JSON Schema, for the step editor's generated argument forms. */
-  tools: publicProcedure.query(({ ctx }) => describeTools(ctx.app.tools)),
+  tools: operationProcedureInputOptional(planTools).query(
+    async (call) => ((await viaOperation(planTools)(call)) as unknown as { tools: ToolDescription[] }).tools,
+  ),
 
   /**
    * One edit of the review page, made on `baseVersion`. Stores the next version and returns it
    * (a stored version is always valid, hence no issues); a stale base is a `version_conflict`.
    */
   edit: operationProcedure(planEdit).mutation(async ({ ctx, input }) => {
-      const plan = (await viaOperation(planEdit)({ ctx, input })) as unknown as Plan;
-      return { plan, issues: [] as ReturnType<typeof checkPlanDraft>["issues"] };
-    }),
-
-  versions: publicProcedure
-    .input(z.object({ planId }))
-    .query(({ ctx, input }) => listPlanVersions(ctx.app.db.prisma, input.planId)),
-
-  diff: publicProcedure.input(z.object({ planId, from: version, to: version })).query(async ({ ctx, input }) => {
-    const [before, after] = await Promise.all([
-      getPlan(ctx.app.db.prisma, input.planId, input.from),
-      getPlan(ctx.app.db.prisma, input.planId, input.to),
-    ]);
-    return diffPlans(before, after);
+    const plan = (await viaOperation(planEdit)({ ctx, input })) as unknown as Plan;
+    return { plan, issues: [] as PlanIssues };
   }),
 
-  export: publicProcedure
-    .input(z.object({ planId, version: version.optional(), format: z.enum(["json", "markdown"]) }))
-    .query(async ({ ctx, input }) => {
-      const plan = await getPlan(ctx.app.db.prisma, input.planId, input.version);
-      if (input.format === "json") return exportPlanJson(plan);
-      return exportPlanMarkdown(plan, await listComments(ctx.app.db.prisma, input.planId));
-    }),
+  versions: operationProcedure(planVersions).query(
+    async (call) =>
+      ((await viaOperation(planVersions)(call)) as unknown as { versions: Awaited<ReturnType<typeof listPlanVersions>> })
+        .versions,
+  ),
+
+  diff: operationProcedure(planDiff).query(async (call) => (await viaOperation(planDiff)(call)) as unknown as PlanDiff),
+
+  export: operationProcedure(planExport).query(
+    async (call) => (await viaOperation(planExport)(call)) as unknown as PlanExport,
+  ),
 });

@@ -1,0 +1,150 @@
+import { z } from "zod";
+import { AppError } from "../errors";
+import { listComments } from "../plans/comments";
+import { diffPlans } from "../plans/diff";
+import { describeTools, exportPlanJson, exportPlanMarkdown } from "../plans/export";
+import { lifecycleStateOf } from "../plans/lifecycle";
+import { getPlan } from "../plans/service";
+import { checkPlanDraft } from "../plans/validate";
+import { listPlanVersions } from "../plans/versions";
+import { assessStep } from "../tools/assessment";
+import { defineOperation } from "./operation";
+import { PERSON_OR_AGENT } from "./policy";
+import { planOutputSchema } from "./plans";
+import type { AnyOperation } from "./registry";
+
+/**
+ * The review page's reads of a plan — its checks, lifecycle, history, diff, export, the computed
+ * risk of each step, and the tools a step may use — as operations, so the tRPC door is an adapter
+ * like every other. None of them shows anything an agent may not read (an agent already reads
+ * plans with plan.get), so both kinds of caller may. Outputs are objects of plain JSON Schema
+ * types (MCP describes them; a custom zod type cannot be), with the domain's shapes passed through.
+ */
+const planId = z.string().min(1).max(100);
+const version = z.number().int().positive();
+const passThrough = <T>() => z.custom<T>(() => true);
+
+export const planView = defineOperation({
+  name: "plan.view",
+  callers: PERSON_OR_AGENT,
+  summary: "A plan version with what its checks find against today's tools and workspaces",
+  input: z.object({ planId, version: version.optional() }),
+  output: z.object({
+    plan: planOutputSchema,
+    issues: z.array(z.unknown()).describe("What the checks find: {stepId?, field?, message}"),
+  }),
+  annotations: { readOnly: true },
+  async run({ app }, input) {
+    const plan = await getPlan(app.db.prisma, input.planId, input.version);
+    return { plan: plan as object as z.input<typeof planOutputSchema>, issues: checkPlanDraft(plan, app.tools).issues };
+  },
+});
+
+export const planAssessments = defineOperation({
+  name: "plan.assessments",
+  callers: PERSON_OR_AGENT,
+  summary:
+    "Risk and capability of each step of a version, judged from its tool and command — never the author's claims",
+  input: z.object({ planId, version }),
+  output: z.object({
+    assessments: z.record(z.string(), z.unknown()).describe("Per step id: {risk, capability, capabilityLabel}"),
+  }),
+  annotations: { readOnly: true },
+  async run({ app }, input) {
+    const plan = await getPlan(app.db.prisma, input.planId, input.version);
+    return {
+      assessments: Object.fromEntries(plan.steps.map((step) => [step.id, assessStep(app.tools, step.tool, step.args)])),
+    };
+  },
+});
+
+export const planLifecycle = defineOperation({
+  name: "plan.lifecycle",
+  callers: PERSON_OR_AGENT,
+  summary: "Whether a person set the plan aside (rejected or archived), and how many runs it had",
+  input: z.object({ planId }),
+  output: z.object({
+    state: z.string(),
+    rejectedVersion: z.number().nullable(),
+    archivedAt: z.string().nullable(),
+    runs: z.number(),
+  }),
+  annotations: { readOnly: true },
+  async run({ app }, input) {
+    const row = await app.db.prisma.plan.findUnique({
+      where: { id: input.planId },
+      select: { rejectedAt: true, rejectedVersion: true, archivedAt: true, _count: { select: { runs: true } } },
+    });
+    if (!row) throw new AppError("not_found", `No plan ${input.planId}`);
+    return {
+      state: lifecycleStateOf(row),
+      rejectedVersion: row.rejectedVersion,
+      archivedAt: row.archivedAt?.toISOString() ?? null,
+      runs: row._count.runs,
+    };
+  },
+});
+
+export const planVersions = defineOperation({
+  name: "plan.versions",
+  callers: PERSON_OR_AGENT,
+  summary: "A plan's versions, newest first: who made each and why",
+  input: z.object({ planId }),
+  output: z.object({
+    versions: z.array(z.unknown()).describe("Per version: {version, author, source, changeNote, createdAt, model}"),
+  }),
+  annotations: { readOnly: true },
+  run: async ({ app }, input) => ({ versions: await listPlanVersions(app.db.prisma, input.planId) }),
+});
+
+export const planDiff = defineOperation({
+  name: "plan.diff",
+  callers: PERSON_OR_AGENT,
+  summary: "What changed between two versions of a plan, step by step",
+  input: z.object({ planId, from: version, to: version }),
+  output: passThrough<ReturnType<typeof diffPlans>>(),
+  annotations: { readOnly: true },
+  async run({ app }, input) {
+    const [before, after] = await Promise.all([
+      getPlan(app.db.prisma, input.planId, input.from),
+      getPlan(app.db.prisma, input.planId, input.to),
+    ]);
+    return diffPlans(before, after);
+  },
+});
+
+export const planExport = defineOperation({
+  name: "plan.export",
+  callers: PERSON_OR_AGENT,
+  summary: "A plan version as a file: JSON (importable again) or Markdown with its review comments",
+  input: z.object({ planId, version: version.optional(), format: z.enum(["json", "markdown"]) }),
+  output: z.object({ filename: z.string(), mimeType: z.string(), content: z.string() }),
+  annotations: { readOnly: true },
+  async run({ app }, input) {
+    const plan = await getPlan(app.db.prisma, input.planId, input.version);
+    if (input.format === "json") return exportPlanJson(plan);
+    return exportPlanMarkdown(plan, await listComments(app.db.prisma, input.planId));
+  },
+});
+
+export const planTools = defineOperation({
+  name: "plan.tools",
+  callers: PERSON_OR_AGENT,
+  summary: "The tools a step may use, with their input as JSON Schema",
+  input: z.object({}),
+  output: z.object({
+    tools: z.array(z.unknown()).describe("Per tool: {name, description, capability, readOnly, destructive, inputSchema, …}"),
+  }),
+  annotations: { readOnly: true },
+  run: async ({ app }) => ({ tools: describeTools(app.tools) }),
+});
+
+export const planReadOperations = [
+  planView,
+  planAssessments,
+  planLifecycle,
+  planVersions,
+  planDiff,
+  planExport,
+  planTools,
+] as AnyOperation[];
