@@ -66,13 +66,14 @@ const DOOR_FILES = [
  * tRPC procedure adapts an operation; the event subscriptions are authorised by one):
  * - MCP: seed 000's planning_* todo tools, seed 002's plan-mode tools and their tool filter
  *   (plan-mode-tools.ts), plan resources, and closing a session's todo plan (http.ts).
- * - HTTP: seed 001's POST /api/plan, GET /api/plan/<id> and /api/chat handlers.
+ * - HTTP: seed 001's GET /api/plan/<id>/events (its events, read from the table; the plan itself
+ *   through plan.get) in plan-events-api.ts, and /api/chat (a pass-through to the model provider).
  */
 const DOOR_EXCEPTIONS = [
   "server/mcp/server.ts",
   "server/mcp/plan-mode-tools.ts",
   "server/mcp/http.ts",
-  "server/http/plan-api.ts",
+  "server/http/plan-events-api.ts",
   "server/http/chat-api.ts",
 ];
 

@@ -108,6 +108,7 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "planner.events": P,
   "planner.usage": P,
   "recovery.proposals": P,
+  "plan.submit": PA,
 };
 
 const PERSON: Identity = { kind: "person", name: "owner" };

@@ -11,6 +11,7 @@ import { plannerOperations } from "./planner";
 import { plannerReadOperations } from "./planner-reads";
 import { planningOperations } from "./planning";
 import { runOperations } from "./runs";
+import { seedPlanApiOperations } from "./seed-plan-api";
 import { steeringOperations } from "./steering";
 import { templateOperations } from "./templates";
 import { workspaceOperations } from "./workspaces";
@@ -40,6 +41,7 @@ export const operations: AnyOperation[] = [
   ...steeringOperations,
   ...readOperations,
   ...decisionLinkOperations,
+  ...seedPlanApiOperations,
 ];
 
 export function findOperation(name: string): AnyOperation | undefined {
