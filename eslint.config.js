@@ -66,14 +66,12 @@ const DOOR_FILES = [
  * tRPC procedure adapts an operation; the event subscriptions are authorised by one):
  * - MCP: seed 000's planning_* todo tools, seed 002's plan-mode tools and their tool filter
  *   (plan-mode-tools.ts), plan resources, and closing a session's todo plan (http.ts).
- * - HTTP: seed 001's GET /api/plan/<id>/events (its events, read from the table; the plan itself
- *   through plan.get) in plan-events-api.ts, and /api/chat (a pass-through to the model provider).
+ * - HTTP: /api/chat (seed 001's pass-through to the model provider, which answers a stream).
  */
 const DOOR_EXCEPTIONS = [
   "server/mcp/server.ts",
   "server/mcp/plan-mode-tools.ts",
   "server/mcp/http.ts",
-  "server/http/plan-events-api.ts",
   "server/http/chat-api.ts",
 ];
 

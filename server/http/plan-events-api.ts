@@ -1,26 +1,32 @@
 import type { AppContext } from "../app-context";
 import { AppError } from "../errors";
-import { toStoredEvent, type EventRow } from "../events/store";
-import type { StoredEvent } from "../events/types";
 import { logger } from "../logger";
 import type { Step } from "../plans/schema";
-import { stepMetadata } from "../plans/service";
-import { invokeOperation } from "../operations/operation";
+import { authorize, invokeOperation } from "../operations/operation";
 import { planGet } from "../operations/plans";
+import {
+  planEvents,
+  planRunStreams,
+  readSeedPlanEvents,
+  seedPlanEventBatch,
+  type PlanEventCursor,
+  type SeedPlanEvent,
+} from "../operations/seed-plan-api";
 import { identityOf } from "./request-identity";
 import { respond, screenPlanId, traced } from "./seed-api-shared";
 
 /**
- * Seed 001's `GET /api/plan/:id/events` (SSE, or JSON). The plan is read through the operations
- * layer, which checks the caller; the events themselves are still read from the events table here
- * (listed in eslint.config.js's DOOR_EXCEPTIONS until they are an operation too).
+ * Seed 001's `GET /api/plan/:id/events` (SSE, or JSON) over the `plan.events` operation. The JSON
+ * answer is the operation's; the live stream is authorised by it (the caller is checked before
+ * the stream starts) and then follows the same reads batch by batch, like the tRPC event
+ * subscriptions.
  */
 
 /**
  * Where a reader of a plan's events stands: the last sequence number seen in each stream (the
  * plan's own and each run's). Sent as the SSE `id`, so `Last-Event-ID` resumes every stream at once.
  */
-type Cursor = Record<string, number>;
+type Cursor = PlanEventCursor;
 
 function encodeCursor(cursor: Cursor): string {
   return Buffer.from(JSON.stringify(cursor)).toString("base64url");
@@ -43,61 +49,6 @@ function decodeCursor(value: string | null): Cursor {
   throw new AppError("invalid_input", "Last-Event-ID is not an id this server sent");
 }
 
-async function eventsAfter(app: AppContext, planId: string, cursor: Cursor): Promise<StoredEvent[]> {
-  const rows = await app.db.pool.query<EventRow>(
-    `select * from events where plan_id = $1 and seq > coalesce(($2::jsonb ->> stream_id)::int, 0)
-     order by created_at, stream_id, seq limit 1000`,
-    [planId, JSON.stringify(cursor)],
-  );
-  return rows.rows.map(toStoredEvent);
-}
-
-/** Seed 001's payload: step transitions as `plan.step` with the step's metadata and state. */
-function payload(event: StoredEvent, steps: Map<string, Step>) {
-  const position = { stream: event.streamId, seq: event.seq, at: event.createdAt };
-  const shaped = shape(event, steps);
-  return { name: shaped.name, data: { ...shaped.data, ...position } };
-}
-
-function shape(event: StoredEvent, steps: Map<string, Step>) {
-  const status = "status" in event.data && typeof event.data.status === "string" ? event.data.status : undefined;
-  const step = event.stepId ? steps.get(event.stepId) : undefined;
-  if (event.type === "plan.step") {
-    return {
-      name: "plan.step",
-      data: { event: "plan.step", traceId: event.traceId, planId: event.planId, ...event.data },
-    };
-  }
-  if (event.type.startsWith("step.") && status && step) {
-    return {
-      name: "plan.step",
-      data: {
-        event: "plan.step",
-        traceId: event.traceId,
-        planId: event.planId,
-        runId: event.runId,
-        // The key a step presents on every attempt, replays after a crash included (seed 001's
-        // durable resume): tools use it to de-duplicate side effects downstream.
-        // Observers get the metadata, not the arguments (which may hold content), as in the
-        // plan's own queued plan.step events.
-        step: { ...stepMetadata(step), state: status, idempotencyKey: `${event.runId}:${step.id}` },
-        ...("result" in event.data && event.data.result !== undefined && { result: event.data.result }),
-      },
-    };
-  }
-  return {
-    name: event.type,
-    data: {
-      event: event.type,
-      traceId: event.traceId,
-      planId: event.planId,
-      ...(event.runId && { runId: event.runId }),
-      ...(event.stepId && { stepId: event.stepId }),
-      data: event.data,
-    },
-  };
-}
-
 const HEARTBEAT_MS = 15_000;
 
 /**
@@ -116,22 +67,17 @@ export function planEventsFromApi(request: Request, app: AppContext, planId: str
       steps: Step[];
     };
     traced(span, plan);
+    // The live stream reads what plan.events reads: its caller is checked here, before it starts.
+    authorize(planEvents, identity);
     const steps = new Map(plan.steps.map((step) => [step.id, step]));
     const start = decodeCursor(request.headers.get("last-event-id") ?? new URL(request.url).searchParams.get("after"));
     if (accept.includes("application/json") && !accept.includes("text/event-stream")) {
-      const events: unknown[] = [];
+      const answer = await invokeOperation(planEvents, { app, identity }, { planId, after: start });
       const cursor = { ...start };
-      for (
-        let batch = await eventsAfter(app, planId, cursor);
-        batch.length > 0;
-        batch = await eventsAfter(app, planId, cursor)
-      ) {
-        for (const event of batch) {
-          cursor[event.streamId] = event.seq;
-          const { name, data } = payload(event, steps);
-          events.push({ id: encodeCursor(cursor), ...data, event: name });
-        }
-      }
+      const events = (answer.events as SeedPlanEvent[]).map(({ streamId, seq, name, data }) => {
+        cursor[streamId] = seq;
+        return { id: encodeCursor(cursor), ...data, event: name };
+      });
       return Response.json({ planId, lastEventId: encodeCursor(cursor), events });
     }
     if (!accept.includes("text/event-stream")) {
@@ -176,17 +122,15 @@ export function sseStream(
       try {
         listen(planId);
         while (!stopped()) {
-          const runs = await app.db.pool.query<{ id: string }>("select id from runs where plan_id = $1", [planId]);
-          for (const run of runs.rows) listen(run.id);
-          const batch = await eventsAfter(app, planId, cursor);
-          for (const event of batch) {
+          for (const runId of await planRunStreams(app, planId)) listen(runId);
+          const batch = await readSeedPlanEvents(app, planId, cursor, steps);
+          for (const { streamId, seq, name, data } of batch) {
             if (stopped()) break;
-            cursor[event.streamId] = event.seq;
-            const { name, data } = payload(event, steps);
+            cursor[streamId] = seq;
             send(`id: ${encodeCursor(cursor)}\nevent: ${name}\ndata: ${JSON.stringify(data)}\n\n`);
             lastWrite = Date.now();
           }
-          if (batch.length === 1000) continue;
+          if (batch.length === seedPlanEventBatch) continue;
           if (Date.now() - lastWrite >= HEARTBEAT_MS) {
             send(": heartbeat\n\n");
             lastWrite = Date.now();

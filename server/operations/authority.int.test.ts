@@ -109,6 +109,7 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "planner.usage": P,
   "recovery.proposals": P,
   "plan.submit": PA,
+  "plan.events": PA,
 };
 
 const PERSON: Identity = { kind: "person", name: "owner" };

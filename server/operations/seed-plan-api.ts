@@ -1,4 +1,7 @@
 import { z } from "zod";
+import type { AppContext } from "../app-context";
+import { toStoredEvent, type EventRow } from "../events/store";
+import type { StoredEvent } from "../events/types";
 import { logger } from "../logger";
 import { CONFIGURATION_HELP } from "../planner/config";
 import { plannerFor } from "../planner/deps";
@@ -151,4 +154,138 @@ async function planWithLlm(
   }
 }
 
-export const seedPlanApiOperations = [planSubmit] as AnyOperation[];
+/** Seed 001's payload: step transitions as `plan.step` with the step's metadata and state. */
+function payload(event: StoredEvent, steps: Map<string, Step>) {
+  const position = { stream: event.streamId, seq: event.seq, at: event.createdAt };
+  const shaped = shape(event, steps);
+  return { name: shaped.name, data: { ...shaped.data, ...position } };
+}
+
+function shape(event: StoredEvent, steps: Map<string, Step>) {
+  const status = "status" in event.data && typeof event.data.status === "string" ? event.data.status : undefined;
+  const step = event.stepId ? steps.get(event.stepId) : undefined;
+  if (event.type === "plan.step") {
+    return {
+      name: "plan.step",
+      data: { event: "plan.step", traceId: event.traceId, planId: event.planId, ...event.data },
+    };
+  }
+  if (event.type.startsWith("step.") && status && step) {
+    return {
+      name: "plan.step",
+      data: {
+        event: "plan.step",
+        traceId: event.traceId,
+        planId: event.planId,
+        runId: event.runId,
+        // The key a step presents on every attempt, replays after a crash included (seed 001's
+        // durable resume): tools use it to de-duplicate side effects downstream.
+        // Observers get the metadata, not the arguments (which may hold content), as in the
+        // plan's own queued plan.step events.
+        step: { ...stepMetadata(step), state: status, idempotencyKey: `${event.runId}:${step.id}` },
+        ...("result" in event.data && event.data.result !== undefined && { result: event.data.result }),
+      },
+    };
+  }
+  return {
+    name: event.type,
+    data: {
+      event: event.type,
+      traceId: event.traceId,
+      planId: event.planId,
+      ...(event.runId && { runId: event.runId }),
+      ...(event.stepId && { stepId: event.stepId }),
+      data: event.data,
+    },
+  };
+}
+
+/**
+ * Where a reader of a plan's events stands: the last sequence number seen in each stream (the
+ * plan's own and each run's).
+ */
+export type PlanEventCursor = Record<string, number>;
+
+/** One of a plan's events in seed 001's shape, with the stream position it was read at. */
+export interface SeedPlanEvent {
+  streamId: string;
+  seq: number;
+  name: string;
+  data: Record<string, unknown>;
+}
+
+/** At most this many events per read; a reader asks again from where the batch ended. */
+const EVENT_BATCH = 1000;
+
+/**
+ * One batch of a plan's events (its own stream and its runs') after `cursor`, in time order,
+ * shaped as seed 001's payloads. The live stream of `GET /api/plan/:id/events` reads with this
+ * after `plan.events` has checked its caller; `plan.events` itself reads every batch.
+ */
+export async function readSeedPlanEvents(
+  app: AppContext,
+  planId: string,
+  cursor: PlanEventCursor,
+  steps: Map<string, Step>,
+): Promise<SeedPlanEvent[]> {
+  const rows = await app.db.pool.query<EventRow>(
+    `select * from events where plan_id = $1 and seq > coalesce(($2::jsonb ->> stream_id)::int, 0)
+     order by created_at, stream_id, seq limit ${EVENT_BATCH}`,
+    [planId, JSON.stringify(cursor)],
+  );
+  return rows.rows.map(toStoredEvent).map((event) => ({
+    streamId: event.streamId,
+    seq: event.seq,
+    ...payload(event, steps),
+  }));
+}
+
+export const seedPlanEventBatch = EVENT_BATCH;
+
+/** The streams a plan's events arrive on besides its own: its runs'. */
+export async function planRunStreams(app: AppContext, planId: string): Promise<string[]> {
+  const runs = await app.db.pool.query<{ id: string }>("select id from runs where plan_id = $1", [planId]);
+  return runs.rows.map((run) => run.id);
+}
+
+/** The steps of a plan's current version by id: what a step transition's payload describes. */
+export async function planStepsById(app: AppContext, planId: string): Promise<Map<string, Step>> {
+  const plan = await getPlan(app.db.prisma, planId);
+  return new Map(plan.steps.map((step) => [step.id, step]));
+}
+
+export const planEvents = defineOperation({
+  name: "plan.events",
+  callers: PERSON_OR_AGENT,
+  summary:
+    "A plan's events and its runs' after a cursor (the last sequence number read per stream), oldest first, in seed 001's shape",
+  input: z.object({
+    planId: z.string().min(1).max(100),
+    after: z
+      .record(z.string(), z.number().int().min(0))
+      .optional()
+      .describe("The last sequence number read per stream; from the start otherwise"),
+  }),
+  output: z.object({
+    events: z.array(z.unknown()).describe("Per event: {streamId, seq, name, data}"),
+  }),
+  annotations: { readOnly: true },
+  async run({ app }, input) {
+    const steps = await planStepsById(app, input.planId);
+    const cursor = { ...input.after };
+    const events: SeedPlanEvent[] = [];
+    for (
+      let batch = await readSeedPlanEvents(app, input.planId, cursor, steps);
+      batch.length > 0;
+      batch = await readSeedPlanEvents(app, input.planId, cursor, steps)
+    ) {
+      for (const event of batch) {
+        cursor[event.streamId] = event.seq;
+        events.push(event);
+      }
+    }
+    return { events };
+  },
+});
+
+export const seedPlanApiOperations = [planSubmit, planEvents] as AnyOperation[];
