@@ -63,7 +63,7 @@ const DOOR_FILES = [
 /**
  * Doors that still call the domain directly, until their use cases are operations too. Each entry
  * is a bypass of the operations layer's authority check that is known and listed, not new (every
- * tRPC procedure adapts an operation; the event subscriptions are authorised by one):
+ * tRPC procedure adapts an operation, and each event subscription is authorised by one):
  * - MCP: seed 000's planning_* todo tools, seed 002's plan-mode tools and their tool filter
  *   (plan-mode-tools.ts), plan resources, and closing a session's todo plan (http.ts).
  * - HTTP: /api/chat (seed 001's pass-through to the model provider, which answers a stream).

@@ -111,4 +111,15 @@ export function operationProcedureInputOptional<Input extends z.ZodType, Output 
       operation.input.optional().transform((value): z.output<Input> => (value === undefined ? operation.input.parse({}) : value)),
     );
 }
+/**
+ * A procedure whose caller is checked against an operation's declared callers, for the event
+ * subscriptions: what they stream is the operation's reads followed live, which only a
+ * subscription carries, so the operation decides who may subscribe.
+ */
+export function authorizedBy(operation: Pick<Operation<z.ZodType, z.ZodType>, "name" | "callers">) {
+  return publicProcedure.meta({ operation: operation.name }).use(({ ctx, next }) => {
+    authorize(operation, ctx.identity);
+    return next();
+  });
+}
 export const createCallerFactory = t.createCallerFactory;

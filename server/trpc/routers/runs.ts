@@ -18,7 +18,7 @@ import {
   runRetryStep,
   runSkipStep,
 } from "../../operations/runs";
-import { operationProcedure, publicProcedure, router } from "../init";
+import { authorizedBy, operationProcedure, router } from "../init";
 import { decisionLinkCreate } from "../../operations/decision-links";
 import { trackedEvents } from "../tracked-events";
 
@@ -36,8 +36,9 @@ export const runsRouter = router({
   /**
    * Every event of a run after `lastEventId`, replayed from the table and then live. The client
    * sends the id of the last event it saw when it reconnects, so nothing is missed or repeated.
+   * Who may subscribe is run.events's to say: the stream is its reads, followed live.
    */
-  events: publicProcedure
+  events: authorizedBy(runEvents)
     .input(z.object({ runId: z.uuid(), lastEventId: z.string().nullish() }))
     .subscription(({ ctx, input, signal }) => trackedEvents(ctx.app, input.runId, input.lastEventId, signal)),
 
