@@ -133,7 +133,9 @@ export const planTools = defineOperation({
   summary: "The tools a step may use, with their input as JSON Schema",
   input: z.object({}),
   output: z.object({
-    tools: z.array(z.unknown()).describe("Per tool: {name, description, capability, readOnly, destructive, inputSchema, …}"),
+    tools: z
+      .array(z.unknown())
+      .describe("Per tool: {name, description, capability, readOnly, destructive, inputSchema, …}"),
   }),
   annotations: { readOnly: true },
   run: async ({ app }) => ({ tools: describeTools(app.tools) }),
