@@ -30,6 +30,9 @@ export const log = (line: string) => console.log(`[stepwise] ${line}`);
 export const REPEATED_SIGNAL_MS = 1_000;
 
 /** Stops everything once on SIGINT/SIGTERM, so the embedded database shuts down cleanly. */
+/** How long a shutdown may take in all: the steps' grace period, then 30 s to let go of the rest. */
+const SHUTDOWN_DEADLINE_MS = Number(process.env.STEPWISE_SHUTDOWN_GRACE_MS ?? 10_000) + 30_000;
+
 function onShutdown(stop: () => Promise<void>): void {
   takeOverShutdownSignals();
   let stoppingSince: number | undefined;
@@ -47,6 +50,13 @@ function onShutdown(stop: () => Promise<void>): void {
     // That line is the whole answer to Ctrl-C: what stopping does (steps aborted after the grace
     // period, connections closed) is expected, not news; errors still print.
     quietForShutdown();
+    // Ctrl-C always ends Stepwise: should a part hang while letting go, the process exits anyway
+    // once running steps had their grace and the rest a generous margin; the exit hook still
+    // stops the embedded database cleanly, and interrupted steps go to recovery.
+    setTimeout(() => {
+      log(`${signal}: shutdown did not finish in ${Math.round(SHUTDOWN_DEADLINE_MS / 1000)} s; exiting now`);
+      process.exit(1);
+    }, SHUTDOWN_DEADLINE_MS).unref();
     stop()
       .then(() => process.exit(0))
       .catch((error) => {
