@@ -13,6 +13,7 @@ import {
 } from "../server/agents/contract";
 import { E2E_DATA_DIR } from "./e2e-env";
 import { RunViewPage } from "./pages/run-pages";
+import { trpc } from "./pages/trpc-api";
 import { runNode, type ProcessResult } from "./run-node";
 
 /**
@@ -57,6 +58,12 @@ test("an agent runs a whole session through the CLI while a person watches and s
     await fs.mkdir(path.join(workspace, "src/models"), { recursive: true });
     await fs.writeFile(path.join(workspace, "spec.md"), "# Spec\n## Database Schema\n## User API\n");
     await fs.writeFile(path.join(workspace, "src/models/user.py"), "class User: pass\n");
+
+    // An agent works only in a directory a person registered: before that, start is refused.
+    const refused = await json(workspace, "start", "--goal", "Implement the features described in spec.md", "--json");
+    expect(refused.code).not.toBe(0);
+    expect(JSON.stringify(refused.body)).toContain("not a registered workspace");
+    await trpc(request, "workspaces.register", { path: await fs.realpath(workspace) });
 
     // Step 1: kick-off.
     const started = await json(workspace, "start", "--goal", "Implement the features described in spec.md", "--json");
