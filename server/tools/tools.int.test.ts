@@ -109,6 +109,8 @@ describe("built-in tools through the engine", () => {
     expect(byId.step_3!.result?.value).toEqual({ paths: ["notes.txt", "victim.txt"], truncated: false });
     expect(byId.step_4!.result?.value).toEqual({ path: "notes.txt", replacements: 1 });
     expect(byId.step_5!.status).toBe("skipped");
+    // A step that did not complete says why in the failure message.
+    for (const id of ["step_6", "step_7"]) expect(byId[id]!.status, JSON.stringify(byId[id])).toBe("completed");
     expect(byId.step_6!.result?.value).toMatchObject({ subject: "Rename the thing", branch: "main" });
     expect(byId.step_7!.result?.value).toMatchObject({ commits: [{ subject: "Rename the thing" }] });
 
