@@ -3,7 +3,7 @@ import fs from "node:fs";
 import path from "node:path";
 import type { AppContext } from "../app-context";
 import { recordAudit } from "../audit/audit-log";
-import { approvalViewSchema, describeApprovals, type ApprovalView } from "../engine/approval-view";
+import { approvalViewSchema, waitingApproval, type ApprovalView } from "../engine/approval-view";
 import { decideApproval } from "../engine/engine";
 import { readConfig } from "../env";
 import { AppError } from "../errors";
@@ -202,26 +202,9 @@ async function waitingStep(
   runId: string,
   stepId: string,
 ): Promise<{ view: ApprovalView | undefined; run: { plan_id: string; plan_version: number } }> {
-  const found = await app.db.pool.query<{
-    plan_id: string;
-    plan_version: number;
-    workspace_root: string;
-    status: string;
-  }>(
-    `select r.plan_id, r.plan_version, r.workspace_root, rs.status
-       from runs r join run_steps rs on rs.run_id = r.id where r.id = $1 and rs.step_id = $2`,
-    [runId, stepId],
-  );
-  const row = found.rows[0];
-  if (!row) throw new AppError("not_found", `No step ${stepId} in run ${runId}`);
-  if (row.status !== "awaiting_approval") return { view: undefined, run: row };
-  const views = await describeApprovals(
-    app.db.pool,
-    app.tools,
-    { id: runId, planId: row.plan_id, planVersion: row.plan_version, workspaceRoot: row.workspace_root },
-    [stepId],
-  );
-  return { view: views.get(stepId), run: row };
+  const found = await waitingApproval(app.db.pool, app.tools, runId, stepId);
+  if (!found) throw new AppError("not_found", `No step ${stepId} in run ${runId}`);
+  return { view: found.view, run: { plan_id: found.planId, plan_version: found.planVersion } };
 }
 
 /**

@@ -102,3 +102,27 @@ export async function describeApprovals(
   for (const step of wanted) views.set(step.id, describeApproval(tools, step, outputs, run));
   return views;
 }
+
+/**
+ * One step of a run as a person deciding on it sees it: its status, and — while it waits for
+ * approval — what approving would let run. The run page, `run.approval` and decision links ask here.
+ */
+export async function waitingApproval(
+  db: Pick<pg.ClientBase, "query">,
+  tools: ToolRegistry,
+  runId: string,
+  stepId: string,
+): Promise<{ status: string; planId: string; planVersion: number; view: ApprovalView | undefined } | undefined> {
+  const found = await db.query<{ plan_id: string; plan_version: number; workspace_root: string; status: string }>(
+    `select r.plan_id, r.plan_version, r.workspace_root, rs.status
+       from runs r join run_steps rs on rs.run_id = r.id where r.id = $1 and rs.step_id = $2`,
+    [runId, stepId],
+  );
+  const row = found.rows[0];
+  if (!row) return undefined;
+  const base = { status: row.status, planId: row.plan_id, planVersion: row.plan_version };
+  if (row.status !== "awaiting_approval") return { ...base, view: undefined };
+  const run = { id: runId, planId: row.plan_id, planVersion: row.plan_version, workspaceRoot: row.workspace_root };
+  const views = await describeApprovals(db, tools, run, [stepId]);
+  return { ...base, view: views.get(stepId) };
+}

@@ -7,7 +7,7 @@ import {
   runEventsInputSchema,
   runListInputSchema,
 } from "../engine/run-list";
-import { approvalViewSchema, describeApprovals } from "../engine/approval-view";
+import { approvalViewSchema, waitingApproval } from "../engine/approval-view";
 import { getRun, listRuns } from "../engine/run-view";
 import type { AppContext } from "../app-context";
 import { AppError } from "../errors";
@@ -93,7 +93,6 @@ export const runEvents = defineOperation({
   annotations: { readOnly: true },
   run: async ({ app }, input) => (await readRunEvents(app.db.pool, input)) as z.input<typeof eventsSchema>,
 });
-
 
 /**
  * Waits until a run finishes, or needs a person (a gate, a question), or the time is up — and
@@ -211,7 +210,10 @@ function steer(
   name: string,
   summary: string,
   callers: readonly CallerKind[],
-  action: (engine: AppContext["engine"], input: { runId: string; actor: string; actorKind: IdentityKind }) => Promise<void>,
+  action: (
+    engine: AppContext["engine"],
+    input: { runId: string; actor: string; actorKind: IdentityKind },
+  ) => Promise<void>,
 ): ReturnType<typeof defineOperation<z.ZodObject<{ runId: typeof runId }>, typeof done>> {
   return defineOperation({
     name,
@@ -278,28 +280,9 @@ export const runApproval = defineOperation({
   output: z.object({ stepId: z.string(), status: z.string(), approval: approvalViewSchema.nullable() }),
   annotations: { readOnly: true },
   async run({ app }, input) {
-    const found = await app.db.pool.query<{
-      plan_id: string;
-      plan_version: number;
-      workspace_root: string;
-      status: string;
-    }>(
-      `select r.plan_id, r.plan_version, r.workspace_root, rs.status
-         from runs r join run_steps rs on rs.run_id = r.id where r.id = $1 and rs.step_id = $2`,
-      [input.runId, input.stepId],
-    );
-    const row = found.rows[0];
-    if (!row) throw new AppError("not_found", `No step ${input.stepId} in run ${input.runId}`);
-    const views =
-      row.status === "awaiting_approval"
-        ? await describeApprovals(
-            app.db.pool,
-            app.tools,
-            { id: input.runId, planId: row.plan_id, planVersion: row.plan_version, workspaceRoot: row.workspace_root },
-            [input.stepId],
-          )
-        : undefined;
-    return { stepId: input.stepId, status: row.status, approval: views?.get(input.stepId) ?? null };
+    const found = await waitingApproval(app.db.pool, app.tools, input.runId, input.stepId);
+    if (!found) throw new AppError("not_found", `No step ${input.stepId} in run ${input.runId}`);
+    return { stepId: input.stepId, status: found.status, approval: found.view ?? null };
   },
 });
 
