@@ -190,7 +190,7 @@ export async function workspaceForNewWork(
   if (!input.mayRegister) {
     throw new AppError(
       "forbidden",
-      `${input.named} is not a registered workspace; only a person registers workspaces (workspace.list shows them)`,
+      `${input.named} is not a registered workspace; only a person registers workspaces (ask them to add it on the Workspaces page; workspace.list shows the registered ones)`,
     );
   }
   return registerWorkspace(pool, input.named);
