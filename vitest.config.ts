@@ -17,8 +17,8 @@ export default defineConfig({
           // Many unit tests spawn git, bash or worker threads a fixed number of times; on a busy
           // machine (load 20+ on 2 cores) that alone can take longer than vitest's 5 s default.
           // A backstop against hangs, not a speed check: speed belongs to the benchmarks.
-          testTimeout: 30_000,
-          hookTimeout: 30_000,
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
         },
       },
       {
