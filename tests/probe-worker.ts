@@ -96,10 +96,13 @@ export function spawnProbeWorker(options: {
   });
   let output = "";
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // A backstop only: the process compiles the server with tsx as it starts, which took over 30 s
+  // at load 30 on 2 cores; the test waits for its `ready` line, however long that takes.
+  const readyTimeoutMs = options.readyTimeoutMs ?? 100_000;
   const ready = new Promise<void>((resolve, reject) => {
     const timer = setTimeout(
-      () => reject(new Error(`probe worker not ready after ${options.readyTimeoutMs ?? 30_000} ms:\n${output}`)),
-      options.readyTimeoutMs ?? 30_000,
+      () => reject(new Error(`probe worker not ready after ${readyTimeoutMs} ms:\n${output}`)),
+      readyTimeoutMs,
     );
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
