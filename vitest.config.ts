@@ -28,8 +28,10 @@ export default defineConfig({
           include: ["server/**/*.int.test.ts", "tests/**/*.int.test.ts"],
           environment: "node",
           globalSetup: ["tests/global-setup.ts"],
-          testTimeout: 60_000,
-          hookTimeout: 60_000,
+          // Backstops against hangs, not speed checks: a test that starts a worker process waits
+          // for tsx to compile the server, which took 30-60 s at load 30 on 2 cores.
+          testTimeout: 180_000,
+          hookTimeout: 180_000,
           // Each file gets its own database; two at a time keeps a 2-core machine responsive.
           maxWorkers: 2,
         },
