@@ -164,7 +164,7 @@ describe("ask_user", () => {
       });
       const { runId } = await own.caller.plans.approve({ planId: plan.id, version: 1 });
       await own.waitForRun(runId, ["running"]);
-      const deadline = Date.now() + 10_000;
+      const deadline = Date.now() + 60_000;
       while ((await own.caller.runs.get({ runId })).steps[0]!.status !== "awaiting_input") {
         if (Date.now() > deadline) throw new Error("step_1 never asked");
         await new Promise((resolve) => setTimeout(resolve, 50));
