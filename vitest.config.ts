@@ -19,6 +19,8 @@ export default defineConfig({
           // A backstop against hangs, not a speed check: speed belongs to the benchmarks.
           testTimeout: 60_000,
           hookTimeout: 60_000,
+          // expect.poll waits for its condition; vitest's 1 s default ran out at load 30.
+          expect: { poll: { timeout: 30_000 } },
         },
       },
       {
@@ -32,6 +34,8 @@ export default defineConfig({
           // for tsx to compile the server, which took 30-60 s at load 30 on 2 cores.
           testTimeout: 180_000,
           hookTimeout: 180_000,
+          // expect.poll waits for its condition; vitest's 1 s default ran out at load 30.
+          expect: { poll: { timeout: 60_000 } },
           // Each file gets its own database; two at a time keeps a 2-core machine responsive.
           maxWorkers: 2,
         },
