@@ -26,9 +26,9 @@ async function eventsOf(runId: string) {
 async function fireApprovalTimers(runId: string) {
   const pending = () =>
     harness.app.db.pool.query<{ id: string }>(
-      `select id from graphile_worker.jobs
-        where task_identifier in ($1, $2) and payload->>'runId' = $3`,
-      [APPROVAL_WARNING_TASK, APPROVAL_EXPIRY_TASK, runId],
+      // Timer jobs are keyed `<task>:<run id>:<step id>:<expiry>` (queue.ts).
+      `select id from graphile_worker.jobs where task_identifier in ($1, $2) and key like $3`,
+      [APPROVAL_WARNING_TASK, APPROVAL_EXPIRY_TASK, `%:${runId}:%`],
     );
   const ids = (await pending()).rows.map((row) => row.id);
   expect(ids.length).toBeGreaterThan(0);
