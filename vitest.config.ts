@@ -31,9 +31,9 @@ export default defineConfig({
           environment: "node",
           globalSetup: ["tests/global-setup.ts"],
           // Backstops against hangs, not speed checks: a test that starts a worker process waits
-          // for tsx to compile the server, which took 30-60 s at load 30 on 2 cores.
-          testTimeout: 180_000,
-          hookTimeout: 180_000,
+          // for tsx to compile the server, which took 2.5 min at load 40 on 2 cores.
+          testTimeout: 600_000,
+          hookTimeout: 600_000,
           // expect.poll waits for its condition; vitest's 1 s default ran out at load 30.
           expect: { poll: { timeout: 60_000 } },
           // Each file gets its own database; two at a time keeps a 2-core machine responsive.

@@ -102,7 +102,7 @@ describe("work distribution across worker processes", () => {
     expect(rows.rows.every((row) => row.stopped)).toBe(true);
     const after = await harness.caller.runs.get({ runId });
     expect(after.steps.every((step) => step.worker !== null)).toBe(true);
-  }, 240_000);
+  }, 600_000);
 
   it("when one of two worker processes is SIGKILLed mid-run, the survivor finishes the run", async () => {
     harness = await startHarness({ worker: false, tools: createProbeRegistry() });
@@ -161,5 +161,5 @@ describe("work distribution across worker processes", () => {
     for (const step of run.steps) {
       expect(events.filter((e) => e.type === "step.completed" && e.stepId === step.stepId)).toHaveLength(1);
     }
-  }, 240_000);
+  }, 600_000);
 });

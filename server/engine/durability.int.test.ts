@@ -87,7 +87,7 @@ describe("durability", () => {
         async () =>
           (await harness!.app.db.pool.query("select 1 from workers where pid = $1 and stopped_at is null", [pid]))
             .rowCount,
-        { timeout: 100_000, interval: 200 },
+        { timeout: 400_000, interval: 200 },
       )
       .toBe(1);
     const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: 1 });
@@ -126,7 +126,7 @@ describe("durability", () => {
     } finally {
       await worker.stop();
     }
-  }, 240_000);
+  }, 600_000);
 
   it("a SIGKILLed probe worker: completed steps never run again, interrupted ones run again, events stay gap-free", async () => {
     harness = await startHarness({ worker: false, tools: createProbeRegistry() });
@@ -235,7 +235,7 @@ describe("durability", () => {
     expect(final.get("step_13")!.result?.value).toMatchObject({ value: final.get("step_7")!.result?.value });
     expect(sequenceProblems(events)).toEqual([]);
     expect(illegalTransitions(events)).toEqual([]);
-  }, 240_000);
+  }, 600_000);
 
   it("an interrupted non-idempotent step fails as interrupted, blocks only its dependents, and runs again only when a person retries it", async () => {
     harness = await startHarness({ worker: false, tools: createProbeRegistry() });
