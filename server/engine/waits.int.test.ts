@@ -22,13 +22,16 @@ async function eventsOf(runId: string) {
   return readEvents(harness.app.db.pool, runId, 0);
 }
 
-/** Makes a run's approval timers (warning and expiry jobs) due now, and waits until the worker ran them. */
-async function fireApprovalTimers(runId: string) {
+/**
+ * Makes a run's approval timer jobs (the warning, the expiry, or both) due now, and waits until the
+ * worker ran them: the test decides when time has passed, not the machine's speed.
+ */
+async function fireApprovalTimers(runId: string, tasks = [APPROVAL_WARNING_TASK, APPROVAL_EXPIRY_TASK]) {
   const pending = () =>
     harness.app.db.pool.query<{ id: string }>(
       // Timer jobs are keyed `<task>:<run id>:<step id>:<expiry>` (queue.ts).
-      `select id from graphile_worker.jobs where task_identifier in ($1, $2) and key like $3`,
-      [APPROVAL_WARNING_TASK, APPROVAL_EXPIRY_TASK, `%:${runId}:%`],
+      "select id from graphile_worker.jobs where task_identifier = any($1::text[]) and key like $2",
+      [tasks, `%:${runId}:%`],
     );
   const ids = (await pending()).rows.map((row) => row.id);
   expect(ids.length).toBeGreaterThan(0);
@@ -62,10 +65,15 @@ describe("approval timeouts", () => {
         },
         { id: "step_3", description: "ordered after", tool: "echo", args: { value: 3 }, dependsOn: ["step_1"] },
       ],
-      { approvalTimeoutSeconds: 2, approvalWarningSeconds: 1 },
+      // An hour, warned a minute before; the test makes each timer due in turn. (With 2 s and 1 s
+      // a busy worker found both due at once and the expiry could land before the warning.)
+      { approvalTimeoutSeconds: 3_600, approvalWarningSeconds: 60 },
     );
     const waiting = await waitForStep(runId, "step_1", "awaiting_approval");
     expect(waiting.waiting).toMatchObject({ kind: "approval", expiresAt: expect.any(String) });
+    await fireApprovalTimers(runId, [APPROVAL_WARNING_TASK]);
+    expect((await harness.caller.runs.get({ runId })).steps[0]!.status).toBe("awaiting_approval");
+    await fireApprovalTimers(runId, [APPROVAL_EXPIRY_TASK]);
     const run = await harness.waitForRun(runId);
     expect(run.status).toBe("completed");
     expect(run.steps.map((s) => [s.stepId, s.status])).toEqual([
@@ -73,7 +81,7 @@ describe("approval timeouts", () => {
       ["step_2", "skipped"],
       ["step_3", "completed"],
     ]);
-    expect(run.steps[0]!.reason).toBe("No approval decision within 2 s");
+    expect(run.steps[0]!.reason).toBe("No approval decision within 60 minutes");
     expect(run.steps[0]!.waiting).toBeUndefined();
     const types = (await eventsOf(runId)).filter((e) => e.stepId === "step_1").map((e) => e.type);
     expect(types).toEqual(["step.awaiting_approval", "approval.requested", "approval.expiring", "step.skipped"]);
