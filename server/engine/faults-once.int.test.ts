@@ -40,7 +40,7 @@ afterAll(async () => {
  * every engine transaction on those runs ends by appending events, so one that meets a held lock
  * has done all its work (claims included) and then times out and is tried again. After each hold
  * it lets go until the engine has recorded something on those runs (or 5 s passed): a fixed short
- * gap starved the engine on a busy machine (load 40: no run finished in five minutes), while
+ * gap starved the engine on a busy machine (at load 40 the test ran past its five minutes), while
  * waiting for progress keeps the contention whatever the machine's speed.
  */
 function contend(url: string, runIds: () => string[], holdMs: number) {
