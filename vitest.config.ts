@@ -14,6 +14,13 @@ export default defineConfig({
           include: ["server/**/*.test.ts", "components/**/*.test.ts"],
           exclude: ["**/*.int.test.ts", "node_modules/**"],
           environment: "node",
+          // Many unit tests spawn git, bash or worker threads a fixed number of times; on a busy
+          // machine (load 20+ on 2 cores) that alone can take longer than vitest's 5 s default.
+          // A backstop against hangs, not a speed check: speed belongs to the benchmarks.
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          // expect.poll waits for its condition; vitest's 1 s default ran out at load 30.
+          expect: { poll: { timeout: 30_000 } },
         },
       },
       {
@@ -23,8 +30,12 @@ export default defineConfig({
           include: ["server/**/*.int.test.ts", "tests/**/*.int.test.ts"],
           environment: "node",
           globalSetup: ["tests/global-setup.ts"],
-          testTimeout: 60_000,
-          hookTimeout: 60_000,
+          // Backstops against hangs, not speed checks: a test that starts a worker process waits
+          // for tsx to compile the server, which took 2.5 min at load 40 on 2 cores.
+          testTimeout: 600_000,
+          hookTimeout: 600_000,
+          // expect.poll waits for its condition; vitest's 1 s default ran out at load 30.
+          expect: { poll: { timeout: 60_000 } },
           // Each file gets its own database; two at a time keeps a 2-core machine responsive.
           maxWorkers: 2,
         },

@@ -40,7 +40,7 @@ test("a decision link opened without signing in shows what would run and decides
   let link: { url: string } | undefined;
   await expect(async () => {
     link = await trpc<{ url: string }>(request, "runs.createDecisionLink", { runId, stepId: "step_1" });
-  }).toPass({ timeout: 15_000 });
+  }).toPass({ timeout: 60_000 });
 
   // A phone: no session cookie at all.
   const phone = await browser.newContext({ storageState: { cookies: [], origins: [] } });

@@ -1,5 +1,6 @@
 import { expect, test, type Page } from "@playwright/test";
 import { RunViewPage, startRunViaApi } from "./pages/run-pages";
+import { query } from "./pages/trpc-api";
 
 /** Asserts that the event list covers 1..last with every number exactly once, in order. */
 async function expectCompleteEventList(run: RunViewPage) {
@@ -220,7 +221,17 @@ test("after going offline and back, and after a reload mid-run, the event list h
   await context.setOffline(true);
   // The page closes the stream and says so; the run goes on without it.
   await expect(run.connection()).toHaveText(/^offline/);
-  await page.waitForTimeout(2500);
+  // The run moves on while the page is offline: step_2 completes, so the page has events to catch
+  // up on when it is back (however slowly the machine runs the steps; no fixed wait).
+  await expect
+    .poll(
+      async () => {
+        const { steps } = await query<{ steps: { stepId: string; status: string }[] }>(request, "runs.get", { runId });
+        return steps.find((step) => step.stepId === "step_2")?.status;
+      },
+      { timeout: 30_000 },
+    )
+    .toBe("completed");
   await context.setOffline(false);
   await expect(run.connection()).toHaveText("live");
   await run.showTab("Events");

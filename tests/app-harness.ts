@@ -37,7 +37,8 @@ export async function startHarness(
     app,
     caller,
     workspace,
-    async waitForRun(runId, statuses = ["completed", "failed", "cancelled"], timeoutMs = 20_000) {
+    // A backstop: a busy machine (load 30 on 2 cores) can take tens of seconds over a short run.
+    async waitForRun(runId, statuses = ["completed", "failed", "cancelled"], timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
         const run = await caller.runs.get({ runId });

@@ -55,7 +55,7 @@ async function statusOf() {
   return call(agentStatus, {});
 }
 
-async function waitForStatus(reason: string, timeoutMs = 15_000) {
+async function waitForStatus(reason: string, timeoutMs = 60_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const status = await statusOf();

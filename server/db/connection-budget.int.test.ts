@@ -66,7 +66,7 @@ describe("the connection budget", () => {
     expect(() => connectionBudget({ total: 5, worker: true })).toThrow(/at least/);
   });
 
-  it("two workers and a server fit a max_connections = 60 server under load", { timeout: 180_000 }, async () => {
+  it("two workers and a server fit a max_connections = 60 server under load", { timeout: 600_000 }, async () => {
     process.env.STEPWISE_DB_CONNECTIONS = String(BUDGET);
     const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-budget-pg-"));
     cleanups.push(() => fs.rm(dataDir, { recursive: true, force: true }));

@@ -102,7 +102,7 @@ describe("work distribution across worker processes", () => {
     expect(rows.rows.every((row) => row.stopped)).toBe(true);
     const after = await harness.caller.runs.get({ runId });
     expect(after.steps.every((step) => step.worker !== null)).toBe(true);
-  }, 150_000);
+  }, 600_000);
 
   it("when one of two worker processes is SIGKILLed mid-run, the survivor finishes the run", async () => {
     harness = await startHarness({ worker: false, tools: createProbeRegistry() });
@@ -129,7 +129,7 @@ describe("work distribution across worker processes", () => {
     // Kill one process once the run is well under way, at whatever point its steps have reached.
     await expect
       .poll(async () => (await readProbeLog(probeLog)).filter((e) => e.pid === victim.pid).length, {
-        timeout: 30_000,
+        timeout: 60_000,
         interval: 20,
       })
       .toBeGreaterThan(30);
@@ -140,7 +140,7 @@ describe("work distribution across worker processes", () => {
     // its step; durability.int.test.ts reproduces that case deterministically ("took off the queue").
     await expect
       .poll(async () => (await harness!.caller.runs.get({ runId })).status, {
-        timeout: 60_000,
+        timeout: 120_000,
         message: "the survivor must finish the run, including steps whose jobs the killed worker had taken",
       })
       .toBe("completed");
@@ -161,5 +161,5 @@ describe("work distribution across worker processes", () => {
     for (const step of run.steps) {
       expect(events.filter((e) => e.type === "step.completed" && e.stepId === step.stepId)).toHaveLength(1);
     }
-  }, 150_000);
+  }, 600_000);
 });

@@ -64,7 +64,9 @@ describe("durability", () => {
         id: `step_${i + 2}`,
         description: "long",
         tool: "sleep",
-        args: { ms: 3000 },
+        // Long enough that all four are seen running together, however unevenly a busy machine
+        // starts them.
+        args: { ms: 10_000 },
         dependsOn: ["step_1"],
       })),
       {
@@ -77,11 +79,22 @@ describe("durability", () => {
     ];
     const plan = await harness.caller.plans.createFromJson({ planJson: JSON.stringify({ goal: "crash", steps }) });
     child = startWorkerProcess(harness.app.db.url, harness.workspace);
+    // The process compiles the server as it starts (tens of seconds on a busy machine): the run
+    // starts once it has registered, so the steps' own time is not spent waiting for it.
+    const pid = child.pid;
+    await expect
+      .poll(
+        async () =>
+          (await harness!.app.db.pool.query("select 1 from workers where pid = $1 and stopped_at is null", [pid]))
+            .rowCount,
+        { timeout: 400_000, interval: 200 },
+      )
+      .toBe(1);
     const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: 1 });
     await expect
       .poll(
         async () => (await harness!.caller.runs.get({ runId })).steps.filter((s) => s.status === "running").length,
-        { timeout: 20_000 },
+        { timeout: 30_000 },
       )
       .toBe(4);
     child.kill("SIGKILL");
@@ -94,7 +107,7 @@ describe("durability", () => {
       heartbeatMs: 200,
     });
     try {
-      const run = await harness.waitForRun(runId, ["completed", "failed", "cancelled"], 30_000);
+      const run = await harness.waitForRun(runId, ["completed", "failed", "cancelled"], 60_000);
       expect(run.status).toBe("completed");
       const byId = new Map(run.steps.map((s) => [s.stepId, s]));
       expect(byId.get("step_1")!.attempt).toBe(1);
@@ -113,7 +126,7 @@ describe("durability", () => {
     } finally {
       await worker.stop();
     }
-  });
+  }, 600_000);
 
   it("a SIGKILLed probe worker: completed steps never run again, interrupted ones run again, events stay gap-free", async () => {
     harness = await startHarness({ worker: false, tools: createProbeRegistry() });
@@ -222,7 +235,7 @@ describe("durability", () => {
     expect(final.get("step_13")!.result?.value).toMatchObject({ value: final.get("step_7")!.result?.value });
     expect(sequenceProblems(events)).toEqual([]);
     expect(illegalTransitions(events)).toEqual([]);
-  }, 120_000);
+  }, 600_000);
 
   it("an interrupted non-idempotent step fails as interrupted, blocks only its dependents, and runs again only when a person retries it", async () => {
     harness = await startHarness({ worker: false, tools: createProbeRegistry() });

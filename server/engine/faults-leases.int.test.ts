@@ -143,7 +143,7 @@ describe("leases", () => {
     expect(events.filter((e) => e.type === "step.interrupted").map((e) => e.stepId)).toEqual(["step_1"]);
     expect(sequenceProblems(events)).toEqual([]);
     expect(illegalTransitions(events)).toEqual([]);
-  }, 120_000);
+  }, 600_000);
 
   it("a frozen worker whose step was taken over aborts its attempt when it wakes, and nothing it does after is recorded", async () => {
     harness = await startHarness({ worker: false, tools: createProbeRegistry() });
@@ -189,7 +189,7 @@ describe("leases", () => {
     expect(stale).toEqual([]);
     expect(sequenceProblems(events)).toEqual([]);
     expect(illegalTransitions(events)).toEqual([]);
-  }, 120_000);
+  }, 600_000);
 });
 
 describe("takeover", () => {
@@ -241,7 +241,7 @@ describe("takeover", () => {
     expect(sequenceProblems(events)).toEqual([]);
     expect(illegalTransitions(events)).toEqual([]);
     expect(peer.child.exitCode).toBe(null);
-  }, 120_000);
+  }, 600_000);
 });
 
 describe("recovery beside a busy run", () => {
@@ -418,7 +418,7 @@ describe("a queued step whose job is gone", () => {
     const events = await readEvents(h.app.db.pool, runId, 0);
     expect(sequenceProblems(events)).toEqual([]);
     expect(illegalTransitions(events)).toEqual([]);
-  }, 90_000);
+  }, 600_000);
 });
 
 describe("a worker whose wall clock is wrong", () => {
@@ -448,6 +448,6 @@ describe("a worker whose wall clock is wrong", () => {
       expect((await h.caller.runs.get({ runId: deadRun })).steps[0]!.reason).toMatch(/^Interrupted/);
       await h.caller.runs.cancel({ runId: liveRun });
     },
-    90_000,
+    600_000,
   );
 });

@@ -38,7 +38,10 @@ afterAll(async () => {
 /**
  * Until stopped, takes the event-stream locks of `runIds()` for `holdMs` at a time with short gaps:
  * every engine transaction on those runs ends by appending events, so one that meets a held lock
- * has done all its work (claims included) and then times out and is tried again.
+ * has done all its work (claims included) and then times out and is tried again. After each hold
+ * it lets go until the engine has recorded something on those runs (or 5 s passed): a fixed short
+ * gap starved the engine on a busy machine (at load 40 the test ran past its five minutes), while
+ * waiting for progress keeps the contention whatever the machine's speed.
  */
 function contend(url: string, runIds: () => string[], holdMs: number) {
   let stopped = false;
@@ -49,11 +52,21 @@ function contend(url: string, runIds: () => string[], holdMs: number) {
     await client.connect();
     while (!stopped) {
       const ids = runIds();
+      const recorded = async () =>
+        (
+          await client.query<{ n: string }>(
+            "select coalesce(sum(last_seq), 0) as n from event_streams where id = any($1::text[])",
+            [ids],
+          )
+        ).rows[0]!.n;
       await client.query("begin");
       await client.query("select 1 from event_streams where id = any($1::text[]) for update", [ids]);
+      const before = await recorded();
       await new Promise((resolve) => setTimeout(resolve, holdMs));
       await client.query("commit");
-      await new Promise((resolve) => setTimeout(resolve, 15));
+      const until = Date.now() + 5_000;
+      do await new Promise((resolve) => setTimeout(resolve, 15));
+      while (!stopped && ids.length > 0 && (await recorded()) === before && Date.now() < until);
       timeouts++;
     }
     await client.end();

@@ -1,4 +1,4 @@
-import { prismaQueryable } from "../db";
+import { PRISMA_TRANSACTION_OPTIONS, prismaQueryable } from "../db";
 import type { PrismaClient } from "../generated/prisma/client";
 import { AppError } from "../errors";
 import type { ToolRegistry } from "../tools/registry";
@@ -58,7 +58,8 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
       prisma.run.findUnique({ where: { id: runId }, include: { steps: { orderBy: { position: "asc" } } } }),
       prisma.eventStream.findUnique({ where: { id: runId } }),
     ],
-    { isolationLevel: "RepeatableRead" },
+    // Prisma's 2 s to start a transaction was not enough on a busy machine (load 40): the read failed.
+    { isolationLevel: "RepeatableRead", ...PRISMA_TRANSACTION_OPTIONS },
   );
   if (!run) throw new AppError("not_found", `No run ${runId}`);
   // Worker rows stay after their process stops, so a finished step still names who ran it.

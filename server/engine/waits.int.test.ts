@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { readEvents } from "../events/store";
+import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK } from "./queue";
 import { startStepWorker } from "./worker";
 
 let harness: Harness;
@@ -21,7 +22,25 @@ async function eventsOf(runId: string) {
   return readEvents(harness.app.db.pool, runId, 0);
 }
 
-async function waitForStep(runId: string, stepId: string, status: string, timeoutMs = 15_000) {
+/**
+ * Makes a run's approval timer jobs (the warning, the expiry, or both) due now, and waits until the
+ * worker ran them: the test decides when time has passed, not the machine's speed.
+ */
+async function fireApprovalTimers(runId: string, tasks = [APPROVAL_WARNING_TASK, APPROVAL_EXPIRY_TASK]) {
+  const pending = () =>
+    harness.app.db.pool.query<{ id: string }>(
+      // Timer jobs are keyed `<task>:<run id>:<step id>:<expiry>` (queue.ts).
+      "select id from graphile_worker.jobs where task_identifier = any($1::text[]) and key like $2",
+      [tasks, `%:${runId}:%`],
+    );
+  const ids = (await pending()).rows.map((row) => row.id);
+  expect(ids.length).toBeGreaterThan(0);
+  await harness.app.db.pool.query("select graphile_worker.reschedule_jobs($1::bigint[], run_at => now())", [ids]);
+  await expect.poll(async () => (await pending()).rowCount, { timeout: 45_000 }).toBe(0);
+}
+
+// The backstop only: on a busy machine the engine can take a while to reach a status.
+async function waitForStep(runId: string, stepId: string, status: string, timeoutMs = 45_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const run = await harness.caller.runs.get({ runId });
@@ -46,10 +65,15 @@ describe("approval timeouts", () => {
         },
         { id: "step_3", description: "ordered after", tool: "echo", args: { value: 3 }, dependsOn: ["step_1"] },
       ],
-      { approvalTimeoutSeconds: 2, approvalWarningSeconds: 1 },
+      // An hour, warned a minute before; the test makes each timer due in turn. (With 2 s and 1 s
+      // a busy worker found both due at once and the expiry could land before the warning.)
+      { approvalTimeoutSeconds: 3_600, approvalWarningSeconds: 60 },
     );
     const waiting = await waitForStep(runId, "step_1", "awaiting_approval");
     expect(waiting.waiting).toMatchObject({ kind: "approval", expiresAt: expect.any(String) });
+    await fireApprovalTimers(runId, [APPROVAL_WARNING_TASK]);
+    expect((await harness.caller.runs.get({ runId })).steps[0]!.status).toBe("awaiting_approval");
+    await fireApprovalTimers(runId, [APPROVAL_EXPIRY_TASK]);
     const run = await harness.waitForRun(runId);
     expect(run.status).toBe("completed");
     expect(run.steps.map((s) => [s.stepId, s.status])).toEqual([
@@ -57,7 +81,7 @@ describe("approval timeouts", () => {
       ["step_2", "skipped"],
       ["step_3", "completed"],
     ]);
-    expect(run.steps[0]!.reason).toBe("No approval decision within 2 s");
+    expect(run.steps[0]!.reason).toBe("No approval decision within 60 minutes");
     expect(run.steps[0]!.waiting).toBeUndefined();
     const types = (await eventsOf(runId)).filter((e) => e.stepId === "step_1").map((e) => e.type);
     expect(types).toEqual(["step.awaiting_approval", "approval.requested", "approval.expiring", "step.skipped"]);
@@ -71,13 +95,14 @@ describe("approval timeouts", () => {
   it("a decision in time cancels the expiry: the approved step runs and is never skipped later", async () => {
     const { runId } = await createAndApprove(
       [{ id: "step_1", description: "gated", tool: "echo", args: { value: 1 }, approvalRequired: true }],
-      { approvalTimeoutSeconds: 1, approvalWarningSeconds: 0 },
+      // Long enough that the decision is always in time, however busy the machine.
+      { approvalTimeoutSeconds: 3_600, approvalWarningSeconds: 60 },
     );
     await waitForStep(runId, "step_1", "awaiting_approval");
     await harness.caller.runs.decide({ runId, stepId: "step_1", approve: true });
     await harness.waitForRun(runId, ["completed"]);
-    // The expiry timer still fires; it must find the wait gone and change nothing.
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // The warning and expiry timers still fire; they must find the wait gone and change nothing.
+    await fireApprovalTimers(runId);
     const run = await harness.caller.runs.get({ runId });
     expect(run.steps[0]!.status).toBe("completed");
     expect((await eventsOf(runId)).map((e) => e.type)).not.toContain("approval.expiring");
@@ -147,7 +172,7 @@ describe("ask_user", () => {
       });
       const { runId } = await own.caller.plans.approve({ planId: plan.id, version: 1 });
       await own.waitForRun(runId, ["running"]);
-      const deadline = Date.now() + 10_000;
+      const deadline = Date.now() + 60_000;
       while ((await own.caller.runs.get({ runId })).steps[0]!.status !== "awaiting_input") {
         if (Date.now() > deadline) throw new Error("step_1 never asked");
         await new Promise((resolve) => setTimeout(resolve, 50));

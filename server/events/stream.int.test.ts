@@ -38,8 +38,11 @@ async function append(streamId: string, count: number, text = ""): Promise<Store
   );
 }
 
-/** Collects a subscription's events until it has `until` or the time runs out; then stops it. */
-async function collect(streamId: string, afterSeq: number, until: number, timeoutMs = 15_000): Promise<number[]> {
+/**
+ * Collects a subscription's events until it has `until` or the time runs out; then stops it. The
+ * time is a backstop below the test's own timeout, generous for a busy machine.
+ */
+async function collect(streamId: string, afterSeq: number, until: number, timeoutMs = 45_000): Promise<number[]> {
   const abort = new AbortController();
   const seqs: number[] = [];
   const timer = setTimeout(() => abort.abort(), timeoutMs);
@@ -120,7 +123,7 @@ describe("streamEvents", () => {
   it("catches up on what was committed while the LISTEN connection was down", async () => {
     const streamId = `stream-${randomUUID()}`;
     await append(streamId, 3);
-    const subscriber = collect(streamId, 0, 3 + 40, 30_000);
+    const subscriber = collect(streamId, 0, 3 + 40);
     await delay(200);
     const writing = (async () => {
       for (let i = 0; i < 40; i++) {
@@ -148,7 +151,8 @@ describe("streamEvents", () => {
         seen.push(event.seq);
       }
     })();
-    await delay(200);
+    // The first event arrives, however long the machine takes to deliver it; then the abort.
+    await expect.poll(() => seen, { timeout: 45_000 }).toEqual([1]);
     abort.abort();
     await iteration;
     await append(streamId, 1);

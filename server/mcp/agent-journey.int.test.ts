@@ -59,7 +59,7 @@ async function connect(agentName = "planner-agent") {
 }
 
 async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + 60_000;
   for (;;) {
     const value = await read();
     if (done(value)) return value;

@@ -79,7 +79,7 @@ async function stepStatus(runId: string, stepId: string): Promise<string | undef
 }
 
 async function waitForStep(runId: string, stepId: string, status: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + 60_000;
   for (;;) {
     const current = await stepStatus(runId, stepId);
     if (current === status) return;

@@ -29,7 +29,9 @@ beforeEach(() => {
         STEPWISE_LLM_BASE_URL: llm.baseUrl,
         STEPWISE_LLM_MODELS: "scripted-planner",
         STEPWISE_PLANNER_RETRIES: "0",
-        STEPWISE_PLANNER_TIMEOUT_MS: "5000",
+        // Generous: a busy machine can take seconds to answer from the scripted model, and a cut-off
+        // call would fail the session. No test here waits for the timeout.
+        STEPWISE_PLANNER_TIMEOUT_MS: "60000",
       }),
     ),
   );
@@ -46,12 +48,14 @@ async function startFailingRun(recovery?: "ask" | "auto") {
 }
 
 async function waitForAudit(runId: string, action: string) {
-  for (let i = 0; i < 400; i++) {
+  // A backstop only, by the clock rather than a count of polls that a busy machine makes slow.
+  const deadline = Date.now() + 60_000;
+  for (;;) {
     const entry = await harness.app.db.prisma.auditEntry.findFirst({ where: { runId, action } });
     if (entry) return entry;
+    if (Date.now() > deadline) throw new Error(`no ${action} audit entry for run ${runId}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  throw new Error(`no ${action} audit entry for run ${runId}`);
 }
 
 const retryWith = (file: string) => ({

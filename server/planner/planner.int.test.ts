@@ -22,7 +22,9 @@ function configure(env: Record<string, string> = {}) {
       STEPWISE_LLM_MODELS: "scripted-planner",
       STEPWISE_LLM_NAME: "Scripted",
       STEPWISE_PLANNER_RETRIES: "0",
-      STEPWISE_PLANNER_TIMEOUT_MS: "1500",
+      // Generous: on a busy machine the scripted model in this process can take seconds to answer,
+      // and a call cut off by the timeout fails the session. The timeout test sets its own.
+      STEPWISE_PLANNER_TIMEOUT_MS: "60000",
       STEPWISE_LLM_PRICES: JSON.stringify({ "scripted-planner": { input: 1, output: 2 } }),
       ...env,
     }),
@@ -55,12 +57,14 @@ async function finished(sessionId: string) {
 }
 
 async function waitForStatus(sessionId: string, status: string) {
-  for (let i = 0; i < 200; i++) {
+  // A backstop only, by the clock rather than a count of polls that a busy machine makes slow.
+  const deadline = Date.now() + 60_000;
+  for (;;) {
     const session = await harness.caller.planner.session({ sessionId });
     if (session.status === status) return session;
+    if (Date.now() > deadline) throw new Error(`session never reached ${status} (it is ${session.status})`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  throw new Error(`session never reached ${status}`);
 }
 
 async function eventTypes(sessionId: string) {
@@ -270,11 +274,11 @@ describe("failures", () => {
   });
 
   it("gives up on a provider that does not answer within the timeout", async () => {
+    configure({ STEPWISE_PLANNER_TIMEOUT_MS: "1500" });
+    // The model never answers: the session ends at all only because the timeout fired.
     llm.script({ hang: true });
-    const started = Date.now();
     const { sessionId } = await harness.caller.planner.start({ goal: "Show the README", mode: "quick" });
     const session = await finished(sessionId);
-    expect(Date.now() - started).toBeLessThan(10_000);
     expect(session.status).toBe("failed");
     expect(session.failure).toMatchObject({ kind: "timeout", retryable: true });
     expect(session.failure!.message).toContain("did not answer within 2 s");
@@ -305,7 +309,6 @@ describe("failures", () => {
 
   it("cancels a running session at once", async () => {
     llm.script({ hang: true });
-    configure({ STEPWISE_PLANNER_TIMEOUT_MS: "60000" });
     const { sessionId } = await harness.caller.planner.start({ goal: "Show the README", mode: "quick" });
     while (llm.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
     await harness.caller.planner.cancel({ sessionId });

@@ -4,7 +4,7 @@ import type { AuditAction } from "../audit/actions";
 import { planningDeadline } from "../agents/wait-timers";
 import { listPlanningMessages, type PlanningMessage } from "./messages";
 import { recordAudit } from "../audit/audit-log";
-import { inTransaction, prismaQueryable } from "../db";
+import { inTransaction, PRISMA_TRANSACTION_OPTIONS, prismaQueryable } from "../db";
 import { enqueuePlanningJob } from "../engine/queue";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
@@ -108,7 +108,7 @@ async function createQueued(
     const session = await tx.planningSession.create({ data: { ...data, status: "running", phase: "queued" } });
     await enqueuePlanningJob(prismaQueryable(tx), session.id);
     return session;
-  });
+  }, PRISMA_TRANSACTION_OPTIONS);
 }
 
 /** Starts planning a new task; the work continues in the background and streams its progress. */

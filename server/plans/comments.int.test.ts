@@ -58,7 +58,9 @@ beforeEach(() => {
       STEPWISE_LLM_MODELS: "scripted-planner",
       STEPWISE_LLM_NAME: "Scripted",
       STEPWISE_PLANNER_RETRIES: "0",
-      STEPWISE_PLANNER_TIMEOUT_MS: "1500",
+      // Generous: a busy machine can take seconds to answer from the scripted model, and a cut-off
+      // call would fail the session. No test here waits for the timeout.
+      STEPWISE_PLANNER_TIMEOUT_MS: "60000",
     }),
   );
   installPlanner(harness.app, planner);

@@ -83,7 +83,8 @@ async function outsideNames(): Promise<string[]> {
   return (await fs.readdir(outside)).sort();
 }
 
-describe("file tools under a concurrent directory/symlink swap", () => {
+// 200 tries per tool against a thread that swaps as fast as it can: write_file took 45 s at load 40.
+describe("file tools under a concurrent directory/symlink swap", { timeout: 180_000 }, () => {
   it("read_file never reads the outside file", async () => {
     const escapes = await underSwap(async () => {
       const text = await settle(runTool(readFileTool, { path: "d/secret.txt" }, context()));
