@@ -4,6 +4,7 @@ import { inTransaction } from "../db";
 import { PLANNING_TIMEOUT_TASK } from "../engine/queue";
 import { isAppError } from "../errors";
 import { appendEvents } from "../events/store";
+import * as store from "../planner/session-store";
 import { rejectPlan } from "../plans/lifecycle";
 
 /**
@@ -88,11 +89,7 @@ export function scheduleReviewTimeout(client: Client, input: { sessionId: string
  * the same key, so only the last call's timer remains.
  */
 export async function touchPlanMode(client: Client, sessionId: string): Promise<void> {
-  const touched = await client.query(
-    "update planning_sessions set last_activity_at = now() where id = $1 and kind = 'external' and status = 'running'",
-    [sessionId],
-  );
-  if (!touched.rowCount) return;
+  if (!(await store.touchActivity(client, sessionId))) return;
   const timeoutMs = waitLimits().idleMs;
   await scheduleIn(client, {
     task: PLANNING_IDLE_TIMEOUT_TASK,
@@ -143,10 +140,8 @@ export async function timeOutPlanReview(
     throw error;
   }
   await inTransaction(pool, async (client) => {
-    await client.query(
-      `update planning_sessions set failure = $2::jsonb, phase = 'done', finished_at = coalesce(finished_at, now()) where id = $1`,
-      [job.sessionId, JSON.stringify(timeoutFailure(message, "review_timeout"))],
-    );
+    // The rejection ended the agent's session; it records why.
+    await store.recordReviewTimeout(client, job.sessionId, timeoutFailure(message, "review_timeout"));
     await recordAudit(client, {
       actor: "stepwise",
       action: "plan.review_timed_out",
@@ -162,14 +157,12 @@ export async function timeOutPlanReview(
 export async function timeOutIdlePlanning(pool: pg.Pool, job: { sessionId: string; timeoutMs: number }): Promise<void> {
   await inTransaction(pool, async (client) => {
     const message = `The agent made no call for ${minutes(job.timeoutMs)} while gathering; planning was cancelled.`;
-    const cancelled = await client.query<{ id: string; plan_id: string | null; trace_id: string }>(
-      `update planning_sessions set status = 'cancelled', phase = 'done', finished_at = now(), failure = $3::jsonb
-       where id = $1 and kind = 'external' and status = 'running'
-         and coalesce(last_activity_at, created_at) <= now() - make_interval(secs => $2::double precision / 1000)
-       returning id, plan_id, trace_id`,
-      [job.sessionId, job.timeoutMs, JSON.stringify(timeoutFailure(message, "idle_timeout"))],
-    );
-    const row = cancelled.rows[0];
+    let row: store.SessionRef | undefined;
+    try {
+      row = await store.timeOutIdle(client, job.sessionId, job.timeoutMs, timeoutFailure(message, "idle_timeout"));
+    } catch (error) {
+      if (!store.lostRace(error)) throw error;
+    }
     if (!row) {
       // Parked on a question (its own timer runs): once answered, the agent must come back within
       // the limit too, so the idle timer waits on.
@@ -190,10 +183,10 @@ export async function timeOutIdlePlanning(pool: pg.Pool, job: { sessionId: strin
     await recordAudit(client, {
       actor: "stepwise",
       action: "planning.timed_out",
-      planId: row.plan_id ?? row.id,
+      planId: row.planId ?? row.id,
       detail: { sessionId: row.id, reason: "idle", timeoutMs: job.timeoutMs, message },
     });
-    await emit(client, row, "planning.cancelled", { by: "stepwise" });
+    await emit(client, { id: row.id, trace_id: row.traceId }, "planning.cancelled", { by: "stepwise" });
   });
 }
 

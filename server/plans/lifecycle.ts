@@ -2,6 +2,7 @@ import type pg from "pg";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
+import { endForRejectedPlan } from "../planner/session-store";
 import { ACTIVE_RUN_STATUSES } from "../vocabulary";
 
 /**
@@ -12,7 +13,6 @@ import { ACTIVE_RUN_STATUSES } from "../vocabulary";
  * changes take that lock first, so an approval and a rejection of one plan never both succeed.
  */
 export type PlanLifecycleState = "active" | "rejected" | "archived";
-
 
 interface PlanRow {
   id: string;
@@ -89,10 +89,7 @@ export async function rejectPlan(
       input.version,
     ]);
     // An agent in plan mode learns it through plan.review_status; its session ends here.
-    await client.query(
-      "update planning_sessions set status = 'cancelled', finished_at = now() where plan_id = $1 and kind = 'external'",
-      [input.planId],
-    );
+    await endForRejectedPlan(client, input.planId);
     await recordAudit(client, {
       actor: input.actor,
       action: "plan.rejected",
