@@ -4,6 +4,7 @@ import { inTransaction } from "../db";
 import { PLANNING_TIMEOUT_TASK } from "../engine/queue";
 import { isAppError } from "../errors";
 import { appendEvents } from "../events/store";
+import { loadReviewFacts, reviewStateOf } from "../planner/review-state";
 import * as store from "../planner/session-store";
 import { rejectPlan } from "../plans/lifecycle";
 
@@ -121,36 +122,38 @@ export async function timeOutPlanReview(
   job: { sessionId: string; planId: string; version: number; timeoutMs: number },
 ): Promise<void> {
   const waiting = await pool.query<{ trace_id: string }>(
-    `select s.trace_id from planning_sessions s join plans p on p.id = s.plan_id
-     where s.id = $1 and s.plan_id = $2 and s.status = 'completed' and p.current_version = $3 and p.rejected_at is null
-       and not exists (select 1 from runs r where r.plan_id = p.id and r.plan_version = $3)
-       and coalesce((select a.action from audit_entries a where a.plan_id = p.id and a.plan_version = $3
-                      and a.action in ('plan.changes_requested', 'plan.restored') order by a.id desc limit 1), '')
-           <> 'plan.changes_requested'`,
-    [job.sessionId, job.planId, job.version],
+    "select s.trace_id from planning_sessions s where s.id = $1 and s.plan_id = $2 and s.status = 'completed'",
+    [job.sessionId, job.planId],
   );
   const session = waiting.rows[0];
   if (!session) return;
+  // Still waiting for a decision on that version: the same rule as the inbox's and plan_review_status'.
+  const facts = (await loadReviewFacts(pool, [{ planId: job.planId, version: job.version }])).get(job.planId);
+  if (!facts || reviewStateOf(facts).state !== "awaiting_review") return;
   const message = `Nobody reviewed the plan within ${minutes(job.timeoutMs)}; it was rejected as timed out.`;
   try {
-    await rejectPlan(pool, { planId: job.planId, version: job.version, actor: "stepwise", reason: message });
+    // With the rejection, in its transaction: the session says why, and the timeout is audited.
+    await rejectPlan(
+      pool,
+      { planId: job.planId, version: job.version, actor: "stepwise", reason: message },
+      async (client) => {
+        // The rejection ended the agent's session; it records why.
+        await store.recordReviewTimeout(client, job.sessionId, timeoutFailure(message, "review_timeout"));
+        await recordAudit(client, {
+          actor: "stepwise",
+          action: "plan.review_timed_out",
+          planId: job.planId,
+          planVersion: job.version,
+          detail: { sessionId: job.sessionId, timeoutMs: job.timeoutMs, message },
+        });
+        await emit(client, { id: job.sessionId, trace_id: session.trace_id }, "planning.cancelled", { by: "stepwise" });
+      },
+    );
   } catch (error) {
     // Decided in the same instant by a person: their decision stands.
     if (isAppError(error)) return;
     throw error;
   }
-  await inTransaction(pool, async (client) => {
-    // The rejection ended the agent's session; it records why.
-    await store.recordReviewTimeout(client, job.sessionId, timeoutFailure(message, "review_timeout"));
-    await recordAudit(client, {
-      actor: "stepwise",
-      action: "plan.review_timed_out",
-      planId: job.planId,
-      planVersion: job.version,
-      detail: { sessionId: job.sessionId, timeoutMs: job.timeoutMs, message },
-    });
-    await emit(client, { id: job.sessionId, trace_id: session.trace_id }, "planning.cancelled", { by: "stepwise" });
-  });
 }
 
 /** The agent made no call in plan mode for the whole limit while gathering: plan mode is cancelled. */

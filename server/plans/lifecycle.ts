@@ -51,10 +51,13 @@ export async function assertPlanMayRun(client: pg.PoolClient, planId: string): P
  * Rejects the plan at `version` (its current one, never run). Ends every planning session still
  * open on it, writes `plan.rejected` with the reason. Both kinds of planning session agree: the
  * built-in planner's and an external agent's (which reads the rejection through plan.review_status).
+ * `alongside` writes in the same transaction what the rejection's author records with it (the
+ * review timer: why), so nobody reads the rejection without it.
  */
 export async function rejectPlan(
   pool: pg.Pool,
   input: { planId: string; version: number; actor: string; reason: string },
+  alongside?: (client: pg.PoolClient) => Promise<void>,
 ): Promise<{ planId: string; version: number; state: "rejected" }> {
   return inTransaction(pool, async (client) => {
     const plan = await lockPlan(client, input.planId);
@@ -97,6 +100,7 @@ export async function rejectPlan(
       planVersion: input.version,
       detail: { reason: input.reason },
     });
+    await alongside?.(client);
     return { planId: input.planId, version: input.version, state: "rejected" as const };
   });
 }
