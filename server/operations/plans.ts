@@ -305,15 +305,17 @@ export const planReview = defineOperation({
     if (input.decision === "request_changes" && !input.comment) {
       throw new AppError("invalid_input", "Say what should change: the agent revises the plan by your instructions");
     }
-    const plan = await app.db.prisma.plan.findUnique({ where: { id: input.planId } });
-    if (!plan) throw new AppError("not_found", `No plan ${input.planId}`);
-    if (input.version !== plan.currentVersion) {
+    const facts = (await loadReviewFacts(app.db.pool, [{ planId: input.planId, version: input.version }])).get(
+      input.planId,
+    );
+    if (!facts) throw new AppError("not_found", `No plan ${input.planId}`);
+    if (input.version !== facts.currentVersion) {
       throw new AppError(
         "version_conflict",
-        `Version ${input.version} is not the current version (${plan.currentVersion})`,
+        `Version ${input.version} is not the current version (${facts.currentVersion})`,
       );
     }
-    if (await app.db.prisma.run.findFirst({ where: { planId: input.planId, planVersion: input.version } })) {
+    if (reviewStateOf(facts).state === "approved") {
       throw new AppError("invalid_state", "This version was already approved and runs");
     }
     if (input.decision === "reject") {
