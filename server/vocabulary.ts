@@ -55,6 +55,34 @@ export const NOT_STARTED_STEP_STATUSES = [
 ] as const satisfies readonly StepStatus[];
 
 /**
+ * A planning session's status (server/planner/session-store.ts holds its transition table): its
+ * loop runs, or waits for a person's answer, or it ended with a plan (completed), a plan that failed
+ * the gates (invalid), an error (failed), or a cancel — a person's, a timeout's or a rejection's.
+ */
+export const PLANNING_SESSION_STATUSES = [
+  "running",
+  "awaiting_answer",
+  "completed",
+  "invalid",
+  "failed",
+  "cancelled",
+] as const;
+export const planningSessionStatusSchema = z.enum(PLANNING_SESSION_STATUSES);
+export type PlanningSessionStatus = z.infer<typeof planningSessionStatusSchema>;
+/** Session states that still plan: something (a loop, an agent, a person's answer) comes next. */
+export const OPEN_PLANNING_STATUSES = [
+  "running",
+  "awaiting_answer",
+] as const satisfies readonly PlanningSessionStatus[];
+/** Session states after which the session never plans again. */
+export const FINISHED_PLANNING_STATUSES = [
+  "completed",
+  "invalid",
+  "failed",
+  "cancelled",
+] as const satisfies readonly PlanningSessionStatus[];
+
+/**
  * Who acts. person: reviews, approves, waives gates, decides. agent: proposes — creates and edits
  * plans, reports progress, raises signals — and never authorises. system: the engine's own
  * decisions (timeouts, recovery by policy).

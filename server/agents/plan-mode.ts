@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import type { AppContext } from "../app-context";
+import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { EventData, EventType, NewEvent } from "../events/types";
@@ -9,6 +10,7 @@ import { createPlan, getPlan } from "../plans/service";
 import { savePlanVersion } from "../plans/versions";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { recordAudit } from "../audit/audit-log";
+import * as store from "../planner/session-store";
 import { insertSession } from "./sessions";
 import { scheduleAnswerTimeout, scheduleReviewTimeout, touchPlanMode } from "./wait-timers";
 
@@ -104,11 +106,14 @@ async function openSession(app: App, sessionId: string, actor: string): Promise<
 export async function enterPlanMode(app: App, input: { reason: string; actor: string }) {
   const id = randomUUID();
   const traceId = randomUUID();
-  await app.db.pool.query(
-    `insert into planning_sessions (id, kind, mode, status, goal, model, workspace_root, trace_id, actor)
-     values ($1, 'external', 'deep', 'running', $2, $3, $4, $5, $6)`,
-    [id, input.reason, `agent ${input.actor}`, app.workspaceRoot, traceId, input.actor],
-  );
+  await store.createExternalSession(app.db.pool, {
+    id,
+    reason: input.reason,
+    model: `agent ${input.actor}`,
+    workspaceRoot: app.workspaceRoot,
+    traceId,
+    actor: input.actor,
+  });
   await emit(app, { id, trace_id: traceId }, "planning.started", {
     kind: "external",
     mode: "agent",
@@ -135,13 +140,16 @@ export async function askUser(
 ) {
   const session = await openSession(app, input.sessionId, input.actor);
   const questionId = randomUUID();
-  await app.db.pool.query("insert into planning_questions (id, session_id, question) values ($1, $2, $3)", [
-    questionId,
-    session.id,
-    input.question,
-  ]);
-  await app.db.pool.query("update planning_sessions set status = 'awaiting_answer' where id = $1", [session.id]);
-  await scheduleAnswerTimeout(app.db.pool, { sessionId: session.id, questionId });
+  await inTransaction(app.db.pool, async (client) => {
+    await client.query("insert into planning_questions (id, session_id, question) values ($1, $2, $3)", [
+      questionId,
+      session.id,
+      input.question,
+    ]);
+    // Asked while still waiting for an earlier answer: the session simply waits on.
+    if (session.status !== "awaiting_answer") await store.askQuestion(client, session.id);
+    await scheduleAnswerTimeout(client, { sessionId: session.id, questionId });
+  });
   await emit(app, session, "planning.question", { questionId, question: input.question });
   return waitForAnswer(app, { sessionId: session.id, questionId, waitSeconds: input.wait_seconds }, signal);
 }
@@ -179,11 +187,12 @@ async function waitForAnswer(
     const row = rows.rows[0];
     if (!row) throw new AppError("not_found", `No question ${input.questionId} in this planning session`);
     if (row.answer !== null) {
-      await app.db.pool.query(
-        `update planning_sessions set status = 'running' where id = $1 and status = 'awaiting_answer'
-           and not exists (select 1 from planning_questions where session_id = $1 and answer is null)`,
-        [input.sessionId],
-      );
+      // Back to gathering once every question is answered (a session that moved on meanwhile stays).
+      if (row.status === "awaiting_answer") {
+        await store.recordAnswer(app.db.pool, input.sessionId).catch((error: unknown) => {
+          if (!store.lostRace(error)) throw error;
+        });
+      }
       return { status: "answered", question_id: input.questionId, answer: row.answer, answered_by: row.answered_by };
     }
     if (row.status === "cancelled") {
@@ -267,10 +276,7 @@ export async function submitPlan(
     planId = plan.id;
     version = plan.version;
   }
-  await app.db.pool.query(
-    "update planning_sessions set status = 'completed', plan_id = $2, result_version = $3, finished_at = now() where id = $1",
-    [session.id, planId, version],
-  );
+  await store.submitPlan(app.db.pool, session.id, { planId, resultVersion: version });
   await emit(app, session, "planning.completed", { planId, version });
   await scheduleReviewTimeout(app.db.pool, { sessionId: session.id, planId, version });
   return {
@@ -354,12 +360,15 @@ export async function exitPlanMode(
   input: { sessionId: string; actor: string } & z.output<typeof exitPlanModeInput>,
 ) {
   const session = await openSession(app, input.sessionId, input.actor);
-  const ended = await app.db.pool.query(
-    `update planning_sessions set status = 'cancelled', phase = 'done', finished_at = now()
-     where id = $1 and status in ('running', 'awaiting_answer')`,
-    [session.id],
-  );
-  if (ended.rowCount) {
+  const open = session.status === "running" || session.status === "awaiting_answer";
+  const ended = open
+    ? await store.cancel(app.db.pool, session.id).catch((error: unknown) => {
+        // Submitted or ended in the meantime: nothing left to cancel.
+        if (store.lostRace(error)) return null;
+        throw error;
+      })
+    : null;
+  if (ended) {
     await recordAudit(app.db.pool, {
       actor: input.actor,
       action: "planning.exited",
@@ -371,7 +380,7 @@ export async function exitPlanMode(
   return {
     status: "exited",
     planning_session_id: session.id,
-    message: ended.rowCount
+    message: ended
       ? "Left plan mode; the planning session is cancelled."
       : "Left plan mode; the submitted plan still waits for the person's review.",
   };

@@ -4,6 +4,8 @@ import { inTransaction } from "../db";
 import { PLANNING_TIMEOUT_TASK } from "../engine/queue";
 import { isAppError } from "../errors";
 import { appendEvents } from "../events/store";
+import { loadReviewFacts, reviewStateOf } from "../planner/review-state";
+import * as store from "../planner/session-store";
 import { rejectPlan } from "../plans/lifecycle";
 
 /**
@@ -88,11 +90,7 @@ export function scheduleReviewTimeout(client: Client, input: { sessionId: string
  * the same key, so only the last call's timer remains.
  */
 export async function touchPlanMode(client: Client, sessionId: string): Promise<void> {
-  const touched = await client.query(
-    "update planning_sessions set last_activity_at = now() where id = $1 and kind = 'external' and status = 'running'",
-    [sessionId],
-  );
-  if (!touched.rowCount) return;
+  if (!(await store.touchActivity(client, sessionId))) return;
   const timeoutMs = waitLimits().idleMs;
   await scheduleIn(client, {
     task: PLANNING_IDLE_TIMEOUT_TASK,
@@ -124,52 +122,50 @@ export async function timeOutPlanReview(
   job: { sessionId: string; planId: string; version: number; timeoutMs: number },
 ): Promise<void> {
   const waiting = await pool.query<{ trace_id: string }>(
-    `select s.trace_id from planning_sessions s join plans p on p.id = s.plan_id
-     where s.id = $1 and s.plan_id = $2 and s.status = 'completed' and p.current_version = $3 and p.rejected_at is null
-       and not exists (select 1 from runs r where r.plan_id = p.id and r.plan_version = $3)
-       and coalesce((select a.action from audit_entries a where a.plan_id = p.id and a.plan_version = $3
-                      and a.action in ('plan.changes_requested', 'plan.restored') order by a.id desc limit 1), '')
-           <> 'plan.changes_requested'`,
-    [job.sessionId, job.planId, job.version],
+    "select s.trace_id from planning_sessions s where s.id = $1 and s.plan_id = $2 and s.status = 'completed'",
+    [job.sessionId, job.planId],
   );
   const session = waiting.rows[0];
   if (!session) return;
+  // Still waiting for a decision on that version: the same rule as the inbox's and plan_review_status'.
+  const facts = (await loadReviewFacts(pool, [{ planId: job.planId, version: job.version }])).get(job.planId);
+  if (!facts || reviewStateOf(facts).state !== "awaiting_review") return;
   const message = `Nobody reviewed the plan within ${minutes(job.timeoutMs)}; it was rejected as timed out.`;
   try {
-    await rejectPlan(pool, { planId: job.planId, version: job.version, actor: "stepwise", reason: message });
+    // With the rejection, in its transaction: the session says why, and the timeout is audited.
+    await rejectPlan(
+      pool,
+      { planId: job.planId, version: job.version, actor: "stepwise", reason: message },
+      async (client) => {
+        // The rejection ended the agent's session; it records why.
+        await store.recordReviewTimeout(client, job.sessionId, timeoutFailure(message, "review_timeout"));
+        await recordAudit(client, {
+          actor: "stepwise",
+          action: "plan.review_timed_out",
+          planId: job.planId,
+          planVersion: job.version,
+          detail: { sessionId: job.sessionId, timeoutMs: job.timeoutMs, message },
+        });
+        await emit(client, { id: job.sessionId, trace_id: session.trace_id }, "planning.cancelled", { by: "stepwise" });
+      },
+    );
   } catch (error) {
     // Decided in the same instant by a person: their decision stands.
     if (isAppError(error)) return;
     throw error;
   }
-  await inTransaction(pool, async (client) => {
-    await client.query(
-      `update planning_sessions set failure = $2::jsonb, phase = 'done', finished_at = coalesce(finished_at, now()) where id = $1`,
-      [job.sessionId, JSON.stringify(timeoutFailure(message, "review_timeout"))],
-    );
-    await recordAudit(client, {
-      actor: "stepwise",
-      action: "plan.review_timed_out",
-      planId: job.planId,
-      planVersion: job.version,
-      detail: { sessionId: job.sessionId, timeoutMs: job.timeoutMs, message },
-    });
-    await emit(client, { id: job.sessionId, trace_id: session.trace_id }, "planning.cancelled", { by: "stepwise" });
-  });
 }
 
 /** The agent made no call in plan mode for the whole limit while gathering: plan mode is cancelled. */
 export async function timeOutIdlePlanning(pool: pg.Pool, job: { sessionId: string; timeoutMs: number }): Promise<void> {
   await inTransaction(pool, async (client) => {
     const message = `The agent made no call for ${minutes(job.timeoutMs)} while gathering; planning was cancelled.`;
-    const cancelled = await client.query<{ id: string; plan_id: string | null; trace_id: string }>(
-      `update planning_sessions set status = 'cancelled', phase = 'done', finished_at = now(), failure = $3::jsonb
-       where id = $1 and kind = 'external' and status = 'running'
-         and coalesce(last_activity_at, created_at) <= now() - make_interval(secs => $2::double precision / 1000)
-       returning id, plan_id, trace_id`,
-      [job.sessionId, job.timeoutMs, JSON.stringify(timeoutFailure(message, "idle_timeout"))],
-    );
-    const row = cancelled.rows[0];
+    let row: store.SessionRef | undefined;
+    try {
+      row = await store.timeOutIdle(client, job.sessionId, job.timeoutMs, timeoutFailure(message, "idle_timeout"));
+    } catch (error) {
+      if (!store.lostRace(error)) throw error;
+    }
     if (!row) {
       // Parked on a question (its own timer runs): once answered, the agent must come back within
       // the limit too, so the idle timer waits on.
@@ -190,10 +186,10 @@ export async function timeOutIdlePlanning(pool: pg.Pool, job: { sessionId: strin
     await recordAudit(client, {
       actor: "stepwise",
       action: "planning.timed_out",
-      planId: row.plan_id ?? row.id,
+      planId: row.planId ?? row.id,
       detail: { sessionId: row.id, reason: "idle", timeoutMs: job.timeoutMs, message },
     });
-    await emit(client, row, "planning.cancelled", { by: "stepwise" });
+    await emit(client, { id: row.id, trace_id: row.traceId }, "planning.cancelled", { by: "stepwise" });
   });
 }
 

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { describeApprovals, type ApprovalView } from "../engine/approval-view";
 import type { ToolRegistry } from "../tools/registry";
+import { awaitsPersonReview, loadReviewFacts } from "../planner/review-state";
 
 /**
  * Everything that waits for a person, anywhere, in one list: planning questions awaiting an
@@ -111,43 +112,37 @@ async function planningQuestions(pool: pg.Pool): Promise<InboxItem[]> {
 }
 
 /**
- * Plans a planning session produced whose current version waits for a decision: never run at that
- * version, not rejected or archived, no planner still revising it, and (for an agent's plan) not
- * sent back to the agent for changes.
+ * Plans a planning session produced whose current version waits for the person's decision —
+ * `awaitsPersonReview` (review-state.ts), the rule the planning list's "waiting for you" uses too.
  */
 async function plansToReview(pool: pg.Pool): Promise<InboxItem[]> {
-  const rows = await pool.query<{
-    plan_id: string;
-    current_version: number;
-    goal: string;
-    session_id: string | null;
-    updated_at: Date;
-  }>(
-    `select p.id as plan_id, p.current_version, v.goal, p.updated_at,
-            (select s.id from planning_sessions s where s.plan_id = p.id and s.status = 'completed'
-              order by s.created_at desc limit 1) as session_id
+  const rows = await pool.query<{ plan_id: string; current_version: number; goal: string; updated_at: Date }>(
+    `select p.id as plan_id, p.current_version, v.goal, p.updated_at
        from plans p
        join plan_versions v on v.plan_id = p.id and v.version = p.current_version
-      where p.rejected_at is null and p.archived_at is null
-        and exists (select 1 from planning_sessions s where s.plan_id = p.id and s.status = 'completed')
-        and not exists (select 1 from planning_sessions s where s.plan_id = p.id and s.status in ('running', 'awaiting_answer'))
-        and not exists (select 1 from runs r where r.plan_id = p.id and r.plan_version = p.current_version)
-        and coalesce((select a.action from audit_entries a
-                       where a.plan_id = p.id and a.plan_version = p.current_version
-                         and a.action in ('plan.changes_requested', 'plan.restored')
-                       order by a.id desc limit 1), '') <> 'plan.changes_requested'
+      where exists (select 1 from planning_sessions s where s.plan_id = p.id and s.status = 'completed')
       order by p.updated_at`,
   );
-  return rows.rows.map((row) => ({
-    kind: "plan_review" as const,
-    id: `plan:${row.plan_id}:${row.current_version}`,
-    planId: row.plan_id,
-    version: row.current_version,
-    goal: row.goal,
-    sessionId: row.session_id,
-    since: iso(row.updated_at),
-    href: `/plans/${row.plan_id}`,
-  }));
+  const reviews = await loadReviewFacts(
+    pool,
+    rows.rows.map((row) => ({ planId: row.plan_id })),
+  );
+  return rows.rows.flatMap((row) => {
+    const facts = reviews.get(row.plan_id);
+    if (!facts || !awaitsPersonReview(facts)) return [];
+    return [
+      {
+        kind: "plan_review" as const,
+        id: `plan:${row.plan_id}:${row.current_version}`,
+        planId: row.plan_id,
+        version: row.current_version,
+        goal: row.goal,
+        sessionId: facts.reviewSessionId,
+        since: iso(row.updated_at),
+        href: `/plans/${row.plan_id}`,
+      },
+    ];
+  });
 }
 
 async function waitingSteps(pool: pg.Pool, tools: ToolRegistry): Promise<InboxItem[]> {

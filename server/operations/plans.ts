@@ -17,6 +17,7 @@ import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { ACTIVE_RUN_STATUSES } from "../vocabulary";
 import { defineOperation, type OperationContext } from "./operation";
 import type { AnyOperation } from "./registry";
+import { loadReviewFacts, reviewStateOf } from "../planner/review-state";
 
 /**
  * Plans as operations: create, read, list, edit, and approve (a person's act, which starts a run).
@@ -266,37 +267,17 @@ export const planReviewStatus = defineOperation({
   async run({ app, signal }, input) {
     const deadline = Date.now() + input.waitSeconds * 1000;
     for (;;) {
-      const plan = await app.db.prisma.plan.findUnique({ where: { id: input.planId } });
-      if (!plan) throw new AppError("not_found", `No plan ${input.planId}`);
-      const asked = input.version ?? plan.currentVersion;
-      const run = await app.db.prisma.run.findFirst({
-        where: { planId: input.planId, planVersion: asked },
-        orderBy: { createdAt: "asc" },
-      });
-      const base = { planId: input.planId, version: asked, reviewUrl: `/plans/${input.planId}` };
-      if (run) return { ...base, state: "approved" as const, runId: run.id, approvedBy: run.approvedBy };
-      const review = await app.db.prisma.auditEntry.findFirst({
-        where: {
-          planId: input.planId,
-          planVersion: asked,
-          action: { in: ["plan.rejected", "plan.changes_requested", "plan.restored"] },
-        },
-        orderBy: { id: "desc" },
-      });
-      // A restored plan waits for review again.
-      if (review && review.action !== "plan.restored") {
-        return {
-          ...base,
-          state: review.action === "plan.rejected" ? ("rejected" as const) : ("changes_requested" as const),
-          reviewedBy: review.actor,
-          comment: String(
-            (review.detail as { comment?: unknown; reason?: unknown }).reason ??
-              (review.detail as { comment?: unknown }).comment ??
-              "",
-          ),
-        };
+      const facts = (await loadReviewFacts(app.db.pool, [{ planId: input.planId, version: input.version }])).get(
+        input.planId,
+      );
+      if (!facts) throw new AppError("not_found", `No plan ${input.planId}`);
+      const base = { planId: input.planId, version: facts.version, reviewUrl: `/plans/${input.planId}` };
+      // The review state every reader shares (review-state.ts). Archived or still being revised
+      // is no decision yet: the agent keeps waiting.
+      const { state, ...review } = reviewStateOf(facts);
+      if (state !== "awaiting_review" && state !== "archived" && state !== "revising") {
+        return { ...base, state, ...review };
       }
-      if (plan.currentVersion > asked) return { ...base, state: "superseded" as const };
       if (Date.now() >= deadline || signal?.aborted) return { ...base, state: "awaiting_review" as const };
       await new Promise((resolve) => setTimeout(resolve, 500));
     }
@@ -324,15 +305,17 @@ export const planReview = defineOperation({
     if (input.decision === "request_changes" && !input.comment) {
       throw new AppError("invalid_input", "Say what should change: the agent revises the plan by your instructions");
     }
-    const plan = await app.db.prisma.plan.findUnique({ where: { id: input.planId } });
-    if (!plan) throw new AppError("not_found", `No plan ${input.planId}`);
-    if (input.version !== plan.currentVersion) {
+    const facts = (await loadReviewFacts(app.db.pool, [{ planId: input.planId, version: input.version }])).get(
+      input.planId,
+    );
+    if (!facts) throw new AppError("not_found", `No plan ${input.planId}`);
+    if (input.version !== facts.currentVersion) {
       throw new AppError(
         "version_conflict",
-        `Version ${input.version} is not the current version (${plan.currentVersion})`,
+        `Version ${input.version} is not the current version (${facts.currentVersion})`,
       );
     }
-    if (await app.db.prisma.run.findFirst({ where: { planId: input.planId, planVersion: input.version } })) {
+    if (reviewStateOf(facts).state === "approved") {
       throw new AppError("invalid_state", "This version was already approved and runs");
     }
     if (input.decision === "reject") {

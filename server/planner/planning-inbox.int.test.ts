@@ -313,4 +313,56 @@ describe("inbox", () => {
     await harness.caller.plans.approve({ planId: review.planId, version: 1 });
     expect(await fresh()).toEqual([]);
   });
+
+  it("the planning list's waiting-for-you is the inbox's planning items, in the cases that used to differ", async () => {
+    const agree = async () => {
+      const inbox = await harness.caller.inbox.list();
+      const planning = inbox.items.filter((item) => item.kind === "planning_question" || item.kind === "plan_review");
+      const list = await harness.caller.planning.list({ limit: 200 });
+      expect(list.waitingForYou).toBe(planning.length);
+      return { list, planning };
+    };
+    const start = await agree();
+
+    // A plan completed twice (made, then regenerated): one plan to review, under the newer session.
+    const twice = await builtInCompletedSession("Reviewed once");
+    const later = randomUUID();
+    await harness.app.db.pool.query(
+      `insert into planning_sessions (id, kind, mode, status, goal, model, workspace_root, trace_id, actor, plan_id, result_version, finished_at)
+       values ($1, 'regenerate', 'quick', 'completed', 'Reviewed once', 'compatible:m', $2, $3, 'tester', $4, 1, now())`,
+      [later, harness.workspace, randomUUID(), twice.planId],
+    );
+    // A plan the planner is still revising (parked on its question, so no worker picks it up): nothing to review yet.
+    const revising = await builtInCompletedSession("Being revised");
+    await harness.app.db.pool.query(
+      `insert into planning_sessions (id, kind, mode, status, goal, model, workspace_root, trace_id, actor, plan_id, base_version)
+       values ($1, 'regenerate', 'deep', 'awaiting_answer', 'Being revised', 'compatible:m', $2, $3, 'tester', $4, 1)`,
+      [randomUUID(), harness.workspace, randomUUID(), revising.planId],
+    );
+    // A planner's plan sent back for changes waits for a new version, not for a review.
+    const sentBack = await builtInCompletedSession("Sent back");
+    await harness.caller.plans.review({
+      planId: sentBack.planId,
+      version: 1,
+      decision: "request_changes",
+      comment: "Split it",
+    });
+    // An agent asking twice before any answer: two questions to answer.
+    const asking = await externalSession("Two questions");
+    for (const question of ["First?", "Second?"]) {
+      await askUser(harness.app, { sessionId: asking, actor: AGENT, question, wait_seconds: 0 });
+    }
+
+    const { list, planning } = await agree();
+    expect(planning.length - start.planning.length).toBe(3);
+    const byId = new Map(list.sessions.map((item) => [item.id, item]));
+    expect(byId.get(later)).toMatchObject({ state: "submitted", waitsOn: "you" });
+    expect(byId.get(twice.sessionId)).toMatchObject({ state: "submitted", waitsOn: null });
+    expect(byId.get(revising.sessionId)).toMatchObject({ state: "submitted", waitsOn: "planner" });
+    expect(byId.get(sentBack.sessionId)).toMatchObject({ state: "submitted", waitsOn: null });
+    expect(byId.get(asking)).toMatchObject({ state: "waiting", waitsOn: "you", openQuestions: 2 });
+    expect(planning.filter((item) => item.kind === "plan_review" && item.planId === twice.planId)).toEqual([
+      expect.objectContaining({ sessionId: later }),
+    ]);
+  });
 });

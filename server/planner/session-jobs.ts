@@ -5,6 +5,7 @@
  * and each tool result) and the questions with their answers. Waiting for a person holds no job:
  * the session parks as `awaiting_answer`, and answering it queues the loop again.
  */
+import type pg from "pg";
 import { agentWaitTasks } from "../agents/wait-timers";
 import { inTransaction } from "../db";
 import { enqueuePlanningJob, enqueuePlanningTimeout, PLANNING_TASK, PLANNING_TIMEOUT_TASK } from "../engine/queue";
@@ -19,15 +20,9 @@ import type { PlannerDeps } from "./deps";
 import { PlanningCancelled } from "./model-call";
 import { planDeep, planWithRefinement, type DeepState, type PlanningContext, type PlanningOutcome } from "./planning";
 import { deepTaskPrompt, quickPlanPrompt, regeneratePrompt } from "./prompts";
-import {
-  auditSession,
-  emitTo,
-  OPEN_STATUSES,
-  type SessionFailure,
-  type SessionPhase,
-  type SessionStatus,
-} from "./sessions";
+import { auditSession, emitTo, type SessionFailure, type SessionPhase } from "./sessions";
 import { planningInbox } from "./messages";
+import * as store from "./session-store";
 import { snapshotWorkspace } from "./snapshot";
 import { getUsage } from "./usage";
 
@@ -49,9 +44,7 @@ class PlanningReleased extends Error {
   }
 }
 
-/** SQL: the worker named in `s.worker_id` has beaten recently (as leases.ts judges step owners). */
-const OWNER_ALIVE = `exists (select 1 from workers w where w.id = s.worker_id and w.stopped_at is null
-  and w.last_seen > now() - make_interval(secs => w.heartbeat_ms * 5 / 1000.0))`;
+const { OWNER_ALIVE } = store;
 
 interface SessionRow {
   id: string;
@@ -123,13 +116,7 @@ export async function recoverPlanningSessions(deps: PlannerDeps, workerId: strin
   );
   for (const orphan of orphans.rows) {
     await inTransaction(deps.pool, async (client) => {
-      const released = await client.query(
-        `update planning_sessions s set worker_id = null
-         where s.id = $1 and s.status = 'running' and (s.worker_id is null or not ${OWNER_ALIVE})`,
-        [orphan.id],
-      );
-      if (released.rowCount === 0) return;
-      await enqueuePlanningJob(client, orphan.id);
+      if (await store.releaseOrphan(client, orphan.id)) await enqueuePlanningJob(client, orphan.id);
     });
     log.warn({ sessionId: orphan.id }, "planning session's worker is gone: queued it to resume");
   }
@@ -156,17 +143,14 @@ async function timeOutQuestion(
       kind: "answer_timeout",
       retryable: true,
     };
-    const cancelled = await client.query<{ id: string; plan_id: string | null; trace_id: string }>(
-      `update planning_sessions s set status = 'cancelled', phase = 'done', finished_at = now(), worker_id = null,
-         failure = $3::jsonb
-       where s.id = $1 and s.status = 'awaiting_answer'
-         and exists (select 1 from planning_questions q where q.id = $2 and q.session_id = s.id and q.answer is null)
-       returning s.id, s.plan_id, s.trace_id`,
-      [job.sessionId, job.questionId, JSON.stringify(failure)],
-    );
-    const row = cancelled.rows[0];
-    if (!row) return;
-    const session = { id: row.id, planId: row.plan_id, traceId: row.trace_id };
+    let session: store.SessionRef;
+    try {
+      session = await store.timeOutQuestion(client, job.sessionId, job.questionId, failure);
+    } catch (error) {
+      // Answered, cancelled or ended meanwhile: the timer has nothing left to end.
+      if (store.lostRace(error)) return;
+      throw error;
+    }
     await auditSession(client, session, {
       actor: "stepwise",
       action: "planning.timed_out",
@@ -189,14 +173,7 @@ async function timeOutQuestion(
  * without letting go) it takes back.
  */
 async function claim(deps: PlannerDeps, sessionId: string, workerId: string): Promise<SessionRow | undefined> {
-  const claimed = await deps.pool.query<{ id: string }>(
-    `update planning_sessions s set worker_id = $2
-     where s.id = $1 and s.status = 'running' and s.kind <> 'external'
-       and (s.worker_id is null or s.worker_id = $2 or not ${OWNER_ALIVE})
-     returning s.id`,
-    [sessionId, workerId],
-  );
-  if (claimed.rowCount === 0) return undefined;
+  if (!(await store.claimLoop(deps.pool, sessionId, workerId))) return undefined;
   return (await deps.prisma.planningSession.findUniqueOrThrow({ where: { id: sessionId } })) as SessionRow;
 }
 
@@ -233,11 +210,7 @@ async function runSessionJob(
 
 /** Sets the phase, only while this worker holds the session. */
 async function setPhase(deps: PlannerDeps, sessionId: string, workerId: string, phase: SessionPhase) {
-  const moved = await deps.pool.query(
-    "update planning_sessions set phase = $3 where id = $1 and worker_id = $2 and status = 'running'",
-    [sessionId, workerId, phase],
-  );
-  if (moved.rowCount === 0) throw new PlanningCancelled();
+  if (!(await store.setPhase(deps.pool, sessionId, workerId, phase))) throw new PlanningCancelled();
 }
 
 async function runSession(
@@ -261,19 +234,14 @@ async function runSession(
     signal: controller.signal,
     emit,
     saveDraft: async (draft) => {
-      await deps.prisma.planningSession.update({ where: { id: sessionId }, data: { draft: draft as object } });
+      await store.saveDraft(deps.pool, sessionId, draft);
     },
     ask: (question, toolCallId) => askPerson(deps, session, workerId, question, toolCallId),
     loadState: async () => (session.loopState as DeepState | null) ?? null,
     messages: planningInbox(deps.pool, sessionId),
     saveState: async (state, phase) => {
-      const saved = await deps.pool.query(
-        `update planning_sessions set loop_state = $3::jsonb, phase = coalesce($4, phase)
-         where id = $1 and worker_id = $2 and status = 'running'`,
-        [sessionId, workerId, JSON.stringify(state), phase ?? null],
-      );
       // Cancelled, or taken over by another worker after this one was judged dead: stop here.
-      if (saved.rowCount === 0) throw new PlanningCancelled();
+      if (!(await store.saveLoopState(deps.pool, sessionId, workerId, state, phase))) throw new PlanningCancelled();
     },
   };
   try {
@@ -338,16 +306,10 @@ async function runSession(
     }
     if (controller.signal.aborted) throw controller.signal.reason ?? new PlanningCancelled();
     if (outcome.kind === "invalid") {
-      await finish(
-        deps,
-        session,
-        "invalid",
-        { failure: outcome.failure },
-        {
-          type: "planning.invalid",
-          data: { details: outcome.failure.details },
-        },
-      );
+      await finish(deps, session, (client) => store.markInvalid(client, sessionId, outcome.failure), {
+        type: "planning.invalid",
+        data: { details: outcome.failure.details },
+      });
       return;
     }
     await setPhase(deps, sessionId, workerId, "submitted");
@@ -358,11 +320,7 @@ async function runSession(
     if (error instanceof PlanningReleased || reason instanceof PlanningReleased) {
       // Shutting down: another worker (or this one's next start) resumes from the saved state.
       await inTransaction(deps.pool, async (client) => {
-        const released = await client.query(
-          "update planning_sessions set worker_id = null where id = $1 and worker_id = $2 and status = 'running'",
-          [sessionId, workerId],
-        );
-        if (released.rowCount) await enqueuePlanningJob(client, sessionId);
+        if (await store.releaseLoop(client, sessionId, workerId)) await enqueuePlanningJob(client, sessionId);
       });
       return;
     }
@@ -386,7 +344,10 @@ async function runSession(
           ),
           retryable: true,
         };
-    await finish(deps, session, "failed", { failure }, { type: "planning.failed", data: { ...failure } });
+    await finish(deps, session, (client) => store.fail(client, sessionId, failure), {
+      type: "planning.failed",
+      data: { ...failure },
+    });
   }
 }
 
@@ -414,8 +375,7 @@ async function savePlan(
     await finish(
       deps,
       session,
-      "completed",
-      { planId: saved.id, resultVersion: saved.version },
+      (client) => store.complete(client, sessionId, { planId: saved.id, resultVersion: saved.version }),
       { type: "planning.completed", data: { planId: saved.id, version: saved.version } },
     );
     return;
@@ -438,39 +398,32 @@ async function savePlan(
   const finished = await finish(
     deps,
     session,
-    "completed",
-    { planId: plan.id, resultVersion: plan.version },
+    (client) => store.complete(client, sessionId, { planId: plan.id, resultVersion: plan.version }),
     { type: "planning.completed", data: { planId: plan.id, version: plan.version } },
   );
-  if (!finished) await deps.prisma.planningSession.update({ where: { id: sessionId }, data: { planId: plan.id } });
+  if (!finished) await store.linkPlan(deps.pool, sessionId, plan.id);
 }
 
-/** Writes a final state only if nobody (a cancel) finished the session first. */
+/**
+ * Ends the session by `end` (a store transition) and announces it, in one transaction — only if
+ * nobody (a cancel, a timeout) ended it first; false then.
+ */
 async function finish(
   deps: PlannerDeps,
   session: { id: string; traceId: string },
-  status: SessionStatus,
-  data: { failure?: SessionFailure; planId?: string; resultVersion?: number },
+  end: (client: pg.PoolClient) => Promise<store.SessionRef>,
   event: NewEvent,
 ): Promise<boolean> {
-  // finished_at by the database's clock, like every other planning time.
-  const changed = await deps.pool.query(
-    `update planning_sessions set status = $2, phase = 'done', worker_id = null, finished_at = now(),
-       failure = coalesce($3::jsonb, failure), plan_id = coalesce($4, plan_id),
-       result_version = coalesce($5::int, result_version)
-     where id = $1 and status = any($6::text[])`,
-    [
-      session.id,
-      status,
-      data.failure ? JSON.stringify(data.failure) : null,
-      data.planId ?? null,
-      data.resultVersion ?? null,
-      OPEN_STATUSES,
-    ],
-  );
-  const finished = (changed.rowCount ?? 0) > 0;
-  if (finished) await emitTo(deps, session, [event]);
-  return finished;
+  try {
+    await inTransaction(deps.pool, async (client) => {
+      await end(client);
+      await emitTo(deps, session, [event], client);
+    });
+    return true;
+  } catch (error) {
+    if (store.lostRace(error)) return false;
+    throw error;
+  }
 }
 
 /**
@@ -488,12 +441,13 @@ async function askPerson(
   const existing = await deps.prisma.planningQuestion.findFirst({ where: { sessionId: session.id, toolCallId } });
   if (existing?.answer) return existing.answer;
   const parked = await inTransaction(deps.pool, async (client) => {
-    const moved = await client.query(
-      `update planning_sessions set status = 'awaiting_answer', worker_id = null
-       where id = $1 and worker_id = $2 and status = 'running'`,
-      [session.id, workerId],
-    );
-    if (moved.rowCount === 0) return undefined;
+    try {
+      await store.askQuestion(client, session.id, { workerId });
+    } catch (error) {
+      // Cancelled, or taken over by another worker: this loop stops without asking.
+      if (store.lostRace(error)) return undefined;
+      throw error;
+    }
     const questionId =
       existing?.id ??
       (

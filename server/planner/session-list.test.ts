@@ -1,17 +1,27 @@
 import { describe, expect, it } from "vitest";
+import type { PlanReviewFacts } from "./review-state";
 import { derivePlanningState, type SessionFacts } from "./session-list";
 
-const facts = (overrides: Partial<SessionFacts>): SessionFacts => ({
+const review = (overrides: Partial<PlanReviewFacts> = {}): PlanReviewFacts => ({
+  planId: "plan-1",
+  version: 1,
+  currentVersion: 1,
+  rejected: false,
+  archived: false,
+  run: null,
+  lastReview: null,
+  revising: false,
+  reviewSessionId: "session-1",
+  ...overrides,
+});
+
+const facts = (overrides: Partial<SessionFacts>, reviewOverrides: Partial<PlanReviewFacts> = {}): SessionFacts => ({
+  id: "session-1",
   status: "completed",
   kind: "create",
   planId: "plan-1",
-  resultVersion: 1,
-  planCurrentVersion: 1,
-  planRejected: false,
-  planArchived: false,
-  runId: null,
   openQuestion: null,
-  lastReview: null,
+  review: review(reviewOverrides),
   ...overrides,
 });
 
@@ -27,25 +37,43 @@ describe("derivePlanningState", () => {
     });
   });
 
-  it("an agent's plan sent back for changes waits for the agent's revision", () => {
-    expect(derivePlanningState(facts({ kind: "external", lastReview: "plan.changes_requested" }))).toEqual({
+  it("an agent's plan sent back for changes waits for the agent's revision; a planner's waits for nobody", () => {
+    const sentBack = { lastReview: { action: "plan.changes_requested" as const, actor: "ann", comment: "more" } };
+    expect(derivePlanningState(facts({ kind: "external" }, sentBack))).toEqual({
       state: "gathering",
       waitsFor: "the agent's revision of the plan",
       waitsOn: "agent",
     });
+    expect(derivePlanningState(facts({}, sentBack)).waitsOn).toBeNull();
   });
 
   it("names the current version to review after a later edit, and a run wins over everything else", () => {
-    expect(derivePlanningState(facts({ planCurrentVersion: 3 })).waitsFor).toBe("your review of plan plan-1 v3");
-    expect(derivePlanningState(facts({ runId: "r", planArchived: true })).state).toBe("approved");
+    expect(derivePlanningState(facts({}, { version: 3, currentVersion: 3 })).waitsFor).toBe(
+      "your review of plan plan-1 v3",
+    );
+    expect(derivePlanningState(facts({}, { run: { id: "r", approvedBy: "ann" }, archived: true })).state).toBe(
+      "approved",
+    );
   });
 
   it("an archived plan's session is cancelled; a rejected one's rejected, whatever the session's status", () => {
-    expect(derivePlanningState(facts({ planArchived: true })).state).toBe("cancelled");
-    expect(derivePlanningState(facts({ planRejected: true })).state).toBe("rejected");
-    expect(derivePlanningState(facts({ status: "cancelled", kind: "external", planRejected: true })).state).toBe(
+    expect(derivePlanningState(facts({}, { archived: true })).state).toBe("cancelled");
+    expect(derivePlanningState(facts({}, { rejected: true })).state).toBe("rejected");
+    expect(derivePlanningState(facts({ status: "cancelled", kind: "external" }, { rejected: true })).state).toBe(
       "rejected",
     );
     expect(derivePlanningState(facts({ status: "invalid" })).state).toBe("failed");
+  });
+
+  it("a plan is yours to review under its newest completed session only, and not while it is being revised", () => {
+    expect(derivePlanningState(facts({}, { reviewSessionId: "session-2" }))).toMatchObject({
+      state: "submitted",
+      waitsOn: null,
+    });
+    expect(derivePlanningState(facts({}, { revising: true }))).toMatchObject({
+      state: "submitted",
+      waitsOn: "planner",
+    });
+    expect(derivePlanningState(facts({ planId: null, review: null })).state).toBe("cancelled");
   });
 });

@@ -1,11 +1,13 @@
 import type pg from "pg";
 import { z } from "zod";
+import { loadReviewFacts, reviewStateOf, type PlanReviewFacts } from "./review-state";
 
 /**
  * The Planning list (seed 002): every planning session — the built-in planner's quick and deep
  * sessions and external agents' plan-mode sessions — with its state in words and what it waits
- * for. The state is derived from the session's status and what became of its plan (a run, a
- * rejection, an archive, a request for changes), so nothing is stored twice.
+ * for. The state is derived from the session's status and what became of its plan — the plan's
+ * review state, `reviewStateOf` (review-state.ts), the same rule the inbox lists plans by — so
+ * nothing is stored twice and the list's "waiting for you" is the inbox's planning items.
  */
 export const PLANNING_STATES = [
   "gathering",
@@ -29,18 +31,14 @@ export const planningListInputSchema = z
 
 /** One session's columns and the facts about its plan the state depends on. */
 export interface SessionFacts {
+  id: string;
   status: string;
   kind: string;
   planId: string | null;
-  resultVersion: number | null;
-  planCurrentVersion: number | null;
-  planRejected: boolean;
-  planArchived: boolean;
-  /** A run of the session's plan at the version it produced or a later one. */
-  runId: string | null;
+  /** The session's first unanswered question. */
   openQuestion: string | null;
-  /** The latest review of the produced version short of approval (external plans). */
-  lastReview: string | null;
+  /** The review facts of its plan's current version (null without a plan, or when the plan is gone). */
+  review: PlanReviewFacts | null;
 }
 
 export interface PlanningStateView {
@@ -72,20 +70,36 @@ export function derivePlanningState(facts: SessionFacts): PlanningStateView {
     case "invalid":
       return { state: "failed", waitsFor: null, waitsOn: null };
     case "cancelled":
-      return { state: facts.planRejected ? "rejected" : "cancelled", waitsFor: null, waitsOn: null };
+      return { state: facts.review?.rejected ? "rejected" : "cancelled", waitsFor: null, waitsOn: null };
     case "completed":
       break;
     default:
       return { state: "failed", waitsFor: null, waitsOn: null };
   }
-  if (facts.runId) return { state: "approved", waitsFor: null, waitsOn: null };
-  if (facts.planRejected) return { state: "rejected", waitsFor: null, waitsOn: null };
-  if (facts.planArchived || !facts.planId) return { state: "cancelled", waitsFor: null, waitsOn: null };
-  if (facts.kind === "external" && facts.lastReview === "plan.changes_requested") {
-    return { state: "gathering", waitsFor: "the agent's revision of the plan", waitsOn: "agent" };
+  if (!facts.review) return { state: "cancelled", waitsFor: null, waitsOn: null };
+  const review = reviewStateOf(facts.review);
+  const plan = `plan ${facts.review.planId} v${facts.review.currentVersion}`;
+  switch (review.state) {
+    case "approved":
+      return { state: "approved", waitsFor: null, waitsOn: null };
+    case "rejected":
+      return { state: "rejected", waitsFor: null, waitsOn: null };
+    case "archived":
+      return { state: "cancelled", waitsFor: null, waitsOn: null };
+    case "changes_requested":
+      // An agent revises by the instructions; a planner's plan waits for a person to regenerate or edit it.
+      return facts.kind === "external"
+        ? { state: "gathering", waitsFor: "the agent's revision of the plan", waitsOn: "agent" }
+        : { state: "submitted", waitsFor: `a new version of ${plan} (changes were requested)`, waitsOn: null };
+    case "revising":
+      return { state: "submitted", waitsFor: `the next version of ${plan}, being planned`, waitsOn: planner };
+    case "superseded":
+    case "awaiting_review":
+      // A plan is reviewed once: under the newest session that completed it.
+      return facts.review.reviewSessionId === facts.id
+        ? { state: "submitted", waitsFor: `your review of ${plan}`, waitsOn: "you" }
+        : { state: "submitted", waitsFor: `the review of ${plan}, under a later planning session`, waitsOn: null };
   }
-  const version = facts.planCurrentVersion ?? facts.resultVersion;
-  return { state: "submitted", waitsFor: `your review of plan ${facts.planId} v${version}`, waitsOn: "you" };
 }
 
 export interface PlanningListItem extends PlanningStateView {
@@ -104,6 +118,8 @@ export interface PlanningListItem extends PlanningStateView {
   planVersion: number | null;
   runId: string | null;
   questionId: string | null;
+  /** Unanswered questions of a session waiting for you (each is an inbox item). */
+  openQuestions: number;
   createdAt: string;
   finishedAt: string | null;
 }
@@ -123,12 +139,10 @@ interface Row {
   current_version: number | null;
   plan_goal: string | null;
   plan_summary: string | null;
-  rejected_at: Date | null;
-  archived_at: Date | null;
   question_id: string | null;
   question: string | null;
+  open_questions: number;
   run_id: string | null;
-  last_review: string | null;
 }
 
 /** How many sessions the list reads before filtering by state: the newest ones. */
@@ -137,15 +151,13 @@ const SCAN_LIMIT = 500;
 async function readSessions(pool: pg.Pool, where: string, params: unknown[], limit: number): Promise<Row[]> {
   const rows = await pool.query<Row>(
     `select s.id, s.kind, s.mode, s.status, s.goal, s.model, s.actor, s.plan_id, s.result_version,
-            s.created_at, s.finished_at, p.current_version, pv.goal as plan_goal, pv.summary as plan_summary, p.rejected_at, p.archived_at,
+            s.created_at, s.finished_at, p.current_version, pv.goal as plan_goal, pv.summary as plan_summary,
             q.id as question_id, q.question,
+            (select count(*)::int from planning_questions oq
+              where oq.session_id = s.id and oq.answer is null) as open_questions,
             (select r.id from runs r
               where r.plan_id = s.plan_id and r.plan_version >= coalesce(s.result_version, 1)
-              order by r.created_at limit 1) as run_id,
-            (select a.action from audit_entries a
-              where a.plan_id = s.plan_id and a.plan_version = p.current_version
-                and a.action in ('plan.changes_requested', 'plan.rejected', 'plan.restored')
-              order by a.id desc limit 1) as last_review
+              order by r.created_at limit 1) as run_id
        from planning_sessions s
        left join plans p on p.id = s.plan_id
        left join plan_versions pv on pv.plan_id = p.id and pv.version = p.current_version
@@ -161,18 +173,14 @@ async function readSessions(pool: pg.Pool, where: string, params: unknown[], lim
   return rows.rows;
 }
 
-function toItem(row: Row): PlanningListItem {
+function toItem(row: Row, reviews: Map<string, PlanReviewFacts>): PlanningListItem {
   const view = derivePlanningState({
+    id: row.id,
     status: row.status,
     kind: row.kind,
     planId: row.plan_id,
-    resultVersion: row.result_version,
-    planCurrentVersion: row.current_version,
-    planRejected: row.rejected_at !== null,
-    planArchived: row.archived_at !== null,
-    runId: row.run_id,
     openQuestion: row.question,
-    lastReview: row.last_review,
+    review: row.plan_id ? (reviews.get(row.plan_id) ?? null) : null,
   });
   return {
     ...view,
@@ -190,6 +198,7 @@ function toItem(row: Row): PlanningListItem {
     planVersion: row.current_version,
     runId: row.run_id,
     questionId: row.question_id,
+    openQuestions: row.open_questions,
     createdAt: row.created_at.toISOString(),
     finishedAt: row.finished_at?.toISOString() ?? null,
   };
@@ -204,10 +213,14 @@ export async function listPlanningSessionStates(
   pool: pg.Pool,
   input: z.output<typeof planningListInputSchema>,
 ): Promise<{ sessions: PlanningListItem[]; counts: Record<PlanningState, number>; waitingForYou: number }> {
-  const items = (await readSessions(pool, "", [], SCAN_LIMIT)).map(toItem);
+  const items = await toItems(pool, await readSessions(pool, "", [], SCAN_LIMIT));
   const counts = Object.fromEntries(PLANNING_STATES.map((state) => [state, 0])) as Record<PlanningState, number>;
   for (const item of items) counts[item.state]++;
-  const waitingForYou = items.filter((item) => item.waitsOn === "you").length;
+  // Each unanswered question and each plan to review is one inbox item.
+  const waitingForYou = items.reduce(
+    (total, item) => total + (item.waitsOn !== "you" ? 0 : item.state === "waiting" ? item.openQuestions : 1),
+    0,
+  );
   const sessions = items
     .filter(
       (item) => (!input.state || item.state === input.state) && (!input.waitsOn || item.waitsOn === input.waitsOn),
@@ -219,5 +232,15 @@ export async function listPlanningSessionStates(
 /** One session's derived state (the session page's Reject and Edit read it). */
 export async function getPlanningSessionState(pool: pg.Pool, sessionId: string): Promise<PlanningListItem | null> {
   const rows = await readSessions(pool, "where s.id = $1", [sessionId], 1);
-  return rows[0] ? toItem(rows[0]) : null;
+  return (await toItems(pool, rows))[0] ?? null;
+}
+
+/** The rows with their states: the review facts of all their plans read in one query. */
+async function toItems(pool: pg.Pool, rows: Row[]): Promise<PlanningListItem[]> {
+  const planIds = [...new Set(rows.flatMap((row) => (row.plan_id ? [row.plan_id] : [])))];
+  const reviews = await loadReviewFacts(
+    pool,
+    planIds.map((planId) => ({ planId })),
+  );
+  return rows.map((row) => toItem(row, reviews));
 }

@@ -4,7 +4,9 @@ import type { AuditAction } from "../audit/actions";
 import { planningDeadline } from "../agents/wait-timers";
 import { listPlanningMessages, type PlanningMessage } from "./messages";
 import { recordAudit } from "../audit/audit-log";
-import { inTransaction, PRISMA_TRANSACTION_OPTIONS, prismaQueryable } from "../db";
+import { inTransaction } from "../db";
+import { OPEN_PLANNING_STATUSES, type PlanningSessionStatus } from "../vocabulary";
+import * as store from "./session-store";
 import { enqueuePlanningJob } from "../engine/queue";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
@@ -19,8 +21,8 @@ export const MAX_GOAL_CHARS = 4_000;
 export const MAX_FEEDBACK_CHARS = 4_000;
 
 export type PlanningMode = "quick" | "deep";
-export type SessionStatus = "running" | "awaiting_answer" | "completed" | "invalid" | "failed" | "cancelled";
-export const OPEN_STATUSES: SessionStatus[] = ["running", "awaiting_answer"];
+export type SessionStatus = PlanningSessionStatus;
+export const OPEN_STATUSES: SessionStatus[] = [...OPEN_PLANNING_STATUSES];
 /**
  * Where a session's loop is (seed 002's phases): queued (not started yet), gathering (deep mode's
  * read-only exploration), drafting (quick mode and regenerate), submitted (a plan passed the
@@ -100,15 +102,12 @@ async function workspaceRootFor(deps: PlannerDeps, workspaceId: string | null | 
  * Creates a session and queues its loop in one transaction: any process with a worker runs it
  * (server/planner/session-jobs.ts), and it survives a restart of the process that started it.
  */
-async function createQueued(
-  deps: PlannerDeps,
-  data: Parameters<PlannerDeps["prisma"]["planningSession"]["create"]>[0]["data"],
-) {
-  return deps.prisma.$transaction(async (tx) => {
-    const session = await tx.planningSession.create({ data: { ...data, status: "running", phase: "queued" } });
-    await enqueuePlanningJob(prismaQueryable(tx), session.id);
+async function createQueued(deps: PlannerDeps, data: store.NewSession) {
+  return inTransaction(deps.pool, async (client) => {
+    const session = await store.createSession(client, data);
+    await enqueuePlanningJob(client, session.id);
     return session;
-  }, PRISMA_TRANSACTION_OPTIONS);
+  });
 }
 
 /** Starts planning a new task; the work continues in the background and streams its progress. */
@@ -119,7 +118,6 @@ export async function startPlanning(deps: PlannerDeps, input: StartPlanningInput
   const session = await createQueued(deps, {
     kind: "create",
     mode: input.mode,
-    status: "running",
     goal,
     model,
     workspaceId: input.workspaceId ?? null,
@@ -160,7 +158,6 @@ export async function startRegeneration(
   const session = await createQueued(deps, {
     kind: "regenerate",
     mode: input.mode ?? "quick",
-    status: "running",
     goal: plan.goal,
     model,
     workspaceId: planRow.task.workspaceId,
@@ -245,18 +242,11 @@ export async function auditSession(
 export async function cancelPlanning(deps: PlannerDeps, sessionId: string, actor: string): Promise<void> {
   const session = await deps.prisma.planningSession.findUnique({ where: { id: sessionId } });
   if (!session) throw new AppError("not_found", `No planning session ${sessionId}`);
-  const changed = await inTransaction(deps.pool, async (client) => {
-    const updated = await client.query(
-      `update planning_sessions set status = 'cancelled', phase = 'done', finished_at = now()
-       where id = $1 and status = any($2)`,
-      [sessionId, OPEN_STATUSES],
-    );
-    if (updated.rowCount === 0) return false;
-    await auditSession(client, session, { actor, action: "planning.cancelled" });
-    await emitTo(deps, session, [{ type: "planning.cancelled", data: { by: actor } }], client);
-    return true;
+  await inTransaction(deps.pool, async (client) => {
+    const cancelled = await store.cancel(client, sessionId);
+    await auditSession(client, cancelled, { actor, action: "planning.cancelled" });
+    await emitTo(deps, cancelled, [{ type: "planning.cancelled", data: { by: actor } }], client);
   });
-  if (!changed) throw new AppError("invalid_state", `This planning session is already ${session.status}`);
 }
 
 /**
@@ -287,19 +277,8 @@ export async function answerQuestion(
     );
     if (updated.rowCount === 0) return "answered" as const;
     if (session.kind !== "external") {
-      const resumed = await client.query(
-        `update planning_sessions set status = 'running' where id = $1 and status = 'awaiting_answer'
-           and not exists (select 1 from planning_questions where session_id = $1 and answer is null)`,
-        [session.id],
-      );
-      if (resumed.rowCount === 0) {
-        const current = await client.query<{ status: string }>("select status from planning_sessions where id = $1", [
-          session.id,
-        ]);
-        if (current.rows[0]?.status !== "awaiting_answer") return current.rows[0]?.status ?? "gone";
-      } else {
-        await enqueuePlanningJob(client, session.id);
-      }
+      // Refused (and the answer with it) when the session ended meanwhile: a timeout, a cancel.
+      if ((await store.recordAnswer(client, session.id)) === "resumed") await enqueuePlanningJob(client, session.id);
     }
     await auditSession(client, session, {
       actor: input.actor,
@@ -315,9 +294,6 @@ export async function answerQuestion(
     return "ok" as const;
   });
   if (outcome === "answered") throw new AppError("invalid_state", "This question has already been answered");
-  if (outcome !== "ok") {
-    throw new AppError("invalid_state", `The planner is not waiting for an answer (it is ${outcome})`);
-  }
 }
 
 export async function getPlanningSession(deps: PlannerDeps, sessionId: string): Promise<PlanningSessionView> {

@@ -2,6 +2,7 @@ import type pg from "pg";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
+import { endForRejectedPlan } from "../planner/session-store";
 import { ACTIVE_RUN_STATUSES } from "../vocabulary";
 
 /**
@@ -12,7 +13,6 @@ import { ACTIVE_RUN_STATUSES } from "../vocabulary";
  * changes take that lock first, so an approval and a rejection of one plan never both succeed.
  */
 export type PlanLifecycleState = "active" | "rejected" | "archived";
-
 
 interface PlanRow {
   id: string;
@@ -51,10 +51,13 @@ export async function assertPlanMayRun(client: pg.PoolClient, planId: string): P
  * Rejects the plan at `version` (its current one, never run). Ends every planning session still
  * open on it, writes `plan.rejected` with the reason. Both kinds of planning session agree: the
  * built-in planner's and an external agent's (which reads the rejection through plan.review_status).
+ * `alongside` writes in the same transaction what the rejection's author records with it (the
+ * review timer: why), so nobody reads the rejection without it.
  */
 export async function rejectPlan(
   pool: pg.Pool,
   input: { planId: string; version: number; actor: string; reason: string },
+  alongside?: (client: pg.PoolClient) => Promise<void>,
 ): Promise<{ planId: string; version: number; state: "rejected" }> {
   return inTransaction(pool, async (client) => {
     const plan = await lockPlan(client, input.planId);
@@ -89,10 +92,7 @@ export async function rejectPlan(
       input.version,
     ]);
     // An agent in plan mode learns it through plan.review_status; its session ends here.
-    await client.query(
-      "update planning_sessions set status = 'cancelled', finished_at = now() where plan_id = $1 and kind = 'external'",
-      [input.planId],
-    );
+    await endForRejectedPlan(client, input.planId);
     await recordAudit(client, {
       actor: input.actor,
       action: "plan.rejected",
@@ -100,6 +100,7 @@ export async function rejectPlan(
       planVersion: input.version,
       detail: { reason: input.reason },
     });
+    await alongside?.(client);
     return { planId: input.planId, version: input.version, state: "rejected" as const };
   });
 }
