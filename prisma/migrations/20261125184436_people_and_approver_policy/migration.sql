@@ -41,7 +41,7 @@ CREATE INDEX "principal_credentials_principal_id_idx" ON "principal_credentials"
 -- AddForeignKey
 ALTER TABLE "principal_credentials" ADD CONSTRAINT "principal_credentials_principal_id_fkey" FOREIGN KEY ("principal_id") REFERENCES "principals"("id") ON DELETE CASCADE ON UPDATE CASCADE;
 
--- The holder of the access token is the bootstrap admin; existing approvals and audit entries
+-- The holder of the access token is the bootstrap admin: existing approvals and audit entries
 -- already carry its name, "user".
 INSERT INTO "principals" ("id", "kind", "name", "role", "created_by")
 VALUES ('00000000-0000-4000-8000-000000000001', 'person', 'user', 'admin', 'system')
