@@ -1,9 +1,5 @@
 import { z } from "zod";
-import {
-  approverPolicySchema,
-  setWorkspacePolicy,
-  workspacePolicy,
-} from "../people/approver-policy";
+import { approverPolicySchema, setWorkspacePolicy, workspacePolicy } from "../people/approver-policy";
 import { addCredential, addPrincipal, listPrincipals, revokeCredential, setRole } from "../people/principals";
 import { roleSchema } from "../vocabulary";
 import { roleOf } from "./identity";
@@ -27,7 +23,12 @@ const principalSchema = z.object({
   createdBy: z.string().nullable(),
   owner: z.boolean().describe("The access token's holder, the bootstrap admin"),
   credentials: z.array(
-    z.object({ id: z.string(), createdAt: z.string(), lastUsedAt: z.string().nullable(), revokedAt: z.string().nullable() }),
+    z.object({
+      id: z.string(),
+      createdAt: z.string(),
+      lastUsedAt: z.string().nullable(),
+      revokedAt: z.string().nullable(),
+    }),
   ),
 });
 const madeCredential = z.object({
@@ -68,8 +69,21 @@ export const peopleAdd = defineOperation({
   role: "admin",
   summary: "Add a person with a role, or a named agent, with a credential whose token is shown once",
   input: z.discriminatedUnion("kind", [
-    z.object({ kind: z.literal("person"), name: z.string().trim().regex(/^[\w.@ -]{1,40}$/, "1–40 letters, digits, spaces, . @ - or _"), role: roleSchema }),
-    z.object({ kind: z.literal("agent"), name: z.string().trim().regex(/^[\w.@-]{1,40}$/, "1–40 letters, digits, . @ - or _") }),
+    z.object({
+      kind: z.literal("person"),
+      name: z
+        .string()
+        .trim()
+        .regex(/^[\w.@ -]{1,40}$/, "1–40 letters, digits, spaces, . @ - or _"),
+      role: roleSchema,
+    }),
+    z.object({
+      kind: z.literal("agent"),
+      name: z
+        .string()
+        .trim()
+        .regex(/^[\w.@-]{1,40}$/, "1–40 letters, digits, . @ - or _"),
+    }),
   ]),
   output: madeCredential,
   run: ({ app, identity }, input) => addPrincipal(app.db.pool, { ...input, createdBy: identity.name }),
@@ -120,7 +134,8 @@ export const workspacePolicyGet = defineOperation({
   name: "workspace.approver_policy",
   callers: PERSON_OR_AGENT,
   role: "viewer",
-  summary: "A workspace's approver policy: distinct approvals a gated step needs by its risk, and whether its author may approve",
+  summary:
+    "A workspace's approver policy: distinct approvals a gated step needs by its risk, and whether its author may approve",
   input: z.object({ workspaceId: z.uuid() }),
   output: approverPolicySchema,
   annotations: { readOnly: true },

@@ -127,7 +127,10 @@ async function principalById(pool: Pool, id: string) {
 }
 
 /** Another credential for an existing principal (a lost token: revoke the old one, make a new one). */
-export async function addCredential(pool: Pool, principalId: string): Promise<{ credentialId: string; token: string; name: string }> {
+export async function addCredential(
+  pool: Pool,
+  principalId: string,
+): Promise<{ credentialId: string; token: string; name: string }> {
   const principal = await principalById(pool, principalId);
   if (principal.name === OWNER_NAME && principal.kind === "person") {
     throw new AppError("invalid_input", `${OWNER_NAME}'s credential is the access token in the data folder`);
@@ -149,9 +152,14 @@ export async function revokeCredential(pool: Pool, credentialId: string): Promis
   return result;
 }
 
-export async function setRole(pool: Pool, principalId: string, role: Role): Promise<{ name: string; from: Role | null }> {
+export async function setRole(
+  pool: Pool,
+  principalId: string,
+  role: Role,
+): Promise<{ name: string; from: Role | null }> {
   const principal = await principalById(pool, principalId);
-  if (principal.kind !== "person") throw new AppError("invalid_input", `${principal.name} is an agent; agents have no role`);
+  if (principal.kind !== "person")
+    throw new AppError("invalid_input", `${principal.name} is an agent; agents have no role`);
   if (principal.name === OWNER_NAME && role !== "admin") {
     // Someone must always be able to manage people: the access token's holder stays an admin.
     throw new AppError("invalid_input", `${OWNER_NAME} holds the access token and stays an admin`);
@@ -169,9 +177,18 @@ export async function resolveCredential(
   pool: Pool,
   presented: { bearer?: string; session?: string },
 ): Promise<Identity | undefined> {
-  const hashes = [presented.bearer && hashCredential(presented.bearer), presented.session && hashCredential(presented.session)];
+  const hashes = [
+    presented.bearer && hashCredential(presented.bearer),
+    presented.session && hashCredential(presented.session),
+  ];
   if (!hashes[0] && !hashes[1]) return undefined;
-  const row = await pool.query<{ id: string; kind: "person" | "agent"; name: string; role: Role | null; stale: boolean }>(
+  const row = await pool.query<{
+    id: string;
+    kind: "person" | "agent";
+    name: string;
+    role: Role | null;
+    stale: boolean;
+  }>(
     `select c.id, p.kind, p.name, p.role,
             (c.last_used_at is null or c.last_used_at < now() - interval '1 minute') as stale
        from principal_credentials c join principals p on p.id = c.principal_id
@@ -182,7 +199,9 @@ export async function resolveCredential(
   const found = row.rows[0];
   if (!found) return undefined;
   if (found.stale) {
-    pool.query("update principal_credentials set last_used_at = now() where id = $1", [found.id]).catch(() => undefined);
+    pool
+      .query("update principal_credentials set last_used_at = now() where id = $1", [found.id])
+      .catch(() => undefined);
   }
   return found.kind === "person"
     ? { kind: "person", name: found.name, role: found.role ?? "viewer", tokenId: found.id }
