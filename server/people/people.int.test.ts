@@ -51,9 +51,14 @@ async function runWaitingForApproval(
   return { plan, workspaceId };
 }
 
+async function stepStatus(identity: Identity, runId: string): Promise<string> {
+  const run = (await as(identity, runGet, { runId })) as { steps: { status: string }[] };
+  return run.steps[0]!.status;
+}
+
 async function startAndWait(approver: Identity, plan: { id: string; version: number }) {
   const { runId } = await as(approver, planApprove, { planId: plan.id, version: plan.version });
-  await expect.poll(async () => (await as(approver, runGet, { runId })).steps[0]!.status).toBe("awaiting_approval");
+  await expect.poll(async () => await stepStatus(approver, runId)).toBe("awaiting_approval");
   return runId;
 }
 
@@ -83,10 +88,10 @@ describe("approver policy", () => {
       code: "invalid_state",
       message: expect.stringContaining("alice already approved clean; it has 1 of 2 approvals"),
     });
-    expect((await as(ALICE, runGet, { runId })).steps[0]!.status).toBe("awaiting_approval");
+    expect(await stepStatus(ALICE, runId)).toBe("awaiting_approval");
 
     await as(BOB, runDecide, { runId, stepId: "clean", approve: true });
-    await expect.poll(async () => (await as(BOB, runGet, { runId })).steps[0]!.status).toBe("completed");
+    await expect.poll(async () => await stepStatus(BOB, runId)).toBe("completed");
 
     const audit = await stepApprovals(runId);
     expect(audit.map((entry) => entry.actor)).toEqual(["alice", "bob"]);
@@ -147,7 +152,7 @@ describe("approver policy", () => {
     const plan = await as(ALICE, planCreate, { draft: { goal: "clean", steps: [destructive] } });
     const runId = await startAndWait(ALICE, plan);
     await as(ALICE, runDecide, { runId, stepId: "clean", approve: true });
-    expect((await as(ALICE, runGet, { runId })).steps[0]!.status).not.toBe("awaiting_approval");
+    expect(await stepStatus(ALICE, runId)).not.toBe("awaiting_approval");
   });
 });
 
