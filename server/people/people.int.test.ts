@@ -58,7 +58,7 @@ async function stepStatus(identity: Identity, runId: string): Promise<string> {
 
 async function startAndWait(approver: Identity, plan: { id: string; version: number }) {
   const { runId } = await as(approver, planApprove, { planId: plan.id, version: plan.version });
-  await expect.poll(async () => await stepStatus(approver, runId)).toBe("awaiting_approval");
+  await expect.poll(async () => await stepStatus(approver, runId), { timeout: 60_000 }).toBe("awaiting_approval");
   return runId;
 }
 
@@ -91,7 +91,7 @@ describe("approver policy", () => {
     expect(await stepStatus(ALICE, runId)).toBe("awaiting_approval");
 
     await as(BOB, runDecide, { runId, stepId: "clean", approve: true });
-    await expect.poll(async () => await stepStatus(BOB, runId)).toBe("completed");
+    await expect.poll(async () => await stepStatus(BOB, runId), { timeout: 60_000 }).toBe("completed");
 
     const audit = await stepApprovals(runId);
     expect(audit.map((entry) => entry.actor)).toEqual(["alice", "bob"]);
