@@ -2,6 +2,7 @@ import type { Metadata } from "next";
 import Link from "next/link";
 import type { ReactNode } from "react";
 import { InboxNavLink } from "@/components/inbox/inbox-nav-link";
+import { SignedInAs } from "@/components/people/signed-in-as";
 import { Providers } from "@/components/trpc";
 import "./globals.css";
 
@@ -26,10 +27,12 @@ export default function RootLayout({ children }: { children: ReactNode }) {
               </Link>
               <Link href="/templates">Templates</Link>
               <Link href="/workspaces">Workspaces</Link>
+              <Link href="/people">People</Link>
               <Link href="/audit">Audit</Link>
               <Link href="/settings">Settings</Link>
               <Link href="/docs/api">API</Link>
             </nav>
+            <SignedInAs />
           </header>
           <main className="page">{children}</main>
         </Providers>

@@ -96,6 +96,23 @@ export const CALLER_KINDS = ["person", "agent"] as const satisfies readonly Iden
 export type CallerKind = (typeof CALLER_KINDS)[number];
 
 /**
+ * A person's role, lowest first: each may do what the ones before it may. viewer: reads. reviewer:
+ * comments, requests changes, proposes and revises plans. approver: approves, denies, waives,
+ * answers, decides, steers runs. admin: people and their credentials, workspaces, policies.
+ */
+export const ROLES = ["viewer", "reviewer", "approver", "admin"] as const;
+export const roleSchema = z.enum(ROLES);
+export type Role = z.infer<typeof roleSchema>;
+
+export function roleAtLeast(role: Role, needed: Role): boolean {
+  return ROLES.indexOf(role) >= ROLES.indexOf(needed);
+}
+
+/** The risk levels `assessStep` computes; an approver policy asks a number of approvals of each. */
+export const RISK_LEVELS = ["low", "medium", "high"] as const;
+export type RiskLevel = (typeof RISK_LEVELS)[number];
+
+/**
  * A person's pause, deny or cancel outranks an agent: what a person stopped, only a person starts
  * again. The system's and an agent's stops may be lifted by anyone allowed to resume.
  */

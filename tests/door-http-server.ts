@@ -18,6 +18,7 @@ import {
   runFromApi,
 } from "../server/http/plan-api";
 import { handleMcpRequest } from "../server/mcp/http";
+import { resolveCredential } from "../server/people/principals";
 import { decisionLinkPage, decisionLinkPost } from "../server/http/decision-link-page";
 
 /**
@@ -32,6 +33,8 @@ export async function startApiServer(
   options: { agentToken: string; accessToken?: string },
 ): Promise<{ url: string; close(): Promise<void> }> {
   const door = doorConfig({ host: "127.0.0.1", agentToken: options.agentToken, accessToken: options.accessToken });
+  // People's and named agents' own credentials, as `serve` looks them up.
+  door.principals = (presented) => resolveCredential(app.db.pool, presented);
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
     const hasBody = req.method !== "GET" && req.method !== "HEAD";

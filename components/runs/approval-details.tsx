@@ -49,11 +49,35 @@ export function ApprovalDetails({ approval }: { approval: ApprovalView }) {
           <pre className="mono args">{written}</pre>
         </details>
       )}
+      <ApprovalTally approval={approval} />
       {authorDisagrees && (
         <p className="muted" data-testid="author-says">
           The plan’s author says: {authorSays.capabilityLabel}, {authorSays.risk} risk.
         </p>
       )}
     </div>
+  );
+}
+
+/**
+ * The workspace's approver policy at work: "1 of 2 approvals — waiting for another approver", who
+ * approved so far, and the author who may not. Nothing under the default (one approval by anyone).
+ */
+function ApprovalTally({ approval }: { approval: ApprovalView }) {
+  const tally = approval.approvals;
+  if (!tally || (tally.required === 1 && tally.given.length === 0 && !tally.author)) return null;
+  return (
+    <p data-testid="approval-tally">
+      <strong>
+        {tally.given.length} of {tally.required} approval{tally.required === 1 ? "" : "s"}
+      </strong>
+      {tally.given.length > 0 && tally.given.length < tally.required && " — waiting for another approver"}
+      <span className="muted">
+        {" "}
+        ({tally.policy}
+        {tally.given.length > 0 && `; approved by ${tally.given.join(", ")}`}
+        {tally.author && `; ${tally.author} wrote the plan and may not approve`})
+      </span>
+    </p>
   );
 }

@@ -99,12 +99,12 @@ export function PendingList({
  */
 function PendingApproval({ runId, state, step }: { runId: string; state: LiveStep; step: Step | undefined }) {
   const trpc = useTRPC();
+  // Asked for even with the snapshot's view: a decision re-reads it (the approver policy's tally).
   const fetched = useQuery({
     ...trpc.runs.approval.queryOptions({ runId, stepId: state.stepId }),
-    enabled: !state.approval,
     staleTime: 0,
   });
-  const approval = state.approval ?? fetched.data?.approval ?? undefined;
+  const approval = fetched.data?.approval ?? state.approval ?? undefined;
   if (!approval) {
     return (
       <>

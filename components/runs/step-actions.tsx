@@ -1,6 +1,6 @@
 "use client";
 
-import { useMutation } from "@tanstack/react-query";
+import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useRouter } from "next/navigation";
 import { useId, useState } from "react";
 import { useTRPC } from "@/components/trpc";
@@ -23,7 +23,14 @@ export function DecisionForm({
   definitionHash?: string;
 }) {
   const trpc = useTRPC();
-  const decide = useMutation(trpc.runs.decide.mutationOptions());
+  const queryClient = useQueryClient();
+  // An approval short of the approver policy's count leaves the step waiting: re-read what it
+  // waits for, so "1 of 2 approvals" shows (the status event alone does not change).
+  const decide = useMutation(
+    trpc.runs.decide.mutationOptions({
+      onSuccess: () => queryClient.invalidateQueries({ queryKey: trpc.runs.approval.queryKey({ runId, stepId }) }),
+    }),
+  );
   const [note, setNote] = useState("");
   const id = useId();
   const submit = (approve: boolean) =>

@@ -5,6 +5,7 @@ import { useId, useState, type FormEvent } from "react";
 import type { WorkspaceView } from "@/server/plans/workspaces";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
+import { ApproverPolicyForm } from "./approver-policy-form";
 
 /**
  * The directories tasks, planning sessions and runs act in: register one, rename it, or take it
@@ -43,6 +44,7 @@ export function WorkspacesPage() {
           </tbody>
         </table>
       )}
+      {workspaces.data && <ApproverPolicyForm workspaces={workspaces.data.workspaces} />}
     </section>
   );
 }

@@ -11,6 +11,7 @@ import { assertNoOtherStepwise, runningEmbeddedDatabaseUrl, takeOverShutdownSign
 import { readConfig } from "../env";
 import { doorConfig, generateAccessToken } from "../http/door";
 import { behindDoor } from "../http/door-server";
+import { resolveCredential } from "../people/principals";
 import { attachLiveSocket } from "../http/live-socket";
 import { logger, quietForShutdown } from "../logger";
 import { startTelemetry } from "../telemetry";
@@ -96,6 +97,8 @@ export async function serve(dev: boolean): Promise<void> {
   });
   installAppContext(contextPromise);
   const context = await contextPromise;
+  // People's and named agents' own credentials, looked up in the database by their hash.
+  door.principals = (presented) => resolveCredential(context.db.pool, presented);
   const { default: next } = await import("next");
   const app = next({ dev, dir: projectRoot, hostname: config.host, port: config.port });
   await app.prepare();

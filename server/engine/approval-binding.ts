@@ -2,7 +2,9 @@ import { stepDefinitionHash, waiverDefinitionHash } from "../plans/definition-ha
 import type { Step } from "../plans/schema";
 import type { ToolRegistry } from "../tools/registry";
 import { requiresApprovalByDefault } from "../tools/types";
+import { isDefaultPolicy, policyForRun } from "../people/approver-policy";
 import { dispatch, requestApproval } from "./advance";
+import { describeApprovals } from "./approval-view";
 import type { RunTransaction } from "./run-transaction";
 import type { GraphStep } from "./scheduler";
 
@@ -73,10 +75,22 @@ export async function holdStepsWithoutMatchingApproval(
             [tx.run.plan_id, [...waived]],
           )
         ).rows;
+  // The approver policy: distinct approvals of this definition, by the step's computed risk, the
+  // author's not counted when the policy says so (one approval by anyone under the default).
+  const policy = await policyForRun(tx.client, tx.run.id);
+  const strict = !isDefaultPolicy(policy);
+  const run = { id: tx.run.id, planId: tx.run.plan_id, planVersion: tx.run.plan_version, workspaceRoot: tx.run.workspace_root };
+  const views = strict ? await describeApprovals(tx.client, tools, run, ids) : undefined;
+  const shortOf = new Map<string, string>();
   for (const step of needing) {
     const hash = runStepDefinitionHash(tx, step);
     const decisions = approvals.rows.filter((row) => row.step_id === step.id);
-    if (decisions.some((row) => row.definition_hash === hash)) {
+    const tally = views?.get(step.id)?.approvals;
+    if (tally && tally.given.length < tally.required) {
+      if (decisions.some((row) => row.definition_hash === hash)) {
+        shortOf.set(step.id, `It has ${tally.given.length} of ${tally.required} approvals (${tally.policy})`);
+      }
+    } else if (decisions.some((row) => row.definition_hash === hash)) {
       approved.add(step.id);
       continue;
     }
@@ -85,11 +99,12 @@ export async function holdStepsWithoutMatchingApproval(
       if (waivers.some((row) => row.step_id === step.id && row.definition_hash === waiverHash)) continue;
     }
     const reason =
-      decisions.length > 0
+      shortOf.get(step.id) ??
+      (decisions.length > 0
         ? "Its definition changed after it was approved; it needs a new approval"
         : waived.has(step.id)
           ? "No person waived its approval gate for this definition; it needs an approval"
-          : (unconfinable.get(step.id) ?? "It has no approval");
+          : (unconfinable.get(step.id) ?? "It has no approval"));
     held.add(step.id);
     requestApproval(tx, step.id, tx.now, reason);
   }

@@ -5,6 +5,13 @@ import { findReferences, ReferenceError, resolveReferences } from "../plans/refe
 import type { Step, StepResult } from "../plans/schema";
 import { assessStep } from "../tools/assessment";
 import type { ToolRegistry } from "../tools/registry";
+import {
+  countedApprovers,
+  describeRequirement,
+  policyForRun,
+  versionAuthor,
+  type ApproverPolicy,
+} from "../people/approver-policy";
 
 /** An ApprovalView, as MCP and HTTP describe it. */
 export const approvalViewSchema = z.object({
@@ -26,6 +33,15 @@ export const approvalViewSchema = z.object({
   authorSays: z.object({ risk: z.string(), capabilityLabel: z.string() }),
   definitionHash: z.string().describe("Send it with run.decide: the decision is refused if the step changed since"),
   planVersion: z.number(),
+  approvals: z
+    .object({
+      required: z.number(),
+      given: z.array(z.string()).describe("Who approved this definition so far, each once"),
+      policy: z.string().describe("The workspace's approver policy for this step's risk"),
+      author: z.string().optional().describe("The plan version's author, when the policy says they may not approve"),
+    })
+    .optional()
+    .describe("How many distinct approvals the workspace's approver policy asks for this step, and who gave one"),
 });
 
 /**
@@ -99,8 +115,26 @@ export async function describeApprovals(
     );
     for (const row of rows.rows) if (row.result?.ok) outputs.set(row.step_id, row.result.value);
   }
-  for (const step of wanted) views.set(step.id, describeApproval(tools, step, outputs, run));
+  const policy = await policyForRun(db, run.id);
+  const author = policy.authorMayApprove ? undefined : await versionAuthor(db, run.planId, run.planVersion);
+  for (const step of wanted) {
+    const view = describeApproval(tools, step, outputs, run);
+    view.approvals = {
+      ...approvalRequirement(policy, view.assessment.risk),
+      given: await countedApprovers(db, run, step.id, view.definitionHash, author),
+      ...(author !== undefined && { author }),
+    };
+    views.set(step.id, view);
+  }
   return views;
+}
+
+/** What the approver policy asks of a step of this computed risk. */
+export function approvalRequirement(
+  policy: ApproverPolicy,
+  risk: ApprovalView["assessment"]["risk"],
+): { required: number; policy: string } {
+  return { required: policy.approvals[risk], policy: describeRequirement(policy, risk) };
 }
 
 /**

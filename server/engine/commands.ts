@@ -4,6 +4,7 @@ import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import type { StepResult, StepStatus } from "../plans/schema";
 import { runStepDefinitionHash } from "./approval-binding";
+import { describeApprovals } from "./approval-view";
 import { updateAgentTasks } from "./agent-tasks";
 import { advance, cancelOpenSteps, dispatch, finishIfDone, makeReady, unblockDependents } from "./advance";
 import type { EngineDeps } from "./deps";
@@ -59,6 +60,29 @@ export async function decideApproval(
         `${input.stepId} changed after it was shown to you; review what it will run now and decide again`,
       );
     }
+    // The workspace's approver policy (server/people/approver-policy.ts): how many distinct people
+    // must approve this step's computed risk, and whether the plan version's author may.
+    let tally: { policy: string; approvals: string[]; required: number } | undefined;
+    if (input.approve) {
+      const run = { id: tx.run.id, planId: tx.run.plan_id, planVersion: tx.run.plan_version, workspaceRoot: tx.run.workspace_root };
+      const view = (await describeApprovals(client, deps.tools, run, [input.stepId])).get(input.stepId);
+      const { required, given, policy, author } = view?.approvals ?? { required: 1, given: [], policy: "1 approval" };
+      if (author !== undefined && author === input.actor) {
+        throw new AppError(
+          "forbidden",
+          `${input.actor} wrote this plan version and may not approve its steps (approver policy: ${policy}); another approver must`,
+          { policy, author },
+        );
+      }
+      if (given.includes(input.actor)) {
+        throw new AppError(
+          "invalid_state",
+          `${input.actor} already approved ${input.stepId}; it has ${given.length} of ${required} approvals and waits for another approver`,
+          { policy, approvals: given, required },
+        );
+      }
+      tally = { policy, approvals: [...given, input.actor], required };
+    }
     await client.query(
       `insert into approvals (run_id, step_id, plan_version, decision, actor, comment, definition_hash, actor_kind)
        values ($1, $2, $3, $4, $5, $6, $7, $8)`,
@@ -78,6 +102,8 @@ export async function decideApproval(
       // The person's words with the decision (kept as `comment` on the approvals row).
       ...(input.comment && { note: input.comment }),
       ...(input.via && { via: input.via }),
+      // Who approved under which policy; "released" says whether this approval let the step run.
+      ...(tally && { ...tally, released: tally.approvals.length >= tally.required }),
     });
     tx.events.push({
       type: "approval.decided",
@@ -87,11 +113,16 @@ export async function decideApproval(
         actor: input.actor,
         actorKind: actorKindOf(input.actor),
         comment: input.comment ?? null,
+        ...(tally && { approvals: tally.approvals.length, required: tally.required }),
       },
     });
     if (input.approve) {
-      makeReady(tx, input.stepId);
-      await dispatch(tx);
+      // Short of the policy's count the approval stays recorded, bound to the definition, and the
+      // step keeps waiting for another approver.
+      if (!tally || tally.approvals.length >= tally.required) {
+        makeReady(tx, input.stepId);
+        await dispatch(tx);
+      }
     } else {
       tx.setStatus(
         input.stepId,

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
+import { versionAuthor, workspacePolicy } from "../people/approver-policy";
 import type { StepStatus } from "../plans/schema";
 import { assertPlanMayRun } from "../plans/lifecycle";
 import { validatePlan } from "../plans/validate";
@@ -51,6 +52,15 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
         input.workspaceId,
       ]);
       if (workspace.rowCount === 0) throw new AppError("invalid_state", "The plan's workspace was removed");
+      // The approver policy's other half: the author of a version does not approve it to run.
+      const policy = await workspacePolicy(client, input.workspaceId);
+      if (!policy.authorMayApprove && (await versionAuthor(client, input.planId, input.version)) === input.actor) {
+        throw new AppError(
+          "forbidden",
+          `${input.actor} wrote version ${input.version} of this plan and may not approve it (the workspace's approver policy); another approver must`,
+          { author: input.actor },
+        );
+      }
     }
     const steps = await loadPlanSteps(client, input.planId, input.version);
     const issues = validatePlan({ steps }, deps.tools);

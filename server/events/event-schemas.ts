@@ -111,6 +111,9 @@ export const eventSchema = z.discriminatedUnion("type", [
       /** person, agent or system: who decided, by kind (absent in events from before kinds). */
       actorKind: identityKindSchema.optional(),
       comment: z.string().nullable(),
+      /** Under an approver policy asking for more than one: distinct approvals so far, and how many it asks. */
+      approvals: z.number().optional(),
+      required: z.number().optional(),
     }),
   ),
   event("input.requested", z.object({ question: z.string(), choices: z.array(z.string()).optional() })),

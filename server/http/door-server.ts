@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import {
   decide,
+  decideRequest,
   IDENTITY_HEADER,
   sessionCookie,
   signIdentity,
@@ -25,18 +26,29 @@ export function behindDoor(handle: Handler, config: DoorConfig): Handler {
   return (req, res) => {
     delete req.headers[IDENTITY_HEADER];
     const request = { method: req.method ?? "GET", url: req.url ?? "/", headers: req.headers };
-    const decision = decide(request, config);
-    if (decision.kind === "refuse") return refuse(res, decision);
-    if (decision.kind === "sign-in-page") return signIn(req, res, config);
-    if (decision.kind === "sign-in") {
-      res.writeHead(303, { location: "/sign-in" }).end();
-      return;
-    }
+    const first = decide(request, config);
+    const needsLookup = config.principals && (first.kind === "sign-in" || (first.kind === "refuse" && first.status === 401));
+    if (!needsLookup) return pass(first);
+    // A named principal's credential: the body is held to the limit while it is looked up.
     if (!limitBody(req, res, MAX_BODY_BYTES)) return;
-    // A decision link carries no identity: its route checks the link's token, nothing else.
-    if (decision.kind === "decision-link") return handle(req, res);
-    req.headers[IDENTITY_HEADER] = signIdentity(decision.identity);
-    handle(req, res);
+    decideRequest(request, config).then(
+      (decision) => pass(decision, true),
+      () => refuse(res, { kind: "refuse", status: 401, title: "Sign-in required", detail: "The credential could not be checked; try again." }),
+    );
+
+    function pass(decision: DoorDecision, limited = false): void {
+      if (decision.kind === "refuse") return refuse(res, decision);
+      if (decision.kind === "sign-in-page") return signIn(req, res, config);
+      if (decision.kind === "sign-in") {
+        res.writeHead(303, { location: "/sign-in" }).end();
+        return;
+      }
+      if (!limited && !limitBody(req, res, MAX_BODY_BYTES)) return;
+      // A decision link carries no identity: its route checks the link's token, nothing else.
+      if (decision.kind === "decision-link") return handle(req, res);
+      req.headers[IDENTITY_HEADER] = signIdentity(decision.identity);
+      handle(req, res);
+    }
   };
 }
 
@@ -130,12 +142,24 @@ function signIn(req: IncomingMessage, res: ServerResponse, config: DoorConfig): 
     res.writeHead(303, { location: "/" }).end();
     return;
   }
+  const wrong = () => page(res, 401, "That token is not right. Paste the token printed when Stepwise started, or the one you were given.");
+  // The access token signs in its holder; a person's own token (People page) signs in that person.
+  // The cookie holds a value derived from whichever token it was, never the token.
   const accept = (given: string | null | undefined) => {
     if (given && tokenMatches(given, token)) {
       res.writeHead(303, { location: "/", "set-cookie": sessionCookie(token) }).end();
-    } else {
-      page(res, 401, "That token is not right. Paste the token printed when Stepwise started.");
+      return;
     }
+    if (!given || !config.principals) return wrong();
+    config.principals({ bearer: given }).then((principal) => {
+      if (principal?.kind === "person") {
+        res.writeHead(303, { location: "/", "set-cookie": sessionCookie(given) }).end();
+      } else if (principal) {
+        page(res, 403, `${principal.name} is an agent: its credential opens the agent API, not the browser.`);
+      } else {
+        wrong();
+      }
+    }, wrong);
   };
   if (req.method === "POST") {
     if (!limitBody(req, res, MAX_SIGN_IN_BYTES)) return;
@@ -160,7 +184,7 @@ label{display:block;margin:1rem 0 .25rem;font-weight:600}input{width:100%;paddin
 button{margin-top:1rem;padding:.5rem 1rem;font:inherit;background:#1d4ed8;color:#fff;border:0;border-radius:4px}
 p.error{color:#a40000}@media (prefers-color-scheme: dark){body{background:#111;color:#eee}p.error{color:#ff8080}}</style></head>
 <body><main><h1>Sign in to Stepwise</h1>
-<p>This server needs its access token (printed in the terminal where Stepwise started, or set as STEPWISE_ACCESS_TOKEN).</p>
+<p>Paste your token: the one you were given when you were added as a person, or this server's access token (printed in the terminal where Stepwise started, or set as STEPWISE_ACCESS_TOKEN).</p>
 ${error ? `<p class="error" role="alert">${error}</p>` : ""}
 <form method="post" action="/sign-in"><label for="token">Access token</label>
 <input id="token" name="token" type="password" autocomplete="current-password" required autofocus>

@@ -40,6 +40,12 @@ export interface DoorConfig {
   accessToken: string | undefined;
   /** The agent token of this server process, when it has one. */
   agentToken?: string;
+  /**
+   * Named principals' credentials (`server/people/principals.ts`): the identity a presented bearer
+   * token or session-cookie value belongs to, unknown and revoked ones undefined. Asked (by
+   * `decideRequest`) only when the credential presented is neither the access nor the agent token.
+   */
+  principals?: (presented: { bearer?: string; session?: string }) => Promise<Identity | undefined>;
 }
 
 export interface DoorRequest {
@@ -63,7 +69,10 @@ export type DoorDecision =
   | { kind: "decision-link" };
 
 export const SESSION_COOKIE = "stepwise_session";
-/** The person who holds the access token (or, with STEPWISE_TRUST_LOCAL=1, the local user). */
+/**
+ * The person who holds the access token (or, with STEPWISE_TRUST_LOCAL=1, the local user): the
+ * bootstrap admin, principal "user" (a person identity without a role is an admin, `roleOf`).
+ */
 const PERSON: Identity = { kind: "person", name: "user" };
 const LOOPBACK = ["127.0.0.1", "localhost", "[::1]", "::1"];
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
@@ -134,7 +143,11 @@ const SAME_ORIGIN_FETCH = new Set(["same-origin", "none"]);
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(;|$)/i;
 
-export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
+/**
+ * `principal`: the identity a named credential presented with the request resolved to (looked up
+ * by `decideRequest` before deciding; this function stays synchronous and free of I/O).
+ */
+export function decide(request: DoorRequest, config: DoorConfig, principal?: Identity): DoorDecision {
   const host = header(request, "host");
   if (!host || !config.allowedHosts.has(hostnameOf(host))) {
     // 403, not 421: browsers retry a 421 on a new connection and then report a network error.
@@ -204,9 +217,22 @@ export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
     const name = header(request, "x-stepwise-agent");
     return { kind: "pass", identity: { kind: "agent", name: name && AGENT_NAME.test(name) ? name : "agent" } };
   }
+  // A named agent's credential opens what the agent token opens, under the agent's own name.
+  if (principal?.kind === "agent") {
+    if (!AGENT_PATHS.test(pathname)) {
+      return {
+        kind: "refuse",
+        status: 403,
+        title: "Agent credential",
+        detail: `${principal.name} is an agent: its credential opens the agent API only; pages and the browser's API are a person's.`,
+      };
+    }
+    return { kind: "pass", identity: { ...principal } };
+  }
   // One person, whichever way they proved it: the name approvals and the audit show is the same.
   if (!config.accessToken) return { kind: "pass", identity: { ...PERSON } };
   if (presentsToken(request, config.accessToken)) return { kind: "pass", identity: { ...PERSON } };
+  if (principal?.kind === "person") return { kind: "pass", identity: { ...principal } };
   if (DECISION_LINK_PATH.test(pathname) && (method === "GET" || method === "POST")) return { kind: "decision-link" };
   const wantsPage = method === "GET" && (header(request, "accept") ?? "").includes("text/html");
   if (wantsPage) return { kind: "sign-in" };
@@ -216,6 +242,42 @@ export function decide(request: DoorRequest, config: DoorConfig): DoorDecision {
     title: "Sign-in required",
     detail: "Present the access token as `Authorization: Bearer <token>`, or sign in at /sign-in.",
   };
+}
+
+/**
+ * `decide`, with a named principal's credential looked up first when one is presented and the
+ * request would otherwise need signing in. The access token, the agent token and every refusal
+ * before the credential (Host, path, Origin, content type) cost no lookup.
+ */
+export async function decideRequest(request: DoorRequest, config: DoorConfig): Promise<DoorDecision> {
+  const first = decide(request, config);
+  const principal = await principalFor(request, config, first);
+  return principal ? decide(request, config, principal) : first;
+}
+
+/** The same for the live socket's handshake. */
+export async function decideUpgradeRequest(
+  request: DoorRequest,
+  config: DoorConfig,
+): Promise<Extract<DoorDecision, { kind: "pass" | "refuse" }>> {
+  const principal = await principalFor(request, config, decide(request, config));
+  return decideUpgrade(request, config, principal);
+}
+
+async function principalFor(request: DoorRequest, config: DoorConfig, first: DoorDecision): Promise<Identity | undefined> {
+  const unproven = first.kind === "sign-in" || (first.kind === "refuse" && first.status === 401);
+  if (!config.principals || !unproven) return undefined;
+  const presented = presentedCredential(request);
+  if (!presented.bearer && !presented.session) return undefined;
+  return config.principals(presented);
+}
+
+/** The bearer token and the session-cookie value a request presents, if any. */
+export function presentedCredential(request: DoorRequest): { bearer?: string; session?: string } {
+  const authorization = header(request, "authorization");
+  const bearer = authorization?.startsWith("Bearer ") ? authorization.slice(7).trim() : undefined;
+  const session = parseCookies(header(request, "cookie"))[SESSION_COOKIE];
+  return { ...(bearer && { bearer }), ...(session && { session }) };
 }
 
 function hasBody(request: DoorRequest): boolean {
@@ -231,9 +293,10 @@ function hasBody(request: DoorRequest): boolean {
 export function decideUpgrade(
   request: DoorRequest,
   config: DoorConfig,
+  principal?: Identity,
 ): Extract<DoorDecision, { kind: "pass" | "refuse" }> {
   const origin = header(request, "origin");
-  const decision = decide(request, config);
+  const decision = decide(request, config, principal);
   if (decision.kind === "refuse") return decision;
   if (origin !== undefined && !sameOrigin(origin, header(request, "host")!)) {
     return {

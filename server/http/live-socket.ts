@@ -6,7 +6,7 @@ import type { AppContext } from "../app-context";
 import type { Identity } from "../operations/identity";
 import { createTrpcContext } from "../trpc/init";
 import { liveRouter } from "../trpc/live-router";
-import { decideUpgrade, IDENTITY_HEADER, type DoorConfig } from "./door";
+import { decideUpgradeRequest, IDENTITY_HEADER, type DoorConfig } from "./door";
 import { LIVE_SOCKET_PATH } from "../../components/live/relay-protocol";
 
 /** Subscription messages are a few hundred bytes; anything near this is not the browser. */
@@ -46,10 +46,21 @@ export function attachLiveSocket(
       return;
     }
     delete req.headers[IDENTITY_HEADER];
-    const decision = decideUpgrade(
+    void decideUpgradeRequest(
       { method: req.method ?? "GET", url: req.url ?? "/", headers: req.headers },
       options.door,
+    ).then(
+      (decision) => upgrade(req, socket, head, decision),
+      () => socket.destroy(),
     );
+  });
+
+  function upgrade(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    decision: Awaited<ReturnType<typeof decideUpgradeRequest>>,
+  ): void {
     if (decision.kind === "refuse") {
       const body = JSON.stringify({ title: decision.title, status: decision.status, detail: decision.detail });
       socket.end(
@@ -60,7 +71,7 @@ export function attachLiveSocket(
     }
     identities.set(req, decision.identity);
     wss.handleUpgrade(req, socket, head, (ws) => wss.emit("connection", ws, req));
-  });
+  }
 
   return {
     close() {

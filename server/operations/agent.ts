@@ -37,6 +37,7 @@ const sessionField = {
 export const agentStart = defineOperation({
   name: "agent.start",
   callers: PERSON_OR_AGENT,
+  role: "reviewer",
   summary: "Start an agent session for a goal (seed 003 `start`)",
   input: z.object({
     goal: z.string().max(4_000),
@@ -67,6 +68,7 @@ export const agentStart = defineOperation({
 export const agentStatus = defineOperation({
   name: "agent.status",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "What the agent should do now (seed 003 `status`)",
   input: z.object(sessionField),
   output: statusResponseSchema,
@@ -77,6 +79,7 @@ export const agentStatus = defineOperation({
 export const agentUpdate = defineOperation({
   name: "agent.update",
   callers: PERSON_OR_AGENT,
+  role: "reviewer",
   summary: "Report task progress, add tasks or give the final summary (seed 003 `update`)",
   input: z.object({ ...sessionField, payload: updatePayloadSchema }),
   output: updateResponseSchema,
@@ -113,6 +116,7 @@ export const agentUpdate = defineOperation({
 export const agentAlert = defineOperation({
   name: "agent.alert",
   callers: PERSON_OR_AGENT,
+  role: "reviewer",
   summary: "Raise or clear a signal (seed 003 `alert`)",
   input: z.object({ ...sessionField, alert: alertInputSchema }),
   output: successSchema,
@@ -123,6 +127,7 @@ export const agentAlert = defineOperation({
 export const agentSuggest = defineOperation({
   name: "agent.suggest",
   callers: PERSON_OR_AGENT,
+  role: "reviewer",
   summary: "Suggest new, non-duplicate tasks from the workspace (seed 003 `suggest`)",
   input: z.object(sessionField),
   output: suggestResponseSchema,

@@ -23,6 +23,7 @@ const entrySchema = z.object({
 export const auditList = defineOperation({
   name: "audit.list",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "The audit log newest first (who decided what, when), filtered by plan, run and actor, paged by cursor",
   input: auditListInputSchema,
   output: z.object({ entries: z.array(entrySchema), nextCursor: z.string().nullable() }),

@@ -9,7 +9,7 @@ import { handleOperation } from "../http/operations-endpoint";
 import { createMcpServer, toolName } from "../mcp/server";
 import { createTrpcContext } from "../trpc/init";
 import { appRouter, createCaller } from "../trpc/root";
-import type { CallerKind } from "../vocabulary";
+import { ROLES, roleAtLeast, type CallerKind, type Role } from "../vocabulary";
 import type { Identity } from "./identity";
 import { invokeOperation } from "./operation";
 import { operations, type AnyOperation } from "./registry";
@@ -110,6 +110,117 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "recovery.proposals": P,
   "plan.submit": PA,
   "plan.events": PA,
+  "people.me": PA,
+  "people.list": P,
+  "people.add": P,
+  "people.add_credential": P,
+  "people.revoke_credential": P,
+  "people.set_role": P,
+  "workspace.approver_policy": PA,
+  "workspace.set_approver_policy": P,
+};
+
+/**
+ * The least role a person needs for each operation, pinned: viewer reads; reviewer comments,
+ * requests changes and proposes or revises plans; approver approves, denies, answers, decides and
+ * steers runs; admin manages people, credentials, workspaces and policies.
+ */
+const V = "viewer" as const;
+const R = "reviewer" as const;
+const A = "approver" as const;
+const ADMIN = "admin" as const;
+const ROLE: Record<string, Role> = {
+  "agent.start": R,
+  "agent.status": V,
+  "agent.update": R,
+  "agent.alert": R,
+  "agent.suggest": R,
+  "plan.create": R,
+  "plan.get": V,
+  "plan.markdown": V,
+  "plan.list": V,
+  "plan.edit": R,
+  "plan.review_status": V,
+  "plan.review": R,
+  "plan.approve": A,
+  "plan.archive": A,
+  "plan.restore": A,
+  "run.get": V,
+  "run.wait": V,
+  "run.list": V,
+  "run.events": V,
+  "run.decisions": V,
+  "inbox.list": V,
+  "planning.list": V,
+  "planning.state": V,
+  "agent.sessions": V,
+  "agent.session_of_run": V,
+  "run.list_for_plan": V,
+  "run.decide": A,
+  "run.answer": A,
+  "run.cancel": A,
+  "run.pause": A,
+  "run.resume": A,
+  "run.retry_step": A,
+  "run.skip_step": A,
+  "workspace.list": V,
+  "workspace.for_plan": V,
+  "workspace.register": ADMIN,
+  "workspace.rename": ADMIN,
+  "workspace.remove": ADMIN,
+  "audit.list": V,
+  "template.detect_parameters": R,
+  "template.save": R,
+  "template.list": V,
+  "template.get": V,
+  "template.instantiate": R,
+  "template.delete": A,
+  "planning.command": R,
+  "planning.message": R,
+  "plan.comments": V,
+  "plan.comment": R,
+  "plan.comment_resolve": R,
+  "plan.revise_from_comments": R,
+  "run.approval": V,
+  "decision_link.create": A,
+  "decision_link.view": V,
+  "decision_link.decide": A,
+  "plan.import": R,
+  "run.rerun_from": A,
+  "run.apply_recovery": A,
+  "signal.clear": A,
+  "planner.start": R,
+  "planner.cancel": R,
+  "planner.retry": R,
+  "planner.answer": R,
+  "planner.regenerate": R,
+  "planner.suggest": R,
+  "planner.add_suggestion": R,
+  "recovery.propose": R,
+  "recovery.decide": A,
+  "plan.view": V,
+  "plan.assessments": V,
+  "plan.lifecycle": V,
+  "plan.versions": V,
+  "plan.diff": V,
+  "plan.export": V,
+  "plan.tools": V,
+  "planner.options": V,
+  "planner.session": V,
+  "planner.sessions": V,
+  "planner.events": V,
+  "planner.usage": V,
+  "recovery.proposals": V,
+  "plan.submit": R,
+  "plan.events": V,
+  "people.me": V,
+  "people.list": ADMIN,
+  "people.add": ADMIN,
+  "people.add_credential": ADMIN,
+  "people.revoke_credential": ADMIN,
+  "people.set_role": ADMIN,
+  "workspace.approver_policy": V,
+  "workspace.set_approver_policy": ADMIN,
 };
 
 const PERSON: Identity = { kind: "person", name: "owner" };
@@ -117,6 +228,7 @@ const PERSON: Identity = { kind: "person", name: "owner" };
 const AGENT: Identity = { kind: "agent", name: "owner" };
 const CALLERS: [label: string, identity: Identity | undefined][] = [
   ["person", PERSON],
+  ...ROLES.map((role): [string, Identity] => [`a ${role}`, { kind: "person", name: `a ${role}`, role }]),
   ["agent", AGENT],
   ["no credential", undefined],
 ];
@@ -125,7 +237,10 @@ type Outcome = "allowed" | "forbidden" | "unauthorized";
 
 function expected(operation: AnyOperation, identity: Identity | undefined): Outcome {
   if (!identity) return "unauthorized";
-  return (operation.callers as readonly string[]).includes(identity.kind) ? "allowed" : "forbidden";
+  if (!(operation.callers as readonly string[]).includes(identity.kind)) return "forbidden";
+  // A person without a role is the access token's holder, the bootstrap admin.
+  if (identity.kind === "person" && !roleAtLeast(identity.role ?? "admin", operation.role)) return "forbidden";
+  return "allowed";
 }
 
 /** A refusal by the authority check names the operation; any other outcome means it let the call through. */
@@ -154,6 +269,21 @@ describe("authority matrix", () => {
     const declared = Object.fromEntries(operations.map((operation) => [operation.name, [...operation.callers].sort()]));
     const pinned = Object.fromEntries(Object.entries(AUTHORITY).map(([name, callers]) => [name, [...callers].sort()]));
     expect(declared).toEqual(pinned);
+  });
+
+  it("pins the least role a person needs for every operation of the registry", () => {
+    const declared = Object.fromEntries(operations.map((operation) => [operation.name, operation.role]));
+    expect(declared).toEqual(ROLE);
+  });
+
+  it("refuses a person below the operation's role with forbidden naming the role needed", async () => {
+    const decide = operations.find((operation) => operation.name === "run.decide")!;
+    const reviewer: Identity = { kind: "person", name: "rita", role: "reviewer" };
+    const refusal = await invokeOperation(decide, { app: harness.app, identity: reviewer }, {}).catch(
+      (error: unknown) => error,
+    );
+    expect(isAppError(refusal) && refusal.code).toBe("forbidden");
+    expect((refusal as Error).message).toBe("run.decide needs the role approver or above; rita is a reviewer.");
   });
 
   it.each(operations.map((operation) => [operation.name, operation] as const))(

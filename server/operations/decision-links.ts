@@ -30,6 +30,7 @@ export const LINK_HOLDER: Identity = { kind: "person", name: "decision link hold
 export const decisionLinkCreate = defineOperation({
   name: "decision_link.create",
   callers: PERSON_ONLY,
+  role: "approver",
   summary:
     "A signed, single-use, expiring link (/decide/<token>) to approve or deny one step waiting for approval (a person only)",
   input: createDecisionLinkInput,
@@ -48,6 +49,7 @@ export const decisionLinkCreate = defineOperation({
 export const decisionLinkView = defineOperation({
   name: "decision_link.view",
   callers: PERSON_ONLY,
+  role: "viewer",
   summary: "What a decision link would decide: the step's tool, resolved arguments and computed risk (changes nothing)",
   input: z.object({ token }),
   output: decisionLinkViewSchema,
@@ -61,6 +63,7 @@ export const decisionLinkView = defineOperation({
 export const decisionLinkDecide = defineOperation({
   name: "decision_link.decide",
   callers: PERSON_ONLY,
+  role: "approver",
   summary:
     "Make a decision link's one decision (approve or deny, with an optional note), as the person who made the link",
   input: useDecisionLinkInput,

@@ -1,5 +1,5 @@
 import { AppError } from "../errors";
-import type { IdentityKind } from "../vocabulary";
+import type { IdentityKind, Role } from "../vocabulary";
 
 /**
  * Who is calling. The door (`server/http/door.ts`) establishes it from a credential — a token or
@@ -17,6 +17,17 @@ export interface Identity {
   name: string;
   /** The named token that proved this identity, when one did. */
   tokenId?: string;
+  /**
+   * A person's role, which bounds the operations they may call (`Operation.role`). The door sets
+   * it from the principal the credential belongs to; a person identity made without one is the
+   * bootstrap admin — the access token's holder, or the trusted local user.
+   */
+  role?: Role;
+}
+
+/** The role a person identity acts with (agents and the system have none: their kind bounds them). */
+export function roleOf(identity: Identity): Role {
+  return identity.role ?? "admin";
 }
 
 export const SYSTEM: Identity = { kind: "system", name: "system" };

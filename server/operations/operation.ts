@@ -2,8 +2,8 @@ import { z } from "zod";
 import type { AppContext } from "../app-context";
 import { withCaller } from "../caller-context";
 import { AppError } from "../errors";
-import type { CallerKind } from "../vocabulary";
-import type { Identity } from "./identity";
+import { roleAtLeast, type CallerKind, type Role } from "../vocabulary";
+import { roleOf, type Identity } from "./identity";
 
 /**
  * The operations layer: every use case an outside caller may perform, defined once, framework-free.
@@ -39,6 +39,13 @@ export interface Operation<Input extends z.ZodType, Output extends z.ZodType> {
    * in `server/operations/policy.ts` and the engine.
    */
   callers: readonly CallerKind[];
+  /**
+   * The least role a person needs to call it (`ROLES` in `server/vocabulary.ts`): viewer for reads;
+   * reviewer to comment, request changes and propose or revise plans; approver to approve, deny,
+   * waive, answer, decide and steer runs; admin for people, credentials, workspaces and policies.
+   * Agents are bounded by `callers` and the engine's rules, not by a role.
+   */
+  role: Role;
   /** What the operation does to the world (MCP tool annotations, documentation). */
   annotations?: { readOnly?: boolean; destructive?: boolean; idempotent?: boolean };
   run(context: OperationContext, input: z.output<Input>): Promise<z.input<Output>>;
@@ -50,6 +57,7 @@ export function defineOperation<Input extends z.ZodType, Output extends z.ZodTyp
   if (!Array.isArray(operation.callers) || operation.callers.length === 0) {
     throw new Error(`Operation ${operation.name} declares no callers`);
   }
+  if (!operation.role) throw new Error(`Operation ${operation.name} declares no role`);
   return operation;
 }
 
@@ -58,8 +66,14 @@ export function mayCall(operation: { callers: readonly CallerKind[] }, kind: Ide
   return (operation.callers as readonly string[]).includes(kind);
 }
 
-/** Refuses a missing identity and any caller the operation does not name, before anything happens. */
-export function authorize(operation: { name: string; callers: readonly CallerKind[] }, identity: Identity | undefined) {
+/**
+ * Refuses a missing identity, any caller the operation does not name, and a person whose role is
+ * below the operation's, before anything happens.
+ */
+export function authorize(
+  operation: { name: string; callers: readonly CallerKind[]; role: Role },
+  identity: Identity | undefined,
+) {
   if (!identity) throw new AppError("unauthorized", `${operation.name} needs a signed-in caller`);
   if (!mayCall(operation, identity.kind)) {
     const who = operation.callers.map((kind) => `a ${kind}`).join(" or ");
@@ -67,6 +81,13 @@ export function authorize(operation: { name: string; callers: readonly CallerKin
       "forbidden",
       `Only ${who} may call ${operation.name}; ${identity.name} is a caller of kind ${identity.kind}.`,
       { operation: operation.name, callerKind: identity.kind },
+    );
+  }
+  if (identity.kind === "person" && !roleAtLeast(roleOf(identity), operation.role)) {
+    throw new AppError(
+      "forbidden",
+      `${operation.name} needs the role ${operation.role} or above; ${identity.name} is a ${roleOf(identity)}.`,
+      { operation: operation.name, role: roleOf(identity), roleNeeded: operation.role },
     );
   }
 }

@@ -43,6 +43,7 @@ const commentSchema = replySchema.extend({
 export const planComments = defineOperation({
   name: "plan.comments",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "The review comments of a plan, as threads, each with whether a later version answered it",
   input: z.object({ planId }),
   output: z.object({ comments: z.array(commentSchema) }),
@@ -53,6 +54,7 @@ export const planComments = defineOperation({
 export const planComment = defineOperation({
   name: "plan.comment",
   callers: PERSON_OR_AGENT,
+  role: "reviewer",
   summary:
     "Comment on a step, one of its arguments, or the whole plan, with an intent (comment, change, delete, insert_before, insert_after); or reply to a thread",
   input: addCommentInputSchema,
@@ -64,6 +66,7 @@ export const planCommentResolve = defineOperation({
   name: "plan.comment_resolve",
   // Whether a comment is settled is the reviewer's call; an agent answers by revising or replying.
   callers: PERSON_ONLY,
+  role: "reviewer",
   summary: "Resolve a comment thread (or reopen it with resolved: false)",
   input: z.object({ planId, commentId: z.uuid(), resolved: z.boolean().default(true) }),
   output: z.object({ ok: z.literal(true) }),
@@ -74,6 +77,7 @@ export const planCommentResolve = defineOperation({
 export const planReviseFromComments = defineOperation({
   name: "plan.revise_from_comments",
   callers: PERSON_ONLY,
+  role: "reviewer",
   summary:
     "Send the open, unanswered comments back for a revision: to the planner for its plans, to the authoring agent for an agent's plan (a person only)",
   input: z.object({ planId, version: z.number().int().positive() }),

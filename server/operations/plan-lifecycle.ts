@@ -15,6 +15,7 @@ const planId = z.string().min(1).max(100);
 export const planArchive = defineOperation({
   name: "plan.archive",
   callers: PERSON_ONLY,
+  role: "approver",
   summary: "Archive (discard) a plan: hidden from the plans list, never runs; refused while a run of it is active",
   input: z.object({ planId }),
   output: z.object({ planId: z.string(), state: z.enum(["archived", "rejected"]) }),
@@ -32,6 +33,7 @@ export const planArchive = defineOperation({
 export const planRestore = defineOperation({
   name: "plan.restore",
   callers: PERSON_ONLY,
+  role: "approver",
   summary: "Restore an archived or rejected plan to the plans list; it may be approved again",
   input: z.object({ planId }),
   output: z.object({ planId: z.string(), state: z.literal("active") }),

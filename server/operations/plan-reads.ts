@@ -27,6 +27,7 @@ const passThrough = <T>() => z.custom<T>(() => true);
 export const planView = defineOperation({
   name: "plan.view",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "A plan version with what its checks find against today's tools and workspaces",
   input: z.object({ planId, version: version.optional() }),
   output: z.object({
@@ -43,6 +44,7 @@ export const planView = defineOperation({
 export const planAssessments = defineOperation({
   name: "plan.assessments",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary:
     "Risk and capability of each step of a version, judged from its tool and command — never the author's claims",
   input: z.object({ planId, version }),
@@ -61,6 +63,7 @@ export const planAssessments = defineOperation({
 export const planLifecycle = defineOperation({
   name: "plan.lifecycle",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "Whether a person set the plan aside (rejected or archived), and how many runs it had",
   input: z.object({ planId }),
   output: z.object({
@@ -88,6 +91,7 @@ export const planLifecycle = defineOperation({
 export const planVersions = defineOperation({
   name: "plan.versions",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "A plan's versions, newest first: who made each and why",
   input: z.object({ planId }),
   output: z.object({
@@ -100,6 +104,7 @@ export const planVersions = defineOperation({
 export const planDiff = defineOperation({
   name: "plan.diff",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "What changed between two versions of a plan, step by step",
   input: z.object({ planId, from: version, to: version }),
   output: passThrough<ReturnType<typeof diffPlans>>(),
@@ -116,6 +121,7 @@ export const planDiff = defineOperation({
 export const planExport = defineOperation({
   name: "plan.export",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "A plan version as a file: JSON (importable again) or Markdown with its review comments",
   input: z.object({ planId, version: version.optional(), format: z.enum(["json", "markdown"]) }),
   output: z.object({ filename: z.string(), mimeType: z.string(), content: z.string() }),
@@ -130,6 +136,7 @@ export const planExport = defineOperation({
 export const planTools = defineOperation({
   name: "plan.tools",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "The tools a step may use, with their input as JSON Schema",
   input: z.object({}),
   output: z.object({

@@ -25,6 +25,7 @@ export const plannerOptions = defineOperation({
   name: "planner.options",
   summary: "What the planner has configured (never the keys), the sandbox's state, and the workspaces to plan in",
   callers: PERSON_ONLY,
+  role: "viewer",
   // The browser asks without input.
   input: z.object({}).optional(),
   output: z.object({
@@ -56,6 +57,7 @@ export const plannerSession = defineOperation({
   name: "planner.session",
   summary: "One planning session: its state, questions, progress and plan",
   callers: PERSON_ONLY,
+  role: "viewer",
   input: z.object({ sessionId }),
   output: passThrough<Awaited<ReturnType<typeof getPlanningSession>>>(),
   annotations: { readOnly: true },
@@ -66,6 +68,7 @@ export const plannerSessions = defineOperation({
   name: "planner.sessions",
   summary: "Planning sessions, newest first, of one plan when given",
   callers: PERSON_ONLY,
+  role: "viewer",
   input: z.object({ planId: z.string().optional() }).optional(),
   output: passThrough<Awaited<ReturnType<typeof listPlanningSessions>>>(),
   annotations: { readOnly: true },
@@ -80,6 +83,7 @@ export const plannerEvents = defineOperation({
   name: "planner.events",
   summary: "A planning session's stored progress events after a sequence number, oldest first",
   callers: PERSON_ONLY,
+  role: "viewer",
   input: z.object({ sessionId, lastEventId: z.string().nullish() }),
   output: z.object({ events: passThrough<Awaited<ReturnType<typeof readEvents>>>() }),
   annotations: { readOnly: true },
@@ -93,6 +97,7 @@ export const plannerUsage = defineOperation({
   name: "planner.usage",
   summary: "Model calls and their tokens and cost, of a step, a run, a planning session or a plan",
   callers: PERSON_ONLY,
+  role: "viewer",
   // The step scope first: an object schema drops keys it does not know, so `{runId}` would
   // swallow `{runId, stepId}`.
   input: z.union([
@@ -110,6 +115,7 @@ export const recoveryProposals = defineOperation({
   name: "recovery.proposals",
   summary: "The planner's recovery proposals for a run's failed steps (or one step), newest first",
   callers: PERSON_ONLY,
+  role: "viewer",
   input: z.object({ runId: z.uuid(), stepId: z.string().optional() }),
   output: passThrough<Awaited<ReturnType<typeof listRecoveryProposals>>>(),
   annotations: { readOnly: true },

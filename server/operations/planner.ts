@@ -32,6 +32,7 @@ export const plannerStart = defineOperation({
   name: "planner.start",
   summary: "Start planning a task with the built-in planner (quick or deep) in a registered workspace",
   callers: PERSON_ONLY,
+  role: "reviewer",
   input: z.object({
     goal: text,
     mode: mode.default("quick"),
@@ -51,6 +52,7 @@ export const plannerCancel = defineOperation({
   name: "planner.cancel",
   summary: "Cancel a planning session",
   callers: PERSON_ONLY,
+  role: "reviewer",
   input: z.object({ sessionId }),
   output: done,
   async run({ app, identity }, input) {
@@ -63,6 +65,7 @@ export const plannerRetry = defineOperation({
   name: "planner.retry",
   summary: "Plan a failed or cancelled planning session's task again",
   callers: PERSON_ONLY,
+  role: "reviewer",
   input: z.object({ sessionId }),
   output: z.object({ sessionId: z.string() }),
   run: ({ app, identity }, input) => retryPlanning(plannerFor(app), input.sessionId, identity.name),
@@ -72,6 +75,7 @@ export const plannerAnswer = defineOperation({
   name: "planner.answer",
   summary: "Answer the planner's question about a task (a person only)",
   callers: PERSON_ONLY,
+  role: "reviewer",
   input: z.object({ sessionId, questionId: z.uuid(), answer: text }),
   output: done,
   async run({ app, identity }, input) {
@@ -84,6 +88,7 @@ export const plannerRegenerate = defineOperation({
   name: "planner.regenerate",
   summary: "Plan a new version of a plan from a person's feedback",
   callers: PERSON_ONLY,
+  role: "reviewer",
   input: z.object({
     planId: z.string(),
     baseVersion: z.number().int().positive(),
@@ -100,6 +105,7 @@ export const plannerSuggest = defineOperation({
   name: "planner.suggest",
   summary: "Ask the model for steps the plan may be missing",
   callers: PERSON_ONLY,
+  role: "reviewer",
   input: z.object({
     planId: z.string(),
     version: z.number().int().positive().optional(),
@@ -113,6 +119,7 @@ export const plannerAddSuggestion = defineOperation({
   name: "planner.add_suggestion",
   summary: "Add a suggested step to a plan as a new version",
   callers: PERSON_ONLY,
+  role: "reviewer",
   input: z.object({ planId: z.string(), baseVersion: z.number().int().positive(), step: stepInputSchema }),
   output: passThrough<Awaited<ReturnType<typeof addSuggestedStep>>>(),
   run: ({ app, identity }, input) => addSuggestedStep(plannerFor(app), { ...input, actor: identity.name }),
@@ -122,6 +129,7 @@ export const recoveryPropose = defineOperation({
   name: "recovery.propose",
   summary: "Ask the planner how to recover a failed step (a proposal a person then decides)",
   callers: PERSON_ONLY,
+  role: "reviewer",
   input: z.object({ runId: z.uuid(), stepId: z.string(), model: z.string().max(200).optional() }),
   output: passThrough<Awaited<ReturnType<typeof proposeRecovery>>>(),
   run: ({ app, identity }, input) => proposeRecovery(plannerFor(app), { ...input, actor: identity.name }),
@@ -131,6 +139,7 @@ export const recoveryDecide = defineOperation({
   name: "recovery.decide",
   summary: "Accept (apply) or reject a recovery proposal (a person only)",
   callers: PERSON_ONLY,
+  role: "approver",
   input: z.object({ proposalId: z.uuid(), accept: z.boolean() }),
   output: passThrough<Awaited<ReturnType<typeof decideRecovery>>>(),
   run: ({ app, identity }, input) => decideRecovery(plannerFor(app), { ...input, actor: identity.name }),

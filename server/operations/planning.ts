@@ -12,6 +12,7 @@ import type { AnyOperation } from "./registry";
 export const planningCommand = defineOperation({
   name: "planning.command",
   callers: PERSON_ONLY,
+  role: "reviewer",
   summary: "Run a /plan command: `/plan <task>` starts deep planning, `/plan status`, `/plan cancel`",
   input: z.object({
     command: z.string().max(MAX_COMMAND_CHARS).describe("`/plan <task>`, `/plan status` or `/plan cancel`"),
@@ -39,6 +40,7 @@ export const planningCommand = defineOperation({
 export const planningMessage = defineOperation({
   name: "planning.message",
   callers: PERSON_ONLY,
+  role: "reviewer",
   summary: "Add a message to an open planning session; the planner (or the planning agent) sees it next",
   input: z.object({
     sessionId: z.uuid().describe("The planning session"),

@@ -44,6 +44,7 @@ const asPlanOutput = async (plan: Promise<object>) => (await plan) as PlanOutput
 export const planCreate = defineOperation({
   name: "plan.create",
   callers: PERSON_OR_AGENT,
+  role: "reviewer",
   summary: "Create a plan from a draft (goal and typed steps); refused with every problem when invalid",
   input: z.object({
     draft: z
@@ -88,6 +89,7 @@ export const planImport = defineOperation({
   name: "plan.import",
   summary: "Create a plan from plan JSON (as exported, or any plan draft); refused with every problem when invalid",
   callers: PERSON_OR_AGENT,
+  role: "reviewer",
   input: z.object({
     goal: z.string().max(10_000).optional(),
     planJson: z.string().max(MAX_PLAN_JSON_BYTES * 2),
@@ -113,6 +115,7 @@ export const planImport = defineOperation({
 export const planGet = defineOperation({
   name: "plan.get",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "Read a plan (the current version, or the one given)",
   input: z.object({ planId, version: version.optional() }),
   output: planOutputSchema,
@@ -123,6 +126,7 @@ export const planGet = defineOperation({
 export const planMarkdown = defineOperation({
   name: "plan.markdown",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "A plan as Markdown, for reading",
   input: z.object({ planId, version: version.optional() }),
   output: z.object({ markdown: z.string() }),
@@ -135,6 +139,7 @@ export const planMarkdown = defineOperation({
 export const planList = defineOperation({
   name: "plan.list",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "Plans, most recently changed first",
   input: z.object({
     limit: z.number().int().min(1).max(200).optional().describe("At most this many (100 unless given)"),
@@ -156,6 +161,7 @@ export const planList = defineOperation({
 export const planEdit = defineOperation({
   name: "plan.edit",
   callers: PERSON_OR_AGENT,
+  role: "reviewer",
   summary: "One edit of a plan, made on baseVersion; stores the next version (a stale base is a version_conflict)",
   input: z.object({ planId, baseVersion: version, edit: planEditSchema }),
   output: planOutputSchema,
@@ -189,6 +195,7 @@ async function hasWorkUnderWay(app: OperationContext["app"], planId: string): Pr
 export const planApprove = defineOperation({
   name: "plan.approve",
   callers: PERSON_ONLY,
+  role: "approver",
   summary: "Approve exactly this version of a plan and start its run (a person only)",
   input: z.object({
     planId,
@@ -246,6 +253,7 @@ export const planApprove = defineOperation({
 export const planReviewStatus = defineOperation({
   name: "plan.review_status",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "Whether a person approved this plan version (and its run), waiting up to wait_seconds",
   input: z.object({
     planId,
@@ -292,6 +300,7 @@ export const planReviewStatus = defineOperation({
 export const planReview = defineOperation({
   name: "plan.review",
   callers: PERSON_ONLY,
+  role: "reviewer",
   summary: "Reject a plan version, or request changes with instructions (a person only)",
   input: z.object({
     planId,

@@ -2,6 +2,7 @@ import type { z } from "zod";
 import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
 import { decisionLinkOperations } from "./decision-links";
+import { peopleOperations } from "./people";
 import { planCommentOperations } from "./plan-comments";
 import { planLifecycleOperations } from "./plan-lifecycle";
 import { planReadOperations } from "./plan-reads";
@@ -42,6 +43,7 @@ export const operations: AnyOperation[] = [
   ...readOperations,
   ...decisionLinkOperations,
   ...seedPlanApiOperations,
+  ...peopleOperations,
 ];
 
 export function findOperation(name: string): AnyOperation | undefined {

@@ -65,6 +65,7 @@ const eventsSchema = z.looseObject({ events: z.array(z.unknown()), more: z.boole
 export const runGet = defineOperation({
   name: "run.get",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "A run's state: status, and each step's status, attempt, progress, result",
   input: z.object({ runId }),
   output: runViewSchema,
@@ -77,6 +78,7 @@ export const runGet = defineOperation({
 export const runList = defineOperation({
   name: "run.list",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "Runs, newest first, filtered by plan and state, paged by cursor",
   input: runListInputSchema,
   output: runPageSchema,
@@ -87,6 +89,7 @@ export const runList = defineOperation({
 export const runEvents = defineOperation({
   name: "run.events",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "A run's stored events after a sequence number, oldest first",
   input: runEventsInputSchema,
   output: eventsSchema,
@@ -103,6 +106,7 @@ export const runDecisions = defineOperation({
   name: "run.decisions",
   summary: "Who approved or denied which gated step of a run, and as what kind of identity, oldest first",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   input: z.object({ runId }),
   output: z.object({
     decisions: z.array(
@@ -125,6 +129,7 @@ export const runListForPlan = defineOperation({
   name: "run.list_for_plan",
   summary: "A plan's latest runs, newest first",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   input: z.object({ planId: z.string().min(1).max(100) }),
   output: z.object({ runs: z.array(z.looseObject({ id: z.string(), status: z.string() })) }),
   annotations: { readOnly: true },
@@ -134,6 +139,7 @@ export const runListForPlan = defineOperation({
 export const runWait = defineOperation({
   name: "run.wait",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary:
     "Wait (up to timeout_seconds) until a run finishes or waits for a person; progress is reported while waiting",
   input: z.object({
@@ -170,6 +176,7 @@ export const runWait = defineOperation({
 export const runDecide = defineOperation({
   name: "run.decide",
   callers: PERSON_ONLY,
+  role: "approver",
   summary: "Approve or deny a gated step (a person only)",
   input: z.object({
     runId,
@@ -196,6 +203,7 @@ export const runDecide = defineOperation({
 export const runAnswer = defineOperation({
   name: "run.answer",
   callers: PERSON_ONLY,
+  role: "approver",
   summary: "Answer an ask_user step; the answer becomes its output (a person only)",
   input: z.object({ runId, stepId, answer: z.string().trim().min(1).max(10_000) }),
   output: done,
@@ -219,6 +227,8 @@ function steer(
     name,
     summary,
     callers,
+    // Steering a run is an approver's, as deciding its gates is.
+    role: "approver",
     input: z.object({ runId }),
     output: done,
     annotations: { destructive: name === "run.cancel", idempotent: false },
@@ -236,6 +246,7 @@ function steerStep(name: string, summary: string, action: typeof retryStep) {
     // Trying a failed step again, or giving it up so its dependents run, steers the run past
     // what stopped it: a person's decision, never an agent's.
     callers: PERSON_ONLY,
+    role: "approver",
     input: z.object({ runId, stepId }),
     output: done,
     async run({ app, identity }, input) {
@@ -274,6 +285,7 @@ export const runSkipStep = steerStep(
 export const runApproval = defineOperation({
   name: "run.approval",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary:
     "What approving a step waiting for approval would let run: tool, arguments resolved, workspace, computed risk",
   input: z.object({ runId, stepId }),

@@ -63,6 +63,7 @@ export const planSubmit = defineOperation({
   name: "plan.submit",
   // Agents plan with it too (seed 001): a plan is a proposal; running it needs a person's approval.
   callers: PERSON_OR_AGENT,
+  role: "reviewer",
   summary:
     "Seed 001's plan request: a ready plan (goal and steps) is validated and stored, a bare goal is planned by the configured LLM; the plan is written to the workspace's .plans/",
   input: createPlanInput,
@@ -257,6 +258,7 @@ export async function planStepsById(app: AppContext, planId: string): Promise<Ma
 export const planEvents = defineOperation({
   name: "plan.events",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary:
     "A plan's events and its runs' after a cursor (the last sequence number read per stream), oldest first, in seed 001's shape",
   input: z.object({

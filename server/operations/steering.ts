@@ -18,6 +18,7 @@ export const runRerunFrom = defineOperation({
   name: "run.rerun_from",
   summary: "A new run from a step on, reusing the other steps' recorded results; optional new arguments (a person only)",
   callers: PERSON_ONLY,
+  role: "approver",
   input: z.object({ runId, stepId, args: z.record(z.string(), z.unknown()).optional() }),
   output: z.object({ runId: z.string(), planVersion: z.number() }),
   run: ({ app, identity }, input) =>
@@ -28,6 +29,7 @@ export const runApplyRecovery = defineOperation({
   name: "run.apply_recovery",
   summary: "Retry a failed step with new arguments, skip it, insert steps before it, or abort the run (a person only)",
   callers: PERSON_ONLY,
+  role: "approver",
   input: z.object({ runId, stepId, action: recoveryActionSchema }),
   output: z.object({ planVersion: z.number().optional() }),
   run: ({ app, identity }, input) =>
@@ -38,6 +40,7 @@ export const signalClear = defineOperation({
   name: "signal.clear",
   summary: "Clear a signal an agent session raised; a cleared blocker lets its run go on (a person only)",
   callers: PERSON_ONLY,
+  role: "approver",
   input: z.object({ sessionId: z.string().min(1).max(200), signalId: z.string().min(1).max(100) }),
   output: z.object({ status: z.literal("success"), message: z.string() }),
   async run({ app, identity }, input) {

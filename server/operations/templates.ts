@@ -43,6 +43,7 @@ type TemplateOutput = z.input<typeof templateOutputSchema>;
 export const templateDetect = defineOperation({
   name: "template.detect_parameters",
   callers: PERSON_OR_AGENT,
+  role: "reviewer",
   summary: "The {{name}} placeholders a plan version holds: the parameters saving it as a template would declare",
   input: z.object({ planId: z.string().min(1).max(100), version: z.number().int().positive().optional() }),
   output: z.object({ parameters: z.array(z.string()) }),
@@ -55,6 +56,7 @@ export const templateDetect = defineOperation({
 export const templateSave = defineOperation({
   name: "template.save",
   callers: PERSON_OR_AGENT,
+  role: "reviewer",
   summary: "Save a plan version as a template; {{name}} placeholders become parameters (label and default optional)",
   input: z.object({
     planId: z.string().min(1).max(100),
@@ -81,6 +83,7 @@ export const templateSave = defineOperation({
 export const templateList = defineOperation({
   name: "template.list",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "Plan templates, newest first",
   input: z.object({}),
   output: z.object({ templates: z.array(templateOutputSchema) }),
@@ -93,6 +96,7 @@ export const templateList = defineOperation({
 export const templateGet = defineOperation({
   name: "template.get",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "One plan template with its parameters",
   input: z.object({ templateId }),
   output: templateOutputSchema,
@@ -105,6 +109,7 @@ export const templateGet = defineOperation({
 export const templateInstantiate = defineOperation({
   name: "template.instantiate",
   callers: PERSON_OR_AGENT,
+  role: "reviewer",
   summary: "Start a new plan (source template) from a template, filling its parameters; a missing one is named",
   input: z.object({
     templateId,
@@ -128,6 +133,7 @@ export const templateInstantiate = defineOperation({
 export const templateDelete = defineOperation({
   name: "template.delete",
   callers: PERSON_OR_AGENT,
+  role: "approver",
   summary: "Delete a plan template (plans started from it stay)",
   input: z.object({ templateId }),
   output: z.object({ deleted: z.literal(true) }),

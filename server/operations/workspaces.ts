@@ -31,6 +31,7 @@ const done = z.object({ ok: z.literal(true) });
 export const workspaceList = defineOperation({
   name: "workspace.list",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   summary: "Registered workspaces, the default first, with what still acts in each",
   input: z.object({}),
   output: z.object({ workspaces: z.array(workspaceSchema) }),
@@ -44,6 +45,7 @@ export const workspaceForPlan = defineOperation({
   name: "workspace.for_plan",
   summary: "The workspace a plan acts in (its task's, or the default)",
   callers: PERSON_OR_AGENT,
+  role: "viewer",
   input: z.object({ planId: z.string().min(1).max(100) }),
   output: z.object({
     id: z.string(),
@@ -59,6 +61,7 @@ export const workspaceForPlan = defineOperation({
 export const workspaceRegister = defineOperation({
   name: "workspace.register",
   callers: PERSON_ONLY,
+  role: "admin",
   summary: "Register a directory (an absolute path) as a workspace; a registered one is returned as it is",
   input: z.object({ path: z.string().trim().min(1).max(4_096), name: name.optional() }),
   output: z.object({ id: z.string(), path: z.string() }),
@@ -69,6 +72,7 @@ export const workspaceRegister = defineOperation({
 export const workspaceRename = defineOperation({
   name: "workspace.rename",
   callers: PERSON_ONLY,
+  role: "admin",
   summary: "Change the name a workspace is shown by (its path stays)",
   input: z.object({ workspaceId, name }),
   output: done,
@@ -82,6 +86,7 @@ export const workspaceRename = defineOperation({
 export const workspaceRemove = defineOperation({
   name: "workspace.remove",
   callers: PERSON_ONLY,
+  role: "admin",
   summary: "Take a workspace off the list (refused for the default and while a run or planning session uses it)",
   input: z.object({ workspaceId }),
   output: done,

@@ -116,7 +116,7 @@ export function operationProcedureInputOptional<Input extends z.ZodType, Output 
  * subscriptions: what they stream is the operation's reads followed live, which only a
  * subscription carries, so the operation decides who may subscribe.
  */
-export function authorizedBy(operation: Pick<Operation<z.ZodType, z.ZodType>, "name" | "callers">) {
+export function authorizedBy(operation: Pick<Operation<z.ZodType, z.ZodType>, "name" | "callers" | "role">) {
   return publicProcedure.meta({ operation: operation.name }).use(({ ctx, next }) => {
     authorize(operation, ctx.identity);
     return next();

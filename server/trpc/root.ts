@@ -2,6 +2,7 @@ import { createCallerFactory, router } from "./init";
 import { agentsRouter } from "./routers/agents";
 import { auditRouter } from "./routers/audit";
 import { inboxRouter } from "./routers/inbox";
+import { peopleRouter } from "./routers/people";
 import { plannerRouter } from "./routers/planner";
 import { planningRouter } from "./routers/planning";
 import { plansRouter } from "./routers/plans";
@@ -19,6 +20,7 @@ export const appRouter = router({
   planning: planningRouter,
   inbox: inboxRouter,
   templates: templatesRouter,
+  people: peopleRouter,
 });
 export type AppRouter = typeof appRouter;
 export const createCaller = createCallerFactory(appRouter);
