@@ -130,20 +130,19 @@ export async function handOutTask(
 ): Promise<HandOut> {
   return withSessionLock(app, session.id, async (client) => {
     await expireIn(app, client, session);
-    const [settings, statusRows, leaseRows] = await Promise.all([
-      client.query<{ agent_concurrency: number; lease_seconds: number }>(
-        "select agent_concurrency, lease_seconds from agent_sessions where id = $1",
-        [session.id],
-      ),
-      client.query<{ step_id: string; status: StepStatus }>(
-        "select step_id, status from run_steps where run_id = $1",
-        [session.run_id],
-      ),
-      client.query<LeaseRow>(
-        "select step_id, agent, leased_at, expires_at, brief from agent_task_leases where session_id = $1",
-        [session.id],
-      ),
-    ]);
+    // One client runs one query at a time: these go one after another.
+    const settings = await client.query<{ agent_concurrency: number; lease_seconds: number }>(
+      "select agent_concurrency, lease_seconds from agent_sessions where id = $1",
+      [session.id],
+    );
+    const statusRows = await client.query<{ step_id: string; status: StepStatus }>(
+      "select step_id, status from run_steps where run_id = $1",
+      [session.run_id],
+    );
+    const leaseRows = await client.query<LeaseRow>(
+      "select step_id, agent, leased_at, expires_at, brief from agent_task_leases where session_id = $1",
+      [session.id],
+    );
     const { agent_concurrency: cap, lease_seconds: leaseSeconds } = settings.rows[0]!;
     const statuses = new Map(statusRows.rows.map((row) => [row.step_id, row.status]));
     // A lease on a task that is no longer workable (done, skipped by a person) is over.
