@@ -59,7 +59,10 @@ function waveTasks() {
 
 async function oneSession(app: AppContext) {
   const planner = caller(app, "planner");
-  const created = (await planner(agentStart as never, { goal: "Benchmark several agents", agentConcurrency: AGENTS })) as {
+  const created = (await planner(agentStart as never, {
+    goal: "Benchmark several agents",
+    agentConcurrency: AGENTS,
+  })) as {
     session_id: string;
   };
   const session = created.session_id;
@@ -152,11 +155,26 @@ async function main() {
       waves: WAVES,
       agents: AGENTS,
       sessions: SESSIONS,
-      hand_out_p50_ms: percentile(all((r) => r.handOut), 50),
-      hand_out_p95_ms: percentile(all((r) => r.handOut), 95),
-      in_progress_p50_ms: percentile(all((r) => r.started), 50),
-      done_p50_ms: percentile(all((r) => r.done), 50),
-      done_p95_ms: percentile(all((r) => r.done), 95),
+      hand_out_p50_ms: percentile(
+        all((r) => r.handOut),
+        50,
+      ),
+      hand_out_p95_ms: percentile(
+        all((r) => r.handOut),
+        95,
+      ),
+      in_progress_p50_ms: percentile(
+        all((r) => r.started),
+        50,
+      ),
+      done_p50_ms: percentile(
+        all((r) => r.done),
+        50,
+      ),
+      done_p95_ms: percentile(
+        all((r) => r.done),
+        95,
+      ),
       makespan_median_ms: round(results.map((r) => r.makespan).sort((a, b) => a - b)[Math.floor((SESSIONS - 1) / 2)]!),
       every_task_handed_out_once: results.every((r) => r.once),
       dependencies_respected: results.every((r) => r.orderOk),

@@ -71,7 +71,8 @@ test("the run page shows which agent works on what, with each agent's brief, liv
 
     const [ada, bob, cy] = await Promise.all(["ada", "bob", "cy"].map(agentCaller));
     const given = [];
-    for (const agent of [ada!, bob!, cy!]) given.push(readyForTaskSchema.parse(await agent("agent.status", { session })));
+    for (const agent of [ada!, bob!, cy!])
+      given.push(readyForTaskSchema.parse(await agent("agent.status", { session })));
     expect(given.map((answer) => answer.now.current_task.id)).toEqual([2, 3, 4]);
 
     // Live: each agent's row with its task and lease; each task's assignee.

@@ -5,9 +5,11 @@
 // HOLD_FILE: after starting a task, wait until this file exists before reporting it DONE (the
 // test decides when work finishes; never a timing guess). Each hand-out and DONE is printed as a
 // JSON line on stdout, so the test can follow what the agent was given.
+import process from "node:process";
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
+import { setTimeout } from "node:timers";
 import { fileURLToPath } from "node:url";
 
 const bin = path.join(path.dirname(fileURLToPath(import.meta.url)), "../bin/stepwise.mjs");
@@ -48,7 +50,11 @@ for (;;) {
   const task = body.now.current_task;
   say({ event: "handed", task: task.id, brief: body.now.brief });
   if (task.status === "TODO") {
-    const started = await cli("update", "--json", JSON.stringify({ update_tasks: [{ id: task.id, status: "IN_PROGRESS" }] }));
+    const started = await cli(
+      "update",
+      "--json",
+      JSON.stringify({ update_tasks: [{ id: task.id, status: "IN_PROGRESS" }] }),
+    );
     if (started.body.status !== "success") {
       say({ event: "refused", task: task.id, message: started.body.message });
       continue;

@@ -122,7 +122,11 @@ function AgentsAtWork({ data, onChanged }: { data: SessionData; onChanged: () =>
           onChange={(event) => setCap(event.target.value)}
           style={{ width: "5em" }}
         />
-        <button className="small" type="submit" disabled={setConcurrency.isPending || Number(cap) === data.agentConcurrency}>
+        <button
+          className="small"
+          type="submit"
+          disabled={setConcurrency.isPending || Number(cap) === data.agentConcurrency}
+        >
           Set
         </button>
         <span className="muted" data-testid="agent-concurrency">

@@ -50,7 +50,11 @@ async function lockSession(client: pg.PoolClient, sessionId: string): Promise<vo
   await client.query("select pg_advisory_xact_lock(hashtextextended('agent-handout:' || $1, 0))", [sessionId]);
 }
 
-export function withSessionLock<T>(app: Pick<App, "db">, sessionId: string, work: (client: pg.PoolClient) => Promise<T>) {
+export function withSessionLock<T>(
+  app: Pick<App, "db">,
+  sessionId: string,
+  work: (client: pg.PoolClient) => Promise<T>,
+) {
   return inTransaction(app.db.pool, async (client) => {
     await lockSession(client, sessionId);
     return work(client);
@@ -60,8 +64,24 @@ export function withSessionLock<T>(app: Pick<App, "db">, sessionId: string, work
 /**
  * An agent called on the session: it is seen now, and every lease it holds runs for another
  * lease period from now. Expired leases are not revived — their tasks may already be another's.
+ * A person's calls (planning in the browser, trying a command) renew their leases but do not list
+ * them among the session's agents.
  */
-export async function noteAgentCall(app: Pick<App, "db">, sessionId: string, agent: string): Promise<void> {
+export async function noteAgentCall(
+  app: Pick<App, "db">,
+  sessionId: string,
+  agent: string,
+  options: { listed: boolean },
+): Promise<void> {
+  if (!options.listed) {
+    await app.db.pool.query(
+      `update agent_task_leases l set expires_at = clock_timestamp() + make_interval(secs => s.lease_seconds)
+         from agent_sessions s
+        where s.id = l.session_id and l.session_id = $1 and l.agent = $2 and l.expires_at > clock_timestamp()`,
+      [sessionId, agent],
+    );
+    return;
+  }
   await app.db.pool.query(
     `with renewed as (
        update agent_task_leases l set expires_at = clock_timestamp() + make_interval(secs => s.lease_seconds)
@@ -362,8 +382,16 @@ export async function agentsOfSession(app: Pick<App, "db">, sessionId: string): 
     ]),
   );
   for (const lease of leases.rows) {
-    const view = views.get(lease.agent);
-    view?.tasks.push({
+    // A person who took a task with `status` is not listed as an agent, but holds it all the same.
+    if (!views.has(lease.agent)) {
+      views.set(lease.agent, {
+        name: lease.agent,
+        lastSeenAt: lease.leased_at.toISOString(),
+        idleSeconds: 0,
+        tasks: [],
+      });
+    }
+    views.get(lease.agent)!.tasks.push({
       taskId: taskNumber(lease.step_id) ?? 0,
       stepId: lease.step_id,
       title: lease.brief.title,

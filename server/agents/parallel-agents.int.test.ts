@@ -87,7 +87,10 @@ function startAgent(name: string, sessionId: string, extra: Record<string, strin
 /** One CLI call, as the named agent (asynchronous: the server answering it runs in this process). */
 function runCli(agent: string, sessionId: string, args: string[]): Promise<{ status: number | null; stdout: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { env: env(agent, sessionId), stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [bin, ...args], {
+      env: env(agent, sessionId),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     child.stdout!.on("data", (chunk) => (stdout += chunk));
     child.on("error", reject);
@@ -97,7 +100,13 @@ function runCli(agent: string, sessionId: string, args: string[]): Promise<{ sta
 
 async function finished(agent: AgentProcess) {
   const code = await agent.exited;
-  expect(code, agent.lines().map((line) => JSON.stringify(line)).join("\n")).toBe(0);
+  expect(
+    code,
+    agent
+      .lines()
+      .map((line) => JSON.stringify(line))
+      .join("\n"),
+  ).toBe(0);
 }
 
 /** A session whose plan has three waves: 2,3,4 → 5 (after 2 and 3), 6 (after 4) → 7 (after 5 and 6). */
@@ -176,9 +185,7 @@ describe("several agents on one plan, through the CLI", () => {
     const agents = ["ada", "bob", "cy"].map((name) => startAgent(name, sessionId, { HOLD_FILE: hold }));
 
     // The first wave is handed out in parallel: three tasks, three agents, none twice.
-    await expect
-      .poll(async () => (await leases(sessionId)).length, { timeout: 120_000, interval: 200 })
-      .toBe(3);
+    await expect.poll(async () => (await leases(sessionId)).length, { timeout: 120_000, interval: 200 }).toBe(3);
     const wave1 = await leases(sessionId);
     expect(wave1.map((lease) => lease.step_id)).toEqual(["step_2", "step_3", "step_4"]);
     expect(new Set(wave1.map((lease) => lease.agent))).toEqual(new Set(["ada", "bob", "cy"]));
@@ -242,9 +249,7 @@ describe("several agents on one plan, through the CLI", () => {
       workingDirectory: harness!.workspace,
       assignee: lease5.agent,
     });
-    const given = agents
-      .flatMap((agent) => agent.lines())
-      .find((line) => line.event === "handed" && line.task === 5);
+    const given = agents.flatMap((agent) => agent.lines()).find((line) => line.event === "handed" && line.task === 5);
     expect({ ...(given!.brief as object), lease_expires_at: undefined }).toEqual({
       ...brief,
       lease_expires_at: undefined,

@@ -32,7 +32,15 @@ import {
   type UpdateResponse,
 } from "./contract";
 import { decideNow } from "./decide";
-import { DEFAULT_AGENT_CONCURRENCY, handOutTask, noteAgentCall, refuseOthersTasks, settleLeases, withSessionLock, agentsOfSession } from "./leases";
+import {
+  DEFAULT_AGENT_CONCURRENCY,
+  handOutTask,
+  noteAgentCall,
+  refuseOthersTasks,
+  settleLeases,
+  withSessionLock,
+  agentsOfSession,
+} from "./leases";
 import { AGENT_INSTRUCTIONS, AGENT_INSTRUCTIONS_VERSION } from "./instructions";
 import { openSignals, taskNumber, upsertSignal, type OpenSignal, type SignalLevel } from "./signal-store";
 import { checkNewTasks } from "./task-gates";
@@ -335,7 +343,7 @@ async function seen(app: Pick<App, "db">, session: SessionRow, caller: string | 
   if (caller === undefined) return;
   await app.db.pool.query("update agent_sessions set last_seen_at = now() where id = $1", [session.id]);
   // Any call is the agent's heartbeat: its leases run on.
-  await noteAgentCall(app, session.id, caller);
+  await noteAgentCall(app, session.id, caller, { listed: actorKindOf(caller) !== "person" });
 }
 
 /** Seed 003's `status`. The first call of a session (or after new instructions) syncs them. */

@@ -45,7 +45,9 @@ export const agentStart = defineOperation({
       .string()
       .max(4_096)
       .optional()
-      .describe("A registered workspace (its id or absolute path, see workspace.list); the server's default when omitted"),
+      .describe(
+        "A registered workspace (its id or absolute path, see workspace.list); the server's default when omitted",
+      ),
     agentConcurrency: z
       .number()
       .int()
