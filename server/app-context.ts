@@ -6,6 +6,7 @@ import { readConfig } from "./env";
 import { autoRecover } from "./planner/auto-recovery";
 import { plannerFor } from "./planner/deps";
 import { planningWork } from "./planner/session-jobs";
+import { sweepExpiredLeases } from "./agents/leases";
 import { createStepTextGenerator } from "./planner/step-generation";
 import { createLlmGenerateTool } from "./tools/llm-generate";
 import { logger } from "./logger";
@@ -67,7 +68,17 @@ export async function createAppContext(options: {
       queuePoolSize: budget.queue,
       // Planning sessions are queue jobs too; the planner is looked up per job, so one installed
       // later (tests: a scripted provider) is the one that runs them.
-      extra: (worker) => planningWork(() => plannerFor(context), worker),
+      // Each maintenance tick also returns the tasks of agents whose leases ran out (leases.ts).
+      extra: (worker) => {
+        const planning = planningWork(() => plannerFor(context), worker);
+        return {
+          ...planning,
+          maintain: async () => {
+            await planning.maintain?.();
+            await sweepExpiredLeases(context);
+          },
+        };
+      },
     });
   }
   return context;

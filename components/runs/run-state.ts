@@ -113,6 +113,18 @@ function appendShared(run: LiveRun, event: StoredEvent): StoredEvent[] {
  * and change nothing else; an event after a missing one records the gap and is not applied.
  * Costs O(1) plus one copy of the steps array when the event concerns a step.
  */
+const SESSION_EVENTS: ReadonlySet<string> = new Set([
+  "signal.raised",
+  "signal.cleared",
+  "agent.task_leased",
+  "agent.lease_expired",
+  "agent.concurrency_set",
+  "step.running",
+  "step.completed",
+  "step.skipped",
+  "step.awaiting_agent",
+]);
+
 export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
   if (event.seq <= run.lastSeq) return { ...run, duplicates: run.duplicates + 1 };
   if (run.gap) return run;
@@ -124,7 +136,8 @@ export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
     eventCount: run.eventCount + 1,
   };
   if (event.type === "run.plan_changed") next.planChanged = true;
-  if (event.type === "signal.raised" || event.type === "signal.cleared") next.signalSeq = event.seq;
+  // The session panel reloads on signals and on every change of who works on what.
+  if (SESSION_EVENTS.has(event.type)) next.signalSeq = event.seq;
   if (isRunStatusEvent(event)) {
     const { data } = event;
     next.status = data.status;

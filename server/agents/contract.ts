@@ -27,6 +27,10 @@ export const taskSchema = z.object({
   dependencies: z.array(z.number().int()),
   context_hints: z.array(z.string()),
   relevant_file_paths: z.array(z.string()),
+  /** Addition: how the agent knows the task is done (given when the task was added). */
+  acceptance: z.array(z.string()).optional(),
+  /** Addition: the agent the task is leased to while one holds it (several agents, one plan). */
+  assignee: z.string().optional(),
   /** Addition: who carries the task out — the agent, or Stepwise running a tool (tests, builds). */
   executor: z.enum(["agent", "stepwise"]),
   /** Addition: Stepwise's own step state, finer than the seed's four (awaiting_approval, failed…). */
@@ -64,6 +68,31 @@ export const approverNoteSchema = z.object({
 });
 export type ApproverNote = z.infer<typeof approverNoteSchema>;
 
+/**
+ * Addition: everything an agent needs for its task, self-contained — so any of several agents, in
+ * a fresh context, can do it. Built once when the task is handed out and stored with the lease
+ * (and in the run's `agent.task_leased` event): what the agent was given is what people see.
+ */
+export const taskBriefSchema = z.object({
+  task_id: z.number().int(),
+  title: z.string(),
+  type: z.string().optional(),
+  description: z.string().optional(),
+  goal: z.string(),
+  context_hints: z.array(z.string()),
+  relevant_file_paths: z.array(z.string()),
+  acceptance: z.array(z.string()),
+  /** The DONE notes of the tasks this one depends on. */
+  dependency_notes: z.array(z.object({ task_id: z.number().int(), title: z.string(), notes: z.string().nullable() })),
+  approver_notes: z.array(approverNoteSchema),
+  /** Where to do the work (`taskWorkingDirectory` in server/agents/working-directory.ts). */
+  workingDirectory: z.string(),
+  /** The agent the task is leased to, and until when (the server's clock; any call renews it). */
+  assignee: z.string(),
+  lease_expires_at: z.string(),
+});
+export type TaskBrief = z.infer<typeof taskBriefSchema>;
+
 /** Response B: the next task, with its hints. */
 export const readyForTaskSchema = z.object({
   now: z.object({
@@ -71,6 +100,8 @@ export const readyForTaskSchema = z.object({
     agent_instructions: z.string(),
     current_task: taskSchema,
     approver_notes: z.array(approverNoteSchema).optional(),
+    /** Addition: the task's self-contained brief, as handed out under the lease. */
+    brief: taskBriefSchema.optional(),
   }),
   plan: z.object({ tasks: z.array(taskSchema) }),
   session: sessionRef,
@@ -132,6 +163,8 @@ export const newTaskSchema = z.object({
   dependencies: z.array(z.number().int().positive()).max(200).default([]),
   context_hints: z.array(z.string().max(2_000)).max(50).optional(),
   relevant_file_paths: z.array(z.string().max(1_000)).max(100).optional(),
+  /** Addition: acceptance criteria — how an agent knows the task is done. */
+  acceptance: z.array(z.string().max(2_000)).max(50).optional(),
 });
 export type NewTask = z.infer<typeof newTaskSchema>;
 

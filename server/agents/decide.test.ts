@@ -33,6 +33,33 @@ function state(overrides: Partial<SessionState> = {}): SessionState {
 }
 
 describe("decideNow", () => {
+  it("with several agents, gives the agent its assigned task and brief, or says why it waits", () => {
+    const brief = {
+      task_id: 3,
+      title: "Task 3",
+      goal: "Goal",
+      context_hints: [],
+      relevant_file_paths: [],
+      acceptance: ["It works"],
+      dependency_notes: [],
+      approver_notes: [],
+      workingDirectory: "/ws",
+      assignee: "bob",
+      lease_expires_at: "2026-01-01T00:00:00.000Z",
+    };
+    const tasks = [task(1, "completed"), task(2, "awaiting_agent"), task(3, "awaiting_agent")];
+    const mine = decideNow(state({ tasks, assignment: { taskId: 3, brief } }));
+    expect(mine.now).toMatchObject({ reason: "ready_for_task", current_task: { id: 3 }, brief });
+
+    const capped = decideNow(state({ tasks, assignment: { taskId: null, capReached: true, cap: 1 } }));
+    expect(capped.now).toMatchObject({ reason: "waiting", retry_after_seconds: 5 });
+    expect(capped.now.reason === "waiting" && capped.now.message).toBe(
+      "1 agent task is in progress, this session's cap; a task is handed out when one of them is done.",
+    );
+    const held = decideNow(state({ tasks, assignment: { taskId: null, capReached: false, cap: 3 } }));
+    expect(held.now.reason === "waiting" && held.now.message).toContain("Other agents hold every ready task");
+  });
+
   it("hands the approvers' notes over with the task, and says to follow them; none, no field", () => {
     const notes = [{ about: "plan", by: "alice", note: "Back the file up first." }];
     const ready = decideNow(state({ approverNotes: notes }));

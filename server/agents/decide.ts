@@ -1,5 +1,5 @@
 import type { OpenSignal } from "./signal-store";
-import type { AgentTaskView, ApproverNote, StatusResponse } from "./contract";
+import type { AgentTaskView, ApproverNote, StatusResponse, TaskBrief } from "./contract";
 import { DONE_STEP_STATUSES } from "../vocabulary";
 
 /**
@@ -21,6 +21,12 @@ export interface SessionState {
   runStatus: string;
   /** What the approvers said (the plan's approval note, notes on step decisions); given with each task. */
   approverNotes?: ApproverNote[];
+  /**
+   * With several agents: the task handed to this agent under its lease (with its brief), or none —
+   * the others hold the ready tasks, or the cap on tasks in progress is reached. Absent, the first
+   * workable task in plan order is the agent's (the single-agent rule).
+   */
+  assignment?: { taskId: number; brief: TaskBrief } | { taskId: null; capReached: boolean; cap: number };
 }
 
 const SETTLED: ReadonlySet<string> = new Set(DONE_STEP_STATUSES);
@@ -72,9 +78,11 @@ export function decideNow(state: SessionState): StatusResponse {
   }
   const paused = state.runStatus === "paused";
   const agentTasks = state.tasks.filter((task) => task.executor === "agent");
-  const current =
-    agentTasks.find((task) => task.state === "running") ??
-    (paused ? undefined : agentTasks.find((task) => task.state === "awaiting_agent"));
+  const assignment = state.assignment;
+  const current = assignment
+    ? agentTasks.find((task) => task.id === assignment.taskId)
+    : (agentTasks.find((task) => task.state === "running") ??
+      (paused ? undefined : agentTasks.find((task) => task.state === "awaiting_agent")));
   if (current) {
     return {
       now: {
@@ -86,6 +94,7 @@ export function decideNow(state: SessionState): StatusResponse {
           (state.approverNotes?.length ? " Follow what the approvers said in `approver_notes`." : ""),
         current_task: current,
         ...(state.approverNotes?.length && { approver_notes: state.approverNotes }),
+        ...(assignment?.taskId != null && { brief: assignment.brief }),
       },
       plan: { tasks: state.tasks },
       session,
@@ -102,7 +111,11 @@ export function decideNow(state: SessionState): StatusResponse {
       ? `Waiting for a person to approve ${approvals === 1 ? "a step" : `${approvals} steps`}.`
       : failed > 0
         ? "A step failed and waits for a person to retry or skip it."
-        : "Stepwise is running steps of the plan (tests, builds); your next task depends on them.";
+        : assignment?.taskId === null && assignment.capReached
+          ? `${assignment.cap} agent task${assignment.cap === 1 ? " is" : "s are"} in progress, this session's cap; a task is handed out when one of them is done.`
+          : assignment?.taskId === null
+            ? "Other agents hold every ready task; the next one is handed out when its dependencies are done or a lease ends."
+            : "Stepwise is running steps of the plan (tests, builds); your next task depends on them.";
   return {
     now: {
       reason: "waiting",

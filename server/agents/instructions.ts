@@ -56,6 +56,22 @@ problem and resubmit. Nothing of a rejected update is applied.
 signal for the person watching (a blocker also holds the session until cleared);
 \`stepwise alert --clear <name>\` clears one.
 
+## Several agents on one plan
+
+Any number of agents can work one session at once: each runs the same loop with its own name
+(\`stepwise status --json --session <id> --agent <name>\`, or the name its MCP client sends).
+
+- \`status\` hands each agent a different ready task under a lease: \`now.brief\` has everything
+  for it — the title, hints, files, \`acceptance\` criteria, the goal, the DONE notes of the
+  tasks it depends on, what the approvers said, and \`workingDirectory\` (where to do the work).
+  Ask again and you get the same task until you report it DONE, CANCELLED or TODO.
+- Every call you make on the session renews your lease. If you stop calling for the lease's
+  length (10 minutes by default), the task goes back to the ready tasks for another agent.
+- Report only on your own tasks: an update on a task leased to another agent is refused.
+- \`waiting\` can mean the other agents hold every ready task, or the session's cap on tasks in
+  progress at once is reached; ask again after \`retry_after_seconds\`.
+- Give useful \`notes\` with DONE: the agents doing the tasks after yours read them in their brief.
+
 ## Plan first when the task is complex or ambiguous
 
 Before acting on a task that touches several files or steps, changes something hard to undo, or

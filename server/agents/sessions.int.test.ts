@@ -206,6 +206,8 @@ describe("agent sessions (seed 003)", () => {
     const events = await readEvents(harness.app.db.pool, runId, 0);
     expect(events.filter((e) => e.stepId === "step_2").map((e) => e.type)).toEqual([
       "step.awaiting_agent",
+      // status handed the task to the agent under a lease, then the agent started it.
+      "agent.task_leased",
       "step.running",
       "step.completed",
     ]);

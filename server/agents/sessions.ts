@@ -32,6 +32,15 @@ import {
   type UpdateResponse,
 } from "./contract";
 import { decideNow } from "./decide";
+import {
+  DEFAULT_AGENT_CONCURRENCY,
+  handOutTask,
+  noteAgentCall,
+  refuseOthersTasks,
+  settleLeases,
+  withSessionLock,
+  agentsOfSession,
+} from "./leases";
 import { AGENT_INSTRUCTIONS, AGENT_INSTRUCTIONS_VERSION } from "./instructions";
 import { openSignals, taskNumber, upsertSignal, type OpenSignal, type SignalLevel } from "./signal-store";
 import { checkNewTasks } from "./task-gates";
@@ -59,6 +68,8 @@ export interface SessionRow {
   closed_at: Date | null;
   last_seen_at: Date | null;
   planning_session_id: string | null;
+  agent_concurrency: number;
+  lease_seconds: number;
 }
 
 const MAX_GOAL = 4_000;
@@ -76,6 +87,10 @@ export async function startSession(
     steps?: StepInput[];
     /** A seed 000 todo plan's owner (an MCP session); see `server/agents/todo-plans.ts`. */
     todoKey?: string;
+    /** Agent tasks in progress at once (several agents, one plan); the default is 3. */
+    agentConcurrency?: number;
+    /** How long a handed-out task stays an agent's without it calling; the default is 600 s. */
+    leaseSeconds?: number;
   },
 ): Promise<{ sessionId: string; planId: string; runId: string }> {
   const goal = input.goal.trim();
@@ -114,6 +129,8 @@ export async function startSession(
     runId,
     actor: input.actor,
     todoKey: input.todoKey,
+    agentConcurrency: input.agentConcurrency,
+    leaseSeconds: input.leaseSeconds,
   });
   return { sessionId, planId: plan.id, runId };
 }
@@ -163,14 +180,17 @@ export async function insertSession(
     todoKey?: string;
     /** An agent's plan-mode session whose approved plan this session executes. */
     planningSessionId?: string;
+    agentConcurrency?: number;
+    leaseSeconds?: number;
   },
 ): Promise<string> {
   const base = sessionIdFor(input.goal, new Date());
   for (let suffix = 1; ; suffix++) {
     const id = suffix === 1 ? base : `${base}-${suffix}`;
     const inserted = await app.db.pool.query(
-      `insert into agent_sessions (id, goal, workspace_root, plan_id, run_id, created_by, todo_key, planning_session_id)
-       values ($1, $2, $3, $4, $5, $6, $7, $8) on conflict (id) do nothing`,
+      `insert into agent_sessions (id, goal, workspace_root, plan_id, run_id, created_by, todo_key, planning_session_id,
+         agent_concurrency, lease_seconds)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9, $11::int), coalesce($10, 600)) on conflict (id) do nothing`,
       [
         id,
         input.goal,
@@ -180,6 +200,9 @@ export async function insertSession(
         input.actor,
         input.todoKey ?? null,
         input.planningSessionId ?? null,
+        input.agentConcurrency ?? null,
+        input.leaseSeconds ?? null,
+        DEFAULT_AGENT_CONCURRENCY,
       ],
     );
     if (inserted.rowCount) return id;
@@ -305,6 +328,7 @@ export function taskView(step: Step, status: StepStatus): AgentTaskView {
     dependencies: step.dependsOn.map((dep) => taskNumber(dep) ?? 0),
     context_hints: step.contextHints,
     relevant_file_paths: step.relevantFilePaths,
+    ...(step.acceptance?.length && { acceptance: step.acceptance }),
     executor: step.tool === AGENT_TASK_TOOL ? "agent" : "stepwise",
     state: status,
   };
@@ -318,6 +342,8 @@ function tasksOf(loaded: Loaded): AgentTaskView[] {
 async function seen(app: Pick<App, "db">, session: SessionRow, caller: string | undefined): Promise<void> {
   if (caller === undefined) return;
   await app.db.pool.query("update agent_sessions set last_seen_at = now() where id = $1", [session.id]);
+  // Any call is the agent's heartbeat: its leases run on.
+  await noteAgentCall(app, session.id, caller, { listed: actorKindOf(caller) !== "person" });
 }
 
 /** Seed 003's `status`. The first call of a session (or after new instructions) syncs them. */
@@ -326,14 +352,36 @@ export async function sessionStatus(app: App, sessionId?: string, caller?: strin
   await seen(app, session, caller);
   const loaded = await loadSession(app, session);
   const delivered = session.instructions_version === AGENT_INSTRUCTIONS_VERSION;
-  const response = decideNow({
+  const state = {
     session: { id: session.id, goal: session.goal, finalSummary: session.final_summary },
     instructions: { content: AGENT_INSTRUCTIONS, delivered },
     signals: loaded.signals,
     tasks: tasksOf(loaded),
     runStatus: loaded.runStatus,
     approverNotes: loaded.approverNotes,
-  });
+  };
+  let response = decideNow(state);
+  // A task would be handed out: which one is this caller's is the lease hand-out's decision.
+  if (response.now.reason === "ready_for_task" && caller !== undefined) {
+    const handOut = await handOutTask(app, session, caller, {
+      steps: loaded.steps,
+      approverNotes: loaded.approverNotes,
+      mayStartNew: loaded.runStatus !== "paused",
+    });
+    const assignees = new Map(handOut.leases.map((lease) => [lease.step_id, lease.agent]));
+    const tasks = state.tasks.map((task) => {
+      const assignee = assignees.get(`step_${task.id}`);
+      return assignee ? { ...task, assignee } : task;
+    });
+    response = decideNow({
+      ...state,
+      tasks,
+      assignment:
+        handOut.kind === "task"
+          ? { taskId: taskNumber(handOut.stepId) ?? 0, brief: handOut.brief }
+          : { taskId: null, capReached: handOut.capReached, cap: handOut.cap },
+    });
+  }
   if (!delivered) {
     await app.db.pool.query("update agent_sessions set instructions_version = $2 where id = $1", [
       session.id,
@@ -456,7 +504,23 @@ export async function updateSession(
     adoptVersion = saved.version;
   }
   if (updates.length > 0 || adoptVersion !== undefined) {
-    await updateAgentTasks(app.engine, { runId: session.run_id, updates, actor: input.actor, adoptVersion });
+    // Under the session's hand-out lock: a task another agent holds is refused, and the leases
+    // follow the reported states (DONE ends one, IN_PROGRESS takes an unheld task).
+    await withSessionLock(app, session.id, async (client) => {
+      if (actorKindOf(input.actor) === "agent") {
+        await refuseOthersTasks(
+          client,
+          session.id,
+          input.actor,
+          updates.map((update) => update.stepId),
+        );
+      }
+      await updateAgentTasks(app.engine, { runId: session.run_id, updates, actor: input.actor, adoptVersion });
+      await settleLeases(app, client, session, input.actor, updates, {
+        steps: loaded.steps,
+        approverNotes: loaded.approverNotes,
+      });
+    });
   }
   if (payload.final_summary !== undefined) {
     await app.db.pool.query(
@@ -491,6 +555,7 @@ function newTaskStep(task: NewTask, number: number): StepInput {
     dependsOn: task.dependencies.map((id) => `step_${id}`),
     contextHints: task.context_hints ?? [],
     relevantFilePaths: task.relevant_file_paths ?? [],
+    ...(task.acceptance?.length && { acceptance: task.acceptance }),
   };
 }
 
@@ -661,6 +726,9 @@ export async function sessionOfRun(app: App, runId: string) {
     idleSeconds: session.idle_seconds,
     fromPlanMode: session.planning_session_id !== null,
     signals: await openSignals(app.db.pool, session.id),
+    agentConcurrency: session.agent_concurrency,
+    leaseSeconds: session.lease_seconds,
+    agents: await agentsOfSession(app, session.id),
   };
 }
 

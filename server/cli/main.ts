@@ -151,18 +151,37 @@ withConnection(
     .description("start an agent session for a goal (seed 003 `start`)")
     .requiredOption("--goal <goal>", "what the session should achieve")
     .option("--workspace <dir>", "the directory the agent works in (default: the current one, for a local server)")
+    .option(
+      "--max-agents <n>",
+      "agent tasks in progress at once, one per agent (1: one after another; default 3)",
+      positiveInteger,
+    )
+    .option(
+      "--lease-seconds <s>",
+      "how long a handed-out task stays an agent's without it calling (default 600)",
+      positiveInteger,
+    )
     .option("--json", "print the seed's JSON only"),
-).action(async (options: ConnectionOptions & { goal: string; workspace?: string }) => {
-  const connection = await resolveConnection(options).catch(() => undefined);
-  const local = connection ? /^https?:\/\/(127\.0\.0\.1|localhost|\[::1\])(:|\/|$)/.test(connection.url) : false;
-  const workspace = options.workspace ? path.resolve(options.workspace) : local ? process.cwd() : undefined;
-  await agentCall(
-    "agent.start",
-    { goal: options.goal, ...(workspace && { workspace }) },
-    options,
-    options.json === true,
-  );
-});
+).action(
+  async (
+    options: ConnectionOptions & { goal: string; workspace?: string; maxAgents?: number; leaseSeconds?: number },
+  ) => {
+    const connection = await resolveConnection(options).catch(() => undefined);
+    const local = connection ? /^https?:\/\/(127\.0\.0\.1|localhost|\[::1\])(:|\/|$)/.test(connection.url) : false;
+    const workspace = options.workspace ? path.resolve(options.workspace) : local ? process.cwd() : undefined;
+    await agentCall(
+      "agent.start",
+      {
+        goal: options.goal,
+        ...(workspace && { workspace }),
+        ...(options.maxAgents !== undefined && { agentConcurrency: options.maxAgents }),
+        ...(options.leaseSeconds !== undefined && { leaseSeconds: options.leaseSeconds }),
+      },
+      options,
+      options.json === true,
+    );
+  },
+);
 
 withConnection(
   program

@@ -82,6 +82,21 @@ const representative: NewEvent[] = [
     data: { id: "tests", level: "blocker", message: "red", raisedBy: "stepwise" },
   },
   { type: "signal.cleared", stepId: null, data: { id: "tests", clearedBy: "agent" } },
+  {
+    type: "agent.task_leased",
+    stepId: "step_2",
+    data: {
+      agent: "ada",
+      expiresAt: "2026-11-25T19:00:00.000Z",
+      brief: { task_id: 2, title: "Part 2", goal: "Ship", workingDirectory: "/ws", assignee: "ada" },
+    },
+  },
+  {
+    type: "agent.lease_expired",
+    stepId: "step_2",
+    data: { agent: "ada", leasedAt: "2026-11-25T18:50:00.000Z", reason: "Lease of ada expired, returned to ready" },
+  },
+  { type: "agent.concurrency_set", stepId: null, data: { agentConcurrency: 1, actor: "alice" } },
   { type: "planning.started", data: { kind: "create", mode: "quick", model: "m", goal: "g", judge: false } },
   { type: "planning.context", data: { message: "Workspace snapshot: 3 entries", entries: 3, keyFiles: ["README.md"] } },
   { type: "planning.draft", data: { attempt: 0, steps: 2, summary: null } },

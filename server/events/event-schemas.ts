@@ -121,6 +121,15 @@ export const eventSchema = z.discriminatedUnion("type", [
   /** Signals of an agent session travel in its run's stream. */
   event("signal.raised", z.object({ id: z.string(), level: signalLevel, message: z.string(), raisedBy: z.string() })),
   event("signal.cleared", z.object({ id: z.string(), clearedBy: z.string() })),
+  /** An agent of the session was handed the task under a lease; `brief` is exactly what it was given. */
+  event(
+    "agent.task_leased",
+    z.object({ agent: z.string(), expiresAt: z.string(), brief: z.record(z.string(), z.unknown()) }),
+  ),
+  /** The agent stopped calling: its lease ran out and the task is ready for another agent. */
+  event("agent.lease_expired", z.object({ agent: z.string(), leasedAt: z.string(), reason: z.string() })),
+  /** A person changed how many agent tasks may be in progress at once. */
+  event("agent.concurrency_set", z.object({ agentConcurrency: z.number().int(), actor: z.string() })),
 
   // ── A planning session's stream (stream id = session id) ──
   event(

@@ -22,7 +22,8 @@ import { requirePlanningModel } from "../planner/config";
 import { plannerFor } from "../planner/deps";
 import { judgePlan } from "../planner/planning";
 import { suggestSteps } from "../planner/suggest";
-import { PERSON_OR_AGENT } from "./policy";
+import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
+import { MAX_AGENT_CONCURRENCY, setAgentConcurrency } from "../agents/leases";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
 
@@ -45,7 +46,23 @@ export const agentStart = defineOperation({
       .string()
       .max(4_096)
       .optional()
-      .describe("A registered workspace (its id or absolute path, see workspace.list); the server's default when omitted"),
+      .describe(
+        "A registered workspace (its id or absolute path, see workspace.list); the server's default when omitted",
+      ),
+    agentConcurrency: z
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_AGENT_CONCURRENCY)
+      .optional()
+      .describe("How many agent tasks may be in progress at once, each by one agent (1: one after another; default 3)"),
+    leaseSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(86_400)
+      .optional()
+      .describe("How long a handed-out task stays an agent's without it calling (default 600)"),
   }),
   output: sessionCreatedSchema,
   async run({ app, identity }, input) {
@@ -55,6 +72,8 @@ export const agentStart = defineOperation({
       actor: identity.name,
       // Registering a directory is a person's decision; an agent works where a person allowed it.
       mayRegisterWorkspace: identity.kind === "person",
+      ...(input.agentConcurrency !== undefined && { agentConcurrency: input.agentConcurrency }),
+      ...(input.leaseSeconds !== undefined && { leaseSeconds: input.leaseSeconds }),
     });
     return {
       status: "session_created" as const,
@@ -151,10 +170,30 @@ export const agentSuggest = defineOperation({
   },
 });
 
+export const agentSetConcurrency = defineOperation({
+  name: "agent.setConcurrency",
+  callers: PERSON_ONLY,
+  summary: "Set how many agent tasks of a session may be in progress at once (1: one after another)",
+  input: z.object({
+    session: z.string().max(200),
+    agentConcurrency: z.number().int().min(1).max(MAX_AGENT_CONCURRENCY),
+  }),
+  output: z.object({ session: z.string(), agentConcurrency: z.number().int() }),
+  async run({ app, identity }, input) {
+    await setAgentConcurrency(app, {
+      sessionId: input.session,
+      agentConcurrency: input.agentConcurrency,
+      actor: identity.name,
+    });
+    return { session: input.session, agentConcurrency: input.agentConcurrency };
+  },
+});
+
 export const agentOperations: AnyOperation[] = [
   agentStart,
   agentStatus,
   agentUpdate,
   agentAlert,
   agentSuggest,
+  agentSetConcurrency,
 ] as AnyOperation[];

@@ -32,6 +32,7 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "agent.update": PA,
   "agent.alert": PA,
   "agent.suggest": PA,
+  "agent.setConcurrency": P,
   "plan.create": PA,
   "plan.get": PA,
   "plan.markdown": PA,

@@ -47,6 +47,8 @@ export const stepInputSchema = z.object({
   retry: retryPolicySchema.partial().optional(),
   contextHints: z.array(z.string()).default([]),
   relevantFilePaths: z.array(z.string()).default([]),
+  /** An agent task's acceptance criteria: how the agent (and the person reviewing) knows it is done. */
+  acceptance: z.array(z.string().max(2_000)).max(50).optional(),
   type: stepTypeSchema.optional(),
   skipped: z.boolean().default(false),
 });
@@ -70,6 +72,7 @@ export interface Step {
   retry: RetryPolicy;
   contextHints: string[];
   relevantFilePaths: string[];
+  acceptance?: string[];
   type?: z.infer<typeof stepTypeSchema>;
   /** Skipped by the reviewer before the run: the engine marks it skipped without executing it. */
   skipped: boolean;

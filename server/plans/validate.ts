@@ -285,6 +285,7 @@ export function normalizePlan(draft: ParsedPlanDraft, registry: ToolRegistry): P
       retry: effectiveRetry(step.retry),
       contextHints: step.contextHints,
       relevantFilePaths: step.relevantFilePaths,
+      ...(step.acceptance?.length && { acceptance: step.acceptance }),
       ...(step.type !== undefined && { type: step.type }),
       skipped: step.skipped,
     };

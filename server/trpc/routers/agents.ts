@@ -2,6 +2,7 @@ import type { sessionOfRun } from "../../agents/sessions";
 import { viaOperation } from "../../operations/operation";
 import { agentSessionList, agentSessionOfRun } from "../../operations/reads";
 import { signalClear } from "../../operations/steering";
+import { agentSetConcurrency } from "../../operations/agent";
 import { operationProcedure, router } from "../init";
 
 /** What the browser needs of agent sessions: the session behind a run, its signals, and clearing one. */
@@ -15,4 +16,7 @@ export const agentsRouter = router({
 
   /** A person clears a signal (a blocker the agent raised, a failed check they decided to accept). */
   clearSignal: operationProcedure(signalClear).mutation(viaOperation(signalClear)),
+
+  /** A person sets how many agent tasks of the session may be in progress at once. */
+  setConcurrency: operationProcedure(agentSetConcurrency).mutation(viaOperation(agentSetConcurrency)),
 });

@@ -1,0 +1,194 @@
+/**
+ * `npm run bench:agents [-- --tasks 30] [-- --waves 5] [-- --agents 3] [-- --sessions 3]`: several
+ * agents on one plan. A session's plan has 30 agent tasks in 5 waves (each task after two of the
+ * wave before); 3 agents work it at once through the operations layer (what the HTTP, MCP and CLI
+ * doors call), each looping status → IN_PROGRESS → DONE. Measures Stepwise's own time per
+ * hand-out (a `status` that leases a new task), per IN_PROGRESS and per DONE (`update`), and checks
+ * that no task was handed out twice and none before its dependencies were done.
+ * Real PostgreSQL (embedded unless DATABASE_URL), in-process worker. Prints a table and writes
+ * bench/results/agents.json; it asserts nothing about time.
+ */
+import { randomBytes } from "node:crypto";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { createAppContext, type AppContext } from "../server/app-context";
+import { migrateDatabase } from "../server/db/bootstrap";
+import { findFreePort, startEmbeddedPostgres } from "../server/db/embedded";
+import { readEvents } from "../server/events/store";
+import { agentStart, agentStatus, agentUpdate } from "../server/operations/agent";
+import { invokeOperation, type Operation } from "../server/operations/operation";
+import type { StatusResponse } from "../server/agents/contract";
+import { withDatabase } from "../tests/test-database";
+import { percentile, round } from "./stats";
+
+function option(name: string, fallback: number): number {
+  const index = process.argv.indexOf(`--${name}`);
+  return index > 0 ? Number(process.argv[index + 1]) : fallback;
+}
+
+const TASKS = option("tasks", 30);
+const WAVES = option("waves", 5);
+const AGENTS = option("agents", 3);
+const SESSIONS = option("sessions", 3);
+
+type Call = (operation: Operation<never, never>, input: unknown) => Promise<unknown>;
+
+function caller(app: AppContext, name: string): Call {
+  return (operation, input) =>
+    invokeOperation(operation as Operation<never, never>, { app, identity: { kind: "agent", name } }, input);
+}
+
+/** Tasks 2..TASKS+1 in waves; a task of wave k depends on two tasks of wave k-1. */
+function waveTasks() {
+  const perWave = Math.ceil(TASKS / WAVES);
+  return Array.from({ length: TASKS }, (_, index) => {
+    const wave = Math.floor(index / perWave);
+    const inWave = index % perWave;
+    const previous = (offset: number) => 2 + (wave - 1) * perWave + ((inWave + offset) % perWave);
+    return {
+      title: `Wave ${wave + 1} task ${inWave + 1}`,
+      type: "chore",
+      context_hints: [`Read \`README.md\` and write part ${index + 1}.`],
+      relevant_file_paths: ["README.md"],
+      dependencies: wave === 0 ? [] : [...new Set([previous(0), previous(1)])],
+    };
+  });
+}
+
+async function oneSession(app: AppContext) {
+  const planner = caller(app, "planner");
+  const created = (await planner(agentStart as never, {
+    goal: "Benchmark several agents",
+    agentConcurrency: AGENTS,
+  })) as {
+    session_id: string;
+  };
+  const session = created.session_id;
+  await planner(agentStatus as never, { session }); // the session's instructions sync
+  await planner(agentUpdate as never, {
+    session,
+    payload: { add_tasks: waveTasks(), update_tasks: [{ id: 1, status: "DONE", notes: "planned" }] },
+  });
+  const handOut: number[] = [];
+  const started: number[] = [];
+  const done: number[] = [];
+  const timed = async <T>(into: number[], work: () => Promise<T>): Promise<T> => {
+    const t0 = performance.now();
+    const result = await work();
+    into.push(performance.now() - t0);
+    return result;
+  };
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: AGENTS }, async (_, n) => {
+      const call = caller(app, `agent-${n + 1}`);
+      for (;;) {
+        const t = performance.now();
+        const status = (await call(agentStatus as never, { session })) as StatusResponse;
+        if (status.now.reason === "plan_completed") return;
+        if (status.now.reason !== "ready_for_task") {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+          continue;
+        }
+        handOut.push(performance.now() - t);
+        const id = status.now.current_task.id;
+        await timed(started, () =>
+          call(agentUpdate as never, { session, payload: { update_tasks: [{ id, status: "IN_PROGRESS" }] } }),
+        );
+        await timed(done, () =>
+          call(agentUpdate as never, { session, payload: { update_tasks: [{ id, status: "DONE", notes: "ok" }] } }),
+        );
+      }
+    }),
+  );
+  const makespan = performance.now() - t0;
+  const run = await app.db.pool.query<{ run_id: string }>("select run_id from agent_sessions where id = $1", [session]);
+  const events = await readEvents(app.db.pool, run.rows[0]!.run_id, 0);
+  const leased = events.filter((event) => event.type === "agent.task_leased");
+  const completedAt = new Map(
+    events.filter((event) => event.type === "step.completed").map((event) => [event.stepId!, event.seq]),
+  );
+  const tasks = waveTasks();
+  const orderOk = leased.every((event) => {
+    const task = tasks[Number(event.stepId!.slice(5)) - 2]!;
+    return task.dependencies.every((dep) => (completedAt.get(`step_${dep}`) ?? Infinity) < event.seq);
+  });
+  const once = new Set(leased.map((event) => event.stepId)).size === leased.length && leased.length === TASKS;
+  return { handOut, started, done, makespan, orderOk, once };
+}
+
+async function main() {
+  const external = process.env.DATABASE_URL;
+  const scratch = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-bench-agents-"));
+  let serverUrl: string;
+  let stopServer = async () => undefined as void;
+  if (external) {
+    serverUrl = withDatabase(external, "postgres");
+  } else {
+    await fs.chmod(scratch, 0o711);
+    const embedded = await startEmbeddedPostgres({
+      dataDir: path.join(scratch, "pg"),
+      port: await findFreePort(),
+      database: "postgres",
+    });
+    serverUrl = embedded.serverUrl;
+    stopServer = () => embedded.stop();
+  }
+  const dbName = `stepwise_agents_${randomBytes(4).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  await admin.query(`create database ${dbName}`);
+  const databaseUrl = withDatabase(serverUrl, dbName);
+  await migrateDatabase(databaseUrl);
+  const workspace = path.join(scratch, "ws");
+  await fs.mkdir(workspace);
+  await fs.writeFile(path.join(workspace, "README.md"), "# Bench\n");
+  const app = await createAppContext({ databaseUrl, workspaceRoot: workspace, worker: { concurrency: 4 } });
+  try {
+    const results: Awaited<ReturnType<typeof oneSession>>[] = [];
+    for (let i = 0; i < SESSIONS; i++) results.push(await oneSession(app));
+    const all = (pick: (r: (typeof results)[number]) => number[]) => results.flatMap(pick);
+    const summary = {
+      tasks: TASKS,
+      waves: WAVES,
+      agents: AGENTS,
+      sessions: SESSIONS,
+      hand_out_p50_ms: percentile(
+        all((r) => r.handOut),
+        50,
+      ),
+      hand_out_p95_ms: percentile(
+        all((r) => r.handOut),
+        95,
+      ),
+      in_progress_p50_ms: percentile(
+        all((r) => r.started),
+        50,
+      ),
+      done_p50_ms: percentile(
+        all((r) => r.done),
+        50,
+      ),
+      done_p95_ms: percentile(
+        all((r) => r.done),
+        95,
+      ),
+      makespan_median_ms: round(results.map((r) => r.makespan).sort((a, b) => a - b)[Math.floor((SESSIONS - 1) / 2)]!),
+      every_task_handed_out_once: results.every((r) => r.once),
+      dependencies_respected: results.every((r) => r.orderOk),
+    };
+    console.table(summary);
+    await fs.mkdir(path.join(import.meta.dirname, "results"), { recursive: true });
+    await fs.writeFile(path.join(import.meta.dirname, "results/agents.json"), `${JSON.stringify(summary, null, 2)}\n`);
+  } finally {
+    await app.close();
+    await admin.query(`drop database if exists ${dbName} with (force)`).catch(() => undefined);
+    await admin.end();
+    await stopServer();
+    await fs.rm(scratch, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,441 @@
+import type pg from "pg";
+import type { AppContext } from "../app-context";
+import { recordAudit } from "../audit/audit-log";
+import { inTransaction } from "../db";
+import { returnExpiredAgentTask } from "../engine/agent-leases";
+import type { AgentTaskStatus } from "../engine/agent-tasks";
+import { AppError } from "../errors";
+import { appendEvents } from "../events/store";
+import type { Step, StepStatus } from "../plans/schema";
+import { AGENT_TASK_TOOL } from "../tools/agent-task";
+import type { ApproverNote, TaskBrief } from "./contract";
+import { taskNumber } from "./signal-store";
+import { taskWorkingDirectory } from "./working-directory";
+
+/**
+ * Several agents, one plan: the hand-out of a session's agent tasks under leases.
+ *
+ * `status` gives each agent (by the name it calls with) a different ready task and records a
+ * lease — assignee and expiry by the database's clock — with the task's brief as given. Every call
+ * of that agent on the session renews its leases; a lease that runs out returns the task to the
+ * ready tasks (checked at every call on the session and by the worker's sweep). At most
+ * `agent_concurrency` tasks are leased at once. Hand-outs of one session are serialised by a
+ * transaction-scoped advisory lock, so two agents asking at the same moment never get one task.
+ * The step's state stays the engine's: a handed-out task is awaiting_agent until its agent says
+ * IN_PROGRESS, exactly as with a single agent.
+ */
+type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
+
+export interface LeaseSession {
+  id: string;
+  goal: string;
+  run_id: string;
+  plan_id: string;
+  workspace_root: string;
+}
+
+export interface LeaseRow {
+  step_id: string;
+  agent: string;
+  leased_at: Date;
+  expires_at: Date;
+  brief: TaskBrief;
+}
+
+export const DEFAULT_AGENT_CONCURRENCY = 3;
+export const MAX_AGENT_CONCURRENCY = 64;
+
+/** Hand-outs and lease changes of one session, one at a time (released at commit). */
+async function lockSession(client: pg.PoolClient, sessionId: string): Promise<void> {
+  await client.query("select pg_advisory_xact_lock(hashtextextended('agent-handout:' || $1, 0))", [sessionId]);
+}
+
+export function withSessionLock<T>(
+  app: Pick<App, "db">,
+  sessionId: string,
+  work: (client: pg.PoolClient) => Promise<T>,
+) {
+  return inTransaction(app.db.pool, async (client) => {
+    await lockSession(client, sessionId);
+    return work(client);
+  });
+}
+
+/**
+ * An agent called on the session: it is seen now, and every lease it holds runs for another
+ * lease period from now. Expired leases are not revived — their tasks may already be another's.
+ * A person's calls (planning in the browser, trying a command) renew their leases but do not list
+ * them among the session's agents.
+ */
+export async function noteAgentCall(
+  app: Pick<App, "db">,
+  sessionId: string,
+  agent: string,
+  options: { listed: boolean },
+): Promise<void> {
+  if (!options.listed) {
+    await app.db.pool.query(
+      `update agent_task_leases l set expires_at = clock_timestamp() + make_interval(secs => s.lease_seconds)
+         from agent_sessions s
+        where s.id = l.session_id and l.session_id = $1 and l.agent = $2 and l.expires_at > clock_timestamp()`,
+      [sessionId, agent],
+    );
+    return;
+  }
+  await app.db.pool.query(
+    `with renewed as (
+       update agent_task_leases l set expires_at = clock_timestamp() + make_interval(secs => s.lease_seconds)
+         from agent_sessions s
+        where s.id = l.session_id and l.session_id = $1 and l.agent = $2 and l.expires_at > clock_timestamp()
+       returning 1)
+     insert into session_agents (session_id, agent, first_seen_at, last_seen_at)
+     values ($1, $2, clock_timestamp(), clock_timestamp())
+     on conflict (session_id, agent) do update set last_seen_at = excluded.last_seen_at`,
+    [sessionId, agent],
+  );
+}
+
+/** Returns the tasks of leases that ran out to the ready tasks, in the caller's locked transaction. */
+async function expireIn(app: App, client: pg.PoolClient, session: LeaseSession): Promise<number> {
+  const expired = await client.query<{ step_id: string; agent: string; leased_at: Date }>(
+    `delete from agent_task_leases where session_id = $1 and expires_at <= clock_timestamp()
+     returning step_id, agent, leased_at`,
+    [session.id],
+  );
+  for (const lease of expired.rows) {
+    await returnExpiredAgentTask(app.engine, client, {
+      runId: session.run_id,
+      stepId: lease.step_id,
+      agent: lease.agent,
+      leasedAt: lease.leased_at.toISOString(),
+    });
+  }
+  return expired.rowCount ?? 0;
+}
+
+/**
+ * The server's own enforcement of leases, for sessions no agent calls on any more: every open
+ * session with an expired lease gets its tasks back. The worker runs it periodically.
+ */
+export async function sweepExpiredLeases(app: App): Promise<number> {
+  const due = await app.db.pool.query<LeaseSession>(
+    `select distinct s.id, s.goal, s.run_id, s.plan_id, s.workspace_root
+       from agent_task_leases l join agent_sessions s on s.id = l.session_id
+      where l.expires_at <= clock_timestamp()`,
+  );
+  let count = 0;
+  for (const session of due.rows) {
+    count += await withSessionLock(app, session.id, (client) => expireIn(app, client, session));
+  }
+  return count;
+}
+
+export type HandOut =
+  | { kind: "task"; stepId: string; brief: TaskBrief; leases: LeaseRow[] }
+  | { kind: "none"; capReached: boolean; cap: number; leases: LeaseRow[] };
+
+const WORKABLE: ReadonlySet<StepStatus> = new Set(["awaiting_agent", "running"]);
+
+/**
+ * Which task is this agent's now: the one it already holds (its lease renewed), else a task in
+ * progress that nobody holds (an agent's from before leases, or a person's), else — when fewer
+ * than the cap are held and new work may start — the first ready task in plan order that no other
+ * agent holds, leased to it now. Expired leases are returned first, so their tasks are available.
+ */
+export async function handOutTask(
+  app: App,
+  session: LeaseSession,
+  agent: string,
+  plan: { steps: Step[]; approverNotes: ApproverNote[]; mayStartNew: boolean },
+): Promise<HandOut> {
+  return withSessionLock(app, session.id, async (client) => {
+    await expireIn(app, client, session);
+    // One client runs one query at a time: these go one after another.
+    const settings = await client.query<{ agent_concurrency: number; lease_seconds: number }>(
+      "select agent_concurrency, lease_seconds from agent_sessions where id = $1",
+      [session.id],
+    );
+    const statusRows = await client.query<{ step_id: string; status: StepStatus }>(
+      "select step_id, status from run_steps where run_id = $1",
+      [session.run_id],
+    );
+    const leaseRows = await client.query<LeaseRow>(
+      "select step_id, agent, leased_at, expires_at, brief from agent_task_leases where session_id = $1",
+      [session.id],
+    );
+    const { agent_concurrency: cap, lease_seconds: leaseSeconds } = settings.rows[0]!;
+    const statuses = new Map(statusRows.rows.map((row) => [row.step_id, row.status]));
+    // A lease on a task that is no longer workable (done, skipped by a person) is over.
+    const stale = leaseRows.rows.filter((lease) => !WORKABLE.has(statuses.get(lease.step_id) ?? "pending"));
+    if (stale.length > 0) {
+      await client.query("delete from agent_task_leases where session_id = $1 and step_id = any($2)", [
+        session.id,
+        stale.map((lease) => lease.step_id),
+      ]);
+    }
+    const leases = leaseRows.rows.filter((lease) => !stale.includes(lease));
+    const leased = new Map(leases.map((lease) => [lease.step_id, lease]));
+    const agentSteps = plan.steps.filter((step) => step.tool === AGENT_TASK_TOOL);
+
+    const mine = agentSteps.map((step) => leased.get(step.id)).find((lease) => lease?.agent === agent);
+    if (mine) {
+      return {
+        kind: "task",
+        stepId: mine.step_id,
+        brief: { ...mine.brief, lease_expires_at: mine.expires_at.toISOString() },
+        leases,
+      };
+    }
+    const unheldRunning = agentSteps.filter((step) => statuses.get(step.id) === "running" && !leased.has(step.id));
+    const ready = agentSteps.find((step) => statuses.get(step.id) === "awaiting_agent" && !leased.has(step.id));
+    const capReached = leases.length + unheldRunning.length >= cap;
+    const chosen = unheldRunning[0] ?? (plan.mayStartNew && !capReached ? ready : undefined);
+    if (!chosen) return { kind: "none", capReached: capReached && ready !== undefined, cap, leases };
+
+    const lease = await leaseTo(app, client, session, agent, chosen, { ...plan, leaseSeconds });
+    return { kind: "task", stepId: chosen.id, brief: lease.brief, leases: [...leases, lease] };
+  });
+}
+
+/** Records the lease and its brief; the run's stream and the audit log say who got which task. */
+async function leaseTo(
+  app: App,
+  client: pg.PoolClient,
+  session: LeaseSession,
+  agent: string,
+  step: Step,
+  plan: { steps: Step[]; approverNotes: ApproverNote[]; leaseSeconds: number },
+): Promise<LeaseRow> {
+  const times = await client.query<{ leased_at: Date; expires_at: Date }>(
+    "select clock_timestamp() as leased_at, clock_timestamp() + make_interval(secs => $1) as expires_at",
+    [plan.leaseSeconds],
+  );
+  const { leased_at: leasedAt, expires_at: expiresAt } = times.rows[0]!;
+  const brief = await buildBrief(client, session, step, agent, expiresAt, plan);
+  await client.query(
+    `insert into agent_task_leases (session_id, step_id, run_id, agent, leased_at, expires_at, brief)
+     values ($1, $2, $3, $4, $5, $6, $7)`,
+    [session.id, step.id, session.run_id, agent, leasedAt, expiresAt, JSON.stringify(brief)],
+  );
+  const run = await client.query<{ trace_id: string; plan_version: number }>(
+    "select trace_id, plan_version from runs where id = $1",
+    [session.run_id],
+  );
+  await appendEvents(
+    client,
+    { streamId: session.run_id, planId: session.plan_id, runId: session.run_id, traceId: run.rows[0]!.trace_id },
+    [{ type: "agent.task_leased", stepId: step.id, data: { agent, expiresAt: expiresAt.toISOString(), brief } }],
+  );
+  await recordAudit(client, {
+    actor: "stepwise",
+    action: "task.leased",
+    planId: session.plan_id,
+    planVersion: run.rows[0]!.plan_version,
+    runId: session.run_id,
+    stepId: step.id,
+    detail: { sessionId: session.id, agent, expiresAt: expiresAt.toISOString() },
+  });
+  return { step_id: step.id, agent, leased_at: leasedAt, expires_at: expiresAt, brief };
+}
+
+/** The task's brief: the task itself, the goal, its dependencies' DONE notes, the approvers' notes. */
+async function buildBrief(
+  client: pg.PoolClient,
+  session: LeaseSession,
+  step: Step,
+  agent: string,
+  expiresAt: Date,
+  plan: { steps: Step[]; approverNotes: ApproverNote[] },
+): Promise<TaskBrief> {
+  const results = await client.query<{ step_id: string; result: { value?: { note?: string } } | null }>(
+    "select step_id, result from run_steps where run_id = $1 and step_id = any($2)",
+    [session.run_id, step.dependsOn],
+  );
+  const notes = new Map(results.rows.map((row) => [row.step_id, row.result?.value?.note ?? null]));
+  const byId = new Map(plan.steps.map((other) => [other.id, other]));
+  return {
+    task_id: taskNumber(step.id) ?? 0,
+    title: step.title ?? step.description.split("\n")[0]!.slice(0, 200),
+    ...(step.type && { type: step.type }),
+    ...(step.description && { description: step.description }),
+    goal: session.goal,
+    context_hints: step.contextHints,
+    relevant_file_paths: step.relevantFilePaths,
+    acceptance: step.acceptance ?? [],
+    dependency_notes: step.dependsOn.map((dep) => ({
+      task_id: taskNumber(dep) ?? 0,
+      title: byId.get(dep)?.title ?? dep,
+      notes: typeof notes.get(dep) === "string" ? notes.get(dep)! : null,
+    })),
+    approver_notes: plan.approverNotes.filter((note) => note.about === "plan" || note.about === step.id),
+    workingDirectory: await taskWorkingDirectory({
+      workspaceRoot: session.workspace_root,
+      sessionId: session.id,
+      runId: session.run_id,
+      stepId: step.id,
+      agent,
+    }),
+    assignee: agent,
+    lease_expires_at: expiresAt.toISOString(),
+  };
+}
+
+/**
+ * Before an agent's `update` is applied: a status change on a task another agent holds under a
+ * live lease is refused whole, naming the holder. Runs in the session's locked transaction, so a
+ * hand-out cannot slip in between the check and the write.
+ */
+export async function refuseOthersTasks(
+  client: pg.PoolClient,
+  sessionId: string,
+  agent: string,
+  stepIds: string[],
+): Promise<void> {
+  if (stepIds.length === 0) return;
+  const held = await client.query<{ step_id: string; agent: string }>(
+    `select step_id, agent from agent_task_leases
+      where session_id = $1 and step_id = any($2) and agent <> $3 and expires_at > clock_timestamp()
+      order by step_id`,
+    [sessionId, stepIds, agent],
+  );
+  if (held.rows.length === 0) return;
+  const problems = held.rows.map(
+    (row) =>
+      `Task ${taskNumber(row.step_id)} is leased to agent '${row.agent}', not to you ('${agent}'); only its holder reports on it. Run \`stepwise status --json\` for a task of your own.`,
+  );
+  throw new AppError("invalid_state", problems.join(" "), { details: problems });
+}
+
+/**
+ * After an agent's `update` was applied: DONE, CANCELLED and TODO end the task's lease (the task
+ * is settled, or handed back for anyone); IN_PROGRESS on a task nobody holds makes it the agent's.
+ */
+export async function settleLeases(
+  app: App,
+  client: pg.PoolClient,
+  session: LeaseSession,
+  agent: string,
+  updates: { stepId: string; status: AgentTaskStatus }[],
+  plan: { steps: Step[]; approverNotes: ApproverNote[] },
+): Promise<void> {
+  const ended = updates.filter((update) => update.status !== "IN_PROGRESS").map((update) => update.stepId);
+  if (ended.length > 0) {
+    await client.query("delete from agent_task_leases where session_id = $1 and step_id = any($2)", [
+      session.id,
+      ended,
+    ]);
+  }
+  const started = updates.filter((update) => update.status === "IN_PROGRESS").map((update) => update.stepId);
+  if (started.length === 0) return;
+  const held = await client.query<{ step_id: string }>(
+    "select step_id from agent_task_leases where session_id = $1 and step_id = any($2)",
+    [session.id, started],
+  );
+  const heldIds = new Set(held.rows.map((row) => row.step_id));
+  const settings = await client.query<{ lease_seconds: number }>(
+    "select lease_seconds from agent_sessions where id = $1",
+    [session.id],
+  );
+  for (const stepId of started) {
+    const step = plan.steps.find((candidate) => candidate.id === stepId);
+    if (!step || heldIds.has(stepId)) continue;
+    await leaseTo(app, client, session, agent, step, { ...plan, leaseSeconds: settings.rows[0]!.lease_seconds });
+  }
+}
+
+export interface SessionAgentView {
+  name: string;
+  lastSeenAt: string;
+  idleSeconds: number;
+  tasks: {
+    taskId: number;
+    stepId: string;
+    title: string;
+    leasedAt: string;
+    expiresAt: string;
+    leaseAgeSeconds: number;
+    secondsLeft: number;
+    brief: TaskBrief;
+  }[];
+}
+
+/** Who works on what, for the run's live view: each agent, its leased tasks and when it last called. */
+export async function agentsOfSession(app: Pick<App, "db">, sessionId: string): Promise<SessionAgentView[]> {
+  const [agents, leases] = await Promise.all([
+    app.db.pool.query<{ agent: string; last_seen_at: Date; idle_seconds: number }>(
+      `select agent, last_seen_at, extract(epoch from now() - last_seen_at)::int as idle_seconds
+         from session_agents where session_id = $1 order by first_seen_at, agent`,
+      [sessionId],
+    ),
+    app.db.pool.query<LeaseRow & { age_seconds: number; seconds_left: number }>(
+      `select step_id, agent, leased_at, expires_at, brief,
+              extract(epoch from now() - leased_at)::int as age_seconds,
+              greatest(0, extract(epoch from expires_at - now()))::int as seconds_left
+         from agent_task_leases where session_id = $1 order by leased_at`,
+      [sessionId],
+    ),
+  ]);
+  const views = new Map<string, SessionAgentView>(
+    agents.rows.map((row) => [
+      row.agent,
+      { name: row.agent, lastSeenAt: row.last_seen_at.toISOString(), idleSeconds: row.idle_seconds, tasks: [] },
+    ]),
+  );
+  for (const lease of leases.rows) {
+    // A person who took a task with `status` is not listed as an agent, but holds it all the same.
+    if (!views.has(lease.agent)) {
+      views.set(lease.agent, {
+        name: lease.agent,
+        lastSeenAt: lease.leased_at.toISOString(),
+        idleSeconds: 0,
+        tasks: [],
+      });
+    }
+    views.get(lease.agent)!.tasks.push({
+      taskId: taskNumber(lease.step_id) ?? 0,
+      stepId: lease.step_id,
+      title: lease.brief.title,
+      leasedAt: lease.leased_at.toISOString(),
+      expiresAt: lease.expires_at.toISOString(),
+      leaseAgeSeconds: lease.age_seconds,
+      secondsLeft: lease.seconds_left,
+      brief: lease.brief,
+    });
+  }
+  return [...views.values()];
+}
+
+/** A person's (or the session start's) cap on agent tasks in progress at once. */
+export async function setAgentConcurrency(
+  app: Pick<App, "db">,
+  input: { sessionId: string; agentConcurrency: number; actor: string },
+): Promise<void> {
+  await inTransaction(app.db.pool, async (client) => {
+    const rows = await client.query<{ run_id: string; plan_id: string; trace_id: string; plan_version: number }>(
+      `update agent_sessions s set agent_concurrency = $2 from runs r
+        where s.id = $1 and r.id = s.run_id returning s.run_id, s.plan_id, r.trace_id, r.plan_version`,
+      [input.sessionId, input.agentConcurrency],
+    );
+    const session = rows.rows[0];
+    if (!session) throw new AppError("not_found", `No session ${input.sessionId}`);
+    await appendEvents(
+      client,
+      { streamId: session.run_id, planId: session.plan_id, runId: session.run_id, traceId: session.trace_id },
+      [
+        {
+          type: "agent.concurrency_set",
+          stepId: null,
+          data: { agentConcurrency: input.agentConcurrency, actor: input.actor },
+        },
+      ],
+    );
+    await recordAudit(client, {
+      actor: input.actor,
+      action: "session.agent_concurrency_set",
+      planId: session.plan_id,
+      planVersion: session.plan_version,
+      runId: session.run_id,
+      detail: { sessionId: input.sessionId, agentConcurrency: input.agentConcurrency },
+    });
+  });
+}
