@@ -31,6 +31,16 @@ export const taskSchema = z.object({
   executor: z.enum(["agent", "stepwise"]),
   /** Addition: Stepwise's own step state, finer than the seed's four (awaiting_approval, failed…). */
   state: z.string(),
+  /** Addition: what "done" means for the task, and the commands Stepwise runs to check it. */
+  acceptance: z.array(z.string()).optional(),
+  verify: z.array(z.string()).optional(),
+  /**
+   * Addition, on the current task: where to work — the task's own git worktree (on its own branch,
+   * from its dependencies' merged results) when the workspace is a git repository.
+   */
+  working_directory: z.string().optional(),
+  /** Addition: the findings of the task's last failed verification, to fix before DONE again. */
+  findings: z.string().optional(),
 });
 export type AgentTaskView = z.infer<typeof taskSchema>;
 
@@ -132,6 +142,10 @@ export const newTaskSchema = z.object({
   dependencies: z.array(z.number().int().positive()).max(200).default([]),
   context_hints: z.array(z.string().max(2_000)).max(50).optional(),
   relevant_file_paths: z.array(z.string().max(1_000)).max(100).optional(),
+  /** Addition: what "done" means, in words. */
+  acceptance: z.array(z.string().max(2_000)).max(20).optional(),
+  /** Addition: shell commands Stepwise runs in the task's worktree when it is reported DONE. */
+  verify: z.array(z.string().max(2_000)).max(10).optional(),
 });
 export type NewTask = z.infer<typeof newTaskSchema>;
 

@@ -36,6 +36,10 @@ import { AGENT_INSTRUCTIONS, AGENT_INSTRUCTIONS_VERSION } from "./instructions";
 import { openSignals, taskNumber, upsertSignal, type OpenSignal, type SignalLevel } from "./signal-store";
 import { checkNewTasks } from "./task-gates";
 import { DONE_STEP_STATUSES, isIn } from "../vocabulary";
+import { verifierCommands } from "../tools/agent-task";
+import { afterTaskUpdates, latestVerifications, prepareTaskUpdates } from "./task-integration";
+import { taskWorkingDirectory } from "./task-working-directory";
+import { findingsNote } from "./verifiers";
 import { actorKindOf } from "../caller-context";
 
 /**
@@ -307,6 +311,7 @@ export function taskView(step: Step, status: StepStatus): AgentTaskView {
     relevant_file_paths: step.relevantFilePaths,
     executor: step.tool === AGENT_TASK_TOOL ? "agent" : "stepwise",
     state: status,
+    ...taskChecksView(step),
   };
 }
 
@@ -326,7 +331,7 @@ export async function sessionStatus(app: App, sessionId?: string, caller?: strin
   await seen(app, session, caller);
   const loaded = await loadSession(app, session);
   const delivered = session.instructions_version === AGENT_INSTRUCTIONS_VERSION;
-  const response = decideNow({
+  const decided = decideNow({
     session: { id: session.id, goal: session.goal, finalSummary: session.final_summary },
     instructions: { content: AGENT_INSTRUCTIONS, delivered },
     signals: loaded.signals,
@@ -334,6 +339,8 @@ export async function sessionStatus(app: App, sessionId?: string, caller?: strin
     runStatus: loaded.runStatus,
     approverNotes: loaded.approverNotes,
   });
+  // Worktrees (issue "Parallel agent work"): the task handed out gets its working directory.
+  const response = await briefCurrentTask(app.db.pool, session, decided);
   if (!delivered) {
     await app.db.pool.query("update agent_sessions set instructions_version = $2 where id = $1", [
       session.id,
@@ -455,9 +462,33 @@ export async function updateSession(
     });
     adoptVersion = saved.version;
   }
-  if (updates.length > 0 || adoptVersion !== undefined) {
-    await updateAgentTasks(app.engine, { runId: session.run_id, updates, actor: input.actor, adoptVersion });
+  // Worktrees (issue "Parallel agent work"): DONE runs the task's verifiers and merges its branch;
+  // a failed check turns it into TODO with the findings, a conflict holds it behind a blocker.
+  const prepared = await prepareTaskUpdates(app.db.pool, {
+    runId: session.run_id,
+    steps: loaded.steps,
+    statuses: loaded.statuses,
+    updates,
+    actor: input.actor,
+  });
+  if (prepared.updates.length > 0 || adoptVersion !== undefined) {
+    await updateAgentTasks(app.engine, {
+      runId: session.run_id,
+      updates: prepared.updates,
+      actor: input.actor,
+      adoptVersion,
+    });
   }
+  await afterTaskUpdates(app.db.pool, { runId: session.run_id, updates: prepared.updates, merged: prepared.merged });
+  for (const conflict of prepared.conflicts) {
+    await alertSession(app, {
+      sessionId: session.id,
+      alert: { id: conflict.key, level: "blocker", message: conflict.message, ...(conflict.taskId !== null && { task_id: conflict.taskId }) },
+      actor: "stepwise",
+    });
+  }
+  const open = new Set((await openSignals(app.db.pool, session.id)).map((signal) => signal.id));
+  for (const key of prepared.resolved.filter((key) => open.has(key))) await clearSignal(app, session, key, "stepwise");
   if (payload.final_summary !== undefined) {
     await app.db.pool.query(
       "update agent_sessions set final_summary = $2, closed_at = now() where id = $1 and closed_at is null",
@@ -466,6 +497,44 @@ export async function updateSession(
     await audit(app, session, input.actor, "session.summarised", { finalSummary: payload.final_summary });
   }
   return { status: "success", message: "State updated successfully." };
+}
+
+/** A task's acceptance criteria and verifier commands, as the agent sees them. */
+function taskChecksView(step: Step): Pick<AgentTaskView, "acceptance" | "verify"> {
+  if (step.tool !== AGENT_TASK_TOOL) return {};
+  const args = step.args as { acceptance?: string[] };
+  const verify = verifierCommands(step.args);
+  return {
+    ...(args.acceptance?.length && { acceptance: args.acceptance }),
+    ...(verify.length > 0 && { verify }),
+  };
+}
+
+/**
+ * The task a status hands out gets its working directory (its worktree, made now from the
+ * integration branch: its dependencies are DONE, so merged) and the findings of its last failed
+ * verification.
+ */
+async function briefCurrentTask(
+  pool: App["db"]["pool"],
+  session: SessionRow,
+  response: StatusResponse,
+): Promise<StatusResponse> {
+  if (!("current_task" in response.now)) return response;
+  const task = response.now.current_task;
+  if (task.executor !== "agent") return response;
+  const stepId = `step_${task.id}`;
+  const working_directory = await taskWorkingDirectory({
+    workspaceRoot: session.workspace_root,
+    runId: session.run_id,
+    stepId,
+  });
+  const last = (await latestVerifications(pool, session.run_id)).get(stepId);
+  const findings = last && !last.passed ? findingsNote(last.results) : undefined;
+  return {
+    ...response,
+    now: { ...response.now, current_task: { ...task, working_directory, ...(findings && { findings }) } },
+  } as StatusResponse;
 }
 
 function taskFingerprint(step: Step): string {
@@ -482,7 +551,12 @@ function newTaskFingerprint(task: NewTask): string {
 }
 
 function newTaskStep(task: NewTask, number: number): StepInput {
+  const acceptance = (task.acceptance ?? []).map((line) => line.trim()).filter(Boolean);
+  const verify = (task.verify ?? []).filter((command) => command.trim());
   return {
+    ...((acceptance.length > 0 || verify.length > 0) && {
+      args: { ...(acceptance.length > 0 && { acceptance }), ...(verify.length > 0 && { verify }) },
+    }),
     id: `step_${number}`,
     title: task.title!.trim(),
     description: task.description ?? "",
