@@ -200,9 +200,9 @@ export type MergeOutcome =
   | { kind: "conflict"; files: string[]; message: string };
 
 /**
- * Merges the task's branch into the run's integration branch, in the integration checkout: a
- * fast-forward when the integration branch has not moved since the task started, otherwise a
- * merge commit. A conflict is aborted (`git merge --abort`) so the integration branch is exactly
+ * Merges the task's branch into the run's integration branch, in the integration checkout, always
+ * as a merge commit (`--no-ff`): the integration branch's first-parent history is then one merge
+ * per task, in the order they finished — readable as the run's dependency order. A conflict is aborted (`git merge --abort`) so the integration branch is exactly
  * as before, and the conflicting files are returned. Never forced, never rewritten.
  */
 export async function mergeTaskBranch(
@@ -216,7 +216,7 @@ export async function mergeTaskBranch(
   const before = (await git(repo, ["rev-parse", "HEAD"], { cwd })).stdout.trim();
   const merged = await git(repo, ["merge-base", "--is-ancestor", branch, "HEAD"], { cwd, okExitCodes: [1] });
   if (merged.exitCode === 0) return { kind: "up_to_date", commit: before };
-  const result = await git(repo, ["merge", "--no-edit", "--ff", `--message=${message}`, "--end-of-options", branch], {
+  const result = await git(repo, ["merge", "--no-edit", "--no-ff", `--message=${message}`, "--end-of-options", branch], {
     cwd,
     okExitCodes: [1, 2, 128],
   });
@@ -239,7 +239,12 @@ export async function removeTaskWorktree(repo: WorkspaceRepo, runId: string, ste
   if ((await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) {
     await git(repo, ["worktree", "remove", "--force", "--end-of-options", absolute]);
   }
-  await git(repo, ["branch", "-d", "--end-of-options", taskBranch(runId, stepId)], { okExitCodes: [1] });
+  // In the integration checkout: `-d` deletes only a branch merged into HEAD, and HEAD there is the
+  // integration branch (in the person's checkout it would be their own branch).
+  await git(repo, ["branch", "-d", "--end-of-options", taskBranch(runId, stepId)], {
+    cwd: path.join(repo.root, worktreeRelativePath(runId, "integration")),
+    okExitCodes: [1],
+  });
 }
 
 /**
