@@ -97,6 +97,7 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "recovery.decide": P,
   "plan.view": PA,
   "plan.assessments": PA,
+  "plan.overlaps": PA,
   "plan.lifecycle": PA,
   "plan.versions": PA,
   "plan.diff": PA,
