@@ -124,7 +124,15 @@ export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
     eventCount: run.eventCount + 1,
   };
   if (event.type === "run.plan_changed") next.planChanged = true;
-  if (event.type === "signal.raised" || event.type === "signal.cleared") next.signalSeq = event.seq;
+  // Verifier results and merges of agent tasks show in the session panel too.
+  if (
+    event.type === "signal.raised" ||
+    event.type === "signal.cleared" ||
+    event.type === "task.verified" ||
+    event.type === "task.merged" ||
+    event.type === "task.merge_conflict"
+  )
+    next.signalSeq = event.seq;
   if (isRunStatusEvent(event)) {
     const { data } = event;
     next.status = data.status;

@@ -735,6 +735,12 @@ export async function sessionOfRun(app: App, runId: string) {
     idleSeconds: session.idle_seconds,
     fromPlanMode: session.planning_session_id !== null,
     signals: await openSignals(app.db.pool, session.id),
+    // Each agent task's last verification (server/agents/verifiers.ts), for the run page.
+    verifications: [...(await latestVerifications(app.db.pool, runId)).entries()].map(([stepId, check]) => ({
+      stepId,
+      taskId: taskNumber(stepId),
+      ...check,
+    })),
   };
 }
 
