@@ -37,7 +37,12 @@ import { openSignals, taskNumber, upsertSignal, type OpenSignal, type SignalLeve
 import { checkNewTasks } from "./task-gates";
 import { DONE_STEP_STATUSES, isIn } from "../vocabulary";
 import { verifierCommands } from "../tools/agent-task";
-import { afterTaskUpdates, latestVerifications, prepareTaskUpdates } from "./task-integration";
+import {
+  afterTaskUpdates,
+  latestVerifications,
+  prepareTaskUpdates,
+  removeWorktreesOfFinishedRuns,
+} from "./task-integration";
 import { taskWorkingDirectory } from "./task-working-directory";
 import { findingsNote } from "./verifiers";
 import { actorKindOf } from "../caller-context";
@@ -91,6 +96,8 @@ export async function startSession(
     mayRegister: input.mayRegisterWorkspace === true,
   });
   const workspaceRoot = workspace.path;
+  // Worktrees (issue "Parallel agent work"): leftovers of the workspace's finished runs go.
+  await removeWorktreesOfFinishedRuns(app.db.pool, workspaceRoot);
   const plan = await createPlan(app.db.prisma, app.tools, {
     draft: {
       goal,

@@ -15,6 +15,7 @@ import {
   mergeTaskBranch,
   removeRunWorktrees,
   removeTaskWorktree,
+  runsWithWorktrees,
   taskWorktreeExists,
   worktreeRelativePath,
   workspaceRepository,
@@ -247,3 +248,25 @@ export async function latestVerifications(
     ]),
   );
 }
+
+/**
+ * Recovery of leftovers: worktrees of this workspace's runs that are over (cancelled or failed by
+ * a path that did not clean up, or a process that stopped between cancel and cleanup) are
+ * removed. Run when a session starts in the workspace. Completed runs keep nothing to recover
+ * either: their integration checkout goes too; the branches stay.
+ */
+export async function removeWorktreesOfFinishedRuns(pool: pg.Pool, workspaceRoot: string): Promise<string[]> {
+  const repo = await workspaceRepository(workspaceRoot);
+  if (!repo) return [];
+  const shorts = await runsWithWorktrees(repo);
+  if (shorts.length === 0) return [];
+  const runs = await pool.query<{ id: string }>(
+    `select id from runs where status in ('cancelled', 'failed', 'completed')
+       and left(replace(id::text, '-', ''), 8) = any($1)`,
+    [shorts],
+  );
+  const removed: string[] = [];
+  for (const run of runs.rows) removed.push(...(await removeRunWorktrees(repo, run.id)));
+  return removed;
+}
+

@@ -8,6 +8,7 @@ import { agentStart, agentStatus, agentUpdate } from "../operations/agent";
 import type { Identity } from "../operations/identity";
 import { invokeOperation, type Operation } from "../operations/operation";
 import { runCancel } from "../operations/runs";
+import { cancelRun } from "../engine/engine";
 import { readyForTaskSchema, successSchema, waitingOnSignalSchema, type AgentTaskView } from "./contract";
 import { integrationBranch, runShort, taskBranch } from "./worktrees";
 
@@ -233,5 +234,16 @@ describe("a worktree per agent task", () => {
     // The branches stay: unmerged work is never deleted.
     expect(git(root, "branch", "--list", "stepwise/*").trim().split("\n")).toHaveLength(3);
     git(root, "worktree", "remove", "--force", own);
+  });
+
+  it("removes worktrees a cancel left behind when the next session starts in the workspace", async () => {
+    const { runId, root } = await startSessionWithTasks([task("Change a", ["src/a.txt"])]);
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
+    // Cancelled by a path that does not clean up (the engine directly, as if the process stopped after).
+    await cancelRun(harness!.app.engine, { runId, actor: "tester" });
+    expect(git(root, "worktree", "list", "--porcelain")).toContain(`${runShort(runId)}-step_2`);
+
+    await call(agentStart, { goal: "Another go" });
+    expect(git(root, "worktree", "list", "--porcelain")).not.toContain(".stepwise/worktrees");
   });
 });
