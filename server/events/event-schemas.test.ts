@@ -82,6 +82,27 @@ const representative: NewEvent[] = [
     data: { id: "tests", level: "blocker", message: "red", raisedBy: "stepwise" },
   },
   { type: "signal.cleared", stepId: null, data: { id: "tests", clearedBy: "agent" } },
+  {
+    type: "task.verified",
+    stepId: "step_2",
+    data: {
+      passed: false,
+      agent: "agent-7",
+      results: [
+        { command: "npm test", passed: false, exitCode: 1, tail: "1 failed", level: "major", durationMs: 900 },
+      ],
+    },
+  },
+  {
+    type: "task.merged",
+    stepId: "step_2",
+    data: { commit: "0123abc", branch: "stepwise/0123abcd/integration", fastForward: false },
+  },
+  {
+    type: "task.merge_conflict",
+    stepId: "step_3",
+    data: { files: ["src/shared.txt"], branch: "stepwise/0123abcd/integration" },
+  },
   { type: "planning.started", data: { kind: "create", mode: "quick", model: "m", goal: "g", judge: false } },
   { type: "planning.context", data: { message: "Workspace snapshot: 3 entries", entries: 3, keyFiles: ["README.md"] } },
   { type: "planning.draft", data: { attempt: 0, steps: 2, summary: null } },
