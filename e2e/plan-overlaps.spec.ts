@@ -7,7 +7,13 @@ const plan = {
   steps: [
     { id: "step_3", title: "Reword the intro", tool: "echo", args: { value: "a" }, relevantFilePaths: ["README.md"] },
     { id: "step_4", title: "Unrelated", tool: "echo", args: { value: "b" } },
-    { id: "step_5", title: "Add a usage section", tool: "echo", args: { value: "c" }, relevantFilePaths: ["./README.md"] },
+    {
+      id: "step_5",
+      title: "Add a usage section",
+      tool: "echo",
+      args: { value: "c" },
+      relevantFilePaths: ["./README.md"],
+    },
   ],
 };
 

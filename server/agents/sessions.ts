@@ -39,6 +39,7 @@ import { DONE_STEP_STATUSES, isIn } from "../vocabulary";
 import { verifierCommands } from "../tools/agent-task";
 import {
   afterTaskUpdates,
+  conflictSignalKey,
   latestVerifications,
   prepareTaskUpdates,
   removeWorktreesOfFinishedRuns,
@@ -490,7 +491,12 @@ export async function updateSession(
   for (const conflict of prepared.conflicts) {
     await alertSession(app, {
       sessionId: session.id,
-      alert: { id: conflict.key, level: "blocker", message: conflict.message, ...(conflict.taskId !== null && { task_id: conflict.taskId }) },
+      alert: {
+        id: conflict.key,
+        level: "blocker",
+        message: conflict.message,
+        ...(conflict.taskId !== null && { task_id: conflict.taskId }),
+      },
       actor: "stepwise",
     });
   }
@@ -503,6 +509,19 @@ export async function updateSession(
     );
     await audit(app, session, input.actor, "session.summarised", { finalSummary: payload.final_summary });
   }
+  // A DONE that did not become DONE says so at once, not only in the next status.
+  const notDone = updates
+    .filter((update) => update.status === "DONE")
+    .flatMap((update) => {
+      const number = update.stepId.slice(5);
+      const applied = prepared.updates.find((candidate) => candidate.stepId === update.stepId);
+      if (!applied)
+        return [`Task ${number} is not DONE: its branch does not merge (signal ${conflictSignalKey(update.stepId)}).`];
+      if (applied.status === "TODO")
+        return [`Task ${number} went back to TODO: its verification failed (see its findings).`];
+      return [];
+    });
+  if (notDone.length > 0) return { status: "success", message: `State updated. ${notDone.join(" ")}` };
   return { status: "success", message: "State updated successfully." };
 }
 

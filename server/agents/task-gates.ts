@@ -65,7 +65,9 @@ export async function checkNewTasks(tasks: NewTask[], context: GateContext): Pro
       details.push(`${name} has an empty \`acceptance\` criterion: say what must be true when the task is done.`);
     }
     if ((task.verify ?? []).some((command) => !command.trim())) {
-      details.push(`${name} has an empty \`verify\` command: give a shell command such as \`npm test -- src/x.test.ts\`.`);
+      details.push(
+        `${name} has an empty \`verify\` command: give a shell command such as \`npm test -- src/x.test.ts\`.`,
+      );
     }
     const paths = (task.relevant_file_paths ?? []).filter((filePath) => filePath.trim());
     if (paths.length === 0) {

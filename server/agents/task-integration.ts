@@ -237,10 +237,13 @@ export async function latestVerifications(
   pool: pg.Pool,
   runId: string,
 ): Promise<Map<string, { passed: boolean; results: VerifierResult[]; at: string }>> {
-  const rows = await pool.query<{ step_id: string; data: { passed: boolean; results: VerifierResult[] }; created_at: Date }>(
-    "select step_id, data, created_at from events where stream_id = $1 and type = 'task.verified' order by seq",
-    [runId],
-  );
+  const rows = await pool.query<{
+    step_id: string;
+    data: { passed: boolean; results: VerifierResult[] };
+    created_at: Date;
+  }>("select step_id, data, created_at from events where stream_id = $1 and type = 'task.verified' order by seq", [
+    runId,
+  ]);
   return new Map(
     rows.rows.map((row) => [
       row.step_id,
@@ -269,4 +272,3 @@ export async function removeWorktreesOfFinishedRuns(pool: pg.Pool, workspaceRoot
   for (const run of runs.rows) removed.push(...(await removeRunWorktrees(repo, run.id)));
   return removed;
 }
-

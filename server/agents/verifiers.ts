@@ -81,7 +81,8 @@ export async function runVerifiers(input: {
         exitCode: null,
         tail: "",
         level: "critical",
-        error: "Not run: this verifier is not read-only (or cannot be confined here), so a person approves the task first",
+        error:
+          "Not run: this verifier is not read-only (or cannot be confined here), so a person approves the task first",
         durationMs: 0,
       });
       break;

@@ -139,7 +139,10 @@ describe("a worktree per agent task", () => {
     const afterTask2 = git(root, "rev-parse", integration).trim();
 
     // Task 3 DONE: the same line changed on both sides — the merge is aborted, a blocker names the file.
-    await call(agentUpdate, { payload: { update_tasks: [{ id: 3, status: "DONE" }] } });
+    expect(await call(agentUpdate, { payload: { update_tasks: [{ id: 3, status: "DONE" }] } })).toEqual({
+      status: "success",
+      message: "State updated. Task 3 is not DONE: its branch does not merge (signal merge_conflict_3).",
+    });
     const blocked = waitingOnSignalSchema.parse(await call(agentStatus, {}));
     expect(blocked.signal).toMatchObject({ id: "merge_conflict_3", level: "blocker", task_id: 3 });
     expect(blocked.signal.message).toContain("src/shared.txt");
@@ -188,7 +191,9 @@ describe("a worktree per agent task", () => {
     await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
     await fs.writeFile(path.join(task2.working_directory!, "src/a.txt"), "still broken\n");
 
-    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } });
+    expect(await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } })).toMatchObject({
+      message: "State updated. Task 2 went back to TODO: its verification failed (see its findings).",
+    });
     const back = await currentTask();
     expect(back).toMatchObject({ id: 2, status: "TODO" });
     expect(back.findings).toContain("`grep -q fixed src/a.txt` exited with code 1");

@@ -34,7 +34,10 @@ const GIT_TIMEOUT_MS = 120_000;
 
 /** The first 8 characters of a run id (a UUID): enough to tell a workspace's runs apart. */
 export function runShort(runId: string): string {
-  return runId.replace(/[^a-zA-Z0-9]/g, "").slice(0, 8).toLowerCase();
+  return runId
+    .replace(/[^a-zA-Z0-9]/g, "")
+    .slice(0, 8)
+    .toLowerCase();
 }
 
 /** A step id as a branch and directory name component: letters, digits, `_` and `-` only. */
@@ -216,10 +219,14 @@ export async function mergeTaskBranch(
   const before = (await git(repo, ["rev-parse", "HEAD"], { cwd })).stdout.trim();
   const merged = await git(repo, ["merge-base", "--is-ancestor", branch, "HEAD"], { cwd, okExitCodes: [1] });
   if (merged.exitCode === 0) return { kind: "up_to_date", commit: before };
-  const result = await git(repo, ["merge", "--no-edit", "--no-ff", `--message=${message}`, "--end-of-options", branch], {
-    cwd,
-    okExitCodes: [1, 2, 128],
-  });
+  const result = await git(
+    repo,
+    ["merge", "--no-edit", "--no-ff", `--message=${message}`, "--end-of-options", branch],
+    {
+      cwd,
+      okExitCodes: [1, 2, 128],
+    },
+  );
   if (result.exitCode === 0) {
     const after = (await git(repo, ["rev-parse", "HEAD"], { cwd })).stdout.trim();
     const parent = await git(repo, ["rev-parse", "--verify", "--quiet", "HEAD^2"], { cwd, okExitCodes: [1, 128] });
