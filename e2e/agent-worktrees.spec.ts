@@ -119,6 +119,10 @@ test("parallel agent tasks work in their own worktrees; a merge conflict shows o
     git(wt3, "add", "notes.txt");
     git(wt3, "commit", "--quiet", "--no-edit");
     await json(workspace, "update", "--json", JSON.stringify({ update_tasks: [{ id: 3, status: "DONE" }] }));
+    const after = (await json(workspace, "status", "--json")) as { now: { reason: string } };
+    expect(after.now.reason).toBe("plan_completed");
+    await page.reload();
+    await expect(page.getByRole("region", { name: "Agent session" })).toContainText(session.session_id);
     await expect(signal).toHaveCount(0);
     expect(git(workspace, "show", `${integration}:notes.txt`)).toBe("one\nTWO / zwei\nthree\n");
     // The person's own checkout is untouched.
