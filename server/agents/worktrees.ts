@@ -146,10 +146,16 @@ async function ensureWorktree(repo: WorkspaceRepo, relative: string, branch: str
   await fs.mkdir(path.dirname(absolute), { recursive: true });
   // A directory left behind by a crash between git's steps: git prunes its stale registration.
   await git(repo, ["worktree", "prune"]);
-  if (await branchExists(repo, branch)) {
-    await git(repo, ["worktree", "add", "--quiet", "--end-of-options", absolute, branch]);
-  } else {
-    await git(repo, ["worktree", "add", "--quiet", "-b", branch, "--end-of-options", absolute, base]);
+  try {
+    if (await branchExists(repo, branch)) {
+      await git(repo, ["worktree", "add", "--quiet", "--end-of-options", absolute, branch]);
+    } else {
+      await git(repo, ["worktree", "add", "--quiet", "-b", branch, "--end-of-options", absolute, base]);
+    }
+  } catch (error) {
+    // Another hand-out of the same task (or the integration checkout) made it meanwhile: fine.
+    if (!(error instanceof GitCommandError)) throw error;
+    if (!(await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) throw error;
   }
   return absolute;
 }
