@@ -107,7 +107,7 @@ test("the run page shows which agent works on what, with each agent's brief, liv
     await expect(brief).toContainText(`Three agents ${tag}`);
     await expect(brief).toContainText("Task 2 (Part 2 of the demo): Part 2 written in README.md");
     await expect(brief).toContainText("README.md has a section for part 5");
-    await expect(brief).toContainText(next.now.brief!.workingDirectory);
+    await expect(brief).toContainText(next.now.brief!.working_directory);
 
     // bob reporting on ada's task is refused, naming her.
     await expect(

@@ -18,6 +18,7 @@ import { HistoryPanel } from "./history-panel";
 import { PlanDetails } from "./plan-details";
 import { PlanGraph } from "./plan-graph";
 import { PlanLifecycleActions, PlanSetAsideBanner } from "./plan-lifecycle";
+import { OverlapWarnings } from "./overlap-warnings";
 import { ReviewForm } from "./review-form";
 import {
   approvalInput,
@@ -219,6 +220,13 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
         planIssues={planIssues.map((i) => i.message)}
         empty={current.steps.length === 0}
         hasRun={(lifecycle.data?.runs ?? 0) > 0}
+      />
+      <OverlapWarnings
+        planId={planId}
+        version={current.version}
+        steps={current.steps}
+        edit={edit}
+        disabled={pending || setAside}
       />
       <NoticeBar notice={notice} onDismiss={() => setNotice(null)} />
 

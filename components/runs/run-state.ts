@@ -119,6 +119,9 @@ const SESSION_EVENTS: ReadonlySet<string> = new Set([
   "agent.task_leased",
   "agent.lease_expired",
   "agent.concurrency_set",
+  "task.verified",
+  "task.merged",
+  "task.merge_conflict",
   "step.running",
   "step.completed",
   "step.skipped",
@@ -136,7 +139,8 @@ export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
     eventCount: run.eventCount + 1,
   };
   if (event.type === "run.plan_changed") next.planChanged = true;
-  // The session panel reloads on signals and on every change of who works on what.
+  // The session panel reloads on signals, on every change of who works on what, and on verifier
+  // results and merges of agent tasks.
   if (SESSION_EVENTS.has(event.type)) next.signalSeq = event.seq;
   if (isRunStatusEvent(event)) {
     const { data } = event;

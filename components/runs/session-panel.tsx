@@ -73,6 +73,39 @@ export function SessionPanel({ runId, signalSeq }: { runId: string; signalSeq: n
         </ul>
       )}
       {clear.error && <ErrorMessage error={clear.error} />}
+      {data.verifications.length > 0 && (
+        <div className="stack-sm" data-testid="verifications">
+          <strong>Verifier results</strong>
+          <ul className="signal-list" aria-label="Verifier results">
+            {data.verifications.map((check) => (
+              <li
+                key={check.stepId}
+                className={`signal ${check.passed ? "signal-info" : "signal-blocker"}`}
+                data-verification-step={check.stepId}
+              >
+                <div className="stack-sm">
+                  <span>
+                    <strong>{check.taskId !== null ? `Task ${check.taskId}` : check.stepId}</strong>:{" "}
+                    {check.passed ? "all checks passed" : "a check failed — the task went back to TODO"}
+                    <span className="muted"> — {new Date(check.at).toLocaleString()}</span>
+                  </span>
+                  <ul>
+                    {check.results.map((result, index) => (
+                      <li key={index}>
+                        <span className="mono">{result.command}</span>{" "}
+                        {result.passed
+                          ? "passed"
+                          : `${result.level ? `[${result.level}] ` : ""}${result.error ?? `exited with code ${result.exitCode ?? "none"}`}`}
+                        {!result.passed && result.tail && <pre className="mono">{result.tail}</pre>}
+                      </li>
+                    ))}
+                  </ul>
+                </div>
+              </li>
+            ))}
+          </ul>
+        </div>
+      )}
       {data.finalSummary && (
         <p data-testid="final-summary">
           <strong>Final summary:</strong> {data.finalSummary}
@@ -256,7 +289,7 @@ function BriefView({ brief }: { brief: SessionData["agents"][number]["tasks"][nu
         </>
       )}
       <dt>Working directory</dt>
-      <dd className="mono">{brief.workingDirectory}</dd>
+      <dd className="mono">{brief.working_directory}</dd>
     </dl>
   );
 }

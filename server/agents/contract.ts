@@ -27,14 +27,22 @@ export const taskSchema = z.object({
   dependencies: z.array(z.number().int()),
   context_hints: z.array(z.string()),
   relevant_file_paths: z.array(z.string()),
-  /** Addition: how the agent knows the task is done (given when the task was added). */
-  acceptance: z.array(z.string()).optional(),
   /** Addition: the agent the task is leased to while one holds it (several agents, one plan). */
   assignee: z.string().optional(),
   /** Addition: who carries the task out — the agent, or Stepwise running a tool (tests, builds). */
   executor: z.enum(["agent", "stepwise"]),
   /** Addition: Stepwise's own step state, finer than the seed's four (awaiting_approval, failed…). */
   state: z.string(),
+  /** Addition: what "done" means for the task, and the commands Stepwise runs to check it. */
+  acceptance: z.array(z.string()).optional(),
+  verify: z.array(z.string()).optional(),
+  /**
+   * Addition, on the current task: where to work — the task's own git worktree (on its own branch,
+   * from its dependencies' merged results) when the workspace is a git repository.
+   */
+  working_directory: z.string().optional(),
+  /** Addition: the findings of the task's last failed verification, to fix before DONE again. */
+  findings: z.string().optional(),
 });
 export type AgentTaskView = z.infer<typeof taskSchema>;
 
@@ -85,8 +93,8 @@ export const taskBriefSchema = z.object({
   /** The DONE notes of the tasks this one depends on. */
   dependency_notes: z.array(z.object({ task_id: z.number().int(), title: z.string(), notes: z.string().nullable() })),
   approver_notes: z.array(approverNoteSchema),
-  /** Where to do the work (`taskWorkingDirectory` in server/agents/working-directory.ts). */
-  workingDirectory: z.string(),
+  /** Where to do the work: the task's own git worktree, or the workspace (server/agents/task-working-directory.ts). */
+  working_directory: z.string(),
   /** The agent the task is leased to, and until when (the server's clock; any call renews it). */
   assignee: z.string(),
   lease_expires_at: z.string(),
@@ -163,8 +171,10 @@ export const newTaskSchema = z.object({
   dependencies: z.array(z.number().int().positive()).max(200).default([]),
   context_hints: z.array(z.string().max(2_000)).max(50).optional(),
   relevant_file_paths: z.array(z.string().max(1_000)).max(100).optional(),
-  /** Addition: acceptance criteria — how an agent knows the task is done. */
+  /** Addition: acceptance criteria — what "done" means, in words. */
   acceptance: z.array(z.string().max(2_000)).max(50).optional(),
+  /** Addition: shell commands Stepwise runs in the task's worktree when it is reported DONE. */
+  verify: z.array(z.string().max(2_000)).max(10).optional(),
 });
 export type NewTask = z.infer<typeof newTaskSchema>;
 

@@ -43,7 +43,7 @@ describe("decideNow", () => {
       acceptance: ["It works"],
       dependency_notes: [],
       approver_notes: [],
-      workingDirectory: "/ws",
+      working_directory: "/ws",
       assignee: "bob",
       lease_expires_at: "2026-01-01T00:00:00.000Z",
     };

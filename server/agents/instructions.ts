@@ -18,9 +18,16 @@ steer it in the browser. Stepwise tells you what to do next; you do it and repor
      file in \`relevant_file_paths\` before you change anything. Mark it started with
      \`{"update_tasks": [{"id": N, "status": "IN_PROGRESS"}]}\`, do the work, then mark it
      \`DONE\` (add \`"notes"\` with what you did).
+     When the task has a \`working_directory\`, work there, and only there: it is the task's own
+     git worktree, on its own branch, holding its dependencies' merged work. On DONE Stepwise
+     commits what you left uncommitted, runs the task's \`verify\` commands there (all must pass,
+     and its \`acceptance\` criteria must hold), then merges the branch. A failing check hands the
+     task back as TODO with \`findings\` (command, exit code, output tail): fix them, then DONE again.
    - \`waiting_on_signal\`: a blocker (for example a failed test run) holds the session. Read
      \`signal.message\`, fix the cause, then clear it with \`stepwise alert --clear <signal id>\`.
-     Clearing a failed step's signal runs that step again.
+     Clearing a failed step's signal runs that step again. A \`merge_conflict_N\` signal names the
+     files: in task N's worktree merge the branch it names, resolve, commit, and report task N
+     DONE again — that retries the merge and clears the signal.
    - \`waiting\`: Stepwise is running a step (tests, a build) or a person must approve one. Wait
      \`now.retry_after_seconds\`, then ask again. Do not work around it.
    - \`plan_completed\`: every task is settled. Send \`{"final_summary": "..."}\` once; after that
@@ -38,6 +45,9 @@ steer it in the browser. Stepwise tells you what to do next; you do it and repor
   "Follow the pattern in \`src/api/users.ts\`") and \`relevant_file_paths\` that exist in the
   workspace. \`dependencies\` lists task ids that must be done first; new tasks take the next
   free numbers in the order you give them, so a new task may depend on one added before it.
+  Optional: \`acceptance\` (what must be true when done, in words) and \`verify\` (shell commands
+  such as \`npm test -- src/x.test.ts\`, run in the task's worktree on DONE; one that is not
+  read-only puts the task behind a person's approval first).
 - \`final_summary\`: once every task is settled.
 
 A rejected \`add_tasks\` answers \`plan_validation_failed\` with \`details\`: fix every listed
@@ -63,7 +73,7 @@ Any number of agents can work one session at once: each runs the same loop with 
 
 - \`status\` hands each agent a different ready task under a lease: \`now.brief\` has everything
   for it — the title, hints, files, \`acceptance\` criteria, the goal, the DONE notes of the
-  tasks it depends on, what the approvers said, and \`workingDirectory\` (where to do the work).
+  tasks it depends on, what the approvers said, and \`working_directory\` (where to do the work).
   Ask again and you get the same task until you report it DONE, CANCELLED or TODO.
 - Every call you make on the session renews your lease. If you stop calling for the lease's
   length (10 minutes by default), the task goes back to the ready tasks for another agent.

@@ -10,7 +10,7 @@ import type { Step, StepStatus } from "../plans/schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { ApproverNote, TaskBrief } from "./contract";
 import { taskNumber } from "./signal-store";
-import { taskWorkingDirectory } from "./working-directory";
+import { taskWorkingDirectory } from "./task-working-directory";
 
 /**
  * Several agents, one plan: the hand-out of a session's agent tasks under leases.
@@ -268,12 +268,10 @@ async function buildBrief(
       notes: typeof notes.get(dep) === "string" ? notes.get(dep)! : null,
     })),
     approver_notes: plan.approverNotes.filter((note) => note.about === "plan" || note.about === step.id),
-    workingDirectory: await taskWorkingDirectory({
+    working_directory: await taskWorkingDirectory({
       workspaceRoot: session.workspace_root,
-      sessionId: session.id,
       runId: session.run_id,
       stepId: step.id,
-      agent,
     }),
     assignee: agent,
     lease_expires_at: expiresAt.toISOString(),

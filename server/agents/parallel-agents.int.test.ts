@@ -246,7 +246,7 @@ describe("several agents on one plan, through the CLI", () => {
         { task_id: 2, title: "Wave task 2", notes: `task 2 done by ${doneBy("step_2")}` },
         { task_id: 3, title: "Wave task 3", notes: `task 3 done by ${doneBy("step_3")}` },
       ],
-      workingDirectory: harness!.workspace,
+      working_directory: harness!.workspace,
       assignee: lease5.agent,
     });
     const given = agents.flatMap((agent) => agent.lines()).find((line) => line.event === "handed" && line.task === 5);

@@ -45,6 +45,16 @@ import { AGENT_INSTRUCTIONS, AGENT_INSTRUCTIONS_VERSION } from "./instructions";
 import { openSignals, taskNumber, upsertSignal, type OpenSignal, type SignalLevel } from "./signal-store";
 import { checkNewTasks } from "./task-gates";
 import { DONE_STEP_STATUSES, isIn } from "../vocabulary";
+import { verifierCommands } from "../tools/agent-task";
+import {
+  afterTaskUpdates,
+  conflictSignalKey,
+  latestVerifications,
+  prepareTaskUpdates,
+  removeWorktreesOfFinishedRuns,
+} from "./task-integration";
+import { taskWorkingDirectory } from "./task-working-directory";
+import { findingsNote } from "./verifiers";
 import { actorKindOf } from "../caller-context";
 
 /**
@@ -102,6 +112,8 @@ export async function startSession(
     mayRegister: input.mayRegisterWorkspace === true,
   });
   const workspaceRoot = workspace.path;
+  // Worktrees (issue "Parallel agent work"): leftovers of the workspace's finished runs go.
+  await removeWorktreesOfFinishedRuns(app.db.pool, workspaceRoot);
   const plan = await createPlan(app.db.prisma, app.tools, {
     draft: {
       goal,
@@ -331,6 +343,7 @@ export function taskView(step: Step, status: StepStatus): AgentTaskView {
     ...(step.acceptance?.length && { acceptance: step.acceptance }),
     executor: step.tool === AGENT_TASK_TOOL ? "agent" : "stepwise",
     state: status,
+    ...taskChecksView(step),
   };
 }
 
@@ -382,6 +395,8 @@ export async function sessionStatus(app: App, sessionId?: string, caller?: strin
           : { taskId: null, capReached: handOut.capReached, cap: handOut.cap },
     });
   }
+  // The task handed out gets its working directory (its worktree) and its last findings.
+  response = await briefCurrentTask(app.db.pool, session, response);
   if (!delivered) {
     await app.db.pool.query("update agent_sessions set instructions_version = $2 where id = $1", [
       session.id,
@@ -503,25 +518,66 @@ export async function updateSession(
     });
     adoptVersion = saved.version;
   }
-  if (updates.length > 0 || adoptVersion !== undefined) {
-    // Under the session's hand-out lock: a task another agent holds is refused, and the leases
-    // follow the reported states (DONE ends one, IN_PROGRESS takes an unheld task).
+  // A task another agent holds is refused before its verifiers run or its branch merges.
+  const byAgent = actorKindOf(input.actor) === "agent";
+  if (byAgent && updates.length > 0) {
+    await withSessionLock(app, session.id, (client) =>
+      refuseOthersTasks(
+        client,
+        session.id,
+        input.actor,
+        updates.map((update) => update.stepId),
+      ),
+    );
+  }
+  // DONE runs the task's verifiers and merges its branch (server/agents/task-integration.ts); a
+  // failed check turns it into TODO with the findings, a conflict holds it behind a blocker.
+  const prepared = await prepareTaskUpdates(app.db.pool, {
+    runId: session.run_id,
+    steps: loaded.steps,
+    statuses: loaded.statuses,
+    updates,
+    actor: input.actor,
+  });
+  if (prepared.updates.length > 0 || adoptVersion !== undefined) {
+    // Under the session's hand-out lock: checked again (a hand-out may have come between), and the
+    // leases follow the reported states (DONE ends one, IN_PROGRESS takes an unheld task).
     await withSessionLock(app, session.id, async (client) => {
-      if (actorKindOf(input.actor) === "agent") {
+      if (byAgent) {
         await refuseOthersTasks(
           client,
           session.id,
           input.actor,
-          updates.map((update) => update.stepId),
+          prepared.updates.map((update) => update.stepId),
         );
       }
-      await updateAgentTasks(app.engine, { runId: session.run_id, updates, actor: input.actor, adoptVersion });
-      await settleLeases(app, client, session, input.actor, updates, {
+      await updateAgentTasks(app.engine, {
+        runId: session.run_id,
+        updates: prepared.updates,
+        actor: input.actor,
+        adoptVersion,
+      });
+      await settleLeases(app, client, session, input.actor, prepared.updates, {
         steps: loaded.steps,
         approverNotes: loaded.approverNotes,
       });
     });
   }
+  await afterTaskUpdates(app.db.pool, { runId: session.run_id, updates: prepared.updates, merged: prepared.merged });
+  for (const conflict of prepared.conflicts) {
+    await alertSession(app, {
+      sessionId: session.id,
+      alert: {
+        id: conflict.key,
+        level: "blocker",
+        message: conflict.message,
+        ...(conflict.taskId !== null && { task_id: conflict.taskId }),
+      },
+      actor: "stepwise",
+    });
+  }
+  const open = new Set((await openSignals(app.db.pool, session.id)).map((signal) => signal.id));
+  for (const key of prepared.resolved.filter((key) => open.has(key))) await clearSignal(app, session, key, "stepwise");
   if (payload.final_summary !== undefined) {
     await app.db.pool.query(
       "update agent_sessions set final_summary = $2, closed_at = now() where id = $1 and closed_at is null",
@@ -529,7 +585,58 @@ export async function updateSession(
     );
     await audit(app, session, input.actor, "session.summarised", { finalSummary: payload.final_summary });
   }
+  // A DONE that did not become DONE says so at once, not only in the next status.
+  const notDone = updates
+    .filter((update) => update.status === "DONE")
+    .flatMap((update) => {
+      const number = update.stepId.slice(5);
+      const applied = prepared.updates.find((candidate) => candidate.stepId === update.stepId);
+      if (!applied)
+        return [`Task ${number} is not DONE: its branch does not merge (signal ${conflictSignalKey(update.stepId)}).`];
+      if (applied.status === "TODO")
+        return [`Task ${number} went back to TODO: its verification failed (see its findings).`];
+      return [];
+    });
+  if (notDone.length > 0) return { status: "success", message: `State updated. ${notDone.join(" ")}` };
   return { status: "success", message: "State updated successfully." };
+}
+
+/** A task's acceptance criteria and verifier commands, as the agent sees them. */
+function taskChecksView(step: Step): Pick<AgentTaskView, "acceptance" | "verify"> {
+  if (step.tool !== AGENT_TASK_TOOL) return {};
+  const args = step.args as { acceptance?: string[] };
+  const verify = verifierCommands(step.args);
+  return {
+    ...(args.acceptance?.length && { acceptance: args.acceptance }),
+    ...(verify.length > 0 && { verify }),
+  };
+}
+
+/**
+ * The task a status hands out gets its working directory (its worktree, made now from the
+ * integration branch: its dependencies are DONE, so merged) and the findings of its last failed
+ * verification.
+ */
+async function briefCurrentTask(
+  pool: App["db"]["pool"],
+  session: SessionRow,
+  response: StatusResponse,
+): Promise<StatusResponse> {
+  if (!("current_task" in response.now)) return response;
+  const task = response.now.current_task;
+  if (task.executor !== "agent") return response;
+  const stepId = `step_${task.id}`;
+  const working_directory = await taskWorkingDirectory({
+    workspaceRoot: session.workspace_root,
+    runId: session.run_id,
+    stepId,
+  });
+  const last = (await latestVerifications(pool, session.run_id)).get(stepId);
+  const findings = last && !last.passed ? findingsNote(last.results) : undefined;
+  return {
+    ...response,
+    now: { ...response.now, current_task: { ...task, working_directory, ...(findings && { findings }) } },
+  } as StatusResponse;
 }
 
 function taskFingerprint(step: Step): string {
@@ -546,7 +653,12 @@ function newTaskFingerprint(task: NewTask): string {
 }
 
 function newTaskStep(task: NewTask, number: number): StepInput {
+  const acceptance = (task.acceptance ?? []).map((line) => line.trim()).filter(Boolean);
+  const verify = (task.verify ?? []).filter((command) => command.trim());
   return {
+    ...((acceptance.length > 0 || verify.length > 0) && {
+      args: { ...(acceptance.length > 0 && { acceptance }), ...(verify.length > 0 && { verify }) },
+    }),
     id: `step_${number}`,
     title: task.title!.trim(),
     description: task.description ?? "",
@@ -729,6 +841,12 @@ export async function sessionOfRun(app: App, runId: string) {
     agentConcurrency: session.agent_concurrency,
     leaseSeconds: session.lease_seconds,
     agents: await agentsOfSession(app, session.id),
+    // Each agent task's last verification (server/agents/verifiers.ts), for the run page.
+    verifications: [...(await latestVerifications(app.db.pool, runId)).entries()].map(([stepId, check]) => ({
+      stepId,
+      taskId: taskNumber(stepId),
+      ...check,
+    })),
   };
 }
 

@@ -60,6 +60,16 @@ describe("seed 003 quality gates for added tasks", () => {
     ]);
   });
 
+  it("accepts acceptance criteria and verifiers, and refuses empty ones with what to give instead", async () => {
+    expect(
+      await checkNewTasks([good({ acceptance: ["Login works"], verify: ["npm test -- src/login.test.ts"] })], context),
+    ).toEqual([]);
+    expect(await checkNewTasks([good({ acceptance: [" "], verify: [""] })], context)).toEqual([
+      "Task 'Add password_hash to User model' has an empty `acceptance` criterion: say what must be true when the task is done.",
+      "Task 'Add password_hash to User model' has an empty `verify` command: give a shell command such as `npm test -- src/x.test.ts`.",
+    ]);
+  });
+
   it("lets a hint that creates a file name one that does not exist yet", async () => {
     expect(
       await checkNewTasks([good({ context_hints: ["Create `src/auth/login.py` with the endpoint."] })], context),

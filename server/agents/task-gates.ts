@@ -59,6 +59,16 @@ export async function checkNewTasks(tasks: NewTask[], context: GateContext): Pro
         );
       }
     }
+    // Acceptance checks (issue "Parallel agent work"): each criterion says something, each verifier
+    // is a command Stepwise can run in the task's worktree.
+    if ((task.acceptance ?? []).some((criterion) => !criterion.trim())) {
+      details.push(`${name} has an empty \`acceptance\` criterion: say what must be true when the task is done.`);
+    }
+    if ((task.verify ?? []).some((command) => !command.trim())) {
+      details.push(
+        `${name} has an empty \`verify\` command: give a shell command such as \`npm test -- src/x.test.ts\`.`,
+      );
+    }
     const paths = (task.relevant_file_paths ?? []).filter((filePath) => filePath.trim());
     if (paths.length === 0) {
       details.push(

@@ -88,7 +88,7 @@ const representative: NewEvent[] = [
     data: {
       agent: "ada",
       expiresAt: "2026-11-25T19:00:00.000Z",
-      brief: { task_id: 2, title: "Part 2", goal: "Ship", workingDirectory: "/ws", assignee: "ada" },
+      brief: { task_id: 2, title: "Part 2", goal: "Ship", working_directory: "/ws", assignee: "ada" },
     },
   },
   {
@@ -97,6 +97,27 @@ const representative: NewEvent[] = [
     data: { agent: "ada", leasedAt: "2026-11-25T18:50:00.000Z", reason: "Lease of ada expired, returned to ready" },
   },
   { type: "agent.concurrency_set", stepId: null, data: { agentConcurrency: 1, actor: "alice" } },
+  {
+    type: "task.verified",
+    stepId: "step_2",
+    data: {
+      passed: false,
+      agent: "agent-7",
+      results: [
+        { command: "npm test", passed: false, exitCode: 1, tail: "1 failed", level: "major", durationMs: 900 },
+      ],
+    },
+  },
+  {
+    type: "task.merged",
+    stepId: "step_2",
+    data: { commit: "0123abc", branch: "stepwise/0123abcd/integration", fastForward: false },
+  },
+  {
+    type: "task.merge_conflict",
+    stepId: "step_3",
+    data: { files: ["src/shared.txt"], branch: "stepwise/0123abcd/integration" },
+  },
   { type: "planning.started", data: { kind: "create", mode: "quick", model: "m", goal: "g", judge: false } },
   { type: "planning.context", data: { message: "Workspace snapshot: 3 entries", entries: 3, keyFiles: ["README.md"] } },
   { type: "planning.draft", data: { attempt: 0, steps: 2, summary: null } },

@@ -130,6 +130,29 @@ export const eventSchema = z.discriminatedUnion("type", [
   event("agent.lease_expired", z.object({ agent: z.string(), leasedAt: z.string(), reason: z.string() })),
   /** A person changed how many agent tasks may be in progress at once. */
   event("agent.concurrency_set", z.object({ agentConcurrency: z.number().int(), actor: z.string() })),
+  /** An agent task's verifiers ran in its worktree (server/agents/verifiers.ts). */
+  event(
+    "task.verified",
+    z.object({
+      passed: z.boolean(),
+      agent: z.string(),
+      results: z.array(
+        z.object({
+          command: z.string(),
+          passed: z.boolean(),
+          exitCode: z.number().nullable(),
+          tail: z.string(),
+          level: z.enum(["critical", "major", "minor"]).optional(),
+          error: z.string().optional(),
+          durationMs: z.number(),
+        }),
+      ),
+    }),
+  ),
+  /** An agent task's branch merged into the run's integration branch (server/agents/worktrees.ts). */
+  event("task.merged", z.object({ commit: z.string(), branch: z.string(), fastForward: z.boolean() })),
+  /** It did not merge: the merge was aborted; a blocker signal names the files. */
+  event("task.merge_conflict", z.object({ files: z.array(z.string()), branch: z.string() })),
 
   // ── A planning session's stream (stream id = session id) ──
   event(

@@ -171,8 +171,9 @@ export const agentSuggest = defineOperation({
 });
 
 export const agentSetConcurrency = defineOperation({
-  name: "agent.setConcurrency",
+  name: "agent.set_concurrency",
   callers: PERSON_ONLY,
+  role: "approver",
   summary: "Set how many agent tasks of a session may be in progress at once (1: one after another)",
   input: z.object({
     session: z.string().max(200),

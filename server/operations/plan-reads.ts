@@ -4,6 +4,7 @@ import { listComments } from "../plans/comments";
 import { diffPlans } from "../plans/diff";
 import { describeTools, exportPlanJson, exportPlanMarkdown } from "../plans/export";
 import { lifecycleStateOf } from "../plans/lifecycle";
+import { findOverlaps, overlapFixLabel, overlapMessage } from "../plans/overlap";
 import { getPlan } from "../plans/service";
 import { checkPlanDraft } from "../plans/validate";
 import { listPlanVersions } from "../plans/versions";
@@ -148,9 +149,44 @@ export const planTools = defineOperation({
   run: async ({ app }) => ({ tools: describeTools(app.tools) }),
 });
 
+/**
+ * Steps of a version that may run at the same time and touch the same files (their relevant
+ * paths overlap), each with the dependency that would serialise them (`server/plans/overlap.ts`).
+ */
+export const planOverlaps = defineOperation({
+  name: "plan.overlaps",
+  callers: PERSON_OR_AGENT,
+  role: "viewer",
+  summary: "Steps that may run in parallel and touch the same files, with the dependency that serialises each pair",
+  input: z.object({ planId, version }),
+  output: z.object({
+    overlaps: z.array(
+      z.object({
+        first: z.string(),
+        second: z.string(),
+        paths: z.array(z.string()),
+        message: z.string(),
+        fixLabel: z.string(),
+      }),
+    ),
+  }),
+  annotations: { readOnly: true },
+  async run({ app }, input) {
+    const plan = await getPlan(app.db.prisma, input.planId, input.version);
+    return {
+      overlaps: findOverlaps(plan.steps).map((warning) => ({
+        ...warning,
+        message: overlapMessage(warning),
+        fixLabel: overlapFixLabel(warning),
+      })),
+    };
+  },
+});
+
 export const planReadOperations = [
   planView,
   planAssessments,
+  planOverlaps,
   planLifecycle,
   planVersions,
   planDiff,

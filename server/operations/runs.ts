@@ -10,6 +10,7 @@ import {
 import { approvalViewSchema, waitingApproval } from "../engine/approval-view";
 import { getRun, listRuns } from "../engine/run-view";
 import type { AppContext } from "../app-context";
+import { removeWorktreesOfRun } from "../agents/task-integration";
 import { AppError } from "../errors";
 import {
   FINISHED_RUN_STATUSES,
@@ -259,9 +260,13 @@ function steerStep(name: string, summary: string, action: typeof retryStep) {
 /** Stopping work is anyone's to ask; starting it again is not (see `resumeRun`). */
 export const runCancel = steer(
   "run.cancel",
-  "Cancel a run: running steps are aborted, open steps cancelled",
+  "Cancel a run: running steps are aborted, open steps cancelled, the run's task worktrees removed",
   PERSON_OR_AGENT,
-  cancelRun,
+  async (engine, input) => {
+    await cancelRun(engine, input);
+    // Worktrees (issue "Parallel agent work"): a cancelled run's task checkouts go; branches stay.
+    await removeWorktreesOfRun(engine.pool, input.runId);
+  },
 );
 export const runPause = steer(
   "run.pause",

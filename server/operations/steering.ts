@@ -2,6 +2,7 @@ import { z } from "zod";
 import { clearSignal, findSession } from "../agents/sessions";
 import { applyRecoveryAction, rerunFrom } from "../engine/recovery";
 import { recoveryActionSchema } from "../engine/recovery-action";
+import { removeWorktreesOfRun } from "../agents/task-integration";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
 import type { AnyOperation } from "./registry";
@@ -32,8 +33,12 @@ export const runApplyRecovery = defineOperation({
   role: "approver",
   input: z.object({ runId, stepId, action: recoveryActionSchema }),
   output: z.object({ planVersion: z.number().optional() }),
-  run: ({ app, identity }, input) =>
-    applyRecoveryAction(app.engine, app.db.prisma, { ...input, actor: identity.name }),
+  async run({ app, identity }, input) {
+    const result = await applyRecoveryAction(app.engine, app.db.prisma, { ...input, actor: identity.name });
+    // Worktrees (issue "Parallel agent work"): a recovery that aborts the run removes its worktrees.
+    if (input.action.kind === "abort") await removeWorktreesOfRun(app.db.pool, input.runId);
+    return result;
+  },
 });
 
 export const signalClear = defineOperation({

@@ -15,6 +15,7 @@ import {
   planDiff,
   planExport,
   planLifecycle,
+  planOverlaps,
   planTools,
   planVersions,
   planView,
@@ -53,6 +54,9 @@ export const plansRouter = router({
       ((await viaOperation(planAssessments)(call)) as unknown as { assessments: Record<string, StepAssessment> })
         .assessments,
   ),
+
+  /** Steps that may run in parallel on the same files, with the dependency that serialises each pair. */
+  overlaps: operationProcedure(planOverlaps).query(async (call) => (await viaOperation(planOverlaps)(call)).overlaps),
 
   /** Whether a person set the plan aside: rejected (seed 002) or archived; and whether it ever ran. */
   lifecycle: operationProcedure(planLifecycle).query(

@@ -1,0 +1,133 @@
+import { execFileSync } from "node:child_process";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { expect, test } from "@playwright/test";
+import { readyForTaskSchema, sessionCreatedSchema, waitingOnSignalSchema } from "../server/agents/contract";
+import { E2E_DATA_DIR } from "./e2e-env";
+import { RunViewPage } from "./pages/run-pages";
+import { trpc } from "./pages/trpc-api";
+import { runNode } from "./run-node";
+
+/**
+ * Worktrees through the real `stepwise` executable, in a workspace that is a git repository: two
+ * parallel tasks each in their own worktree, a merge conflict shown on the run page with its file,
+ * resolved in the worktree, and DONE again merging into the run's integration branch.
+ */
+const bin = path.resolve("bin/stepwise.mjs");
+
+async function json(cwd: string, ...args: string[]): Promise<unknown> {
+  const result = await runNode(bin, args, {
+    cwd,
+    env: {
+      ...process.env,
+      STEPWISE_DATA_DIR: E2E_DATA_DIR,
+      STEPWISE_AGENT: "e2e-agent",
+      STEPWISE_URL: "",
+      STEPWISE_TOKEN: "",
+    },
+  });
+  if (result.code !== 0) throw new Error(`stepwise ${args[0]} exited ${result.code}: ${result.stdout}${result.stderr}`);
+  return JSON.parse(result.stdout);
+}
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync("git", args, {
+    cwd,
+    encoding: "utf8",
+    env: {
+      ...process.env,
+      GIT_CONFIG_GLOBAL: "/dev/null",
+      GIT_CONFIG_NOSYSTEM: "1",
+      GIT_AUTHOR_NAME: "Tester",
+      GIT_AUTHOR_EMAIL: "tester@example.com",
+      GIT_COMMITTER_NAME: "Tester",
+      GIT_COMMITTER_EMAIL: "tester@example.com",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+}
+
+const task = (title: string, file: string) => ({
+  title,
+  type: "feature",
+  context_hints: [`Edit \`${file}\` as the title says.`],
+  relevant_file_paths: [file],
+});
+
+test("parallel agent tasks work in their own worktrees; a merge conflict shows on the run page until resolved", async ({
+  page,
+  request,
+}) => {
+  test.setTimeout(180_000);
+  const workspace = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-agent-git-")));
+  try {
+    await fs.writeFile(path.join(workspace, "notes.txt"), "one\ntwo\nthree\n");
+    git(workspace, "init", "--quiet", "--initial-branch=main");
+    git(workspace, "add", "--all");
+    git(workspace, "commit", "--quiet", "--message=initial");
+    await trpc(request, "workspaces.register", { path: workspace });
+
+    const session = sessionCreatedSchema.parse(await json(workspace, "start", "--goal", "Edit the notes", "--json"));
+    await json(workspace, "status", "--json"); // instructions sync
+    const meta = readyForTaskSchema.parse(await json(workspace, "status", "--json")).now.current_task;
+    expect(meta.working_directory).toContain(path.join(workspace, ".stepwise/worktrees/"));
+    await json(
+      workspace,
+      "update",
+      "--json",
+      JSON.stringify({
+        add_tasks: [task("Reword line two", "notes.txt"), task("Translate line two", "notes.txt")],
+        update_tasks: [{ id: 1, status: "DONE" }],
+      }),
+    );
+    await json(
+      workspace,
+      "update",
+      "--json",
+      JSON.stringify({
+        update_tasks: [
+          { id: 2, status: "IN_PROGRESS" },
+          { id: 3, status: "IN_PROGRESS" },
+        ],
+      }),
+    );
+    const current = readyForTaskSchema.parse(await json(workspace, "status", "--json")).now.current_task;
+    const wt2 = current.working_directory!;
+    const wt3 = wt2.replace(/-step_2$/, "-step_3");
+    expect(wt2).not.toBe(workspace);
+    await fs.writeFile(path.join(wt2, "notes.txt"), "one\nTWO\nthree\n");
+    await fs.writeFile(path.join(wt3, "notes.txt"), "one\nzwei\nthree\n");
+    await json(workspace, "update", "--json", JSON.stringify({ update_tasks: [{ id: 2, status: "DONE" }] }));
+    await json(workspace, "update", "--json", JSON.stringify({ update_tasks: [{ id: 3, status: "DONE" }] }));
+
+    // The conflict holds the session, and the person sees it, file named, on the run page.
+    const held = waitingOnSignalSchema.parse(await json(workspace, "status", "--json"));
+    expect(held.signal.id).toBe("merge_conflict_3");
+    const list = await request.get("/api/trpc/agents.list");
+    const sessions = (await list.json()).result.data.json as { id: string; runId: string }[];
+    const runId = sessions.find((s) => s.id === session.session_id)!.runId;
+    const run = new RunViewPage(page);
+    await run.open(runId);
+    const signal = page.locator('[data-signal-id="merge_conflict_3"]');
+    await expect(signal).toContainText("conflicts in notes.txt");
+
+    // Resolved in task 3's worktree; DONE again merges, and the signal goes from the page.
+    const integration = held.signal.message.match(/into (stepwise\/\S+\/integration)/)![1]!;
+    expect(() => git(wt3, "merge", "--quiet", integration)).toThrow();
+    await fs.writeFile(path.join(wt3, "notes.txt"), "one\nTWO / zwei\nthree\n");
+    git(wt3, "add", "notes.txt");
+    git(wt3, "commit", "--quiet", "--no-edit");
+    await json(workspace, "update", "--json", JSON.stringify({ update_tasks: [{ id: 3, status: "DONE" }] }));
+    const after = (await json(workspace, "status", "--json")) as { now: { reason: string } };
+    expect(after.now.reason).toBe("plan_completed");
+    await page.reload();
+    await expect(page.getByRole("region", { name: "Agent session" })).toContainText(session.session_id);
+    await expect(signal).toHaveCount(0);
+    expect(git(workspace, "show", `${integration}:notes.txt`)).toBe("one\nTWO / zwei\nthree\n");
+    // The person's own checkout is untouched.
+    expect(await fs.readFile(path.join(workspace, "notes.txt"), "utf8")).toBe("one\ntwo\nthree\n");
+  } finally {
+    await fs.rm(workspace, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,274 @@
+import path from "node:path";
+import type pg from "pg";
+import type { AgentTaskUpdate } from "../engine/engine";
+import { appendEvents } from "../events/store";
+import type { Step, StepStatus } from "../plans/schema";
+import { inTransaction } from "../db";
+import { AGENT_TASK_TOOL, verifierCommands } from "../tools/agent-task";
+import { logger } from "../logger";
+import { taskNumber } from "./signal-store";
+import { findingsNote, personApprovedTask, runVerifiers, type VerifierResult } from "./verifiers";
+import {
+  commitPendingWork,
+  ensureTaskWorktree,
+  integrationBranch,
+  mergeTaskBranch,
+  removeRunWorktrees,
+  removeTaskWorktree,
+  runsWithWorktrees,
+  taskWorktreeExists,
+  worktreeRelativePath,
+  workspaceRepository,
+  type WorkspaceRepo,
+} from "./worktrees";
+
+/**
+ * What happens between an agent's DONE and the engine recording it (issue "Parallel agent work"):
+ * the task's worktree is committed, its verifiers run there, and its branch is merged into the
+ * run's integration branch. A failing verifier turns the DONE into a TODO with the findings; a
+ * merge conflict holds the task (it stays IN_PROGRESS) behind a blocker signal naming the files.
+ * Dependents are held either way, because the task is not DONE. sessions.ts calls this just before
+ * `updateAgentTasks`, and `afterTaskUpdates` just after.
+ */
+
+interface RunInfo {
+  id: string;
+  plan_id: string;
+  trace_id: string;
+  plan_version: number;
+  workspace_root: string;
+}
+
+export interface ConflictSignal {
+  key: string;
+  taskId: number | null;
+  message: string;
+}
+
+export interface PreparedUpdates {
+  /** The updates to apply: DONE kept, turned into TODO (verification failed), or dropped (conflict). */
+  updates: AgentTaskUpdate[];
+  /** Blocker signals to raise (merge conflicts). */
+  conflicts: ConflictSignal[];
+  /** Conflict signals to clear: the task merged now. */
+  resolved: string[];
+  /** Tasks whose branch merged: their worktree and branch go once the DONE is recorded. */
+  merged: string[];
+}
+
+export function conflictSignalKey(stepId: string): string {
+  return `merge_conflict_${taskNumber(stepId) ?? stepId}`;
+}
+
+async function runInfo(pool: pg.Pool, runId: string): Promise<RunInfo> {
+  const rows = await pool.query<RunInfo>(
+    "select id, plan_id, trace_id, plan_version, workspace_root from runs where id = $1",
+    [runId],
+  );
+  return rows.rows[0]!;
+}
+
+/** One merge at a time per run: two tasks reported DONE together merge one after the other. */
+async function withRunLock<T>(pool: pg.Pool, runId: string, work: () => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query("select pg_advisory_lock(hashtext($1))", [`stepwise-worktrees:${runId}`]);
+    try {
+      return await work();
+    } finally {
+      await client.query("select pg_advisory_unlock(hashtext($1))", [`stepwise-worktrees:${runId}`]);
+    }
+  } finally {
+    client.release();
+  }
+}
+
+async function appendTaskEvent(
+  pool: pg.Pool,
+  run: RunInfo,
+  event: { type: "task.verified" | "task.merged" | "task.merge_conflict"; stepId: string; data: object },
+): Promise<void> {
+  await inTransaction(pool, async (client) => {
+    await appendEvents(client, { streamId: run.id, planId: run.plan_id, runId: run.id, traceId: run.trace_id }, [
+      { type: event.type, stepId: event.stepId, data: event.data as never },
+    ]);
+  });
+}
+
+function taskLabel(step: Step): string {
+  const number = taskNumber(step.id);
+  return `${number === null ? `Step ${step.id}` : `Task ${number}`}${step.title ? `: ${step.title}` : ""}`;
+}
+
+/**
+ * Runs before the updates are recorded; `statuses` are the steps' states as loaded, `steps` the
+ * run's plan version. Only DONE updates of agent tasks are touched.
+ */
+export async function prepareTaskUpdates(
+  pool: pg.Pool,
+  input: {
+    runId: string;
+    steps: Step[];
+    statuses: Map<string, StepStatus>;
+    updates: AgentTaskUpdate[];
+    actor: string;
+  },
+): Promise<PreparedUpdates> {
+  const prepared: PreparedUpdates = { updates: [], conflicts: [], resolved: [], merged: [] };
+  const byId = new Map(input.steps.map((step) => [step.id, step]));
+  const finishing = input.updates.filter(
+    (update) =>
+      update.status === "DONE" &&
+      byId.get(update.stepId)?.tool === AGENT_TASK_TOOL &&
+      input.statuses.get(update.stepId) !== "completed",
+  );
+  if (finishing.length === 0) return { ...prepared, updates: input.updates };
+  const run = await runInfo(pool, input.runId);
+  const repo = await workspaceRepository(run.workspace_root);
+  const replaced = new Map<string, AgentTaskUpdate | null>();
+  for (const update of finishing) {
+    const step = byId.get(update.stepId)!;
+    const hasWorktree = repo !== undefined && (await taskWorktreeExists(repo, run.id, step.id));
+    const cwd = hasWorktree ? path.join(repo.root, worktreeRelativePath(run.id, step.id)) : run.workspace_root;
+    if (hasWorktree) await commitPendingWork(repo, run.id, step.id, `${taskLabel(step)}`.slice(0, 200), input.actor);
+
+    if (verifierCommands(step.args).length > 0) {
+      const approved = await personApprovedTask(pool, run, step);
+      const attempt = await pool.query<{ attempt: number }>(
+        "select attempt from run_steps where run_id = $1 and step_id = $2",
+        [run.id, step.id],
+      );
+      const outcome = await runVerifiers({
+        step,
+        runId: run.id,
+        cwd,
+        attempt: attempt.rows[0]?.attempt ?? 1,
+        approvedByPerson: approved,
+      });
+      await appendTaskEvent(pool, run, {
+        type: "task.verified",
+        stepId: step.id,
+        data: { passed: outcome.passed, agent: input.actor, results: outcome.results },
+      });
+      if (!outcome.passed) {
+        replaced.set(step.id, { stepId: step.id, status: "TODO", note: findingsNote(outcome.results) });
+        continue;
+      }
+    }
+
+    if (!hasWorktree) continue;
+    const merge = await withRunLock(pool, run.id, () =>
+      mergeTaskBranch(repo, run.id, step.id, `Merge ${taskLabel(step)}`.slice(0, 200)),
+    );
+    if (merge.kind === "conflict") {
+      const worktree = worktreeRelativePath(run.id, step.id);
+      const files = merge.files.length > 0 ? merge.files.join(", ") : "(git named none)";
+      prepared.conflicts.push({
+        key: conflictSignalKey(step.id),
+        taskId: taskNumber(step.id),
+        message:
+          `${taskLabel(step)} does not merge into ${integrationBranch(run.id)}: conflicts in ${files}. ` +
+          `Resolve them in ${worktree} (run \`git merge ${integrationBranch(run.id)}\` there, fix the files, commit), ` +
+          "then report the task DONE again.",
+      });
+      await appendTaskEvent(pool, run, {
+        type: "task.merge_conflict",
+        stepId: step.id,
+        data: { files: merge.files, branch: integrationBranch(run.id) },
+      });
+      replaced.set(step.id, null);
+      continue;
+    }
+    prepared.merged.push(step.id);
+    prepared.resolved.push(conflictSignalKey(step.id));
+    await appendTaskEvent(pool, run, {
+      type: "task.merged",
+      stepId: step.id,
+      data: {
+        commit: merge.commit,
+        branch: integrationBranch(run.id),
+        fastForward: merge.kind === "merged" ? merge.fastForward : true,
+      },
+    });
+  }
+  prepared.updates = input.updates.flatMap((update) => {
+    const swap = replaced.get(update.stepId);
+    if (swap === undefined) return [update];
+    return swap === null ? [] : [swap];
+  });
+  return prepared;
+}
+
+/**
+ * After the updates are recorded: a task just taken (IN_PROGRESS) gets its worktree (if the
+ * status that handed it out did not make it already), a merged task's worktree and branch go.
+ * Cleanup is best effort — a leftover worktree is removed with the run's — and never fails the
+ * agent's update, which is already recorded.
+ */
+export async function afterTaskUpdates(
+  pool: pg.Pool,
+  input: { runId: string; updates: AgentTaskUpdate[]; merged: string[] },
+): Promise<void> {
+  const starting = input.updates.filter((update) => update.status === "IN_PROGRESS");
+  if (starting.length === 0 && input.merged.length === 0) return;
+  const run = await runInfo(pool, input.runId);
+  const repo = await workspaceRepository(run.workspace_root);
+  if (!repo) return;
+  for (const update of starting) await ensureTaskWorktree(repo, run.id, update.stepId);
+  for (const stepId of input.merged) {
+    await removeTaskWorktree(repo, run.id, stepId).catch((error: unknown) =>
+      logger.warn({ err: error, runId: run.id, stepId }, "could not remove a merged task's worktree"),
+    );
+  }
+}
+
+/** On cancel (and on recovery of a run that ends): the run's worktrees go. Returns their paths. */
+export async function removeWorktreesOfRun(pool: pg.Pool, runId: string): Promise<string[]> {
+  const rows = await pool.query<{ workspace_root: string }>("select workspace_root from runs where id = $1", [runId]);
+  const root = rows.rows[0]?.workspace_root;
+  if (!root) return [];
+  const repo: WorkspaceRepo | undefined = await workspaceRepository(root);
+  if (!repo) return [];
+  return removeRunWorktrees(repo, runId);
+}
+
+/** The latest verification of each task of a run, for the run page and the agent's brief. */
+export async function latestVerifications(
+  pool: pg.Pool,
+  runId: string,
+): Promise<Map<string, { passed: boolean; results: VerifierResult[]; at: string }>> {
+  const rows = await pool.query<{
+    step_id: string;
+    data: { passed: boolean; results: VerifierResult[] };
+    created_at: Date;
+  }>("select step_id, data, created_at from events where stream_id = $1 and type = 'task.verified' order by seq", [
+    runId,
+  ]);
+  return new Map(
+    rows.rows.map((row) => [
+      row.step_id,
+      { passed: row.data.passed, results: row.data.results, at: row.created_at.toISOString() },
+    ]),
+  );
+}
+
+/**
+ * Recovery of leftovers: worktrees of this workspace's runs that are over (cancelled or failed by
+ * a path that did not clean up, or a process that stopped between cancel and cleanup) are
+ * removed. Run when a session starts in the workspace. Completed runs keep nothing to recover
+ * either: their integration checkout goes too; the branches stay.
+ */
+export async function removeWorktreesOfFinishedRuns(pool: pg.Pool, workspaceRoot: string): Promise<string[]> {
+  const repo = await workspaceRepository(workspaceRoot);
+  if (!repo) return [];
+  const shorts = await runsWithWorktrees(repo);
+  if (shorts.length === 0) return [];
+  const runs = await pool.query<{ id: string }>(
+    `select id from runs where status in ('cancelled', 'failed', 'completed')
+       and left(replace(id::text, '-', ''), 8) = any($1)`,
+    [shorts],
+  );
+  const removed: string[] = [];
+  for (const run of runs.rows) removed.push(...(await removeRunWorktrees(repo, run.id)));
+  return removed;
+}

@@ -1,0 +1,254 @@
+import { execFileSync } from "node:child_process";
+import fs from "node:fs/promises";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { z } from "zod";
+import { startHarness, type Harness } from "../../tests/app-harness";
+import { agentStart, agentStatus, agentUpdate } from "../operations/agent";
+import type { Identity } from "../operations/identity";
+import { invokeOperation, type Operation } from "../operations/operation";
+import { runCancel } from "../operations/runs";
+import { cancelRun } from "../engine/engine";
+import { readyForTaskSchema, successSchema, waitingOnSignalSchema, type AgentTaskView } from "./contract";
+import { integrationBranch, runShort, taskBranch } from "./worktrees";
+
+/**
+ * A worktree per agent task, on a real git repository as the workspace, through the operations
+ * layer with a real database and worker: parallel tasks in their own worktrees and branches,
+ * merges in dependency order into the run's integration branch, a conflict as a blocker signal
+ * naming the file and resolved in the worktree, a failing verifier sending the task back to TODO
+ * with findings while its dependent waits, and cancel removing the run's worktrees.
+ */
+let harness: Harness | undefined;
+afterEach(async () => {
+  await harness?.close();
+  harness = undefined;
+});
+
+const AGENT: Identity = { kind: "agent", name: "agent-7" };
+
+function call<I extends z.ZodType, O extends z.ZodType>(operation: Operation<I, O>, input: unknown) {
+  return invokeOperation(operation, { app: harness!.app, identity: AGENT }, input);
+}
+
+/** The test's own git (the person at the keyboard), with an identity and no user configuration. */
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync("git", args, {
+    cwd,
+    encoding: "utf8",
+    env: {
+      ...process.env,
+      GIT_CONFIG_GLOBAL: "/dev/null",
+      GIT_CONFIG_NOSYSTEM: "1",
+      GIT_AUTHOR_NAME: "Tester",
+      GIT_AUTHOR_EMAIL: "tester@example.com",
+      GIT_COMMITTER_NAME: "Tester",
+      GIT_COMMITTER_EMAIL: "tester@example.com",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+}
+
+async function gitRepositoryWorkspace(root: string): Promise<void> {
+  await fs.mkdir(path.join(root, "src"), { recursive: true });
+  await fs.writeFile(path.join(root, "src/shared.txt"), "one\ntwo\nthree\n");
+  await fs.writeFile(path.join(root, "src/a.txt"), "a\n");
+  await fs.writeFile(path.join(root, "src/b.txt"), "b\n");
+  git(root, "init", "--quiet", "--initial-branch=main");
+  git(root, "add", "--all");
+  git(root, "commit", "--quiet", "--message=initial");
+}
+
+const task = (title: string, paths: string[], extra: object = {}) => ({
+  title,
+  type: "feature",
+  context_hints: [`Edit \`${paths[0]}\` as the title says.`],
+  relevant_file_paths: paths,
+  ...extra,
+});
+
+async function currentTask(): Promise<AgentTaskView> {
+  return readyForTaskSchema.parse(await call(agentStatus, {})).now.current_task;
+}
+
+/** The tasks' engine states, by task number. */
+async function taskStates(): Promise<Record<number, string>> {
+  const rows = await harness!.app.db.pool.query<{ step_id: string; status: string }>(
+    "select step_id, status from run_steps",
+  );
+  return Object.fromEntries(rows.rows.map((row) => [Number(row.step_id.slice(5)), row.status]));
+}
+
+async function startSessionWithTasks(tasks: object[]): Promise<{ runId: string; root: string }> {
+  harness = await startHarness();
+  await gitRepositoryWorkspace(harness.workspace);
+  const root = await fs.realpath(harness.workspace);
+  await call(agentStart, { goal: "Change the sample files in parallel" });
+  await call(agentStatus, {}); // instructions sync
+  const meta = await currentTask();
+  const { runId } = (await harness.app.db.pool.query<{ runId: string }>('select run_id as "runId" from agent_sessions'))
+    .rows[0]!;
+  // The decomposition task, too, is handed out with a worktree of its own.
+  expect(meta.working_directory).toBe(path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_1`));
+  successSchema.parse(
+    await call(agentUpdate, { payload: { add_tasks: tasks, update_tasks: [{ id: 1, status: "DONE" }] } }),
+  );
+  return { runId, root };
+}
+
+describe("a worktree per agent task", () => {
+  it("runs parallel tasks in their own worktrees, merges them in order, and turns a conflict into a blocker until resolved", async () => {
+    const { runId, root } = await startSessionWithTasks([
+      task("Change a and the shared line", ["src/a.txt", "src/shared.txt"]),
+      task("Change b and the shared line", ["src/b.txt", "src/shared.txt"]),
+      { ...task("Use both changes", ["src/a.txt"]), dependencies: [2, 3] },
+    ]);
+    const integration = integrationBranch(runId);
+    const base = git(root, "rev-parse", integration).trim();
+
+    // Tasks 2 and 3 may run at once: each in its own worktree, on its own branch, from the integration branch.
+    const task2 = await currentTask();
+    expect(task2.id).toBe(2);
+    await call(agentUpdate, {
+      payload: {
+        update_tasks: [
+          { id: 2, status: "IN_PROGRESS" },
+          { id: 3, status: "IN_PROGRESS" },
+        ],
+      },
+    });
+    const wt2 = task2.working_directory!;
+    const wt3 = path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_3`);
+    expect(wt2).toBe(path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_2`));
+    const listed = git(root, "worktree", "list", "--porcelain");
+    expect(listed).toContain(`worktree ${wt2}\nHEAD ${base}\nbranch refs/heads/${taskBranch(runId, "step_2")}`);
+    expect(listed).toContain(`worktree ${wt3}\nHEAD ${base}\nbranch refs/heads/${taskBranch(runId, "step_3")}`);
+    // The person's own checkout does not see Stepwise's worktrees.
+    expect(git(root, "status", "--porcelain")).toBe("");
+
+    await fs.writeFile(path.join(wt2, "src/a.txt"), "a from task 2\n");
+    await fs.writeFile(path.join(wt2, "src/shared.txt"), "one\ntwo from task 2\nthree\n");
+    await fs.writeFile(path.join(wt3, "src/b.txt"), "b from task 3\n");
+    await fs.writeFile(path.join(wt3, "src/shared.txt"), "one\ntwo from task 3\nthree\n");
+
+    // Task 2 DONE: its work is committed and merged; its worktree and branch go.
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE", notes: "a changed" }] } });
+    expect(git(root, "show", `${integration}:src/a.txt`)).toBe("a from task 2\n");
+    expect(git(root, "worktree", "list", "--porcelain")).not.toContain(wt2);
+    expect(git(root, "branch", "--list", taskBranch(runId, "step_2")).trim()).toBe("");
+    const afterTask2 = git(root, "rev-parse", integration).trim();
+
+    // Task 3 DONE: the same line changed on both sides — the merge is aborted, a blocker names the file.
+    expect(await call(agentUpdate, { payload: { update_tasks: [{ id: 3, status: "DONE" }] } })).toEqual({
+      status: "success",
+      message: "State updated. Task 3 is not DONE: its branch does not merge (signal merge_conflict_3).",
+    });
+    const blocked = waitingOnSignalSchema.parse(await call(agentStatus, {}));
+    expect(blocked.signal).toMatchObject({ id: "merge_conflict_3", level: "blocker", task_id: 3 });
+    expect(blocked.signal.message).toContain("src/shared.txt");
+    expect(git(root, "rev-parse", integration).trim()).toBe(afterTask2);
+    const integrationCheckout = path.join(root, `.stepwise/worktrees/${runShort(runId)}-integration`);
+    expect(git(integrationCheckout, "status", "--porcelain")).toBe("");
+    expect(await taskStates()).toMatchObject({ 3: "running", 4: "pending" });
+
+    // The agent resolves it in its worktree and reports DONE again: the merge goes through.
+    expect(() => git(wt3, "merge", "--quiet", integration)).toThrow();
+    await fs.writeFile(path.join(wt3, "src/shared.txt"), "one\ntwo from tasks 2 and 3\nthree\n");
+    git(wt3, "add", "src/shared.txt");
+    git(wt3, "commit", "--quiet", "--no-edit");
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 3, status: "DONE" }] } });
+    const task4 = await currentTask();
+    expect(task4.id).toBe(4);
+    expect(git(root, "show", `${integration}:src/shared.txt`)).toBe("one\ntwo from tasks 2 and 3\nthree\n");
+    expect(git(root, "show", `${integration}:src/b.txt`)).toBe("b from task 3\n");
+    // In dependency order on the integration branch: task 2's work, then task 3's merge.
+    const log = git(root, "log", "--first-parent", "--format=%s", `${base}..${integration}`).trim().split("\n");
+    expect(log).toEqual(["Merge Task 3: Change b and the shared line", "Merge Task 2: Change a and the shared line"]);
+    // Never rewritten: what the integration branch held after task 2 is still in its history.
+    git(root, "merge-base", "--is-ancestor", afterTask2, integration);
+    // Task 4 starts from both merged results.
+    expect(await fs.readFile(path.join(task4.working_directory!, "src/shared.txt"), "utf8")).toBe(
+      "one\ntwo from tasks 2 and 3\nthree\n",
+    );
+    const signals = await harness!.app.db.pool.query("select 1 from signals where cleared_at is null");
+    expect(signals.rowCount).toBe(0);
+  });
+
+  it("sends a task whose verifier fails back to TODO with the findings, holding its dependent", async () => {
+    const { runId, root } = await startSessionWithTasks([
+      task("Mark a as fixed", ["src/a.txt"], {
+        acceptance: ["src/a.txt says fixed"],
+        verify: ["grep -q fixed src/a.txt"],
+      }),
+      { ...task("Build on the fix", ["src/a.txt"]), dependencies: [2] },
+    ]);
+    // A verifier is a shell command: where no sandbox can hold it to read-only, the task has a gate.
+    if ((await taskStates())[2] === "awaiting_approval") {
+      await harness!.caller.runs.decide({ runId, stepId: "step_2", approve: true });
+    }
+    const task2 = await currentTask();
+    expect(task2).toMatchObject({ id: 2, acceptance: ["src/a.txt says fixed"], verify: ["grep -q fixed src/a.txt"] });
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
+    await fs.writeFile(path.join(task2.working_directory!, "src/a.txt"), "still broken\n");
+
+    expect(await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } })).toMatchObject({
+      message: "State updated. Task 2 went back to TODO: its verification failed (see its findings).",
+    });
+    const back = await currentTask();
+    expect(back).toMatchObject({ id: 2, status: "TODO" });
+    expect(back.findings).toContain("`grep -q fixed src/a.txt` exited with code 1");
+    expect(await taskStates()).toMatchObject({ 2: "awaiting_agent", 3: "pending" });
+    // Nothing merged: the integration branch does not have the broken change.
+    expect(git(root, "show", `${integrationBranch(runId)}:src/a.txt`)).toBe("a\n");
+
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
+    await fs.writeFile(path.join(back.working_directory!, "src/a.txt"), "fixed\n");
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } });
+    expect((await currentTask()).id).toBe(3);
+    expect(git(root, "show", `${integrationBranch(runId)}:src/a.txt`)).toBe("fixed\n");
+    const verified = await harness!.app.db.pool.query<{ data: { passed: boolean } }>(
+      "select data from events where stream_id = $1 and type = 'task.verified' order by seq",
+      [runId],
+    );
+    expect(verified.rows.map((row) => row.data.passed)).toEqual([false, true]);
+  });
+
+  it("removes the run's worktrees when the run is cancelled, and only those", async () => {
+    const { runId, root } = await startSessionWithTasks([
+      task("Change a", ["src/a.txt"]),
+      task("Change b", ["src/b.txt"]),
+    ]);
+    // A worktree of the person's own, which Stepwise must leave alone.
+    const own = path.join(root, "..", `${path.basename(root)}-own`);
+    git(root, "worktree", "add", "--quiet", "-b", "mine", own);
+    await call(agentUpdate, {
+      payload: {
+        update_tasks: [
+          { id: 2, status: "IN_PROGRESS" },
+          { id: 3, status: "IN_PROGRESS" },
+        ],
+      },
+    });
+    expect(git(root, "worktree", "list", "--porcelain")).toContain(`${runShort(runId)}-step_3`);
+
+    await call(runCancel, { runId });
+    const listed = git(root, "worktree", "list", "--porcelain");
+    expect(listed).not.toContain(".stepwise/worktrees");
+    expect(listed).toContain(`worktree ${own}`);
+    await expect(fs.stat(path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_2`))).rejects.toThrow();
+    // The branches stay: unmerged work is never deleted.
+    expect(git(root, "branch", "--list", "stepwise/*").trim().split("\n")).toHaveLength(3);
+    git(root, "worktree", "remove", "--force", own);
+  });
+
+  it("removes worktrees a cancel left behind when the next session starts in the workspace", async () => {
+    const { runId, root } = await startSessionWithTasks([task("Change a", ["src/a.txt"])]);
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
+    // Cancelled by a path that does not clean up (the engine directly, as if the process stopped after).
+    await cancelRun(harness!.app.engine, { runId, actor: "tester" });
+    expect(git(root, "worktree", "list", "--porcelain")).toContain(`${runShort(runId)}-step_2`);
+
+    await call(agentStart, { goal: "Another go" });
+    expect(git(root, "worktree", "list", "--porcelain")).not.toContain(".stepwise/worktrees");
+  });
+});

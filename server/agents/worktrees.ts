@@ -1,0 +1,293 @@
+import fs from "node:fs/promises";
+import path from "node:path";
+import { GitCommandError, openRepository, runGit, type Repository } from "../tools/git";
+
+/**
+ * A git worktree per agent task (issue "Parallel agent work"): when the workspace is a git
+ * repository of its own, each agent task gets a checkout of its own on its own branch, so agents
+ * working in parallel never edit the same files on disk. The run has an integration branch; a
+ * task's branch starts from it (so from its dependencies' merged results), and a finished task's
+ * branch is merged back into it — never forced, never rewritten.
+ *
+ * Layout, inside the workspace repository's top level (so inside the workspace, the confined
+ * place every git and shell call of Stepwise already lives in):
+ *
+ *   <workspace>/.stepwise/worktrees/<run8>-integration   the run's integration branch, checked out
+ *   <workspace>/.stepwise/worktrees/<run8>-<step>        a task's worktree
+ *   branches  stepwise/<run8>/integration, stepwise/<run8>/<step>
+ *
+ * `.stepwise/` is added to the repository's `.git/info/exclude`, so the person's own checkout
+ * never shows (or commits) the worktrees. Every git call goes through `runGit`: git by its
+ * absolute path, an argument array, and the hardened configuration (no hooks, no fsmonitor, no
+ * user or system configuration, every repository-named program disarmed).
+ */
+
+export const WORKTREES_DIR = ".stepwise/worktrees";
+const IDENTITY = {
+  GIT_AUTHOR_NAME: "Stepwise",
+  GIT_AUTHOR_EMAIL: "stepwise@localhost",
+  GIT_COMMITTER_NAME: "Stepwise",
+  GIT_COMMITTER_EMAIL: "stepwise@localhost",
+};
+/** Git writes here are Stepwise's own bookkeeping; a minute is plenty, a hung git is cut off. */
+const GIT_TIMEOUT_MS = 120_000;
+
+/** The first 8 characters of a run id (a UUID): enough to tell a workspace's runs apart. */
+export function runShort(runId: string): string {
+  return runId
+    .replace(/[^a-zA-Z0-9]/g, "")
+    .slice(0, 8)
+    .toLowerCase();
+}
+
+/** A step id as a branch and directory name component: letters, digits, `_` and `-` only. */
+export function stepComponent(stepId: string): string {
+  const safe = stepId.replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 64);
+  return /^[A-Za-z0-9]/.test(safe) ? safe : `s${safe}`;
+}
+
+export function integrationBranch(runId: string): string {
+  return `stepwise/${runShort(runId)}/integration`;
+}
+
+export function taskBranch(runId: string, stepId: string): string {
+  return `stepwise/${runShort(runId)}/${stepComponent(stepId)}`;
+}
+
+/** Workspace-relative place of a task's worktree (or the integration checkout, for `integration`). */
+export function worktreeRelativePath(runId: string, stepId: string | "integration"): string {
+  const name = stepId === "integration" ? "integration" : stepComponent(stepId);
+  return `${WORKTREES_DIR}/${runShort(runId)}-${name}`;
+}
+
+export interface WorkspaceRepo {
+  repository: Repository;
+  /** The workspace root (real path), the repository's top level. */
+  root: string;
+}
+
+/**
+ * The workspace as a repository worktrees can be made in: its own top level with a `.git`
+ * directory (not a linked worktree, not a directory inside a larger repository) and at least one
+ * commit. Otherwise undefined, and tasks work in the workspace itself, as before.
+ */
+export async function workspaceRepository(workspaceRoot: string): Promise<WorkspaceRepo | undefined> {
+  const root = await fs.realpath(workspaceRoot).catch(() => undefined);
+  if (!root) return undefined;
+  const dotGit = await fs.lstat(path.join(root, ".git")).catch(() => undefined);
+  if (!dotGit?.isDirectory()) return undefined;
+  const signal = AbortSignal.timeout(GIT_TIMEOUT_MS);
+  let repository: Repository;
+  try {
+    repository = await openRepository(root, signal, { contained: true, approved: true });
+  } catch {
+    return undefined; // refused (something leads outside) or not a repository: no worktrees
+  }
+  if (repository.prefix !== "") return undefined;
+  const head = await git({ repository, root }, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], {
+    okExitCodes: [1, 128],
+  });
+  return head.exitCode === 0 ? { repository, root } : undefined;
+}
+
+async function git(
+  repo: WorkspaceRepo,
+  args: string[],
+  options: { cwd?: string; okExitCodes?: number[]; env?: Record<string, string> } = {},
+) {
+  return runGit(args, {
+    cwd: options.cwd ?? repo.root,
+    signal: AbortSignal.timeout(GIT_TIMEOUT_MS),
+    repository: repo.repository,
+    approved: true,
+    ...(options.okExitCodes && { okExitCodes: options.okExitCodes }),
+    env: { ...IDENTITY, ...(options.env ?? {}) },
+  });
+}
+
+async function branchExists(repo: WorkspaceRepo, branch: string): Promise<boolean> {
+  const found = await git(repo, ["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`], { okExitCodes: [1] });
+  return found.exitCode === 0;
+}
+
+/** Registered worktrees of the repository, by real path. */
+async function listWorktrees(repo: WorkspaceRepo): Promise<{ path: string; branch?: string }[]> {
+  const { stdout } = await git(repo, ["worktree", "list", "--porcelain", "-z"]);
+  const result: { path: string; branch?: string }[] = [];
+  let current: { path: string; branch?: string } | undefined;
+  for (const field of stdout.split("\0")) {
+    if (field.startsWith("worktree ")) {
+      current = { path: field.slice("worktree ".length) };
+      result.push(current);
+    } else if (field.startsWith("branch ") && current) {
+      current.branch = field.slice("branch refs/heads/".length);
+    }
+  }
+  return result;
+}
+
+/** Keeps `.stepwise/` out of the person's own `git status` (and `git add -A`). */
+async function excludeStepwiseDir(repo: WorkspaceRepo): Promise<void> {
+  const { stdout } = await git(repo, ["rev-parse", "--git-path", "info/exclude"]);
+  const file = path.resolve(repo.root, stdout.trim());
+  if (!file.startsWith(`${repo.root}/`)) return; // the git directory is the workspace's own, checked by openRepository
+  const text = await fs.readFile(file, "utf8").catch(() => "");
+  if (text.split("\n").some((line) => line.trim() === "/.stepwise/")) return;
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  await fs.appendFile(file, `${text && !text.endsWith("\n") ? "\n" : ""}/.stepwise/\n`);
+}
+
+/** Adds (or finds) the worktree at `relative`, checked out on `branch` (created from `base` when new). */
+async function ensureWorktree(repo: WorkspaceRepo, relative: string, branch: string, base: string): Promise<string> {
+  const absolute = path.join(repo.root, relative);
+  const registered = (await listWorktrees(repo)).find((worktree) => worktree.path === absolute);
+  if (registered) return absolute;
+  await excludeStepwiseDir(repo);
+  await fs.mkdir(path.dirname(absolute), { recursive: true });
+  // A directory left behind by a crash between git's steps: git prunes its stale registration.
+  await git(repo, ["worktree", "prune"]);
+  try {
+    if (await branchExists(repo, branch)) {
+      await git(repo, ["worktree", "add", "--quiet", "--end-of-options", absolute, branch]);
+    } else {
+      await git(repo, ["worktree", "add", "--quiet", "-b", branch, "--end-of-options", absolute, base]);
+    }
+  } catch (error) {
+    // Another hand-out of the same task (or the integration checkout) made it meanwhile: fine.
+    if (!(error instanceof GitCommandError)) throw error;
+    if (!(await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) throw error;
+  }
+  return absolute;
+}
+
+/** The run's integration checkout, on `stepwise/<run8>/integration` (created from HEAD the first time). */
+export async function ensureIntegration(repo: WorkspaceRepo, runId: string): Promise<string> {
+  return ensureWorktree(repo, worktreeRelativePath(runId, "integration"), integrationBranch(runId), "HEAD");
+}
+
+/**
+ * The task's worktree, created on first use on `stepwise/<run8>/<step>` from the integration
+ * branch as it is now — after the merges of every dependency, since a task is handed out only
+ * when its dependencies are DONE, and DONE means merged. Returns its absolute path.
+ */
+export async function ensureTaskWorktree(repo: WorkspaceRepo, runId: string, stepId: string): Promise<string> {
+  await ensureIntegration(repo, runId);
+  return ensureWorktree(repo, worktreeRelativePath(runId, stepId), taskBranch(runId, stepId), integrationBranch(runId));
+}
+
+/** Whether the task's worktree exists (registered with git). */
+export async function taskWorktreeExists(repo: WorkspaceRepo, runId: string, stepId: string): Promise<boolean> {
+  const absolute = path.join(repo.root, worktreeRelativePath(runId, stepId));
+  return (await listWorktrees(repo)).some((worktree) => worktree.path === absolute);
+}
+
+/**
+ * Commits whatever the agent left uncommitted in its worktree (so DONE means the work is on the
+ * branch). Returns whether a commit was made. An agent that committed itself leaves nothing here.
+ */
+export async function commitPendingWork(
+  repo: WorkspaceRepo,
+  runId: string,
+  stepId: string,
+  message: string,
+  author: string,
+): Promise<boolean> {
+  const cwd = path.join(repo.root, worktreeRelativePath(runId, stepId));
+  await git(repo, ["add", "--all"], { cwd });
+  const staged = await git(repo, ["diff", "--cached", "--quiet"], { cwd, okExitCodes: [1] });
+  if (staged.exitCode === 0) return false;
+  await git(repo, ["commit", "--quiet", `--message=${message}`], {
+    cwd,
+    env: { GIT_AUTHOR_NAME: author.slice(0, 100) || "agent", GIT_AUTHOR_EMAIL: "agent@stepwise.localhost" },
+  });
+  return true;
+}
+
+export type MergeOutcome =
+  | { kind: "merged"; commit: string; fastForward: boolean }
+  | { kind: "up_to_date"; commit: string }
+  | { kind: "conflict"; files: string[]; message: string };
+
+/**
+ * Merges the task's branch into the run's integration branch, in the integration checkout, always
+ * as a merge commit (`--no-ff`): the integration branch's first-parent history is then one merge
+ * per task, in the order they finished — readable as the run's dependency order. A conflict is aborted (`git merge --abort`) so the integration branch is exactly
+ * as before, and the conflicting files are returned. Never forced, never rewritten.
+ */
+export async function mergeTaskBranch(
+  repo: WorkspaceRepo,
+  runId: string,
+  stepId: string,
+  message: string,
+): Promise<MergeOutcome> {
+  const cwd = await ensureIntegration(repo, runId);
+  const branch = taskBranch(runId, stepId);
+  const before = (await git(repo, ["rev-parse", "HEAD"], { cwd })).stdout.trim();
+  const merged = await git(repo, ["merge-base", "--is-ancestor", branch, "HEAD"], { cwd, okExitCodes: [1] });
+  if (merged.exitCode === 0) return { kind: "up_to_date", commit: before };
+  const result = await git(
+    repo,
+    ["merge", "--no-edit", "--no-ff", `--message=${message}`, "--end-of-options", branch],
+    {
+      cwd,
+      okExitCodes: [1, 2, 128],
+    },
+  );
+  if (result.exitCode === 0) {
+    const after = (await git(repo, ["rev-parse", "HEAD"], { cwd })).stdout.trim();
+    const parent = await git(repo, ["rev-parse", "--verify", "--quiet", "HEAD^2"], { cwd, okExitCodes: [1, 128] });
+    return { kind: "merged", commit: after, fastForward: parent.exitCode !== 0 };
+  }
+  const unmerged = await git(repo, ["diff", "--name-only", "--diff-filter=U", "-z"], { cwd });
+  const files = unmerged.stdout.split("\0").filter(Boolean);
+  // Whatever happened, the integration checkout goes back to exactly where it was.
+  await git(repo, ["merge", "--abort"], { cwd, okExitCodes: [128] });
+  await git(repo, ["reset", "--hard", "--quiet", before], { cwd });
+  return { kind: "conflict", files, message: (result.stderr || result.stdout).trim().slice(0, 2_000) };
+}
+
+/** After a merge: the task's worktree and its (now merged) branch go. `-d` refuses an unmerged branch. */
+export async function removeTaskWorktree(repo: WorkspaceRepo, runId: string, stepId: string): Promise<void> {
+  const absolute = path.join(repo.root, worktreeRelativePath(runId, stepId));
+  if ((await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) {
+    await git(repo, ["worktree", "remove", "--force", "--end-of-options", absolute]);
+  }
+  // In the integration checkout: `-d` deletes only a branch merged into HEAD, and HEAD there is the
+  // integration branch (in the person's checkout it would be their own branch).
+  await git(repo, ["branch", "-d", "--end-of-options", taskBranch(runId, stepId)], {
+    cwd: path.join(repo.root, worktreeRelativePath(runId, "integration")),
+    okExitCodes: [1],
+  });
+}
+
+/**
+ * Removes every worktree of the run (the integration checkout too) — only those at Stepwise's own
+ * place for this run, never a worktree a person made — and prunes git's records of them. The
+ * branches stay: the integration branch is the run's result, an unmerged task branch is work a
+ * person may still want, and deleting either would lose commits.
+ */
+export async function removeRunWorktrees(repo: WorkspaceRepo, runId: string): Promise<string[]> {
+  const prefix = path.join(repo.root, WORKTREES_DIR, `${runShort(runId)}-`);
+  const removed: string[] = [];
+  for (const worktree of await listWorktrees(repo)) {
+    if (!worktree.path.startsWith(prefix) || worktree.path.slice(prefix.length).includes("/")) continue;
+    await git(repo, ["worktree", "remove", "--force", "--end-of-options", worktree.path]).catch((error: unknown) => {
+      if (!(error instanceof GitCommandError)) throw error;
+    });
+    removed.push(worktree.path);
+  }
+  await git(repo, ["worktree", "prune"]);
+  return removed;
+}
+
+/** Run ids (short) that have worktrees in this repository, for the sweep of finished runs. */
+export async function runsWithWorktrees(repo: WorkspaceRepo): Promise<string[]> {
+  const dir = path.join(repo.root, WORKTREES_DIR);
+  const shorts = new Set<string>();
+  for (const worktree of await listWorktrees(repo)) {
+    if (path.dirname(worktree.path) !== dir) continue;
+    const short = /^([a-z0-9]{8})-/.exec(path.basename(worktree.path))?.[1];
+    if (short) shorts.add(short);
+  }
+  return [...shorts];
+}
