@@ -11,6 +11,7 @@ import { createLlmGenerateTool } from "./tools/llm-generate";
 import { logger } from "./logger";
 import { builtinTools, createToolRegistry, type ToolRegistry } from "./tools/registry";
 import { describeSandbox } from "./tools/sandbox";
+import { webhookWork } from "./webhooks/work";
 
 /** The long-lived services of one server process, shared by tRPC, HTTP routes and MCP. */
 export interface AppContext {
@@ -67,7 +68,11 @@ export async function createAppContext(options: {
       queuePoolSize: budget.queue,
       // Planning sessions are queue jobs too; the planner is looked up per job, so one installed
       // later (tests: a scripted provider) is the one that runs them.
-      extra: (worker) => planningWork(() => plannerFor(context), worker),
+      // Outgoing webhooks' fanout and delivery attempts are queue jobs beside them.
+      extra: (worker) => {
+        const planning = planningWork(() => plannerFor(context), worker);
+        return { ...planning, tasks: { ...planning.tasks, ...webhookWork(() => context).tasks } };
+      },
     });
   }
   return context;

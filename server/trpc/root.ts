@@ -7,6 +7,7 @@ import { planningRouter } from "./routers/planning";
 import { plansRouter } from "./routers/plans";
 import { runsRouter } from "./routers/runs";
 import { templatesRouter } from "./routers/templates";
+import { webhooksRouter } from "./routers/webhooks";
 import { workspacesRouter } from "./routers/workspaces";
 
 export const appRouter = router({
@@ -19,6 +20,7 @@ export const appRouter = router({
   planning: planningRouter,
   inbox: inboxRouter,
   templates: templatesRouter,
+  webhooks: webhooksRouter,
 });
 export type AppRouter = typeof appRouter;
 export const createCaller = createCallerFactory(appRouter);
