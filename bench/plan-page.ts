@@ -1,9 +1,12 @@
 /**
- * `npm run bench:ui [-- --runs 7] [-- --steps 300]`: the plan page's two speed figures, measured in
- * a real Chromium against the real server on an embedded PostgreSQL (e2e/serve-for-tests.ts):
+ * `npm run bench:ui [-- --runs 7] [-- --steps 300] [-- --comments 100]`: the plan page's two speed
+ * figures, measured in a real Chromium against the real server on an embedded PostgreSQL
+ * (e2e/serve-for-tests.ts), on a plan under review: `--comments` review comments spread over its
+ * steps (a third of them with a reply, one on the whole plan):
  *
  *   - time to interactive: from navigation start until every step card of the plan is rendered
- *     with its drag handle (the page is hydrated and the plan loaded — the reviewer can act);
+ *     with its drag handle and the comment counts are shown on the cards (the page is hydrated,
+ *     the plan and its conversation loaded — the reviewer can act);
  *   - drop → confirmed: from the keyboard drop of a step until the page shows the new version
  *     the server stored (optimistic move, server validation, save, response rendered).
  *
@@ -26,6 +29,7 @@ function option(name: string, fallback: number): number {
 
 const RUNS = option("runs", 7);
 const STEPS = option("steps", 300);
+const COMMENTS = option("comments", 100);
 const PORT = option("port", 3291);
 const BASE = `http://127.0.0.1:${PORT}`;
 
@@ -76,6 +80,46 @@ function chromiumExecutable(): string | undefined {
   return ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((candidate) => existsSync(candidate));
 }
 
+async function mutate<T>(procedure: string, input: unknown): Promise<T> {
+  const response = await fetch(`${BASE}/api/trpc/${procedure}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...benchAuth },
+    body: JSON.stringify({ json: input }),
+  });
+  if (!response.ok) throw new Error(`${procedure}: ${response.status} ${await response.text()}`);
+  return ((await response.json()) as { result: { data: { json: T } } }).result.data.json;
+}
+
+/**
+ * `count` comments on version 1: one on the whole plan, the rest on steps spread through the plan
+ * (every third with a reply). Returns the last step commented on, whose count the page must show.
+ */
+async function addComments(planId: string, count: number): Promise<string | undefined> {
+  let last: string | undefined;
+  for (let i = 0; i < count; i++) {
+    if (i === 0) {
+      await mutate("plans.comment", { planId, version: 1, body: "Overall the plan reads well" });
+      continue;
+    }
+    const stepId = `step_${1 + ((i * 7) % STEPS)}`;
+    const intent = ["comment", "change", "delete", "insert_after"][i % 4];
+    if (i % 3 === 0 && last) {
+      const threads = await fetch(
+        `${BASE}/api/trpc/plans.comments?input=${encodeURIComponent(JSON.stringify({ json: { planId } }))}`,
+        { headers: benchAuth },
+      ).then(async (r) => ((await r.json()) as { result: { data: { json: { comments: { id: string }[] } } } }).result.data.json);
+      const parent = threads.comments.at(-1);
+      if (parent) {
+        await mutate("plans.comment", { planId, version: 1, parentId: parent.id, body: `Reply ${i}: agreed` });
+        continue;
+      }
+    }
+    await mutate("plans.comment", { planId, version: 1, stepId, intent, body: `Comment ${i} on ${stepId}: check this` });
+    last = stepId;
+  }
+  return last;
+}
+
 async function main() {
   const server = spawn(process.execPath, ["--import", "tsx", "e2e/serve-for-tests.ts"], {
     env: { ...process.env, PORT: String(PORT), NEXT_TELEMETRY_DISABLED: "1", STEPWISE_ACCESS_TOKEN: BENCH_TOKEN },
@@ -94,6 +138,7 @@ async function main() {
     });
     const planId = ((await created.json()) as { result: { data: { json: { id: string } } } }).result.data.json.id;
     const lastId = `step_${STEPS}`;
+    const commented = await addComments(planId, COMMENTS);
 
     const interactive: number[] = [];
     const dropToConfirmed: number[] = [];
@@ -101,6 +146,7 @@ async function main() {
       const page = await (await signedInContext(browser, BASE)).newPage();
       await page.goto(`${BASE}/plans/${planId}`, { waitUntil: "commit" });
       await page.getByRole("button", { name: `Move ${lastId}`, exact: true }).waitFor();
+      if (commented) await page.getByRole("button", { name: new RegExp(`^Comments \\(\\d+ open\\) on ${commented}$`) }).waitFor();
       const ready = await page.evaluate(() => performance.now());
 
       // Drop an independent step one place up, timing from the drop key to the new version on screen.
@@ -168,6 +214,7 @@ async function main() {
     }
     const result = {
       steps: STEPS,
+      comments: COMMENTS,
       runs: RUNS,
       interactiveMs: { median: median(interactive), min: Math.min(...interactive), max: Math.max(...interactive) },
       dropToConfirmedMs: {
@@ -177,7 +224,7 @@ async function main() {
       },
     };
     console.table({
-      [`time to interactive (${STEPS} steps)`]: { ...round(result.interactiveMs), goal: "< 1500 ms" },
+      [`time to interactive (${STEPS} steps, ${COMMENTS} comments)`]: { ...round(result.interactiveMs), goal: "< 1500 ms" },
       ["drop → confirmed version"]: { ...round(result.dropToConfirmedMs), goal: "< 150 ms" },
     });
     await fs.mkdir(path.join("bench", "results"), { recursive: true });
