@@ -48,6 +48,11 @@ test("the review page with comments and the approval controls is clean under axe
   await page.keyboard.press("Enter");
   const thread = card.locator("[data-comment-id]");
   await expect(thread).toHaveCount(2);
+  // Reply to the first thread: type into its own field, Enter sends.
+  await card.getByRole("textbox", { name: "Reply to comment 1 on step_2" }).focus();
+  await page.keyboard.type("Two is right; it feeds step three");
+  await page.keyboard.press("Enter");
+  await expect(thread.first().getByRole("list", { name: "Replies" })).toContainText("Two is right");
   await view.step("step_5").getByRole("button", { name: /Comments \(1 open\) on step_5/ }).focus();
   await page.keyboard.press("Enter");
   await expect(view.step("step_5").locator("[data-comment-id]")).toHaveCount(1);

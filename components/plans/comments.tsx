@@ -142,7 +142,7 @@ function Threads({ planId, version, threads }: { planId: string; version: number
   if (threads.length === 0) return null;
   return (
     <ul className="comment-threads" aria-label="Threads">
-      {threads.map((thread) => (
+      {threads.map((thread, index) => (
         <li
           key={thread.id}
           className={`comment ${thread.resolved ? "resolved" : ""}`}
@@ -175,7 +175,12 @@ function Threads({ planId, version, threads }: { planId: string; version: number
             </ul>
           )}
           <div className="row">
-            <ReplyForm planId={planId} version={version} parentId={thread.id} />
+            <ReplyForm
+              planId={planId}
+              version={version}
+              parentId={thread.id}
+              label={`Reply to comment ${index + 1} on ${thread.stepId ?? "the plan"}`}
+            />
             <button
               type="button"
               className="small"
@@ -192,7 +197,18 @@ function Threads({ planId, version, threads }: { planId: string; version: number
   );
 }
 
-function ReplyForm({ planId, version, parentId }: { planId: string; version: number; parentId: string }) {
+/** `label` names this thread's form: forms are landmarks, and a page of threads must tell them apart. */
+function ReplyForm({
+  planId,
+  version,
+  parentId,
+  label,
+}: {
+  planId: string;
+  version: number;
+  parentId: string;
+  label: string;
+}) {
   const { add } = useCommentMutations(planId);
   const [body, setBody] = useState("");
   const id = useId();
@@ -201,9 +217,9 @@ function ReplyForm({ planId, version, parentId }: { planId: string; version: num
     add.mutate({ planId, version, parentId, body }, { onSuccess: () => setBody("") });
   };
   return (
-    <form className="row" onSubmit={submit} aria-label="Reply">
+    <form className="row" onSubmit={submit} aria-label={label}>
       <label htmlFor={id} className="visually-hidden">
-        Reply
+        {label}
       </label>
       <input id={id} value={body} onChange={(event) => setBody(event.target.value)} placeholder="Reply…" />
       <button type="submit" className="small" disabled={!body.trim() || add.isPending}>
