@@ -7,7 +7,8 @@
  *   - time to interactive: from navigation start until every step card of the plan is rendered
  *     with its drag handle and the comment counts are shown on the cards (the page is hydrated,
  *     the plan and its conversation loaded — the reviewer can act);
- *   - drop → confirmed: from the keyboard drop of a step until the page shows the new version
+ *   - drop → confirmed (on a second plan of the same shape, without comments): from the
+ *     keyboard drop of a step until the page shows the new version
  *     the server stored (optimistic move, server validation, save, response rendered).
  *
  * Needs a production build first: `STEPWISE_NEXT_DIST_DIR=.next-bench npx next build`, then
