@@ -1,5 +1,6 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import AxeBuilder from "@axe-core/playwright";
 import { expect, test } from "@playwright/test";
 
 /**
@@ -70,6 +71,10 @@ test("configure a webhook with the keyboard, see its secret once and its deliver
   expect(received).toHaveLength(2);
   expect(received[0]!.signature).toMatch(/^sha256=[0-9a-f]{64}$/);
   expect(received[0]!.body).toMatchObject({ event: "webhook.test" });
+
+  // The page with its log open is clean under axe.
+  const results = await new AxeBuilder({ page }).analyze();
+  expect(results.violations.map((violation) => `${violation.impact ?? "?"} ${violation.id}`)).toEqual([]);
 
   // Send it again from the log: a third request, the same delivery.
   await delivery.getByRole("button", { name: "Send again" }).click();
