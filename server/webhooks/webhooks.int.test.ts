@@ -6,6 +6,7 @@ import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { isAppError } from "../errors";
+import { appendEvents } from "../events/store";
 import { decisionLinkDecide } from "../operations/decision-links";
 import type { Identity } from "../operations/identity";
 import { invokeOperation } from "../operations/operation";
@@ -246,6 +247,43 @@ describe("outgoing webhooks", () => {
     await harness.waitForRun(runId);
     await expect.poll(() => hook.received.length, { timeout: 30_000 }).toBe(2);
     expect(hook.received[1]!.body).toMatchObject({ event: "run.finished", data: { runId, status: "completed" } });
+  });
+
+  it("tells 'plan submitted' and 'waiting for you' when an agent's plan mode hands in a plan, through the events' own transaction", async () => {
+    const hook = await receiver(() => ({ status: 200 }));
+    await endpoint(hook.url, { events: ["plan.submitted", "waiting_for_you"] });
+    const sessionId = crypto.randomUUID();
+    // What plan mode's submit_plan leaves: a completed external session and its planning.completed event.
+    await harness.app.db.pool.query(
+      `insert into planning_sessions (id, kind, mode, status, goal, model, workspace_root, trace_id, actor, plan_id)
+       values ($1, 'external', 'quick', 'completed', 'Tidy the repository', 'agent', $2, 'trace', 'agent-1', 'plan-x')`,
+      [sessionId, harness.workspace],
+    );
+    const client = await harness.app.db.pool.connect();
+    try {
+      await client.query("begin");
+      await appendEvents(client, { streamId: sessionId, planId: sessionId, runId: null, traceId: "trace" }, [
+        { type: "planning.completed", data: { planId: "plan-x", version: 1 } },
+      ]);
+      // Rolled back: no event, and so no job and no message.
+      await client.query("rollback");
+      await client.query("begin");
+      await appendEvents(client, { streamId: sessionId, planId: sessionId, runId: null, traceId: "trace" }, [
+        { type: "planning.completed", data: { planId: "plan-x", version: 1 } },
+      ]);
+      await client.query("commit");
+    } finally {
+      client.release();
+    }
+    await expect.poll(() => hook.received.length, { timeout: 30_000 }).toBe(2);
+    const events = hook.received.map((request) => request.body.event).sort();
+    expect(events).toEqual(["plan.submitted", "waiting_for_you"]);
+    for (const request of hook.received) {
+      expect(request.body).toMatchObject({
+        data: { kind: "plan_review", planId: "plan-x", version: 1, sessionId, goal: "Tidy the repository" },
+        links: [{ label: "Review the plan", url: "https://stepwise.example/plans/plan-x" }],
+      });
+    }
   });
 
   it("shapes a Slack message as {text, blocks} with the summary and links", async () => {
