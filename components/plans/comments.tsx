@@ -2,7 +2,7 @@
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useRouter } from "next/navigation";
-import { useId, useState, type FormEvent } from "react";
+import { useEffect, useId, useState, type FormEvent } from "react";
 import type { CommentIntent, CommentView } from "@/server/plans/comments";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
@@ -23,6 +23,19 @@ const INTENT_LABEL = Object.fromEntries(INTENTS.map(({ intent, label }) => [inte
 function usePlanComments(planId: string) {
   const trpc = useTRPC();
   return useQuery({ ...trpc.plans.comments.queryOptions({ planId }), staleTime: 5_000 });
+}
+
+/**
+ * Starts loading the threads with the plan, not after it: the cards that show them mount only once
+ * the plan has arrived, which made the comments a second round trip in a row. A prefetch, not a
+ * subscription, so the page itself does not re-render when they arrive.
+ */
+export function usePrefetchPlanComments(planId: string) {
+  const trpc = useTRPC();
+  const queryClient = useQueryClient();
+  useEffect(() => {
+    void queryClient.prefetchQuery({ ...trpc.plans.comments.queryOptions({ planId }), staleTime: 5_000 });
+  }, [queryClient, trpc, planId]);
 }
 
 function useCommentMutations(planId: string) {
