@@ -45,7 +45,7 @@ const SERVER_CORE_PATTERNS = [
  * operations and framework pieces (errors, the app context, the logger, the vocabulary), and types
  * from anywhere — but no value of the domain, so it cannot reach past the authority check.
  */
-const DOMAIN_MODULES = ["engine", "plans", "agents", "planner", "audit", "inbox", "templates", "tools", "db", "people"];
+const DOMAIN_MODULES = ["engine", "plans", "agents", "planner", "audit", "inbox", "templates", "tools", "db", "people", "webhooks"];
 const NO_DOMAIN_FROM_DOORS = {
   group: DOMAIN_MODULES.flatMap((module) => [`**/server/${module}/*`, `@/server/${module}/*`, `../${module}/*`, `../../${module}/*`]),
   allowTypeImports: true,
@@ -166,6 +166,7 @@ export default defineConfig([
       "server/plans/**/*.{ts,tsx}",
       "server/events/**/*.{ts,tsx}",
       "server/people/**/*.{ts,tsx}",
+      "server/webhooks/**/*.{ts,tsx}",
       "server/db/**/*.{ts,tsx}",
       "server/db.ts",
     ],

@@ -1,10 +1,14 @@
 /**
- * `npm run bench:ui [-- --runs 7] [-- --steps 300]`: the plan page's two speed figures, measured in
- * a real Chromium against the real server on an embedded PostgreSQL (e2e/serve-for-tests.ts):
+ * `npm run bench:ui [-- --runs 7] [-- --steps 300] [-- --comments 100]`: the plan page's two speed
+ * figures, measured in a real Chromium against the real server on an embedded PostgreSQL
+ * (e2e/serve-for-tests.ts), on a plan under review: `--comments` review comments spread over its
+ * steps (a third of them with a reply, one on the whole plan):
  *
  *   - time to interactive: from navigation start until every step card of the plan is rendered
- *     with its drag handle (the page is hydrated and the plan loaded — the reviewer can act);
- *   - drop → confirmed: from the keyboard drop of a step until the page shows the new version
+ *     with its drag handle and the comment counts are shown on the cards (the page is hydrated,
+ *     the plan and its conversation loaded — the reviewer can act);
+ *   - drop → confirmed (on a second plan of the same shape, without comments): from the
+ *     keyboard drop of a step until the page shows the new version
  *     the server stored (optimistic move, server validation, save, response rendered).
  *
  * Needs a production build first: `STEPWISE_NEXT_DIST_DIR=.next-bench npx next build`, then
@@ -26,6 +30,7 @@ function option(name: string, fallback: number): number {
 
 const RUNS = option("runs", 7);
 const STEPS = option("steps", 300);
+const COMMENTS = option("comments", 100);
 const PORT = option("port", 3291);
 const BASE = `http://127.0.0.1:${PORT}`;
 
@@ -76,6 +81,46 @@ function chromiumExecutable(): string | undefined {
   return ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((candidate) => existsSync(candidate));
 }
 
+async function mutate<T>(procedure: string, input: unknown): Promise<T> {
+  const response = await fetch(`${BASE}/api/trpc/${procedure}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...benchAuth },
+    body: JSON.stringify({ json: input }),
+  });
+  if (!response.ok) throw new Error(`${procedure}: ${response.status} ${await response.text()}`);
+  return ((await response.json()) as { result: { data: { json: T } } }).result.data.json;
+}
+
+/**
+ * `count` comments on version 1: one on the whole plan, the rest on steps spread through the plan
+ * (every third with a reply). Returns the last step commented on, whose count the page must show.
+ */
+async function addComments(planId: string, count: number): Promise<string | undefined> {
+  let last: string | undefined;
+  for (let i = 0; i < count; i++) {
+    if (i === 0) {
+      await mutate("plans.comment", { planId, version: 1, body: "Overall the plan reads well" });
+      continue;
+    }
+    const stepId = `step_${1 + ((i * 7) % STEPS)}`;
+    const intent = ["comment", "change", "delete", "insert_after"][i % 4];
+    if (i % 3 === 0 && last) {
+      const threads = await fetch(
+        `${BASE}/api/trpc/plans.comments?input=${encodeURIComponent(JSON.stringify({ json: { planId } }))}`,
+        { headers: benchAuth },
+      ).then(async (r) => ((await r.json()) as { result: { data: { json: { comments: { id: string }[] } } } }).result.data.json);
+      const parent = threads.comments.at(-1);
+      if (parent) {
+        await mutate("plans.comment", { planId, version: 1, parentId: parent.id, body: `Reply ${i}: agreed` });
+        continue;
+      }
+    }
+    await mutate("plans.comment", { planId, version: 1, stepId, intent, body: `Comment ${i} on ${stepId}: check this` });
+    last = stepId;
+  }
+  return last;
+}
+
 async function main() {
   const server = spawn(process.execPath, ["--import", "tsx", "e2e/serve-for-tests.ts"], {
     env: { ...process.env, PORT: String(PORT), NEXT_TELEMETRY_DISABLED: "1", STEPWISE_ACCESS_TOKEN: BENCH_TOKEN },
@@ -87,21 +132,38 @@ async function main() {
   });
   try {
     await waitForServer(120_000);
-    const created = await fetch(`${BASE}/api/trpc/plans.createFromJson`, {
-      method: "POST",
-      headers: { "content-type": "application/json", ...benchAuth },
-      body: JSON.stringify({ json: { planJson: JSON.stringify(bigPlan(STEPS)) } }),
-    });
-    const planId = ((await created.json()) as { result: { data: { json: { id: string } } } }).result.data.json.id;
+    const createPlan = async () => {
+      const created = await fetch(`${BASE}/api/trpc/plans.createFromJson`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...benchAuth },
+        body: JSON.stringify({ json: { planJson: JSON.stringify(bigPlan(STEPS)) } }),
+      });
+      return ((await created.json()) as { result: { data: { json: { id: string } } } }).result.data.json.id;
+    };
+    // Two plans alike: one under review (the comments) for time to interactive, one the drops
+    // change version by version.
+    const planId = await createPlan();
+    const reviewedId = await createPlan();
     const lastId = `step_${STEPS}`;
+    const commented = await addComments(reviewedId, COMMENTS);
 
     const interactive: number[] = [];
     const dropToConfirmed: number[] = [];
     for (let run = 0; run <= RUNS; run++) {
+      const reviewPage = await (await signedInContext(browser, BASE)).newPage();
+      await reviewPage.goto(`${BASE}/plans/${reviewedId}`, { waitUntil: "commit" });
+      await reviewPage.getByRole("button", { name: `Move ${lastId}`, exact: true }).waitFor();
+      if (commented) {
+        await reviewPage
+          .getByRole("button", { name: new RegExp(`^Comments \\(\\d+ open\\) on ${commented}$`) })
+          .waitFor();
+      }
+      const ready = await reviewPage.evaluate(() => performance.now());
+      await reviewPage.close();
+
       const page = await (await signedInContext(browser, BASE)).newPage();
       await page.goto(`${BASE}/plans/${planId}`, { waitUntil: "commit" });
       await page.getByRole("button", { name: `Move ${lastId}`, exact: true }).waitFor();
-      const ready = await page.evaluate(() => performance.now());
 
       // Drop an independent step one place up, timing from the drop key to the new version on screen.
       const stepIndex = 10 * (run + 1); // step_10, step_20, …: no dependencies, no dependents
@@ -111,7 +173,8 @@ async function main() {
       await handle.focus();
       const live = page.locator("[id^='DndLiveRegion']");
       await page.keyboard.press("Space");
-      await live.filter({ hasText: `step_${stepIndex} is over position` }).waitFor({ state: "attached" });
+      // The list announces the pick-up (not "over itself", which is no news: step-list.tsx).
+      await live.filter({ hasText: `Picked up step_${stepIndex} at position` }).waitFor({ state: "attached" });
       await delay(100); // dnd-kit measures the list after the lift
       await page.keyboard.press("ArrowUp");
       await live.filter({ hasText: `is over position ${stepIndex - 1} ` }).waitFor({ state: "attached" });
@@ -168,6 +231,7 @@ async function main() {
     }
     const result = {
       steps: STEPS,
+      comments: COMMENTS,
       runs: RUNS,
       interactiveMs: { median: median(interactive), min: Math.min(...interactive), max: Math.max(...interactive) },
       dropToConfirmedMs: {
@@ -177,7 +241,7 @@ async function main() {
       },
     };
     console.table({
-      [`time to interactive (${STEPS} steps)`]: { ...round(result.interactiveMs), goal: "< 1500 ms" },
+      [`time to interactive (${STEPS} steps, ${COMMENTS} comments)`]: { ...round(result.interactiveMs), goal: "< 1500 ms" },
       ["drop → confirmed version"]: { ...round(result.dropToConfirmedMs), goal: "< 150 ms" },
     });
     await fs.mkdir(path.join("bench", "results"), { recursive: true });

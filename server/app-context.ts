@@ -12,6 +12,7 @@ import { createLlmGenerateTool } from "./tools/llm-generate";
 import { logger } from "./logger";
 import { builtinTools, createToolRegistry, type ToolRegistry } from "./tools/registry";
 import { describeSandbox } from "./tools/sandbox";
+import { webhookWork } from "./webhooks/work";
 
 /** The long-lived services of one server process, shared by tRPC, HTTP routes and MCP. */
 export interface AppContext {
@@ -68,11 +69,13 @@ export async function createAppContext(options: {
       queuePoolSize: budget.queue,
       // Planning sessions are queue jobs too; the planner is looked up per job, so one installed
       // later (tests: a scripted provider) is the one that runs them.
-      // Each maintenance tick also returns the tasks of agents whose leases ran out (leases.ts).
+      // Each maintenance tick also returns the tasks of agents whose leases ran out (leases.ts);
+      // outgoing webhooks' fanout and delivery attempts are queue jobs beside the planner's.
       extra: (worker) => {
         const planning = planningWork(() => plannerFor(context), worker);
         return {
           ...planning,
+          tasks: { ...planning.tasks, ...webhookWork(() => context).tasks },
           maintain: async () => {
             await planning.maintain?.();
             await sweepExpiredLeases(context);

@@ -67,6 +67,17 @@ export function readConfig(): AppConfig {
   };
 }
 
+/**
+ * The address people open this server at, for links that leave it (webhooks):
+ * STEPWISE_PUBLIC_URL, else http://<STEPWISE_PUBLIC_HOST or HOST>:<PORT>.
+ */
+export function publicBaseUrl(config: AppConfig = readConfig()): string {
+  const explicit = process.env.STEPWISE_PUBLIC_URL?.trim();
+  if (explicit) return explicit.replace(/\/+$/, "");
+  const host = config.publicHost ?? config.host;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${config.port}`;
+}
+
 /** A niceness, 0 (unchanged) to 19 (yields the most). */
 export function niceFromEnv(name: string, fallback: number): number {
   const raw = process.env[name];

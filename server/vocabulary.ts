@@ -134,6 +134,20 @@ export const SIGNAL_LEVELS = ["blocker", "warning", "info"] as const;
 export const signalLevelSchema = z.enum(SIGNAL_LEVELS);
 export type SignalLevel = z.infer<typeof signalLevelSchema>;
 
+/**
+ * What an outgoing webhook can be told (server/webhooks/): something waits for a person (a gate,
+ * a run's question, a plan to review, a planning question, an agent's blocker), a run finished or
+ * failed, an agent submitted a plan for review. `webhook.test` is the test-send's own event.
+ */
+export const WEBHOOK_EVENTS = ["waiting_for_you", "run.finished", "run.failed", "plan.submitted"] as const;
+export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
+/** `json`: Stepwise's own body; `slack`: `{text, blocks}` for a Slack incoming webhook. */
+export const WEBHOOK_FORMATS = ["json", "slack"] as const;
+export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
+/** Where a delivery stands. */
+export const WEBHOOK_DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const;
+export type WebhookDeliveryStatus = (typeof WEBHOOK_DELIVERY_STATUSES)[number];
+
 export function isIn<T extends string>(set: readonly T[], value: string): value is T {
   return (set as readonly string[]).includes(value);
 }

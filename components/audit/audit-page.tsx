@@ -61,6 +61,10 @@ const ACTIONS: Record<AuditAction, string> = {
   "todo.abandoned": "closed the todo plan: its MCP session ended",
   "todo.reopened": "reopened a done todo",
   "decision_link.created": "made a decision link for",
+  "webhook.created": "added an outgoing webhook",
+  "webhook.updated": "changed an outgoing webhook",
+  "webhook.deleted": "removed an outgoing webhook",
+  "webhook.secret_rotated": "made a new secret for an outgoing webhook",
 };
 
 /** Entries written before an action was named here still read as something. */
@@ -189,6 +193,9 @@ export function AuditPage({ filters }: { filters: AuditFilters }) {
                       <Link href={`/tasks/${entry.planningSessionId}`}>{entry.planGoal ?? "Planning session"}</Link>
                       <span className="muted"> (planning session)</span>
                     </>
+                  ) : entry.planId.startsWith("webhook:") ? (
+                    // Webhook configuration is about no plan; its entries name the settings page.
+                    <Link href="/settings/webhooks">Outgoing webhooks</Link>
                   ) : (
                     <Link href={`/plans/${entry.planId}`}>{entry.planGoal ?? entry.planId}</Link>
                   )}

@@ -1,6 +1,7 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
+import Link from "next/link";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { ConfigureHelp } from "./configure-help";
@@ -66,6 +67,13 @@ export function SettingsView() {
         </dl>
       </section>
       <SandboxSection sandbox={options.data.sandbox} />
+      <section className="stack-sm" aria-labelledby="webhook-settings">
+        <h2 id="webhook-settings">Outgoing webhooks</h2>
+        <p>
+          Hear when something waits for you or a run ends, in chat or any service:{" "}
+          <Link href="/settings/webhooks">configure webhooks</Link>.
+        </p>
+      </section>
     </div>
   );
 }

@@ -2,7 +2,7 @@
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useRouter } from "next/navigation";
-import { useId, useState, type FormEvent } from "react";
+import { useEffect, useId, useState, type FormEvent } from "react";
 import type { CommentIntent, CommentView } from "@/server/plans/comments";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
@@ -23,6 +23,19 @@ const INTENT_LABEL = Object.fromEntries(INTENTS.map(({ intent, label }) => [inte
 function usePlanComments(planId: string) {
   const trpc = useTRPC();
   return useQuery({ ...trpc.plans.comments.queryOptions({ planId }), staleTime: 5_000 });
+}
+
+/**
+ * Starts loading the threads with the plan, not after it: the cards that show them mount only once
+ * the plan has arrived, which made the comments a second round trip in a row. A prefetch, not a
+ * subscription, so the page itself does not re-render when they arrive.
+ */
+export function usePrefetchPlanComments(planId: string) {
+  const trpc = useTRPC();
+  const queryClient = useQueryClient();
+  useEffect(() => {
+    void queryClient.prefetchQuery({ ...trpc.plans.comments.queryOptions({ planId }), staleTime: 5_000 });
+  }, [queryClient, trpc, planId]);
 }
 
 function useCommentMutations(planId: string) {
@@ -142,7 +155,7 @@ function Threads({ planId, version, threads }: { planId: string; version: number
   if (threads.length === 0) return null;
   return (
     <ul className="comment-threads" aria-label="Threads">
-      {threads.map((thread) => (
+      {threads.map((thread, index) => (
         <li
           key={thread.id}
           className={`comment ${thread.resolved ? "resolved" : ""}`}
@@ -175,7 +188,12 @@ function Threads({ planId, version, threads }: { planId: string; version: number
             </ul>
           )}
           <div className="row">
-            <ReplyForm planId={planId} version={version} parentId={thread.id} />
+            <ReplyForm
+              planId={planId}
+              version={version}
+              parentId={thread.id}
+              label={`Reply to comment ${index + 1} on ${thread.stepId ?? "the plan"}`}
+            />
             <button
               type="button"
               className="small"
@@ -192,7 +210,18 @@ function Threads({ planId, version, threads }: { planId: string; version: number
   );
 }
 
-function ReplyForm({ planId, version, parentId }: { planId: string; version: number; parentId: string }) {
+/** `label` names this thread's form: forms are landmarks, and a page of threads must tell them apart. */
+function ReplyForm({
+  planId,
+  version,
+  parentId,
+  label,
+}: {
+  planId: string;
+  version: number;
+  parentId: string;
+  label: string;
+}) {
   const { add } = useCommentMutations(planId);
   const [body, setBody] = useState("");
   const id = useId();
@@ -201,9 +230,9 @@ function ReplyForm({ planId, version, parentId }: { planId: string; version: num
     add.mutate({ planId, version, parentId, body }, { onSuccess: () => setBody("") });
   };
   return (
-    <form className="row" onSubmit={submit} aria-label="Reply">
+    <form className="row" onSubmit={submit} aria-label={label}>
       <label htmlFor={id} className="visually-hidden">
-        Reply
+        {label}
       </label>
       <input id={id} value={body} onChange={(event) => setBody(event.target.value)} placeholder="Reply…" />
       <button type="submit" className="small" disabled={!body.trim() || add.isPending}>

@@ -5,7 +5,7 @@ import Link from "next/link";
 import { useRouter } from "next/navigation";
 import { useCallback, useMemo, useRef, useState } from "react";
 import { PlanPlannerTools } from "@/components/planner/plan-planner-tools";
-import { PlanComments } from "./comments";
+import { PlanComments, usePrefetchPlanComments } from "./comments";
 import { LatestRunBanner } from "@/components/runs/latest-run";
 import { PlanRuns } from "@/components/runs/plan-runs";
 import { SaveTemplate } from "@/components/templates/save-template";
@@ -43,6 +43,7 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
   const router = useRouter();
   const queryClient = useQueryClient();
   const { plan, edit, pending, notice, setNotice } = usePlanEditor(planId);
+  usePrefetchPlanComments(planId);
   const tools = useQuery({ ...trpc.plans.tools.queryOptions(), staleTime: 60_000 });
   const planWorkspace = useQuery(trpc.workspaces.forPlan.queryOptions({ planId }));
   // Rejected or archived plans are not offered for approval (components/plans/plan-lifecycle.tsx).

@@ -49,6 +49,10 @@ export const AUDIT_ACTIONS = [
   "todo.abandoned",
   "todo.reopened",
   "decision_link.created",
+  "webhook.created",
+  "webhook.updated",
+  "webhook.deleted",
+  "webhook.secret_rotated",
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

@@ -129,3 +129,58 @@ export function enqueuePlanningTimeout(
     },
   ]);
 }
+
+/** Turns events that may interest outgoing webhooks into deliveries (server/webhooks/fanout.ts). */
+export const WEBHOOK_FANOUT_TASK = "webhook_fanout";
+/** One attempt of one webhook delivery (server/webhooks/deliver.ts). */
+export const WEBHOOK_DELIVER_TASK = "webhook_deliver";
+
+/**
+ * The event types an outgoing webhook may be told about. Appending any of them queues one fanout
+ * job in the same transaction (server/events/store.ts), and only while an endpoint is enabled.
+ */
+export const WEBHOOK_TRIGGER_TYPES: readonly string[] = [
+  "approval.requested",
+  "input.requested",
+  "run.completed",
+  "run.failed",
+  "planning.question",
+  "planning.completed",
+  "signal.raised",
+];
+
+/**
+ * Queues the fanout of a stream's events `fromSeq..toSeq` inside the caller's transaction, when
+ * some webhook endpoint is enabled: one statement, and no job at all for an installation without
+ * webhooks.
+ */
+export async function enqueueWebhookFanout(
+  client: Pick<pg.ClientBase, "query">,
+  range: { streamId: string; fromSeq: number; toSeq: number },
+): Promise<void> {
+  await client.query(
+    `select graphile_worker.add_job($1, $2::json, job_key := $3, max_attempts := $4)
+      where exists (select 1 from webhook_endpoints where enabled)`,
+    [
+      WEBHOOK_FANOUT_TASK,
+      JSON.stringify(range),
+      `${WEBHOOK_FANOUT_TASK}:${range.streamId}:${range.fromSeq}`,
+      QUEUE_ATTEMPTS,
+    ],
+  );
+}
+
+/** Queues one attempt of a delivery, at `runAt` (a retry's backoff) or now. */
+export function enqueueWebhookDelivery(
+  client: Pick<pg.ClientBase, "query">,
+  job: { deliveryId: string; attempt: number; runAt?: Date },
+): Promise<void> {
+  return addJobs(client, [
+    {
+      task: WEBHOOK_DELIVER_TASK,
+      payload: { deliveryId: job.deliveryId, attempt: job.attempt },
+      run_at: job.runAt?.toISOString() ?? null,
+      job_key: `${WEBHOOK_DELIVER_TASK}:${job.deliveryId}:${job.attempt}`,
+    },
+  ]);
+}

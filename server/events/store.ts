@@ -1,5 +1,6 @@
 import type pg from "pg";
 import { z } from "zod";
+import { enqueueWebhookFanout, WEBHOOK_TRIGGER_TYPES } from "../engine/queue";
 import { eventSchema } from "./event-schemas";
 import { EVENTS_CHANNEL, type NewEvent, type StoredEvent } from "./types";
 
@@ -105,6 +106,12 @@ export async function appendEvents(
   );
   const { last_seq: lastSeq, created_at: createdAt } = result.rows[0]!;
   const firstSeq = lastSeq - events.length + 1;
+  // Outgoing webhooks hear of these events through a queue job committed with them, so a
+  // notification exists if and only if what it tells of happened (one more statement, only for
+  // the few event types a webhook may be told about).
+  if (events.some((event) => WEBHOOK_TRIGGER_TYPES.includes(event.type))) {
+    await enqueueWebhookFanout(client, { streamId: stream.streamId, fromSeq: firstSeq, toSeq: lastSeq });
+  }
   return events.map(
     (event, index) =>
       ({

@@ -83,6 +83,13 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "decision_link.create": P,
   "decision_link.view": P,
   "decision_link.decide": P,
+  "webhook.create": P,
+  "webhook.list": P,
+  "webhook.update": P,
+  "webhook.delete": P,
+  "webhook.test": P,
+  "webhook.deliveries": P,
+  "webhook.redeliver": P,
   "plan.import": PA,
   "run.rerun_from": P,
   "run.apply_recovery": P,
@@ -225,6 +232,13 @@ const ROLE: Record<string, Role> = {
   "people.set_role": ADMIN,
   "workspace.approver_policy": V,
   "workspace.set_approver_policy": ADMIN,
+  "webhook.create": ADMIN,
+  "webhook.list": ADMIN,
+  "webhook.update": ADMIN,
+  "webhook.delete": ADMIN,
+  "webhook.test": ADMIN,
+  "webhook.deliveries": ADMIN,
+  "webhook.redeliver": ADMIN,
 };
 
 const PERSON: Identity = { kind: "person", name: "owner" };

@@ -15,6 +15,7 @@ import { runOperations } from "./runs";
 import { seedPlanApiOperations } from "./seed-plan-api";
 import { steeringOperations } from "./steering";
 import { templateOperations } from "./templates";
+import { webhookOperations } from "./webhooks";
 import { workspaceOperations } from "./workspaces";
 import type { Operation } from "./operation";
 
@@ -42,6 +43,7 @@ export const operations: AnyOperation[] = [
   ...steeringOperations,
   ...readOperations,
   ...decisionLinkOperations,
+  ...webhookOperations,
   ...seedPlanApiOperations,
   ...peopleOperations,
 ];

@@ -8,6 +8,7 @@ import { planningRouter } from "./routers/planning";
 import { plansRouter } from "./routers/plans";
 import { runsRouter } from "./routers/runs";
 import { templatesRouter } from "./routers/templates";
+import { webhooksRouter } from "./routers/webhooks";
 import { workspacesRouter } from "./routers/workspaces";
 
 export const appRouter = router({
@@ -21,6 +22,7 @@ export const appRouter = router({
   inbox: inboxRouter,
   templates: templatesRouter,
   people: peopleRouter,
+  webhooks: webhooksRouter,
 });
 export type AppRouter = typeof appRouter;
 export const createCaller = createCallerFactory(appRouter);

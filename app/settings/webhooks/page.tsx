@@ -1,0 +1,5 @@
+import { WebhooksPage } from "@/components/settings/webhooks-page";
+
+export default function SettingsWebhooksPage() {
+  return <WebhooksPage />;
+}
