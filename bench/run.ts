@@ -147,7 +147,9 @@ async function main() {
     if (counted) {
       const perRun = [...counted.entries()].sort((a, b) => b[1] - a[1]);
       const total = perRun.reduce((sum, [, n]) => sum + n, 0);
-      console.log(`\nstatements per run (${runs} runs, ${steps.length} steps): ${round(total / runs)}, per step ${round(total / runs / steps.length)}`);
+      console.log(
+        `\nstatements per run (${runs} runs, ${steps.length} steps): ${round(total / runs)}, per step ${round(total / runs / steps.length)}`,
+      );
       for (const [text, n] of perRun.slice(0, 25)) console.log(`${String(round(n / runs)).padStart(8)}  ${text}`);
     }
     const raw = rawPlan ? { raw: { ...stats(rawTimes), valid: rawValid } } : {};
