@@ -23,21 +23,29 @@ import type pg from "pg";
 import type { StepInput } from "../server/plans/schema";
 import type { ToolRegistry } from "../server/tools/registry";
 
-const CLAIM = `update run_steps rs set status = 'running', attempt = rs.attempt + 1, started_at = clock_timestamp()
-  from (select step_id from run_steps where run_id = $1 and status = 'ready'
-        order by position limit 1 for update skip locked) c
-  where rs.run_id = $1 and rs.step_id = c.step_id
+// The locking pick is a materialized CTE, evaluated once: as a subquery joined into the UPDATE the
+// planner may rescan it, and a rescan can pick and lock a second row (seen: a step claimed twice).
+const CLAIM = `with c as materialized (
+    select step_id from run_steps where run_id = $1 and status = 'ready'
+    order by position limit 1 for update skip locked
+  )
+  update run_steps rs set status = 'running', attempt = rs.attempt + 1, started_at = clock_timestamp()
+  from c where rs.run_id = $1 and rs.step_id = c.step_id and rs.status = 'ready'
   returning rs.step_id, rs.attempt`;
 
 const COMPLETE_AND_LOCK_DEPENDENTS = `with done as (
     update run_steps set status = 'completed', result = $3::jsonb, progress = 100, finished_at = clock_timestamp()
     where run_id = $1 and step_id = $2 and status = 'running' and attempt = $4
     returning step_id
+  ),
+  locked as (
+    select rs.step_id from run_steps rs, done
+    where rs.run_id = $1 and rs.status = 'pending' and rs.depends_on @> array[done.step_id]
+    order by rs.step_id
+    for update of rs
   )
-  select rs.step_id from run_steps rs, done
-  where rs.run_id = $1 and rs.status = 'pending' and rs.depends_on @> array[done.step_id]
-  order by rs.step_id
-  for update of rs`;
+  select (select count(*)::int from done) as done,
+         coalesce((select array_agg(step_id) from locked), '{}') as dependents`;
 
 const RELEASE_AND_COUNT = `with released as (
     update run_steps rs set status = 'ready'
@@ -121,15 +129,18 @@ export async function runRawLoop(
     const tx = await pool.connect();
     try {
       await tx.query("begin");
-      const locked = await tx.query<{ step_id: string }>({
+      const locked = await tx.query<{ done: number; dependents: string[] }>({
         name: "raw_complete",
         text: COMPLETE_AND_LOCK_DEPENDENTS,
         values: [runId, stepId, JSON.stringify(result), attempt],
       });
+      const { done, dependents } = locked.rows[0]!;
+      // Not this attempt's to complete (it never is here; a guard, not a path): nothing counts.
+      if (done === 0) throw new Error(`raw loop: ${stepId} attempt ${attempt} was not running`);
       const counted = await tx.query<{ released: number; open: number }>({
         name: "raw_release",
         text: RELEASE_AND_COUNT,
-        values: [runId, locked.rows.map((row) => row.step_id), sinks.has(stepId)],
+        values: [runId, dependents, sinks.has(stepId)],
       });
       await tx.query("commit");
       return counted.rows[0]!;
