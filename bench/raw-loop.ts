@@ -23,13 +23,16 @@ import type pg from "pg";
 import type { StepInput } from "../server/plans/schema";
 import type { ToolRegistry } from "../server/tools/registry";
 
+// The lease keeps the engine's recovery (the bench process runs a Stepwise worker on the same
+// tables) from taking these running steps for a dead worker's: without it, it re-queued them.
 // The locking pick is a materialized CTE, evaluated once: as a subquery joined into the UPDATE the
 // planner may rescan it, and a rescan can pick and lock a second row (seen: a step claimed twice).
 const CLAIM = `with c as materialized (
     select step_id from run_steps where run_id = $1 and status = 'ready'
     order by position limit 1 for update skip locked
   )
-  update run_steps rs set status = 'running', attempt = rs.attempt + 1, started_at = clock_timestamp()
+  update run_steps rs set status = 'running', attempt = rs.attempt + 1, started_at = clock_timestamp(),
+    lease_expires_at = clock_timestamp() + interval '1 hour'
   from c where rs.run_id = $1 and rs.step_id = c.step_id and rs.status = 'ready'
   returning rs.step_id, rs.attempt`;
 
