@@ -25,8 +25,8 @@ import type { ToolRegistry } from "../server/tools/registry";
 
 // The lease keeps the engine's recovery (the bench process runs a Stepwise worker on the same
 // tables) from taking these running steps for a dead worker's: without it, it re-queued them.
-// The locking pick is a materialized CTE, evaluated once: as a subquery joined into the UPDATE the
-// planner may rescan it, and a rescan can pick and lock a second row (seen: a step claimed twice).
+// The locking pick is a materialized CTE, evaluated exactly once, and the update checks the step
+// is still ready: the usual safe form of a `skip locked` claim.
 const CLAIM = `with c as materialized (
     select step_id from run_steps where run_id = $1 and status = 'ready'
     order by position limit 1 for update skip locked
