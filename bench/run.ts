@@ -2,15 +2,18 @@
  * `npm run bench [-- --only W1,W3] [-- --runs 5]`: the engine workloads of shared/bench/WORKLOADS.md
  * on real PostgreSQL (embedded unless DATABASE_URL), with trivial tools. Prints a table and
  * writes bench/results/latest.json. Times are medians of several runs; nothing here is a test.
+ *
+ * `--baseline` also runs W1–W3 through a hand-written raw-PostgreSQL loop (bench/raw-loop.ts) on
+ * the same database, interleaved run by run with the engine's, so both columns share one machine
+ * state; the load average before and after is printed with them.
  */
 import { randomBytes } from "node:crypto";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { setTimeout as delay } from "node:timers/promises";
 import pg from "pg";
-import { z } from "zod";
 import { createAppContext } from "../server/app-context";
+import { connectionBudget, createPool } from "../server/db";
 import { migrateDatabase } from "../server/db/bootstrap";
 import { findFreePort, startEmbeddedPostgres } from "../server/db/embedded";
 import { startRun } from "../server/engine/engine";
@@ -18,42 +21,37 @@ import { streamEvents } from "../server/events/stream";
 import type { StoredEvent } from "../server/events/types";
 import { createPlan } from "../server/plans/service";
 import { checkPlanDraft } from "../server/plans/validate";
-import { createToolRegistry } from "../server/tools/registry";
-import { defineTool } from "../server/tools/types";
 import { withDatabase } from "../tests/test-database";
+import { runRawLoop } from "./raw-loop";
 import { checkOrder, percentile, round, stats } from "./stats";
+import { benchTools } from "./tools";
 import { chainSteps, layeredSteps, randomDagSteps } from "./workloads";
 
-const benchNoop = defineTool({
-  name: "bench_noop",
-  description: "Returns its index",
-  inputSchema: z.object({ i: z.number(), from: z.unknown().optional() }),
-  capability: "data.transform",
-  capabilityLabel: "Transform data",
-  readOnly: true,
-  destructive: false,
-  idempotent: true,
-  requiresApproval: false,
-  defaultTimeoutSeconds: 60,
-  async execute({ i }) {
-    return { i };
-  },
-});
-const benchSleep = defineTool({
-  ...benchNoop,
-  name: "bench_sleep",
-  description: "Sleeps 50 ms",
-  async execute({ i }, context) {
-    await delay(50, undefined, { signal: context.signal });
-    return { i };
-  },
-});
-const tools = createToolRegistry([benchNoop, benchSleep]);
+const tools = benchTools;
 
 const args = process.argv.slice(2);
 const only = args.includes("--only") ? args[args.indexOf("--only") + 1]!.split(",") : ["W1", "W2", "W3", "W4", "W5"];
 const runs = args.includes("--runs") ? Number(args[args.indexOf("--runs") + 1]) : 5;
 const concurrency = Number(process.env.STEPWISE_WORKER_CONCURRENCY ?? 50);
+const baseline = args.includes("--baseline");
+/**
+ * `--count`: counts the statements every pg client of this process sends during each measured run
+ * (engine, queue, listeners; not the database's own work), by their first words — a profile of
+ * round trips per step that does not depend on how busy the machine is.
+ */
+const counted = args.includes("--count") ? new Map<string, number>() : undefined;
+if (counted) {
+  const original = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...rest: unknown[]) {
+    const first = rest[0];
+    const text = typeof first === "string" ? first : (first as { text?: string } | undefined)?.text;
+    if (text) {
+      const key = text.replace(/\s+/g, " ").trim().slice(0, 60);
+      counted.set(key, (counted.get(key) ?? 0) + 1);
+    }
+    return (original as (...a: unknown[]) => unknown).apply(this, rest);
+  } as typeof original;
+}
 
 async function main() {
   const external = process.env.DATABASE_URL;
@@ -109,19 +107,57 @@ async function main() {
     };
   }
 
+  // The baseline's pool is the size of the engine's pool in a worker process with the default budget.
+  const rawPool = baseline
+    ? createPool(databaseUrl, { max: connectionBudget({ worker: true }).engine, applicationName: "bench-raw" })
+    : undefined;
+
+  async function runRaw(steps: ReturnType<typeof chainSteps>, planId: string) {
+    return runRawLoop(rawPool!, tools, planId, steps, concurrency);
+  }
+
   async function repeat(steps: ReturnType<typeof chainSteps>) {
+    const rawPlan = baseline
+      ? await createPlan(app.db.prisma, tools, { draft: { goal: "raw", steps }, source: "template", author: "bench" })
+      : undefined;
     await runPlan(steps); // warm-up: caches, JIT, connection pools
+    if (rawPlan) await runRaw(steps, rawPlan.id);
     const times: number[] = [];
+    const rawTimes: number[] = [];
     let valid = true;
+    let rawValid = true;
+    counted?.clear();
     for (let i = 0; i < runs; i++) {
+      // Interleaved, alternating which goes first, so a change in the machine's load hits both.
+      const engineFirst = i % 2 === 0;
+      if (rawPlan && !engineFirst) {
+        const raw = await runRaw(steps, rawPlan.id);
+        rawTimes.push(raw.makespan);
+        rawValid &&= raw.valid;
+      }
       const result = await runPlan(steps);
       times.push(result.makespan);
       valid &&= result.valid;
+      if (rawPlan && engineFirst) {
+        const raw = await runRaw(steps, rawPlan.id);
+        rawTimes.push(raw.makespan);
+        rawValid &&= raw.valid;
+      }
     }
-    return { ...stats(times), valid };
+    if (counted) {
+      const perRun = [...counted.entries()].sort((a, b) => b[1] - a[1]);
+      const total = perRun.reduce((sum, [, n]) => sum + n, 0);
+      console.log(
+        `\nstatements per run (${runs} runs, ${steps.length} steps): ${round(total / runs)}, per step ${round(total / runs / steps.length)}`,
+      );
+      for (const [text, n] of perRun.slice(0, 25)) console.log(`${String(round(n / runs)).padStart(8)}  ${text}`);
+    }
+    const raw = rawPlan ? { raw: { ...stats(rawTimes), valid: rawValid } } : {};
+    return { ...stats(times), valid, ...raw };
   }
 
   const workloads: Record<string, Record<string, unknown>> = {};
+  const loadBefore = os.loadavg().map(round);
   if (only.includes("W1")) {
     const result = await repeat(layeredSteps(10, 100, "bench_noop", (i) => ({ i })));
     workloads.W1 = { ...result, steps_per_s: round(1000 / (result.median_ms / 1000)) };
@@ -170,15 +206,26 @@ async function main() {
     max_parallel: 1000,
     node: process.version,
     cpus: os.cpus().length,
+    load_average: { before: loadBefore, after: os.loadavg().map(round) },
   };
   console.log(`\nconfig: ${JSON.stringify(config)}`);
   console.log("workload | median ms | min | max | valid | figure");
   for (const [id, w] of Object.entries(workloads)) {
     const figure = Object.entries(w)
-      .filter(([k]) => !["median_ms", "min_ms", "max_ms", "runs", "valid"].includes(k))
+      .filter(([k]) => !["median_ms", "min_ms", "max_ms", "runs", "valid", "raw"].includes(k))
       .map(([k, v]) => `${k}=${v}`)
       .join(" ");
     console.log(`${id} | ${w.median_ms ?? "-"} | ${w.min_ms ?? "-"} | ${w.max_ms ?? "-"} | ${w.valid} | ${figure}`);
+  }
+  const rawRows = Object.entries(workloads).filter(([, w]) => w.raw);
+  if (rawRows.length > 0) {
+    console.log("\nbaseline (bench/raw-loop.ts, interleaved with the runs above)");
+    console.log("workload | stepwise median | raw median (min–max) | raw valid | stepwise / raw");
+    for (const [id, w] of rawRows) {
+      const raw = w.raw as ReturnType<typeof stats> & { valid: boolean };
+      const ratio = round((w.median_ms as number) / raw.median_ms);
+      console.log(`${id} | ${w.median_ms} | ${raw.median_ms} (${raw.min_ms}–${raw.max_ms}) | ${raw.valid} | ${ratio}`);
+    }
   }
   await fs.mkdir(path.join(import.meta.dirname, "results"), { recursive: true });
   await fs.writeFile(
@@ -186,6 +233,7 @@ async function main() {
     JSON.stringify({ config, workloads }, null, 2),
   );
 
+  await rawPool?.end();
   await app.close();
   await admin.query(`drop database ${dbName} with (force)`);
   await admin.end();

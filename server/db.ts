@@ -212,10 +212,21 @@ export function createPool(
  * after a pause: `work` must be safe to repeat, as engine transactions are (they re-read what
  * they change).
  */
-export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(
+  pool: pg.Pool,
+  work: (client: pg.PoolClient, opened?: pg.QueryResult[]) => Promise<T>,
+  options: {
+    /**
+     * Statements without parameters (`;`-separated) sent in the same round trip as `begin`:
+     * PostgreSQL's simple protocol runs them in order in the new transaction, each with a snapshot
+     * of its own as usual. Their results are `work`'s second argument.
+     */
+    openWith?: string;
+  } = {},
+): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await inTransactionOnce(pool, work);
+      return await inTransactionOnce(pool, work, options.openWith);
     } catch (error) {
       if (!isLockTimeout(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 25 * 2 ** attempt)));
@@ -223,14 +234,25 @@ export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClie
   }
 }
 
-async function inTransactionOnce<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+async function inTransactionOnce<T>(
+  pool: pg.Pool,
+  work: (client: pg.PoolClient, opened?: pg.QueryResult[]) => Promise<T>,
+  openWith: string | undefined,
+): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
   const onError = (error: Error) => (broken = error);
   client.on("error", onError);
   try {
-    await client.query("begin");
-    const result = await work(client);
+    let opened: pg.QueryResult[] | undefined;
+    if (openWith) {
+      // A multi-statement query answers with one result per statement.
+      const results = (await client.query(`begin; ${openWith}`)) as unknown as pg.QueryResult[];
+      opened = results.slice(1);
+    } else {
+      await client.query("begin");
+    }
+    const result = await work(client, opened);
     await client.query("commit");
     return result;
   } catch (error) {

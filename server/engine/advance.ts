@@ -74,13 +74,18 @@ export async function dispatch(tx: RunTransaction): Promise<void> {
   if (tx.run.status !== "running") return;
   const slots = freeSlots(tx.run.max_parallel, tx.run.active_steps);
   if (slots === 0) return;
-  // Steps made ready in this transaction are not in the table yet.
-  await tx.flushStatusesOnly();
+  // Steps made ready in this transaction are not in the table yet: written first, or — on the
+  // hot path, which writes them with the write-back — read around. A step whose status changed
+  // here counts as ready exactly when its new status is.
+  if (!tx.deferStepWrites) await tx.flushStatusesOnly();
+  const { changed, ready: madeReady } = tx.pendingStatuses();
   const ready = await tx.client.query<{ step_id: string; attempt: number }>(
     `update run_steps set queued = true where run_id = $1 and step_id in (
-       select step_id from run_steps where run_id = $1 and status = 'ready' and not queued order by position limit $2
+       select step_id from run_steps where run_id = $1 and not queued
+         and (status = 'ready' or step_id = any($4::text[])) and (step_id <> all($3::text[]) or step_id = any($4::text[]))
+       order by position limit $2
      ) returning step_id, attempt`,
-    [tx.run.id, slots],
+    [tx.run.id, slots, changed, madeReady],
   );
   for (const row of ready.rows) {
     tx.jobs.push({ runId: tx.run.id, stepId: row.step_id, attempt: row.attempt + 1 });

@@ -4,7 +4,9 @@ import { advance } from "./advance";
 import { claimContinuations, claimStepsIn, type ClaimedStep, type OpResult } from "./claim";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn, type Outcome } from "./outcome";
-import { openRunTransaction, type Client, type StepJobRef } from "./run-transaction";
+import pg, { type QueryResult } from "pg";
+import type { RunGraph } from "./graph";
+import { openRunTransaction, runLockStatement, type Client, type StepJobRef } from "./run-transaction";
 
 export type EngineOp =
   | { kind: "claim"; job: StepJobRef }
@@ -23,6 +25,8 @@ export class RunCombiner {
     { op: EngineOp; resolve: (value: unknown) => void; reject: (error: unknown) => void }[]
   >();
   private readonly busy = new Set<string>();
+  /** The plan version each run had at its last transaction here: its graph names what to read. */
+  private readonly plans = new Map<string, { planId: string; version: number }>();
 
   constructor(
     private readonly deps: EngineDeps,
@@ -80,19 +84,45 @@ export class RunCombiner {
     };
     try {
       const ops = batch.map((entry) => entry.op);
-      const results = await inTransaction(this.deps.pool, async (client) => {
-        release(); // an earlier try's claims rolled back with it
-        const claimed: ClaimedStep[] = [];
-        reserved = claimed;
-        const results = await processOps(this.deps, client, runId, ops, claimed);
-        this.deps.beforeCommit?.(runId, ops);
-        return results;
-      });
+      // `begin`, the run's lock and — when the run's plan graph is known from its last transaction
+      // here — the status read, in one round trip. processOps uses that read only if the run turns
+      // out to still have that graph; otherwise it reads again.
+      const lock = runLockStatement(runId);
+      const known = this.plans.get(runId);
+      const graph = known && this.deps.graphs.peek(known.planId, known.version);
+      const openWith = lock && graph ? `${lock}; ${statusReadStatement(runId, statusReadIds(graph, ops))}` : lock;
+      const seen: { planId?: string; version?: number } = {};
+      const results = await inTransaction(
+        this.deps.pool,
+        async (client, opened) => {
+          release(); // an earlier try's claims rolled back with it
+          const claimed: ClaimedStep[] = [];
+          reserved = claimed;
+          const results = await processOps(this.deps, client, runId, ops, claimed, {
+            locked: opened?.[0],
+            statuses: graph && opened?.[1] ? { graph, result: opened[1] } : undefined,
+            seen,
+          });
+          this.deps.beforeCommit?.(runId, ops);
+          return results;
+        },
+        { openWith },
+      );
+      this.remember(runId, seen);
+      return { results, continuations: reserved };
       return { results, continuations: reserved };
     } catch (error) {
       release();
       throw error;
     }
+  }
+
+  private remember(runId: string, seen: { planId?: string; version?: number }) {
+    if (!seen.planId || seen.version === undefined) return;
+    this.plans.delete(runId);
+    this.plans.set(runId, { planId: seen.planId, version: seen.version });
+    // Bounded: the oldest entries go first (an entry only saves a round trip).
+    if (this.plans.size > 1000) this.plans.delete(this.plans.keys().next().value!);
   }
 
   private take(runId: string) {
@@ -113,22 +143,30 @@ export async function processOps(
   runId: string,
   ops: EngineOp[],
   continuations: ClaimedStep[],
+  opened: {
+    /** The run's row, already locked by `runLockStatement` in this transaction. */
+    locked?: QueryResult;
+    /** `statusReadStatement` for `graph`'s `statusReadIds`, run after the lock in this transaction. */
+    statuses?: { graph: RunGraph; result: QueryResult };
+    /** Filled with the run's plan version, for the next transaction's read. */
+    seen?: { planId?: string; version?: number };
+  } = {},
 ): Promise<OpResult[]> {
   const results: OpResult[] = ops.map(() => ({ ok: true, value: undefined }));
-  const tx = await openRunTransaction(deps, client, runId);
+  const tx = await openRunTransaction(deps, client, runId, { locked: opened.locked });
   if (!tx) return results;
+  if (opened.seen) Object.assign(opened.seen, { planId: tx.run.plan_id, version: tx.run.plan_version });
+  tx.deferStepWrites = true;
   const records = ops.flatMap((op, index) => (op.kind === "record" ? [{ op, index }] : []));
   const claims = ops.flatMap((op, index) => (op.kind === "claim" ? [{ op, index }] : []));
   const opSteps = new Set(ops.map((op) => op.job.stepId));
-  // What `advance` will look at once the outcomes settle — their dependents and those dependents'
-  // dependencies — is read in the same statement, saving it a round trip.
-  const nearby = records.flatMap(({ op }) =>
-    (tx.graph.dependents.get(op.job.stepId) ?? []).flatMap((id) => [id, ...tx.graph.steps.get(id)!.dependsOn]),
-  );
-  const current = await tx.client.query<{ step_id: string; status: StepStatus; attempt: number }>(
-    "select step_id, status, attempt from run_steps where run_id = $1 and step_id = any($2)",
-    [runId, [...new Set([...opSteps, ...nearby])]],
-  );
+  const current =
+    opened.statuses?.graph === tx.graph
+      ? (opened.statuses.result as QueryResult<{ step_id: string; status: StepStatus; attempt: number }>)
+      : await tx.client.query<{ step_id: string; status: StepStatus; attempt: number }>(
+          "select step_id, status, attempt from run_steps where run_id = $1 and step_id = any($2)",
+          [runId, statusReadIds(tx.graph, ops)],
+        );
   const rows = new Map(current.rows.filter((row) => opSteps.has(row.step_id)).map((row) => [row.step_id, row]));
   for (const row of current.rows) tx.statuses.set(row.step_id, row.status);
 
@@ -157,4 +195,26 @@ export async function processOps(
   }
   await tx.flush();
   return results;
+}
+
+/**
+ * The steps whose rows a batch reads after the lock: its own, and what `advance` will look at once
+ * its outcomes settle — their dependents and those dependents' dependencies — saving it a round trip.
+ */
+function statusReadIds(graph: RunGraph, ops: EngineOp[]): string[] {
+  const nearby = ops.flatMap((op) =>
+    op.kind === "record"
+      ? (graph.dependents.get(op.job.stepId) ?? []).flatMap((id) => [id, ...graph.steps.get(id)!.dependsOn])
+      : [],
+  );
+  return [...new Set([...ops.map((op) => op.job.stepId), ...nearby])];
+}
+
+/**
+ * The status read without parameters, to go with `begin` and the lock: the run id is a checked
+ * uuid (`runLockStatement`) and every step id is quoted by the driver's literal escaping.
+ */
+function statusReadStatement(runId: string, stepIds: string[]): string {
+  const ids = stepIds.map((id) => pg.escapeLiteral(id)).join(", ");
+  return `select step_id, status, attempt from run_steps where run_id = '${runId}' and step_id = any(array[${ids}]::text[])`;
 }

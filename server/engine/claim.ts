@@ -90,30 +90,16 @@ export async function claimStepsIn(
     }
   }
   if (toRun.length === 0) return results;
-  await tx.client.query(
-    // A tool that marks the start of its effect itself has started none yet; for any other the
-    // effect may begin as soon as the claim commits. The lease counts from this statement, not
-    // from the transaction's start (now()): a claim that waited for the run's lock has not used
-    // up its worker's lease.
-    `update run_steps rs set status = 'running', attempt = u.attempt, queued = false, started_at = now(), progress = 0, worker_id = $2,
-       effects_started_at = case when u.marks then null else now() end,
-       lease_expires_at = clock_timestamp() + make_interval(secs => $4::int / 1000.0)
-     from jsonb_to_recordset($3::jsonb) as u(step_id text, attempt int, marks boolean)
-     where rs.run_id = $1 and rs.step_id = u.step_id`,
-    [
-      tx.run.id,
-      deps.workerId ?? null,
-      JSON.stringify(
-        toRun.map((e) => ({
-          step_id: e.step.id,
-          attempt: e.job.attempt,
-          marks: deps.tools.get(e.step.tool)?.marksEffectStart === true,
-        })),
-      ),
-      deps.leaseMs ?? null,
-    ],
-  );
-  for (const { step } of toRun) tx.noteStatus(step.id, "running");
+  // Written with the transaction's other step writes (run-transaction.ts, stepWriteSql), before
+  // it commits: the claim is durable exactly when the rest of this transaction is.
+  for (const { job, step } of toRun) {
+    tx.claim(step.id, {
+      attempt: job.attempt,
+      worker_id: deps.workerId ?? null,
+      marks: deps.tools.get(step.tool)?.marksEffectStart === true,
+      lease_ms: deps.leaseMs ?? null,
+    });
+  }
   const outputs = await referencedOutputs(
     tx,
     toRun.flatMap((e) => [...e.step.references]),
@@ -147,6 +133,8 @@ export async function claimStepsIn(
 
 async function referencedOutputs(tx: RunTransaction, stepIds: string[]): Promise<Map<string, unknown>> {
   if (stepIds.length === 0) return new Map();
+  // A result recorded in this transaction may not be written yet.
+  if (tx.hasPendingWrites(stepIds)) await tx.flushStatusesOnly();
   const outputs = await tx.client.query<{ step_id: string; result: StepResult | null }>(
     "select step_id, result from run_steps where run_id = $1 and step_id = any($2)",
     [tx.run.id, [...new Set(stepIds)]],

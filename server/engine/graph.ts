@@ -29,6 +29,11 @@ export class RunGraphCache {
   private readonly graphs = new Map<string, RunGraph>();
   constructor(private readonly limit = 200) {}
 
+  /** The cached graph, if there is one (nothing is loaded). */
+  peek(planId: string, version: number): RunGraph | undefined {
+    return this.graphs.get(`${planId}@${version}`);
+  }
+
   async get(planId: string, version: number, load: () => Promise<Step[]>): Promise<RunGraph> {
     const key = `${planId}@${version}`;
     const cached = this.graphs.get(key);

@@ -44,6 +44,16 @@ interface StepUpdate {
   waiting: StepWaiting | null;
 }
 
+/** A claim's columns (ready → running), written with the step's other writes. */
+export interface StepClaim {
+  attempt: number;
+  worker_id: string | null;
+  /** The tool marks the start of its effect itself: none has started at the claim. */
+  marks: boolean;
+  /** The lease, counted from the statement that writes the claim (clock_timestamp()). */
+  lease_ms: number | null;
+}
+
 /** Everything one engine transaction knows and changes about a run; written back once at the end. */
 export class RunTransaction {
   readonly events: NewEvent[] = [];
@@ -53,6 +63,13 @@ export class RunTransaction {
   /** Final results, written with the status changes in one statement. */
   private readonly results = new Map<string, StepResult>();
   private readonly updates = new Map<string, StepUpdate>();
+  private readonly claims = new Map<string, StepClaim>();
+  /**
+   * Set on the hot path (claims and outcomes, batching.ts): status changes stay in memory until
+   * the write-back instead of being written before each dispatch, which instead reads around them.
+   * Code that reads step rows back in such a transaction must `flushStatusesOnly()` first.
+   */
+  deferStepWrites = false;
 
   constructor(
     readonly client: Client,
@@ -87,6 +104,30 @@ export class RunTransaction {
   noteStatus(stepId: string, status: StepStatus): void {
     assertTransition(stepId, this.statuses.get(stepId), status);
     this.statuses.set(stepId, status);
+  }
+
+  /**
+   * Claims a ready step (ready → running) for `claim.attempt`: checked and remembered like
+   * `setStatus`, written with the write-back (or the next flush) in the same statement as the
+   * transaction's other step writes. Not announced: the claimer tells `step.running` itself.
+   */
+  claim(stepId: string, claim: StepClaim): void {
+    assertTransition(stepId, this.statuses.get(stepId), "running");
+    this.statuses.set(stepId, "running");
+    this.updates.set(stepId, { status: "running", reason: null, waiting: null });
+    this.claims.set(stepId, claim);
+  }
+
+  /** Steps with a status change not yet written, and which of them are now ready. */
+  pendingStatuses(): { changed: string[]; ready: string[] } {
+    const changed = [...this.updates.keys()];
+    return { changed, ready: changed.filter((id) => this.updates.get(id)!.status === "ready") };
+  }
+
+  /** Whether any of `stepIds` has a result or status change not yet written. */
+  hasPendingWrites(stepIds: Iterable<string>): boolean {
+    for (const id of stepIds) if (this.updates.has(id) || this.results.has(id)) return true;
+    return false;
   }
 
   setResult(stepId: string, result: StepResult): void {
@@ -145,26 +186,44 @@ export class RunTransaction {
   /** The pending results and status changes as one JSON array (undefined when there are none), cleared. */
   private takeStepWrites(): string | undefined {
     if (this.results.size === 0 && this.updates.size === 0) return undefined;
-    const rows = new Map<string, { step_id: string; result?: StepResult } & Partial<StepUpdate>>();
+    const rows = new Map<string, { step_id: string; result?: StepResult; claim?: StepClaim } & Partial<StepUpdate>>();
     for (const [step_id, result] of this.results) rows.set(step_id, { step_id, result });
     for (const [step_id, update] of this.updates) rows.set(step_id, { ...rows.get(step_id), step_id, ...update });
+    // A claim stays with its step whatever was set after it (a claim whose arguments could not be
+    // resolved fails in the same transaction: its attempt is still the claimed one).
+    for (const [step_id, claim] of this.claims) rows.set(step_id, { ...rows.get(step_id), step_id, claim });
     this.results.clear();
     this.updates.clear();
+    this.claims.clear();
     return JSON.stringify([...rows.values()]);
   }
 }
 
-/** Applies step writes (a JSON array of {step_id, result?, status?, reason?, waiting?}) to a run's rows. */
+/**
+ * Applies step writes (a JSON array of {step_id, result?, status?, reason?, waiting?, claim?}) to a
+ * run's rows. A claim starts its attempt: the step is no longer queued, runs under its worker, and
+ * its lease counts from this statement, not from the transaction's start (now()) — a claim that
+ * waited for the run's lock has not used up its worker's lease. A tool that marks the start of its
+ * effect itself has started none yet; for any other the effect may begin once the claim commits.
+ */
 function stepWriteSql(runId: string, rows: string): string {
   return `update run_steps rs set
          result = coalesce(u.result, rs.result),
          error = case when u.result is null then rs.error else u.result->>'error' end,
-         progress = case when (u.result->>'ok')::boolean then 100 else rs.progress end,
+         progress = case when (u.result->>'ok')::boolean then 100 when u.claim is not null then 0 else rs.progress end,
+         attempt = coalesce((u.claim->>'attempt')::int, rs.attempt),
+         queued = case when u.claim is null then rs.queued else false end,
+         started_at = case when u.claim is null then rs.started_at else now() end,
+         worker_id = case when u.claim is null then rs.worker_id else (u.claim->>'worker_id')::uuid end,
+         effects_started_at = case when u.claim is null then rs.effects_started_at
+           when (u.claim->>'marks')::boolean then null else now() end,
+         lease_expires_at = case when u.claim is null then rs.lease_expires_at
+           else clock_timestamp() + make_interval(secs => (u.claim->>'lease_ms')::int / 1000.0) end,
          status = coalesce(u.status, rs.status),
          reason = case when u.status is null then rs.reason else coalesce(u.reason, rs.reason) end,
          waiting = case when u.status is null then rs.waiting else u.waiting end,
          finished_at = case when u.status in ('completed','failed','blocked','skipped','cancelled') then now() else rs.finished_at end
-       from jsonb_to_recordset(${rows}::jsonb) as u(step_id text, result jsonb, status text, reason text, waiting jsonb)
+       from jsonb_to_recordset(${rows}::jsonb) as u(step_id text, result jsonb, status text, reason text, waiting jsonb, claim jsonb)
        where rs.run_id = ${runId}::uuid and rs.step_id = u.step_id`;
 }
 
@@ -185,18 +244,37 @@ export async function loadPlanSteps(
  * Locks the run row: every engine transaction on a run is serialised by this lock. With
  * `skipLocked` a run whose lock is held elsewhere is not waited for (undefined, as for no run).
  */
+const RUN_COLUMNS = `id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
+  approval_timeout_ms, approval_warning_ms, recovery_policy, now() as db_now`;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The run-lock statement of `openRunTransaction` without parameters, so that it can go in one
+ * round trip with `begin` (`inTransaction`'s `openWith`): the id is inlined, which only an id
+ * of exactly the uuid form may be. Undefined for any other id (the caller then locks as usual).
+ */
+export function runLockStatement(runId: string): string | undefined {
+  if (!UUID.test(runId)) return undefined;
+  return `select ${RUN_COLUMNS} from runs where id = '${runId}' for update`;
+}
+
 export async function openRunTransaction(
   deps: EngineDeps,
   client: Client,
   runId: string,
-  options: { skipLocked?: boolean } = {},
+  options: {
+    skipLocked?: boolean;
+    /** The result of `runLockStatement(runId)`, already run in this transaction. */
+    locked?: pg.QueryResult;
+  } = {},
 ): Promise<RunTransaction | undefined> {
-  const result = await client.query<RunRow>(
-    `select id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
-            approval_timeout_ms, approval_warning_ms, recovery_policy, now() as db_now
-     from runs where id = $1 for update${options.skipLocked ? " skip locked" : ""}`,
-    [runId],
-  );
+  const result =
+    (options.locked as pg.QueryResult<RunRow> | undefined) ??
+    (await client.query<RunRow>(
+      `select ${RUN_COLUMNS} from runs where id = $1 for update${options.skipLocked ? " skip locked" : ""}`,
+      [runId],
+    ));
   const run = result.rows[0];
   if (!run) return undefined;
   const graph = await deps.graphs.get(run.plan_id, run.plan_version, () =>
