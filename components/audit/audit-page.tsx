@@ -65,6 +65,11 @@ const ACTIONS: Record<AuditAction, string> = {
   "webhook.updated": "changed an outgoing webhook",
   "webhook.deleted": "removed an outgoing webhook",
   "webhook.secret_rotated": "made a new secret for an outgoing webhook",
+  "person.added": "added a person or agent",
+  "person.role_changed": "changed a person's role",
+  "credential.issued": "issued a new sign-in token",
+  "credential.revoked": "revoked a sign-in token",
+  "workspace.approver_policy_set": "changed a workspace's approver policy",
 };
 
 /** Entries written before an action was named here still read as something. */
@@ -196,6 +201,10 @@ export function AuditPage({ filters }: { filters: AuditFilters }) {
                   ) : entry.planId.startsWith("webhook:") ? (
                     // Webhook configuration is about no plan; its entries name the settings page.
                     <Link href="/settings/webhooks">Outgoing webhooks</Link>
+                  ) : entry.planId.startsWith("people:") ? (
+                    <Link href="/people">People</Link>
+                  ) : entry.planId.startsWith("workspace:") ? (
+                    <Link href="/workspaces">Workspaces</Link>
                   ) : (
                     <Link href={`/plans/${entry.planId}`}>{entry.planGoal ?? entry.planId}</Link>
                   )}

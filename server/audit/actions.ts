@@ -53,6 +53,11 @@ export const AUDIT_ACTIONS = [
   "webhook.updated",
   "webhook.deleted",
   "webhook.secret_rotated",
+  "person.added",
+  "person.role_changed",
+  "credential.issued",
+  "credential.revoked",
+  "workspace.approver_policy_set",
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

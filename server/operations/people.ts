@@ -96,8 +96,8 @@ export const peopleAddCredential = defineOperation({
   summary: "Another credential for a person or agent (its token shown once)",
   input: z.object({ principalId }),
   output: madeCredential,
-  run: async ({ app }, input) => {
-    const made = await addCredential(app.db.pool, input.principalId);
+  run: async ({ app, identity }, input) => {
+    const made = await addCredential(app.db.pool, input.principalId, identity.name);
     return { principalId: input.principalId, credentialId: made.credentialId, token: made.token };
   },
 });
@@ -110,8 +110,8 @@ export const peopleRevokeCredential = defineOperation({
   input: z.object({ credentialId }),
   output: z.object({ ok: z.literal(true) }),
   annotations: { destructive: true, idempotent: true },
-  run: async ({ app }, input) => {
-    await revokeCredential(app.db.pool, input.credentialId);
+  run: async ({ app, identity }, input) => {
+    await revokeCredential(app.db.pool, input.credentialId, identity.name);
     return { ok: true as const };
   },
 });
@@ -124,8 +124,8 @@ export const peopleSetRole = defineOperation({
   input: z.object({ principalId, role: roleSchema }),
   output: z.object({ ok: z.literal(true) }),
   annotations: { idempotent: true },
-  run: async ({ app }, input) => {
-    await setRole(app.db.pool, input.principalId, input.role);
+  run: async ({ app, identity }, input) => {
+    await setRole(app.db.pool, input.principalId, input.role, identity.name);
     return { ok: true as const };
   },
 });
@@ -150,8 +150,8 @@ export const workspaceSetPolicy = defineOperation({
   input: z.object({ workspaceId: z.uuid(), policy: approverPolicySchema }),
   output: z.object({ ok: z.literal(true) }),
   annotations: { idempotent: true },
-  run: async ({ app }, input) => {
-    await setWorkspacePolicy(app.db.pool, input.workspaceId, input.policy);
+  run: async ({ app, identity }, input) => {
+    await setWorkspacePolicy(app.db.pool, input.workspaceId, input.policy, identity.name);
     return { ok: true as const };
   },
 });

@@ -1,5 +1,7 @@
 import type pg from "pg";
 import { z } from "zod";
+import { recordAudit } from "../audit/audit-log";
+import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import { RISK_LEVELS, type RiskLevel } from "../vocabulary";
 
@@ -63,16 +65,27 @@ export async function workspacePolicy(db: Pick<pg.ClientBase, "query">, workspac
 
 /** Applies to steps decided from now on, in runs of this workspace under way or to come. */
 export async function setWorkspacePolicy(
-  db: Pick<pg.ClientBase, "query">,
+  pool: pg.Pool,
   workspaceId: string,
   policy: ApproverPolicy,
+  actor: string,
 ): Promise<{ name: string; before: ApproverPolicy }> {
-  const before = await workspacePolicy(db, workspaceId);
-  const row = await db.query<{ name: string }>(
-    "update workspaces set approval_policy = $2::jsonb where id = $1 returning name",
-    [workspaceId, JSON.stringify(policy)],
-  );
-  return { name: row.rows[0]!.name, before };
+  return inTransaction(pool, async (client) => {
+    const before = await workspacePolicy(client, workspaceId);
+    const row = await client.query<{ name: string }>(
+      "update workspaces set approval_policy = $2::jsonb where id = $1 returning name",
+      [workspaceId, JSON.stringify(policy)],
+    );
+    const name = row.rows[0]!.name;
+    // A workspace's settings are about no plan: the entry carries `workspace:<id>` in its place.
+    await recordAudit(client, {
+      actor,
+      action: "workspace.approver_policy_set",
+      planId: `workspace:${workspaceId}`,
+      detail: { workspace: name, before, after: policy },
+    });
+    return { name, before };
+  });
 }
 
 /** The author of a plan version, by name: names are unique across people and agents. */

@@ -48,6 +48,11 @@ async function runWaitingForApproval(
   const { id: workspaceId } = await as(OWNER, workspaceForPlan, { planId: plan.id });
   expect(workspaceId).toBeTruthy();
   await as(OWNER, workspaceSetPolicy, { workspaceId, policy });
+  const audited = await harness!.app.db.pool.query<{ actor: string; detail: { after: unknown } }>(
+    "select actor, detail from audit_entries where plan_id = $1 and action = 'workspace.approver_policy_set'",
+    [`workspace:${workspaceId}`],
+  );
+  expect(audited.rows.at(-1)).toMatchObject({ actor: "user", detail: { after: policy } });
   return { plan, workspaceId };
 }
 
@@ -231,6 +236,18 @@ describe("credentials at the door", () => {
     expect((await me({ cookie: `stepwise_session=${sessionValue(token)}` })).status).toBe(401);
     // The owner's access token is untouched.
     expect((await me({ authorization: "Bearer owner-token-0123456789" })).status).toBe(200);
+
+    // Who changed who may sign in, and how, is in the audit log under the admin's name.
+    const audited = await harness.app.db.pool.query<{ actor: string; action: string; detail: Record<string, unknown> }>(
+      "select actor, action, detail from audit_entries where plan_id = $1 order by id",
+      [`people:${principalId}`],
+    );
+    expect(audited.rows).toEqual([
+      { actor: "user", action: "person.added", detail: { name: "carol", kind: "person", role: "reviewer" } },
+      { actor: "user", action: "person.role_changed", detail: { name: "carol", from: "reviewer", to: "approver" } },
+      { actor: "user", action: "credential.revoked", detail: { name: "carol", credentialId } },
+    ]);
+    expect(JSON.stringify(audited.rows)).not.toContain(token);
   });
 
   it("a named agent's credential works where the agent token does, under the agent's name, and opens no page", async () => {

@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import type { Pool } from "pg";
+import { recordAudit } from "../audit/audit-log";
+import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import { sessionValue } from "../http/door";
 import type { Identity } from "../operations/identity";
@@ -16,6 +18,12 @@ import type { Role } from "../vocabulary";
  * its token lives in `<data>/access-token`, not here.
  */
 export const OWNER_NAME = "user";
+
+/**
+ * Changes to who may sign in, and with what role, are about no plan: their audit entries carry
+ * `people:<principal id>` where a plan's id would be, and the audit page links them to /people.
+ */
+export const peopleAuditSubject = (principalId: string) => `people:${principalId}`;
 
 export interface PrincipalView {
   id: string;
@@ -93,6 +101,12 @@ export async function addPrincipal(
     const principalId = made.rows[0]?.id;
     if (!principalId) throw new AppError("invalid_state", `There is already someone named ${input.name}`);
     const credential = await insertCredential(client, principalId);
+    await recordAudit(client, {
+      actor: input.createdBy,
+      action: "person.added",
+      planId: peopleAuditSubject(principalId),
+      detail: { name: input.name, kind: input.kind, ...(input.kind === "person" && { role: input.role }) },
+    });
     await client.query("commit");
     return { principalId, ...credential };
   } catch (error) {
@@ -130,32 +144,55 @@ async function principalById(pool: Pool, id: string) {
 export async function addCredential(
   pool: Pool,
   principalId: string,
+  actor: string,
 ): Promise<{ credentialId: string; token: string; name: string }> {
   const principal = await principalById(pool, principalId);
   if (principal.name === OWNER_NAME && principal.kind === "person") {
     throw new AppError("invalid_input", `${OWNER_NAME}'s credential is the access token in the data folder`);
   }
-  return { ...(await insertCredential(pool, principalId)), name: principal.name };
+  return inTransaction(pool, async (client) => {
+    const made = await insertCredential(client, principalId);
+    await recordAudit(client, {
+      actor,
+      action: "credential.issued",
+      planId: peopleAuditSubject(principalId),
+      detail: { name: principal.name, credentialId: made.credentialId },
+    });
+    return { ...made, name: principal.name };
+  });
 }
 
 /** Revoked at once: the door reads credentials on every request, so the next one is refused. */
-export async function revokeCredential(pool: Pool, credentialId: string): Promise<{ name: string; revoked: boolean }> {
-  const row = await pool.query<{ name: string; revoked: boolean }>(
-    `with revoked as (
-       update principal_credentials set revoked_at = coalesce(revoked_at, now()) where id = $1
-       returning principal_id, revoked_at)
-     select p.name, true as revoked from revoked join principals p on p.id = revoked.principal_id`,
-    [credentialId],
-  );
-  const result = row.rows[0];
-  if (!result) throw new AppError("not_found", `No credential ${credentialId}`);
-  return result;
+export async function revokeCredential(
+  pool: Pool,
+  credentialId: string,
+  actor: string,
+): Promise<{ name: string; revoked: boolean }> {
+  return inTransaction(pool, async (client) => {
+    const row = await client.query<{ name: string; principal_id: string }>(
+      `with revoked as (
+         update principal_credentials set revoked_at = coalesce(revoked_at, now()) where id = $1
+         returning principal_id, revoked_at)
+       select p.name, p.id as principal_id from revoked join principals p on p.id = revoked.principal_id`,
+      [credentialId],
+    );
+    const result = row.rows[0];
+    if (!result) throw new AppError("not_found", `No credential ${credentialId}`);
+    await recordAudit(client, {
+      actor,
+      action: "credential.revoked",
+      planId: peopleAuditSubject(result.principal_id),
+      detail: { name: result.name, credentialId },
+    });
+    return { name: result.name, revoked: true };
+  });
 }
 
 export async function setRole(
   pool: Pool,
   principalId: string,
   role: Role,
+  actor: string,
 ): Promise<{ name: string; from: Role | null }> {
   const principal = await principalById(pool, principalId);
   if (principal.kind !== "person")
@@ -164,7 +201,15 @@ export async function setRole(
     // Someone must always be able to manage people: the access token's holder stays an admin.
     throw new AppError("invalid_input", `${OWNER_NAME} holds the access token and stays an admin`);
   }
-  await pool.query("update principals set role = $2 where id = $1", [principalId, role]);
+  await inTransaction(pool, async (client) => {
+    await client.query("update principals set role = $2 where id = $1", [principalId, role]);
+    await recordAudit(client, {
+      actor,
+      action: "person.role_changed",
+      planId: peopleAuditSubject(principalId),
+      detail: { name: principal.name, from: principal.role, to: role },
+    });
+  });
   return { name: principal.name, from: principal.role };
 }
 
