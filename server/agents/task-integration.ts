@@ -201,7 +201,8 @@ export async function prepareTaskUpdates(
 
 /**
  * After the updates are recorded: a task just taken (IN_PROGRESS) gets its worktree (if the
- * status that handed it out did not make it already), a merged task's worktree and branch go.
+ * status that handed it out did not make it already), a merged task's worktree and branch go, and
+ * a run the merge completed leaves no worktree behind.
  * Cleanup is best effort — a leftover worktree is removed with the run's — and never fails the
  * agent's update, which is already recorded.
  */
@@ -219,6 +220,17 @@ export async function afterTaskUpdates(
     await removeTaskWorktree(repo, run.id, stepId).catch((error: unknown) =>
       logger.warn({ err: error, runId: run.id, stepId }, "could not remove a merged task's worktree"),
     );
+  }
+  // The last task merged and the run is complete: its integration checkout goes too (the branch,
+  // which holds the merged work, stays). A run completed by a later tool step is swept when the
+  // next session starts in the workspace (removeWorktreesOfFinishedRuns).
+  if (input.merged.length > 0) {
+    const status = await pool.query<{ status: string }>("select status from runs where id = $1", [run.id]);
+    if (status.rows[0]?.status === "completed") {
+      await removeRunWorktrees(repo, run.id).catch((error: unknown) =>
+        logger.warn({ err: error, runId: run.id }, "could not remove a completed run's worktrees"),
+      );
+    }
   }
 }
 

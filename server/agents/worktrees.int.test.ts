@@ -172,6 +172,23 @@ describe("a worktree per agent task", () => {
     );
     const signals = await harness!.app.db.pool.query("select 1 from signals where cleared_at is null");
     expect(signals.rowCount).toBe(0);
+
+    // The last task done, the run completes and leaves no worktree behind: only the person's own
+    // checkout is listed; the integration branch, which holds the merged work, stays.
+    successSchema.parse(await call(agentUpdate, { payload: { update_tasks: [{ id: 4, status: "DONE" }] } }));
+    await expect
+      .poll(
+        async () =>
+          (await harness!.app.db.pool.query<{ status: string }>("select status from runs where id = $1", [runId]))
+            .rows[0]?.status,
+        { timeout: 60_000 },
+      )
+      .toBe("completed");
+    const remaining = git(root, "worktree", "list", "--porcelain")
+      .split("\n")
+      .filter((line) => line.startsWith("worktree "));
+    expect(remaining).toEqual([`worktree ${root}`]);
+    expect(git(root, "branch", "--list", integration).trim()).not.toBe("");
   });
 
   it("sends a task whose verifier fails back to TODO with the findings, holding its dependent", async () => {
