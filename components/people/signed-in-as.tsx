@@ -9,7 +9,7 @@ export function SignedInAs() {
   const me = useQuery({ ...trpc.people.me.queryOptions(), staleTime: 60_000 });
   if (!me.data) return null;
   return (
-    <span className="muted" data-testid="signed-in-as" title="Signed in as">
+    <span className="signed-in" data-testid="signed-in-as" title="Signed in as">
       {me.data.name}
       {me.data.role && ` · ${me.data.role}`}
     </span>
