@@ -18,7 +18,7 @@ import {
   runFromApi,
 } from "../server/http/plan-api";
 import { handleMcpRequest } from "../server/mcp/http";
-import { resolveCredential } from "../server/people/principals";
+import { principalNameTaken, resolveCredential } from "../server/people/principals";
 import { decisionLinkPage, decisionLinkPost } from "../server/http/decision-link-page";
 
 /**
@@ -35,6 +35,7 @@ export async function startApiServer(
   const door = doorConfig({ host: "127.0.0.1", agentToken: options.agentToken, accessToken: options.accessToken });
   // People's and named agents' own credentials, as `serve` looks them up.
   door.principals = (presented) => resolveCredential(app.db.pool, presented);
+  door.nameIsTaken = (name) => principalNameTaken(app.db.pool, name);
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
     const hasBody = req.method !== "GET" && req.method !== "HEAD";

@@ -11,7 +11,7 @@ import { assertNoOtherStepwise, runningEmbeddedDatabaseUrl, takeOverShutdownSign
 import { readConfig } from "../env";
 import { doorConfig, generateAccessToken } from "../http/door";
 import { behindDoor } from "../http/door-server";
-import { resolveCredential } from "../people/principals";
+import { principalNameTaken, resolveCredential } from "../people/principals";
 import { attachLiveSocket } from "../http/live-socket";
 import { logger, quietForShutdown } from "../logger";
 import { startTelemetry } from "../telemetry";
@@ -99,6 +99,7 @@ export async function serve(dev: boolean): Promise<void> {
   const context = await contextPromise;
   // People's and named agents' own credentials, looked up in the database by their hash.
   door.principals = (presented) => resolveCredential(context.db.pool, presented);
+  door.nameIsTaken = (name) => principalNameTaken(context.db.pool, name);
   const { default: next } = await import("next");
   const app = next({ dev, dir: projectRoot, hostname: config.host, port: config.port });
   await app.prepare();

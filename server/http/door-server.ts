@@ -27,9 +27,13 @@ export function behindDoor(handle: Handler, config: DoorConfig): Handler {
     delete req.headers[IDENTITY_HEADER];
     const request = { method: req.method ?? "GET", url: req.url ?? "/", headers: req.headers };
     const first = decide(request, config);
-    const needsLookup = config.principals && (first.kind === "sign-in" || (first.kind === "refuse" && first.status === 401));
+    const needsLookup =
+      (config.principals && (first.kind === "sign-in" || (first.kind === "refuse" && first.status === 401))) ||
+      // The shared agent token under a name of its choosing: the name must not be someone's own.
+      (config.nameIsTaken && first.kind === "pass" && first.identity.kind === "agent" && first.identity.name !== "agent");
     if (!needsLookup) return pass(first);
-    // A named principal's credential: the body is held to the limit while it is looked up.
+    // A named principal's credential (or a chosen agent name): the body is held to the limit
+    // while it is looked up.
     if (!limitBody(req, res, MAX_BODY_BYTES)) return;
     decideRequest(request, config).then(
       (decision) => pass(decision, true),

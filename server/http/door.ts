@@ -46,6 +46,12 @@ export interface DoorConfig {
    * `decideRequest`) only when the credential presented is neither the access nor the agent token.
    */
   principals?: (presented: { bearer?: string; session?: string }) => Promise<Identity | undefined>;
+  /**
+   * Whether a name belongs to a named person or agent. An agent on the shared agent token names
+   * itself (`X-Stepwise-Agent`); a name someone holds a credential for is refused there, so the
+   * shared token cannot act — or take over leased tasks — as a named agent.
+   */
+  nameIsTaken?: (name: string) => Promise<boolean>;
 }
 
 export interface DoorRequest {
@@ -252,7 +258,24 @@ export function decide(request: DoorRequest, config: DoorConfig, principal?: Ide
 export async function decideRequest(request: DoorRequest, config: DoorConfig): Promise<DoorDecision> {
   const first = decide(request, config);
   const principal = await principalFor(request, config, first);
-  return principal ? decide(request, config, principal) : first;
+  if (principal) return decide(request, config, principal);
+  return refuseTakenAgentName(first, config);
+}
+
+/** The shared agent token under a name that is someone's own: refused (see `nameIsTaken`). */
+async function refuseTakenAgentName<D extends DoorDecision>(
+  decision: D,
+  config: DoorConfig,
+): Promise<D | Extract<DoorDecision, { kind: "refuse" }>> {
+  if (decision.kind !== "pass" || decision.identity?.kind !== "agent" || !config.nameIsTaken) return decision;
+  const name = decision.identity.name;
+  if (name === "agent" || !(await config.nameIsTaken(name))) return decision;
+  return {
+    kind: "refuse",
+    status: 403,
+    title: "Name taken",
+    detail: `The name ${name} belongs to a person or agent with a credential of its own: present that credential, or name this agent differently.`,
+  };
 }
 
 /** The same for the live socket's handshake. */
@@ -261,7 +284,8 @@ export async function decideUpgradeRequest(
   config: DoorConfig,
 ): Promise<Extract<DoorDecision, { kind: "pass" | "refuse" }>> {
   const principal = await principalFor(request, config, decide(request, config));
-  return decideUpgrade(request, config, principal);
+  const decision = decideUpgrade(request, config, principal);
+  return principal ? decision : refuseTakenAgentName(decision, config);
 }
 
 async function principalFor(request: DoorRequest, config: DoorConfig, first: DoorDecision): Promise<Identity | undefined> {

@@ -269,5 +269,26 @@ describe("credentials at the door", () => {
     expect(await answer.json()).toEqual({ name: "builder-7", kind: "agent", role: null });
     const page = await fetch(`${api.url}/decide/x`, { headers: { authorization: `Bearer ${token}` } });
     expect(page.status).toBe(403);
+
+    // The shared agent token cannot go by a name someone holds a credential for — the named
+    // agent's, or a person's — so it cannot act as them (or do the tasks leased to them).
+    const shared = (name: string) =>
+      fetch(`${api!.url}/api/ops/people.me`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          authorization: "Bearer agent-token-for-tests-0123456789",
+          "x-stepwise-agent": name,
+        },
+        body: "{}",
+      });
+    for (const taken of ["builder-7", "user"]) {
+      const refused = await shared(taken);
+      expect(refused.status).toBe(403);
+      expect(((await refused.json()) as { detail: string }).detail).toContain(`The name ${taken} belongs to`);
+    }
+    const free = await shared("helper-3");
+    expect(free.status).toBe(200);
+    expect(await free.json()).toEqual({ name: "helper-3", kind: "agent", role: null });
   });
 });

@@ -218,6 +218,12 @@ export async function setRole(
  * revoked). One read by a unique index; `last_used_at` is written at most once a minute per
  * credential, and not waited for.
  */
+/** Whether someone — a person or a named agent — goes by this name (names are unique across both). */
+export async function principalNameTaken(pool: Pool, name: string): Promise<boolean> {
+  const row = await pool.query("select 1 from principals where name = $1", [name]);
+  return row.rowCount !== 0;
+}
+
 export async function resolveCredential(
   pool: Pool,
   presented: { bearer?: string; session?: string },
