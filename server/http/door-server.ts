@@ -30,14 +30,23 @@ export function behindDoor(handle: Handler, config: DoorConfig): Handler {
     const needsLookup =
       (config.principals && (first.kind === "sign-in" || (first.kind === "refuse" && first.status === 401))) ||
       // The shared agent token under a name of its choosing: the name must not be someone's own.
-      (config.nameIsTaken && first.kind === "pass" && first.identity.kind === "agent" && first.identity.name !== "agent");
+      (config.nameIsTaken &&
+        first.kind === "pass" &&
+        first.identity.kind === "agent" &&
+        first.identity.name !== "agent");
     if (!needsLookup) return pass(first);
     // A named principal's credential (or a chosen agent name): the body is held to the limit
     // while it is looked up.
     if (!limitBody(req, res, MAX_BODY_BYTES)) return;
     decideRequest(request, config).then(
       (decision) => pass(decision, true),
-      () => refuse(res, { kind: "refuse", status: 401, title: "Sign-in required", detail: "The credential could not be checked; try again." }),
+      () =>
+        refuse(res, {
+          kind: "refuse",
+          status: 401,
+          title: "Sign-in required",
+          detail: "The credential could not be checked; try again.",
+        }),
     );
 
     function pass(decision: DoorDecision, limited = false): void {
@@ -146,7 +155,12 @@ function signIn(req: IncomingMessage, res: ServerResponse, config: DoorConfig): 
     res.writeHead(303, { location: "/" }).end();
     return;
   }
-  const wrong = () => page(res, 401, "That token is not right. Paste the token printed when Stepwise started, or the one you were given.");
+  const wrong = () =>
+    page(
+      res,
+      401,
+      "That token is not right. Paste the token printed when Stepwise started, or the one you were given.",
+    );
   // The access token signs in its holder; a person's own token (People page) signs in that person.
   // The cookie holds a value derived from whichever token it was, never the token.
   const accept = (given: string | null | undefined) => {

@@ -288,7 +288,11 @@ export async function decideUpgradeRequest(
   return principal ? decision : refuseTakenAgentName(decision, config);
 }
 
-async function principalFor(request: DoorRequest, config: DoorConfig, first: DoorDecision): Promise<Identity | undefined> {
+async function principalFor(
+  request: DoorRequest,
+  config: DoorConfig,
+  first: DoorDecision,
+): Promise<Identity | undefined> {
   const unproven = first.kind === "sign-in" || (first.kind === "refuse" && first.status === 401);
   if (!config.principals || !unproven) return undefined;
   const presented = presentedCredential(request);
