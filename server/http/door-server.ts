@@ -1,4 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { isDatabaseUnavailable } from "../db";
+import { RETRY_AFTER_SECONDS, toProblem } from "./problem";
 import {
   decide,
   decideRequest,
@@ -40,13 +42,17 @@ export function behindDoor(handle: Handler, config: DoorConfig): Handler {
     if (!limitBody(req, res, MAX_BODY_BYTES)) return;
     decideRequest(request, config).then(
       (decision) => pass(decision, true),
-      () =>
+      (error: unknown) => {
+        // The database is away: a retryable 503 like every other answer during an outage, not
+        // a refusal of a credential that may well be good.
+        if (isDatabaseUnavailable(error)) return problem(res, error);
         refuse(res, {
           kind: "refuse",
           status: 401,
           title: "Sign-in required",
           detail: "The credential could not be checked; try again.",
-        }),
+        });
+      },
     );
 
     function pass(decision: DoorDecision, limited = false): void {
@@ -134,6 +140,17 @@ function closeAfterAnswer(req: IncomingMessage, res: ServerResponse): void {
     }, LINGER_MS).unref();
   };
   res.once("close", () => socket.destroySoon());
+}
+
+/** An error as problem+json (503 with Retry-After for a database outage; `server/http/problem.ts`). */
+function problem(res: ServerResponse, error: unknown): void {
+  const answer = toProblem(error);
+  res
+    .writeHead(answer.status, {
+      "content-type": "application/problem+json",
+      ...(answer.status === 503 && { "retry-after": String(RETRY_AFTER_SECONDS) }),
+    })
+    .end(JSON.stringify(answer));
 }
 
 function refuse(res: ServerResponse, decision: Extract<DoorDecision, { kind: "refuse" }>, close = false): void {
