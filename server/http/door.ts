@@ -1,5 +1,6 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Identity } from "../operations/identity";
+import { sessionValue } from "../session-cookie";
 
 /**
  * The one door in front of every HTTP route — pages, /api/trpc (queries, mutations and
@@ -371,9 +372,7 @@ export function tokenMatches(candidate: string, token: string): boolean {
 }
 
 /** The cookie holds a value derived from the token, never the token itself. */
-export function sessionValue(token: string): string {
-  return createHmac("sha256", token).update("stepwise session v1").digest("base64url");
-}
+export { sessionValue };
 
 function presentsToken(request: DoorRequest, token: string): boolean {
   const authorization = header(request, "authorization");

@@ -3,7 +3,7 @@ import type { Pool } from "pg";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
-import { sessionValue } from "../http/door";
+import { sessionValue } from "../session-cookie";
 import type { Identity } from "../operations/identity";
 import type { Role } from "../vocabulary";
 
