@@ -29,13 +29,15 @@ test("a second person, signed in with their own token, completes a two-approval 
   // The admin adds a person on the People page; the token is shown once.
   const second = `ben-${tag}`;
   await page.goto("/people");
+  // A person types once the page shows who is there already.
+  await expect(page.getByRole("table", { name: "People and agents" })).toBeVisible();
   const add = page.getByRole("form", { name: "Add a person or agent" });
   await add.getByLabel("Name").fill(second);
   await add.getByLabel("Role").selectOption("approver");
   await add.getByRole("button", { name: "Add and make a token" }).click();
   const token = (await page.getByTestId("new-token").textContent())!.trim();
   expect(token).toMatch(/^swp_/);
-  await expect(page.getByRole("row", { name: second })).toContainText("approver");
+  await expect(page.getByRole("row", { name: second }).getByLabel(`Role of ${second}`)).toHaveValue("approver");
 
   const plan = await trpc<{ id: string; version: number }>(request, "plans.createFromJson", {
     planJson: JSON.stringify({

@@ -35,8 +35,15 @@ export function PeoplePage() {
         {ROLES.map((role) => `${role} ${ROLE_WORDS[role]}`).join("; ")}. Agents get a named token for the agent API.
       </p>
       <AddForm
-        onAdded={async (name, token) => {
-          setShown({ name, token });
+        onAdded={async (added, token) => {
+          setShown({ name: added.name, token });
+          // The new row shows at once, from what the server answered; the refetch then brings
+          // the server's own view of it (dates, who added it).
+          queryClient.setQueryData(trpc.people.list.queryKey(), (list) =>
+            list && !list.principals.some((principal) => principal.id === added.id)
+              ? { principals: [...list.principals, added] }
+              : list,
+          );
           await refresh();
         }}
       />
@@ -101,7 +108,9 @@ function TokenOnce({ name, token, onDone }: { name: string; token: string; onDon
   );
 }
 
-function AddForm({ onAdded }: { onAdded: (name: string, token: string) => Promise<void> }) {
+type AddedPrincipal = PrincipalRowProps["principal"] & { createdAt: string; createdBy: string | null };
+
+function AddForm({ onAdded }: { onAdded: (added: AddedPrincipal, token: string) => Promise<void> }) {
   const trpc = useTRPC();
   const id = useId();
   const [kind, setKind] = useState<"person" | "agent">("person");
@@ -109,10 +118,22 @@ function AddForm({ onAdded }: { onAdded: (name: string, token: string) => Promis
   const [role, setRole] = useState<Role>("reviewer");
   const add = useMutation(
     trpc.people.add.mutationOptions({
-      onSuccess: async (made) => {
-        const added = name.trim();
+      onSuccess: async (made, input) => {
         setName("");
-        await onAdded(added, made.token);
+        const now = new Date().toISOString();
+        await onAdded(
+          {
+            id: made.principalId,
+            kind: input.kind,
+            name: input.name.trim(),
+            role: input.kind === "person" ? input.role : null,
+            owner: false,
+            createdAt: now,
+            createdBy: null,
+            credentials: [{ id: made.credentialId, createdAt: now, lastUsedAt: null, revokedAt: null }],
+          },
+          made.token,
+        );
       },
     }),
   );
