@@ -110,7 +110,6 @@ export class RunCombiner {
       );
       this.remember(runId, seen);
       return { results, continuations: reserved };
-      return { results, continuations: reserved };
     } catch (error) {
       release();
       throw error;
