@@ -538,6 +538,7 @@ export async function updateSession(
     statuses: loaded.statuses,
     updates,
     actor: input.actor,
+    tools: app.tools,
   });
   if (prepared.updates.length > 0 || adoptVersion !== undefined) {
     // Under the session's hand-out lock: checked again (a hand-out may have come between), and the

@@ -7,7 +7,9 @@ import { inTransaction } from "../db";
 import { AGENT_TASK_TOOL, verifierCommands } from "../tools/agent-task";
 import { logger } from "../logger";
 import { taskNumber } from "./signal-store";
-import { findingsNote, personApprovedTask, runVerifiers, type VerifierResult } from "./verifiers";
+import { findingsNote, runVerifiers, type VerifierResult } from "./verifiers";
+import { stepApprovedUnderPolicy } from "../engine/approval-view";
+import type { ToolRegistry } from "../tools/registry";
 import {
   commitPendingWork,
   ensureTaskWorktree,
@@ -112,6 +114,7 @@ export async function prepareTaskUpdates(
     statuses: Map<string, StepStatus>;
     updates: AgentTaskUpdate[];
     actor: string;
+    tools: ToolRegistry;
   },
 ): Promise<PreparedUpdates> {
   const prepared: PreparedUpdates = { updates: [], conflicts: [], resolved: [], merged: [] };
@@ -133,7 +136,13 @@ export async function prepareTaskUpdates(
     if (hasWorktree) await commitPendingWork(repo, run.id, step.id, `${taskLabel(step)}`.slice(0, 200), input.actor);
 
     if (verifierCommands(step.args).length > 0) {
-      const approved = await personApprovedTask(pool, run, step);
+      // Approved as the engine's gate counts it: the run's approver policy, this exact definition.
+      const approved = await stepApprovedUnderPolicy(
+        pool,
+        input.tools,
+        { id: run.id, planId: run.plan_id, planVersion: run.plan_version, workspaceRoot: run.workspace_root },
+        step.id,
+      );
       const attempt = await pool.query<{ attempt: number }>(
         "select attempt from run_steps where run_id = $1 and step_id = $2",
         [run.id, step.id],

@@ -1,6 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type pg from "pg";
-import { stepDefinitionHash } from "../plans/definition-hash";
 import type { Step } from "../plans/schema";
 import { verifierCommands, verifierRunsUnapproved } from "../tools/agent-task";
 import { shellTool, type ShellResult } from "../tools/shell";
@@ -42,21 +40,6 @@ const VERIFIER_TIMEOUT_MS = 600_000;
 function tailOf(result: Pick<ShellResult, "stdout" | "stderr">): string {
   const text = (result.stderr.trim() ? `${result.stdout.trimEnd()}\n${result.stderr}` : result.stdout).trimEnd();
   return text.split("\n").slice(-TAIL_LINES).join("\n").slice(-TAIL_CHARS);
-}
-
-/** Whether a person approved this task's gate for exactly its current definition. */
-export async function personApprovedTask(
-  client: Pick<pg.ClientBase, "query">,
-  run: { id: string; plan_version: number; workspace_root: string },
-  step: Step,
-): Promise<boolean> {
-  const rows = await client.query<{ definition_hash: string | null }>(
-    `select definition_hash from approvals where run_id = $1 and step_id = $2 and plan_version = $3
-       and decision = 'approved' and coalesce(actor_kind, 'person') = 'person'`,
-    [run.id, step.id, run.plan_version],
-  );
-  const hash = stepDefinitionHash(step, run.workspace_root);
-  return rows.rows.some((row) => row.definition_hash === hash);
 }
 
 /**

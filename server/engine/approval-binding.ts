@@ -4,7 +4,7 @@ import type { ToolRegistry } from "../tools/registry";
 import { requiresApprovalByDefault } from "../tools/types";
 import { isDefaultPolicy, policyForRun } from "../people/approver-policy";
 import { dispatch, requestApproval } from "./advance";
-import { describeApprovals } from "./approval-view";
+import { approvalsSuffice, describeApprovals } from "./approval-view";
 import type { RunTransaction } from "./run-transaction";
 import type { GraphStep } from "./scheduler";
 
@@ -86,7 +86,7 @@ export async function holdStepsWithoutMatchingApproval(
     const hash = runStepDefinitionHash(tx, step);
     const decisions = approvals.rows.filter((row) => row.step_id === step.id);
     const tally = views?.get(step.id)?.approvals;
-    if (tally && tally.given.length < tally.required) {
+    if (tally && !approvalsSuffice(tally)) {
       if (decisions.some((row) => row.definition_hash === hash)) {
         shortOf.set(step.id, `It has ${tally.given.length} of ${tally.required} approvals (${tally.policy})`);
       }

@@ -129,6 +129,28 @@ export async function describeApprovals(
   return views;
 }
 
+/**
+ * The approver policy's rule, in one place: enough distinct counted approvals of exactly this
+ * definition, and never fewer than one. The engine's gate and an agent task's verifiers ask here.
+ */
+export function approvalsSuffice(approvals: { given: readonly string[]; required: number }): boolean {
+  return approvals.given.length >= Math.max(1, approvals.required);
+}
+
+/**
+ * Whether a step of a run holds the approvals its run's policy asks for, of its definition as it
+ * would run now (references resolved): for code outside the engine that must not act on less.
+ */
+export async function stepApprovedUnderPolicy(
+  db: Pick<pg.ClientBase, "query">,
+  tools: ToolRegistry,
+  run: { id: string; planId: string; planVersion: number; workspaceRoot: string },
+  stepId: string,
+): Promise<boolean> {
+  const approvals = (await describeApprovals(db, tools, run, [stepId])).get(stepId)?.approvals;
+  return approvals !== undefined && approvalsSuffice(approvals);
+}
+
 /** What the approver policy asks of a step of this computed risk. */
 export function approvalRequirement(
   policy: ApproverPolicy,

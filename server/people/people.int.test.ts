@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { z } from "zod";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { startApiServer } from "../../tests/door-http-server";
+import { stepApprovedUnderPolicy } from "../engine/approval-view";
 import { decideApproval } from "../engine/engine";
 import { withCaller } from "../caller-context";
 import { sessionValue } from "../http/door";
@@ -67,6 +68,21 @@ async function startAndWait(approver: Identity, plan: { id: string; version: num
   return runId;
 }
 
+/** The policy rule as code outside the engine asks it (an agent task's verifiers). */
+async function approvedUnderPolicy(runId: string, stepId: string): Promise<boolean> {
+  const run = await harness!.app.db.pool.query<{ plan_id: string; plan_version: number; workspace_root: string }>(
+    "select plan_id, plan_version, workspace_root from runs where id = $1",
+    [runId],
+  );
+  const { plan_id, plan_version, workspace_root } = run.rows[0]!;
+  return stepApprovedUnderPolicy(
+    harness!.app.db.pool,
+    harness!.app.tools,
+    { id: runId, planId: plan_id, planVersion: plan_version, workspaceRoot: workspace_root },
+    stepId,
+  );
+}
+
 async function stepApprovals(runId: string) {
   const rows = await harness!.app.db.pool.query<{ actor: string; detail: Record<string, unknown> }>(
     "select actor, detail from audit_entries where run_id = $1 and action = 'step.approved' order by id",
@@ -88,6 +104,7 @@ describe("approver policy", () => {
     const waiting = await as(ALICE, runApproval, { runId, stepId: "clean" });
     expect(waiting.status).toBe("awaiting_approval");
     expect(waiting.approval?.approvals).toEqual({ required: 2, given: ["alice"], policy: "2 approvals for high risk" });
+    expect(await approvedUnderPolicy(runId, "clean")).toBe(false);
 
     await expect(as(ALICE, runDecide, { runId, stepId: "clean", approve: true })).rejects.toMatchObject({
       code: "invalid_state",
@@ -96,6 +113,7 @@ describe("approver policy", () => {
     expect(await stepStatus(ALICE, runId)).toBe("awaiting_approval");
 
     await as(BOB, runDecide, { runId, stepId: "clean", approve: true });
+    expect(await approvedUnderPolicy(runId, "clean")).toBe(true);
     await expect.poll(async () => await stepStatus(BOB, runId), { timeout: 60_000 }).toBe("completed");
 
     const audit = await stepApprovals(runId);
@@ -156,7 +174,9 @@ describe("approver policy", () => {
     harness = await startHarness({ worker: false });
     const plan = await as(ALICE, planCreate, { draft: { goal: "clean", steps: [destructive] } });
     const runId = await startAndWait(ALICE, plan);
+    expect(await approvedUnderPolicy(runId, "clean")).toBe(false);
     await as(ALICE, runDecide, { runId, stepId: "clean", approve: true });
+    expect(await approvedUnderPolicy(runId, "clean")).toBe(true);
     expect(await stepStatus(ALICE, runId)).not.toBe("awaiting_approval");
   });
 });
