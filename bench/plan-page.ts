@@ -1,5 +1,5 @@
 /**
- * `npm run bench:ui [-- --runs 7] [-- --steps 300] [-- --comments 100]`: the plan page's two speed
+ * `npm run bench:ui [-- --runs 7] [-- --steps 300] [-- --comments 100] [-- --breakdown]`: the plan page's two speed
  * figures, measured in a real Chromium against the real server on an embedded PostgreSQL
  * (e2e/serve-for-tests.ts), on a plan under review: `--comments` review comments spread over its
  * steps (a third of them with a reply, one on the whole plan):
@@ -21,7 +21,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { benchAuth, BENCH_TOKEN, signedInContext } from "./signed-in";
-import { chromium } from "@playwright/test";
+import { chromium, type Page } from "@playwright/test";
 
 function option(name: string, fallback: number): number {
   const index = process.argv.indexOf(`--${name}`);
@@ -29,6 +29,8 @@ function option(name: string, fallback: number): number {
 }
 
 const RUNS = option("runs", 7);
+/** `--breakdown`: also print, per run, the document's and each API request's timing on the review page. */
+const BREAKDOWN = process.argv.includes("--breakdown");
 const STEPS = option("steps", 300);
 const COMMENTS = option("comments", 100);
 const PORT = option("port", 3291);
@@ -51,6 +53,86 @@ function bigPlan(size: number) {
         dependsOn,
       };
     }),
+  };
+}
+
+/** The review page's navigation and API requests, in milliseconds since navigation start. */
+async function whereTheTimeWent(page: Page): Promise<string> {
+  const entries = await page.evaluate(() => {
+    const [navigation] = performance.getEntriesByType("navigation") as PerformanceNavigationTiming[];
+    const api = (performance.getEntriesByType("resource") as PerformanceResourceTiming[])
+      .filter((entry) => entry.name.includes("/api/"))
+      .map((entry) => ({
+        name: decodeURIComponent(new URL(entry.name).pathname.replace(/^\/api\/trpc\//, "")),
+        start: entry.startTime,
+        end: entry.responseEnd,
+      }));
+    return {
+      document: navigation ? navigation.responseEnd : 0,
+      domContentLoaded: navigation ? navigation.domContentLoadedEventEnd : 0,
+      api,
+    };
+  });
+  const ms = (value: number) => `${value.toFixed(0)} ms`;
+  return [
+    `  document received ${ms(entries.document)}, DOMContentLoaded ${ms(entries.domContentLoaded)}`,
+    ...entries.api.map((entry) => `  ${ms(entry.start)} → ${ms(entry.end)}  ${entry.name}`),
+  ].join("\n");
+}
+
+/**
+ * When the review page became interactive, in ms since navigation start: the last card's drag
+ * handle is on the page and — with comments — the commented step's toggle shows its count. Checked
+ * by the page itself on every frame with two DOM queries: a role query (getByRole with a name)
+ * computes the accessible name of every button on the page (some 1,500 here) on each poll, which a
+ * profile showed to be a third of the time it measured.
+ */
+async function whenInteractive(page: Page, lastId: string, commented: string | undefined): Promise<number> {
+  const at = await page.waitForFunction(
+    ({ lastId, commented }) => {
+      const handle = document.querySelector(`[data-step-id="${lastId}"] button.drag-handle`);
+      const toggle = commented
+        ? document.querySelector(`[data-step-id="${commented}"] [data-testid="step-comments"] > button`)
+        : null;
+      const counted = !commented || /^Comments \(\d+ open/.test(toggle?.textContent ?? "");
+      return handle !== null && counted ? performance.now() : false;
+    },
+    { lastId, commented },
+    { polling: "raf", timeout: 120_000 },
+  );
+  return (await at.jsonValue()) as number;
+}
+
+/**
+ * A sampling CPU profile of the page's main thread until `stop`, which answers the functions that
+ * took the most time themselves. It slows the page: the figures of a `--breakdown` run are not the
+ * benchmark's.
+ */
+async function startProfiler(page: Page): Promise<{ stop(): Promise<string> }> {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Profiler.enable");
+  await cdp.send("Profiler.setSamplingInterval", { interval: 500 });
+  await cdp.send("Profiler.start");
+  return {
+    async stop() {
+      const { profile } = await cdp.send("Profiler.stop");
+      const total = profile.endTime - profile.startTime;
+      const perNode = new Map<number, number>();
+      profile.samples?.forEach((node, i) =>
+        perNode.set(node, (perNode.get(node) ?? 0) + (profile.timeDeltas?.[i] ?? 0)),
+      );
+      const byFunction = new Map<string, number>();
+      for (const node of profile.nodes) {
+        const { functionName, url, lineNumber } = node.callFrame;
+        const name = `${functionName || "(anonymous)"} ${url.split("/").pop()}:${lineNumber + 1}`;
+        byFunction.set(name, (byFunction.get(name) ?? 0) + (perNode.get(node.id) ?? 0));
+      }
+      const top = [...byFunction.entries()].sort((a, b) => b[1] - a[1]).slice(0, 15);
+      return [
+        `  CPU profile of ${(total / 1000).toFixed(0)} ms, most self time:`,
+        ...top.map(([name, micros]) => `    ${(micros / 1000).toFixed(0).padStart(6)} ms  ${name}`),
+      ].join("\n");
+    },
   };
 }
 
@@ -108,14 +190,23 @@ async function addComments(planId: string, count: number): Promise<string | unde
       const threads = await fetch(
         `${BASE}/api/trpc/plans.comments?input=${encodeURIComponent(JSON.stringify({ json: { planId } }))}`,
         { headers: benchAuth },
-      ).then(async (r) => ((await r.json()) as { result: { data: { json: { comments: { id: string }[] } } } }).result.data.json);
+      ).then(
+        async (r) =>
+          ((await r.json()) as { result: { data: { json: { comments: { id: string }[] } } } }).result.data.json,
+      );
       const parent = threads.comments.at(-1);
       if (parent) {
         await mutate("plans.comment", { planId, version: 1, parentId: parent.id, body: `Reply ${i}: agreed` });
         continue;
       }
     }
-    await mutate("plans.comment", { planId, version: 1, stepId, intent, body: `Comment ${i} on ${stepId}: check this` });
+    await mutate("plans.comment", {
+      planId,
+      version: 1,
+      stepId,
+      intent,
+      body: `Comment ${i} on ${stepId}: check this`,
+    });
     last = stepId;
   }
   return last;
@@ -151,14 +242,12 @@ async function main() {
     const dropToConfirmed: number[] = [];
     for (let run = 0; run <= RUNS; run++) {
       const reviewPage = await (await signedInContext(browser, BASE)).newPage();
+      const profiler = BREAKDOWN ? await startProfiler(reviewPage) : undefined;
       await reviewPage.goto(`${BASE}/plans/${reviewedId}`, { waitUntil: "commit" });
-      await reviewPage.getByRole("button", { name: `Move ${lastId}`, exact: true }).waitFor();
-      if (commented) {
-        await reviewPage
-          .getByRole("button", { name: new RegExp(`^Comments \\(\\d+ open\\) on ${commented}$`) })
-          .waitFor();
+      const ready = await whenInteractive(reviewPage, lastId, commented);
+      if (profiler && run > 0) {
+        console.log(`run ${run}: where the time went\n${await whereTheTimeWent(reviewPage)}\n${await profiler.stop()}`);
       }
-      const ready = await reviewPage.evaluate(() => performance.now());
       await reviewPage.close();
 
       const page = await (await signedInContext(browser, BASE)).newPage();
@@ -241,7 +330,10 @@ async function main() {
       },
     };
     console.table({
-      [`time to interactive (${STEPS} steps, ${COMMENTS} comments)`]: { ...round(result.interactiveMs), goal: "< 1500 ms" },
+      [`time to interactive (${STEPS} steps, ${COMMENTS} comments)`]: {
+        ...round(result.interactiveMs),
+        goal: "< 1500 ms",
+      },
       ["drop → confirmed version"]: { ...round(result.dropToConfirmedMs), goal: "< 150 ms" },
     });
     await fs.mkdir(path.join("bench", "results"), { recursive: true });

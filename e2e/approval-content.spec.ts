@@ -29,6 +29,13 @@ test("the inbox shows a gated `rm -rf build` step's arguments and its computed r
       ],
     }),
   });
+  // The review page judges the same way, on each card, before anyone approves.
+  await page.goto(`/plans/${plan.id}`);
+  const card = page.locator("[data-step-id='step_1']");
+  await expect(card.getByTestId("computed-risk")).toHaveText("high risk");
+  await expect(card.getByTestId("author-says")).toHaveText("· the plan’s author says: Read files, low risk");
+  await expect(page.locator("[data-step-id='step_2']").getByTestId("author-says")).toHaveCount(0);
+
   await trpc(request, "plans.approve", { planId: plan.id, version: 1 });
 
   await page.goto("/inbox");

@@ -2,7 +2,7 @@
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useRouter } from "next/navigation";
-import { useEffect, useId, useState, type FormEvent } from "react";
+import { createContext, useContext, useEffect, useId, useMemo, useState, type FormEvent, type ReactNode } from "react";
 import type { CommentIntent, CommentView } from "@/server/plans/comments";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
@@ -50,6 +50,29 @@ function useCommentMutations(planId: string) {
 
 const isOpen = (comment: CommentView) => !comment.resolved;
 
+const NO_THREADS: CommentView[] = [];
+const StepThreadsContext = createContext<Map<string, CommentView[]>>(new Map());
+
+/**
+ * The plan's threads grouped by step once per answer, for every card of a long plan to read
+ * without a query subscription and a filter of its own; a new answer renders only the cards'
+ * comment toggles, not the cards.
+ */
+export function StepThreadsProvider({ planId, children }: { planId: string; children: ReactNode }) {
+  const comments = usePlanComments(planId);
+  const byStep = useMemo(() => {
+    const grouped = new Map<string, CommentView[]>();
+    for (const comment of comments.data?.comments ?? []) {
+      if (comment.stepId === null) continue;
+      const threads = grouped.get(comment.stepId);
+      if (threads) threads.push(comment);
+      else grouped.set(comment.stepId, [comment]);
+    }
+    return grouped;
+  }, [comments.data]);
+  return <StepThreadsContext value={byStep}>{children}</StepThreadsContext>;
+}
+
 /**
  * A step's review conversation, inside its card: a toggle with the count of open threads, the
  * threads (intent, field, replies, answered-in-version), and a form to add one. Everything is a
@@ -66,9 +89,8 @@ export function StepComments({
   stepId: string;
   argNames: string[];
 }) {
-  const comments = usePlanComments(planId);
+  const threads = useContext(StepThreadsContext).get(stepId) ?? NO_THREADS;
   const [shown, setShown] = useState(false);
-  const threads = (comments.data?.comments ?? []).filter((comment) => comment.stepId === stepId);
   const open = threads.filter(isOpen).length;
   const regionId = useId();
   return (

@@ -2,7 +2,7 @@
 
 import { useSortable } from "@dnd-kit/sortable";
 import { CSS } from "@dnd-kit/utilities";
-import { memo, useState, type ReactNode } from "react";
+import { createContext, memo, useContext, useState, type ReactNode } from "react";
 import type { Step } from "@/server/plans/schema";
 import type { PlanIssue } from "@/server/plans/validate";
 import { StepComments } from "./comments";
@@ -16,10 +16,15 @@ export interface StepActions {
   onDelete(stepId: string, removeLinks: boolean): void;
 }
 
+/**
+ * Risk and capability per step, computed on the server from the tool and the command (the author's
+ * are only "author says"). A context rather than a card prop: they arrive after the plan, and then
+ * only the few elements that show them render again, not every card's whole body.
+ */
+export const StepAssessmentsContext = createContext<Record<string, StepAssessment>>({});
+
 interface StepCardProps {
   step: Step;
-  /** Risk and capability computed from the tool and the command; the author's are only "author says". */
-  assessment: StepAssessment | undefined;
   issues: PlanIssue[];
   dependents: string[];
   actions: StepActions;
@@ -58,7 +63,6 @@ type HandleListeners = ReturnType<typeof useSortable>["listeners"];
 
 const StepCardBody = memo(function StepCardBody({
   step,
-  assessment,
   issues,
   dependents,
   actions,
@@ -98,11 +102,7 @@ const StepCardBody = memo(function StepCardBody({
           {step.critical && <span className="tag">Critical</span>}
           {step.skipped && <span className="tag">Skipped by reviewer</span>}
           {step.type && <span className="tag">{step.type}</span>}
-          {assessment && (
-            <span className={`tag risk-${assessment.risk}`} data-testid="computed-risk">
-              {assessment.risk} risk
-            </span>
-          )}
+          <ComputedRisk stepId={step.id} />
         </div>
       </div>
       {step.title && step.description && <p className="step-description">{step.description}</p>}
@@ -111,14 +111,7 @@ const StepCardBody = memo(function StepCardBody({
         <dd className="mono">{step.tool}</dd>
         <dt>Capability</dt>
         <dd>
-          {assessment?.capabilityLabel}
-          {assessment?.reason && <span className="muted"> ({assessment.reason})</span>}
-          {assessment && (assessment.risk !== step.risk || assessment.capabilityLabel !== step.capabilityLabel) && (
-            <span className="muted" data-testid="author-says">
-              {" "}
-              · the plan’s author says: {step.capabilityLabel}, {step.risk} risk
-            </span>
-          )}
+          <Capability step={step} />
         </dd>
         <dt>Depends on</dt>
         <dd className="mono">{step.dependsOn.length ? step.dependsOn.join(", ") : "—"}</dd>
@@ -196,3 +189,30 @@ const StepCardBody = memo(function StepCardBody({
     </>
   );
 });
+
+function ComputedRisk({ stepId }: { stepId: string }) {
+  const assessment = useContext(StepAssessmentsContext)[stepId];
+  if (!assessment) return null;
+  return (
+    <span className={`tag risk-${assessment.risk}`} data-testid="computed-risk">
+      {assessment.risk} risk
+    </span>
+  );
+}
+
+function Capability({ step }: { step: Step }) {
+  const assessment = useContext(StepAssessmentsContext)[step.id];
+  if (!assessment) return null;
+  return (
+    <>
+      {assessment.capabilityLabel}
+      {assessment.reason && <span className="muted"> ({assessment.reason})</span>}
+      {(assessment.risk !== step.risk || assessment.capabilityLabel !== step.capabilityLabel) && (
+        <span className="muted" data-testid="author-says">
+          {" "}
+          · the plan’s author says: {step.capabilityLabel}, {step.risk} risk
+        </span>
+      )}
+    </>
+  );
+}

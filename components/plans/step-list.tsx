@@ -15,9 +15,10 @@ import { SortableContext, sortableKeyboardCoordinates, verticalListSortingStrate
 import { useMemo, useRef, useState, type ReactNode } from "react";
 import type { Step } from "@/server/plans/schema";
 import type { PlanIssue } from "@/server/plans/validate";
+import { StepThreadsProvider } from "./comments";
 import { checkMove } from "./plan-rules";
 import type { StepAssessment } from "@/server/tools/assessment";
-import { StepCard, type StepActions } from "./step-card";
+import { StepAssessmentsContext, StepCard, type StepActions } from "./step-card";
 
 interface StepListProps {
   planId: string;
@@ -158,22 +159,25 @@ export function StepList({
       }}
     >
       <SortableContext items={ids} strategy={verticalListSortingStrategy}>
-        <ol className="steps" aria-label="Steps">
-          {shown.map((step) => (
-            <StepCard
-              key={step.id}
-              step={step}
-              assessment={assessments[step.id]}
-              issues={issuesByStep.get(step.id) ?? NO_ISSUES}
-              dependents={dependents.get(step.id) ?? NO_DEPENDENTS}
-              actions={actions}
-              planId={planId}
-              version={version}
-              editor={editingStepId === step.id ? renderEditor(step) : undefined}
-              disabled={false}
-            />
-          ))}
-        </ol>
+        <StepAssessmentsContext value={assessments}>
+          <StepThreadsProvider planId={planId}>
+            <ol className="steps" aria-label="Steps">
+              {shown.map((step) => (
+                <StepCard
+                  key={step.id}
+                  step={step}
+                  issues={issuesByStep.get(step.id) ?? NO_ISSUES}
+                  dependents={dependents.get(step.id) ?? NO_DEPENDENTS}
+                  actions={actions}
+                  planId={planId}
+                  version={version}
+                  editor={editingStepId === step.id ? renderEditor(step) : undefined}
+                  disabled={false}
+                />
+              ))}
+            </ol>
+          </StepThreadsProvider>
+        </StepAssessmentsContext>
       </SortableContext>
     </DndContext>
   );

@@ -35,8 +35,23 @@ export function usePlanEditor(planId: string) {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   const planQuery = useMemo(() => trpc.plans.get.queryOptions({ planId }), [trpc, planId]);
-  // Coming back to the tab shows what others changed meanwhile.
-  const plan = useQuery({ ...planQuery, refetchOnWindowFocus: true });
+  const plan = useQuery({
+    ...planQuery,
+    queryFn: async (context) => {
+      const view = await planQuery.queryFn!(context);
+      // The version's risk assessments are asked for as soon as it arrives, on a request of their
+      // own: left to the page, they would leave only after every card of the plan had rendered.
+      const { version } = view.plan;
+      void queryClient.prefetchQuery({
+        ...trpc.plans.assessments.queryOptions({ planId, version }),
+        queryFn: () => editClient.plans.assessments.query({ planId, version }),
+        staleTime: Infinity,
+      });
+      return view;
+    },
+    // Coming back to the tab shows what others changed meanwhile.
+    refetchOnWindowFocus: true,
+  });
   const [notice, setNotice] = useState<Notice | null>(null);
   const [pending, setPending] = useState(0);
   const inFlight = useRef(0);
