@@ -97,7 +97,13 @@ if (process.argv.includes("--prepare-only")) process.exit(0);
 const built = mtime(".next/BUILD_ID");
 if (
   !built ||
-  built < Math.max(newestIn(["app", "components", "server"]), mtime("next.config.js"), mtime("package-lock.json"))
+  built <
+    Math.max(
+      newestIn(["app", "components", "server"]),
+      // What the build reads besides the sources: the database client is generated from the
+      // schema (and skipped by the walk above), path aliases come from tsconfig.json.
+      ...["next.config.js", "package-lock.json", "prisma/schema.prisma", "tsconfig.json"].map(mtime),
+    )
 ) {
   // No type check here (next.config.js): that is `npm test`'s and CI's job.
   await step("Building the web app", "npx", ["next", "build"], "after an install or an update");
