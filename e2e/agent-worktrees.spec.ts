@@ -121,9 +121,9 @@ test("parallel agent tasks work in their own worktrees; a merge conflict shows o
     await json(workspace, "update", "--json", JSON.stringify({ update_tasks: [{ id: 3, status: "DONE" }] }));
     const after = (await json(workspace, "status", "--json")) as { now: { reason: string } };
     expect(after.now.reason).toBe("plan_completed");
-    await page.reload();
-    await expect(page.getByRole("region", { name: "Agent session" })).toContainText(session.session_id);
+    // Live, without a reload: the signal is cleared before the DONE that finishes the run.
     await expect(signal).toHaveCount(0);
+    await expect(page.getByRole("region", { name: "Agent session" })).toContainText(session.session_id);
     expect(git(workspace, "show", `${integration}:notes.txt`)).toBe("one\nTWO / zwei\nthree\n");
     // The person's own checkout is untouched.
     expect(await fs.readFile(path.join(workspace, "notes.txt"), "utf8")).toBe("one\ntwo\nthree\n");

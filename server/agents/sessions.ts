@@ -540,6 +540,10 @@ export async function updateSession(
     actor: input.actor,
     tools: app.tools,
   });
+  // A conflict the merge above resolved is cleared before the task's DONE is recorded: that DONE
+  // may finish the run, and a person's live view stops following a finished run's events.
+  const open = new Set((await openSignals(app.db.pool, session.id)).map((signal) => signal.id));
+  for (const key of prepared.resolved.filter((key) => open.has(key))) await clearSignal(app, session, key, "stepwise");
   if (prepared.updates.length > 0 || adoptVersion !== undefined) {
     // Under the session's hand-out lock: checked again (a hand-out may have come between), and the
     // leases follow the reported states (DONE ends one, IN_PROGRESS takes an unheld task).
@@ -577,8 +581,6 @@ export async function updateSession(
       actor: "stepwise",
     });
   }
-  const open = new Set((await openSignals(app.db.pool, session.id)).map((signal) => signal.id));
-  for (const key of prepared.resolved.filter((key) => open.has(key))) await clearSignal(app, session, key, "stepwise");
   if (payload.final_summary !== undefined) {
     await app.db.pool.query(
       "update agent_sessions set final_summary = $2, closed_at = now() where id = $1 and closed_at is null",

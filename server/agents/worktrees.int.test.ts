@@ -172,6 +172,15 @@ describe("a worktree per agent task", () => {
     );
     const signals = await harness!.app.db.pool.query("select 1 from signals where cleared_at is null");
     expect(signals.rowCount).toBe(0);
+    // Cleared before the task's DONE is recorded, which could be the run's last event: a person's
+    // live view stops following a finished run and would have kept showing the blocker.
+    const order = await harness!.app.db.pool.query<{ type: string }>(
+      `select type from events where stream_id = $1
+         and ((type = 'signal.cleared' and data->>'id' = 'merge_conflict_3') or (type = 'step.completed' and step_id = 'step_3'))
+       order by seq`,
+      [runId],
+    );
+    expect(order.rows.map((row) => row.type)).toEqual(["signal.cleared", "step.completed"]);
 
     // The last task done, the run completes and leaves no worktree behind: only the person's own
     // checkout is listed; the integration branch, which holds the merged work, stays.
