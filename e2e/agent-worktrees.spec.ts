@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -8,6 +7,7 @@ import { E2E_DATA_DIR } from "./e2e-env";
 import { RunViewPage } from "./pages/run-pages";
 import { trpc } from "./pages/trpc-api";
 import { runNode } from "./run-node";
+import { git } from "../tests/git-fixture";
 
 /**
  * Worktrees through the real `stepwise` executable, in a workspace that is a git repository: two
@@ -29,23 +29,6 @@ async function json(cwd: string, ...args: string[]): Promise<unknown> {
   });
   if (result.code !== 0) throw new Error(`stepwise ${args[0]} exited ${result.code}: ${result.stdout}${result.stderr}`);
   return JSON.parse(result.stdout);
-}
-
-function git(cwd: string, ...args: string[]): string {
-  return execFileSync("git", args, {
-    cwd,
-    encoding: "utf8",
-    env: {
-      ...process.env,
-      GIT_CONFIG_GLOBAL: "/dev/null",
-      GIT_CONFIG_NOSYSTEM: "1",
-      GIT_AUTHOR_NAME: "Tester",
-      GIT_AUTHOR_EMAIL: "tester@example.com",
-      GIT_COMMITTER_NAME: "Tester",
-      GIT_COMMITTER_EMAIL: "tester@example.com",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
 }
 
 const task = (title: string, file: string) => ({

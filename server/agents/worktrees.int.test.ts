@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -11,6 +10,7 @@ import { runCancel } from "../operations/runs";
 import { cancelRun } from "../engine/engine";
 import { readyForTaskSchema, successSchema, waitingOnSignalSchema, type AgentTaskView } from "./contract";
 import { integrationBranch, runShort, taskBranch } from "./worktrees";
+import { git } from "../../tests/git-fixture";
 
 /**
  * A worktree per agent task, on a real git repository as the workspace, through the operations
@@ -32,23 +32,6 @@ function call<I extends z.ZodType, O extends z.ZodType>(operation: Operation<I, 
 }
 
 /** The test's own git (the person at the keyboard), with an identity and no user configuration. */
-function git(cwd: string, ...args: string[]): string {
-  return execFileSync("git", args, {
-    cwd,
-    encoding: "utf8",
-    env: {
-      ...process.env,
-      GIT_CONFIG_GLOBAL: "/dev/null",
-      GIT_CONFIG_NOSYSTEM: "1",
-      GIT_AUTHOR_NAME: "Tester",
-      GIT_AUTHOR_EMAIL: "tester@example.com",
-      GIT_COMMITTER_NAME: "Tester",
-      GIT_COMMITTER_EMAIL: "tester@example.com",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-}
-
 async function gitRepositoryWorkspace(root: string): Promise<void> {
   await fs.mkdir(path.join(root, "src"), { recursive: true });
   await fs.writeFile(path.join(root, "src/shared.txt"), "one\ntwo\nthree\n");
