@@ -43,13 +43,23 @@ function onInterrupt(signal: NodeJS.Signals): void {
   if (interrupted) return;
   interrupted = signal;
   console.log(`\n${signal}: stopping the running stage…`);
-  // SIGTERM to the stage's whole process group: Playwright then stops its web server in order.
-  if (current?.pid) {
-    try {
-      process.kill(-current.pid, "SIGTERM");
-    } catch {
-      // already gone
-    }
+  // SIGINT to the stage's whole process group, as Ctrl-C would: Playwright then stops its web
+  // server (and the server its embedded PostgreSQL) before it exits. On SIGTERM Playwright exits
+  // at once and leaves the server, which runs in a process group of its own, behind.
+  const stage = current;
+  if (!stage?.pid) return;
+  signalGroup(stage.pid, "SIGINT");
+  // A stage that does not stop in time is stopped for good; nothing it started should outlive it.
+  const deadline = setTimeout(() => signalGroup(stage.pid!, "SIGKILL"), 60_000);
+  deadline.unref();
+  stage.on("exit", () => clearTimeout(deadline));
+}
+
+function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // already gone
   }
 }
 
