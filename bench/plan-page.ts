@@ -5,8 +5,9 @@
  * steps (a third of them with a reply, one on the whole plan):
  *
  *   - time to interactive: from navigation start until every step card of the plan is rendered
- *     with its drag handle and the comment counts are shown on the cards (the page is hydrated,
- *     the plan and its conversation loaded — the reviewer can act);
+ *     with its drag handle and the server's risk judgement, and the comment counts are shown on
+ *     the cards (the page is hydrated, the plan, its assessments and its conversation loaded —
+ *     the reviewer can act);
  *   - drop → confirmed (on a second plan of the same shape, without comments): from the
  *     keyboard drop of a step until the page shows the new version
  *     the server stored (optimistic move, server validation, save, response rendered).
@@ -82,7 +83,8 @@ async function whereTheTimeWent(page: Page): Promise<string> {
 
 /**
  * When the review page became interactive, in ms since navigation start: the last card's drag
- * handle is on the page and — with comments — the commented step's toggle shows its count. Checked
+ * handle and computed risk are on the page and — with comments — the commented step's toggle shows
+ * its count. Checked
  * by the page itself on every frame with two DOM queries: a role query (getByRole with a name)
  * computes the accessible name of every button on the page (some 1,500 here) on each poll, which a
  * profile showed to be a third of the time it measured.
@@ -91,11 +93,13 @@ async function whenInteractive(page: Page, lastId: string, commented: string | u
   const at = await page.waitForFunction(
     ({ lastId, commented }) => {
       const handle = document.querySelector(`[data-step-id="${lastId}"] button.drag-handle`);
+      // The server's risk judgement, which arrives after the plan, is on the card too.
+      const judged = document.querySelector(`[data-step-id="${lastId}"] [data-testid="computed-risk"]`);
       const toggle = commented
         ? document.querySelector(`[data-step-id="${commented}"] [data-testid="step-comments"] > button`)
         : null;
       const counted = !commented || /^Comments \(\d+ open/.test(toggle?.textContent ?? "");
-      return handle !== null && counted ? performance.now() : false;
+      return handle !== null && judged !== null && counted ? performance.now() : false;
     },
     { lastId, commented },
     { polling: "raf", timeout: 120_000 },
