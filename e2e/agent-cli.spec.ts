@@ -11,31 +11,15 @@ import {
   syncInstructionsSchema,
   waitingOnSignalSchema,
 } from "../server/agents/contract";
-import { E2E_DATA_DIR } from "./e2e-env";
 import { RunViewPage } from "./pages/run-pages";
 import { trpc } from "./pages/trpc-api";
-import { runNode, type ProcessResult } from "./run-node";
+import { stepwiseCli as cli } from "./run-node";
 
 /**
  * Seed 003 Part 1, end to end: the built `stepwise` executable, run as a subprocess from the
  * agent's workspace, finds the test server through its server.json and drives a whole session,
  * while a person watches the run live in the browser and clears a blocker.
  */
-const bin = path.resolve("bin/stepwise.mjs");
-
-function cli(cwd: string, ...args: string[]): Promise<ProcessResult> {
-  return runNode(bin, args, {
-    cwd,
-    env: {
-      ...process.env,
-      STEPWISE_DATA_DIR: E2E_DATA_DIR,
-      STEPWISE_AGENT: "e2e-agent",
-      STEPWISE_URL: "",
-      STEPWISE_TOKEN: "",
-    },
-  });
-}
-
 /** Runs a `--json` command: stdout must be exactly one JSON document. */
 async function json(cwd: string, ...args: string[]): Promise<{ code: number | null; body: unknown }> {
   const result = await cli(cwd, ...args);

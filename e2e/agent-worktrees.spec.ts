@@ -3,10 +3,9 @@ import os from "node:os";
 import path from "node:path";
 import { expect, test } from "@playwright/test";
 import { readyForTaskSchema, sessionCreatedSchema, waitingOnSignalSchema } from "../server/agents/contract";
-import { E2E_DATA_DIR } from "./e2e-env";
 import { RunViewPage } from "./pages/run-pages";
 import { trpc } from "./pages/trpc-api";
-import { runNode } from "./run-node";
+import { stepwiseCli } from "./run-node";
 import { git } from "../tests/git-fixture";
 
 /**
@@ -14,19 +13,8 @@ import { git } from "../tests/git-fixture";
  * parallel tasks each in their own worktree, a merge conflict shown on the run page with its file,
  * resolved in the worktree, and DONE again merging into the run's integration branch.
  */
-const bin = path.resolve("bin/stepwise.mjs");
-
 async function json(cwd: string, ...args: string[]): Promise<unknown> {
-  const result = await runNode(bin, args, {
-    cwd,
-    env: {
-      ...process.env,
-      STEPWISE_DATA_DIR: E2E_DATA_DIR,
-      STEPWISE_AGENT: "e2e-agent",
-      STEPWISE_URL: "",
-      STEPWISE_TOKEN: "",
-    },
-  });
+  const result = await stepwiseCli(cwd, ...args);
   if (result.code !== 0) throw new Error(`stepwise ${args[0]} exited ${result.code}: ${result.stdout}${result.stderr}`);
   return JSON.parse(result.stdout);
 }

@@ -31,7 +31,7 @@ function call<I extends z.ZodType, O extends z.ZodType>(operation: Operation<I, 
   return invokeOperation(operation, { app: harness!.app, identity: AGENT }, input);
 }
 
-/** The test's own git (the person at the keyboard), with an identity and no user configuration. */
+/** A git repository with three files as the session's workspace. */
 async function gitRepositoryWorkspace(root: string): Promise<void> {
   await fs.mkdir(path.join(root, "src"), { recursive: true });
   await fs.writeFile(path.join(root, "src/shared.txt"), "one\ntwo\nthree\n");
