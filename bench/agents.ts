@@ -8,19 +8,14 @@
  * Real PostgreSQL (embedded unless DATABASE_URL), in-process worker. Prints a table and writes
  * bench/results/agents.json; it asserts nothing about time.
  */
-import { randomBytes } from "node:crypto";
 import fs from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
-import pg from "pg";
 import { createAppContext, type AppContext } from "../server/app-context";
-import { migrateDatabase } from "../server/db/bootstrap";
-import { findFreePort, startEmbeddedPostgres } from "../server/db/embedded";
 import { readEvents } from "../server/events/store";
 import { agentStart, agentStatus, agentUpdate } from "../server/operations/agent";
 import { invokeOperation, type Operation } from "../server/operations/operation";
 import type { StatusResponse } from "../server/agents/contract";
-import { withDatabase } from "../tests/test-database";
+import { scratchDatabase } from "./scratch-database";
 import { percentile, round } from "./stats";
 
 function option(name: string, fallback: number): number {
@@ -120,28 +115,7 @@ async function oneSession(app: AppContext) {
 }
 
 async function main() {
-  const external = process.env.DATABASE_URL;
-  const scratch = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-bench-agents-"));
-  let serverUrl: string;
-  let stopServer = async () => undefined as void;
-  if (external) {
-    serverUrl = withDatabase(external, "postgres");
-  } else {
-    await fs.chmod(scratch, 0o711);
-    const embedded = await startEmbeddedPostgres({
-      dataDir: path.join(scratch, "pg"),
-      port: await findFreePort(),
-      database: "postgres",
-    });
-    serverUrl = embedded.serverUrl;
-    stopServer = () => embedded.stop();
-  }
-  const dbName = `stepwise_agents_${randomBytes(4).toString("hex")}`;
-  const admin = new pg.Client({ connectionString: serverUrl });
-  await admin.connect();
-  await admin.query(`create database ${dbName}`);
-  const databaseUrl = withDatabase(serverUrl, dbName);
-  await migrateDatabase(databaseUrl);
+  const { scratch, databaseUrl, drop } = await scratchDatabase("agents");
   const workspace = path.join(scratch, "ws");
   await fs.mkdir(workspace);
   await fs.writeFile(path.join(workspace, "README.md"), "# Bench\n");
@@ -184,10 +158,7 @@ async function main() {
     await fs.writeFile(path.join(import.meta.dirname, "results/agents.json"), `${JSON.stringify(summary, null, 2)}\n`);
   } finally {
     await app.close();
-    await admin.query(`drop database if exists ${dbName} with (force)`).catch(() => undefined);
-    await admin.end();
-    await stopServer();
-    await fs.rm(scratch, { recursive: true, force: true });
+    await drop();
   }
 }
 

@@ -13,19 +13,15 @@
  * bench/results/load.json; it asserts nothing about time.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import pg from "pg";
 import { createAppContext } from "../server/app-context";
-import { migrateDatabase } from "../server/db/bootstrap";
-import { findFreePort, startEmbeddedPostgres } from "../server/db/embedded";
 import { startRun } from "../server/engine/engine";
 import { streamEvents } from "../server/events/stream";
 import type { StoredEvent } from "../server/events/types";
 import { createPlan } from "../server/plans/service";
-import { withDatabase } from "../tests/test-database";
+import { scratchDatabase } from "./scratch-database";
 import { checkOrder, percentile, round } from "./stats";
 import { layeredSteps } from "./workloads";
 
@@ -84,28 +80,7 @@ async function follow(app: Awaited<ReturnType<typeof createAppContext>>, runId: 
 }
 
 async function main() {
-  const external = process.env.DATABASE_URL;
-  const scratch = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-bench-load-"));
-  let serverUrl: string;
-  let stopServer = async () => undefined as void;
-  if (external) {
-    serverUrl = withDatabase(external, "postgres");
-  } else {
-    await fs.chmod(scratch, 0o711);
-    const embedded = await startEmbeddedPostgres({
-      dataDir: path.join(scratch, "pg"),
-      port: await findFreePort(),
-      database: "postgres",
-    });
-    serverUrl = embedded.serverUrl;
-    stopServer = () => embedded.stop();
-  }
-  const dbName = `stepwise_load_${randomBytes(4).toString("hex")}`;
-  const admin = new pg.Client({ connectionString: serverUrl });
-  await admin.connect();
-  await admin.query(`create database ${dbName}`);
-  const databaseUrl = withDatabase(serverUrl, dbName);
-  await migrateDatabase(databaseUrl);
+  const { scratch, databaseUrl, drop } = await scratchDatabase("load");
   const app = await createAppContext({
     databaseUrl,
     workspaceRoot: scratch,
@@ -173,7 +148,7 @@ async function main() {
     }
     const result = {
       config: {
-        database: external ? "external" : "embedded",
+        database: process.env.DATABASE_URL ? "external" : "embedded",
         runs: RUNS,
         steps_per_run: steps.length,
         worker_processes: WORKERS,
@@ -203,10 +178,7 @@ async function main() {
     for (const child of others) child.kill("SIGTERM");
     await Promise.all(exited);
     await app.close();
-    await admin.query(`drop database ${dbName} with (force)`);
-    await admin.end();
-    await stopServer();
-    await fs.rm(scratch, { recursive: true, force: true });
+    await drop();
   }
 }
 
