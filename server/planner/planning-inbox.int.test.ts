@@ -327,10 +327,14 @@ describe("inbox", () => {
     // A plan completed twice (made, then regenerated): one plan to review, under the newer session.
     const twice = await builtInCompletedSession("Reviewed once");
     const later = randomUUID();
+    // Created after the first by at least a millisecond, the timestamps' precision: two inserts
+    // in the same millisecond would tie, and which one is "newer" would be left to their ids.
     await harness.app.db.pool.query(
-      `insert into planning_sessions (id, kind, mode, status, goal, model, workspace_root, trace_id, actor, plan_id, result_version, finished_at)
-       values ($1, 'regenerate', 'quick', 'completed', 'Reviewed once', 'compatible:m', $2, $3, 'tester', $4, 1, now())`,
-      [later, harness.workspace, randomUUID(), twice.planId],
+      `insert into planning_sessions (id, kind, mode, status, goal, model, workspace_root, trace_id, actor, plan_id, result_version, finished_at, created_at)
+       select $1, 'regenerate', 'quick', 'completed', 'Reviewed once', 'compatible:m', $2, $3, 'tester', $4, 1, now(),
+              greatest(now(), first.created_at + interval '1 millisecond')
+         from planning_sessions first where first.id = $5`,
+      [later, harness.workspace, randomUUID(), twice.planId, twice.sessionId],
     );
     // A plan the planner is still revising (parked on its question, so no worker picks it up): nothing to review yet.
     const revising = await builtInCompletedSession("Being revised");
