@@ -122,6 +122,10 @@ async function main() {
       : undefined;
     await runPlan(steps); // warm-up: caches, JIT, connection pools
     if (rawPlan) await runRaw(steps, rawPlan.id);
+    // A database in use has planner statistics (autovacuum analyses a table within a minute of
+    // enough changes); this one was created seconds ago. Without them PostgreSQL guesses, and
+    // reads a run's steps by run alone instead of by primary key — for the raw loop as well.
+    await app.db.pool.query("analyze");
     const times: number[] = [];
     const rawTimes: number[] = [];
     let valid = true;
