@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../tests/app-harness";
-import { preparedStatementName } from "./db";
+import { inTransaction, preparedExecute, preparedStatementName } from "./db";
 
 let harness: Harness;
 beforeAll(async () => {
@@ -24,7 +24,9 @@ describe("the engine's pool", () => {
       expect(prepared.rows).toEqual([{ name: preparedStatementName(text) }]);
       // A statement without parameters is sent as it is.
       await client.query("select 1 as unprepared /* prepared-statement test */");
-      const unnamed = await client.query("select 1 from pg_prepared_statements where statement like 'select 1 as unprepared%'");
+      const unnamed = await client.query(
+        "select 1 from pg_prepared_statements where statement like 'select 1 as unprepared%'",
+      );
       expect(unnamed.rowCount).toBe(0);
     } finally {
       client.release();
@@ -45,5 +47,59 @@ describe("the engine's pool", () => {
     } finally {
       client.release();
     }
+  });
+});
+
+describe("a statement sent with others (preparedExecute)", () => {
+  const text =
+    "select $1::text as s, $2::int as n, $3::jsonb as j, $4::boolean as b, $5::text as nothing, $6::text[] as ids";
+  const ids = ['a"b', "c\\d", "e'f}", "", "g,h"];
+  const values = ["it's a \\ back'slash; drop table runs; --", -7, JSON.stringify({ q: "'\"\\" }), true, null, ids];
+
+  it("is an execute of the connection's prepared statement, with every value arriving exactly", async () => {
+    const client = await harness.app.db.pool.connect();
+    try {
+      const fresh = "select $1::text as never_prepared /* preparedExecute test */";
+      expect(preparedExecute(client, fresh, ["x"])).toBeUndefined();
+      const bound = (await client.query(text, values)).rows[0];
+      const execute = preparedExecute(client, text, values)!;
+      expect(execute).toMatch(/^execute stepwise_[0-9a-f]+\(/);
+      const inlined = (await client.query(execute)).rows[0];
+      expect(inlined).toEqual(bound);
+      expect(inlined).toEqual({ s: values[0], n: -7, j: { q: "'\"\\" }, b: true, nothing: null, ids });
+      expect(() => preparedExecute(client, text, [{ an: "object" }, 1, "{}", true, null, []])).toThrow(/literal/);
+    } finally {
+      client.release();
+    }
+  });
+
+  it("commitWith sends statements and the commit in one round trip; a failing statement commits nothing", async () => {
+    const pool = harness.app.db.pool;
+    await pool.query("create table if not exists commit_with_test (id int primary key)");
+    let sent = 0;
+    const result = await inTransaction(pool, async (client, _opened, commitWith) => {
+      const query = client.query.bind(client);
+      client.query = ((...args: Parameters<typeof query>) => (sent++, query(...args))) as typeof client.query;
+      try {
+        return await commitWith([
+          "insert into commit_with_test values (1)",
+          "select count(*)::int as n from commit_with_test",
+        ]);
+      } finally {
+        client.query = query;
+      }
+    });
+    expect(sent).toBe(1);
+    expect(result.map((r) => r.rows)).toEqual([[], [{ n: 1 }]]);
+    await expect(
+      inTransaction(pool, (_client, _opened, commitWith) =>
+        commitWith(["insert into commit_with_test values (2)", "insert into commit_with_test values (1)"]),
+      ),
+    ).rejects.toThrow(/duplicate key/);
+    const rows = await pool.query<{ id: number }>("select id from commit_with_test order by id");
+    expect(rows.rows).toEqual([{ id: 1 }]);
+    // The connection went back to the pool usable, not inside an aborted transaction.
+    expect((await pool.query<{ one: number }>("select 1 as one")).rows).toEqual([{ one: 1 }]);
+    await pool.query("drop table commit_with_test");
   });
 });

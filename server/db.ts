@@ -155,6 +155,12 @@ export function preparedStatementName(text: string): string | undefined {
  * vary); the name is a hash of the text, so one text always gets one name.
  */
 export class PreparingClient extends pg.Client {
+  /** The text this connection prepared as `name`, once PostgreSQL confirmed it (pg's own record). */
+  parsedStatementText(name: string): string | undefined {
+    return (this as unknown as { connection?: { parsedStatements?: Record<string, string> } }).connection
+      ?.parsedStatements?.[name];
+  }
+
   // pg's overloads (callbacks, submittables, config objects) pass through untouched.
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   override query(...args: any[]): any {
@@ -204,6 +210,63 @@ export function createPool(
   return pool;
 }
 
+/** A statement and its parameters, built by one module and sent by another. */
+export interface Statement {
+  text: string;
+  values: unknown[];
+}
+
+/**
+ * Ends the transaction with `statements` (each without parameters: see `inlineParameters`) and its
+ * commit in one round trip; answers with their results. A statement that fails aborts the
+ * transaction and the commit never runs: `inTransaction` then rolls back as for any error.
+ */
+export type CommitWith = (statements: string[]) => Promise<pg.QueryResult[]>;
+
+/**
+ * Runs `statements` (without parameters) as one simple-protocol query: one round trip, run in
+ * order, each with a snapshot of its own as usual, the first failure skipping the rest. A
+ * multi-statement query answers with one result per statement.
+ */
+async function multiStatement(client: pg.PoolClient, statements: string[]): Promise<pg.QueryResult[]> {
+  const results = (await client.query(statements.join(";\n"))) as unknown as pg.QueryResult | pg.QueryResult[];
+  return Array.isArray(results) ? results : [results];
+}
+
+/**
+ * `text` with `values` as an `execute` of the statement this connection has already prepared for
+ * it (`PreparingClient`), so that it can go in one round trip with others (simple protocol, which
+ * has no parameters) and still skip planning. Undefined when the connection has not prepared it
+ * (the caller runs it normally, which prepares it for next time).
+ *
+ * Every value is written as a quoted literal, which PostgreSQL reads as the parameter's type
+ * fixed when the statement was prepared, exactly as a bound parameter's text. The driver's literal
+ * escaping is exact under `standard_conforming_strings` (on since PostgreSQL 9.1) and, for
+ * backslashes, writes the `E''` form that is exact either way. Only strings, finite numbers,
+ * booleans, null and arrays of strings (in array syntax, as the driver sends them) are accepted:
+ * anything else is a programming error.
+ */
+export function preparedExecute(client: pg.ClientBase, text: string, values: readonly unknown[]): string | undefined {
+  if (!(client instanceof PreparingClient) || values.length === 0) return undefined;
+  const name = preparedStatementName(text);
+  if (!name || client.parsedStatementText(name) !== text) return undefined;
+  const literals = values.map((value, index) => {
+    if (value === null || value === undefined) return "null";
+    if (typeof value === "string") return pg.escapeLiteral(value);
+    if (typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value))) return `'${value}'`;
+    if (Array.isArray(value) && value.every((item) => typeof item === "string")) {
+      return pg.escapeLiteral(textArrayLiteral(value as string[]));
+    }
+    throw new Error(`Parameter $${index + 1} cannot be written as a literal: ${typeof value}`);
+  });
+  return `execute ${name}(${literals.join(", ")})`;
+}
+
+/** A text array in PostgreSQL's array syntax: every element double-quoted, `"` and `\\` escaped. */
+function textArrayLiteral(items: string[]): string {
+  return `{${items.map((item) => `"${item.replace(/["\\]/g, (c) => `\\${c}`)}"`).join(",")}}`;
+}
+
 /**
  * Runs `work` in one transaction on a pooled client. A client whose connection dies while checked
  * out emits 'error' on itself, not on the pool: without a handler that kills the process. The
@@ -214,14 +277,15 @@ export function createPool(
  */
 export async function inTransaction<T>(
   pool: pg.Pool,
-  work: (client: pg.PoolClient, opened?: pg.QueryResult[]) => Promise<T>,
+  work: (client: pg.PoolClient, opened: pg.QueryResult[] | undefined, commitWith: CommitWith) => Promise<T>,
   options: {
     /**
-     * Statements without parameters (`;`-separated) sent in the same round trip as `begin`:
-     * PostgreSQL's simple protocol runs them in order in the new transaction, each with a snapshot
-     * of its own as usual. Their results are `work`'s second argument.
+     * Statements sent in the same round trip as `begin` (as `preparedExecute`s, once the
+     * connection has prepared them; until then one after the other): PostgreSQL's simple protocol
+     * runs them in order in the new transaction, each with a snapshot of its own as usual. Their
+     * results are `work`'s second argument.
      */
-    openWith?: string;
+    openWith?: Statement[];
   } = {},
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
@@ -236,28 +300,40 @@ export async function inTransaction<T>(
 
 async function inTransactionOnce<T>(
   pool: pg.Pool,
-  work: (client: pg.PoolClient, opened?: pg.QueryResult[]) => Promise<T>,
-  openWith: string | undefined,
+  work: (client: pg.PoolClient, opened: pg.QueryResult[] | undefined, commitWith: CommitWith) => Promise<T>,
+  openWith: Statement[] | undefined,
 ): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
   const onError = (error: Error) => (broken = error);
   client.on("error", onError);
+  let committed = false;
+  const commitWith: CommitWith = async (statements) => {
+    if (committed) throw new Error("This transaction has already committed");
+    const results = await multiStatement(client, [...statements, "commit"]);
+    committed = true;
+    return results.slice(0, -1);
+  };
   try {
     let opened: pg.QueryResult[] | undefined;
-    if (openWith) {
-      // A multi-statement query answers with one result per statement.
-      const results = (await client.query(`begin; ${openWith}`)) as unknown as pg.QueryResult[];
-      opened = results.slice(1);
+    const executes = openWith?.map((statement) => preparedExecute(client, statement.text, statement.values));
+    if (executes?.every((execute) => execute !== undefined)) {
+      opened = (await multiStatement(client, ["begin", ...(executes as string[])])).slice(1);
     } else {
       await client.query("begin");
+      // The first time on this connection: each statement on its own, which prepares it.
+      if (openWith) {
+        opened = [];
+        for (const statement of openWith) opened.push(await client.query(statement.text, statement.values));
+      }
     }
-    const result = await work(client, opened);
-    await client.query("commit");
+    const result = await work(client, opened, commitWith);
+    if (!committed) await client.query("commit");
     return result;
   } catch (error) {
     if (isConnectionError(error)) broken ??= error as Error;
-    if (!broken) await client.query("rollback").catch(() => undefined);
+    // Nothing to roll back once committed (no statement follows the commit in `commitWith`).
+    if (!broken && !committed) await client.query("rollback").catch(() => undefined);
     throw error;
   } finally {
     client.off("error", onError);

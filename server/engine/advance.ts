@@ -74,23 +74,93 @@ export async function dispatch(tx: RunTransaction): Promise<void> {
   if (tx.run.status !== "running") return;
   const slots = freeSlots(tx.run.max_parallel, tx.run.active_steps);
   if (slots === 0) return;
-  // Steps made ready in this transaction are not in the table yet: written first, or — on the
-  // hot path, which writes them with the write-back — read around. A step whose status changed
-  // here counts as ready exactly when its new status is.
-  if (!tx.deferStepWrites) await tx.flushStatusesOnly();
-  const { changed, ready: madeReady } = tx.pendingStatuses();
-  const ready = await tx.client.query<{ step_id: string; attempt: number }>(
-    `update run_steps set queued = true where run_id = $1 and step_id in (
-       select step_id from run_steps where run_id = $1 and not queued
-         and (status = 'ready' or step_id = any($4::text[])) and (step_id <> all($3::text[]) or step_id = any($4::text[]))
-       order by position limit $2
-     ) returning step_id, attempt`,
-    [tx.run.id, slots, changed, madeReady],
-  );
-  for (const row of ready.rows) {
+  let queued = readyInMemory(tx, slots);
+  if (queued) {
+    if (CHECK_DISPATCH) await assertSameAsTable(tx, slots, queued);
+    for (const row of queued) tx.markQueued(row.step_id);
+  } else {
+    queued = await queueFromTable(tx, slots);
+  }
+  for (const row of queued) {
     tx.jobs.push({ runId: tx.run.id, stepId: row.step_id, attempt: row.attempt + 1 });
   }
-  tx.run.active_steps += ready.rows.length;
+  tx.run.active_steps += queued.length;
+}
+
+/**
+ * Under test (or with STEPWISE_CHECK_DISPATCH=1) every in-memory dispatch is checked against the
+ * table's answer, so an engine path that changes step rows behind the transaction's back (without
+ * `stepRowsWrittenDirectly`) fails the test that takes it. Not by default: it costs a round trip.
+ */
+const CHECK_DISPATCH = process.env.NODE_ENV === "test" || process.env.STEPWISE_CHECK_DISPATCH === "1";
+
+/**
+ * The hot path's dispatch without a round trip: what `queueFromTable` would pick, decided from the
+ * rows read under the run's lock (`RunTransaction.readyAtLock`, `knownRows`) and what this
+ * transaction changed since. Undefined when those do not settle it — the reads were invalidated, a
+ * step made ready here was not among the rows read, or more steps may be ready than were read —
+ * and the caller asks the table.
+ */
+function readyInMemory(tx: RunTransaction, slots: number): { step_id: string; attempt: number }[] | undefined {
+  const atLock = tx.readyAtLock;
+  if (!atLock) return undefined;
+  const candidates: { step_id: string; attempt: number; position: number }[] = [];
+  // Ready and unqueued when the lock was taken, unless changed (claimed, held, cancelled) or queued since.
+  for (const row of atLock.rows) {
+    if ((tx.statuses.get(row.step_id) ?? "ready") === "ready" && !tx.queuedHere.has(row.step_id)) candidates.push(row);
+  }
+  const last = atLock.rows.at(-1)?.position ?? -1;
+  for (const id of tx.madeReadyHere) {
+    if (tx.statuses.get(id) !== "ready" || tx.queuedHere.has(id) || candidates.some((c) => c.step_id === id)) continue;
+    const known = tx.knownRows.get(id);
+    if (!known) return undefined;
+    if (!known.queued) candidates.push({ step_id: id, attempt: known.attempt, position: known.position });
+  }
+  candidates.sort((a, b) => a.position - b.position);
+  // Steps ready at the lock beyond those read sort after the last one read: the pick is exact only
+  // if it fills its slots before reaching them.
+  if (!atLock.complete && candidates.filter((c) => c.position <= last).length < slots) return undefined;
+  return candidates.slice(0, slots).map(({ step_id, attempt }) => ({ step_id, attempt }));
+}
+
+/**
+ * The ready steps not yet queued, by plan order, marked queued in the table. Steps made ready in
+ * this transaction may not be written yet: written first, or — on the hot path, which writes them
+ * with the write-back — read around. A step whose status changed here counts as ready exactly
+ * when its new status is.
+ */
+async function queueFromTable(tx: RunTransaction, slots: number): Promise<{ step_id: string; attempt: number }[]> {
+  if (!tx.deferStepWrites || tx.hasQueueMarks()) await tx.flushStatusesOnly();
+  const { changed, ready: madeReady } = tx.pendingStatuses();
+  // Two index lookups — ready steps by (run, status), those made ready here by primary key — and
+  // the update by primary key: a form that reads only those rows, not every step of the run.
+  const ready = await tx.client.query<{ step_id: string; attempt: number }>(
+    `update run_steps set queued = true where run_id = $1 and step_id = any(array(
+       select step_id from (${READY_UNQUEUED}) candidates order by position limit $2
+     )) returning step_id, attempt`,
+    [tx.run.id, slots, changed, madeReady],
+  );
+  for (const row of ready.rows) tx.queuedHere.add(row.step_id);
+  return ready.rows;
+}
+
+/** Ready, unqueued steps of run $1, reading around pending status changes ($3 changed, $4 now ready). */
+const READY_UNQUEUED = `select step_id, attempt, position from run_steps
+    where run_id = $1 and status = 'ready' and not queued and step_id <> all($3::text[])
+  union all
+  select step_id, attempt, position from run_steps where run_id = $1 and step_id = any($4::text[]) and not queued`;
+
+async function assertSameAsTable(tx: RunTransaction, slots: number, picked: { step_id: string }[]): Promise<void> {
+  const { changed, ready: madeReady } = tx.pendingStatuses();
+  const table = await tx.client.query<{ step_id: string }>(
+    `select step_id from (${READY_UNQUEUED}) candidates where step_id <> all($5::text[]) order by position limit $2`,
+    [tx.run.id, slots, changed, madeReady, [...tx.queuedHere]],
+  );
+  const expected = table.rows.map((row) => row.step_id).join(",");
+  const got = picked.map((row) => row.step_id).join(",");
+  if (expected !== got) {
+    throw new Error(`In-memory dispatch picked [${got}] where the table says [${expected}] (run ${tx.run.id})`);
+  }
 }
 
 export async function finishIfDone(tx: RunTransaction): Promise<void> {

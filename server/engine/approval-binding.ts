@@ -79,7 +79,12 @@ export async function holdStepsWithoutMatchingApproval(
   // author's not counted when the policy says so (one approval by anyone under the default).
   const policy = await policyForRun(tx.client, tx.run.id);
   const strict = !isDefaultPolicy(policy);
-  const run = { id: tx.run.id, planId: tx.run.plan_id, planVersion: tx.run.plan_version, workspaceRoot: tx.run.workspace_root };
+  const run = {
+    id: tx.run.id,
+    planId: tx.run.plan_id,
+    planVersion: tx.run.plan_version,
+    workspaceRoot: tx.run.workspace_root,
+  };
   const views = strict ? await describeApprovals(tx.client, tools, run, ids) : undefined;
   const shortOf = new Map<string, string>();
   for (const step of needing) {
@@ -110,6 +115,7 @@ export async function holdStepsWithoutMatchingApproval(
   }
   if (held.size > 0) {
     // A queued step held a parallelism slot; it gives it back while it waits for a person.
+    tx.stepRowsWrittenDirectly();
     const unqueued = await tx.client.query(
       `update run_steps rs set queued = false from run_steps prior
         where rs.run_id = $1 and rs.step_id = any($2) and prior.run_id = rs.run_id

@@ -1,10 +1,10 @@
-import { inTransaction, retryOnConnectionLoss } from "../db";
+import { inTransaction, retryOnConnectionLoss, type CommitWith, type Statement } from "../db";
 import type { StepStatus } from "../plans/schema";
 import { advance } from "./advance";
 import { claimContinuations, claimStepsIn, type ClaimedStep, type OpResult } from "./claim";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn, type Outcome } from "./outcome";
-import pg, { type QueryResult } from "pg";
+import type { QueryResult } from "pg";
 import type { RunGraph } from "./graph";
 import { openRunTransaction, runLockStatement, type Client, type StepJobRef } from "./run-transaction";
 
@@ -84,27 +84,31 @@ export class RunCombiner {
     };
     try {
       const ops = batch.map((entry) => entry.op);
-      // `begin`, the run's lock and — when the run's plan graph is known from its last transaction
-      // here — the status read, in one round trip. processOps uses that read only if the run turns
-      // out to still have that graph; otherwise it reads again.
+      // `begin`, the run's lock, the ready steps not yet queued and — when the run's plan graph is
+      // known from its last transaction here — the status read, in one round trip. processOps uses
+      // that read only if the run turns out to still have that graph; otherwise it reads again.
       const lock = runLockStatement(runId);
       const known = this.plans.get(runId);
       const graph = known && this.deps.graphs.peek(known.planId, known.version);
-      const openWith = lock && graph ? `${lock}; ${statusReadStatement(runId, statusReadIds(graph, ops))}` : lock;
+      const openWith = lock && [
+        lock,
+        readyAtLockStatement(runId, ops.length),
+        ...(graph ? [statusReadStatement(runId, statusReadIds(graph, ops))] : []),
+      ];
       const seen: { planId?: string; version?: number } = {};
       const results = await inTransaction(
         this.deps.pool,
-        async (client, opened) => {
+        async (client, opened, commitWith) => {
           release(); // an earlier try's claims rolled back with it
           const claimed: ClaimedStep[] = [];
           reserved = claimed;
-          const results = await processOps(this.deps, client, runId, ops, claimed, {
+          return processOps(this.deps, client, runId, ops, claimed, {
             locked: opened?.[0],
-            statuses: graph && opened?.[1] ? { graph, result: opened[1] } : undefined,
+            readyAtLock: opened?.[1],
+            statuses: graph && opened?.[2] ? { graph, result: opened[2] } : undefined,
             seen,
+            commitWith,
           });
-          this.deps.beforeCommit?.(runId, ops);
-          return results;
         },
         { openWith },
       );
@@ -145,10 +149,14 @@ export async function processOps(
   opened: {
     /** The run's row, already locked by `runLockStatement` in this transaction. */
     locked?: QueryResult;
+    /** `readyAtLockStatement(runId, ops.length)`, run after the lock in this transaction. */
+    readyAtLock?: QueryResult;
     /** `statusReadStatement` for `graph`'s `statusReadIds`, run after the lock in this transaction. */
     statuses?: { graph: RunGraph; result: QueryResult };
     /** Filled with the run's plan version, for the next transaction's read. */
     seen?: { planId?: string; version?: number };
+    /** Sends the write-back with the commit (`inTransaction`'s): the transaction ends here. */
+    commitWith?: CommitWith;
   } = {},
 ): Promise<OpResult[]> {
   const results: OpResult[] = ops.map(() => ({ ok: true, value: undefined }));
@@ -156,18 +164,26 @@ export async function processOps(
   if (!tx) return results;
   if (opened.seen) Object.assign(opened.seen, { planId: tx.run.plan_id, version: tx.run.plan_version });
   tx.deferStepWrites = true;
+  if (opened.readyAtLock) {
+    const rows = opened.readyAtLock.rows as { step_id: string; attempt: number; position: number }[];
+    tx.readyAtLock = { rows, complete: rows.length < readyAtLockLimit(tx.run, ops.length) };
+  }
   const records = ops.flatMap((op, index) => (op.kind === "record" ? [{ op, index }] : []));
   const claims = ops.flatMap((op, index) => (op.kind === "claim" ? [{ op, index }] : []));
   const opSteps = new Set(ops.map((op) => op.job.stepId));
   const current =
     opened.statuses?.graph === tx.graph
-      ? (opened.statuses.result as QueryResult<{ step_id: string; status: StepStatus; attempt: number }>)
-      : await tx.client.query<{ step_id: string; status: StepStatus; attempt: number }>(
-          "select step_id, status, attempt from run_steps where run_id = $1 and step_id = any($2)",
-          [runId, statusReadIds(tx.graph, ops)],
-        );
-  const rows = new Map(current.rows.filter((row) => opSteps.has(row.step_id)).map((row) => [row.step_id, row]));
-  for (const row of current.rows) tx.statuses.set(row.step_id, row.status);
+      ? (opened.statuses.result as QueryResult<StatusRow>)
+      : await tx.client.query<StatusRow>(STATUS_READ, [runId, statusReadIds(tx.graph, ops)]);
+  const rows = new Map(
+    current.rows
+      .filter((row) => opSteps.has(row.step_id))
+      .map((row) => [row.step_id, { status: row.status, attempt: row.attempt }]),
+  );
+  for (const row of current.rows) {
+    tx.statuses.set(row.step_id, row.status);
+    tx.knownRows.set(row.step_id, { attempt: row.attempt, queued: row.queued, position: row.position });
+  }
 
   const settled: string[] = [];
   for (const { op } of records) {
@@ -192,7 +208,8 @@ export async function processOps(
     );
     claims.forEach(({ index }, i) => (results[index] = claimed[i]!));
   }
-  await tx.flush();
+  deps.beforeCommit?.(runId, ops);
+  await tx.flush(opened.commitWith);
   return results;
 }
 
@@ -209,11 +226,31 @@ function statusReadIds(graph: RunGraph, ops: EngineOp[]): string[] {
   return [...new Set([...ops.map((op) => op.job.stepId), ...nearby])];
 }
 
+/** The status read, to go with `begin` and the lock. */
+function statusReadStatement(runId: string, stepIds: string[]): Statement {
+  return { text: STATUS_READ, values: [runId, stepIds] };
+}
+
+const STATUS_READ =
+  "select step_id, status, attempt, queued, position from run_steps where run_id = $1 and step_id = any($2::text[])";
+
+type StatusRow = { step_id: string; status: StepStatus; attempt: number; queued: boolean; position: number };
+
 /**
- * The status read without parameters, to go with `begin` and the lock: the run id is a checked
- * uuid (`runLockStatement`) and every step id is quoted by the driver's literal escaping.
+ * How many ready, unqueued steps the hot path reads under the lock: as many as the run had free
+ * slots then, plus one per op of the batch (an outcome frees a slot) — `dispatch` can fill its
+ * slots from them without asking again, and asks when it cannot (see `readyInMemory`).
  */
-function statusReadStatement(runId: string, stepIds: string[]): string {
-  const ids = stepIds.map((id) => pg.escapeLiteral(id)).join(", ");
-  return `select step_id, status, attempt from run_steps where run_id = '${runId}' and step_id = any(array[${ids}]::text[])`;
+function readyAtLockLimit(run: { max_parallel: number; active_steps: number }, ops: number): number {
+  return Math.max(0, run.max_parallel - run.active_steps) + ops;
+}
+
+/** `readyAtLockLimit`'s read (the run's row is locked by the statement before it). */
+function readyAtLockStatement(runId: string, ops: number): Statement {
+  return {
+    text: `select step_id, attempt, position from run_steps
+      where run_id = $1 and status = 'ready' and not queued order by position
+      limit (select greatest(0, max_parallel - active_steps) + $2::int from runs where id = $1)`,
+    values: [runId, ops],
+  };
 }

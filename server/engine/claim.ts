@@ -180,6 +180,7 @@ export async function askUser(
 ): Promise<void> {
   const resolved = await resolveStepArgs(tx, step);
   const parsed = resolved.ok ? askUserInputSchema.safeParse(resolved.args) : undefined;
+  tx.stepRowsWrittenDirectly();
   await tx.client.query(
     "update run_steps set attempt = $3, queued = false, started_at = now() where run_id = $1 and step_id = $2",
     [tx.run.id, step.id, attempt],

@@ -24,6 +24,7 @@ export async function recordOutcomeIn(
   const timestamp = tx.now.toISOString();
   if (!outcome.ok && outcome.retryable && attempt < step.retry.maxAttempts && tx.run.status === "running") {
     const delayMs = retryDelayMs(attempt, step.retry.backoffMs, deps.random);
+    tx.stepRowsWrittenDirectly();
     await tx.client.query(
       "update run_steps set status = 'ready', queued = true, error = $3 where run_id = $1 and step_id = $2",
       [tx.run.id, stepId, outcome.error],

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import type { Statement } from "../db";
 
 /** Executes one attempt of one step. */
 export const RUN_STEP_TASK = "run_step";
@@ -43,40 +44,59 @@ interface JobSpec {
  * the state change that called for it commits.
  */
 async function addJobs(client: Pick<pg.ClientBase, "query">, specs: JobSpec[]): Promise<void> {
-  if (specs.length === 0) return;
-  await client.query(
-    `select count(*)::int as queued from graphile_worker.add_jobs(array(
+  const statement = addJobsStatement(specs);
+  if (statement) await client.query(statement.text, statement.values);
+}
+
+/** The statement that enqueues `specs` (undefined for none), for callers that send it with others. */
+function addJobsStatement(specs: JobSpec[]): Statement | undefined {
+  if (specs.length === 0) return undefined;
+  return {
+    text: `select count(*)::int as queued from graphile_worker.add_jobs(array(
        select row(j.task, j.payload::json, null::text, j.run_at, $2::int, j.job_key, null::int, null::text[])::graphile_worker.job_spec
        from jsonb_to_recordset($1::jsonb) as j(task text, payload jsonb, run_at timestamptz, job_key text)
      ))`,
-    // Queue-level attempts cover infrastructure failures (a lost connection while recording);
-    // the engine's own retry policy decides about tool errors.
-    [JSON.stringify(specs), QUEUE_ATTEMPTS],
-  );
+    values: [JSON.stringify(specs), QUEUE_ATTEMPTS],
+  };
 }
 
-export function enqueueStepJobs(client: Pick<pg.ClientBase, "query">, jobs: StepJob[]): Promise<void> {
-  return addJobs(
-    client,
-    jobs.map((job) => ({
-      task: RUN_STEP_TASK,
-      payload: { runId: job.runId, stepId: job.stepId, attempt: job.attempt },
-      run_at: job.runAt?.toISOString() ?? null,
-      job_key: `${job.runId}:${job.stepId}:${job.attempt}${job.requeued ? ":requeued" : ""}`,
-    })),
-  );
+export async function enqueueStepJobs(client: Pick<pg.ClientBase, "query">, jobs: StepJob[]): Promise<void> {
+  await addJobs(client, stepJobSpecs(jobs));
 }
 
-export function enqueueApprovalTimers(client: Pick<pg.ClientBase, "query">, jobs: ApprovalTimerJob[]): Promise<void> {
-  return addJobs(
-    client,
-    jobs.map((job) => ({
-      task: job.task,
-      payload: { runId: job.runId, stepId: job.stepId, expiresAt: job.expiresAt },
-      run_at: job.runAt.toISOString(),
-      job_key: `${job.task}:${job.runId}:${job.stepId}:${job.expiresAt}`,
-    })),
-  );
+/** `enqueueStepJobs` as a statement (undefined for no jobs). */
+export function stepJobsStatement(jobs: StepJob[]): Statement | undefined {
+  return addJobsStatement(stepJobSpecs(jobs));
+}
+
+function stepJobSpecs(jobs: StepJob[]): JobSpec[] {
+  return jobs.map((job) => ({
+    task: RUN_STEP_TASK,
+    payload: { runId: job.runId, stepId: job.stepId, attempt: job.attempt },
+    run_at: job.runAt?.toISOString() ?? null,
+    job_key: `${job.runId}:${job.stepId}:${job.attempt}${job.requeued ? ":requeued" : ""}`,
+  }));
+}
+
+export async function enqueueApprovalTimers(
+  client: Pick<pg.ClientBase, "query">,
+  jobs: ApprovalTimerJob[],
+): Promise<void> {
+  await addJobs(client, approvalTimerSpecs(jobs));
+}
+
+/** `enqueueApprovalTimers` as a statement (undefined for no timers). */
+export function approvalTimersStatement(jobs: ApprovalTimerJob[]): Statement | undefined {
+  return addJobsStatement(approvalTimerSpecs(jobs));
+}
+
+function approvalTimerSpecs(jobs: ApprovalTimerJob[]): JobSpec[] {
+  return jobs.map((job) => ({
+    task: job.task,
+    payload: { runId: job.runId, stepId: job.stepId, expiresAt: job.expiresAt },
+    run_at: job.runAt.toISOString(),
+    job_key: `${job.task}:${job.runId}:${job.stepId}:${job.expiresAt}`,
+  }));
 }
 
 /** The failed attempt an automatic recovery is about; the job key makes one job per attempt. */

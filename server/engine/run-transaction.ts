@@ -1,13 +1,14 @@
 import type pg from "pg";
+import { preparedExecute, type CommitWith, type Statement } from "../db";
 import type { AuditAction } from "../audit/actions";
 import { recordAudit } from "../audit/audit-log";
 import { AppError } from "../errors";
-import { appendEvents } from "../events/store";
+import { appended, appendEventsStatement } from "../events/store";
 import type { NewEvent, StepStatusData } from "../events/types";
 import type { Step, StepResult, StepStatus } from "../plans/schema";
 import type { EngineDeps } from "./deps";
 import type { RunGraph } from "./graph";
-import { enqueueApprovalTimers, enqueueStepJobs, type ApprovalTimerJob, type StepJob } from "./queue";
+import { approvalTimersStatement, stepJobsStatement, type ApprovalTimerJob, type StepJob } from "./queue";
 import { assertTransition, type RunStatus } from "./state-machine";
 
 export type Client = pg.PoolClient;
@@ -54,6 +55,13 @@ export interface StepClaim {
   lease_ms: number | null;
 }
 
+/** A step row as the hot path read it under the run's lock: enough to queue the step without asking again. */
+export interface KnownStepRow {
+  attempt: number;
+  queued: boolean;
+  position: number;
+}
+
 /** Everything one engine transaction knows and changes about a run; written back once at the end. */
 export class RunTransaction {
   readonly events: NewEvent[] = [];
@@ -70,6 +78,20 @@ export class RunTransaction {
    * Code that reads step rows back in such a transaction must `flushStatusesOnly()` first.
    */
   deferStepWrites = false;
+  /**
+   * Set on the hot path (batching.ts) from its reads under the run's lock: the step rows it read,
+   * and the ready steps not yet queued then, in plan order — all of them when `complete`. With these
+   * `dispatch` decides in memory what to queue instead of asking the table. Cleared by
+   * `stepRowsWrittenDirectly`: after a write the transaction does not track, dispatch asks again.
+   */
+  readyAtLock?: { rows: { step_id: string; attempt: number; position: number }[]; complete: boolean };
+  readonly knownRows = new Map<string, KnownStepRow>();
+  /** Steps queued in this transaction (`markQueued`). */
+  readonly queuedHere = new Set<string>();
+  /** Steps set ready in this transaction, whatever happened to them after. */
+  readonly madeReadyHere = new Set<string>();
+  /** Queue marks not yet written. */
+  private readonly queueMarks = new Set<string>();
 
   constructor(
     readonly client: Client,
@@ -93,6 +115,7 @@ export class RunTransaction {
   ): void {
     assertTransition(stepId, this.statuses.get(stepId), status);
     this.statuses.set(stepId, status);
+    if (status === "ready") this.madeReadyHere.add(stepId);
     this.updates.set(stepId, { status, reason: reason ?? null, waiting });
     this.events.push({ type: `step.${status}`, stepId, data: { status, ...(reason && { reason }), ...data } });
   }
@@ -116,6 +139,25 @@ export class RunTransaction {
     this.statuses.set(stepId, "running");
     this.updates.set(stepId, { status: "running", reason: null, waiting: null });
     this.claims.set(stepId, claim);
+  }
+
+  /**
+   * Code that writes step rows itself (not through this class) calls this first: what the hot
+   * path read under the lock no longer describes the table, so `dispatch` asks it again.
+   */
+  stepRowsWrittenDirectly(): void {
+    this.readyAtLock = undefined;
+  }
+
+  /** Queues a ready step (dispatch), written with the transaction's other step writes. */
+  markQueued(stepId: string): void {
+    this.queuedHere.add(stepId);
+    this.queueMarks.add(stepId);
+  }
+
+  /** Whether queue marks wait to be written (a query about queued steps must flush them first). */
+  hasQueueMarks(): boolean {
+    return this.queueMarks.size > 0;
   }
 
   /** Steps with a status change not yet written, and which of them are now ready. */
@@ -157,37 +199,54 @@ export class RunTransaction {
   /**
    * The write-back at the end of the transaction: queue jobs and timers, then the steps' and the
    * run's rows together with the events in one statement — the round trip every engine
-   * transaction pays once rather than three times.
+   * transaction pays once rather than three times. With `commitWith` (`inTransaction`'s), the
+   * whole write-back and the commit go in one round trip, as `execute`s of the statements this
+   * connection has prepared (`preparedExecute`); not the first time a connection sends them, and
+   * not when an event needs its webhook fanout queued, which needs the events' sequence numbers
+   * first (a run's end, an approval: rare).
    */
-  async flush(): Promise<void> {
-    await enqueueStepJobs(this.client, this.jobs.splice(0));
-    await enqueueApprovalTimers(this.client, this.timers.splice(0));
+  async flush(commitWith?: CommitWith): Promise<void> {
+    const jobs = stepJobsStatement(this.jobs.splice(0));
+    const timers = approvalTimersStatement(this.timers.splice(0));
     const stepRows = this.takeStepWrites();
     const { run } = this;
-    await appendEvents(
-      this.client,
-      { streamId: run.id, planId: run.plan_id, runId: run.id, traceId: run.trace_id },
-      this.events.splice(0),
-      (bind) => {
-        const runId = bind(run.id);
-        const status = bind(run.status);
-        return [
-          ...(stepRows === undefined ? [] : [stepWriteSql(runId, bind(stepRows))]),
-          `update runs set status = ${status}::text, open_steps = ${bind(run.open_steps)}::int,
+    const stream = { streamId: run.id, planId: run.plan_id, runId: run.id, traceId: run.trace_id };
+    const events = this.events.splice(0);
+    const { statement, fanout } = appendEventsStatement(stream, events, (bind) => {
+      const runId = bind(run.id);
+      const status = bind(run.status);
+      return [
+        ...(stepRows === undefined ? [] : [stepWriteSql(runId, bind(stepRows))]),
+        `update runs set status = ${status}::text, open_steps = ${bind(run.open_steps)}::int,
              active_steps = ${bind(run.active_steps)}::int,
              finished_at = case when ${status}::text in ('completed','failed','cancelled')
                then coalesce(finished_at, now()) else null end
            where id = ${runId}::uuid`,
-        ];
-      },
-    );
+      ];
+    });
+    const statements = [jobs, timers, statement].filter((s): s is Statement => s !== undefined);
+    if (commitWith && !fanout) {
+      const executes = statements.map((s) => preparedExecute(this.client, s.text, s.values));
+      if (executes.every((e) => e !== undefined)) {
+        await commitWith(executes as string[]);
+        return;
+      }
+    }
+    let result: pg.QueryResult | undefined;
+    for (const s of statements) result = await this.client.query(s.text, s.values);
+    if (statement) await appended(this.client, stream, events, result!);
+    await commitWith?.([]);
   }
 
   /** The pending results and status changes as one JSON array (undefined when there are none), cleared. */
   private takeStepWrites(): string | undefined {
-    if (this.results.size === 0 && this.updates.size === 0) return undefined;
-    const rows = new Map<string, { step_id: string; result?: StepResult; claim?: StepClaim } & Partial<StepUpdate>>();
-    for (const [step_id, result] of this.results) rows.set(step_id, { step_id, result });
+    if (this.results.size === 0 && this.updates.size === 0 && this.queueMarks.size === 0) return undefined;
+    const rows = new Map<
+      string,
+      { step_id: string; result?: StepResult; claim?: StepClaim; queued?: true } & Partial<StepUpdate>
+    >();
+    for (const step_id of this.queueMarks) rows.set(step_id, { step_id, queued: true });
+    for (const [step_id, result] of this.results) rows.set(step_id, { ...rows.get(step_id), step_id, result });
     for (const [step_id, update] of this.updates) rows.set(step_id, { ...rows.get(step_id), step_id, ...update });
     // A claim stays with its step whatever was set after it (a claim whose arguments could not be
     // resolved fails in the same transaction: its attempt is still the claimed one).
@@ -195,16 +254,21 @@ export class RunTransaction {
     this.results.clear();
     this.updates.clear();
     this.claims.clear();
+    this.queueMarks.clear();
     return JSON.stringify([...rows.values()]);
   }
 }
 
 /**
- * Applies step writes (a JSON array of {step_id, result?, status?, reason?, waiting?, claim?}) to a
- * run's rows. A claim starts its attempt: the step is no longer queued, runs under its worker, and
+ * Applies step writes (a JSON array of {step_id, result?, status?, reason?, waiting?, claim?, queued?})
+ * to a run's rows. `queued` marks a step handed to the queue (dispatch). A claim starts its attempt:
+ * the step is no longer queued (whether or not it was queued in the same transaction), runs under its worker, and
  * its lease counts from this statement, not from the transaction's start (now()) — a claim that
  * waited for the run's lock has not used up its worker's lease. A tool that marks the start of its
  * effect itself has started none yet; for any other the effect may begin once the claim commits.
+ *
+ * The step ids are also given as an array (`= any`), which PostgreSQL looks up in the primary key;
+ * joined to the record set alone it reads every step of the run, whatever the statistics say.
  */
 function stepWriteSql(runId: string, rows: string): string {
   return `update run_steps rs set
@@ -212,7 +276,7 @@ function stepWriteSql(runId: string, rows: string): string {
          error = case when u.result is null then rs.error else u.result->>'error' end,
          progress = case when (u.result->>'ok')::boolean then 100 when u.claim is not null then 0 else rs.progress end,
          attempt = coalesce((u.claim->>'attempt')::int, rs.attempt),
-         queued = case when u.claim is null then rs.queued else false end,
+         queued = case when u.claim is not null then false when u.queued then true else rs.queued end,
          started_at = case when u.claim is null then rs.started_at else now() end,
          worker_id = case when u.claim is null then rs.worker_id else (u.claim->>'worker_id')::uuid end,
          effects_started_at = case when u.claim is null then rs.effects_started_at
@@ -223,8 +287,9 @@ function stepWriteSql(runId: string, rows: string): string {
          reason = case when u.status is null then rs.reason else coalesce(u.reason, rs.reason) end,
          waiting = case when u.status is null then rs.waiting else u.waiting end,
          finished_at = case when u.status in ('completed','failed','blocked','skipped','cancelled') then now() else rs.finished_at end
-       from jsonb_to_recordset(${rows}::jsonb) as u(step_id text, result jsonb, status text, reason text, waiting jsonb, claim jsonb)
-       where rs.run_id = ${runId}::uuid and rs.step_id = u.step_id`;
+       from jsonb_to_recordset(${rows}::jsonb) as u(step_id text, result jsonb, status text, reason text, waiting jsonb, claim jsonb, queued boolean)
+       where rs.run_id = ${runId}::uuid and rs.step_id = u.step_id
+         and rs.step_id = any(array(select jsonb_array_elements(${rows}::jsonb)->>'step_id'))`;
 }
 
 export async function loadPlanSteps(
@@ -249,14 +314,15 @@ const RUN_COLUMNS = `id, plan_id, plan_version, status, max_parallel, trace_id, 
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+const RUN_LOCK = `select ${RUN_COLUMNS} from runs where id = $1 for update`;
+
 /**
- * The run-lock statement of `openRunTransaction` without parameters, so that it can go in one
- * round trip with `begin` (`inTransaction`'s `openWith`): the id is inlined, which only an id
- * of exactly the uuid form may be. Undefined for any other id (the caller then locks as usual).
+ * The run-lock statement of `openRunTransaction`, to go in one round trip with `begin`
+ * (`inTransaction`'s `openWith`). Undefined for an id that is not a uuid (no such run: the caller
+ * then locks as usual and finds none).
  */
-export function runLockStatement(runId: string): string | undefined {
-  if (!UUID.test(runId)) return undefined;
-  return `select ${RUN_COLUMNS} from runs where id = '${runId}' for update`;
+export function runLockStatement(runId: string): Statement | undefined {
+  return UUID.test(runId) ? { text: RUN_LOCK, values: [runId] } : undefined;
 }
 
 export async function openRunTransaction(
@@ -271,10 +337,7 @@ export async function openRunTransaction(
 ): Promise<RunTransaction | undefined> {
   const result =
     (options.locked as pg.QueryResult<RunRow> | undefined) ??
-    (await client.query<RunRow>(
-      `select ${RUN_COLUMNS} from runs where id = $1 for update${options.skipLocked ? " skip locked" : ""}`,
-      [runId],
-    ));
+    (await client.query<RunRow>(options.skipLocked ? `${RUN_LOCK} skip locked` : RUN_LOCK, [runId]));
   const run = result.rows[0];
   if (!run) return undefined;
   const graph = await deps.graphs.get(run.plan_id, run.plan_version, () =>

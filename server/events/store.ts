@@ -1,4 +1,5 @@
 import type pg from "pg";
+import type { Statement } from "../db";
 import { z } from "zod";
 import { enqueueWebhookFanout, WEBHOOK_TRIGGER_TYPES } from "../engine/queue";
 import { eventSchema } from "./event-schemas";
@@ -43,11 +44,30 @@ export async function appendEvents(
   events: NewEvent[],
   alongside?: AlongsideWrites,
 ): Promise<StoredEvent[]> {
+  const { statement } = appendEventsStatement(stream, events, alongside);
+  if (!statement) return [];
+  const result = await client.query<{ last_seq: number; created_at: string }>(statement.text, statement.values);
+  return appended(client, stream, events, result);
+}
+
+/**
+ * `appendEvents` as one statement, for a caller that sends it with others (the engine sends its
+ * write-back and commit in one round trip). Undefined when there is nothing to write. `fanout`:
+ * the events include one a webhook may be told about, whose queue job needs the statement's result
+ * — such a caller must hand the result to `appended` before committing.
+ */
+export function appendEventsStatement(
+  stream: { streamId: string; planId: string; runId: string | null; traceId: string },
+  events: NewEvent[],
+  alongside?: AlongsideWrites,
+): { statement: Statement | undefined; fanout: boolean } {
   if (events.length === 0) {
     const params: unknown[] = [];
     const ctes = alongsideCtes(alongside, params);
-    if (ctes.length > 0) await client.query(`with ${ctes.join(", ")} select 1`, params);
-    return [];
+    return {
+      statement: ctes.length > 0 ? { text: `with ${ctes.join(", ")} select 1`, values: params } : undefined,
+      fanout: false,
+    };
   }
   if (CHECK_EVENTS) events.forEach(assertValidEvent);
   const params: unknown[] = [
@@ -74,8 +94,9 @@ export async function appendEvents(
   // transaction's start, which a transaction that waited for the lock would stamp before its
   // predecessor's events. Rounded to the column's milliseconds first, so the stamp sent live is
   // exactly the one stored and replayed.
-  const result = await client.query<{ last_seq: number; created_at: string }>(
-    `with ${writes}bumped as (
+  return {
+    statement: {
+      text: `with ${writes}bumped as (
        insert into event_streams (id, last_seq) values ($1, $2)
        on conflict (id) do update set last_seq = event_streams.last_seq + $2
        returning last_seq,
@@ -102,8 +123,23 @@ export async function appendEvents(
          else jsonb_build_object('streamId', $1::text, 'fromSeq', b.last_seq - $2 + 1, 'toSeq', b.last_seq)::text
        end) is null as sent
      from bumped b, inline i`,
-    params,
-  );
+      values: params,
+    },
+    fanout: events.some((event) => WEBHOOK_TRIGGER_TYPES.includes(event.type)),
+  };
+}
+
+/**
+ * The events `appendEventsStatement` wrote, from its result; queues their webhook fanout first
+ * when it said so (in the same transaction: call before committing).
+ */
+export async function appended(
+  client: Queryable,
+  stream: { streamId: string; planId: string; runId: string | null; traceId: string },
+  events: NewEvent[],
+  result: pg.QueryResult,
+): Promise<StoredEvent[]> {
+  if (events.length === 0) return [];
   const { last_seq: lastSeq, created_at: createdAt } = result.rows[0]!;
   const firstSeq = lastSeq - events.length + 1;
   // Outgoing webhooks hear of these events through a queue job committed with them, so a
