@@ -73,8 +73,6 @@ async function main() {
   const version = (await admin.query<{ server_version: string }>("show server_version")).rows[0]!.server_version;
   const databaseUrl = withDatabase(serverUrl, dbName);
   await migrateDatabase(databaseUrl);
-  // `--no-optimistic`: every step transaction the usual way (two round trips), for comparison.
-  if (args.includes("--no-optimistic")) process.env.STEPWISE_OPTIMISTIC_TRANSACTIONS = "0";
   const app = await createAppContext({ databaseUrl, workspaceRoot: os.tmpdir(), worker: { concurrency }, tools });
 
   async function runPlan(steps: ReturnType<typeof chainSteps>, subscriber?: (event: StoredEvent, at: number) => void) {
@@ -215,7 +213,6 @@ async function main() {
     load_average: { before: loadBefore, after: os.loadavg().map(round) },
   };
   console.log(`\nconfig: ${JSON.stringify(config)}`);
-  console.log(`step transactions: ${JSON.stringify(app.worker?.transactionCounts())}`);
   console.log("workload | median ms | min | max | valid | figure");
   for (const [id, w] of Object.entries(workloads)) {
     const figure = Object.entries(w)

@@ -278,11 +278,19 @@ function textArrayLiteral(items: string[]): string {
 export async function inTransaction<T>(
   pool: pg.Pool,
   work: (client: pg.PoolClient, opened: pg.QueryResult[] | undefined, commitWith: CommitWith) => Promise<T>,
-  options: TransactionOptions = {},
+  options: {
+    /**
+     * Statements sent in the same round trip as `begin` (as `preparedExecute`s, once the
+     * connection has prepared them; until then one after the other): PostgreSQL's simple protocol
+     * runs them in order in the new transaction, each with a snapshot of its own as usual. Their
+     * results are `work`'s second argument.
+     */
+    openWith?: Statement[];
+  } = {},
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await inTransactionOnce(pool, work, options);
+      return await inTransactionOnce(pool, work, options.openWith);
     } catch (error) {
       if (!isLockTimeout(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 25 * 2 ** attempt)));
@@ -290,66 +298,42 @@ export async function inTransaction<T>(
   }
 }
 
-export interface TransactionOptions {
-  /**
-   * Statements sent in the same round trip as `begin` (as `preparedExecute`s, once the connection
-   * has prepared them; until then one after the other): PostgreSQL's simple protocol runs them in
-   * order in the new transaction, each with a snapshot of its own as usual. Their results are
-   * `work`'s second argument.
-   */
-  openWith?: Statement[];
-  /**
-   * Nothing is sent before `commitWith`, which then sends `begin`, these statements, its own and
-   * the commit in one round trip: for work that reads nothing itself, and checks in these
-   * statements that what it assumed holds (an error in them ends the transaction before any of
-   * its writes). Such work must not query before `commitWith`.
-   */
-  deferred?: Statement[];
-}
-
 async function inTransactionOnce<T>(
   pool: pg.Pool,
   work: (client: pg.PoolClient, opened: pg.QueryResult[] | undefined, commitWith: CommitWith) => Promise<T>,
-  options: TransactionOptions,
+  openWith: Statement[] | undefined,
 ): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
   const onError = (error: Error) => (broken = error);
   client.on("error", onError);
-  let begun = false;
   let committed = false;
-  // `begin` and `statements` in one round trip once the connection has prepared them; the first
-  // time, each on its own, which prepares it.
-  const open = async (statements: Statement[], rest: string[] = []): Promise<pg.QueryResult[]> => {
-    begun = true;
-    const executes = statements.map((statement) => preparedExecute(client, statement.text, statement.values));
-    if (executes.every((execute) => execute !== undefined)) {
-      return (await multiStatement(client, ["begin", ...(executes as string[]), ...rest])).slice(1);
-    }
-    await client.query("begin");
-    const results: pg.QueryResult[] = [];
-    for (const statement of statements) results.push(await client.query(statement.text, statement.values));
-    return rest.length > 0 ? [...results, ...(await multiStatement(client, rest))] : results;
-  };
   const commitWith: CommitWith = async (statements) => {
     if (committed) throw new Error("This transaction has already committed");
-    const results = begun
-      ? await multiStatement(client, [...statements, "commit"])
-      : (await open(options.deferred ?? [], [...statements, "commit"])).slice(options.deferred?.length ?? 0);
+    const results = await multiStatement(client, [...statements, "commit"]);
     committed = true;
     return results.slice(0, -1);
   };
   try {
     let opened: pg.QueryResult[] | undefined;
-    if (options.openWith) opened = await open(options.openWith);
-    else if (!options.deferred) await open([]);
+    const executes = openWith?.map((statement) => preparedExecute(client, statement.text, statement.values));
+    if (executes?.every((execute) => execute !== undefined)) {
+      opened = (await multiStatement(client, ["begin", ...(executes as string[])])).slice(1);
+    } else {
+      await client.query("begin");
+      // The first time on this connection: each statement on its own, which prepares it.
+      if (openWith) {
+        opened = [];
+        for (const statement of openWith) opened.push(await client.query(statement.text, statement.values));
+      }
+    }
     const result = await work(client, opened, commitWith);
-    if (begun && !committed) await client.query("commit");
+    if (!committed) await client.query("commit");
     return result;
   } catch (error) {
     if (isConnectionError(error)) broken ??= error as Error;
     // Nothing to roll back once committed (no statement follows the commit in `commitWith`).
-    if (!broken && begun && !committed) await client.query("rollback").catch(() => undefined);
+    if (!broken && !committed) await client.query("rollback").catch(() => undefined);
     throw error;
   } finally {
     client.off("error", onError);

@@ -160,9 +160,6 @@ async function main(): Promise<void> {
   if (freezeRun || skipLeaseRenewal) {
     const db = connectDatabase(databaseUrl);
     const engine = createEngineDeps(db.pool, createProbeRegistry());
-    // Frozen while holding the run's lock: an optimistic transaction takes it only in its last
-    // round trip, with its commit.
-    if (freezeRun) engine.optimistic = false;
     let frozen = false;
     engine.beforeCommit = (runId, ops) => {
       if (frozen || !freezeRun || runId !== freezeRun || !ops.some((op) => op.kind === "record")) return;

@@ -1,5 +1,4 @@
 import { runMigrations as runWorkerMigrations } from "graphile-worker";
-import pg from "pg";
 import type { AppConfig } from "../env";
 import { startEmbeddedPostgres } from "./embedded";
 import { applyMigrations } from "./schema-engine";
@@ -48,32 +47,4 @@ export async function migrateDatabase(
     );
   }
   await runWorkerMigrations({ connectionString: databaseUrl, logger: undefined });
-  await installEngineFunctions(databaseUrl);
-}
-
-/**
- * The engine's own database function, kept up to date at every start (`create or replace`): not a
- * Prisma migration, because the migration runner splits a script at every semicolon and a
- * PL/pgSQL body is made of them.
- *
- * `stepwise_expect` ends an optimistic step transaction (server/engine/batching.ts), which sends
- * the results it expects of its reads together with its writes in one round trip, before any
- * write when the reads turn out otherwise (SQLSTATE SW001); the engine then goes the usual way.
- */
-async function installEngineFunctions(databaseUrl: string): Promise<void> {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    await client.query(`
-      create or replace function stepwise_expect(ok boolean, what text) returns void
-      language plpgsql as $$
-      begin
-        if ok is not true then
-          raise exception 'stale prediction: %', what using errcode = 'SW001';
-        end if;
-      end
-      $$`);
-  } finally {
-    await client.end();
-  }
 }

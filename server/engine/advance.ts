@@ -76,9 +76,7 @@ export async function dispatch(tx: RunTransaction): Promise<void> {
   if (slots === 0) return;
   let queued = readyInMemory(tx, slots);
   if (queued) {
-    // A predicted transaction cannot ask the table; its reads are checked as it commits, and the
-    // same in-memory decision is checked here on every transaction made the usual way.
-    if (CHECK_DISPATCH && !tx.predicted) await assertSameAsTable(tx, slots, queued);
+    if (CHECK_DISPATCH) await assertSameAsTable(tx, slots, queued);
     for (const row of queued) tx.markQueued(row.step_id);
   } else {
     queued = await queueFromTable(tx, slots);

@@ -1,24 +1,12 @@
-import { inTransaction, retryOnConnectionLoss, type CommitWith, type Statement, type TransactionOptions } from "../db";
+import { inTransaction, retryOnConnectionLoss, type CommitWith, type Statement } from "../db";
+import type { StepStatus } from "../plans/schema";
 import { advance } from "./advance";
 import { claimContinuations, claimStepsIn, type ClaimedStep, type OpResult } from "./claim";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn, type Outcome } from "./outcome";
 import type { QueryResult } from "pg";
 import type { RunGraph } from "./graph";
-import {
-  isStalePrediction,
-  NeedsRead,
-  predictAfter,
-  predictedReads,
-  readyAtLockLimit,
-  refusingReads,
-  type Prediction,
-  type StatusRow,
-} from "./prediction";
 import { openRunTransaction, runLockStatement, type Client, type StepJobRef } from "./run-transaction";
-
-/** Transactions made the usual way after a stale prediction, before predicting for that run again. */
-const STALE_STRIKES = 8;
 
 export type EngineOp =
   | { kind: "claim"; job: StepJobRef }
@@ -39,12 +27,6 @@ export class RunCombiner {
   private readonly busy = new Set<string>();
   /** The plan version each run had at its last transaction here: its graph names what to read. */
   private readonly plans = new Map<string, { planId: string; version: number }>();
-  /** What each run's rows are expected to be at its next transaction here (prediction.ts). */
-  private readonly predictions = new Map<string, Prediction>();
-  /** Runs whose last prediction was stale: how many transactions to make the usual way first. */
-  private readonly strikes = new Map<string, number>();
-  /** How this process's step transactions went: optimistic, or the usual way and why. */
-  readonly counts = { optimistic: 0, usual: 0, stale: 0, neededRead: 0 };
 
   constructor(
     private readonly deps: EngineDeps,
@@ -88,45 +70,12 @@ export class RunCombiner {
   }
 
   /**
-   * One transaction for `batch`: optimistic (one round trip, see prediction.ts) when this process
-   * made the run's last transaction and nothing since suggests another did, else the usual way —
-   * also when the optimistic one needed a read or found its prediction stale, neither of which
-   * wrote anything.
-   */
-  private async attempt(runId: string, batch: { op: EngineOp }[]) {
-    const ops = batch.map((entry) => entry.op);
-    const known = this.plans.get(runId);
-    const graph = known && this.deps.graphs.peek(known.planId, known.version);
-    const prediction = this.predictions.get(runId);
-    this.predictions.delete(runId); // used once: the transaction that commits predicts the next
-    const strikes = this.strikes.get(runId) ?? 0;
-    if (strikes > 0) this.strikes.set(runId, strikes - 1);
-    if (prediction && graph && prediction.graph === graph && strikes === 0 && this.deps.optimistic !== false) {
-      try {
-        const outcome = await this.transaction(runId, ops, graph, prediction);
-        this.counts.optimistic++;
-        return outcome;
-      } catch (error) {
-        if (error instanceof NeedsRead) this.counts.neededRead++;
-        else if (isStalePrediction(error)) {
-          this.counts.stale++;
-          // Another process works on this run too: predictions would mostly be wrong for a while.
-          this.strikes.set(runId, STALE_STRIKES);
-        } else throw error;
-      }
-    }
-    const outcome = await this.transaction(runId, ops, graph, undefined);
-    this.counts.usual++;
-    return outcome;
-  }
-
-  /**
-   * One transaction, which `inTransaction` may try several times (a lock timeout rolls a try
-   * back). What a try claims is its own: a fresh list, and continuation slots reserved for it are
-   * given back when it rolls back. Only the list of the try that committed leaves here, so a
+   * One transaction for `batch`, which `inTransaction` may try several times (a lock timeout rolls
+   * a try back). What a try claims is its own: a fresh list, and continuation slots reserved for it
+   * are given back when it rolls back. Only the list of the try that committed leaves here, so a
    * dependent claimed in a try that was rolled back and claimed again in the next starts once.
    */
-  private async transaction(runId: string, ops: EngineOp[], graph: RunGraph | undefined, prediction?: Prediction) {
+  private async attempt(runId: string, batch: { op: EngineOp }[]) {
     const slots = this.deps.continuationSlots;
     let reserved: ClaimedStep[] = [];
     const release = () => {
@@ -134,74 +83,41 @@ export class RunCombiner {
       reserved = [];
     };
     try {
+      const ops = batch.map((entry) => entry.op);
+      // `begin`, the run's lock, the ready steps not yet queued and — when the run's plan graph is
+      // known from its last transaction here — the status read, in one round trip. processOps uses
+      // that read only if the run turns out to still have that graph; otherwise it reads again.
       const lock = runLockStatement(runId);
-      // Usual: `begin`, the run's lock, the ready steps not yet queued and — when the run's plan
-      // graph is known from its last transaction here — the status read, in one round trip.
-      // processOps uses that read only if the run turns out to still have that graph; otherwise it
-      // reads again. Optimistic: those reads as predicted, checked in the commit's round trip.
-      const predicted =
-        prediction && lock && graph && predictedReads(prediction, runId, statusReadIds(graph, ops), ops.length);
-      const options: TransactionOptions = predicted
-        ? { deferred: [lock!, predicted.guard] }
-        : {
-            openWith: lock && [
-              lock,
-              readyAtLockStatement(runId, ops.length),
-              ...(graph ? [statusReadStatement(runId, statusReadIds(graph, ops))] : []),
-            ],
-          };
+      const known = this.plans.get(runId);
+      const graph = known && this.deps.graphs.peek(known.planId, known.version);
+      const openWith = lock && [
+        lock,
+        readyAtLockStatement(runId, ops.length),
+        ...(graph ? [statusReadStatement(runId, statusReadIds(graph, ops))] : []),
+      ];
       const seen: { planId?: string; version?: number } = {};
-      const after: { prediction?: Prediction } = {};
       const results = await inTransaction(
         this.deps.pool,
         async (client, opened, commitWith) => {
           release(); // an earlier try's claims rolled back with it
           const claimed: ClaimedStep[] = [];
           reserved = claimed;
-          if (!predicted) {
-            return processOps(this.deps, client, runId, ops, claimed, {
-              locked: opened?.[0],
-              readyAtLock: opened?.[1],
-              statuses: graph && opened?.[2] ? { graph, result: opened[2] } : undefined,
-              seen,
-              commitWith,
-              after,
-            });
-          }
-          let checked = false;
-          const reads = predicted.reads();
-          const results = await processOps(this.deps, refusingReads(client), runId, ops, claimed, {
-            locked: reads.locked,
-            readyAtLock: reads.readyAtLock,
-            statuses: { graph: graph!, result: reads.statuses },
+          return processOps(this.deps, client, runId, ops, claimed, {
+            locked: opened?.[0],
+            readyAtLock: opened?.[1],
+            statuses: graph && opened?.[2] ? { graph, result: opened[2] } : undefined,
             seen,
-            commitWith: async (statements) => {
-              const written = await commitWith(statements);
-              checked = true;
-              return written;
-            },
-            optimistic: true,
-            after,
+            commitWith,
           });
-          // Results not checked against the database are not results.
-          if (!checked) throw new NeedsRead();
-          return results;
         },
-        options,
+        { openWith },
       );
       this.remember(runId, seen);
-      if (after.prediction) this.predict(runId, after.prediction);
       return { results, continuations: reserved };
     } catch (error) {
       release();
       throw error;
     }
-  }
-
-  private predict(runId: string, prediction: Prediction) {
-    this.predictions.set(runId, prediction);
-    // Bounded like `plans`: a prediction only saves a round trip.
-    if (this.predictions.size > 1000) this.predictions.delete(this.predictions.keys().next().value!);
   }
 
   private remember(runId: string, seen: { planId?: string; version?: number }) {
@@ -241,19 +157,13 @@ export async function processOps(
     seen?: { planId?: string; version?: number };
     /** Sends the write-back with the commit (`inTransaction`'s): the transaction ends here. */
     commitWith?: CommitWith;
-    /** The reads are a prediction: a decision that sets a deadline needs the database's clock. */
-    optimistic?: boolean;
-    /** Filled, once committed, with what the run's rows are expected to be at its next transaction. */
-    after?: { prediction?: Prediction };
   } = {},
 ): Promise<OpResult[]> {
   const results: OpResult[] = ops.map(() => ({ ok: true, value: undefined }));
-  const at = performance.now();
   const tx = await openRunTransaction(deps, client, runId, { locked: opened.locked });
   if (!tx) return results;
   if (opened.seen) Object.assign(opened.seen, { planId: tx.run.plan_id, version: tx.run.plan_version });
   tx.deferStepWrites = true;
-  tx.predicted = opened.optimistic === true;
   if (opened.readyAtLock) {
     const rows = opened.readyAtLock.rows as { step_id: string; attempt: number; position: number }[];
     tx.readyAtLock = { rows, complete: rows.length < readyAtLockLimit(tx.run, ops.length) };
@@ -298,10 +208,8 @@ export async function processOps(
     );
     claims.forEach(({ index }, i) => (results[index] = claimed[i]!));
   }
-  if (opened.optimistic && tx.timers.length > 0) throw new NeedsRead();
   deps.beforeCommit?.(runId, ops);
   await tx.flush(opened.commitWith);
-  if (opened.after) opened.after.prediction = predictAfter(tx, at);
   return results;
 }
 
@@ -325,6 +233,17 @@ function statusReadStatement(runId: string, stepIds: string[]): Statement {
 
 const STATUS_READ =
   "select step_id, status, attempt, queued, position from run_steps where run_id = $1 and step_id = any($2::text[])";
+
+type StatusRow = { step_id: string; status: StepStatus; attempt: number; queued: boolean; position: number };
+
+/**
+ * How many ready, unqueued steps the hot path reads under the lock: as many as the run had free
+ * slots then, plus one per op of the batch (an outcome frees a slot) — `dispatch` can fill its
+ * slots from them without asking again, and asks when it cannot (see `readyInMemory`).
+ */
+function readyAtLockLimit(run: { max_parallel: number; active_steps: number }, ops: number): number {
+  return Math.max(0, run.max_parallel - run.active_steps) + ops;
+}
 
 /** `readyAtLockLimit`'s read (the run's row is locked by the statement before it). */
 function readyAtLockStatement(runId: string, ops: number): Statement {

@@ -26,15 +26,8 @@ export interface EngineDeps {
   leaseMs?: number;
   inFlight?: Map<string, { runId: string; stepId: string; attempt: number; controller: AbortController }>;
   /**
-   * Step transactions in one round trip from what this process predicts of a run
-   * (prediction.ts); on unless STEPWISE_OPTIMISTIC_TRANSACTIONS=0 — the benchmark's
-   * `--no-optimistic` compares.
-   */
-  optimistic?: boolean;
-  /**
    * Fault injection for tests: called inside each step transaction (claims and outcomes) after its
-   * work, before its write-back and commit, e.g. to freeze the process while it holds the run's
-   * lock — which only a transaction made the usual way does then (`optimistic: false`).
+   * work, before its write-back and commit (one round trip), e.g. to freeze the process while it holds the run's lock.
    */
   beforeCommit?: (runId: string, ops: readonly { kind: "claim" | "record"; job: { stepId: string } }[]) => void;
   /**
@@ -47,11 +40,5 @@ export interface EngineDeps {
 }
 
 export function createEngineDeps(pool: pg.Pool, tools: ToolRegistry): EngineDeps {
-  return {
-    pool,
-    tools,
-    graphs: new RunGraphCache(),
-    cancellations: new Map(),
-    optimistic: process.env.STEPWISE_OPTIMISTIC_TRANSACTIONS !== "0",
-  };
+  return { pool, tools, graphs: new RunGraphCache(), cancellations: new Map() };
 }

@@ -6,15 +6,12 @@ import type { GraphStep } from "./scheduler";
 export interface RunGraph {
   steps: Map<string, Step & GraphStep>;
   dependents: Map<string, string[]>;
-  /** Each step's index in its plan version: its run row's `position`. */
-  positions: Map<string, number>;
 }
 
 export function buildRunGraph(steps: Step[]): RunGraph {
   const ids = new Set(steps.map((step) => step.id));
   const byId = new Map<string, Step & GraphStep>();
   const dependents = new Map<string, string[]>();
-  const positions = new Map(steps.map((step, index) => [step.id, index]));
   for (const step of steps) {
     const references = new Set(findReferences(step.args, (id) => ids.has(id)).map((ref) => ref.stepId));
     byId.set(step.id, { ...step, references, gated: step.approvalRequired });
@@ -24,7 +21,7 @@ export function buildRunGraph(steps: Step[]): RunGraph {
       else dependents.set(dep, [step.id]);
     }
   }
-  return { steps: byId, dependents, positions };
+  return { steps: byId, dependents };
 }
 
 /** Plan versions never change, so their graphs are cached per process (bounded). */

@@ -86,17 +86,10 @@ export class RunTransaction {
    */
   readyAtLock?: { rows: { step_id: string; attempt: number; position: number }[]; complete: boolean };
   readonly knownRows = new Map<string, KnownStepRow>();
-  /**
-   * The reads are a prediction (prediction.ts), checked only when the transaction commits: this
-   * transaction may not query (every query throws `NeedsRead`).
-   */
-  predicted = false;
   /** Steps queued in this transaction (`markQueued`). */
   readonly queuedHere = new Set<string>();
   /** Steps set ready in this transaction, whatever happened to them after. */
   readonly madeReadyHere = new Set<string>();
-  /** Steps claimed in this transaction, with the attempt each claim started. */
-  readonly claimedHere = new Map<string, number>();
   /** Queue marks not yet written. */
   private readonly queueMarks = new Set<string>();
 
@@ -146,7 +139,6 @@ export class RunTransaction {
     this.statuses.set(stepId, "running");
     this.updates.set(stepId, { status: "running", reason: null, waiting: null });
     this.claims.set(stepId, claim);
-    this.claimedHere.set(stepId, claim.attempt);
   }
 
   /**

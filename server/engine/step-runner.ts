@@ -141,13 +141,6 @@ async function markEffectsStarted(deps: EngineDeps, job: StepJobRef, signal: Abo
 }
 
 const combiners = new WeakMap<EngineDeps, RunCombiner>();
-
-export type TransactionCounts = RunCombiner["counts"];
-
-/** How the step transactions of `deps` went so far (a copy). */
-export function transactionCounts(deps: EngineDeps): TransactionCounts {
-  return { ...combinerFor(deps).counts };
-}
 function combinerFor(deps: EngineDeps): RunCombiner {
   let combiner = combiners.get(deps);
   if (!combiner)

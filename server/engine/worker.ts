@@ -12,10 +12,8 @@ import {
   MISSED_BEATS,
   recoverInterruptedSteps,
   renewLeases,
-  transactionCounts,
   warnApprovalExpiring,
   type EngineDeps,
-  type TransactionCounts,
 } from "./engine";
 import {
   APPROVAL_EXPIRY_TASK,
@@ -32,8 +30,6 @@ export interface StepWorker {
    * period, then aborts what is left (recovery treats those as interrupted) and leaves.
    */
   stop(options?: { graceMs?: number }): Promise<void>;
-  /** How this worker's step transactions went so far (optimistic or the usual way, and why). */
-  transactionCounts(): TransactionCounts;
 }
 
 const log = logger.child({ component: "worker" });
@@ -274,7 +270,6 @@ export async function startStepWorker(
       stopped ??= stop(stopOptions?.graceMs ?? DEFAULT_GRACE_MS);
       return stopped;
     },
-    transactionCounts: () => transactionCounts(deps),
   };
 }
 
