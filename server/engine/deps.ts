@@ -27,7 +27,8 @@ export interface EngineDeps {
   inFlight?: Map<string, { runId: string; stepId: string; attempt: number; controller: AbortController }>;
   /**
    * Fault injection for tests: called inside each step transaction (claims and outcomes) after its
-   * work, before its write-back and commit (one round trip), e.g. to freeze the process while it holds the run's lock.
+   * work, before its write-back and commit (one round trip), e.g. to freeze the process while it
+   * holds the run's lock.
    */
   beforeCommit?: (runId: string, ops: readonly { kind: "claim" | "record"; job: { stepId: string } }[]) => void;
   /**
