@@ -1,9 +1,10 @@
+import { spawnSync } from "node:child_process";
 import fs from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gitStatusTool } from "./git-status";
-import { describeSandbox, SANDBOX_LIMITS, sandboxAvailable, sandboxStatus } from "./sandbox";
+import { describeSandbox, SANDBOX_LIMITS, sandboxAvailable, sandboxed, sandboxStatus } from "./sandbox";
 import { runShell, shellTool } from "./shell";
 import { createTempWorkspace, createToolContext, rejectionOf, removeTempWorkspace, runTool } from "./tool-test-support";
 
@@ -150,6 +151,24 @@ describe.runIf(sandboxAvailable())("the read-only sandbox", () => {
     const forked = Number(/forked=(\d+)/.exec(result.stdout)?.[1]);
     expect(forked).toBeGreaterThan(0);
     expect(forked).toBeLessThan(SANDBOX_LIMITS.processes);
+  });
+
+  it("keeps a command's cgroup while another command is prepared before the first one starts", () => {
+    if (process.env.CI) expect(sandboxStatus().processLimit).toBe("cgroup");
+    if (sandboxStatus().processLimit !== "cgroup") return;
+    const options = { workspace, cwd: workspace, env: { PATH: "/usr/bin:/bin" } };
+    // Two steps starting together: the second's preparation must not remove the first's cgroup,
+    // still empty until the first command's shell joins it.
+    const first = sandboxed(["sh", "-c", "echo first"], options);
+    const second = sandboxed(["sh", "-c", "echo second"], options);
+    for (const [prepared, word] of [
+      [first, "first"],
+      [second, "second"],
+    ] as const) {
+      const run = spawnSync(prepared.command, prepared.args, { encoding: "utf8" });
+      expect(run.stderr).toBe("");
+      expect({ status: run.status, stdout: run.stdout.trim() }).toEqual({ status: 0, stdout: word });
+    }
   });
 
   it("cannot exhaust memory", async () => {

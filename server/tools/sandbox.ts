@@ -241,17 +241,31 @@ function sandboxCgroupParent(): string | null {
   return cgroupParent;
 }
 
-/** A fresh cgroup limited to `processes`, after removing the finished commands' empty ones. */
+/**
+ * Empty cgroups older than this are a finished command's (a command joins its cgroup as the first
+ * thing its shell does, well within this even on a loaded machine); younger ones may belong to a
+ * command that has not started yet — in this process or another worker's.
+ */
+const CGROUP_JOIN_GRACE_MS = 60_000;
+
+/**
+ * A fresh cgroup limited to `processes`, after removing the empty ones of finished commands. Only
+ * those: sweeping every empty cgroup removed the one another command had just been given before
+ * its shell joined it, and that command failed (exit 125) — two sandboxed steps starting together.
+ */
 function commandCgroup(processes: number): string | undefined {
   const parent = sandboxCgroupParent();
   if (!parent) return undefined;
   try {
+    const now = Date.now();
     for (const entry of fs.readdirSync(parent, { withFileTypes: true })) {
       if (!entry.isDirectory()) continue;
+      const dir = path.join(parent, entry.name);
       try {
-        fs.rmdirSync(path.join(parent, entry.name)); // fails while a command still runs in it
+        if (now - fs.statSync(dir).mtimeMs < CGROUP_JOIN_GRACE_MS) continue;
+        fs.rmdirSync(dir); // fails while a command still runs in it
       } catch {
-        // Busy: still running.
+        // Busy (still running) or gone (another process removed it).
       }
     }
     const dir = path.join(parent, randomUUID());
