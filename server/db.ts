@@ -217,7 +217,7 @@ export interface Statement {
 }
 
 /**
- * Ends the transaction with `statements` (each without parameters: see `inlineParameters`) and its
+ * Ends the transaction with `statements` (each without parameters: see `preparedExecute`) and its
  * commit in one round trip; answers with their results. A statement that fails aborts the
  * transaction and the commit never runs: `inTransaction` then rolls back as for any error.
  */
