@@ -1,7 +1,7 @@
 import type { StepStatus } from "../plans/schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK } from "./queue";
-import type { RunTransaction } from "./run-transaction";
+import type { ReadyStepRow, RunTransaction } from "./run-transaction";
 import { decidePending, freeSlots } from "./scheduler";
 
 /**
@@ -104,23 +104,25 @@ const CHECK_DISPATCH = process.env.NODE_ENV === "test" || process.env.STEPWISE_C
 function readyInMemory(tx: RunTransaction, slots: number): { step_id: string; attempt: number }[] | undefined {
   const atLock = tx.readyAtLock;
   if (!atLock) return undefined;
-  const candidates: { step_id: string; attempt: number; position: number }[] = [];
+  const candidates = new Map<string, ReadyStepRow>();
   // Ready and unqueued when the lock was taken, unless changed (claimed, held, cancelled) or queued since.
   for (const row of atLock.rows) {
-    if ((tx.statuses.get(row.step_id) ?? "ready") === "ready" && !tx.queuedHere.has(row.step_id)) candidates.push(row);
+    if ((tx.statuses.get(row.step_id) ?? "ready") === "ready" && !tx.queuedHere.has(row.step_id)) {
+      candidates.set(row.step_id, row);
+    }
   }
   const last = atLock.rows.at(-1)?.position ?? -1;
   for (const id of tx.madeReadyHere) {
-    if (tx.statuses.get(id) !== "ready" || tx.queuedHere.has(id) || candidates.some((c) => c.step_id === id)) continue;
+    if (tx.statuses.get(id) !== "ready" || tx.queuedHere.has(id) || candidates.has(id)) continue;
     const known = tx.knownRows.get(id);
     if (!known) return undefined;
-    if (!known.queued) candidates.push({ step_id: id, attempt: known.attempt, position: known.position });
+    if (!known.queued) candidates.set(id, { step_id: id, attempt: known.attempt, position: known.position });
   }
-  candidates.sort((a, b) => a.position - b.position);
+  const sorted = [...candidates.values()].sort((a, b) => a.position - b.position);
   // Steps ready at the lock beyond those read sort after the last one read: the pick is exact only
   // if it fills its slots before reaching them.
-  if (!atLock.complete && candidates.filter((c) => c.position <= last).length < slots) return undefined;
-  return candidates.slice(0, slots).map(({ step_id, attempt }) => ({ step_id, attempt }));
+  if (!atLock.complete && sorted.filter((c) => c.position <= last).length < slots) return undefined;
+  return sorted.slice(0, slots).map(({ step_id, attempt }) => ({ step_id, attempt }));
 }
 
 /**

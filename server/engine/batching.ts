@@ -6,7 +6,13 @@ import type { EngineDeps } from "./deps";
 import { recordOutcomeIn, type Outcome } from "./outcome";
 import type { QueryResult } from "pg";
 import type { RunGraph } from "./graph";
-import { openRunTransaction, runLockStatement, type Client, type StepJobRef } from "./run-transaction";
+import {
+  openRunTransaction,
+  runLockStatement,
+  type Client,
+  type ReadyStepRow,
+  type StepJobRef,
+} from "./run-transaction";
 
 export type EngineOp =
   | { kind: "claim"; job: StepJobRef }
@@ -165,7 +171,7 @@ export async function processOps(
   if (opened.seen) Object.assign(opened.seen, { planId: tx.run.plan_id, version: tx.run.plan_version });
   tx.deferStepWrites = true;
   if (opened.readyAtLock) {
-    const rows = opened.readyAtLock.rows as { step_id: string; attempt: number; position: number }[];
+    const rows = opened.readyAtLock.rows as ReadyStepRow[];
     tx.readyAtLock = { rows, complete: rows.length < readyAtLockLimit(tx.run, ops.length) };
   }
   const records = ops.flatMap((op, index) => (op.kind === "record" ? [{ op, index }] : []));

@@ -56,6 +56,8 @@ function addJobsStatement(specs: JobSpec[]): Statement | undefined {
        select row(j.task, j.payload::json, null::text, j.run_at, $2::int, j.job_key, null::int, null::text[])::graphile_worker.job_spec
        from jsonb_to_recordset($1::jsonb) as j(task text, payload jsonb, run_at timestamptz, job_key text)
      ))`,
+    // Queue-level attempts cover infrastructure failures (a lost connection while recording);
+    // the engine's own retry policy decides about tool errors.
     values: [JSON.stringify(specs), QUEUE_ATTEMPTS],
   };
 }
@@ -78,25 +80,16 @@ function stepJobSpecs(jobs: StepJob[]): JobSpec[] {
   }));
 }
 
-export async function enqueueApprovalTimers(
-  client: Pick<pg.ClientBase, "query">,
-  jobs: ApprovalTimerJob[],
-): Promise<void> {
-  await addJobs(client, approvalTimerSpecs(jobs));
-}
-
-/** `enqueueApprovalTimers` as a statement (undefined for no timers). */
+/** The statement that enqueues approval timers (undefined for none), sent with the engine's write-back. */
 export function approvalTimersStatement(jobs: ApprovalTimerJob[]): Statement | undefined {
-  return addJobsStatement(approvalTimerSpecs(jobs));
-}
-
-function approvalTimerSpecs(jobs: ApprovalTimerJob[]): JobSpec[] {
-  return jobs.map((job) => ({
-    task: job.task,
-    payload: { runId: job.runId, stepId: job.stepId, expiresAt: job.expiresAt },
-    run_at: job.runAt.toISOString(),
-    job_key: `${job.task}:${job.runId}:${job.stepId}:${job.expiresAt}`,
-  }));
+  return addJobsStatement(
+    jobs.map((job) => ({
+      task: job.task,
+      payload: { runId: job.runId, stepId: job.stepId, expiresAt: job.expiresAt },
+      run_at: job.runAt.toISOString(),
+      job_key: `${job.task}:${job.runId}:${job.stepId}:${job.expiresAt}`,
+    })),
+  );
 }
 
 /** The failed attempt an automatic recovery is about; the job key makes one job per attempt. */

@@ -55,6 +55,13 @@ export interface StepClaim {
   lease_ms: number | null;
 }
 
+/** A ready, unqueued step as the hot path read it under the run's lock. */
+export interface ReadyStepRow {
+  step_id: string;
+  attempt: number;
+  position: number;
+}
+
 /** A step row as the hot path read it under the run's lock: enough to queue the step without asking again. */
 export interface KnownStepRow {
   attempt: number;
@@ -84,7 +91,7 @@ export class RunTransaction {
    * `dispatch` decides in memory what to queue instead of asking the table. Cleared by
    * `stepRowsWrittenDirectly`: after a write the transaction does not track, dispatch asks again.
    */
-  readyAtLock?: { rows: { step_id: string; attempt: number; position: number }[]; complete: boolean };
+  readyAtLock?: { rows: ReadyStepRow[]; complete: boolean };
   readonly knownRows = new Map<string, KnownStepRow>();
   /** Steps queued in this transaction (`markQueued`). */
   readonly queuedHere = new Set<string>();
