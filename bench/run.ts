@@ -17,6 +17,7 @@ import { connectionBudget, createPool } from "../server/db";
 import { migrateDatabase } from "../server/db/bootstrap";
 import { findFreePort, startEmbeddedPostgres } from "../server/db/embedded";
 import { startRun } from "../server/engine/engine";
+import { readEvents } from "../server/events/store";
 import { streamEvents } from "../server/events/stream";
 import type { StoredEvent } from "../server/events/types";
 import { createPlan } from "../server/plans/service";
@@ -34,6 +35,11 @@ const only = args.includes("--only") ? args[args.indexOf("--only") + 1]!.split("
 const runs = args.includes("--runs") ? Number(args[args.indexOf("--runs") + 1]) : 5;
 const concurrency = Number(process.env.STEPWISE_WORKER_CONCURRENCY ?? 50);
 const baseline = args.includes("--baseline");
+/**
+ * `--watched`: W1–W3 runs are followed live by a subscriber (as from an open run page), which
+ * makes the engine push every event (EventBus.watch); by default nobody watches them.
+ */
+const watched = args.includes("--watched");
 /**
  * `--count`: counts the statements every pg client of this process sends during each measured run
  * (engine, queue, listeners; not the database's own work), by their first words — a profile of
@@ -75,6 +81,8 @@ async function main() {
   await migrateDatabase(databaseUrl);
   const app = await createAppContext({ databaseUrl, workspaceRoot: os.tmpdir(), worker: { concurrency }, tools });
 
+  const finished = (event: StoredEvent) => event.type === "run.completed" || event.type === "run.failed";
+
   async function runPlan(steps: ReturnType<typeof chainSteps>, subscriber?: (event: StoredEvent, at: number) => void) {
     const plan = await createPlan(app.db.prisma, tools, {
       draft: { goal: "bench", steps },
@@ -89,18 +97,37 @@ async function main() {
       workspaceRoot: os.tmpdir(),
       maxParallel: 1000,
     });
-    const abort = new AbortController();
-    const events: StoredEvent[] = [];
+    let events: StoredEvent[] = [];
     let finishedAt = 0;
-    for await (const event of streamEvents(app.bus, app.db.pool, runId, 0, abort.signal)) {
-      subscriber?.(event, Date.now());
-      events.push(event);
-      if (event.type === "run.completed" || event.type === "run.failed") {
-        finishedAt = performance.now();
-        break;
+    if (subscriber || watched) {
+      // Followed live, as the run page does: the run is watched and pushes every event.
+      const abort = new AbortController();
+      for await (const event of streamEvents(app.bus, app.db.pool, runId, 0, abort.signal)) {
+        subscriber?.(event, Date.now());
+        events.push(event);
+        if (finished(event)) break;
       }
+      finishedAt = performance.now();
+      abort.abort();
+    } else {
+      // Nobody follows it (an agent's run, a run left to finish): only its end is pushed, which
+      // is all this needs to know; its events are read from the table afterwards.
+      await new Promise<void>((resolve, reject) => {
+        const done = () => {
+          finishedAt ||= performance.now();
+          unsubscribe();
+          resolve();
+        };
+        const unsubscribe = app.bus.subscribe(runId, (batch) => {
+          if (batch.some(finished)) done();
+        });
+        // A run that ended before the subscription would never be heard of.
+        app.db.pool
+          .query<{ status: string }>("select status from runs where id = $1", [runId])
+          .then(({ rows }) => ["completed", "failed"].includes(rows[0]!.status) && done(), reject);
+      });
+      events = await readEvents(app.db.pool, runId, 0);
     }
-    abort.abort();
     return {
       makespan: finishedAt - started,
       valid: events.at(-1)?.type === "run.completed" && checkOrder(events, steps),
@@ -208,6 +235,8 @@ async function main() {
     workers: 1,
     concurrency,
     max_parallel: 1000,
+    // Whether W1–W3 runs were followed live (W4's always is).
+    watched,
     node: process.version,
     cpus: os.cpus().length,
     load_average: { before: loadBefore, after: os.loadavg().map(round) },

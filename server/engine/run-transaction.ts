@@ -28,6 +28,8 @@ export interface RunRow {
   recovery_policy: "ask" | "auto";
   /** The database's clock at the start of the transaction. */
   db_now: Date;
+  /** Someone follows the run's events live (`runs.watched_until`, kept by `EventBus.watch`). */
+  watched: boolean;
 }
 
 /**
@@ -68,6 +70,16 @@ export interface KnownStepRow {
   queued: boolean;
   position: number;
 }
+
+/**
+ * The routine transitions of a step on its way to success: written to the run's stream always,
+ * pushed live (NOTIFY) only while someone watches the run. A NOTIFY wakes every listening backend
+ * of the database and every process's bus, and was the largest single cost of a step transition;
+ * nobody is told of these in an unwatched run, and a watcher reads them from the table when it
+ * starts. Everything else — a run's start and end, a failure, a step waiting for a person or an
+ * agent — is pushed whoever watches, as things people and agents wait on.
+ */
+const QUIET_WHEN_UNWATCHED = new Set<NewEvent["type"]>(["step.ready", "step.running", "step.completed"]);
 
 /** Everything one engine transaction knows and changes about a run; written back once at the end. */
 export class RunTransaction {
@@ -219,17 +231,22 @@ export class RunTransaction {
     const { run } = this;
     const stream = { streamId: run.id, planId: run.plan_id, runId: run.id, traceId: run.trace_id };
     const events = this.events.splice(0);
-    const { statement, fanout } = appendEventsStatement(stream, events, (bind) => {
-      const runId = bind(run.id);
-      const status = bind(run.status);
-      return [
-        ...(stepRows === undefined ? [] : [stepWriteSql(runId, bind(stepRows))]),
-        `update runs set status = ${status}::text, open_steps = ${bind(run.open_steps)}::int,
+    const { statement, fanout } = appendEventsStatement(stream, events, {
+      // Read with the run's lock, which a new watcher's mark waits for: a transaction that saw
+      // no watcher committed before the watcher reads the stored events.
+      live: run.watched || events.some((event) => !QUIET_WHEN_UNWATCHED.has(event.type)),
+      alongside: (bind) => {
+        const runId = bind(run.id);
+        const status = bind(run.status);
+        return [
+          ...(stepRows === undefined ? [] : [stepWriteSql(runId, bind(stepRows))]),
+          `update runs set status = ${status}::text, open_steps = ${bind(run.open_steps)}::int,
              active_steps = ${bind(run.active_steps)}::int,
              finished_at = case when ${status}::text in ('completed','failed','cancelled')
                then coalesce(finished_at, now()) else null end
            where id = ${runId}::uuid`,
-      ];
+        ];
+      },
     });
     const statements = [jobs, timers, statement].filter((s): s is Statement => s !== undefined);
     if (commitWith && !fanout) {
@@ -317,7 +334,8 @@ export async function loadPlanSteps(
  * `skipLocked` a run whose lock is held elsewhere is not waited for (undefined, as for no run).
  */
 const RUN_COLUMNS = `id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
-  approval_timeout_ms, approval_warning_ms, recovery_policy, now() as db_now`;
+  approval_timeout_ms, approval_warning_ms, recovery_policy, now() as db_now,
+  coalesce(watched_until > now(), false) as watched`;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

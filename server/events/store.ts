@@ -44,7 +44,7 @@ export async function appendEvents(
   events: NewEvent[],
   alongside?: AlongsideWrites,
 ): Promise<StoredEvent[]> {
-  const { statement } = appendEventsStatement(stream, events, alongside);
+  const { statement } = appendEventsStatement(stream, events, { alongside });
   if (!statement) return [];
   const result = await client.query<{ last_seq: number; created_at: string }>(statement.text, statement.values);
   return appended(client, stream, events, result);
@@ -55,12 +55,17 @@ export async function appendEvents(
  * write-back and commit in one round trip). Undefined when there is nothing to write. `fanout`:
  * the events include one a webhook may be told about, whose queue job needs the statement's result
  * — such a caller must hand the result to `appended` before committing.
+ *
+ * `live: false` stores the events without the NOTIFY that pushes them to subscribers: for the
+ * engine's routine transitions of a run nobody watches (see `EventBus.watch`). A subscriber reads
+ * stored events when it starts and whenever it sees a gap, so nothing is lost, only not pushed.
  */
 export function appendEventsStatement(
   stream: { streamId: string; planId: string; runId: string | null; traceId: string },
   events: NewEvent[],
-  alongside?: AlongsideWrites,
+  options: { alongside?: AlongsideWrites; live?: boolean } = {},
 ): { statement: Statement | undefined; fanout: boolean } {
+  const { alongside, live = true } = options;
   if (events.length === 0) {
     const params: unknown[] = [];
     const ctes = alongsideCtes(alongside, params);
@@ -79,7 +84,7 @@ export function appendEventsStatement(
     JSON.stringify(
       events.map((event) => ({ type: event.type, step_id: event.stepId ?? null, data: event.data ?? {} })),
     ),
-    EVENTS_CHANNEL,
+    ...(live ? [EVENTS_CHANNEL] : []),
   ];
   const writes = alongsideCtes(alongside, params)
     .map((cte) => `${cte}, `)
@@ -111,8 +116,16 @@ export function appendEventsStatement(
      inserted as (
        insert into events (stream_id, seq, type, plan_id, run_id, step_id, trace_id, data, created_at)
        select $1, seq, type, $3, $4::uuid, step_id, $5, data, created_at::timestamptz from numbered
-     ),
-     inline as (
+     )
+     ${live ? NOTIFY_TAIL : "select b.last_seq, b.created_at from bumped b"}`,
+      values: params,
+    },
+    fanout: events.some((event) => WEBHOOK_TRIGGER_TYPES.includes(event.type)),
+  };
+}
+
+/** The end of `appendEventsStatement` that pushes the events (or, when too long, their range). */
+const NOTIFY_TAIL = `, inline as (
        select jsonb_build_object('streamId', $1::text, 'events', jsonb_agg(jsonb_build_object(
          'streamId', $1::text, 'seq', seq, 'type', type, 'planId', $3::text, 'runId', $4::text,
          'stepId', step_id, 'traceId', $5::text, 'data', data, 'createdAt', created_at) order by seq))::text as payload
@@ -122,12 +135,7 @@ export function appendEventsStatement(
          when octet_length(i.payload) <= ${MAX_INLINE_PAYLOAD} then i.payload
          else jsonb_build_object('streamId', $1::text, 'fromSeq', b.last_seq - $2 + 1, 'toSeq', b.last_seq)::text
        end) is null as sent
-     from bumped b, inline i`,
-      values: params,
-    },
-    fanout: events.some((event) => WEBHOOK_TRIGGER_TYPES.includes(event.type)),
-  };
-}
+     from bumped b, inline i`;
 
 /**
  * The events `appendEventsStatement` wrote, from its result; queues their webhook fanout first

@@ -5,8 +5,9 @@ import type { StoredEvent } from "./types";
 
 /**
  * Yields a stream's events after `afterSeq`: first whatever is stored, then live ones, each
- * exactly once and in order. It subscribes before reading so nothing committed in between is
- * missed, drops what it has already yielded, and reads any gap from the table.
+ * exactly once and in order. It watches the stream (`EventBus.watch`: a run then pushes every
+ * event) before reading so nothing committed in between is missed, drops what it has already
+ * yielded, and reads any gap from the table.
  */
 export async function* streamEvents(
   bus: EventBus,
@@ -22,18 +23,19 @@ export async function* streamEvents(
     wake?.();
     wake = undefined;
   };
-  const unsubscribe = bus.subscribe(streamId, (events) => {
-    pending.push(...events);
-    notify();
-  });
-  const unsubscribeReconnect = bus.onReconnect(() => {
+  const unsubscribeGap = bus.onPossibleGap(() => {
     needsCatchUp = true;
     notify();
   });
   const onAbort = () => notify();
   signal?.addEventListener("abort", onAbort);
+  let unsubscribe = () => {};
   let last = afterSeq;
   try {
+    unsubscribe = await bus.watch(streamId, (events) => {
+      pending.push(...events);
+      notify();
+    });
     for (const event of await readEvents(pool, streamId, last)) {
       yield event;
       last = event.seq;
@@ -69,6 +71,6 @@ export async function* streamEvents(
   } finally {
     signal?.removeEventListener("abort", onAbort);
     unsubscribe();
-    unsubscribeReconnect();
+    unsubscribeGap();
   }
 }

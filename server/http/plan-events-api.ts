@@ -105,10 +105,11 @@ export function sseStream(
   // The client going away cancels the stream (request.signal may not say so behind every server).
   let cancelled = false;
   const stopped = () => cancelled || signal.aborted;
-  const listen = (streamId: string) => {
+  // Watched, not only subscribed: a run then pushes every step's transitions (EventBus.watch).
+  const listen = async (streamId: string) => {
     if (subscribed.has(streamId)) return;
     subscribed.add(streamId);
-    unsubscribes.push(app.bus.subscribe(streamId, () => wake?.()));
+    unsubscribes.push(await app.bus.watch(streamId, () => wake?.()));
   };
   return new ReadableStream({
     async start(controller) {
@@ -120,9 +121,9 @@ export function sseStream(
       const onAbort = () => wake?.();
       signal.addEventListener("abort", onAbort, { once: true });
       try {
-        listen(planId);
+        await listen(planId);
         while (!stopped()) {
-          for (const runId of await planRunStreams(app, planId)) listen(runId);
+          for (const runId of await planRunStreams(app, planId)) await listen(runId);
           const batch = await readSeedPlanEvents(app, planId, cursor, steps);
           for (const { streamId, seq, name, data } of batch) {
             if (stopped()) break;

@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "runs" ADD COLUMN "watched_until" TIMESTAMPTZ(3);
