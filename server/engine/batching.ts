@@ -16,7 +16,15 @@ import {
 
 export type EngineOp =
   | { kind: "claim"; job: StepJobRef }
-  | { kind: "record"; job: StepJobRef; attempt: number; outcome: Outcome; duration: number };
+  | {
+      kind: "record";
+      job: StepJobRef;
+      attempt: number;
+      outcome: Outcome;
+      duration: number;
+      /** The step ran as a continuation: its slot, free once this is written, may go to a dependent. */
+      heldSlot?: boolean;
+    };
 
 /**
  * Every engine transaction on a run holds the run's row lock, so under load a process's claims and
@@ -45,12 +53,16 @@ export class RunCombiner {
       const queue = this.pending.get(runId) ?? [];
       queue.push({ op, resolve: resolve as (value: unknown) => void, reject });
       this.pending.set(runId, queue);
-      if (!this.busy.has(runId)) void this.drain(runId);
+      if (this.busy.has(runId)) return;
+      this.busy.add(runId);
+      // Begun once this turn of the event loop is over, so that the outcomes of steps finishing
+      // together (timers due in the same turn: a layer of equal steps) share one transaction
+      // rather than the first going alone while the rest wait for it.
+      setImmediate(() => void this.drain(runId));
     });
   }
 
   private async drain(runId: string): Promise<void> {
-    this.busy.add(runId);
     try {
       for (let batch = this.take(runId); batch.length > 0; batch = this.take(runId)) {
         try {
@@ -203,7 +215,10 @@ export async function processOps(
     }
   }
   if (settled.length > 0) await advance(tx, settled);
-  continuations.push(...(await claimContinuations(deps, tx, rows)));
+  // A continuation whose outcome this writes gives its slot up right after the commit: its
+  // dependents may have it now, or a layer of continuations would hand its successors to the queue.
+  const handedOver = records.filter(({ op }) => op.kind === "record" && op.heldSlot).length;
+  continuations.push(...(await claimContinuations(deps, tx, rows, handedOver)));
 
   if (claims.length > 0) {
     const claimed = await claimStepsIn(

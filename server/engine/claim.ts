@@ -30,10 +30,12 @@ export async function claimContinuations(
   deps: EngineDeps,
   tx: RunTransaction,
   rows: Map<string, { status: StepStatus; attempt: number }>,
+  /** Slots of continuations whose tools have ended, given up as soon as this transaction commits. */
+  handedOver = 0,
 ): Promise<ClaimedStep[]> {
   const slots = deps.continuationSlots;
   if (!deps.workerId || !slots) return [];
-  const free = slots.limit - slots.used;
+  const free = slots.limit - slots.used + handedOver;
   if (free <= 0) return [];
   const taken = tx.jobs.filter((job) => !job.runAt && !job.requeued).slice(0, free);
   if (taken.length === 0) return [];

@@ -17,6 +17,11 @@ export interface EngineDeps {
    * claims itself in the transaction that made them ready, skipping a queue round trip.
    */
   continuationSlots?: { limit: number; used: number };
+  /**
+   * The engine of the worker running in this process, while it runs (set by `startStepWorker` on
+   * the engine it was given): a run approved here starts its first steps on it (`startRun`).
+   */
+  localWorker?: EngineDeps;
   /** Set when the process shuts down: transactions stop retrying lost connections. */
   stopping?: boolean;
   /**

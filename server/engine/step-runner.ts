@@ -25,8 +25,11 @@ export async function executeStepJob(
 /** The longest pause between two tries at writing a step's outcome. */
 const RECORD_MAX_DELAY_MS = 5_000;
 
-/** Runs a claimed step's tool outside any transaction, then records the outcome. */
-async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<void> {
+/**
+ * Runs a claimed step's tool outside any transaction, then records the outcome. `continuation`:
+ * the step holds one of this process's continuation slots (see `claimContinuations`).
+ */
+async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep, continuation = false): Promise<void> {
   const { step, attempt, run } = claimed;
   // An execution is keyed by (run, step, attempt): the committed claim made this process its one
   // executor, and one already executing here means this start is a duplicate, never a second run.
@@ -43,7 +46,7 @@ async function runClaimedStep(deps: EngineDeps, claimed: ClaimedStep): Promise<v
   // step whose result is on its way.
   deps.inFlight?.set(leaseKey, { runId: run.id, stepId: step.id, attempt, controller });
   try {
-    await executeAndRecord(deps, claimed, controller, inFlight);
+    await executeAndRecord(deps, claimed, controller, inFlight, continuation);
   } finally {
     deps.inFlight?.delete(leaseKey);
   }
@@ -54,6 +57,7 @@ async function executeAndRecord(
   claimed: ClaimedStep,
   controller: AbortController,
   inFlight: Set<AbortController>,
+  continuation: boolean,
 ): Promise<void> {
   const { step, attempt, run } = claimed;
   const job = { runId: run.id, stepId: step.id, attempt };
@@ -103,7 +107,14 @@ async function executeAndRecord(
   // its steps are then recovered as interrupted once its heartbeat ends.
   for (let tries = 1; ; tries++) {
     try {
-      await combinerFor(deps).submit<void>(job.runId, { kind: "record", job, attempt, outcome, duration });
+      await combinerFor(deps).submit<void>(job.runId, {
+        kind: "record",
+        job,
+        attempt,
+        outcome,
+        duration,
+        heldSlot: continuation,
+      });
       return;
     } catch (error) {
       if (deps.stopping) throw error;
@@ -148,9 +159,14 @@ function combinerFor(deps: EngineDeps): RunCombiner {
   return combiner;
 }
 
+/** Runs steps this process claimed as continuations (their claims committed), each in its slot. */
+export function startContinuations(deps: EngineDeps, claimed: ClaimedStep[]): void {
+  for (const step of claimed) void runContinuation(deps, step);
+}
+
 async function runContinuation(deps: EngineDeps, claimed: ClaimedStep): Promise<void> {
   try {
-    await runClaimedStep(deps, claimed);
+    await runClaimedStep(deps, claimed, true);
   } catch (error) {
     // The step stays running under this worker; recovery re-queues it if this process goes away.
     log.error({ runId: claimed.run.id, stepId: claimed.step.id, err: error }, "step continuation failed");

@@ -79,6 +79,7 @@ export async function startStepWorker(
     inFlight: new Map(),
   };
   const extra = options.extra?.({ workerId, heartbeatMs });
+  engine.localWorker = deps;
   await retryOnConnectionLoss(
     () =>
       deps.pool.query("insert into workers (id, hostname, pid, heartbeat_ms) values ($1, $2, $3, $4)", [
@@ -232,6 +233,7 @@ export async function startStepWorker(
 
   const stop = async (graceMs: number) => {
     stopping = true;
+    if (engine.localWorker === deps) engine.localWorker = undefined;
     // Stop taking jobs; graphile lets the jobs it handed out finish. Continuations are ours to wait for.
     const runnerStopped = runner.stop().catch(() => undefined);
     const idle = async () => {

@@ -75,15 +75,21 @@ export function appendEventsStatement(
     };
   }
   if (CHECK_EVENTS) events.forEach(assertValidEvent);
+  const rows = JSON.stringify(
+    events.map((event) => ({ type: event.type, step_id: event.stepId ?? null, data: event.data ?? {} })),
+  );
+  // Whether the events could travel in the notification, judged before building it: built in SQL
+  // and found too long, a batch of a hundred events cost the statement several milliseconds.
+  const perEvent =
+    120 + stream.streamId.length * 2 + stream.planId.length + (stream.runId?.length ?? 4) + stream.traceId.length;
+  const inline = rows.length + events.length * perEvent <= MAX_INLINE_PAYLOAD;
   const params: unknown[] = [
     stream.streamId,
     events.length,
     stream.planId,
     stream.runId,
     stream.traceId,
-    JSON.stringify(
-      events.map((event) => ({ type: event.type, step_id: event.stepId ?? null, data: event.data ?? {} })),
-    ),
+    rows,
     ...(live ? [EVENTS_CHANNEL] : []),
   ];
   const writes = alongsideCtes(alongside, params)
@@ -117,15 +123,21 @@ export function appendEventsStatement(
        insert into events (stream_id, seq, type, plan_id, run_id, step_id, trace_id, data, created_at)
        select $1, seq, type, $3, $4::uuid, step_id, $5, data, created_at::timestamptz from numbered
      )
-     ${live ? NOTIFY_TAIL : "select b.last_seq, b.created_at from bumped b"}`,
+     ${!live ? "select b.last_seq, b.created_at from bumped b" : inline ? NOTIFY_EVENTS : NOTIFY_RANGE}`,
       values: params,
     },
     fanout: events.some((event) => WEBHOOK_TRIGGER_TYPES.includes(event.type)),
   };
 }
 
-/** The end of `appendEventsStatement` that pushes the events (or, when too long, their range). */
-const NOTIFY_TAIL = `, inline as (
+/** The end of `appendEventsStatement` that pushes the events' range, for subscribers to read. */
+const NOTIFY_RANGE = `select b.last_seq, b.created_at,
+       pg_notify($7, jsonb_build_object('streamId', $1::text, 'fromSeq', b.last_seq - $2 + 1, 'toSeq', b.last_seq)::text)
+         is null as sent
+     from bumped b`;
+
+/** The end of `appendEventsStatement` that pushes the events themselves (their range if, after all, too long). */
+const NOTIFY_EVENTS = `, inline as (
        select jsonb_build_object('streamId', $1::text, 'events', jsonb_agg(jsonb_build_object(
          'streamId', $1::text, 'seq', seq, 'type', type, 'planId', $3::text, 'runId', $4::text,
          'stepId', step_id, 'traceId', $5::text, 'data', data, 'createdAt', created_at) order by seq))::text as payload
