@@ -50,6 +50,42 @@ describe("engine on PostgreSQL", () => {
     expect(events.at(-1)!.type).toBe("run.completed");
   });
 
+  it("a run approved where a worker runs starts its first steps on it at once, and gives every slot back", async () => {
+    harness = await startHarness({ concurrency: 3 });
+    const roots = Array.from({ length: 5 }, (_, i) => ({
+      id: `root_${i + 1}`,
+      description: `root ${i + 1}`,
+      tool: "sleep",
+      args: { ms: 300 },
+    }));
+    const join = {
+      id: "join",
+      description: "join",
+      tool: "echo",
+      args: { value: 1 },
+      dependsOn: roots.map((r) => r.id),
+    };
+    const slots = harness.app.engine.localWorker!.continuationSlots!;
+    expect(slots.used).toBe(0);
+    const { runId } = await createAndApprove(harness, { goal: "first steps", steps: [...roots, join] });
+    // Claimed in the approving transaction, as far as the worker has slots; the rest were queued.
+    expect(slots.used).toBe(3);
+    const claimed = await harness.app.db.pool.query<{ step_id: string; worker_id: string }>(
+      "select step_id, worker_id from run_steps where run_id = $1 and status = 'running' order by position",
+      [runId],
+    );
+    expect(claimed.rows.slice(0, 3).map((row) => row.step_id)).toEqual(["root_1", "root_2", "root_3"]);
+    expect(new Set(claimed.rows.slice(0, 3).map((row) => row.worker_id))).toEqual(
+      new Set([harness.app.engine.localWorker!.workerId]),
+    );
+    const run = await harness.waitForRun(runId);
+    expect(run.status).toBe("completed");
+    const events = await readEvents(harness.app.db.pool, runId, 0);
+    const started = events.filter((e) => e.type === "step.running").map((e) => e.stepId);
+    expect(started.sort()).toEqual([...roots.map((r) => r.id), "join"].sort());
+    await expect.poll(() => slots.used, { timeout: 10_000 }).toBe(0);
+  });
+
   it("waits at an approval gate and skips dependents that need a denied step's output", async () => {
     harness = await startHarness();
     const { runId } = await createAndApprove(harness, {
