@@ -79,7 +79,6 @@ export async function startStepWorker(
     inFlight: new Map(),
   };
   const extra = options.extra?.({ workerId, heartbeatMs });
-  engine.localWorker = deps;
   await retryOnConnectionLoss(
     () =>
       deps.pool.query("insert into workers (id, hostname, pid, heartbeat_ms) values ($1, $2, $3, $4)", [
@@ -266,6 +265,9 @@ export async function startStepWorker(
     await beatPool.end().catch(() => undefined);
   };
   let stopped: Promise<void> | undefined;
+  // Runs approved in this process start their first steps here from now on: the worker's row,
+  // heartbeat and lease renewal exist, so its claims are recovered like any other's.
+  engine.localWorker = deps;
   return {
     // Idempotent: shutdown paths (signal handlers, context close) may both stop the worker.
     stop(stopOptions) {
