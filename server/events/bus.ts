@@ -8,6 +8,7 @@ import { EVENTS_CHANNEL, type EventNotification, type StoredEvent } from "./type
 /** How long a watch mark lasts unless renewed, and how often this process renews its marks. */
 const WATCH_TTL_S = 60;
 const WATCH_RENEW_MS = 5_000;
+const WATCH_TRIES = 5;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
@@ -90,7 +91,13 @@ export class EventBus {
     this.watched.set(streamId, (this.watched.get(streamId) ?? 0) + 1);
     this.renewal ??= setInterval(() => void this.renew(), this.options.watchRenewMs ?? WATCH_RENEW_MS);
     try {
-      await retryOnConnectionLoss(() => markWatched(this.pool, [streamId], { always: true }), { maxDelayMs: 1_000 });
+      // A lock held a moment (an engine transaction) or a blip is waited out; an outage is the
+      // subscriber's error, as its first read would be, not a wait its abort signal cannot end.
+      let tries = 0;
+      await retryOnConnectionLoss(() => markWatched(this.pool, [streamId], { always: true }), {
+        maxDelayMs: 1_000,
+        shouldStop: () => ++tries >= WATCH_TRIES,
+      });
     } catch (error) {
       unwatch();
       throw error;
