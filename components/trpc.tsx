@@ -1,6 +1,6 @@
 "use client";
 
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { QueryClient, QueryClientProvider, type QueryFilters } from "@tanstack/react-query";
 import { createTRPCClient, createWSClient, httpBatchLink, splitLink, wsLink } from "@trpc/client";
 import { createTRPCContext } from "@trpc/tanstack-react-query";
 import { useState, type ReactNode } from "react";
@@ -10,6 +10,17 @@ import { LIVE_SOCKET_PATH } from "./live/relay-protocol";
 import { LiveSocket } from "./live/relay-socket";
 
 export const { TRPCProvider, useTRPC } = createTRPCContext<AppRouter>();
+
+/**
+ * Refetches queries after a change this page made. `invalidateQueries` alone joins a first load
+ * still in flight (TanStack Query reuses a fetch of a query that has no data yet), whose answer
+ * may predate the change: a directory registered while the list was loading stayed missing.
+ * Cancelling that load first makes the refetch a fresh one.
+ */
+export async function refetchAfterChange(queryClient: QueryClient, filters: QueryFilters): Promise<void> {
+  await queryClient.cancelQueries(filters);
+  await queryClient.invalidateQueries(filters);
+}
 
 function makeQueryClient() {
   return new QueryClient({ defaultOptions: { queries: { staleTime: 5_000, retry: 1, refetchOnWindowFocus: false } } });

@@ -109,3 +109,31 @@ test("a plan runs in the workspace chosen for it, and the audit log shows who de
   await run.open(runId);
   await expect(page.getByTestId("run-workspace")).toContainText(directory);
 });
+
+test("a directory registered while the list is still loading appears in the list", async ({ page }) => {
+  const late = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-e2e-late-")));
+  try {
+    // The page's first list answer is held back until the registration has been answered and
+    // acted on: it tells of the list before the new directory, and must not be the last word.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let first = true;
+    await page.route(/\/api\/trpc\/[^?]*workspaces\.list/, async (route) => {
+      if (!first) return route.continue();
+      first = false;
+      const response = await route.fetch();
+      await released;
+      // The page may have given up on this request by then (that is the fix): nothing to answer.
+      await route.fulfill({ response }).catch(() => undefined);
+    });
+    const workspaces = new WorkspacesPage(page);
+    await workspaces.open();
+    await workspaces.register(late);
+    // The form empties itself when the registration succeeded, just before it refreshes the list.
+    await expect(page.getByRole("form", { name: "Register a workspace" }).getByLabel("Absolute path")).toHaveValue("");
+    release();
+    await expect(workspaces.row(path.basename(late))).toContainText(late);
+  } finally {
+    await fs.rm(late, { recursive: true, force: true });
+  }
+});
