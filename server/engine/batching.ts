@@ -1,7 +1,7 @@
 import { inTransaction, retryOnConnectionLoss, type CommitWith, type Statement } from "../db";
 import type { StepStatus } from "../plans/schema";
 import { advance } from "./advance";
-import { claimContinuations, claimStepsIn, type ClaimedStep, type OpResult } from "./claim";
+import { claimContinuations, claimStepsIn, ContinuationClaims, type ClaimedStep, type OpResult } from "./claim";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn, type Outcome } from "./outcome";
 import type { QueryResult } from "pg";
@@ -88,18 +88,11 @@ export class RunCombiner {
   }
 
   /**
-   * One transaction for `batch`, which `inTransaction` may try several times (a lock timeout rolls
-   * a try back). What a try claims is its own: a fresh list, and continuation slots reserved for it
-   * are given back when it rolls back. Only the list of the try that committed leaves here, so a
-   * dependent claimed in a try that was rolled back and claimed again in the next starts once.
+   * One transaction for `batch`, which `inTransaction` may try several times; the continuations
+   * it claims are those of the try that committed (`ContinuationClaims`).
    */
   private async attempt(runId: string, batch: { op: EngineOp }[]) {
-    const slots = this.deps.continuationSlots;
-    let reserved: ClaimedStep[] = [];
-    const release = () => {
-      if (slots) slots.used -= reserved.length;
-      reserved = [];
-    };
+    const claims = new ContinuationClaims(this.deps.continuationSlots);
     try {
       const ops = batch.map((entry) => entry.op);
       // `begin`, the run's lock, the ready steps not yet queued and — when the run's plan graph is
@@ -117,10 +110,7 @@ export class RunCombiner {
       const results = await inTransaction(
         this.deps.pool,
         async (client, opened, commitWith) => {
-          release(); // an earlier try's claims rolled back with it
-          const claimed: ClaimedStep[] = [];
-          reserved = claimed;
-          return processOps(this.deps, client, runId, ops, claimed, {
+          return processOps(this.deps, client, runId, ops, claims.nextTry(), {
             locked: opened?.[0],
             readyAtLock: opened?.[1],
             statuses: graph && opened?.[2] ? { graph, result: opened[2] } : undefined,
@@ -131,14 +121,15 @@ export class RunCombiner {
         { openWith },
       );
       this.remember(runId, seen);
-      return { results, continuations: reserved };
+      return { results, continuations: claims.committed };
     } catch (error) {
-      release();
+      claims.release();
       throw error;
     }
   }
 
-  private remember(runId: string, seen: { planId?: string; version?: number }) {
+  /** Notes the plan version `runId` had at its last transaction (see `plans`). */
+  remember(runId: string, seen: { planId?: string; version?: number }) {
     if (!seen.planId || seen.version === undefined) return;
     this.plans.delete(runId);
     this.plans.set(runId, { planId: seen.planId, version: seen.version });

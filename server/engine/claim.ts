@@ -18,6 +18,35 @@ export interface ClaimedStep {
   approvedByPerson?: boolean;
 }
 
+/**
+ * The continuations one transaction claims, when `inTransaction` may try it several times (a lock
+ * timeout rolls a try back). Each try claims into a fresh list (`nextTry`), and the continuation
+ * slots reserved for a try that rolled back are given back; only the list of the try that
+ * committed is started — so a step claimed in a try that rolled back and claimed again in the next
+ * starts once. A transaction that fails for good gives its slots back too (`release`).
+ */
+export class ContinuationClaims {
+  private list: ClaimedStep[] = [];
+
+  constructor(private readonly slots: { used: number } | undefined) {}
+
+  /** At the start of each try: whatever an earlier try claimed was rolled back with it. */
+  nextTry(): ClaimedStep[] {
+    this.release();
+    return this.list;
+  }
+
+  release(): void {
+    if (this.slots) this.slots.used -= this.list.length;
+    this.list = [];
+  }
+
+  /** The committed try's claims, to start now. */
+  get committed(): ClaimedStep[] {
+    return this.list;
+  }
+}
+
 export type OpResult = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 /**

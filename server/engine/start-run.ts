@@ -6,7 +6,7 @@ import type { StepStatus } from "../plans/schema";
 import { assertPlanMayRun } from "../plans/lifecycle";
 import { validatePlan } from "../plans/validate";
 import { advance } from "./advance";
-import { claimContinuations, type ClaimedStep } from "./claim";
+import { claimContinuations, ContinuationClaims } from "./claim";
 import { startContinuations } from "./step-runner";
 import type { EngineDeps } from "./deps";
 import { audit, loadPlanSteps, openRunTransaction } from "./run-transaction";
@@ -42,16 +42,12 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
   // One trace per plan: its versions, its events and every run of it share the plan's trace id,
   // so one id finds everything (seed 001's observability).
   let traceId = "";
-  // Root steps this process claims to run itself (see below); a try that rolls back gives its slots back.
+  // Root steps this process claims to run itself (see below).
   const worker = deps.localWorker;
-  let local: ClaimedStep[] = [];
-  const release = () => {
-    if (worker?.continuationSlots) worker.continuationSlots.used -= local.length;
-    local = [];
-  };
+  const local = new ContinuationClaims(worker?.continuationSlots);
   try {
     await inTransaction(deps.pool, async (client) => {
-      release();
+      const claimed = local.nextTry();
       await assertPlanMayRun(client, input.planId);
       const trace = await client.query<{ trace_id: string }>(
         "select trace_id from plan_versions where plan_id = $1 and version = $2",
@@ -139,7 +135,15 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
           throw new AppError("invalid_state", "Only completed steps of the earlier run can be reused");
         }
       }
+      // The graph of the steps just read: the transaction below and the run's later ones find it
+      // cached rather than reading the version again.
+      await deps.graphs.get(input.planId, input.version, async () => steps);
       const tx = (await openRunTransaction(deps, client, runId))!;
+      // Every step row was written just now, none of them ready: the hot path's in-memory dispatch
+      // (see RunTransaction.readyAtLock) applies, and the status changes below go with the write-back.
+      tx.deferStepWrites = true;
+      tx.readyAtLock = { rows: [], complete: true };
+      steps.forEach((step, index) => tx.knownRows.set(step.id, { attempt: 0, queued: false, position: index }));
       await audit(tx, input.actor, "plan.approved", null, {
         workspace: input.workspaceRoot,
         ...(input.note && { note: input.note }),
@@ -169,13 +173,13 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
       // continuation slots, claimed in this transaction like any continuation: the queue's
       // hand-out of a wide first layer (a poll per worker slot) was a tenth of a short run. The
       // rest are queued.
-      if (worker) local = await claimContinuations(worker, tx, new Map());
+      if (worker) claimed.push(...(await claimContinuations(worker, tx, new Map())));
       await tx.flush();
     });
   } catch (error) {
-    release();
+    local.release();
     throw error;
   }
-  if (worker) startContinuations(worker, local);
+  if (worker) startContinuations(worker, local.committed);
   return { runId, traceId };
 }

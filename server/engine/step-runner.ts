@@ -161,6 +161,10 @@ function combinerFor(deps: EngineDeps): RunCombiner {
 
 /** Runs steps this process claimed as continuations (their claims committed), each in its slot. */
 export function startContinuations(deps: EngineDeps, claimed: ClaimedStep[]): void {
+  const run = claimed[0]?.run;
+  // Their outcomes go through the combiner: knowing the run's plan version, its first transaction
+  // on the run reads the step statuses it needs with the lock rather than after it.
+  if (run) combinerFor(deps).remember(run.id, { planId: run.plan_id, version: run.plan_version });
   for (const step of claimed) void runContinuation(deps, step);
 }
 
