@@ -1,6 +1,6 @@
 "use client";
 
-import { QueryClient, QueryClientProvider, type QueryFilters } from "@tanstack/react-query";
+import { QueryClientProvider } from "@tanstack/react-query";
 import { createTRPCClient, createWSClient, httpBatchLink, splitLink, wsLink } from "@trpc/client";
 import { createTRPCContext } from "@trpc/tanstack-react-query";
 import { useState, type ReactNode } from "react";
@@ -8,23 +8,9 @@ import superjson from "superjson";
 import type { AppRouter } from "@/server/trpc/root";
 import { LIVE_SOCKET_PATH } from "./live/relay-protocol";
 import { LiveSocket } from "./live/relay-socket";
+import { makeQueryClient } from "./query-client";
 
 export const { TRPCProvider, useTRPC } = createTRPCContext<AppRouter>();
-
-/**
- * Refetches queries after a change this page made. `invalidateQueries` alone joins a first load
- * still in flight (TanStack Query reuses a fetch of a query that has no data yet), whose answer
- * may predate the change: a directory registered while the list was loading stayed missing.
- * Cancelling that load first makes the refetch a fresh one.
- */
-export async function refetchAfterChange(queryClient: QueryClient, filters: QueryFilters): Promise<void> {
-  await queryClient.cancelQueries(filters);
-  await queryClient.invalidateQueries(filters);
-}
-
-function makeQueryClient() {
-  return new QueryClient({ defaultOptions: { queries: { staleTime: 5_000, retry: 1, refetchOnWindowFocus: false } } });
-}
 
 function liveClient() {
   return createWSClient({

@@ -3,7 +3,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useId, useState, type FormEvent } from "react";
 import type { WorkspaceView } from "@/server/plans/workspaces";
-import { refetchAfterChange, useTRPC } from "@/components/trpc";
+import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { ApproverPolicyForm } from "./approver-policy-form";
 
@@ -15,7 +15,7 @@ export function WorkspacesPage() {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   const workspaces = useQuery(trpc.workspaces.list.queryOptions({}));
-  const refresh = () => refetchAfterChange(queryClient, { queryKey: trpc.workspaces.list.queryKey() });
+  const refresh = () => queryClient.invalidateQueries({ queryKey: trpc.workspaces.list.queryKey() });
 
   return (
     <section className="stack" aria-label="Workspaces">
