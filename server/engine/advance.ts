@@ -165,6 +165,12 @@ async function assertSameAsTable(tx: RunTransaction, slots: number, picked: { st
   }
 }
 
+/** A run with a step in one of these states has failed. */
+const ENDED_BADLY = new Set<StepStatus>(["failed", "blocked"]);
+/** Whether run $1 has a failed or blocked step among those not in $2. */
+const FAILED_UNCHANGED = `select 1 from run_steps
+  where run_id = $1 and status in ('failed','blocked') and step_id <> all($2::text[]) limit 1`;
+
 export async function finishIfDone(tx: RunTransaction): Promise<void> {
   const { run } = tx;
   if (run.status === "completed" || run.status === "failed" || run.status === "cancelled") return;
@@ -175,14 +181,13 @@ export async function finishIfDone(tx: RunTransaction): Promise<void> {
     return;
   }
   if (run.open_steps > 0) return;
-  // Statuses set in this transaction must be visible to the query (dispatch, which usually
-  // writes them first, does nothing in a paused run).
-  await tx.flushStatusesOnly();
-  const failed = await tx.client.query(
-    "select 1 from run_steps where run_id = $1 and status in ('failed','blocked') limit 1",
-    [run.id],
-  );
-  run.status = failed.rowCount ? "failed" : "completed";
+  // Statuses changed in this transaction may not be written yet (the hot path writes them with
+  // its write-back): those are judged here, the table is asked about the others.
+  const { changed } = tx.pendingStatuses();
+  const failed =
+    changed.some((id) => ENDED_BADLY.has(tx.statuses.get(id)!)) ||
+    (await tx.client.query(FAILED_UNCHANGED, [run.id, changed])).rowCount! > 0;
+  run.status = failed ? "failed" : "completed";
   tx.events.push({ type: `run.${run.status}`, data: { status: run.status } });
 }
 

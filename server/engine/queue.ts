@@ -163,24 +163,21 @@ export const WEBHOOK_TRIGGER_TYPES: readonly string[] = [
 ];
 
 /**
- * Queues the fanout of a stream's events `fromSeq..toSeq` inside the caller's transaction, when
- * some webhook endpoint is enabled: one statement, and no job at all for an installation without
- * webhooks.
+ * The query that queues the fanout of a stream's events `fromSeq..toSeq` (SQL expressions over
+ * `from`), for the statement appending them (server/events/store.ts), so that the job exists
+ * exactly when the events do — and only while some webhook endpoint is enabled: no job at all for
+ * an installation without webhooks. `bind(value)` returns a parameter's placeholder.
  */
-export async function enqueueWebhookFanout(
-  client: Pick<pg.ClientBase, "query">,
-  range: { streamId: string; fromSeq: number; toSeq: number },
-): Promise<void> {
-  await client.query(
-    `select graphile_worker.add_job($1, $2::json, job_key := $3, max_attempts := $4)
-      where exists (select 1 from webhook_endpoints where enabled)`,
-    [
-      WEBHOOK_FANOUT_TASK,
-      JSON.stringify(range),
-      `${WEBHOOK_FANOUT_TASK}:${range.streamId}:${range.fromSeq}`,
-      QUEUE_ATTEMPTS,
-    ],
-  );
+export function webhookFanoutQuery(
+  bind: (value: unknown) => string,
+  range: { streamId: string; fromSeq: string; toSeq: string; from: string },
+): string {
+  const task = bind(WEBHOOK_FANOUT_TASK);
+  return `select graphile_worker.add_job(${task}::text,
+      json_build_object('streamId', ${range.streamId}, 'fromSeq', ${range.fromSeq}, 'toSeq', ${range.toSeq}),
+      job_key := ${task}::text || ':' || ${range.streamId} || ':' || (${range.fromSeq})::text,
+      max_attempts := ${bind(QUEUE_ATTEMPTS)}::int)
+    from ${range.from} where exists (select 1 from webhook_endpoints where enabled)`;
 }
 
 /** Queues one attempt of a delivery, at `runAt` (a retry's backoff) or now. */

@@ -3,7 +3,7 @@ import { preparedExecute, type CommitWith, type Statement } from "../db";
 import type { AuditAction } from "../audit/actions";
 import { recordAudit } from "../audit/audit-log";
 import { AppError } from "../errors";
-import { appended, appendEventsStatement } from "../events/store";
+import { appendEventsStatement } from "../events/store";
 import type { NewEvent, StepStatusData } from "../events/types";
 import type { Step, StepResult, StepStatus } from "../plans/schema";
 import type { EngineDeps } from "./deps";
@@ -220,9 +220,7 @@ export class RunTransaction {
    * run's rows together with the events in one statement — the round trip every engine
    * transaction pays once rather than three times. With `commitWith` (`inTransaction`'s), the
    * whole write-back and the commit go in one round trip, as `execute`s of the statements this
-   * connection has prepared (`preparedExecute`); not the first time a connection sends them, and
-   * not when an event needs its webhook fanout queued, which needs the events' sequence numbers
-   * first (a run's end, an approval: rare).
+   * connection has prepared (`preparedExecute`); not the first time a connection sends them.
    */
   async flush(commitWith?: CommitWith): Promise<void> {
     const jobs = stepJobsStatement(this.jobs.splice(0));
@@ -231,7 +229,7 @@ export class RunTransaction {
     const { run } = this;
     const stream = { streamId: run.id, planId: run.plan_id, runId: run.id, traceId: run.trace_id };
     const events = this.events.splice(0);
-    const { statement, fanout } = appendEventsStatement(stream, events, {
+    const statement = appendEventsStatement(stream, events, {
       // Read with the run's lock, which a new watcher's mark waits for: a transaction that saw
       // no watcher committed before the watcher reads the stored events.
       live: run.watched || events.some((event) => !QUIET_WHEN_UNWATCHED.has(event.type)),
@@ -249,16 +247,14 @@ export class RunTransaction {
       },
     });
     const statements = [jobs, timers, statement].filter((s): s is Statement => s !== undefined);
-    if (commitWith && !fanout) {
+    if (commitWith) {
       const executes = statements.map((s) => preparedExecute(this.client, s.text, s.values));
       if (executes.every((e) => e !== undefined)) {
         await commitWith(executes as string[]);
         return;
       }
     }
-    let result: pg.QueryResult | undefined;
-    for (const s of statements) result = await this.client.query(s.text, s.values);
-    if (statement) await appended(this.client, stream, events, result!);
+    for (const s of statements) await this.client.query(s.text, s.values);
     await commitWith?.([]);
   }
 

@@ -1,7 +1,7 @@
 import type pg from "pg";
 import type { Statement } from "../db";
 import { z } from "zod";
-import { enqueueWebhookFanout, WEBHOOK_TRIGGER_TYPES } from "../engine/queue";
+import { webhookFanoutQuery, WEBHOOK_TRIGGER_TYPES } from "../engine/queue";
 import { eventSchema } from "./event-schemas";
 import { EVENTS_CHANNEL, type NewEvent, type StoredEvent } from "./types";
 
@@ -44,17 +44,16 @@ export async function appendEvents(
   events: NewEvent[],
   alongside?: AlongsideWrites,
 ): Promise<StoredEvent[]> {
-  const { statement } = appendEventsStatement(stream, events, { alongside });
+  const statement = appendEventsStatement(stream, events, { alongside });
   if (!statement) return [];
   const result = await client.query<{ last_seq: number; created_at: string }>(statement.text, statement.values);
-  return appended(client, stream, events, result);
+  return appended(stream, events, result);
 }
 
 /**
  * `appendEvents` as one statement, for a caller that sends it with others (the engine sends its
- * write-back and commit in one round trip). Undefined when there is nothing to write. `fanout`:
- * the events include one a webhook may be told about, whose queue job needs the statement's result
- * — such a caller must hand the result to `appended` before committing.
+ * write-back and commit in one round trip). Undefined when there is nothing to write. Events a
+ * webhook may be told about queue their fanout job in the same statement.
  *
  * `live: false` stores the events without the NOTIFY that pushes them to subscribers: for the
  * engine's routine transitions of a run nobody watches (see `EventBus.watch`). A subscriber reads
@@ -64,15 +63,12 @@ export function appendEventsStatement(
   stream: { streamId: string; planId: string; runId: string | null; traceId: string },
   events: NewEvent[],
   options: { alongside?: AlongsideWrites; live?: boolean } = {},
-): { statement: Statement | undefined; fanout: boolean } {
+): Statement | undefined {
   const { alongside, live = true } = options;
   if (events.length === 0) {
     const params: unknown[] = [];
     const ctes = alongsideCtes(alongside, params);
-    return {
-      statement: ctes.length > 0 ? { text: `with ${ctes.join(", ")} select 1`, values: params } : undefined,
-      fanout: false,
-    };
+    return ctes.length > 0 ? { text: `with ${ctes.join(", ")} select 1`, values: params } : undefined;
   }
   if (CHECK_EVENTS) events.forEach(assertValidEvent);
   const rows = JSON.stringify(
@@ -95,9 +91,21 @@ export function appendEventsStatement(
   const writes = alongsideCtes(alongside, params)
     .map((cte) => `${cte}, `)
     .join("");
+  // Outgoing webhooks hear of these events through a queue job written with them, so a
+  // notification exists if and only if what it tells of happened. A CTE that only selects runs
+  // only if read: the final select counts its rows.
+  const fanout = events.some((event) => WEBHOOK_TRIGGER_TYPES.includes(event.type))
+    ? webhookFanoutQuery(bindTo(params), {
+        streamId: "$1::text",
+        fromSeq: "b.last_seq - $2 + 1",
+        toSeq: "b.last_seq",
+        from: "bumped b",
+      })
+    : undefined;
+  const columns = `b.last_seq, b.created_at${fanout ? ", (select count(*) from fanout) as fanned_out" : ""}`;
   // One statement (one round trip, paid by every engine transaction): bump the stream's counter,
-  // insert the events numbered from it, and queue the NOTIFY — the events themselves when they
-  // fit, else only their range.
+  // insert the events numbered from it, queue their webhook fanout, and queue the NOTIFY — the
+  // events themselves when they fit, else only their range.
   //
   // Timestamps come from the database's clock, not this process's, so processes with skewed
   // clocks still stamp one stream's events in order: clock_timestamp(), read once the stream's
@@ -106,8 +114,7 @@ export function appendEventsStatement(
   // predecessor's events. Rounded to the column's milliseconds first, so the stamp sent live is
   // exactly the one stored and replayed.
   return {
-    statement: {
-      text: `with ${writes}bumped as (
+    text: `with ${writes}bumped as (
        insert into event_streams (id, last_seq) values ($1, $2)
        on conflict (id) do update set last_seq = event_streams.last_seq + $2
        returning last_seq,
@@ -122,52 +129,40 @@ export function appendEventsStatement(
      inserted as (
        insert into events (stream_id, seq, type, plan_id, run_id, step_id, trace_id, data, created_at)
        select $1, seq, type, $3, $4::uuid, step_id, $5, data, created_at::timestamptz from numbered
-     )
-     ${!live ? "select b.last_seq, b.created_at from bumped b" : inline ? NOTIFY_EVENTS : NOTIFY_RANGE}`,
-      values: params,
-    },
-    fanout: events.some((event) => WEBHOOK_TRIGGER_TYPES.includes(event.type)),
+     )${fanout ? `, fanout as (${fanout})` : ""}
+     ${!live ? `select ${columns} from bumped b` : inline ? notifyEvents(columns) : notifyRange(columns)}`,
+    values: params,
   };
 }
 
 /** The end of `appendEventsStatement` that pushes the events' range, for subscribers to read. */
-const NOTIFY_RANGE = `select b.last_seq, b.created_at,
+const notifyRange = (columns: string) => `select ${columns},
        pg_notify($7, jsonb_build_object('streamId', $1::text, 'fromSeq', b.last_seq - $2 + 1, 'toSeq', b.last_seq)::text)
          is null as sent
      from bumped b`;
 
 /** The end of `appendEventsStatement` that pushes the events themselves (their range if, after all, too long). */
-const NOTIFY_EVENTS = `, inline as (
+const notifyEvents = (columns: string) => `, inline as (
        select jsonb_build_object('streamId', $1::text, 'events', jsonb_agg(jsonb_build_object(
          'streamId', $1::text, 'seq', seq, 'type', type, 'planId', $3::text, 'runId', $4::text,
          'stepId', step_id, 'traceId', $5::text, 'data', data, 'createdAt', created_at) order by seq))::text as payload
        from numbered
      )
-     select b.last_seq, b.created_at, pg_notify($7, case
+     select ${columns}, pg_notify($7, case
          when octet_length(i.payload) <= ${MAX_INLINE_PAYLOAD} then i.payload
          else jsonb_build_object('streamId', $1::text, 'fromSeq', b.last_seq - $2 + 1, 'toSeq', b.last_seq)::text
        end) is null as sent
      from bumped b, inline i`;
 
-/**
- * The events `appendEventsStatement` wrote, from its result; queues their webhook fanout first
- * when it said so (in the same transaction: call before committing).
- */
-export async function appended(
-  client: Queryable,
+/** The events `appendEventsStatement` wrote, from its result. */
+export function appended(
   stream: { streamId: string; planId: string; runId: string | null; traceId: string },
   events: NewEvent[],
   result: pg.QueryResult,
-): Promise<StoredEvent[]> {
+): StoredEvent[] {
   if (events.length === 0) return [];
   const { last_seq: lastSeq, created_at: createdAt } = result.rows[0]!;
   const firstSeq = lastSeq - events.length + 1;
-  // Outgoing webhooks hear of these events through a queue job committed with them, so a
-  // notification exists if and only if what it tells of happened (one more statement, only for
-  // the few event types a webhook may be told about).
-  if (events.some((event) => WEBHOOK_TRIGGER_TYPES.includes(event.type))) {
-    await enqueueWebhookFanout(client, { streamId: stream.streamId, fromSeq: firstSeq, toSeq: lastSeq });
-  }
   return events.map(
     (event, index) =>
       ({
@@ -190,11 +185,15 @@ export type AlongsideWrites = (bind: (value: unknown) => string) => string[];
 /** `name as (statement)` for each write, its parameters appended to `params`. */
 function alongsideCtes(alongside: AlongsideWrites | undefined, params: unknown[]): string[] {
   if (!alongside) return [];
-  const bind = (value: unknown) => {
+  return alongside(bindTo(params)).map((statement, index) => `alongside_${index} as (${statement})`);
+}
+
+/** A `bind` that appends each value to `params` and returns its placeholder. */
+function bindTo(params: unknown[]): (value: unknown) => string {
+  return (value) => {
     params.push(value);
     return `$${params.length}`;
   };
-  return alongside(bind).map((statement, index) => `alongside_${index} as (${statement})`);
 }
 
 /** An `events` row as `select *` returns it. */

@@ -74,7 +74,7 @@ async function appendQuietly(
   message: string,
   client?: { query: (text: string, values: unknown[]) => Promise<unknown> },
 ) {
-  const { statement } = appendEventsStatement(
+  const statement = appendEventsStatement(
     { streamId: runId, planId: "plan", runId, traceId: "trace" },
     [{ type: "step.log", stepId: "s0", data: { lines: [{ message, level: "info", at: new Date().toISOString() }] } }],
     { live: false },
