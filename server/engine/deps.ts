@@ -29,6 +29,12 @@ export interface EngineDeps {
    * attempts this process is executing (or still recording), whose leases its heartbeat renews.
    */
   leaseMs?: number;
+  /**
+   * Worker processes only: told of each delayed step job (a retry's backoff) a transaction queues,
+   * with its delay, to wake the queue when it is due — graphile-worker finds delayed jobs only by
+   * polling, which a worker does seldom (see `queuePollIntervalMs`).
+   */
+  wakeQueueIn?: (delayMs: number) => void;
   inFlight?: Map<string, { runId: string; stepId: string; attempt: number; controller: AbortController }>;
   /**
    * Fault injection for tests: called inside each step transaction (claims and outcomes) after its

@@ -123,6 +123,8 @@ export class RunTransaction {
      * expire a gate early or stamp events out of order.
      */
     readonly now: Date,
+    /** `EngineDeps.wakeQueueIn`, for the delayed jobs this transaction queues. */
+    private readonly wakeQueueIn?: (delayMs: number) => void,
   ) {}
 
   setStatus(
@@ -223,6 +225,8 @@ export class RunTransaction {
    * connection has prepared (`preparedExecute`); not the first time a connection sends them.
    */
   async flush(commitWith?: CommitWith): Promise<void> {
+    // A wake for a job of a transaction that then rolls back finds nothing due: harmless.
+    for (const job of this.jobs) if (job.runAt) this.wakeQueueIn?.(job.runAt.getTime() - this.now.getTime());
     const jobs = stepJobsStatement(this.jobs.splice(0));
     const timers = approvalTimersStatement(this.timers.splice(0));
     const stepRows = this.takeStepWrites();
@@ -364,7 +368,7 @@ export async function openRunTransaction(
   const graph = await deps.graphs.get(run.plan_id, run.plan_version, () =>
     loadPlanSteps(client, run.plan_id, run.plan_version),
   );
-  return new RunTransaction(client, run, graph, deps.now?.() ?? run.db_now);
+  return new RunTransaction(client, run, graph, deps.now?.() ?? run.db_now, deps.wakeQueueIn);
 }
 
 export type StepJobRef = { runId: string; stepId: string; attempt: number };

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import os from "node:os";
+import type pg from "pg";
 import { Logger, run as runGraphileWorker, type Runner } from "graphile-worker";
 import { createPool, isConnectionError, isLockTimeout, retryOnConnectionLoss } from "../db";
 import { DatabaseListener } from "../db/listener";
@@ -64,6 +65,8 @@ export async function startStepWorker(
     queuePoolSize?: number;
     /** Fault injection for tests: beat, but never renew the leases of running attempts. */
     skipLeaseRenewal?: boolean;
+    /** How often each idle queue worker polls (default `queuePollIntervalMs(concurrency)`). */
+    queuePollIntervalMs?: number;
     extra?: (worker: { workerId: string; heartbeatMs: number }) => ExtraWork;
   },
 ): Promise<StepWorker> {
@@ -78,6 +81,8 @@ export async function startStepWorker(
     leaseMs: heartbeatMs * MISSED_BEATS,
     inFlight: new Map(),
   };
+  const alarm = queueAlarm(deps.pool);
+  deps.wakeQueueIn = alarm.wakeIn;
   const extra = options.extra?.({ workerId, heartbeatMs });
   await retryOnConnectionLoss(
     () =>
@@ -108,8 +113,7 @@ export async function startStepWorker(
           pgPool: queuePool,
           concurrency: options.concurrency,
           noHandleSignals: true,
-          // Delayed jobs (retry backoff) are found by polling; LISTEN/NOTIFY covers immediate ones.
-          pollInterval: 250,
+          pollInterval: options.queuePollIntervalMs ?? queuePollIntervalMs(options.concurrency),
           logger: quietLogger(),
           // Batched job completion retries a failed write with backoff and reports a final failure
           // to graphile's handler; the unbatched path leaves it as an unhandled rejection, which
@@ -253,6 +257,7 @@ export async function startStepWorker(
       await Promise.race([idle(), new Promise((resolve) => setTimeout(resolve, 2_000).unref())]);
     }
     deps.stopping = true;
+    alarm.stop();
     clearInterval(heartbeat);
     clearInterval(leaseRenewal);
     clearInterval(maintenance);
@@ -284,4 +289,47 @@ function quietLogger(): Logger {
     if (message.includes("smaller than concurrency")) return;
     if (level === "error" || level === "warning") log.warn({ source: "graphile-worker" }, message);
   });
+}
+
+/**
+ * Each of graphile-worker's workers (one per unit of concurrency) polls the queue while idle: at
+ * 250 ms, an idle process of concurrency 50 sent 200 queries a second — a tenth of a core on the
+ * database and in the process, taken from the steps running beside them. Polling only finds
+ * delayed jobs (LISTEN/NOTIFY covers immediate ones), and the one delay that is short, a step
+ * retry's backoff, wakes the queue itself (`queueAlarm`); timers of minutes (approval expiry,
+ * planning questions) and webhook retries can be a few seconds late. So the process as a whole
+ * polls about 25 times a second whatever its concurrency, and never less often than every 5 s.
+ */
+export function queuePollIntervalMs(concurrency: number): number {
+  return Math.min(5_000, Math.max(250, concurrency * 40));
+}
+
+/**
+ * Wakes the queue when a delayed step job falls due, with the NOTIFY graphile-worker's `add_job`
+ * sends for an immediate job: an idle worker of any process then takes it at once instead of at
+ * its next poll. A few milliseconds late rather than early: a worker woken before the job is due
+ * finds nothing and sleeps a whole poll interval.
+ */
+function queueAlarm(pool: pg.Pool): { wakeIn: (delayMs: number) => void; stop: () => void } {
+  const timers = new Set<NodeJS.Timeout>();
+  let stopped = false;
+  return {
+    wakeIn(delayMs) {
+      if (stopped) return;
+      const timer = setTimeout(
+        () => {
+          timers.delete(timer);
+          pool.query(`select pg_notify('jobs:insert', '{"count":1}')`).catch(() => undefined);
+        },
+        Math.max(0, delayMs) + 5,
+      );
+      timer.unref();
+      timers.add(timer);
+    },
+    stop() {
+      stopped = true;
+      for (const timer of timers) clearTimeout(timer);
+      timers.clear();
+    },
+  };
 }
