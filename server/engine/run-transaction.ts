@@ -330,10 +330,10 @@ export async function loadPlanSteps(
 }
 
 /**
- * Locks the run row: every engine transaction on a run is serialised by this lock. With
- * `skipLocked` a run whose lock is held elsewhere is not waited for (undefined, as for no run).
+ * A run's row as the engine reads it (`RunRow`): the select of its lock below, or the `returning`
+ * of the insert that creates it (`startRun`).
  */
-const RUN_COLUMNS = `id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
+export const RUN_COLUMNS = `id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
   approval_timeout_ms, approval_warning_ms, recovery_policy, now() as db_now,
   coalesce(watched_until > now(), false) as watched`;
 
@@ -350,6 +350,10 @@ export function runLockStatement(runId: string): Statement | undefined {
   return UUID.test(runId) ? { text: RUN_LOCK, values: [runId] } : undefined;
 }
 
+/**
+ * Locks the run row: every engine transaction on a run is serialised by this lock. With
+ * `skipLocked` a run whose lock is held elsewhere is not waited for (undefined, as for no run).
+ */
 export async function openRunTransaction(
   deps: EngineDeps,
   client: Client,

@@ -2,14 +2,14 @@ import { randomUUID } from "node:crypto";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import { versionAuthor, workspacePolicy } from "../people/approver-policy";
-import type { StepStatus } from "../plans/schema";
+import type { Step, StepStatus } from "../plans/schema";
 import { assertPlanMayRun } from "../plans/lifecycle";
 import { validatePlan } from "../plans/validate";
 import { advance } from "./advance";
 import { claimContinuations, ContinuationClaims } from "./claim";
 import { startContinuations } from "./step-runner";
 import type { EngineDeps } from "./deps";
-import { audit, loadPlanSteps, openRunTransaction } from "./run-transaction";
+import { audit, openRunTransaction, RUN_COLUMNS } from "./run-transaction";
 
 export interface StartRunInput {
   planId: string;
@@ -46,14 +46,14 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
   const worker = deps.localWorker;
   const local = new ContinuationClaims(worker?.continuationSlots);
   try {
-    await inTransaction(deps.pool, async (client) => {
+    await inTransaction(deps.pool, async (client, _opened, commitWith) => {
       const claimed = local.nextTry();
       await assertPlanMayRun(client, input.planId);
-      const trace = await client.query<{ trace_id: string }>(
-        "select trace_id from plan_versions where plan_id = $1 and version = $2",
+      const version = await client.query<{ trace_id: string | null; steps: Step[] }>(
+        "select trace_id, steps from plan_versions where plan_id = $1 and version = $2",
         [input.planId, input.version],
       );
-      traceId = trace.rows[0]?.trace_id ?? randomUUID();
+      traceId = version.rows[0]?.trace_id ?? randomUUID();
       if (input.workspaceId) {
         const workspace = await client.query(
           "select 1 from workspaces where id = $1 and removed_at is null for share",
@@ -70,18 +70,23 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
           );
         }
       }
-      const steps = await loadPlanSteps(client, input.planId, input.version);
+      if (version.rowCount === 0) {
+        throw new AppError("not_found", `Plan ${input.planId} has no version ${input.version}`);
+      }
+      const steps = version.rows[0]!.steps;
       const issues = validatePlan({ steps }, deps.tools);
       if (issues.length > 0) throw new AppError("invalid_plan", "The plan is not valid and cannot run", issues);
       const reused = new Set(input.reuse?.stepIds);
       const initial: StepStatus[] = steps.map((step) =>
         reused.has(step.id) ? "completed" : step.skipped ? "skipped" : "pending",
       );
-      await client.query(
+      // Returns the run as the engine's lock reads it: the new row is this transaction's alone.
+      const run = await client.query(
         `insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root,
                          open_steps, active_steps, started_at, approval_timeout_ms, approval_warning_ms, rerun_of,
                          workspace_id, recovery_policy, approval_note)
-       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12, $13, $14)`,
+       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12, $13, $14)
+       returning ${RUN_COLUMNS}`,
         [
           runId,
           input.planId,
@@ -138,7 +143,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
       // The graph of the steps just read: the transaction below and the run's later ones find it
       // cached rather than reading the version again.
       await deps.graphs.get(input.planId, input.version, async () => steps);
-      const tx = (await openRunTransaction(deps, client, runId))!;
+      const tx = (await openRunTransaction(deps, client, runId, { locked: run }))!;
       // Every step row was written just now, none of them ready: the hot path's in-memory dispatch
       // (see RunTransaction.readyAtLock) applies, and the status changes below go with the write-back.
       tx.deferStepWrites = true;
@@ -174,7 +179,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
       // hand-out of a wide first layer (a poll per worker slot) was a tenth of a short run. The
       // rest are queued.
       if (worker) claimed.push(...(await claimContinuations(worker, tx, new Map())));
-      await tx.flush();
+      await tx.flush(commitWith);
     });
   } catch (error) {
     local.release();
