@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { z } from "zod";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { readEvents } from "../events/store";
+import { echoTool } from "../tools/echo";
 import { builtinTools, createToolRegistry } from "../tools/registry";
 import { defineTool, RetryableToolError } from "../tools/types";
 import { startStepWorker, type StepWorker } from "./worker";
@@ -15,20 +15,14 @@ afterEach(async () => {
   harness = undefined;
 });
 
+/** An idempotent data step (echo's properties) whose first attempt fails with a retryable error. */
 const flaky = defineTool({
+  ...echoTool,
   name: "flaky",
   description: "Fails its first attempt with a retryable error",
-  inputSchema: z.object({}),
-  capability: "data.transform",
-  capabilityLabel: "Transform data",
-  readOnly: true,
-  destructive: false,
-  idempotent: true,
-  requiresApproval: false,
-  defaultTimeoutSeconds: 60,
-  async execute(_input, context) {
+  async execute({ value }, context) {
     if (context.attempt === 1) throw new RetryableToolError("not yet");
-    return { attempt: context.attempt };
+    return value;
   },
 });
 
@@ -49,7 +43,13 @@ describe("delayed step jobs", () => {
       planJson: JSON.stringify({
         goal: "retry after a short backoff",
         steps: [
-          { id: "step_1", description: "flaky", tool: "flaky", args: {}, retry: { maxAttempts: 2, backoffMs: 100 } },
+          {
+            id: "step_1",
+            description: "flaky",
+            tool: "flaky",
+            args: { value: 1 },
+            retry: { maxAttempts: 2, backoffMs: 100 },
+          },
         ],
       }),
     });
