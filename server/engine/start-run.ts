@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
+import type { QueryResult } from "pg";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import { versionAuthor, workspacePolicy } from "../people/approver-policy";
 import type { Step, StepStatus } from "../plans/schema";
-import { assertPlanMayRun } from "../plans/lifecycle";
+import { assertPlanMayRun, planMayRunRead } from "../plans/lifecycle";
 import { validatePlan } from "../plans/validate";
 import { advance } from "./advance";
 import { claimContinuations, ContinuationClaims } from "./claim";
@@ -45,142 +46,153 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
   // Root steps this process claims to run itself (see below).
   const worker = deps.localWorker;
   const local = new ContinuationClaims(worker?.continuationSlots);
+  // The plan's lock and the version, read in the round trip that begins the transaction.
+  const openWith = [
+    planMayRunRead(input.planId),
+    {
+      text: "select trace_id, steps from plan_versions where plan_id = $1 and version = $2",
+      values: [input.planId, input.version],
+    },
+  ];
   try {
-    await inTransaction(deps.pool, async (client, _opened, commitWith) => {
-      const claimed = local.nextTry();
-      await assertPlanMayRun(client, input.planId);
-      const version = await client.query<{ trace_id: string | null; steps: Step[] }>(
-        "select trace_id, steps from plan_versions where plan_id = $1 and version = $2",
-        [input.planId, input.version],
-      );
-      traceId = version.rows[0]?.trace_id ?? randomUUID();
-      if (input.workspaceId) {
-        const workspace = await client.query(
-          "select 1 from workspaces where id = $1 and removed_at is null for share",
-          [input.workspaceId],
-        );
-        if (workspace.rowCount === 0) throw new AppError("invalid_state", "The plan's workspace was removed");
-        // The approver policy's other half: the author of a version does not approve it to run.
-        const policy = await workspacePolicy(client, input.workspaceId);
-        if (!policy.authorMayApprove && (await versionAuthor(client, input.planId, input.version)) === input.actor) {
-          throw new AppError(
-            "forbidden",
-            `${input.actor} wrote version ${input.version} of this plan and may not approve it (the workspace's approver policy); another approver must`,
-            { author: input.actor },
+    await inTransaction(
+      deps.pool,
+      async (client, opened, commitWith) => {
+        const claimed = local.nextTry();
+        await assertPlanMayRun(client, input.planId, opened![0]);
+        const version = opened![1] as QueryResult<{ trace_id: string | null; steps: Step[] }>;
+        traceId = version.rows[0]?.trace_id ?? randomUUID();
+        if (input.workspaceId) {
+          const workspace = await client.query(
+            "select 1 from workspaces where id = $1 and removed_at is null for share",
+            [input.workspaceId],
           );
+          if (workspace.rowCount === 0) throw new AppError("invalid_state", "The plan's workspace was removed");
+          // The approver policy's other half: the author of a version does not approve it to run.
+          const policy = await workspacePolicy(client, input.workspaceId);
+          if (!policy.authorMayApprove && (await versionAuthor(client, input.planId, input.version)) === input.actor) {
+            throw new AppError(
+              "forbidden",
+              `${input.actor} wrote version ${input.version} of this plan and may not approve it (the workspace's approver policy); another approver must`,
+              { author: input.actor },
+            );
+          }
         }
-      }
-      if (version.rowCount === 0) {
-        throw new AppError("not_found", `Plan ${input.planId} has no version ${input.version}`);
-      }
-      const steps = version.rows[0]!.steps;
-      const issues = validatePlan({ steps }, deps.tools);
-      if (issues.length > 0) throw new AppError("invalid_plan", "The plan is not valid and cannot run", issues);
-      const reused = new Set(input.reuse?.stepIds);
-      const initial: StepStatus[] = steps.map((step) =>
-        reused.has(step.id) ? "completed" : step.skipped ? "skipped" : "pending",
-      );
-      // Returns the run as the engine's lock reads it: the new row is this transaction's alone.
-      const run = await client.query(
-        `insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root,
-                         open_steps, active_steps, started_at, approval_timeout_ms, approval_warning_ms, rerun_of,
-                         workspace_id, recovery_policy, approval_note)
-       values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12, $13, $14)
-       returning ${RUN_COLUMNS}`,
-        [
-          runId,
-          input.planId,
-          input.version,
-          input.maxParallel ?? 8,
-          traceId,
-          input.actor,
-          input.workspaceRoot,
-          initial.filter((s) => s === "pending").length,
-          input.approvalTimeoutMs ?? DEFAULT_APPROVAL_TIMEOUT_MS,
-          input.approvalWarningMs ?? DEFAULT_APPROVAL_WARNING_MS,
-          input.reuse?.fromRunId ?? null,
-          input.workspaceId ?? null,
-          input.recoveryPolicy ?? "ask",
-          input.note || null,
-        ],
-      );
-      await client.query(
-        `insert into run_steps (run_id, step_id, position, tool, status, depends_on, reason)
-       select $1, s.id, s.position, s.tool, s.status, s.depends_on, s.reason
-       from jsonb_to_recordset($2::jsonb) as s(id text, position int, tool text, status text, depends_on text[], reason text)`,
-        [
-          runId,
-          JSON.stringify(
-            steps.map((step, index) => ({
-              id: step.id,
-              position: index,
-              tool: step.tool,
-              status: initial[index],
-              depends_on: step.dependsOn,
-              reason: reused.has(step.id)
-                ? `Result reused from run ${input.reuse!.fromRunId}`
-                : step.skipped
-                  ? "Skipped by the reviewer"
-                  : null,
-            })),
-          ),
-        ],
-      );
-      if (input.reuse && reused.size > 0) {
-        // Only results that succeeded are reused; anything else would make the new run lie.
-        const copied = await client.query(
-          `update run_steps rs set result = old.result, attempt = old.attempt, progress = 100,
+        if (version.rowCount === 0) {
+          throw new AppError("not_found", `Plan ${input.planId} has no version ${input.version}`);
+        }
+        const steps = version.rows[0]!.steps;
+        const issues = validatePlan({ steps }, deps.tools);
+        if (issues.length > 0) throw new AppError("invalid_plan", "The plan is not valid and cannot run", issues);
+        const reused = new Set(input.reuse?.stepIds);
+        const initial: StepStatus[] = steps.map((step) =>
+          reused.has(step.id) ? "completed" : step.skipped ? "skipped" : "pending",
+        );
+        // The run and its steps in one statement, returning the run as the engine's lock reads it
+        // (the new row is this transaction's alone).
+        const run = await client.query(
+          `with run as (
+         insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root,
+                           open_steps, active_steps, started_at, approval_timeout_ms, approval_warning_ms, rerun_of,
+                           workspace_id, recovery_policy, approval_note)
+         values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12, $13, $14)
+         returning ${RUN_COLUMNS}
+       ),
+       steps as (
+         insert into run_steps (run_id, step_id, position, tool, status, depends_on, reason)
+         select $1, s.id, s.position, s.tool, s.status, s.depends_on, s.reason
+         from jsonb_to_recordset($15::jsonb)
+           as s(id text, position int, tool text, status text, depends_on text[], reason text)
+       )
+       select * from run`,
+          [
+            runId,
+            input.planId,
+            input.version,
+            input.maxParallel ?? 8,
+            traceId,
+            input.actor,
+            input.workspaceRoot,
+            initial.filter((s) => s === "pending").length,
+            input.approvalTimeoutMs ?? DEFAULT_APPROVAL_TIMEOUT_MS,
+            input.approvalWarningMs ?? DEFAULT_APPROVAL_WARNING_MS,
+            input.reuse?.fromRunId ?? null,
+            input.workspaceId ?? null,
+            input.recoveryPolicy ?? "ask",
+            input.note || null,
+            JSON.stringify(
+              steps.map((step, index) => ({
+                id: step.id,
+                position: index,
+                tool: step.tool,
+                status: initial[index],
+                depends_on: step.dependsOn,
+                reason: reused.has(step.id)
+                  ? `Result reused from run ${input.reuse!.fromRunId}`
+                  : step.skipped
+                    ? "Skipped by the reviewer"
+                    : null,
+              })),
+            ),
+          ],
+        );
+        if (input.reuse && reused.size > 0) {
+          // Only results that succeeded are reused; anything else would make the new run lie.
+          const copied = await client.query(
+            `update run_steps rs set result = old.result, attempt = old.attempt, progress = 100,
            started_at = old.started_at, finished_at = old.finished_at
          from run_steps old
          where rs.run_id = $1 and old.run_id = $2 and old.step_id = rs.step_id and rs.step_id = any($3)
            and old.status = 'completed' and (old.result->>'ok')::boolean`,
-          [runId, input.reuse.fromRunId, [...reused]],
-        );
-        if (copied.rowCount !== reused.size) {
-          throw new AppError("invalid_state", "Only completed steps of the earlier run can be reused");
+            [runId, input.reuse.fromRunId, [...reused]],
+          );
+          if (copied.rowCount !== reused.size) {
+            throw new AppError("invalid_state", "Only completed steps of the earlier run can be reused");
+          }
         }
-      }
-      // The graph of the steps just read: the transaction below and the run's later ones find it
-      // cached rather than reading the version again.
-      await deps.graphs.get(input.planId, input.version, async () => steps);
-      const tx = (await openRunTransaction(deps, client, runId, { locked: run }))!;
-      // Every step row was written just now, none of them ready: the hot path's in-memory dispatch
-      // (see RunTransaction.readyAtLock) applies, and the status changes below go with the write-back.
-      tx.deferStepWrites = true;
-      tx.readyAtLock = { rows: [], complete: true };
-      steps.forEach((step, index) => tx.knownRows.set(step.id, { attempt: 0, queued: false, position: index }));
-      await audit(tx, input.actor, "plan.approved", null, {
-        workspace: input.workspaceRoot,
-        ...(input.note && { note: input.note }),
-        ...(input.reuse && { rerunOf: input.reuse.fromRunId }),
-      });
-      tx.events.push({
-        type: "run.started",
-        data: {
-          status: "running",
-          planVersion: input.version,
-          approvedBy: input.actor,
+        // The graph of the steps just read: the transaction below and the run's later ones find it
+        // cached rather than reading the version again.
+        await deps.graphs.get(input.planId, input.version, async () => steps);
+        const tx = (await openRunTransaction(deps, client, runId, { locked: run }))!;
+        // Every step row was written just now, none of them ready: the hot path's in-memory dispatch
+        // (see RunTransaction.readyAtLock) applies, and the status changes below go with the write-back.
+        tx.deferStepWrites = true;
+        tx.readyAtLock = { rows: [], complete: true };
+        steps.forEach((step, index) => tx.knownRows.set(step.id, { attempt: 0, queued: false, position: index }));
+        await audit(tx, input.actor, "plan.approved", null, {
+          workspace: input.workspaceRoot,
+          ...(input.note && { note: input.note }),
           ...(input.reuse && { rerunOf: input.reuse.fromRunId }),
-          steps: steps.map((s, index) => ({ id: s.id, status: initial[index]! })),
-        },
-      });
-      steps.forEach((step, index) => tx.statuses.set(step.id, initial[index]!));
-      // Roots have no dependencies to wait for; evaluate them like any dependent.
-      const roots = steps
-        .filter((s, index) => initial[index] === "pending" && s.dependsOn.length === 0)
-        .map((s) => s.id);
-      await advance(
-        tx,
-        steps.filter((s, index) => initial[index] !== "pending").map((s) => s.id),
-        roots,
-      );
-      // A process that runs steps starts the first ones itself, as far as its worker has
-      // continuation slots, claimed in this transaction like any continuation: the queue's
-      // hand-out of a wide first layer (a poll per worker slot) was a tenth of a short run. The
-      // rest are queued.
-      if (worker) claimed.push(...(await claimContinuations(worker, tx, new Map())));
-      await tx.flush(commitWith);
-    });
+        });
+        tx.events.push({
+          type: "run.started",
+          data: {
+            status: "running",
+            planVersion: input.version,
+            approvedBy: input.actor,
+            ...(input.reuse && { rerunOf: input.reuse.fromRunId }),
+            steps: steps.map((s, index) => ({ id: s.id, status: initial[index]! })),
+          },
+        });
+        steps.forEach((step, index) => tx.statuses.set(step.id, initial[index]!));
+        // Roots have no dependencies to wait for; evaluate them like any dependent.
+        const roots = steps
+          .filter((s, index) => initial[index] === "pending" && s.dependsOn.length === 0)
+          .map((s) => s.id);
+        await advance(
+          tx,
+          steps.filter((s, index) => initial[index] !== "pending").map((s) => s.id),
+          roots,
+        );
+        // A process that runs steps starts the first ones itself, as far as its worker has
+        // continuation slots, claimed in this transaction like any continuation: the queue's
+        // hand-out of a wide first layer (a poll per worker slot) was a tenth of a short run. The
+        // rest are queued.
+        if (worker) claimed.push(...(await claimContinuations(worker, tx, new Map())));
+        await tx.flush(commitWith);
+      },
+      { openWith },
+    );
   } catch (error) {
     local.release();
     throw error;

@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { recordAudit } from "../audit/audit-log";
-import { inTransaction } from "../db";
+import { inTransaction, type Statement } from "../db";
 import { AppError } from "../errors";
 import { endForRejectedPlan } from "../planner/session-store";
 import { ACTIVE_RUN_STATUSES } from "../vocabulary";
@@ -32,12 +32,21 @@ async function lockPlan(client: pg.PoolClient, planId: string): Promise<PlanRow>
   return plan;
 }
 
-/** The one rule every run start checks (inside its transaction, before inserting the run). */
-export async function assertPlanMayRun(client: pg.PoolClient, planId: string): Promise<void> {
-  const rows = await client.query<{ rejected_at: Date | null; archived_at: Date | null }>(
-    "select rejected_at, archived_at from plans where id = $1 for share",
-    [planId],
-  );
+/** `assertPlanMayRun`'s read, for a caller that sends it with `begin` (`inTransaction`'s `openWith`). */
+export function planMayRunRead(planId: string): Statement {
+  return { text: "select rejected_at, archived_at from plans where id = $1 for share", values: [planId] };
+}
+
+/**
+ * The one rule every run start checks (inside its transaction, before inserting the run). `read`:
+ * the result of `planMayRunRead(planId)`, already run in this transaction.
+ */
+export async function assertPlanMayRun(client: pg.PoolClient, planId: string, read?: pg.QueryResult): Promise<void> {
+  const statement = planMayRunRead(planId);
+  const rows = (read ?? (await client.query(statement.text, statement.values))) as pg.QueryResult<{
+    rejected_at: Date | null;
+    archived_at: Date | null;
+  }>;
   const plan = rows.rows[0];
   if (plan?.rejected_at) {
     throw new AppError("invalid_state", "This plan was rejected and cannot run; restore it first to approve it");
