@@ -59,7 +59,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
       deps.pool,
       async (client, opened, commitWith) => {
         const claimed = local.nextTry();
-        await assertPlanMayRun(client, input.planId, opened![0]);
+        assertPlanMayRun(opened![0]!);
         const version = opened![1] as QueryResult<{ trace_id: string | null; steps: Step[] }>;
         traceId = version.rows[0]?.trace_id ?? randomUUID();
         if (input.workspaceId) {

@@ -38,16 +38,11 @@ export function planMayRunRead(planId: string): Statement {
 }
 
 /**
- * The one rule every run start checks (inside its transaction, before inserting the run). `read`:
- * the result of `planMayRunRead(planId)`, already run in this transaction.
+ * The one rule every run start checks (inside its transaction, before inserting the run), on the
+ * result of `planMayRunRead`, run in that transaction.
  */
-export async function assertPlanMayRun(client: pg.PoolClient, planId: string, read?: pg.QueryResult): Promise<void> {
-  const statement = planMayRunRead(planId);
-  const rows = (read ?? (await client.query(statement.text, statement.values))) as pg.QueryResult<{
-    rejected_at: Date | null;
-    archived_at: Date | null;
-  }>;
-  const plan = rows.rows[0];
+export function assertPlanMayRun(read: pg.QueryResult): void {
+  const plan = (read as pg.QueryResult<{ rejected_at: Date | null; archived_at: Date | null }>).rows[0];
   if (plan?.rejected_at) {
     throw new AppError("invalid_state", "This plan was rejected and cannot run; restore it first to approve it");
   }
