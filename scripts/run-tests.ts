@@ -12,6 +12,8 @@ import path from "node:path";
 const results = { passed: 0, failed: 0, skipped: 0 };
 const reportDir = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-test-report-"));
 const failedStages: string[] = [];
+/** Each failed test by name, so the last lines of a long log say what failed, not only how many. */
+const failedTests: string[] = [];
 
 let current: ChildProcess | undefined;
 let interrupted: NodeJS.Signals | undefined;
@@ -83,26 +85,73 @@ async function ensureChromium(): Promise<boolean> {
   return false;
 }
 
-function countVitest(file: string) {
+function countVitest(stage: string, file: string) {
   if (!fs.existsSync(file)) return;
   const report = JSON.parse(fs.readFileSync(file, "utf8")) as {
     numPassedTests: number;
     numFailedTests: number;
     numPendingTests: number;
+    testResults: {
+      name: string;
+      status: string;
+      message?: string;
+      assertionResults: { fullName: string; status: string; failureMessages?: string[] }[];
+    }[];
   };
   results.passed += report.numPassedTests;
   results.failed += report.numFailedTests;
   results.skipped += report.numPendingTests;
+  for (const testFile of report.testResults) {
+    const where = path.relative(process.cwd(), testFile.name);
+    for (const test of testFile.assertionResults) {
+      if (test.status === "failed")
+        failedTests.push(`${stage} › ${where} › ${test.fullName}: ${firstLine(test.failureMessages?.[0])}`);
+    }
+    if (testFile.status === "failed" && !testFile.assertionResults.some((test) => test.status === "failed")) {
+      failedTests.push(`${stage} › ${where}: ${firstLine(testFile.message)}`);
+    }
+  }
 }
+
+type PlaywrightSuite = {
+  title: string;
+  file?: string;
+  suites?: PlaywrightSuite[];
+  specs?: { title: string; line: number; tests: { status: string; results: { error?: { message?: string } }[] }[] }[];
+};
 
 function countPlaywright(file: string) {
   if (!fs.existsSync(file)) return;
   const report = JSON.parse(fs.readFileSync(file, "utf8")) as {
     stats: { expected: number; unexpected: number; flaky: number; skipped: number };
+    suites: PlaywrightSuite[];
+    errors?: { message?: string }[];
   };
   results.passed += report.stats.expected + report.stats.flaky;
   results.failed += report.stats.unexpected;
   results.skipped += report.stats.skipped;
+  const visit = (suite: PlaywrightSuite, file: string | undefined) => {
+    for (const spec of suite.specs ?? []) {
+      for (const test of spec.tests) {
+        if (test.status !== "unexpected") continue;
+        const error = test.results.at(-1)?.error?.message;
+        failedTests.push(`browser tests › ${file ?? suite.title}:${spec.line} › ${spec.title}: ${firstLine(error)}`);
+      }
+    }
+    for (const child of suite.suites ?? []) visit(child, file ?? child.file);
+  };
+  for (const suite of report.suites) visit(suite, suite.file);
+  for (const error of report.errors ?? []) failedTests.push(`browser tests: ${firstLine(error.message)}`);
+}
+
+/** The first line of an error, without terminal colours: enough to tell which check failed. */
+function firstLine(message: string | undefined): string {
+  return (
+    (message ?? "(no message)")
+      .replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g"), "")
+      .split("\n")
+      .find((line) => line.trim()) ?? ""
+  );
 }
 
 async function vitest(stage: string, project: string, env: Record<string, string> = {}, extraArgs: string[] = []) {
@@ -122,7 +171,7 @@ async function vitest(stage: string, project: string, env: Record<string, string
     ],
     env,
   );
-  countVitest(out);
+  countVitest(stage, out);
 }
 
 function portAnswers(port: number, host = "127.0.0.1"): Promise<boolean> {
@@ -162,6 +211,7 @@ async function main() {
   }
   fs.rmSync(reportDir, { recursive: true, force: true });
   if (failedStages.length) console.log(`\nFailed stages: ${failedStages.join(", ")}`);
+  if (failedTests.length) console.log(`\nFailed tests:\n${failedTests.map((test) => `  ✗ ${test}`).join("\n")}`);
   console.log(
     `\n${results.passed} passed, ${results.failed} failed${results.skipped ? `, ${results.skipped} skipped` : ""}`,
   );
