@@ -146,12 +146,13 @@ function countPlaywright(file: string) {
 
 /** The first line of an error, without terminal colours: enough to tell which check failed. */
 function firstLine(message: string | undefined): string {
-  return (
+  const line =
     (message ?? "(no message)")
       .replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g"), "")
       .split("\n")
-      .find((line) => line.trim()) ?? ""
-  );
+      .find((text) => text.trim()) ?? "";
+  // Vitest reports a timeout by the stack it captured where the test was declared.
+  return line === "Error: STACK_TRACE_ERROR" ? "timed out (see the log above)" : line;
 }
 
 async function vitest(stage: string, project: string, env: Record<string, string> = {}, extraArgs: string[] = []) {

@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createAppContext } from "../app-context";
 import { findFreePort, runningEmbeddedDatabaseUrl, runningPostmaster } from "../db/embedded";
 import { startRun } from "../engine/engine";
@@ -23,7 +23,11 @@ interface Started {
   child: ChildProcess;
   output: () => string;
   exited: Promise<number | null>;
+  hasExited: () => boolean;
 }
+
+/** Every Stepwise a test started and that has not exited yet: afterEach stops what a failure left. */
+const running = new Set<Started>();
 
 function startCli(args: string[], env: Record<string, string>): Started {
   const { DATABASE_URL: _unset, ...inherited } = process.env;
@@ -35,14 +39,32 @@ function startCli(args: string[], env: Record<string, string>): Started {
     detached: true,
   });
   let output = "";
+  let hasExited = false;
   child.stdout!.on("data", (chunk) => (output += chunk));
   child.stderr!.on("data", (chunk) => (output += chunk));
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-  return { child, output: () => output, exited };
+  const started: Started = { child, output: () => output, exited, hasExited: () => hasExited };
+  running.add(started);
+  void exited.then(() => {
+    hasExited = true;
+    running.delete(started);
+  });
+  return started;
 }
 
+/** Until the process prints `text`; a process that exits first fails at once, with what it printed. */
 async function waitFor(started: Started, text: string): Promise<void> {
-  await expect.poll(() => started.output(), { timeout: 120_000, interval: 100 }).toContain(text);
+  await expect
+    .poll(
+      () => {
+        if (started.hasExited() && !started.output().includes(text)) {
+          throw new Error(`exited before printing "${text}":\n${started.output()}`);
+        }
+        return started.output();
+      },
+      { timeout: 120_000, interval: 100 },
+    )
+    .toContain(text);
 }
 
 /** Every process whose command line names this data folder's database (postgres and its backends). */
@@ -56,11 +78,25 @@ async function postgresProcesses(dataDir: string): Promise<number[]> {
   return found;
 }
 
-/** Ctrl-C to the process group; everything it printed after that. */
+/**
+ * Ctrl-C to the process group; everything it printed after that. Stepwise gives up on a hung
+ * shutdown after the grace period plus 30 s, so a process still there two minutes later is
+ * reported with what it printed instead of holding the test until its timeout.
+ */
 async function interrupt(started: Started): Promise<{ code: number | null; after: string[] }> {
   const mark = started.output().length;
   process.kill(-started.child.pid!, "SIGINT");
-  const code = await started.exited;
+  let backstop: NodeJS.Timeout | undefined;
+  const code = await Promise.race([
+    started.exited,
+    new Promise<never>((_, reject) => {
+      backstop = setTimeout(
+        () =>
+          reject(new Error(`still running 120 s after SIGINT; after it, it printed:\n${started.output().slice(mark)}`)),
+        120_000,
+      );
+    }),
+  ]).finally(() => clearTimeout(backstop));
   return { code, after: started.output().slice(mark).trim().split("\n") };
 }
 
@@ -70,6 +106,26 @@ let pgPort: number;
 beforeAll(async () => {
   dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-stop-"));
   pgPort = await findFreePort();
+});
+
+/**
+ * A failed test must not leave its Stepwise or PostgreSQL behind: the next test would join it
+ * ("Joining the running Stepwise") or find Next.js's development lock taken, and fail for that.
+ */
+afterEach(async () => {
+  for (const started of running) {
+    try {
+      process.kill(-started.child.pid!, "SIGKILL");
+    } catch {
+      // already gone
+    }
+    await started.exited;
+  }
+  const postmaster = await runningPostmaster(path.join(dataDir, "pg"));
+  if (postmaster) {
+    process.kill(postmaster.pid, "SIGQUIT");
+    await expect.poll(() => postgresProcesses(dataDir)).toEqual([]);
+  }
 });
 
 afterAll(async () => {
@@ -113,7 +169,7 @@ describe("Ctrl-C stops Stepwise cleanly", () => {
     console.info(`clean stops in a row: ${stops}`);
   });
 
-  it("the web server (development mode, which needs no build), twice", { timeout: 400_000 }, async () => {
+  it("the web server (development mode, which needs no build), twice", { timeout: 600_000 }, async () => {
     const tsconfig = await fs.readFile(path.join(projectRoot, "tsconfig.json"), "utf8");
     for (let round = 0; round < 2; round++) {
       const port = await findFreePort();
