@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { doorConfig } from "./door";
 import { behindDoor, MAX_BODY_BYTES, MAX_SIGN_IN_BYTES } from "./door-server";
+import { toProblem } from "./problem";
 
 /**
  * The door in front of a real Node HTTP server, with a route that reads and keeps every byte of
@@ -11,11 +12,11 @@ import { behindDoor, MAX_BODY_BYTES, MAX_SIGN_IN_BYTES } from "./door-server";
 const token = "door-server-token";
 let server: Server;
 let base: string;
-const seen: { bytes: number; outcome: "end" | "error" | "reading" }[] = [];
+const seen: { bytes: number; outcome: "end" | "error" | "reading"; errorStatus?: number }[] = [];
 
 beforeAll(async () => {
   const route = (req: IncomingMessage, res: import("node:http").ServerResponse) => {
-    const record = { bytes: 0, outcome: "reading" as "end" | "error" | "reading" };
+    const record: (typeof seen)[number] = { bytes: 0, outcome: "reading" };
     seen.push(record);
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => {
@@ -26,7 +27,11 @@ beforeAll(async () => {
       record.outcome = "end";
       if (!res.headersSent) res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
     });
-    req.on("error", () => (record.outcome = "error"));
+    req.on("error", (error) => {
+      record.outcome = "error";
+      // What a route's error handling makes of it: the status it would answer and log by.
+      record.errorStatus = toProblem(error).status;
+    });
     req.on("aborted", () => (record.outcome = "error"));
   };
   server = createServer(behindDoor(route, doorConfig({ host: "127.0.0.1", accessToken: token })));
@@ -106,6 +111,8 @@ describe("the body limit", () => {
     expect(seen[0]!.bytes).toBeLessThanOrEqual(MAX_BODY_BYTES);
     // The route's read ends in an error once the connection closes, never in a truncated "end".
     await expect.poll(() => seen[0]!.outcome, { timeout: 15_000 }).toBe("error");
+    // An error of the client's (413), so the route does not log it as a failure of its own.
+    await expect.poll(() => seen[0]!.errorStatus, { timeout: 15_000 }).toBe(413);
   });
 
   it("refuses a declared length over the limit before the route is called", async () => {

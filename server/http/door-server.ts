@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { isDatabaseUnavailable } from "../db";
+import { AppError } from "../errors";
 import { RETRY_AFTER_SECONDS, toProblem } from "./problem";
 import {
   decide,
@@ -109,7 +110,7 @@ export function limitBody(req: IncomingMessage, res: ServerResponse, limit: numb
     if (received <= limit) return push(chunk, encoding);
     exceeded = true;
     if (res.headersSent) {
-      req.destroy(new Error("The request body is over the limit"));
+      req.destroy(bodyOverLimit());
     } else {
       closeAfterAnswer(req, res);
       refuse(res, tooLarge(limit), true);
@@ -117,6 +118,14 @@ export function limitBody(req: IncomingMessage, res: ServerResponse, limit: numb
     return true;
   };
   return true;
+}
+
+/**
+ * What a reader of a cut-off body gets: the client was already answered 413, so this is the
+ * client's error, not the server's, and is not logged as a failure of the route that read it.
+ */
+function bodyOverLimit(): AppError {
+  return new AppError("payload_too_large", "The request body is over the limit");
 }
 
 /** How long a refused client may go on sending after the answer before the connection is cut. */
@@ -135,7 +144,7 @@ function closeAfterAnswer(req: IncomingMessage, res: ServerResponse): void {
   socket.destroySoon = () => {
     socket.end();
     setTimeout(() => {
-      req.destroy(new Error("The request body is over the limit"));
+      req.destroy(bodyOverLimit());
       socket.destroy();
     }, LINGER_MS).unref();
   };
