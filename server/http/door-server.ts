@@ -121,8 +121,9 @@ export function limitBody(req: IncomingMessage, res: ServerResponse, limit: numb
 }
 
 /**
- * What a reader of a cut-off body gets: the client was already answered 413, so this is the
- * client's error, not the server's, and is not logged as a failure of the route that read it.
+ * What a reader of a cut-off body gets: the client sent more than the limit (and was answered 413
+ * unless the route had answered first), so this is the client's error, not the server's, and the
+ * route that read it does not log it as a failure of its own.
  */
 function bodyOverLimit(): AppError {
   return new AppError("payload_too_large", "The request body is over the limit");
