@@ -39,16 +39,13 @@ function startCli(args: string[], env: Record<string, string>): Started {
     detached: true,
   });
   let output = "";
-  let hasExited = false;
   child.stdout!.on("data", (chunk) => (output += chunk));
   child.stderr!.on("data", (chunk) => (output += chunk));
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-  const started: Started = { child, output: () => output, exited, hasExited: () => hasExited };
+  const hasExited = () => child.exitCode !== null || child.signalCode !== null;
+  const started: Started = { child, output: () => output, exited, hasExited };
   running.add(started);
-  void exited.then(() => {
-    hasExited = true;
-    running.delete(started);
-  });
+  void exited.then(() => running.delete(started));
   return started;
 }
 
