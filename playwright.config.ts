@@ -1,13 +1,13 @@
 import fs from "node:fs";
 import { chromium, defineConfig } from "@playwright/test";
-import { E2E_DATA_DIR, E2E_PORT, E2E_STATE_FILE } from "./e2e/e2e-env";
+import { E2E_DATA_DIR, E2E_LLM_PORT, E2E_PORT, E2E_STATE_FILE } from "./e2e/e2e-env";
 
 const port = E2E_PORT;
 /**
  * The planner specs start a scripted OpenAI-compatible server on this port (tests/scripted-llm.ts)
  * and the app under test uses it as its provider; other specs never call it.
  */
-const llmPort = Number(process.env.E2E_LLM_PORT ?? port + 1000);
+const llmPort = E2E_LLM_PORT;
 
 /** Playwright's own Chromium cannot be downloaded on every machine; Debian's works the same. */
 function chromiumExecutable(): string | undefined {

@@ -11,7 +11,7 @@ export default defineConfig({
         resolve: { alias },
         test: {
           name: "unit",
-          include: ["server/**/*.test.ts", "components/**/*.test.ts"],
+          include: ["server/**/*.test.ts", "components/**/*.test.ts", "tests/**/*.test.ts"],
           exclude: ["**/*.int.test.ts", "node_modules/**"],
           environment: "node",
           // Many unit tests spawn git, bash or worker threads a fixed number of times; on a busy

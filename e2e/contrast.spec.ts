@@ -5,7 +5,7 @@ import AxeBuilder from "@axe-core/playwright";
 import { expect, test, type APIRequestContext, type Locator, type Page } from "@playwright/test";
 import { goodPlan } from "../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
-import { E2E_PORT, E2E_STATE_FILE } from "./e2e-env";
+import { E2E_LLM_PORT, E2E_PORT, E2E_STATE_FILE } from "./e2e-env";
 import { createPlanViaApi, PlanViewPage } from "./pages/plan-pages";
 import { PlanCommandBox, PlanningSessionPage } from "./pages/planner-pages";
 import { RunViewPage, startRunViaApi } from "./pages/run-pages";
@@ -23,7 +23,6 @@ import { trpc } from "./pages/trpc-api";
 const SCHEMES = ["light", "dark"] as const;
 type Scheme = (typeof SCHEMES)[number];
 
-const llmPort = Number(process.env.E2E_LLM_PORT ?? E2E_PORT + 1000);
 
 async function seriousViolations(page: Page): Promise<string[]> {
   const results = await new AxeBuilder({ page }).analyze();
@@ -160,7 +159,7 @@ async function answerProcedure(page: Page, procedure: string, value: unknown) {
 
 test.beforeAll(async ({ playwright }) => {
   test.setTimeout(120_000);
-  llm = await startScriptedLlm({ port: llmPort });
+  llm = await startScriptedLlm({ port: E2E_LLM_PORT });
   const request = await playwright.request.newContext({
     baseURL: `http://127.0.0.1:${E2E_PORT}`,
     storageState: E2E_STATE_FILE,

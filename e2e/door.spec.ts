@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import { chromium, expect, test, type APIRequestContext, type Browser } from "@playwright/test";
 import { startRunViaApi } from "./pages/run-pages";
 import { query } from "./pages/trpc-api";
+import { E2E_PORT, extraAppPort } from "./e2e-env";
 
 /**
  * The door, tried as an attacker would from a real browser: a DNS-rebinding page (a hostname that
@@ -13,7 +14,7 @@ import { query } from "./pages/trpc-api";
  * with an access token shows every route kind needs it and the sign-in page grants it.
  */
 
-const port = Number(process.env.E2E_PORT ?? 3210);
+const port = E2E_PORT;
 const attackGoal = `attack ${Date.now()}`;
 const attackPlan = JSON.stringify({
   goal: attackGoal,
@@ -274,13 +275,14 @@ test("a 200 MB chunked body is cut at 1 MB with 413 through the real server, whi
 });
 
 test.describe("with an access token", () => {
-  const tokenPort = port + 2;
   const token = "e2e-access-token-0123456789";
-  const base = `http://127.0.0.1:${tokenPort}`;
+  let base = "";
   let server: ChildProcess | undefined;
 
   test.beforeAll(async () => {
     test.setTimeout(120_000);
+    const tokenPort = await extraAppPort("E2E_TOKEN_APP_PORT");
+    base = `http://127.0.0.1:${tokenPort}`;
     server = spawn(process.execPath, ["--import", "tsx", "e2e/serve-for-tests.ts"], {
       env: { ...process.env, PORT: String(tokenPort), STEPWISE_ACCESS_TOKEN: token, NEXT_TELEMETRY_DISABLED: "1" },
       stdio: "ignore",

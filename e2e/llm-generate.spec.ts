@@ -1,14 +1,13 @@
 import { expect, test } from "@playwright/test";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
-import { E2E_PORT } from "./e2e-env";
+import { E2E_LLM_PORT } from "./e2e-env";
 import { RunViewPage, startRunViaApi } from "./pages/run-pages";
 
 /** An llm_generate step in a real run: the model's text is its result, its usage is on its card. */
-const llmPort = Number(process.env.E2E_LLM_PORT ?? E2E_PORT + 1000);
 let llm: ScriptedLlm;
 
 test.beforeAll(async () => {
-  llm = await startScriptedLlm({ port: llmPort });
+  llm = await startScriptedLlm({ port: E2E_LLM_PORT });
 });
 test.afterAll(async () => {
   await llm.close();

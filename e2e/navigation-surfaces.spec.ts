@@ -1,19 +1,18 @@
 import { expect, test } from "@playwright/test";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
 import { query, trpc } from "./pages/trpc-api";
+import { E2E_LLM_PORT } from "./e2e-env";
 
 /**
  * The surfaces a newcomer meets first: one "New" entry that says which way to start a plan, a plan
  * that has run leading with its latest run, and audit rows of planning sessions that read as words
  * and link to the session.
  */
-const appPort = Number(process.env.E2E_PORT ?? 3210);
-const llmPort = Number(process.env.E2E_LLM_PORT ?? appPort + 1000);
 const tag = Date.now().toString(36);
 
 let llm: ScriptedLlm;
 test.beforeAll(async () => {
-  llm = await startScriptedLlm({ port: llmPort });
+  llm = await startScriptedLlm({ port: E2E_LLM_PORT });
 });
 test.afterAll(async () => {
   await llm?.close();

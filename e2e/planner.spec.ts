@@ -6,14 +6,13 @@ import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
 import { NewTaskPage, PlanCommandBox, PlanningSessionPage, PlanPlannerTools } from "./pages/planner-pages";
 import { RunViewPage } from "./pages/run-pages";
 import { trpc } from "./pages/trpc-api";
+import { E2E_LLM_PORT, extraAppPort } from "./e2e-env";
 
 /** Same port as playwright.config.ts gives the app under test as its OpenAI-compatible provider. */
-const appPort = Number(process.env.E2E_PORT ?? 3210);
-const llmPort = Number(process.env.E2E_LLM_PORT ?? appPort + 1000);
 
 let llm: ScriptedLlm;
 test.beforeAll(async () => {
-  llm = await startScriptedLlm({ port: llmPort });
+  llm = await startScriptedLlm({ port: E2E_LLM_PORT });
 });
 test.afterAll(async () => {
   await llm?.close();
@@ -239,7 +238,7 @@ async function startUnconfiguredApp(port: number): Promise<{ url: string; token:
 
 test("with no provider configured, New task says exactly what to set and manual plans still work", async ({ page }) => {
   test.setTimeout(150_000);
-  const app = await startUnconfiguredApp(appPort + 2000);
+  const app = await startUnconfiguredApp(await extraAppPort("E2E_UNCONFIGURED_APP_PORT"));
   try {
     await page.goto(`${app.url}/sign-in?token=${app.token}`);
     await page.goto(`${app.url}/tasks/new`);

@@ -4,17 +4,16 @@ import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
 import { PlanningSessionPage } from "./pages/planner-pages";
 import { PlanViewPage } from "./pages/plan-pages";
 import { trpc, query } from "./pages/trpc-api";
+import { E2E_LLM_PORT } from "./e2e-env";
 
 /**
  * Seed 002 beyond one session: the Planning list, the Inbox with its count in the navigation,
  * Reject and Edit of a submitted plan, and archiving plans. The model is the scripted one.
  */
-const appPort = Number(process.env.E2E_PORT ?? 3210);
-const llmPort = Number(process.env.E2E_LLM_PORT ?? appPort + 1000);
 
 let llm: ScriptedLlm;
 test.beforeAll(async () => {
-  llm = await startScriptedLlm({ port: llmPort });
+  llm = await startScriptedLlm({ port: E2E_LLM_PORT });
 });
 test.afterAll(async () => {
   await llm?.close();

@@ -2,14 +2,13 @@ import { expect, test } from "@playwright/test";
 import { goodPlan } from "../tests/planner-fixtures";
 import { startScriptedLlm, type ChatRequest, type ScriptedLlm, type ScriptedReply } from "../tests/scripted-llm";
 import { NewTaskPage } from "./pages/planner-pages";
+import { E2E_LLM_PORT } from "./e2e-env";
 
 /** Same port as playwright.config.ts gives the app under test as its OpenAI-compatible provider. */
-const appPort = Number(process.env.E2E_PORT ?? 3210);
-const llmPort = Number(process.env.E2E_LLM_PORT ?? appPort + 1000);
 
 let llm: ScriptedLlm;
 test.beforeAll(async () => {
-  llm = await startScriptedLlm({ port: llmPort });
+  llm = await startScriptedLlm({ port: E2E_LLM_PORT });
 });
 test.afterAll(async () => {
   await llm?.close();

@@ -3,19 +3,18 @@ import { goodPlan } from "../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
 import { createPlanViaApi, PlanViewPage } from "./pages/plan-pages";
 import { query, trpc } from "./pages/trpc-api";
+import { E2E_LLM_PORT } from "./e2e-env";
 
 /**
  * Review as a conversation in the browser: a person comments on one argument of a step with the
  * keyboard alone, sees the thread answered once a new version changes that argument, resolves it,
  * and sends the open comments to the planner with "Revise from comments".
  */
-const appPort = Number(process.env.E2E_PORT ?? 3210);
-const llmPort = Number(process.env.E2E_LLM_PORT ?? appPort + 1000);
 const tag = Date.now().toString(36);
 
 let llm: ScriptedLlm;
 test.beforeAll(async () => {
-  llm = await startScriptedLlm({ port: llmPort });
+  llm = await startScriptedLlm({ port: E2E_LLM_PORT });
 });
 test.afterAll(async () => {
   await llm?.close();

@@ -8,6 +8,7 @@ import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { SERVICE_PASS_FILES } from "../tests/service-pass";
 
 const results = { passed: 0, failed: 0, skipped: 0 };
 const reportDir = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-test-report-"));
@@ -193,14 +194,13 @@ async function main() {
   await vitest("unit", "unit");
   await vitest("integration (embedded PostgreSQL)", "integration", { DATABASE_URL: process.env.DATABASE_URL ?? "" });
   if (!process.env.DATABASE_URL && (await portAnswers(5432))) {
-    // The same suite on another server and version, for SQL and behaviour — except the process
-    // fault suites (kill, SIGSTOP, restarts, skewed clocks), which test processes rather than the
-    // server and take minutes; they run once, above.
+    // Another server and major version: the files whose subject is SQL run again there
+    // (tests/service-pass.ts says which and why).
     await vitest(
       "integration (PostgreSQL service on 127.0.0.1:5432)",
       "integration",
       { DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/postgres" },
-      ["--exclude", "server/engine/faults*.int.test.ts", "--exclude", "server/engine/durability.int.test.ts"],
+      SERVICE_PASS_FILES,
     );
   }
   if ((await run("build", "npx", ["next", "build"])) && (await ensureChromium())) {
@@ -213,9 +213,14 @@ async function main() {
   fs.rmSync(reportDir, { recursive: true, force: true });
   if (failedStages.length) console.log(`\nFailed stages: ${failedStages.join(", ")}`);
   if (failedTests.length) console.log(`\nFailed tests:\n${failedTests.map((test) => `  ✗ ${test}`).join("\n")}`);
-  console.log(
-    `\n${results.passed} passed, ${results.failed} failed${results.skipped ? `, ${results.skipped} skipped` : ""}`,
-  );
+  // Tests a Ctrl-C stopped are reported by the runners as skipped; they were interrupted, and
+  // the stages after the stopped one never started.
+  if (interrupted)
+    console.log(
+      `\nInterrupted by ${interrupted}: ${results.skipped} test(s) in the stopped stage did not run, nor did any stage after it.`,
+    );
+  const skipped = !interrupted && results.skipped ? `, ${results.skipped} skipped` : "";
+  console.log(`\n${results.passed} passed, ${results.failed} failed${skipped}`);
   process.exit(interrupted ? 130 : failedStages.length === 0 && results.failed === 0 ? 0 : 1);
 }
 
