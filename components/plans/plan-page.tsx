@@ -29,6 +29,7 @@ import {
   ApprovalNoteField,
 } from "./run-options";
 import { groupIssuesByStep } from "./plan-issues";
+import type { PlanAdvice } from "@/server/plans/schema";
 import type { StepActions } from "./step-card";
 import { StepEditor, type StepEditorTarget } from "./step-editor";
 import { StepList } from "./step-list";
@@ -222,6 +223,7 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
         empty={current.steps.length === 0}
         hasRun={(lifecycle.data?.runs ?? 0) > 0}
       />
+      <PlanAdviceList advice={current.advice ?? []} />
       <OverlapWarnings
         planId={planId}
         version={current.version}
@@ -313,6 +315,27 @@ export function PlanPage({ planId, showHistoryAtFirst = false }: { planId: strin
       <PlanDetails plan={current} onSave={(changes) => edit({ kind: "updatePlan", changes })} />
       <PlanRuns planId={planId} />
       <PlanPlannerTools planId={planId} version={current.version} />
+    </section>
+  );
+}
+
+/**
+ * What the quality gates found in a plan that was accepted as written (an agent's plan in seed
+ * 002's format need not name files or hints): advice for the reviewer, who decides what matters.
+ */
+function PlanAdviceList({ advice }: { advice: readonly PlanAdvice[] }) {
+  if (advice.length === 0) return null;
+  return (
+    <section className="banner warn" aria-labelledby="plan-advice-title" data-testid="plan-advice">
+      <p id="plan-advice-title">
+        <strong>Advice from the plan checks</strong> — the plan was accepted as written; consider these before you
+        approve, or ask for a revision in a comment.
+      </p>
+      <ul>
+        {advice.map((item, index) => (
+          <li key={`${item.stepId ?? ""}-${index}`}>{item.message}</li>
+        ))}
+      </ul>
     </section>
   );
 }

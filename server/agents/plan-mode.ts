@@ -7,7 +7,7 @@ import { appendEvents } from "../events/store";
 import type { EventData, EventType, NewEvent } from "../events/types";
 import type { StepInput } from "../plans/schema";
 import { createPlan, getPlan } from "../plans/service";
-import { savePlanVersion } from "../plans/versions";
+import { revisePlan } from "../plans/versions";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { recordAudit } from "../audit/audit-log";
 import * as store from "../planner/session-store";
@@ -46,8 +46,8 @@ export const submitPlanInput = z.object({
         description: z.string().trim().min(1, "Every step needs a description").max(2_000),
         tools: z.array(z.string().min(1).max(100)).max(20).default([]),
         risk: z.enum(["low", "medium", "high"]).default("low"),
-        // Seed 003's task fields: every plan goes through the same gates (`checkPlanQuality`), which
-        // want the files an agent task reads or changes, and any hints to be actionable.
+        // Seed 003's task fields, optional here: seed 002's plan has none. What the gates
+        // (`checkPlanQuality`) find in a plan-mode plan is advice shown to the reviewer, not a refusal.
         context_hints: z
           .array(z.string().max(500))
           .max(20)
@@ -57,7 +57,7 @@ export const submitPlanInput = z.object({
           .array(z.string().min(1).max(500))
           .max(50)
           .default([])
-          .describe("Files the step reads or changes; they must exist in the workspace"),
+          .describe("Files the step reads or changes (a file the step creates may be named)"),
       }),
     )
     .min(1, "A plan needs at least one step")
@@ -247,17 +247,19 @@ export async function submitPlan(
   let version: number;
   if (session.plan_id) {
     const current = await getPlan(app.db.prisma, session.plan_id);
-    const row = await app.db.prisma.plan.findUniqueOrThrow({ where: { id: session.plan_id } });
-    // New step ids for the revision: ids of the earlier version are never reused.
-    const renumbered = steps.map((step, index) => ({
+    // The agent resubmits its whole list: steps it kept (or changed) keep their ids through the
+    // one revision function, so the diff shows what changed and comments on untouched steps stay open.
+    const drafted = steps.map((step, index) => ({
       ...step,
-      id: `step_${row.lastStepNumber + index + 1}`,
-      dependsOn: index === 0 ? [] : [`step_${row.lastStepNumber + index}`],
+      id: `draft_${index + 1}`,
+      dependsOn: index === 0 ? [] : [`draft_${index}`],
     }));
-    const saved = await savePlanVersion(app.db.prisma, app.tools, {
+    const { plan: saved } = await revisePlan(app.db.prisma, app.tools, {
       planId: session.plan_id,
       baseVersion: current.version,
-      draft: { ...draft, steps: renumbered },
+      revise: () => ({ ...draft, steps: drafted }),
+      matchIdentity: true,
+      qualityAdvisory: true,
       source: "agent",
       author: input.actor,
       workspaceRoot: app.workspaceRoot,
@@ -272,6 +274,7 @@ export async function submitPlan(
       author: input.actor,
       traceId: session.trace_id,
       workspaceRoot: app.workspaceRoot,
+      qualityAdvisory: true,
     });
     planId = plan.id;
     version = plan.version;

@@ -76,6 +76,21 @@ describe("seed 003 quality gates for added tasks", () => {
     ).toEqual([]);
   });
 
+  it("lets a task list a file it says it creates, and still refuses any other missing file", async () => {
+    const creates = ["Create `src/auth/login.py` with the endpoint."];
+    expect(
+      await checkNewTasks(
+        [good({ context_hints: creates, relevant_file_paths: ["src/auth/login.py", "src/models/user.py"] })],
+        context,
+      ),
+    ).toEqual([]);
+    expect(
+      await checkNewTasks([good({ context_hints: creates, relevant_file_paths: ["src/auth/other.py"] })], context),
+    ).toEqual([
+      "Task 'Add password_hash to User model' lists a non-existent file in `relevant_file_paths`: `src/auth/other.py`.",
+    ]);
+  });
+
   it("judges hints actionable by a verb or a concrete reference", () => {
     expect(isActionableHint("Read the 'Database Schema' section in `spec.md`.")).toBe(true);
     expect(isActionableHint("Endpoints should follow the pattern in src/api/routes.py")).toBe(true);

@@ -25,6 +25,19 @@ const CONCRETE_REFERENCE = /`[^`]+`|\b[\w.-]+\/[\w./-]+|\b[\w-]+\.[a-z]{1,5}\b|\
 
 export const CREATES = /\b(create|add|write|new|generate|scaffold|introduce)\b/i;
 
+/**
+ * Paths that hints say are to be made ("Create `src/new.ts`"): a task may list a file it creates
+ * in `relevant_file_paths` before the file exists.
+ */
+export function pathsToCreate(hints: readonly string[]): Set<string> {
+  const created = new Set<string>();
+  for (const hint of hints) {
+    if (!CREATES.test(hint)) continue;
+    for (const mentioned of mentionedPaths(hint)) created.add(mentioned.replace(/^\.\//, "").replace(/\/+$/, ""));
+  }
+  return created;
+}
+
 export function isActionableHint(hint: string): boolean {
   const text = hint.trim();
   return text.length >= 8 && (ACTION_VERBS.test(text) || CONCRETE_REFERENCE.test(text));
@@ -75,7 +88,9 @@ export async function checkNewTasks(tasks: NewTask[], context: GateContext): Pro
         `${name} is missing the \`relevant_file_paths\` field: list the files the task will read or change.`,
       );
     }
+    const created = pathsToCreate(hints);
     for (const filePath of paths) {
+      if (created.has(filePath.replace(/^\.\//, "").replace(/\/+$/, ""))) continue;
       if (!(await context.fileExists(filePath))) {
         details.push(`${name} lists a non-existent file in \`relevant_file_paths\`: \`${filePath}\`.`);
       }

@@ -194,7 +194,7 @@ export async function timeOutIdlePlanning(pool: pg.Pool, job: { sessionId: strin
 }
 
 function timeoutFailure(message: string, kind: string) {
-  return { status: "error", error_type: "provider_error", message, kind, retryable: true };
+  return { status: "error", error_type: "timeout", message, kind, retryable: true } as const;
 }
 
 /** The queue's handlers for these timers (the worker's planning work registers them). */

@@ -143,7 +143,10 @@ describe("an agent's plan, from plan mode to done", () => {
     expect(await agent.toolNames()).not.toContain("update");
     const caller = harness!.caller;
     const sessionId = entered.planning_session_id as string;
-    expect((await caller.planner.command({ command: "/plan status", sessionId })).message).toContain("submitted");
+    expect(await caller.planner.command({ command: "/plan status", sessionId })).toMatchObject({
+      phase: "waiting_for_review",
+      message: expect.stringContaining("is waiting for your review"),
+    });
 
     const { runId } = await caller.plans.approve({ planId: submitted.plan_id, version: submitted.version });
     // Another agent's session, open and newer: the approved plan's agent must still get its own.
@@ -262,11 +265,12 @@ describe("nothing in an agent's journey waits for ever", () => {
         (session) => session.status === "cancelled",
         "the question to time out",
       );
-      expect(ended.failure).toMatchObject({ kind: "answer_timeout" });
+      // Named as what it is: a timeout, on the agent's question (not the built-in planner's).
+      expect(ended.failure).toMatchObject({ kind: "answer_timeout", error_type: "timeout" });
       expect(await auditActions("planning.timed_out")).toHaveLength(1);
       const late = await agent.call("get_answer", { question_id: asked.question_id, wait_seconds: 0 });
       expect(late.isError).toBe(true);
-      expect(late.body.detail).toContain("Nobody answered");
+      expect(late.body.detail).toContain("Nobody answered the agent's question");
       // Plan mode is over: every tool is back.
       expect(await agent.toolNames()).toContain("update");
     });
@@ -341,7 +345,7 @@ describe("nothing in an agent's journey waits for ever", () => {
         (session) => session.status === "cancelled",
         "the idle timeout",
       );
-      expect(ended.failure).toMatchObject({ kind: "idle_timeout" });
+      expect(ended.failure).toMatchObject({ kind: "idle_timeout", error_type: "timeout" });
       const [entry] = await auditActions("planning.timed_out");
       expect(entry).toMatchObject({ actor: "stepwise", detail: { reason: "idle", sessionId } });
     });

@@ -35,6 +35,17 @@ export const planOutputSchema = z.looseObject({
   source: z.string(),
   author: z.string(),
   steps: z.array(z.unknown()).describe("The steps: {id, tool, args, dependsOn, description, approvalRequired, …}"),
+  advice: z
+    .array(
+      z.object({
+        code: z.string(),
+        stepId: z.string().optional(),
+        path: z.array(z.union([z.string(), z.number()])).optional(),
+        message: z.string(),
+      }),
+    )
+    .optional()
+    .describe("What the quality gates found in a plan accepted with advice (an agent's plan-mode plan)"),
 });
 
 type PlanOutput = z.input<typeof planOutputSchema>;

@@ -28,8 +28,11 @@ export interface PlanCommandResult {
   action: "started" | "status" | "cancelled";
   sessionId: string | null;
   status: SessionStatus | null;
-  /** The session's phase; after approval, `executing` until the plan's run settles, then `done`. */
-  phase: SessionPhase | "executing" | null;
+  /**
+   * The session's phase; an agent's plan-mode session is `gathering` until it submits, then
+   * `waiting_for_review`; after approval, `executing` until the plan's run settles, then `done`.
+   */
+  phase: SessionPhase | "waiting_for_review" | "executing" | null;
   /** One line for the person: what happened, or where the session is. */
   message: string;
 }
@@ -61,9 +64,13 @@ export function describeSession(session: PlanningSessionView): string {
       return `${prefix}: waiting for you${open ? ` — ${open.question}` : ""}`;
     }
     case "running":
+      // An agent's own planning runs in the agent, not in a worker: its session is never queued.
+      if (session.kind === "external") return `${prefix}: the agent is gathering context (read-only)`;
       return `${prefix}: ${RUNNING_PHASES[session.phase] ?? "running"}`;
     case "completed": {
       const run = session.execution;
+      if (!run && session.kind === "external")
+        return `${prefix}: the agent's plan (version ${session.resultVersion ?? 1}) is waiting for your review.`;
       if (!run) return `${prefix}: plan submitted and saved (version ${session.resultVersion ?? 1}).`;
       if (run.status === "completed") return `${prefix}: done — every step of the approved plan is settled.`;
       if (run.status === "cancelled") return `${prefix}: the approved plan's run was cancelled.`;
@@ -102,6 +109,9 @@ async function currentSession(deps: PlannerDeps, sessionId: string | undefined, 
 
 function phaseOf(session: PlanningSessionView): PlanCommandResult["phase"] {
   const run = session.execution;
+  if (session.kind === "external" && (session.status === "running" || session.status === "awaiting_answer"))
+    return "gathering";
+  if (session.kind === "external" && session.status === "completed" && !run) return "waiting_for_review";
   if (session.status !== "completed" || !run) return session.phase;
   return ["completed", "cancelled", "failed"].includes(run.status) ? "done" : "executing";
 }

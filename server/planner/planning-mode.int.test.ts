@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { goodPlan } from "../../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../../tests/scripted-llm";
+import { enterPlanMode, submitPlan, submitPlanInput } from "../agents/plan-mode";
 import { readEvents } from "../events/store";
 import { builtinRegistry } from "../tools/registry";
 import { sandboxAvailable } from "../tools/sandbox";
@@ -321,5 +322,30 @@ describe("seed 002 planning mode (built-in planner)", () => {
     const contents = results.map((message) => String(message.content)).join("\n");
     expect(contents).toContain("A demo project.");
     expect(contents).toContain('"answer":"Yes"');
+  });
+});
+
+describe("/plan status on an agent's own planning session", () => {
+  it("says gathering, then waiting for review, then executing — never queued or done early", async () => {
+    const entered = await enterPlanMode(harness.app, { reason: "Plan before touching the parser", actor: "coder" });
+    const sessionId = entered.planning_session_id;
+    const gathering = await command("/plan status", sessionId);
+    expect(gathering).toMatchObject({ status: "running", phase: "gathering" });
+    expect(gathering.message).toContain("the agent is gathering context");
+    expect(gathering.message).not.toContain("waiting for a worker");
+
+    const submitted = await submitPlan(harness.app, {
+      sessionId,
+      actor: "coder",
+      ...submitPlanInput.parse({ summary: "One task", steps: [{ description: "Read the README" }] }),
+    });
+    const review = await command("/plan status", sessionId);
+    expect(review).toMatchObject({ status: "completed", phase: "waiting_for_review" });
+    expect(review.message).toContain("is waiting for your review");
+
+    await harness.caller.plans.approve({ planId: submitted.plan_id, version: submitted.version });
+    const executing = await command("/plan status", sessionId);
+    expect(executing.phase).toBe("executing");
+    expect(executing.message).toContain("executing the approved plan");
   });
 });

@@ -132,13 +132,18 @@ async function timeOutQuestion(
   const timeoutMs = job.timeoutMs ?? deps.answerTimeoutMs;
   await inTransaction(deps.pool, async (client) => {
     const minutes = Math.max(1, Math.round(timeoutMs / 60_000));
+    // An agent in plan mode asks through the same questions as the built-in planner.
+    const external = await client.query("select 1 from planning_sessions where id = $1 and kind = 'external'", [
+      job.sessionId,
+    ]);
+    const asker = external.rowCount ? "the agent's" : "the planner's";
     const message =
       timeoutMs >= 60_000
-        ? `Nobody answered the planner's question within ${minutes} minute${minutes === 1 ? "" : "s"}; planning was cancelled.`
-        : `Nobody answered the planner's question in time; planning was cancelled.`;
+        ? `Nobody answered ${asker} question within ${minutes} minute${minutes === 1 ? "" : "s"}; planning was cancelled.`
+        : `Nobody answered ${asker} question in time; planning was cancelled.`;
     const failure: SessionFailure = {
       status: "error",
-      error_type: "provider_error",
+      error_type: "timeout",
       message,
       kind: "answer_timeout",
       retryable: true,

@@ -34,6 +34,8 @@ export type SessionPhase = "queued" | "gathering" | "drafting" | "submitted" | "
 export type SessionFailure =
   | PlanValidationFailed
   | { status: "error"; error_type: "provider_error"; message: string; kind: string; retryable: boolean }
+  /** A wait that ran out: nobody answered, nobody reviewed, the agent went quiet (`kind` says which). */
+  | { status: "error"; error_type: "timeout"; message: string; kind: string; retryable: boolean }
   | { status: "error"; error_type: "internal"; message: string; retryable: true };
 
 export interface PlanningSessionView {

@@ -10,7 +10,7 @@ import type { Identity } from "../operations/identity";
 import { readPlannerConfig } from "../planner/config";
 import { createPlannerDeps, installPlanner, type PlannerDeps } from "../planner/deps";
 import { settlePlanning } from "../planner/sessions";
-import { enterPlanMode, submitPlan } from "../agents/plan-mode";
+import { enterPlanMode, submitPlan, submitPlanInput } from "../agents/plan-mode";
 
 /**
  * Review as a conversation, against real PostgreSQL and the real planner behind a scripted model:
@@ -231,6 +231,87 @@ describe("revise from comments", () => {
     ).toMatchObject({ sentTo: "agent", sessionId: null, comments: 1 });
     const status = await call(agent, "plan.review_status", { planId: submitted.plan_id });
     expect(JSON.stringify(status)).toContain("insert a step after this one: Add a test for the flag");
+  });
+
+  it("accepts a plan in seed 002's own shape, with what the gates find shown as advice", async () => {
+    const entered = await enterPlanMode(harness.app, { reason: "Plan the flag", actor: "coder" });
+    // Exactly seed 002's format: summary, steps of {description, tools, risk}, questions, notes —
+    // no hints and no file paths, and a step that creates a file that does not exist yet.
+    const submitted = await submitPlan(harness.app, {
+      sessionId: entered.planning_session_id,
+      actor: "coder",
+      ...submitPlanInput.parse({
+        summary: "Add a --verbose flag",
+        steps: [
+          { description: "Read the argument parser", tools: ["read_file"], risk: "low" },
+          { description: "Create src/verbose.ts with the flag's handling", tools: ["write_file"], risk: "medium" },
+        ],
+        questions: ["Should --verbose also raise the log level?"],
+        context_notes: "The parser lives in src/cli.ts",
+      }),
+    });
+    const view = (await call(person, "plan.view", { planId: submitted.plan_id })) as {
+      plan: { steps: { id: string }[]; questions: string[]; advice?: { stepId?: string; message: string }[] };
+      issues: unknown[];
+    };
+    expect(view.plan.steps.map((step) => step.id)).toEqual(["step_1", "step_2"]);
+    expect(view.plan.questions).toEqual(["Should --verbose also raise the log level?"]);
+    expect(view.issues).toEqual([]);
+    expect(view.plan.advice?.map((item) => item.stepId)).toEqual(["step_1", "step_2"]);
+    expect(view.plan.advice?.[0]?.message).toContain("relevant_file_paths");
+  });
+
+  it("keeps the ids of the steps an agent's resubmission left alone, so their comments stay open", async () => {
+    const entered = await enterPlanMode(harness.app, { reason: "Three steps", actor: "coder" });
+    const steps = [
+      { description: "Read the argument parser in README.md", relevant_file_paths: ["README.md"] },
+      { description: "Add the verbose flag to the parser", relevant_file_paths: ["README.md"] },
+      { description: "Document the flag in the README", relevant_file_paths: ["README.md"] },
+    ];
+    const first = await submitPlan(harness.app, {
+      sessionId: entered.planning_session_id,
+      actor: "coder",
+      ...submitPlanInput.parse({ summary: "Verbose flag", steps }),
+    });
+    const onFirst = await call(person, "plan.comment", {
+      planId: first.plan_id,
+      version: first.version,
+      stepId: "step_1",
+      intent: "comment",
+      body: "Good start",
+    });
+    const onSecond = await call(person, "plan.comment", {
+      planId: first.plan_id,
+      version: first.version,
+      stepId: "step_2",
+      intent: "change",
+      body: "Call it --loud instead",
+    });
+    await call(person, "plan.revise_from_comments", { planId: first.plan_id, version: first.version });
+    const second = await submitPlan(harness.app, {
+      sessionId: entered.planning_session_id,
+      actor: "coder",
+      ...submitPlanInput.parse({
+        summary: "Loud flag",
+        steps: [steps[0], { ...steps[1], description: "Add the loud flag to the parser" }, steps[2]],
+      }),
+    });
+    expect(second.version).toBe(2);
+    const revised = (await call(person, "plan.view", { planId: first.plan_id })) as {
+      plan: { steps: { id: string }[] };
+    };
+    expect(revised.plan.steps.map((step) => step.id)).toEqual(["step_1", "step_2", "step_3"]);
+    const diff = (await call(person, "plan.diff", { planId: first.plan_id, from: 1, to: 2 })) as {
+      added: unknown[];
+      removed: unknown[];
+      changed: { id: string }[];
+    };
+    expect(diff.added).toEqual([]);
+    expect(diff.removed).toEqual([]);
+    expect(diff.changed.map((change) => change.id)).toEqual(["step_2"]);
+    const listed = await threads(first.plan_id);
+    expect(listed.find((thread) => thread.id === onFirst.id)!.answeredInVersion).toBeNull();
+    expect(listed.find((thread) => thread.id === onSecond.id)!.answeredInVersion).toBe(2);
   });
 
   it("says so when no comment waits for an answer", async () => {

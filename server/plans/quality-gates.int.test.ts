@@ -5,6 +5,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { startApiServer } from "../../tests/door-http-server";
+import { findOperation } from "../operations/registry";
 import { invokeOperation } from "../operations/operation";
 import { planCreate, planEdit } from "../operations/plans";
 import { templateInstantiate } from "../operations/templates";
@@ -226,10 +227,11 @@ describe("one gate pipeline for every door", () => {
     expect((await door.submit(untitledPlan)).sort()).toEqual(untitled);
   });
 
-  it("MCP submit_plan, through the SDK client, refuses the same plan with the same details", async () => {
+  it("MCP submit_plan, through the SDK client, accepts the same plan and shows the same findings as advice", async () => {
+    // Seed 002's plan mode: the agent's plan goes to a person's review as written; what the gates
+    // find is shown to the reviewer rather than refused (the reviewer decides what matters).
     const entered = await mcp.callTool({ name: "enter_plan_mode", arguments: { reason: "Plan the parser change" } });
     expect(entered.isError, JSON.stringify(entered.content)).toBeFalsy();
-    const before = await planCount();
     const result = await mcp.callTool({
       name: "submit_plan",
       arguments: {
@@ -243,31 +245,15 @@ describe("one gate pipeline for every door", () => {
         ],
       },
     });
-    expect(result.isError).toBe(true);
-    const problem = JSON.parse((result.content as { text: string }[])[0]!.text);
-    expect(issueMessages(problem).sort()).toEqual([...expected].sort());
-    // Seed 003's envelope, in the MCP door's snake_case.
-    expect(problem).toMatchObject({
-      code: "invalid_plan",
-      details: [{ code: "vague_hint", step_id: "step_1", path: ["contextHints", 0] }, {}, {}],
-    });
-    expect(await planCount()).toBe(before);
-
-    // Fixed as the details say, the same submission passes.
-    const fixed = await mcp.callTool({
-      name: "submit_plan",
-      arguments: {
-        summary: "Improve the parser",
-        steps: [
-          {
-            description: badStep.description,
-            context_hints: ["Read `README.md` first"],
-            relevant_file_paths: ["README.md"],
-          },
-        ],
-      },
-    });
-    expect(fixed.isError, JSON.stringify(fixed.content)).toBeFalsy();
+    expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+    const submitted = JSON.parse((result.content as { text: string }[])[0]!.text) as { plan_id: string };
+    const view = (await invokeOperation(
+      findOperation("plan.view")!,
+      { app: harness.app, identity: person },
+      { planId: submitted.plan_id },
+    )) as { plan: { advice?: { code: string; stepId?: string; message: string }[] } };
+    expect(view.plan.advice?.map((item) => item.message).sort()).toEqual([...expected].sort());
+    expect(view.plan.advice?.[0]).toMatchObject({ code: "vague_hint", stepId: "step_1" });
   });
 
   it("a legitimate manual tool plan (echo steps, no hints or paths) still passes every door", async () => {

@@ -1,5 +1,5 @@
 import fs from "node:fs/promises";
-import { CREATES, isActionableHint, mentionedPaths } from "../agents/task-gates";
+import { CREATES, isActionableHint, mentionedPaths, pathsToCreate } from "../agents/task-gates";
 import type { ToolRegistry } from "../tools/registry";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { resolveInWorkspace } from "../tools/workspace-path";
@@ -15,8 +15,8 @@ import type { PlanIssue } from "./validate";
  * says what to fix.
  *
  * What is refused: a context hint that is not actionable ("stuff"); a hint or a listed path
- * naming a file the workspace does not have (unless a step of the plan writes it, or the hint says
- * to create it); an agent task (work an agent does from its title and hints alone) without a
+ * naming a file the workspace does not have (unless a step of the plan writes it, or a hint of the
+ * step says to create it); an agent task (work an agent does from its title and hints alone) without a
  * title or without `relevant_file_paths`. Tool steps may go without title, hints and paths — a
  * manual `echo` plan says what it does through its tool and arguments — and a seed 000 checklist
  * (an agent's todo list: titles only, by the seed's format) is exempt from the agent-task fields.
@@ -104,8 +104,9 @@ export async function checkPlanQuality(plan: PlanContent, context: QualityContex
         message: `${name} is missing the \`relevant_file_paths\` field: list the files the task will read or change.`,
       });
     }
+    const created = pathsToCreate(step.contextHints);
     for (const [index, filePath] of step.relevantFilePaths.entries()) {
-      if (filePath.trim() && !(await exists(filePath))) {
+      if (filePath.trim() && !created.has(normalise(filePath)) && !(await exists(filePath))) {
         issues.push({
           code: "missing_file",
           stepId: step.id,

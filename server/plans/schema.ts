@@ -103,6 +103,14 @@ export interface PlanContent {
 export type PlanSource = (typeof PLAN_SOURCES)[number];
 
 /** A plan version as every interface shows it. */
+/** One finding of the quality gates kept with a version as advice for its reviewer. */
+export interface PlanAdvice {
+  code: string;
+  stepId?: string;
+  path?: (string | number)[];
+  message: string;
+}
+
 export interface Plan extends PlanContent {
   id: string;
   taskId: string;
@@ -113,4 +121,6 @@ export interface Plan extends PlanContent {
   traceId: string;
   author: string;
   createdAt: string;
+  /** What the quality gates found when the version was stored with advice instead of a refusal. */
+  advice?: PlanAdvice[];
 }

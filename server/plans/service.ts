@@ -6,8 +6,8 @@ import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import { inSpan } from "../telemetry";
 import type { ToolRegistry } from "../tools/registry";
-import type { Plan, PlanContent, PlanSource, Step } from "./schema";
-import { checkPlanQuality } from "./quality-gates";
+import type { Plan, PlanAdvice, PlanContent, PlanSource, Step } from "./schema";
+import { checkPlanQuality, type QualityIssue } from "./quality-gates";
 import { checkPlanDraft } from "./validate";
 
 export function newPlanId(): string {
@@ -27,18 +27,22 @@ export interface CreatePlanInput {
   workspaceRoot?: string;
   /** A seed 000 checklist: titles only (see `checkPlanQuality`). */
   checklist?: boolean;
+  /** What the quality gates find is stored as advice for the reviewer instead of refusing (plan mode). */
+  qualityAdvisory?: boolean;
 }
 
 /**
  * The one check every plan and every new version passes before it is stored: structure
- * (`checkPlanDraft`), then the quality gates (`checkPlanQuality`). Refused with every issue.
+ * (`checkPlanDraft`), then the quality gates (`checkPlanQuality`). Refused with every issue — except
+ * that an author who plans by seed 002's format (an agent in plan mode, whose plan need not name
+ * files or hints) has the quality gates' findings returned as advice that the reviewer sees.
  */
 export async function checkPlanToStore(
   prisma: PrismaClient,
   tools: ToolRegistry,
   draft: unknown,
-  where: { workspaceId?: string | null; workspaceRoot?: string; checklist?: boolean },
-): Promise<PlanContent> {
+  where: { workspaceId?: string | null; workspaceRoot?: string; checklist?: boolean; qualityAdvisory?: boolean },
+): Promise<{ content: PlanContent; advice: QualityIssue[] }> {
   const checked = checkPlanDraft(draft, tools);
   if (!checked.ok) throw new AppError("invalid_plan", "The plan has problems", checked.issues);
   const workspace = where.workspaceId
@@ -50,8 +54,8 @@ export async function checkPlanToStore(
     ...(workspaceRoot !== undefined && { workspaceRoot }),
     ...(where.checklist && { checklist: true }),
   });
-  if (issues.length > 0) throw new AppError("invalid_plan", "The plan has problems", issues);
-  return checked.plan;
+  if (issues.length > 0 && !where.qualityAdvisory) throw new AppError("invalid_plan", "The plan has problems", issues);
+  return { content: checked.plan, advice: issues };
 }
 
 export function highestStepNumber(content: PlanContent): number {
@@ -75,7 +79,7 @@ export function createPlan(prisma: PrismaClient, tools: ToolRegistry, input: Cre
 }
 
 async function storeNewPlan(prisma: PrismaClient, tools: ToolRegistry, input: CreatePlanInput): Promise<Plan> {
-  const content = await checkPlanToStore(prisma, tools, input.draft, input);
+  const { content, advice } = await checkPlanToStore(prisma, tools, input.draft, input);
   const id = newPlanId();
   const traceId = input.traceId ?? randomUUID();
   await prisma.$transaction(async (db) => {
@@ -84,7 +88,7 @@ async function storeNewPlan(prisma: PrismaClient, tools: ToolRegistry, input: Cr
       data: { id, taskId: task.id, currentVersion: 1, lastStepNumber: highestStepNumber(content) },
     });
     await db.planVersion.create({
-      data: planVersionRow(id, 1, content, { ...input, traceId, changeNote: "Created" }),
+      data: planVersionRow(id, 1, content, { ...input, traceId, changeNote: "Created", advice }),
     });
     await recordAudit(prismaQueryable(db), { actor: input.author, action: "plan.created", planId: id, planVersion: 1 });
     // Seed 001: a new plan announces each of its steps as queued on the plan's event stream.
@@ -112,6 +116,7 @@ export function planVersionRow(
     changeNote: string;
     model?: string;
     usage?: { inputTokens: number; outputTokens: number };
+    advice?: QualityIssue[];
   },
 ) {
   return {
@@ -130,6 +135,7 @@ export function planVersionRow(
     traceId: meta.traceId,
     author: meta.author,
     changeNote: meta.changeNote,
+    advice: (meta.advice ?? []) as object[],
   };
 }
 
@@ -167,6 +173,7 @@ function toPlan(taskId: string, row: PlanVersionRow): Plan {
     traceId: row.traceId,
     author: row.author,
     createdAt: row.createdAt.toISOString(),
+    ...(Array.isArray(row.advice) && row.advice.length > 0 && { advice: row.advice as unknown as PlanAdvice[] }),
   };
 }
 

@@ -9,6 +9,7 @@ import { refreshPlanArtifacts } from "./artifacts";
 import { waiverDefinitionHash } from "./definition-hash";
 import { findReferences } from "./references";
 import type { Plan, PlanSource, Step } from "./schema";
+import { matchStepIdentities, type IdentityStep } from "./step-identity";
 import { checkPlanToStore, getPlan, highestStepNumber, planVersionRow } from "./service";
 
 /**
@@ -43,6 +44,8 @@ export interface SavePlanVersionInput {
   usage?: { inputTokens: number; outputTokens: number };
   /** A seed 000 checklist: titles only (see `checkPlanQuality`). */
   checklist?: boolean;
+  /** What the quality gates find is stored as advice for the reviewer instead of refusing (plan mode). */
+  qualityAdvisory?: boolean;
   /** The default workspace: file names are checked there when the plan has none of its own. */
   workspaceRoot?: string;
 }
@@ -58,10 +61,11 @@ export async function savePlanVersion(
   });
   if (!owner) throw new AppError("not_found", `No plan ${input.planId}`);
   // The same gates as a new plan, checked against the plan's own workspace.
-  const content = await checkPlanToStore(prisma, tools, input.draft, {
+  const { content, advice } = await checkPlanToStore(prisma, tools, input.draft, {
     workspaceId: owner.task.workspaceId,
     ...(input.workspaceRoot && { workspaceRoot: input.workspaceRoot }),
     ...(input.checklist && { checklist: true }),
+    ...(input.qualityAdvisory && { qualityAdvisory: true }),
   });
   const version = input.baseVersion + 1;
   await prisma.$transaction(async (db) => {
@@ -104,7 +108,7 @@ export async function savePlanVersion(
       data: { currentVersion: version, lastStepNumber: Math.max(current.lastStepNumber, highestStepNumber(content)) },
     });
     await db.planVersion.create({
-      data: planVersionRow(input.planId, version, content, { ...input, traceId: base.traceId }),
+      data: planVersionRow(input.planId, version, content, { ...input, traceId: base.traceId, advice }),
     });
     for (const stepId of waived) {
       // The waiver covers this definition only: the engine gates the step again if it changes.
@@ -153,6 +157,13 @@ export interface RevisePlanInput extends Omit<SavePlanVersionInput, "draft"> {
   revise: (base: Plan) => { steps: DraftStep[] } & Record<string, unknown>;
   /** The refusal's message when the plan is no longer at `baseVersion` (default: savePlanVersion's). */
   conflictMessage?: (currentVersion: number) => string;
+  /**
+   * The author hands over a whole new list of steps without the plan's ids (an agent's
+   * resubmission, a regenerated draft): steps that are, or are a changed form of, a base step
+   * keep its id (`matchStepIdentities`), so diffs and comment answers stay true. Not for authors
+   * whose new steps are new by intent (a recovery's replacement must not inherit a failed step).
+   */
+  matchIdentity?: boolean;
 }
 
 export interface PlanRevision {
@@ -172,7 +183,7 @@ export async function revisePlan(
   tools: ToolRegistry,
   input: RevisePlanInput,
 ): Promise<PlanRevision> {
-  const { revise, conflictMessage, ...save } = input;
+  const { revise, conflictMessage, matchIdentity, ...save } = input;
   const row = await prisma.plan.findUnique({
     where: { id: input.planId },
     select: { currentVersion: true, lastStepNumber: true },
@@ -189,7 +200,10 @@ export async function revisePlan(
   const base = await getPlan(prisma, input.planId, input.baseVersion);
   const baseIds = new Set(base.steps.map((step) => step.id));
   const draft = revise(base);
-  const steps = renumberNewSteps(draft.steps, baseIds, row.lastStepNumber);
+  const identities = matchIdentity
+    ? matchStepIdentities(base.steps, draft.steps as unknown as IdentityStep[])
+    : new Map<string, string>();
+  const steps = renumberNewSteps(draft.steps, baseIds, row.lastStepNumber, identities);
   try {
     const plan = await savePlanVersion(prisma, tools, { ...save, draft: { ...draft, steps } });
     return { plan, newStepIds: steps.filter((step) => !baseIds.has(step.id)).map((step) => step.id) };
@@ -267,18 +281,20 @@ function reusedStepIds(baseIds: string[], nextIds: string[], lastStepNumber: num
 
 /**
  * Gives every step of `steps` that is new relative to the base version a fresh `step_N` id
- * (N above `lastStepNumber`) and rewrites dependencies and `$step` references to match. Used for
- * drafts written by someone who cannot know which ids were handed out before (an LLM, an import).
+ * (N above `lastStepNumber`) — or the base id it was matched to (`identities`) — and rewrites
+ * dependencies and `$step` references to match. Used for drafts written by someone who cannot
+ * know which ids were handed out before (an LLM, an import, an agent).
  */
 export function renumberNewSteps<S extends { id: string; dependsOn?: string[]; args?: Record<string, unknown> }>(
   steps: S[],
   baseIds: ReadonlySet<string>,
   lastStepNumber: number,
+  identities: ReadonlyMap<string, string> = new Map(),
 ): S[] {
   const renamed = new Map<string, string>();
   let next = lastStepNumber;
   for (const step of steps) {
-    if (!baseIds.has(step.id)) renamed.set(step.id, `step_${++next}`);
+    if (!baseIds.has(step.id)) renamed.set(step.id, identities.get(step.id) ?? `step_${++next}`);
   }
   if (renamed.size === 0) return steps;
   const rename = (id: string) => renamed.get(id) ?? id;
