@@ -455,6 +455,38 @@ describe("regenerate and suggest", () => {
     ).rejects.toMatchObject({ code: "CONFLICT" });
   });
 
+  it("keeps the ids of the steps a regenerated draft kept under other names", async () => {
+    llm.script({ json: goodPlan });
+    const first = await finished(
+      (await harness.caller.planner.start({ goal: "Show the README", mode: "quick" })).sessionId,
+    );
+    const planId = first.planId!;
+    // The model hands back the same two steps named a and b, the second one reworded.
+    const [read, echo] = goodPlan.steps;
+    llm.script({
+      json: {
+        ...goodPlan,
+        steps: [
+          { ...read, id: "a" },
+          {
+            ...echo,
+            id: "b",
+            description: "Echo the README's text so the run shows it all",
+            dependsOn: ["a"],
+            args: { value: "$a" },
+          },
+        ],
+      },
+    });
+    const { sessionId } = await harness.caller.planner.regenerate({ planId, baseVersion: 1, feedback: "Say all" });
+    expect(await finished(sessionId)).toMatchObject({ status: "completed", resultVersion: 2 });
+    const v2 = await harness.caller.plans.get({ planId });
+    expect(v2.plan.steps.map((step) => [step.id, step.dependsOn, step.args])).toEqual([
+      ["step_1", [], read!.args],
+      ["step_2", ["step_1"], { value: "$step_1" }],
+    ]);
+  });
+
   it("suggests steps from TODO markers and adds the chosen one as a new version", async () => {
     llm.script({ json: goodPlan });
     const made = await finished(

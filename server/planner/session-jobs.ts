@@ -370,6 +370,8 @@ async function savePlan(
       planId: session.planId!,
       baseVersion: session.baseVersion!,
       revise: () => outcome.draft as { steps: { id: string }[] },
+      // A model that renames the steps it kept must not make them look removed and re-added.
+      matchIdentity: true,
       source: "llm",
       author: session.actor,
       workspaceRoot: deps.workspaceRoot,
