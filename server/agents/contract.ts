@@ -183,12 +183,19 @@ export const updatePayloadSchema = z
     add_tasks: z.array(newTaskSchema).max(200).optional(),
     update_tasks: z
       .array(
-        z.object({
-          id: z.number().int().positive(),
-          status: z.enum(SEED_TASK_STATUSES),
-          /** Addition: what the agent did, or why it hands the task back. */
-          notes: z.string().max(10_000).optional(),
-        }),
+        z
+          .object({
+            id: z.number().int().positive(),
+            status: z.enum(SEED_TASK_STATUSES).optional(),
+            /** Addition: what the agent did, or why it hands the task back. */
+            notes: z.string().max(10_000).optional(),
+            // Any other field of the task (seed 003): checked by the same gates as an added task.
+            ...newTaskSchema.omit({ dependencies: true }).shape,
+            dependencies: z.array(z.number().int().positive()).max(200).optional(),
+          })
+          .refine((update) => Object.keys(update).some((key) => key !== "id" && key !== "notes"), {
+            message: "An update_tasks item needs a status or a field of the task to change (notes go with a status)",
+          }),
       )
       .max(200)
       .optional(),

@@ -39,11 +39,15 @@ steer it in the browser. Stepwise tells you what to do next; you do it and repor
 \`stepwise update --json '<payload>'\` takes any of:
 
 - \`update_tasks\`: \`[{"id": N, "status": "IN_PROGRESS" | "DONE" | "TODO" | "CANCELLED", "notes": "..."}]\`.
-  TODO hands a task back; CANCELLED drops it (tasks that depend on it still run).
+  TODO hands a task back; CANCELLED drops it (tasks that depend on it still run). An item may
+  also change any other field of an open task (\`title\`, \`type\`, \`description\`,
+  \`dependencies\`, \`context_hints\`, \`relevant_file_paths\`, \`acceptance\`, \`verify\`), with or
+  without a status; it passes the same checks as a new task, and a task a person approved waits
+  for their approval again once changed.
 - \`add_tasks\`: new tasks. Each needs a \`title\`, a \`type\` (feature, bugfix, chore, test,
   docs, refactor, research, ops), \`context_hints\` (short, actionable: "Read \`spec.md\` section 2",
   "Follow the pattern in \`src/api/users.ts\`") and \`relevant_file_paths\` that exist in the
-  workspace. \`dependencies\` lists task ids that must be done first; new tasks take the next
+  workspace (or that a hint says the task creates). \`dependencies\` lists task ids that must be done first; new tasks take the next
   free numbers in the order you give them, so a new task may depend on one added before it.
   Optional: \`acceptance\` (what must be true when done, in words) and \`verify\` (shell commands
   such as \`npm test -- src/x.test.ts\`, run in the task's worktree on DONE; one that is not
@@ -87,9 +91,12 @@ Any number of agents can work one session at once: each runs the same loop with 
 Before acting on a task that touches several files or steps, changes something hard to undo, or
 leaves you unsure what is wanted, plan first (MCP \`enter_plan_mode\` with your reason). In plan
 mode only read-only tools and the plan-mode tools are offered: gather context, ask the person
-with \`ask_user\` (\`get_answer\` keeps waiting), then \`submit_plan\` — each step with its
-\`description\`, and, like \`add_tasks\`, actionable \`context_hints\` and the \`relevant_file_paths\` it
-reads or changes (a step without them is refused with the details). The person approves, rejects
+with \`ask_user\` (\`get_answer\` keeps waiting), then \`submit_plan\` — \`summary\`, steps of
+\`{description, tools, risk}\`, \`questions\`, \`context_notes\`; \`context_hints\` and
+\`relevant_file_paths\` per step are welcome but optional. The plan goes to the person as written;
+what the checks find (a vague hint, a file that does not exist) is shown to the reviewer as
+advice. When you resubmit after changes were requested, send the whole plan again: steps you
+left as they were keep their identity, so their review comments stay open. The person approves, rejects
 or sends the plan back with instructions (\`plan_review_status\`); a message the person adds while
 you plan comes with your next tool answer — take it into account. Once approved, \`status\` hands
 you the plan's tasks in order; report each with \`update\` as above, and planning mode ends when
@@ -109,8 +116,9 @@ single-step tasks. The list ends with your MCP session.
 Every MCP tool takes and answers snake_case names (\`plan_id\`, \`wait_seconds\`, \`run_id\`). A
 parameter a tool does not know is refused with the names it accepts, never ignored. Every plan
 and every new version passes the same quality gates whichever tool sends it (\`plan_create\`,
-\`plan_edit\`, \`submit_plan\`, \`add_tasks\`): hints must be actionable and name files that exist, and
-agent tasks need a title and \`relevant_file_paths\`.
+\`plan_edit\`, \`add_tasks\`): hints must be actionable and name files that exist (or that a hint
+says the task creates), and agent tasks need a title and \`relevant_file_paths\`. \`submit_plan\`
+runs the same checks and shows what they find to the reviewer instead of refusing.
 
 ## Rules
 

@@ -17,6 +17,7 @@ import {
   waitingSchema,
 } from "./contract";
 import { AGENT_INSTRUCTIONS } from "./instructions";
+import { enterPlanMode, submitPlan, submitPlanInput } from "./plan-mode";
 import { startScriptedLlm } from "../../tests/scripted-llm";
 import { readPlannerConfig } from "../planner/config";
 import { createPlannerDeps, installPlanner } from "../planner/deps";
@@ -66,6 +67,117 @@ async function waitForStatus(reason: string, timeoutMs = 60_000) {
 }
 
 describe("agent sessions (seed 003)", () => {
+  it("update_tasks edits any field of an open task through the same gates, in one new version", async () => {
+    harness = await startHarness();
+    await setUpWorkspace(harness.workspace);
+    sessionCreatedSchema.parse(await call(agentStart, { goal: "Implement user authentication" }));
+    await statusOf();
+    await statusOf();
+    const endpoints = {
+      title: "Create API endpoints for users",
+      type: "feature",
+      context_hints: ["Refer to the 'User API' section of `spec.md`."],
+      relevant_file_paths: ["spec.md"],
+    };
+    successSchema.parse(
+      await call(agentUpdate, {
+        payload: { add_tasks: [schemaTask, endpoints], update_tasks: [{ id: 1, status: "DONE" }] },
+      }),
+    );
+
+    // Task 3 now waits for task 2, gets better hints and a file it will create; no status changes.
+    successSchema.parse(
+      await call(agentUpdate, {
+        payload: {
+          update_tasks: [
+            {
+              id: 3,
+              title: "Create the users API",
+              dependencies: [2],
+              context_hints: ["Create `src/api/users.py` following `src/models/user.py`."],
+              relevant_file_paths: ["src/api/users.py", "spec.md"],
+            },
+          ],
+        },
+      }),
+    );
+    const status = readyForTaskSchema.parse(await statusOf());
+    expect(status.plan.tasks.find((task) => task.id === 3)).toMatchObject({
+      title: "Create the users API",
+      status: "TODO",
+      dependencies: [2],
+      context_hints: ["Create `src/api/users.py` following `src/models/user.py`."],
+      relevant_file_paths: ["src/api/users.py", "spec.md"],
+      type: "feature",
+    });
+    const versions = await harness.app.db.prisma.planVersion.findMany({ orderBy: { version: "asc" } });
+    expect(versions.at(-1)!.changeNote).toBe("agent-7 edited 1 task");
+
+    // The gates an added task passes: a vague hint, a missing file, a cycle — each refused whole.
+    const before = versions.length;
+    const vague = planValidationFailedSchema.parse(
+      await call(agentUpdate, { payload: { update_tasks: [{ id: 2, context_hints: ["stuff"] }] } }),
+    );
+    expect(vague.details).toEqual([expect.stringContaining('has a hint that is not actionable: "stuff"')]);
+    const missing = planValidationFailedSchema.parse(
+      await call(agentUpdate, { payload: { update_tasks: [{ id: 2, relevant_file_paths: ["nope.py"] }] } }),
+    );
+    expect(missing.details).toEqual([
+      expect.stringContaining("lists a non-existent file in `relevant_file_paths`: `nope.py`"),
+    ]);
+    const cycle = planValidationFailedSchema.parse(
+      await call(agentUpdate, { payload: { update_tasks: [{ id: 2, dependencies: [3] }] } }),
+    );
+    expect(cycle.details.join(" ")).toContain("Circular dependency: step_3 → step_2");
+    expect(await harness.app.db.prisma.planVersion.count()).toBe(before);
+
+    // A settled task is history, and an item that changes nothing is a clear error.
+    await expect(
+      call(agentUpdate, { payload: { update_tasks: [{ id: 1, title: "Rewrite history" }] } }),
+    ).rejects.toMatchObject({
+      code: "invalid_state",
+      message: expect.stringContaining("Task 1 is settled"),
+    });
+    await expect(
+      call(agentUpdate, { payload: { update_tasks: [{ id: 2, notes: "just a note" }] } }),
+    ).rejects.toMatchObject({
+      code: "invalid_input",
+    });
+  });
+
+  it("an edited task whose definition a person approved waits for a new approval", async () => {
+    harness = await startHarness();
+    await setUpWorkspace(harness.workspace);
+    const entered = await enterPlanMode(harness.app, { reason: "Two tasks", actor: AGENT.name });
+    const submitted = await submitPlan(harness.app, {
+      sessionId: entered.planning_session_id,
+      actor: AGENT.name,
+      ...submitPlanInput.parse({
+        summary: "Schema, then models",
+        steps: [
+          { description: "Write the schema from `spec.md`", relevant_file_paths: ["spec.md"] },
+          { description: "Update the user model", relevant_file_paths: ["src/models/user.py"] },
+        ],
+      }),
+    });
+    await harness.caller.plans.approve({ planId: submitted.plan_id, version: submitted.version });
+    const first = readyForTaskSchema.parse(await waitForStatus("ready_for_task"));
+    expect(first.now.current_task.id).toBe(1);
+
+    // The person approved task 2 as it was: edited, it needs their approval again.
+    successSchema.parse(
+      await call(agentUpdate, {
+        payload: { update_tasks: [{ id: 2, context_hints: ["Edit `src/models/user.py` to add password_hash."] }] },
+      }),
+    );
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 1, status: "DONE" }] } });
+    const waiting = waitingSchema.parse(await waitForStatus("waiting"));
+    expect(waiting.now.waiting_for).toEqual([expect.objectContaining({ task_id: 2, state: "awaiting_approval" })]);
+    const { runId } = (await harness.app.db.pool.query('select run_id as "runId" from agent_sessions')).rows[0];
+    await harness.caller.runs.decide({ runId, stepId: "step_2", approve: true });
+    expect(readyForTaskSchema.parse(await waitForStatus("ready_for_task")).now.current_task.id).toBe(2);
+  });
+
   it("runs a whole session: sync, decomposition, gated add_tasks, the task loop, plan_completed, final summary", async () => {
     harness = await startHarness();
     await setUpWorkspace(harness.workspace);

@@ -13,7 +13,7 @@ import {
   updateAgentTasks,
   type AgentTaskUpdate,
 } from "../engine/engine";
-import { AppError } from "../errors";
+import { AppError, isAppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { NewEvent } from "../events/types";
 import type { Step, StepInput, StepStatus } from "../plans/schema";
@@ -44,6 +44,7 @@ import {
 import { AGENT_INSTRUCTIONS, AGENT_INSTRUCTIONS_VERSION } from "./instructions";
 import { openSignals, taskNumber, upsertSignal, type OpenSignal, type SignalLevel } from "./signal-store";
 import { checkNewTasks } from "./task-gates";
+import { applyTaskEdit, fieldEditOf, refuseTaskEdit, taskOfStep } from "./task-edits";
 import { DONE_STEP_STATUSES, isIn } from "../vocabulary";
 import { verifierCommands } from "../tools/agent-task";
 import {
@@ -470,11 +471,19 @@ export async function updateSession(
     }
   }
 
-  const updates: AgentTaskUpdate[] = (payload.update_tasks ?? []).map((update) => ({
-    stepId: `step_${update.id}`,
-    status: SEED_TO_ENGINE_STATUS[update.status],
-    ...(update.notes && { note: update.notes }),
-  }));
+  const updates: AgentTaskUpdate[] = (payload.update_tasks ?? []).flatMap((update) =>
+    update.status
+      ? [
+          {
+            stepId: `step_${update.id}`,
+            status: SEED_TO_ENGINE_STATUS[update.status],
+            ...(update.notes && { note: update.notes }),
+          },
+        ]
+      : [],
+  );
+  const edited = await checkTaskEdits(app, session, loaded, payload, added.length);
+  if (edited.kind === "refused") return edited.response;
   const byId = new Map(loaded.steps.map((step) => [step.id, step]));
   const problems = updates.flatMap((update) => {
     const step = byId.get(update.stepId);
@@ -500,7 +509,7 @@ export async function updateSession(
   }
 
   let adoptVersion: number | undefined;
-  if (added.length > 0) {
+  if (added.length > 0 || edited.steps.size > 0) {
     const plan = await getPlan(app.db.prisma, session.plan_id, loaded.planVersion);
     // Task numbers were promised from lastStepNumber: a concurrent change (a person's edit, another
     // update) that took numbers first makes this a version conflict, answered as one — never
@@ -510,12 +519,27 @@ export async function updateSession(
       baseVersion: plan.version,
       draft: {
         ...plan,
-        steps: [...plan.steps, ...added.map((task, index) => newTaskStep(task, loaded.lastStepNumber + 1 + index))],
+        steps: [
+          ...plan.steps.map((step) => edited.steps.get(step.id) ?? step),
+          ...added.map((task, index) => newTaskStep(task, loaded.lastStepNumber + 1 + index)),
+        ],
       },
       source: "agent",
       author: input.actor,
-      changeNote: `${input.actor} added ${added.length} task${added.length === 1 ? "" : "s"}`,
+      changeNote: changeNoteOf(input.actor, added.length, edited.steps.size),
+    }).catch((error: unknown) => {
+      // An edit that closes a cycle or names an unknown task is the plan's to find: answered in
+      // seed 003's envelope like every other gate.
+      if (isAppError(error) && error.code === "invalid_plan" && Array.isArray(error.details))
+        return planValidationFailedSchema.parse({
+          status: "error",
+          error_type: "plan_validation_failed",
+          message: "The submitted plan is invalid and was rejected. You must fix the plan and resubmit.",
+          details: (error.details as { message: string }[]).map((issue) => issue.message),
+        });
+      throw error;
     });
+    if ("status" in saved) return saved;
     adoptVersion = saved.version;
   }
   // A task another agent holds is refused before its verifiers run or its branch merges.
@@ -602,6 +626,79 @@ export async function updateSession(
     });
   if (notDone.length > 0) return { status: "success", message: `State updated. ${notDone.join(" ")}` };
   return { status: "success", message: "State updated successfully." };
+}
+
+function changeNoteOf(actor: string, added: number, edited: number): string {
+  const parts = [
+    ...(added > 0 ? [`added ${added} task${added === 1 ? "" : "s"}`] : []),
+    ...(edited > 0 ? [`edited ${edited} task${edited === 1 ? "" : "s"}`] : []),
+  ];
+  return `${actor} ${parts.join(" and ")}`;
+}
+
+/**
+ * The tasks `update_tasks` changes beyond their status, checked by the gates an added task passes.
+ * A task whose definition a person approved (the run's approved version, by a person) waits for a
+ * new approval once edited: an approval covers exactly what it was given.
+ */
+async function checkTaskEdits(
+  app: App,
+  session: SessionRow,
+  loaded: Loaded,
+  payload: UpdatePayload,
+  addedCount: number,
+): Promise<{ kind: "ok"; steps: Map<string, StepInput> } | { kind: "refused"; response: UpdateResponse }> {
+  const edits = (payload.update_tasks ?? []).flatMap((update) => {
+    const edit = fieldEditOf(update);
+    return edit ? [{ id: update.id, edit }] : [];
+  });
+  const steps = new Map<string, StepInput>();
+  if (edits.length === 0) return { kind: "ok", steps };
+  const byId = new Map(loaded.steps.map((step) => [step.id, step]));
+  const refusals = edits.flatMap(({ id }) => {
+    const reason = refuseTaskEdit(byId.get(`step_${id}`), id, loaded.statuses.get(`step_${id}`) ?? "pending");
+    return reason ? [reason] : [];
+  });
+  if (refusals.length > 0) throw new AppError("invalid_state", refusals.join(" "), { details: refusals });
+  const tasks = edits.map(({ id, edit }) => ({ ...taskOfStep(byId.get(`step_${id}`)!), ...edit }));
+  const details = await checkNewTasks(tasks, {
+    existingTaskIds: new Set(loaded.steps.map((step) => taskNumber(step.id)).filter((id) => id !== null)),
+    firstNewId: loaded.lastStepNumber + 1 + addedCount,
+    fileExists: (relativePath) => existsIn(session.workspace_root, relativePath),
+  });
+  if (details.length > 0) {
+    return {
+      kind: "refused",
+      response: planValidationFailedSchema.parse({
+        status: "error",
+        error_type: "plan_validation_failed",
+        message: "The submitted plan is invalid and was rejected. You must fix the plan and resubmit.",
+        details,
+      }),
+    };
+  }
+  const approved = await personApprovedSteps(app, session.run_id);
+  for (const [index, { id, edit }] of edits.entries()) {
+    const step = byId.get(`step_${id}`)!;
+    const next = applyTaskEdit(step, edit);
+    const before = approved.get(step.id);
+    if (before && JSON.stringify(taskOfStep(before)) !== JSON.stringify(tasks[index])) next.approvalRequired = true;
+    steps.set(step.id, next);
+  }
+  return { kind: "ok", steps };
+}
+
+/** The steps of the version a person approved for this run, by id (none when no person approved it). */
+async function personApprovedSteps(app: App, runId: string): Promise<Map<string, Step>> {
+  const rows = await app.db.pool.query<{ steps: Step[] }>(
+    `select v.steps from audit_entries a
+       join runs r on r.id = a.run_id
+       join plan_versions v on v.plan_id = r.plan_id and v.version = a.plan_version
+      where a.run_id = $1 and a.action = 'plan.approved' and a.actor_kind = 'person'
+      order by a.id limit 1`,
+    [runId],
+  );
+  return new Map((rows.rows[0]?.steps ?? []).map((step) => [step.id, step]));
 }
 
 /** A task's acceptance criteria and verifier commands, as the agent sees them. */
