@@ -1,11 +1,5 @@
 import type { ToolRegistry } from "../tools/registry";
-import {
-  argumentSchemaAt,
-  describeType,
-  fittingFields,
-  outputFieldSchema,
-  typesMayMatch,
-} from "./reference-types";
+import { argumentSchemaAt, describeType, fittingFields, outputFieldSchema, typesMayMatch } from "./reference-types";
 import type { StepReference } from "./references";
 import type { PlanIssue } from "./validate";
 
