@@ -119,7 +119,7 @@ export async function startSession(
       goal,
       summary: input.steps
         ? "An agent's plan: the agent works through its steps and reports each."
-        : "An agent session (seed 003): the agent decomposes the goal, then works task by task.",
+        : "An agent session: the agent decomposes the goal, then works task by task.",
       steps: input.steps ?? [decompositionTask(goal)],
     },
     source: "agent",
