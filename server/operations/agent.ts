@@ -23,6 +23,7 @@ import { plannerFor } from "../planner/deps";
 import { judgePlan } from "../planner/planning";
 import { suggestSteps } from "../planner/suggest";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
+import { waitingForApprovalMessage } from "../agents/session-requests";
 import { MAX_AGENT_CONCURRENCY, setAgentConcurrency } from "../agents/leases";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
@@ -66,7 +67,7 @@ export const agentStart = defineOperation({
   }),
   output: sessionCreatedSchema,
   async run({ app, identity }, input) {
-    const { sessionId } = await startSession(app, {
+    const started = await startSession(app, {
       goal: input.goal,
       workspace: input.workspace,
       actor: identity.name,
@@ -75,9 +76,18 @@ export const agentStart = defineOperation({
       ...(input.agentConcurrency !== undefined && { agentConcurrency: input.agentConcurrency }),
       ...(input.leaseSeconds !== undefined && { leaseSeconds: input.leaseSeconds }),
     });
+    if (started.awaitingApproval) {
+      return {
+        status: "session_created" as const,
+        session_id: started.sessionId,
+        message: waitingForApprovalMessage(started.awaitingApproval.author, started.planId),
+        next_command: "stepwise status --json",
+        awaiting_approval: { plan_id: started.planId, author: started.awaitingApproval.author },
+      };
+    }
     return {
       status: "session_created" as const,
-      session_id: sessionId,
+      session_id: started.sessionId,
       message: "Session created. Agent can now begin work.",
       next_command: "stepwise status --json",
     };
