@@ -14,6 +14,7 @@ import path from "node:path";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { callOperation, CliError, EXIT, resolveConnection } from "./client";
 import { printHuman } from "./human-output";
+import { failureReason } from "./failure-reason";
 
 interface ConnectionOptions {
   server?: string;
@@ -263,12 +264,12 @@ try {
       process.exitCode = EXIT.usage;
     }
   } else if (jsonRequested) {
-    printJsonError("internal", error instanceof Error ? error.message : String(error));
+    printJsonError("internal", failureReason(error));
     process.exit(1);
   } else {
     // serve, worker and migrate may have started things (a database): exit rather than linger.
     // Written synchronously: stderr to a pipe is asynchronous, and exit would cut the line off.
-    fs.writeSync(2, `[stepwise] ${error instanceof Error ? error.message : String(error)}\n`);
+    fs.writeSync(2, `[stepwise] ${failureReason(error)}\n`);
     process.exit(1);
   }
 }
