@@ -17,6 +17,11 @@ export const sessionCreatedSchema = z.object({
   session_id: z.string(),
   message: z.string(),
   next_command: z.string(),
+  /**
+   * Addition: the session's plan waits for a person other than its author (the agent) to approve
+   * it, as the workspace's approver policy says; `status` answers `waiting` until then.
+   */
+  awaiting_approval: z.object({ plan_id: z.string(), author: z.string() }).optional(),
 });
 
 export const taskSchema = z.object({

@@ -43,6 +43,7 @@ import {
 } from "./leases";
 import { AGENT_INSTRUCTIONS, AGENT_INSTRUCTIONS_VERSION } from "./instructions";
 import { openSignals, taskNumber, upsertSignal, type OpenSignal, type SignalLevel } from "./signal-store";
+import { isAuthorRefusal, pendingSessionStatus, requestSession } from "./session-requests";
 import { checkNewTasks } from "./task-gates";
 import { applyTaskEdit, fieldEditOf, refuseTaskEdit, taskOfStep } from "./task-edits";
 import { DONE_STEP_STATUSES, isIn } from "../vocabulary";
@@ -103,7 +104,7 @@ export async function startSession(
     /** How long a handed-out task stays an agent's without it calling; the default is 600 s. */
     leaseSeconds?: number;
   },
-): Promise<{ sessionId: string; planId: string; runId: string }> {
+): Promise<StartedSession> {
   const goal = input.goal.trim();
   if (!goal) throw new AppError("invalid_input", 'A session needs a goal: --goal "what to achieve"');
   if (goal.length > MAX_GOAL) throw new AppError("invalid_input", `The goal is limited to ${MAX_GOAL} characters`);
@@ -120,7 +121,7 @@ export async function startSession(
       goal,
       summary: input.steps
         ? "An agent's plan: the agent works through its steps and reports each."
-        : "An agent session (seed 003): the agent decomposes the goal, then works task by task.",
+        : "An agent session: the agent decomposes the goal, then works task by task.",
       steps: input.steps ?? [decompositionTask(goal)],
     },
     source: "agent",
@@ -128,13 +129,30 @@ export async function startSession(
     workspaceId: workspace.id,
     ...(input.todoKey && { checklist: true }),
   });
-  const { runId } = await startRun(app.engine, {
-    planId: plan.id,
-    version: plan.version,
-    actor: input.actor,
-    workspaceRoot,
-    workspaceId: workspace.id,
-  });
+  let runId: string;
+  try {
+    ({ runId } = await startRun(app.engine, {
+      planId: plan.id,
+      version: plan.version,
+      actor: input.actor,
+      workspaceRoot,
+      workspaceId: workspace.id,
+    }));
+  } catch (error) {
+    // The workspace's approver policy: the agent wrote this plan, so someone else approves it, and
+    // the session waits for that instead of leaving a plan no session knows of.
+    if (input.todoKey || !isAuthorRefusal(error, input.actor)) throw error;
+    const { sessionId } = await requestSession(app, {
+      goal,
+      workspaceRoot,
+      planId: plan.id,
+      version: plan.version,
+      actor: input.actor,
+      ...(input.agentConcurrency !== undefined && { agentConcurrency: input.agentConcurrency }),
+      ...(input.leaseSeconds !== undefined && { leaseSeconds: input.leaseSeconds }),
+    });
+    return { sessionId, planId: plan.id, awaitingApproval: { author: input.actor } };
+  }
   const sessionId = await insertSession(app, {
     goal,
     workspaceRoot,
@@ -147,6 +165,11 @@ export async function startSession(
   });
   return { sessionId, planId: plan.id, runId };
 }
+
+/** A started session, or one whose plan waits for a person other than its author to approve it. */
+export type StartedSession =
+  | { sessionId: string; planId: string; runId: string; awaitingApproval?: undefined }
+  | { sessionId: string; planId: string; runId?: undefined; awaitingApproval: { author: string } };
 
 /** Task 1 of every session: seed 003's meta-task, decomposing the goal into tasks. */
 function decompositionTask(goal: string): StepInput {
@@ -185,6 +208,8 @@ export function sessionIdFor(goal: string, now: Date): string {
 export async function insertSession(
   app: Pick<App, "db">,
   input: {
+    /** The id promised to the agent before the session existed (see session-requests.ts). */
+    id?: string;
     goal: string;
     workspaceRoot: string;
     planId: string;
@@ -197,7 +222,7 @@ export async function insertSession(
     leaseSeconds?: number;
   },
 ): Promise<string> {
-  const base = sessionIdFor(input.goal, new Date());
+  const base = input.id ?? sessionIdFor(input.goal, new Date());
   for (let suffix = 1; ; suffix++) {
     const id = suffix === 1 ? base : `${base}-${suffix}`;
     const inserted = await app.db.pool.query(
@@ -239,6 +264,8 @@ export async function findSession(app: Pick<App, "db">, sessionId?: string, call
       );
   const row = rows.rows[0];
   if (!row) {
+    const pending = await pendingSessionStatus(app, sessionId, caller);
+    if (pending) throw new AppError("invalid_state", `Session ${pending.session.id}: ${pending.now.message}`);
     throw new AppError(
       "not_found",
       sessionId ? `No session ${sessionId}` : 'No session yet. Start one with: stepwise start --goal "what to achieve"',
@@ -362,6 +389,8 @@ async function seen(app: Pick<App, "db">, session: SessionRow, caller: string | 
 
 /** Seed 003's `status`. The first call of a session (or after new instructions) syncs them. */
 export async function sessionStatus(app: App, sessionId?: string, caller?: string): Promise<StatusResponse> {
+  const pending = await pendingSessionStatus(app, sessionId, caller);
+  if (pending) return pending;
   const session = await findSession(app, sessionId, caller);
   await seen(app, session, caller);
   const loaded = await loadSession(app, session);

@@ -14,6 +14,7 @@ import path from "node:path";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { callOperation, CliError, EXIT, resolveConnection } from "./client";
 import { printHuman } from "./human-output";
+import { failureReason } from "./failure-reason";
 
 interface ConnectionOptions {
   server?: string;
@@ -148,7 +149,7 @@ withConnection(
 withConnection(
   program
     .command("start")
-    .description("start an agent session for a goal (seed 003 `start`)")
+    .description("start an agent session for a goal")
     .requiredOption("--goal <goal>", "what the session should achieve")
     .option("--workspace <dir>", "the directory the agent works in (default: the current one, for a local server)")
     .option(
@@ -161,7 +162,7 @@ withConnection(
       "how long a handed-out task stays an agent's without it calling (default 600)",
       positiveInteger,
     )
-    .option("--json", "print the seed's JSON only"),
+    .option("--json", "print the JSON answer only"),
 ).action(
   async (
     options: ConnectionOptions & { goal: string; workspace?: string; maxAgents?: number; leaseSeconds?: number },
@@ -187,13 +188,13 @@ withConnection(
   program
     .command("status")
     .description("what to do now: sync instructions, the next task, a blocking signal, or completion")
-    .option("--json", "print the seed's JSON only"),
+    .option("--json", "print the JSON answer only"),
 ).action((options: ConnectionOptions) => agentCall("agent.status", {}, options, options.json === true));
 
 withConnection(
   program
     .command("update")
-    .description("report progress, add tasks, or give the final summary (seed 003 `update`)")
+    .description("report progress, add tasks, or give the final summary")
     .requiredOption("--json <payload>", "the update payload: add_tasks, update_tasks, final_summary", parsePayload)
     .addHelpText(
       "after",
@@ -243,7 +244,7 @@ withConnection(
   program
     .command("suggest")
     .description("suggest new, non-duplicate tasks from the workspace (TODO markers; the planner with an LLM)")
-    .option("--json", "print the seed's JSON only"),
+    .option("--json", "print the JSON answer only"),
 ).action((options: ConnectionOptions) => agentCall("agent.suggest", {}, options, options.json === true));
 
 try {
@@ -263,12 +264,12 @@ try {
       process.exitCode = EXIT.usage;
     }
   } else if (jsonRequested) {
-    printJsonError("internal", error instanceof Error ? error.message : String(error));
+    printJsonError("internal", failureReason(error));
     process.exit(1);
   } else {
     // serve, worker and migrate may have started things (a database): exit rather than linger.
     // Written synchronously: stderr to a pipe is asynchronous, and exit would cut the line off.
-    fs.writeSync(2, `[stepwise] ${error instanceof Error ? error.message : String(error)}\n`);
+    fs.writeSync(2, `[stepwise] ${failureReason(error)}\n`);
     process.exit(1);
   }
 }

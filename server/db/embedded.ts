@@ -86,6 +86,8 @@ export async function letPostgresUserReach(
   log: (line: string) => void = () => undefined,
 ): Promise<string[]> {
   const changed: string[] = [];
+  /** What each change was, for the report: "/root from 700 to 701". */
+  const modes: string[] = [];
   for (const target of targets) {
     let dir = path.resolve(target);
     const ancestors: string[] = [];
@@ -100,11 +102,14 @@ export async function letPostgresUserReach(
       if (!stat?.isDirectory() || (stat.mode & 0o001) !== 0 || changed.includes(ancestor)) continue;
       await fs.chmod(ancestor, stat.mode | 0o001);
       changed.push(ancestor);
+      modes.push(`${ancestor} from mode ${octal(stat.mode)} to ${octal(stat.mode | 0o001)}`);
     }
   }
   if (changed.length > 0) {
+    // Said as what was done, not as advice: the change is already made, and the reader may want to
+    // undo it (chmod o-x) once the database lives elsewhere.
     log(
-      `Running as root: let the postgres user pass through ${changed.join(", ")} (chmod o+x) to reach the embedded database`,
+      `Running as root: changed ${modes.join(", ")} (o+x: others may pass through, not list) so the database user "postgres" can reach the embedded database`,
     );
   }
   return changed;
@@ -127,6 +132,10 @@ async function hydrateNativeSymlinks(): Promise<void> {
 }
 
 /** The live PostgreSQL serving a data folder, read from its postmaster.pid. */
+function octal(mode: number): string {
+  return (mode & 0o777).toString(8);
+}
+
 export interface RunningPostmaster {
   pid: number;
   port: number;

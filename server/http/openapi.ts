@@ -103,7 +103,7 @@ function seed001Paths() {
     "/api/plan": {
       post: {
         operationId: "createPlan",
-        tags: ["seed 001"],
+        tags: ["Plan API"],
         summary: "Create a plan: a ready one ({goal, steps}), or planned by the configured LLM from a goal",
         description:
           "Stores version 1 for review, appends a queued plan.step event per step, and writes .plans/<id>/plan.json and plan.md in the workspace.",
@@ -114,7 +114,7 @@ function seed001Paths() {
     "/api/plan/{planId}": {
       get: {
         operationId: "getPlan",
-        tags: ["seed 001"],
+        tags: ["Plan API"],
         summary: "A plan (current version, or ?version=N) as JSON, or Markdown with Accept: text/markdown",
         parameters: [planIdParameter, { name: "version", in: "query", required: false, schema: { type: "integer" } }],
         responses: {
@@ -129,7 +129,7 @@ function seed001Paths() {
     "/api/plan/{planId}/events": {
       get: {
         operationId: "planEvents",
-        tags: ["seed 001"],
+        tags: ["Plan API"],
         summary: "The plan's and its runs' events: SSE (replay, then live; resume with Last-Event-ID) or JSON",
         parameters: [
           planIdParameter,
@@ -144,7 +144,7 @@ function seed001Paths() {
         ],
         responses: {
           "200": {
-            description: "Step transitions arrive as `event: plan.step` with seed 001's payload",
+            description: "Step transitions arrive as `event: plan.step` with the step's id, state and result",
             content: {
               "text/event-stream": { schema: { type: "string" } },
               ...json({
@@ -160,7 +160,7 @@ function seed001Paths() {
     "/api/plan/{planId}/versions": {
       get: {
         operationId: "planVersions",
-        tags: ["seed 001"],
+        tags: ["Plan API"],
         summary: "Every version of a plan, newest first: who made it, from what source, and why",
         parameters: [planIdParameter],
         responses: { "200": { description: "The versions", content: json({ type: "object" }) }, ...problemResponses },
@@ -169,7 +169,7 @@ function seed001Paths() {
     "/api/plan/{planId}/runs": {
       get: {
         operationId: "planRuns",
-        tags: ["seed 001"],
+        tags: ["Plan API"],
         summary: "The plan's runs, newest first",
         parameters: [planIdParameter],
         responses: { "200": { description: "The runs", content: json({ type: "object" }) }, ...problemResponses },
@@ -178,7 +178,7 @@ function seed001Paths() {
     "/api/runs/{runId}": {
       get: {
         operationId: "getRun",
-        tags: ["seed 001"],
+        tags: ["Plan API"],
         summary: "A run's state; each step with the idempotency key it presents on every attempt",
         parameters: [{ name: "runId", in: "path", required: true, schema: { type: "string", format: "uuid" } }],
         responses: { "200": { description: "The run", content: json({ type: "object" }) }, ...problemResponses },
@@ -187,7 +187,7 @@ function seed001Paths() {
     "/api/plan/{planId}/approve": {
       post: {
         operationId: "approvePlan",
-        tags: ["seed 001"],
+        tags: ["Plan API"],
         summary: "A person approves a version (default: the current one); its run starts",
         parameters: [planIdParameter],
         requestBody: {
@@ -205,7 +205,7 @@ function seed001Paths() {
     "/api/runs/{runId}/decide": {
       post: {
         operationId: "decideStep",
-        tags: ["seed 001"],
+        tags: ["Plan API"],
         summary: "A person approves or denies a gated step",
         parameters: [{ name: "runId", in: "path", required: true, schema: { type: "string", format: "uuid" } }],
         requestBody: {
@@ -222,7 +222,7 @@ function seed001Paths() {
     "/api/chat": {
       post: {
         operationId: "chat",
-        tags: ["seed 001"],
+        tags: ["Plan API"],
         summary: "Pass-through to the configured model providers, with a traceId; text streaming with stream: true",
         requestBody: { required: true, content: json(jsonSchema(chatInput, "input")) },
         responses: {
@@ -250,7 +250,7 @@ export function openApiDocument(serverUrl?: string) {
       title: "Stepwise operations API",
       version: "0.1.0",
       description:
-        "Every use case of Stepwise — agent sessions (seed 003), plans and runs — as `POST /api/ops/<name>` with a JSON body. The same operations are the MCP server's tools and the `stepwise` CLI's verbs.",
+        "Every use case of Stepwise — agent sessions, plans and runs — as `POST /api/ops/<name>` with a JSON body. The same operations are the MCP server's tools and the `stepwise` CLI's verbs.",
     },
     ...(serverUrl && { servers: [{ url: serverUrl }] }),
     security: [{ bearer: [] }],

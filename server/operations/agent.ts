@@ -23,6 +23,7 @@ import { plannerFor } from "../planner/deps";
 import { judgePlan } from "../planner/planning";
 import { suggestSteps } from "../planner/suggest";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
+import { waitingForApprovalMessage } from "../agents/session-requests";
 import { MAX_AGENT_CONCURRENCY, setAgentConcurrency } from "../agents/leases";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
@@ -39,7 +40,7 @@ export const agentStart = defineOperation({
   name: "agent.start",
   callers: PERSON_OR_AGENT,
   role: "reviewer",
-  summary: "Start an agent session for a goal (seed 003 `start`)",
+  summary: "Start an agent session for a goal",
   input: z.object({
     goal: z.string().max(4_000),
     workspace: z
@@ -66,7 +67,7 @@ export const agentStart = defineOperation({
   }),
   output: sessionCreatedSchema,
   async run({ app, identity }, input) {
-    const { sessionId } = await startSession(app, {
+    const started = await startSession(app, {
       goal: input.goal,
       workspace: input.workspace,
       actor: identity.name,
@@ -75,9 +76,18 @@ export const agentStart = defineOperation({
       ...(input.agentConcurrency !== undefined && { agentConcurrency: input.agentConcurrency }),
       ...(input.leaseSeconds !== undefined && { leaseSeconds: input.leaseSeconds }),
     });
+    if (started.awaitingApproval) {
+      return {
+        status: "session_created" as const,
+        session_id: started.sessionId,
+        message: waitingForApprovalMessage(started.awaitingApproval.author, started.planId),
+        next_command: "stepwise status --json",
+        awaiting_approval: { plan_id: started.planId, author: started.awaitingApproval.author },
+      };
+    }
     return {
       status: "session_created" as const,
-      session_id: sessionId,
+      session_id: started.sessionId,
       message: "Session created. Agent can now begin work.",
       next_command: "stepwise status --json",
     };
@@ -88,7 +98,7 @@ export const agentStatus = defineOperation({
   name: "agent.status",
   callers: PERSON_OR_AGENT,
   role: "viewer",
-  summary: "What the agent should do now (seed 003 `status`)",
+  summary: "What the agent should do now",
   input: z.object(sessionField),
   output: statusResponseSchema,
   annotations: { readOnly: false, idempotent: true },
@@ -99,7 +109,7 @@ export const agentUpdate = defineOperation({
   name: "agent.update",
   callers: PERSON_OR_AGENT,
   role: "reviewer",
-  summary: "Report task progress, add tasks or give the final summary (seed 003 `update`)",
+  summary: "Report task progress, add tasks or give the final summary",
   input: z.object({ ...sessionField, payload: updatePayloadSchema }),
   output: updateResponseSchema,
   annotations: { destructive: false },
@@ -136,7 +146,7 @@ export const agentAlert = defineOperation({
   name: "agent.alert",
   callers: PERSON_OR_AGENT,
   role: "reviewer",
-  summary: "Raise or clear a signal (seed 003 `alert`)",
+  summary: "Raise or clear a signal",
   input: z.object({ ...sessionField, alert: alertInputSchema }),
   output: successSchema,
   run: ({ app, identity }, input) =>
@@ -147,7 +157,7 @@ export const agentSuggest = defineOperation({
   name: "agent.suggest",
   callers: PERSON_OR_AGENT,
   role: "reviewer",
-  summary: "Suggest new, non-duplicate tasks from the workspace (seed 003 `suggest`)",
+  summary: "Suggest new, non-duplicate tasks from the workspace",
   input: z.object(sessionField),
   output: suggestResponseSchema,
   annotations: { readOnly: true },

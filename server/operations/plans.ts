@@ -9,6 +9,7 @@ import { createPlan, getPlan, listPlans } from "../plans/service";
 import { requireWorkspace, workspaceForPlan } from "../plans/workspaces";
 import type { PlanIssue } from "../plans/validate";
 import { attachApprovedPlan } from "../agents/plan-mode";
+import { attachRequestedSession } from "../agents/session-requests";
 import { adoptIntoSessionRun } from "../agents/sessions";
 import { AppError } from "../errors";
 import { rejectPlan } from "../plans/lifecycle";
@@ -249,6 +250,14 @@ export const planApprove = defineOperation({
     // An agent's plan (plan mode) goes back to the agent that made it, as its session's tasks.
     await attachApprovedPlan(app, {
       ...input,
+      runId: started.runId,
+      workspaceRoot: workspace.path,
+      approvedBy: identity.name,
+    });
+    // An agent's `start` that waited for someone else's approval becomes its session now.
+    await attachRequestedSession(app, {
+      planId: input.planId,
+      version: input.version,
       runId: started.runId,
       workspaceRoot: workspace.path,
       approvedBy: identity.name,

@@ -65,7 +65,7 @@ export const planSubmit = defineOperation({
   callers: PERSON_OR_AGENT,
   role: "reviewer",
   summary:
-    "Seed 001's plan request: a ready plan (goal and steps) is validated and stored, a bare goal is planned by the configured LLM; the plan is written to the workspace's .plans/",
+    "A plan request: a ready plan (goal and steps) is validated and stored, a bare goal is planned by the configured LLM; the plan is written to the workspace's .plans/",
   input: createPlanInput,
   output: z.object({
     plan: z.looseObject({ id: z.string(), version: z.number(), goal: z.string(), steps: z.array(z.unknown()) }),
@@ -260,7 +260,7 @@ export const planEvents = defineOperation({
   callers: PERSON_OR_AGENT,
   role: "viewer",
   summary:
-    "A plan's events and its runs' after a cursor (the last sequence number read per stream), oldest first, in seed 001's shape",
+    "A plan's events and its runs' after a cursor (the last sequence number read per stream), oldest first",
   input: z.object({
     planId: z.string().min(1).max(100),
     after: z

@@ -14,7 +14,7 @@ const DEFINITION_OF_GOOD = `A good step:
 - is verifiable: its outcome can be checked (a test, a file's content, a command's output);
 - uses exactly one tool from the catalogue, with arguments valid for that tool's input schema;
 - lists in dependsOn the ids of every step that must finish first; the graph must have no cycles;
-- passes another step's output with "$step_N" (or "$step_N.field") only when step_N is among its (transitive) dependencies;
+- passes another step's output with "$step_N" (or "$step_N.field") only when step_N is among its (transitive) dependencies, and only where that output fits the argument (see each tool's output schema: shell returns an object, so its text is "$step_N.stdout");
 - has a non-empty contextHints array of actionable pointers ("Read \`spec.md\` section 2", "Follow the pattern in \`src/api/users.ts\`");
 - lists in relevantFilePaths only files that exist in the workspace (or that an earlier step of the plan creates);
 - has a type: feature, bugfix, chore, test, docs, refactor, research or ops;
@@ -22,10 +22,14 @@ const DEFINITION_OF_GOOD = `A good step:
 Prefer parallel steps where there is no real dependency. Include verification steps (read a file back after writing it).`;
 
 export function toolJsonSchema(tool: AnyTool): unknown {
+  return jsonSchemaOf(tool.inputSchema, "input") ?? { type: "object" };
+}
+
+function jsonSchemaOf(schema: z.ZodType, io: "input" | "output"): unknown {
   try {
-    return z.toJSONSchema(tool.inputSchema, { io: "input", unrepresentable: "any" });
+    return z.toJSONSchema(schema, { io, unrepresentable: "any" });
   } catch {
-    return { type: "object" };
+    return undefined;
   }
 }
 
@@ -38,7 +42,10 @@ export function toolCatalogue(tools: AnyTool[]): string {
         tool.destructive ? "destructive: set approvalRequired true" : undefined,
         tool.requiresApproval ? "requires approval" : undefined,
       ].filter(Boolean);
-      return `- ${tool.name} (${tool.capabilityLabel}; ${flags.join("; ")}): ${tool.description}\n  input schema: ${JSON.stringify(toolJsonSchema(tool))}`;
+      // The output schema lets the model write `$step_N.field` references that validation accepts.
+      const output = tool.outputSchema && jsonSchemaOf(tool.outputSchema, "output");
+      const outputLine = output ? `\n  output schema: ${JSON.stringify(output)}` : "";
+      return `- ${tool.name} (${tool.capabilityLabel}; ${flags.join("; ")}): ${tool.description}\n  input schema: ${JSON.stringify(toolJsonSchema(tool))}${outputLine}`;
     })
     .join("\n");
 }

@@ -409,10 +409,10 @@ const dagArb = (maxSteps: number) =>
         }
         ancestors.push(anc);
         const ancList = [...anc];
-        const ref =
-          spec.refPick !== undefined && ancList.length > 0
-            ? `$${ids[ancList[spec.refPick % ancList.length]!]}${spec.field ? `.${spec.field}` : ""}`
-            : undefined;
+        const target = spec.refPick !== undefined && ancList.length > 0 ? ancList[spec.refPick % ancList.length]! : -1;
+        // Well typed: sleep declares its output ({sleptMs}); echo's is any value, so any field may exist.
+        const field = target >= 0 && specs[target]!.sleep ? "sleptMs" : spec.field;
+        const ref = target >= 0 ? `$${ids[target]!}${field ? `.${field}` : ""}` : undefined;
         const args = spec.sleep ? { ms: ref ?? spec.ms } : { value: ref ? { nested: [ref] } : `v${i}` };
         return { id: ids[i]!, tool: spec.sleep ? "sleep" : "echo", args, dependsOn: deps.map((d) => ids[d]!) };
       });

@@ -2,6 +2,7 @@ import { findUnsafeInput } from "../safe-input";
 import type { z } from "zod";
 import type { ToolRegistry } from "../tools/registry";
 import { requiresApprovalByDefault, type AnyTool } from "../tools/types";
+import { referenceTypeIssue } from "./reference-check";
 import { findReferences, looksLikeStepId } from "./references";
 import { planDraftSchema, type ParsedPlanDraft, type PlanContent, type RetryPolicy, type Step } from "./schema";
 
@@ -14,7 +15,9 @@ export type PlanIssueCode =
   | "unknown_dependency"
   | "self_dependency"
   | "cycle"
-  | "invalid_reference";
+  | "invalid_reference"
+  /** A `$step` reference whose declared output type can never fit the argument it fills. */
+  | "reference_type_mismatch";
 
 export interface PlanIssue {
   code: PlanIssueCode;
@@ -97,7 +100,7 @@ export function validatePlan(plan: { steps: StepShape[] }, registry: ToolRegistr
     });
   }
 
-  issues.push(...referenceIssues(plan.steps, byId));
+  issues.push(...referenceIssues(plan.steps, byId, registry));
   return issues;
 }
 
@@ -197,7 +200,7 @@ function isAcyclic(steps: StepShape[], byId: Map<string, StepShape>): boolean {
 }
 
 /** A reference must point at a (transitive) dependency, otherwise its output may not exist yet. */
-function referenceIssues(steps: StepShape[], byId: Map<string, StepShape>): PlanIssue[] {
+function referenceIssues(steps: StepShape[], byId: Map<string, StepShape>, registry: ToolRegistry): PlanIssue[] {
   const issues: PlanIssue[] = [];
   const ancestorCache = new Map<string, Set<string>>();
   const ancestors = (id: string): Set<string> => {
@@ -224,7 +227,11 @@ function referenceIssues(steps: StepShape[], byId: Map<string, StepShape>): Plan
       else if (!step.dependsOn.includes(ref.stepId) && !ancestors(step.id).has(ref.stepId)) {
         problem = `refers to ${ref.stepId}, which is not one of its dependencies`;
       }
-      if (problem === undefined) continue; // the common case: nothing is spelled out
+      if (problem === undefined) {
+        const typeIssue = referenceTypeIssue(step, ref, byId.get(ref.stepId)!, registry);
+        if (typeIssue) issues.push(typeIssue);
+        continue;
+      }
       const text = `$${[ref.stepId, ...ref.fieldPath].join(".")}`;
       issues.push({
         code: "invalid_reference",

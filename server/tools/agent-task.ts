@@ -57,6 +57,8 @@ export const agentTaskTool = defineTool({
     "A task an agent performs itself (write code, review, decide); the agent reports progress and completion. " +
     "Optional acceptance criteria (text) and verify commands, run in the task's worktree when it is reported DONE.",
   inputSchema: agentTaskInputSchema,
+  /** Recorded when the agent reports DONE (`server/engine/agent-tasks.ts`): who, and their note. */
+  outputSchema: z.object({ doneBy: z.string(), note: z.string().optional() }),
   capability: "agent.work",
   capabilityLabel: "Agent task",
   readOnly: false,

@@ -16,6 +16,8 @@ export const askUserTool = defineTool({
   name: "ask_user",
   description: "Ask the person running the plan a question; the answer becomes this step's output.",
   inputSchema: askUserInputSchema,
+  /** The person's answer, as typed (or the choice picked). */
+  outputSchema: z.string(),
   capability: "user.ask",
   capabilityLabel: "Ask the user",
   readOnly: true,

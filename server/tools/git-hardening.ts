@@ -50,11 +50,13 @@ let plainDiffPath: string | undefined;
 /**
  * An external diff program that does what git would do without one: a unified diff of the two
  * files git hands it (args: path old-file old-hex old-mode new-file new-hex new-mode). Written once
- * per process into a private directory, so no other user can replace it.
+ * per process into a private directory, so no other user can replace it, and removed at exit.
  */
 function plainDiff(): string {
   if (plainDiffPath) return plainDiffPath;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-git-"));
+  // The folder lives as long as the process: removed at exit, so runs do not pile them up in /tmp.
+  process.once("exit", () => fs.rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, "plain-diff");
   fs.writeFileSync(
     file,
