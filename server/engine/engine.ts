@@ -5,7 +5,7 @@
 export { createEngineDeps, type EngineDeps } from "./deps";
 export type { StepWaiting } from "./run-transaction";
 export { startRun, DEFAULT_APPROVAL_TIMEOUT_MS, DEFAULT_APPROVAL_WARNING_MS, type StartRunInput } from "./start-run";
-export { executeStepJob, WorkerShutdownError, abortAllLocally, abortRunLocally } from "./step-runner";
+export { ABORT_SETTLE_MS, executeStepJob, WorkerShutdownError, abortAllLocally, abortRunLocally } from "./step-runner";
 export {
   decideApproval,
   answerQuestion,

@@ -91,7 +91,13 @@ async function executeAndRecord(
     outcome = { ok: true, value: value === undefined ? null : value };
   } catch (error) {
     const reason = controller.signal.aborted ? controller.signal.reason : error;
-    outcome = { ok: false, error: errorMessage(reason), retryable: isRetryable(reason) };
+    // An aborted command says which processes its stop killed; that stays with the attempt.
+    const stopReport = controller.signal.aborted
+      ? (error as { stopReport?: unknown } | undefined)?.stopReport
+      : undefined;
+    const message = errorMessage(reason) + (typeof stopReport === "string" ? ` (${stopReport})` : "");
+    if (typeof stopReport === "string") log.info({ runId: run.id, stepId: step.id, attempt }, stopReport);
+    outcome = { ok: false, error: message, retryable: isRetryable(reason) };
   } finally {
     clearTimeout(timeout);
     inFlight.delete(controller);
@@ -213,11 +219,37 @@ export function errorMessage(error: unknown): string {
   return String(error);
 }
 
-/** A tool that ignores its abort signal still cannot hold the step past its timeout. */
+/**
+ * How long an aborted tool gets to settle (a shell command: to be SIGKILLed and gone) before the
+ * attempt ends without it. Within it, nothing that follows the abort — a retry, recovery after a
+ * shutdown — starts beside the old attempt.
+ */
+export const ABORT_SETTLE_MS = 15_000;
+
+/**
+ * Settles with the tool, and on abort once the tool has settled too (its processes are gone), but
+ * no later than ABORT_SETTLE_MS after it: a tool that ignores its abort signal still cannot hold
+ * the step past its timeout for ever.
+ */
 function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
+  const settledWork = work.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
   return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
+    const onAbort = () => {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<"late">(
+        (resolveLate) => (timer = setTimeout(() => resolveLate("late"), ABORT_SETTLE_MS)),
+      );
+      void Promise.race([settledWork, late]).then((result) => {
+        clearTimeout(timer);
+        if (result === "late")
+          log.error("an aborted tool had not settled after its stop wait; its attempt ends anyway");
+        reject(result instanceof Error && result !== signal.reason ? result : signal.reason);
+      });
+    };
+    if (signal.aborted) return onAbort();
     signal.addEventListener("abort", onAbort, { once: true });
     work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
   });

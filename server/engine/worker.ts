@@ -6,6 +6,7 @@ import { createPool, isConnectionError, isLockTimeout, retryOnConnectionLoss } f
 import { DatabaseListener } from "../db/listener";
 import { logger } from "../logger";
 import {
+  ABORT_SETTLE_MS,
   abortAllLocally,
   abortRunLocally,
   executeStepJob,
@@ -254,7 +255,9 @@ export async function startStepWorker(
       extra?.abortAll?.();
       const aborted = abortAllLocally(deps);
       if (aborted > 0) log.warn({ aborted }, "shutdown grace period over: aborted the steps still running");
-      await Promise.race([idle(), new Promise((resolve) => setTimeout(resolve, 2_000).unref())]);
+      // An aborted step ends once its processes are gone (see raceAbort); only then may this
+      // worker's row say it stopped, which lets recovery queue the step again elsewhere.
+      await Promise.race([idle(), new Promise((resolve) => setTimeout(resolve, ABORT_SETTLE_MS + 1_000).unref())]);
     }
     deps.stopping = true;
     alarm.stop();

@@ -6,6 +6,7 @@ import { AppError } from "../errors";
 import { asConfigEnv, gitHelperPaths } from "./git-hardening";
 import { gitOverrides } from "./git-repositories";
 import { CappedText, LineSplitter } from "./output-capture";
+import { killCommand, waitUntilGone } from "./process-tree";
 import { noSandboxReason, sandboxAvailable, sandboxed, systemProgram, UNAPPROVED_WALL_SECONDS } from "./sandbox";
 import { analyzeShellCommand, checkWorkspacePaths, isReadOnlyCommand } from "./shell-read-only";
 import { defineTool, type ToolContext } from "./types";
@@ -21,8 +22,12 @@ export const READ_ONLY_COMMAND_ENV: Record<string, string> = { GIT_OPTIONAL_LOCK
 export const SHELL_OUTPUT_LIMIT = 100_000;
 /** Lines streamed to the step log per run; the result still holds the (capped) output. */
 export const SHELL_LOG_LINE_LIMIT = 2_000;
-/** After SIGTERM, how long the process group gets before SIGKILL. */
-const KILL_GRACE_MS = 2_000;
+/**
+ * On abort the command is SIGKILLed at once (no grace: see process-tree.ts); this bounds the wait
+ * for its processes to be gone before the abort settles — on a loaded machine the kernel takes a
+ * moment to tear down a PID namespace.
+ */
+const STOP_WAIT_MS = 10_000;
 /** After the shell exits, how long to wait for pipes held open by leftover children. */
 const DRAIN_GRACE_MS = 500;
 
@@ -34,6 +39,20 @@ export interface ShellResult {
   stderr: string;
   /** True when stdout or stderr exceeded the limit and their middle was left out. */
   truncated: boolean;
+}
+
+/**
+ * The rejection of an aborted command, once its processes are gone: `message` is the abort's
+ * reason, `stopReport` which processes were killed (recorded with the attempt's outcome).
+ */
+export class CommandStoppedError extends Error {
+  constructor(
+    readonly reason: unknown,
+    readonly stopReport: string,
+  ) {
+    super(reason instanceof Error ? reason.message : String(reason));
+    this.name = "CommandStoppedError";
+  }
 }
 
 /** A command that exited with a non-zero status (and the step did not allow that). */
@@ -207,8 +226,9 @@ function pdeathsigAvailable(): boolean {
 const GROUP_WATCHDOG = 'read -r word; [ "$word" = done ] || kill -KILL -- "-$1" 2>/dev/null; exit 0';
 
 /**
- * Runs `bash -c` in its own process group, so that on abort (timeout, cancellation) the whole
- * group — pipelines, children, grandchildren — is terminated, not only the shell. The command
+ * Runs `bash -c` in its own process group, so that on abort (timeout, cancellation, shutdown) the
+ * whole group — pipelines, children, grandchildren — and its PID namespace are SIGKILLed at once,
+ * not only the shell; the abort rejects (CommandStoppedError) only once they are gone. The command
  * also dies with its worker: the shell itself by the parent-death signal (`setpriv --pdeathsig`),
  * and whatever it started by a watchdog that kills the group once the worker's end of its pipe
  * closes. Without this a SIGKILLed worker's command runs on unseen while recovery may start it
@@ -260,7 +280,6 @@ export function runShell(
     );
     let exit: { code: number | null; signal: string | null } | undefined;
     let settled = false;
-    let killTimer: NodeJS.Timeout | undefined;
     let drainTimer: NodeJS.Timeout | undefined;
 
     const killGroup = (signal: NodeJS.Signals) => {
@@ -270,20 +289,37 @@ export function runShell(
         // The group is already gone.
       }
     };
+    const exited = new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) resolve();
+      child.once("exit", () => resolve());
+      child.once("error", () => resolve());
+    });
+    // Stopping is immediate and total: every process of the command is SIGKILLed in one go (the
+    // shell, PID 1 of its namespace, would ignore SIGTERM and run its next command), and the abort
+    // settles only once they are gone, so a retry or takeover never runs beside this attempt.
+    let stopping = false;
     const onAbort = () => {
-      killGroup("SIGTERM");
-      killTimer = setTimeout(() => killGroup("SIGKILL"), KILL_GRACE_MS);
-      killTimer.unref();
-      finish();
+      if (settled || stopping || child.pid === undefined) return;
+      stopping = true;
+      const killed = killCommand(child.pid);
+      void (async () => {
+        const deadline = Date.now() + STOP_WAIT_MS;
+        const survivors = await waitUntilGone(killed, STOP_WAIT_MS);
+        await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, Math.max(0, deadline - Date.now())))]);
+        const report =
+          `stopped: killed ${killed.length} process${killed.length === 1 ? "" : "es"}` +
+          (killed.length > 0 ? ` (pids ${killed.join(", ")})` : "") +
+          (survivors.length > 0 ? `; still running after ${STOP_WAIT_MS / 1000} s: ${survivors.join(", ")}` : "");
+        context.log(report, survivors.length > 0 ? "error" : "warn");
+        finish(new CommandStoppedError(context.signal.reason, report), survivors.length > 0);
+      })();
     };
-    const finish = (error?: Error) => {
+    const finish = (error?: Error, keepWatchdog = false) => {
       if (settled) return;
       settled = true;
       context.signal.removeEventListener("abort", onAbort);
-      // On abort the group is still being terminated (SIGTERM, then SIGKILL): the watchdog stays
-      // until then, so a worker dying meanwhile still takes the rest with it.
-      if (context.signal.aborted) setTimeout(() => watchdog?.release(), KILL_GRACE_MS + 100).unref();
-      else watchdog?.release();
+      // A process that outlived its SIGKILL (uninterruptible sleep) still dies with the worker.
+      if (!keepWatchdog) watchdog?.release();
       clearTimeout(drainTimer);
       lines.flush();
       if (error) return reject(error);
@@ -311,13 +347,17 @@ export function runShell(
     );
     child.on("exit", (code, signal) => {
       exit = { code, signal };
+      // Being stopped: the abort settles once every process is gone, not when the pipes close.
+      if (stopping) return;
       // A background child may keep the pipes open; the step ends with its shell, so stop it.
       drainTimer = setTimeout(() => {
         killGroup("SIGKILL");
         finish();
       }, DRAIN_GRACE_MS);
     });
-    child.on("close", () => finish());
+    child.on("close", () => {
+      if (!stopping) finish();
+    });
   });
 }
 
