@@ -1,6 +1,5 @@
-import type { sessionOfRun } from "../../agents/sessions";
 import { viaOperation } from "../../operations/operation";
-import { agentSessionList, agentSessionOfRun } from "../../operations/reads";
+import { agentSessionList, agentSessionOfRun, type SessionOfRunView } from "../../operations/reads";
 import { signalClear } from "../../operations/steering";
 import { agentSetConcurrency } from "../../operations/agent";
 import { operationProcedure, router } from "../init";
@@ -11,7 +10,7 @@ export const agentsRouter = router({
 
   sessionOfRun: operationProcedure(agentSessionOfRun).query(
     async (call) =>
-      ((await viaOperation(agentSessionOfRun)(call)) as { session: Awaited<ReturnType<typeof sessionOfRun>> }).session,
+      ((await viaOperation(agentSessionOfRun)(call)) as { session: SessionOfRunView }).session,
   ),
 
   /** A person clears a signal (a blocker the agent raised, a failed check they decided to accept). */
