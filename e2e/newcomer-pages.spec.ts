@@ -15,7 +15,9 @@ async function gatedRun(request: Parameters<typeof trpc>[0], goal: string): Prom
   const plan = await trpc<{ id: string; version: number }>(request, "plans.createFromJson", {
     planJson: JSON.stringify({
       goal,
-      steps: [{ id: "step_1", description: "Write the marker", tool: "shell", args: { command: "echo hi > marker.txt" } }],
+      steps: [
+        { id: "step_1", description: "Write the marker", tool: "shell", args: { command: "echo hi > marker.txt" } },
+      ],
     }),
   });
   const { runId } = await trpc<{ runId: string }>(request, "plans.approve", { planId: plan.id, version: plan.version });
@@ -34,7 +36,10 @@ test("the decision link page looks like the app, light or dark, and shows the ex
   const runId = await gatedRun(request, `Link look ${tag}`);
   let link: { url: string; expiresAt: string } | undefined;
   await expect(async () => {
-    link = await trpc<{ url: string; expiresAt: string }>(request, "runs.createDecisionLink", { runId, stepId: "step_1" });
+    link = await trpc<{ url: string; expiresAt: string }>(request, "runs.createDecisionLink", {
+      runId,
+      stepId: "step_1",
+    });
   }).toPass({ timeout: 60_000 });
 
   // The app's own dark background, read from a page of the app.
@@ -127,7 +132,9 @@ test("the audit log fits a 1280-wide window, with short hashes (full on hover an
   await page.goto("/audit");
   const entry = page.locator(`tr[data-audit-action="step.approved"]`).first();
   await expect(entry).toBeVisible();
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  const overflow = await page.evaluate(
+    () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  );
   expect(overflow).toBeLessThanOrEqual(0);
 
   const hash = entry.getByTestId("audit-hash");

@@ -109,8 +109,15 @@ function fromToml(body: string): StdioServerConfig {
   const tables = parseTomlSubset(body);
   const server = tables["mcp_servers.stepwise"];
   if (!server || typeof server.command !== "string") throw new Error(`no [mcp_servers.stepwise] command in ${body}`);
-  const env = { ...((server.env as Record<string, string> | undefined) ?? {}), ...(tables["mcp_servers.stepwise.env"] ?? {}) };
-  return { command: server.command, args: (server.args as string[] | undefined) ?? [], env: env as Record<string, string> };
+  const env = {
+    ...((server.env as Record<string, string> | undefined) ?? {}),
+    ...(tables["mcp_servers.stepwise.env"] ?? {}),
+  };
+  return {
+    command: server.command,
+    args: (server.args as string[] | undefined) ?? [],
+    env: env as Record<string, string>,
+  };
 }
 
 /** Every stdio snippet of the README's agent setup section, each with the agent it is for. */

@@ -10,7 +10,13 @@ describe("summarizeDetail", () => {
   });
 
   it("reads keys as words, leaves out empty values and summarises nested ones", () => {
-    const parts = summarizeDetail({ note: "looks fine", via: null, approvals: ["ann", "bob"], tally: { a: 1, b: 2 }, required: 2 });
+    const parts = summarizeDetail({
+      note: "looks fine",
+      via: null,
+      approvals: ["ann", "bob"],
+      tally: { a: 1, b: 2 },
+      required: 2,
+    });
     expect(parts.map((part) => `${part.key}: ${part.kind === "text" ? part.text : part.short}`)).toEqual([
       "note: looks fine",
       "approvals: ann, bob",

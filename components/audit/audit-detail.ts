@@ -52,12 +52,15 @@ export function summarizeDetail(detail: Record<string, unknown>): DetailPart[] {
     .filter(([, value]) => value !== undefined && value !== null && value !== "")
     .map(([key, value]): DetailPart => {
       const label = words(key);
-      if (typeof value === "string" && isHash(value)) return { key: label, kind: "hash", short: shortHash(value), full: value };
+      if (typeof value === "string" && isHash(value))
+        return { key: label, kind: "hash", short: shortHash(value), full: value };
       return { key: label, kind: "text", ...describeValue(value) };
     });
 }
 
 /** Whether the raw JSON says more than the summary line (nested values, cut text, hashes). */
 export function hasMoreThanSummary(parts: DetailPart[]): boolean {
-  return parts.some((part) => part.kind === "hash" || part.full !== undefined || /^\d+ (items?|fields?)$/.test(part.text));
+  return parts.some(
+    (part) => part.kind === "hash" || part.full !== undefined || /^\d+ (items?|fields?)$/.test(part.text),
+  );
 }

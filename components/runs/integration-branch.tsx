@@ -26,8 +26,8 @@ export function IntegrationBranch({
       <p className="muted" data-testid="integration-branch">
         Each finished task is merged into the branch <code className="mono">{branch}</code> of{" "}
         <code className="mono">{repositoryRoot}</code>
-        {exists ? "" : " (made when the first task starts)"}; your own branch is left alone. Run these in that
-        directory once the run has finished:
+        {exists ? "" : " (made when the first task starts)"}; your own branch is left alone. Run these in that directory
+        once the run has finished:
       </p>
       <dl className="integration-commands">
         {commands.map(({ label, command, what }) => (

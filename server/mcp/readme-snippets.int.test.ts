@@ -74,11 +74,21 @@ describe("README agent setup snippets", () => {
         await client.connect(transport);
         const { tools } = await client.listTools();
         const names = tools.map((tool) => tool.name);
-        for (const name of ["start", "status", "update", "enter_plan_mode", "ask_user", "submit_plan", "plan_review_status"]) {
+        for (const name of [
+          "start",
+          "status",
+          "update",
+          "enter_plan_mode",
+          "ask_user",
+          "submit_plan",
+          "plan_review_status",
+        ]) {
           expect(names, `${agent}: ${JSON.stringify(config)} ${stderr}`).toContain(name);
         }
       } catch (error) {
-        throw new Error(`${agent}'s snippet ${JSON.stringify(config)} failed: ${String(error)}\n${stderr}`, { cause: error });
+        throw new Error(`${agent}'s snippet ${JSON.stringify(config)} failed: ${String(error)}\n${stderr}`, {
+          cause: error,
+        });
       } finally {
         await client.close().catch(() => undefined);
       }

@@ -61,7 +61,9 @@ export const agentSessionList = defineOperation({
 
 /** The run page's session panel: the session, and the integration branch its tasks merge into. */
 export type SessionOfRunView =
-  | (NonNullable<Awaited<ReturnType<typeof sessionOfRun>>> & { integration: Awaited<ReturnType<typeof runIntegration>> })
+  | (NonNullable<Awaited<ReturnType<typeof sessionOfRun>>> & {
+      integration: Awaited<ReturnType<typeof runIntegration>>;
+    })
   | null;
 
 export const agentSessionOfRun = defineOperation({

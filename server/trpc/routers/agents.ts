@@ -9,8 +9,7 @@ export const agentsRouter = router({
   list: operationProcedure(agentSessionList).query(viaOperation(agentSessionList)),
 
   sessionOfRun: operationProcedure(agentSessionOfRun).query(
-    async (call) =>
-      ((await viaOperation(agentSessionOfRun)(call)) as { session: SessionOfRunView }).session,
+    async (call) => ((await viaOperation(agentSessionOfRun)(call)) as { session: SessionOfRunView }).session,
   ),
 
   /** A person clears a signal (a blocker the agent raised, a failed check they decided to accept). */
