@@ -4,6 +4,7 @@ import type { ReactNode } from "react";
 import { InboxNavLink } from "@/components/inbox/inbox-nav-link";
 import { SignedInAs } from "@/components/people/signed-in-as";
 import { Providers } from "@/components/trpc";
+import { THEME_CSS } from "@/components/ui/theme";
 import "./globals.css";
 
 export const metadata: Metadata = { title: "Stepwise", description: "Plan review and live execution for AI agents" };
@@ -11,6 +12,10 @@ export const metadata: Metadata = { title: "Stepwise", description: "Plan review
 export default function RootLayout({ children }: { children: ReactNode }) {
   return (
     <html lang="en">
+      <head>
+        {/* The colour tokens, shared with the server-rendered decision link page (components/ui/theme.ts). */}
+        <style dangerouslySetInnerHTML={{ __html: THEME_CSS }} />
+      </head>
       <body>
         <Providers>
           <header className="topbar">

@@ -6,7 +6,9 @@ import { useRouter } from "next/navigation";
 import { useId, type FormEvent } from "react";
 import type { AuditAction } from "@/server/audit/actions";
 import { useTRPC } from "@/components/trpc";
+import { CopyButton } from "@/components/ui/copy-button";
 import { ErrorMessage } from "@/components/ui/error-message";
+import { hasMoreThanSummary, summarizeDetail } from "./audit-detail";
 
 export interface AuditFilters {
   plan?: string;
@@ -87,11 +89,41 @@ export function auditHref(filters: AuditFilters): string {
   return query ? `/audit?${query}` : "/audit";
 }
 
-function describeDetail(detail: Record<string, unknown>): string {
-  return Object.entries(detail)
-    .filter(([, value]) => value !== undefined && value !== null && value !== "")
-    .map(([key, value]) => `${key}: ${typeof value === "string" ? value : JSON.stringify(value)}`)
-    .join(" · ");
+/**
+ * The detail cell: one readable line (hashes by their first 12 characters, the full value on hover
+ * and to copy), and the raw JSON behind a toggle when it says more than the line.
+ */
+function DetailCell({ detail, entryId }: { detail: Record<string, unknown>; entryId: string }) {
+  const parts = summarizeDetail(detail);
+  if (parts.length === 0) return <span className="muted">–</span>;
+  return (
+    <div className="stack-sm audit-detail">
+      <span data-testid="audit-summary">
+        {parts.map((part, index) => (
+          <span key={part.key}>
+            {index > 0 && " · "}
+            <span className="muted">{part.key}:</span>{" "}
+            {part.kind === "hash" ? (
+              <span className="copy">
+                <code className="mono" title={part.full} data-testid="audit-hash">
+                  {part.short}
+                </code>
+                <CopyButton text={part.full} what={`${part.key} of entry ${entryId}`} />
+              </span>
+            ) : (
+              <span title={part.full}>{part.text}</span>
+            )}
+          </span>
+        ))}
+      </span>
+      {hasMoreThanSummary(parts) && (
+        <details>
+          <summary>Raw JSON</summary>
+          <pre className="mono args audit-raw">{JSON.stringify(detail, null, 2)}</pre>
+        </details>
+      )}
+    </div>
+  );
 }
 
 /** Every decision, newest first, filtered by plan, run and person (from the address), older ones on request. */
@@ -161,7 +193,7 @@ export function AuditPage({ filters }: { filters: AuditFilters }) {
         </p>
       )}
       {rows.length > 0 && (
-        <table className="table" aria-label="Audit entries">
+        <table className="table audit-table" aria-label="Audit entries">
           <thead>
             <tr>
               <th scope="col">When</th>
@@ -220,7 +252,9 @@ export function AuditPage({ filters }: { filters: AuditFilters }) {
                   )}
                   {entry.stepId && <span className="mono"> · {entry.stepId}</span>}
                 </td>
-                <td className="pre-line">{describeDetail(entry.detail)}</td>
+                <td>
+                  <DetailCell detail={entry.detail} entryId={entry.id} />
+                </td>
               </tr>
             ))}
           </tbody>

@@ -3,6 +3,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useId, useState, type FormEvent } from "react";
 import { useTRPC } from "@/components/trpc";
+import { CopyField } from "@/components/ui/copy-button";
 import { ErrorMessage } from "@/components/ui/error-message";
 
 const ROLES = ["viewer", "reviewer", "approver", "admin"] as const;
@@ -77,29 +78,15 @@ export function PeoplePage() {
 }
 
 function TokenOnce({ name, token, onDone }: { name: string; token: string; onDone: () => void }) {
-  const [copied, setCopied] = useState(false);
   const link = `${typeof window === "undefined" ? "" : window.location.origin}/sign-in?token=${encodeURIComponent(token)}`;
   return (
     <div className="card stack-sm" role="region" aria-label="New token">
       <h2>{name}’s token</h2>
       <p>Shown this once: Stepwise keeps only its hash. Give it to {name}; they sign in with it (or open the link).</p>
-      <pre className="mono args" data-testid="new-token">
-        {token}
-      </pre>
-      <p className="muted mono" data-testid="new-sign-in-link">
-        {link}
-      </p>
+      <CopyField value={token} what={`${name}’s token`} testId="new-token" />
+      <span className="muted">Sign-in link</span>
+      <CopyField value={link} what={`${name}’s sign-in link`} testId="new-sign-in-link" />
       <div className="row">
-        <button
-          type="button"
-          className="primary"
-          onClick={() => {
-            void navigator.clipboard?.writeText(token).then(() => setCopied(true));
-          }}
-        >
-          Copy token
-        </button>
-        {copied && <span role="status">Copied.</span>}
         <button type="button" onClick={onDone}>
           Done
         </button>
@@ -237,7 +224,7 @@ function PrincipalRow({ principal, onChanged, onToken }: PrincipalRowProps) {
         {principal.owner ? (
           <span className="muted">The access token in the data folder</span>
         ) : (
-          <ul className="stack-sm" aria-label={`Credentials of ${principal.name}`}>
+          <ul className="stack-sm plain-list" aria-label={`Credentials of ${principal.name}`}>
             {principal.credentials.map((credential) => (
               <li key={credential.id} className="row">
                 <span>

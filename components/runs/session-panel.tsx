@@ -4,7 +4,8 @@ import { useMutation, useQuery } from "@tanstack/react-query";
 import { useEffect, useState } from "react";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
-import type { sessionOfRun } from "@/server/agents/sessions";
+import type { SessionOfRunView } from "@/server/operations/reads";
+import { IntegrationBranch } from "./integration-branch";
 
 /**
  * Above the steps of an agent session's run: whose session it is, its open signals — blockers
@@ -106,6 +107,7 @@ export function SessionPanel({ runId, signalSeq }: { runId: string; signalSeq: n
           </ul>
         </div>
       )}
+      {data.integration && <IntegrationBranch integration={data.integration} />}
       {data.finalSummary && (
         <p data-testid="final-summary">
           <strong>Final summary:</strong> {data.finalSummary}
@@ -115,7 +117,7 @@ export function SessionPanel({ runId, signalSeq }: { runId: string; signalSeq: n
   );
 }
 
-type SessionData = NonNullable<Awaited<ReturnType<typeof sessionOfRun>>>;
+type SessionData = NonNullable<SessionOfRunView>;
 
 /**
  * Who works on what: each agent that called on the session, the tasks it holds under a lease (with

@@ -4,6 +4,7 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useRouter } from "next/navigation";
 import { useId, useState } from "react";
 import { useTRPC } from "@/components/trpc";
+import { CopyField } from "@/components/ui/copy-button";
 import { ErrorMessage } from "@/components/ui/error-message";
 
 /**
@@ -45,13 +46,18 @@ export function DecisionForm({
     <div className="stack-sm decision" role="group" aria-label={`Decide ${stepId}`}>
       <label className="field" htmlFor={`${id}-note`}>
         <span>Note (optional)</span>
+        {/* What happens to the note is said beside the box, not in a placeholder a narrow card would cut off. */}
+        <span className="muted" id={`${id}-note-hint`}>
+          Kept with the decision and shown to the agent.
+        </span>
         <textarea
           id={`${id}-note`}
           value={note}
           maxLength={4000}
-          rows={2}
+          rows={3}
+          aria-describedby={`${id}-note-hint`}
           onChange={(event) => setNote(event.target.value)}
-          placeholder="Why, or what to watch for — kept with the decision and shown to the agent"
+          placeholder="Why, or what to watch for"
         />
       </label>
       <div className="row">
@@ -79,10 +85,13 @@ function DecisionLinkMaker({ runId, stepId }: { runId: string; stepId: string })
   return (
     <div className="stack-sm">
       {url ? (
-        <p className="muted" data-testid="decision-link">
-          Decision link (works once, until {new Date(create.data!.expiresAt).toLocaleString()}):{" "}
-          <input readOnly value={url} aria-label={`Decision link for ${stepId}`} onFocus={(e) => e.target.select()} />
-        </p>
+        <div className="stack-sm" data-testid="decision-link">
+          <span className="muted">
+            Decision link for {stepId} (works once, until{" "}
+            <time dateTime={create.data!.expiresAt}>{new Date(create.data!.expiresAt).toLocaleString()}</time>):
+          </span>
+          <CopyField value={url} what={`decision link for ${stepId}`} testId="decision-link-url" />
+        </div>
       ) : (
         <button type="button" onClick={() => create.mutate({ runId, stepId })} disabled={create.isPending}>
           Make a link to decide elsewhere

@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
 import { useId, useState, type FormEvent } from "react";
 import { useTRPC } from "@/components/trpc";
+import { CopyField } from "@/components/ui/copy-button";
 import { ErrorMessage } from "@/components/ui/error-message";
 import type { DeliveryView, WebhookView } from "@/server/webhooks/endpoints";
 
@@ -19,7 +20,13 @@ type EventName = (typeof EVENTS)[number]["value"];
 /** `/settings/webhooks`: outgoing webhooks, each with its delivery log. */
 export function WebhooksPage() {
   const trpc = useTRPC();
-  const list = useQuery(trpc.webhooks.list.queryOptions({}));
+  // A test (or any delivery) is queued and sent by a worker: while a card's last delivery is still
+  // pending, read again until it settles, so "Send a test" ends in its result without a reload.
+  const list = useQuery({
+    ...trpc.webhooks.list.queryOptions({}),
+    refetchInterval: (query) =>
+      query.state.data?.webhooks.some((webhook) => webhook.lastDelivery?.status === "pending") ? 1_000 : false,
+  });
   const [secret, setSecret] = useState<{ name: string; secret: string } | null>(null);
   return (
     <section className="stack" aria-labelledby="webhooks-title">
@@ -61,13 +68,8 @@ function SecretOnce({ name, secret, onDone }: { name: string; secret: string; on
     <div className="card stack-sm" role="status" data-testid="webhook-secret">
       <h2>Secret for {name}</h2>
       <p>Copy it now: it is not shown again. Your receiver checks each request&apos;s signature with it.</p>
-      <code className="mono" data-testid="webhook-secret-value">
-        {secret}
-      </code>
+      <CopyField value={secret} what={`secret for ${name}`} testId="webhook-secret-value" />
       <div className="row">
-        <button type="button" onClick={() => void navigator.clipboard?.writeText(secret)}>
-          Copy
-        </button>
         <button type="button" className="quiet" onClick={onDone}>
           I have stored it
         </button>
@@ -202,7 +204,9 @@ function WebhookCard({
         <h2>{webhook.name}</h2>
         <span className="muted">
           {webhook.format === "slack" ? "Slack" : "JSON"} · {webhook.enabled ? "on" : "off"}
-          {webhook.lastDelivery && ` · last delivery ${webhook.lastDelivery.status}`}
+          {webhook.lastDelivery && (
+            <span data-testid="webhook-last-delivery"> · last delivery {webhook.lastDelivery.status}</span>
+          )}
         </span>
       </div>
       <p className="mono">{webhook.url}</p>

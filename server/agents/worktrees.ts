@@ -110,6 +110,21 @@ async function branchExists(repo: WorkspaceRepo, branch: string): Promise<boolea
   return found.exitCode === 0;
 }
 
+/**
+ * Where a run's agent work is merged, for the person who will take it: the integration branch in
+ * the workspace's repository, and whether it exists yet (it is made when the first task starts).
+ * Null when the workspace is no repository worktrees can be made in: tasks then edit it directly.
+ */
+export async function runIntegration(
+  workspaceRoot: string,
+  runId: string,
+): Promise<{ branch: string; exists: boolean; repositoryRoot: string } | null> {
+  const repo = await workspaceRepository(workspaceRoot);
+  if (!repo) return null;
+  const branch = integrationBranch(runId);
+  return { branch, exists: await branchExists(repo, branch), repositoryRoot: repo.root };
+}
+
 /** Registered worktrees of the repository, by real path. */
 async function listWorktrees(repo: WorkspaceRepo): Promise<{ path: string; branch?: string }[]> {
   const { stdout } = await git(repo, ["worktree", "list", "--porcelain", "-z"]);

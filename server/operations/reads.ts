@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { listSessions, sessionOfRun } from "../agents/sessions";
+import { runIntegration } from "../agents/worktrees";
 import { listInbox } from "../inbox/inbox";
 import { getPlanningSessionState, listPlanningSessionStates, planningListInputSchema } from "../planner/session-list";
 import { defineOperation } from "./operation";
@@ -58,15 +59,27 @@ export const agentSessionList = defineOperation({
   run: ({ app }, input) => listSessions(app, input ?? {}),
 });
 
+/** The run page's session panel: the session, and the integration branch its tasks merge into. */
+export type SessionOfRunView =
+  | (NonNullable<Awaited<ReturnType<typeof sessionOfRun>>> & {
+      integration: Awaited<ReturnType<typeof runIntegration>>;
+    })
+  | null;
+
 export const agentSessionOfRun = defineOperation({
   name: "agent.session_of_run",
   summary: "The agent session behind a run, with its signals (the run page's panel; agents ask agent.status)",
   callers: PERSON_ONLY,
   role: "viewer",
   input: z.object({ runId: z.uuid() }),
-  output: z.object({ session: passThrough<Awaited<ReturnType<typeof sessionOfRun>>>() }),
+  output: z.object({ session: passThrough<SessionOfRunView>() }),
   annotations: { readOnly: true },
-  run: async ({ app }, input) => ({ session: await sessionOfRun(app, input.runId) }),
+  run: async ({ app }, input) => {
+    const session = await sessionOfRun(app, input.runId);
+    if (!session) return { session: null };
+    // Where the agents' merged work waits for the person (README "Where your agents' work goes").
+    return { session: { ...session, integration: await runIntegration(session.workspaceRoot, input.runId) } };
+  },
 });
 
 export const readOperations = [

@@ -1,6 +1,5 @@
-import type { sessionOfRun } from "../../agents/sessions";
 import { viaOperation } from "../../operations/operation";
-import { agentSessionList, agentSessionOfRun } from "../../operations/reads";
+import { agentSessionList, agentSessionOfRun, type SessionOfRunView } from "../../operations/reads";
 import { signalClear } from "../../operations/steering";
 import { agentSetConcurrency } from "../../operations/agent";
 import { operationProcedure, router } from "../init";
@@ -10,8 +9,7 @@ export const agentsRouter = router({
   list: operationProcedure(agentSessionList).query(viaOperation(agentSessionList)),
 
   sessionOfRun: operationProcedure(agentSessionOfRun).query(
-    async (call) =>
-      ((await viaOperation(agentSessionOfRun)(call)) as { session: Awaited<ReturnType<typeof sessionOfRun>> }).session,
+    async (call) => ((await viaOperation(agentSessionOfRun)(call)) as { session: SessionOfRunView }).session,
   ),
 
   /** A person clears a signal (a blocker the agent raised, a failed check they decided to accept). */
