@@ -123,6 +123,14 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   return false;
 }
 
+/**
+ * The server refused a new connection because it is full (53300: `max_connections`, or a role's
+ * or database's CONNECTION LIMIT): nothing was sent, so any work may simply wait and try again.
+ */
+export function isServerFull(error: unknown): boolean {
+  return error instanceof Error && (error as { code?: unknown }).code === "53300";
+}
+
 /** A statement gave up waiting for a lock (lock_timeout): nothing was written; try again later. */
 export function isLockTimeout(error: unknown): boolean {
   return error instanceof Error && (error as { code?: unknown }).code === "55P03";
@@ -342,7 +350,7 @@ async function inTransactionOnce<T>(
 }
 
 /**
- * Retries `work` while it fails for connection reasons or a lock timeout, with capped exponential
+ * Retries `work` while it fails for connection reasons, a full server or a lock timeout, with capped exponential
  * backoff, until it succeeds, fails otherwise, or `shouldStop` says the process is going away.
  * `work` must be safe to repeat after a rollback (engine transactions re-check every state they
  * change).
@@ -359,7 +367,9 @@ export async function retryOnConnectionLoss<T>(
     try {
       return await work();
     } catch (error) {
-      if (!(isConnectionError(error) || isLockTimeout(error)) || options.shouldStop?.()) throw error;
+      if (!(isConnectionError(error) || isServerFull(error) || isLockTimeout(error)) || options.shouldStop?.()) {
+        throw error;
+      }
       options.onRetry?.(error, attempt);
       await new Promise((resolve) => setTimeout(resolve, Math.min(options.maxDelayMs ?? 2_000, 50 * 2 ** attempt)));
     }

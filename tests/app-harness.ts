@@ -10,6 +10,8 @@ import { createTestDatabase } from "./test-database";
 
 export interface Harness {
   app: AppContext;
+  /** The test database, for worker processes started beside the harness. */
+  databaseUrl: string;
   caller: ReturnType<typeof createCaller>;
   workspace: string;
   waitForRun(
@@ -35,6 +37,7 @@ export async function startHarness(
   const caller = createCaller(createTrpcContext(app, { kind: "person", name: "tester" }));
   return {
     app,
+    databaseUrl: database.url,
     caller,
     workspace,
     // A backstop: a busy machine (load 30 on 2 cores) can take tens of seconds over a short run.

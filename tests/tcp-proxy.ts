@@ -16,7 +16,8 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+/** `listenPort`: where to listen (default: any free port), e.g. where a process already waits. */
+export async function startTcpProxy(target: { host: string; port: number }, listenPort = 0): Promise<TcpProxy> {
   const open = new Set<net.Socket>();
   let cutUntil = 0;
   let dropped = 0;
@@ -41,7 +42,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
+    server.listen(listenPort, "127.0.0.1", () => resolve());
   });
   const { port } = server.address() as net.AddressInfo;
   return {

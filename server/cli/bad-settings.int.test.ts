@@ -74,6 +74,14 @@ async function pretendAnotherStepwise(webPort: number): Promise<ChildProcess> {
   return postmaster;
 }
 
+/** The test PostgreSQL server (tests/global-setup.ts) with a wrong password or another database. */
+function testServerUrl(change: { password?: string; database?: string }): string {
+  const url = new URL(process.env.STEPWISE_TEST_SERVER_URL!);
+  if (change.password) url.password = change.password;
+  if (change.database) url.pathname = `/${change.database}`;
+  return url.toString();
+}
+
 interface Case {
   name: string;
   args?: string[];
@@ -155,7 +163,10 @@ const cases: Case[] = [
     never: "hunter2",
   },
   {
-    name: "DATABASE_URL nobody answers at",
+    // `serve` and `worker` wait for a server that is not there yet (database-wait.int.test.ts);
+    // `migrate`, run once by a person or a deployment, says so at once.
+    name: "migrate with a DATABASE_URL nobody answers at",
+    args: ["migrate"],
     setup: async () => {
       // A port that was free a moment ago: nothing listens there.
       const { server, port } = await listeningServer();
@@ -165,6 +176,20 @@ const cases: Case[] = [
     expected:
       /^\[stepwise\] DATABASE_URL: the PostgreSQL server at 127\.0\.0\.1:\d+ did not answer \(ECONNREFUSED\); fix DATABASE_URL, or unset it/,
     never: "hunter2",
+  },
+  {
+    name: "worker with a DATABASE_URL whose password is refused",
+    args: ["worker"],
+    setup: async () => ({ DATABASE_URL: testServerUrl({ password: "hunter2" }) }),
+    expected:
+      /^\[stepwise\] DATABASE_URL: the PostgreSQL server at 127\.0\.0\.1:\d+ refused the user name or password; fix DATABASE_URL/,
+    never: "hunter2",
+  },
+  {
+    name: "serve with a DATABASE_URL naming a database that does not exist",
+    setup: async () => ({ DATABASE_URL: testServerUrl({ database: "no_such_database" }) }),
+    expected:
+      /^\[stepwise\] DATABASE_URL: the PostgreSQL server at 127\.0\.0\.1:\d+ has no database "no_such_database"; fix DATABASE_URL/,
   },
   {
     name: "busy web port",

@@ -19,7 +19,12 @@ const say = (line: string) => console.log(`[stepwise] ${line}`);
 export async function preflight(command: "serve" | "worker" | "migrate"): Promise<void> {
   const config = readConfig();
   await checkFolders(config);
-  if (config.databaseUrl) await checkDatabaseUrl(config.databaseUrl);
+  if (config.databaseUrl) {
+    // A server and its workers are started by supervisors, often before their database: they
+    // wait for it. `migrate` is a one-off a person or a deployment step runs and reads at once.
+    if (command === "migrate") await checkDatabaseUrl(config.databaseUrl);
+    else await waitForDatabase(config.databaseUrl);
+  }
   if (command !== "serve") return;
   // A worker without DATABASE_URL may join the running server's database, and migrate may run
   // beside it; only a second server is refused here.
@@ -162,53 +167,136 @@ function describeDatabase(url: URL): string {
   return socket ? `${socket} (socket)` : `${url.hostname}:${url.port || "5432"}`;
 }
 
-/**
- * DATABASE_URL well-formed and answering, so a typo does not turn into the driver's "Can't reach
- * database server at `base`". The value itself is never printed: it carries a password.
- */
-export async function checkDatabaseUrl(databaseUrl: string): Promise<void> {
-  const example = "postgresql://user:password@host:5432/database";
+const EXAMPLE_URL = "postgresql://user:password@host:5432/database";
+
+/** DATABASE_URL's shape: a PostgreSQL URL naming a host and a database. The value is never printed. */
+function parseDatabaseUrl(databaseUrl: string): URL {
   let url: URL;
   try {
     url = new URL(databaseUrl);
   } catch {
     throw new SettingError(
-      `DATABASE_URL is not a URL; set it to ${example}, or unset it to use the embedded database.`,
+      `DATABASE_URL is not a URL; set it to ${EXAMPLE_URL}, or unset it to use the embedded database.`,
     );
   }
   if (url.protocol !== "postgresql:" && url.protocol !== "postgres:") {
     throw new SettingError(
-      `DATABASE_URL must start with postgresql:// (it starts with ${url.protocol}//); set it to ${example}.`,
+      `DATABASE_URL must start with postgresql:// (it starts with ${url.protocol}//); set it to ${EXAMPLE_URL}.`,
     );
   }
   if (!url.hostname && !url.searchParams.get("host")) {
-    throw new SettingError(`DATABASE_URL names no host; set it to ${example}.`);
+    throw new SettingError(`DATABASE_URL names no host; set it to ${EXAMPLE_URL}.`);
   }
   if (url.pathname.length <= 1) {
-    throw new SettingError(`DATABASE_URL names no database; set it to ${example}.`);
+    throw new SettingError(`DATABASE_URL names no database; set it to ${EXAMPLE_URL}.`);
   }
+  return url;
+}
+
+/**
+ * What one connection attempt found: the server answered (`ok`), refused what can never work
+ * (`never`: the user name or password, a database that does not exist — waiting would not change
+ * them), or is not there yet (`notYet`: nothing listens, the host name does not resolve yet, the
+ * server is starting or full, no answer in time) — a supervisor may start Stepwise first.
+ */
+type ConnectResult =
+  | { ok: true }
+  | { ok: false; never: string }
+  /** `reason` for a person; `because` completes "the PostgreSQL server at host:port …". */
+  | { ok: false; never?: undefined; reason: string; because: string };
+
+async function tryConnect(databaseUrl: string, url: URL): Promise<ConnectResult> {
   const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: CHECK_TIME_LIMIT_MS });
   client.on("error", () => undefined);
+  const slow = `did not answer within ${CHECK_TIME_LIMIT_MS / 1000} s`;
   try {
-    await withTimeLimit(
-      client.connect(),
-      `DATABASE_URL: the PostgreSQL server at ${describeDatabase(url)} did not answer within ${CHECK_TIME_LIMIT_MS / 1000} s; fix DATABASE_URL, or unset it to use the embedded database.`,
-    );
+    await withTimeLimit(client.connect(), slow);
+    return { ok: true };
   } catch (error) {
+    if (error instanceof SettingError) return { ok: false, reason: "no answer", because: slow };
     const { code, message } = error as { code?: string; message: string };
-    const where = describeDatabase(url);
-    const because =
-      code === "28P01"
-        ? "refused the user name or password"
-        : code === "3D000"
-          ? `has no database ${JSON.stringify(decodeURIComponent(url.pathname.slice(1)))}`
-          : code === "ENOTFOUND" || code === "EAI_AGAIN"
-            ? "is a host name that does not resolve"
-            : `did not answer (${code ?? message})`;
-    throw new SettingError(
-      `DATABASE_URL: the PostgreSQL server at ${where} ${because}; fix DATABASE_URL, or unset it to use the embedded database.`,
-    );
+    if (code === "28P01") return { ok: false, never: "refused the user name or password" };
+    if (code === "28000") return { ok: false, never: `refused the connection (${message})` };
+    if (code === "3D000") {
+      return { ok: false, never: `has no database ${JSON.stringify(decodeURIComponent(url.pathname.slice(1)))}` };
+    }
+    if (code === "ENOTFOUND" || code === "EAI_AGAIN") {
+      return { ok: false, reason: "host name does not resolve", because: "is a host name that does not resolve" };
+    }
+    const reasons: Record<string, string> = {
+      ECONNREFUSED: "connection refused",
+      "53300": "too many connections",
+      "57P03": "starting up",
+    };
+    return {
+      ok: false,
+      reason: reasons[code ?? ""] ?? code ?? message,
+      because: `did not answer (${code ?? message})`,
+    };
   } finally {
     await client.end().catch(() => undefined);
+  }
+}
+
+const fixIt = "fix DATABASE_URL, or unset it to use the embedded database.";
+
+/**
+ * DATABASE_URL well-formed and answering, so a typo does not turn into the driver's "Can't reach
+ * database server at `base`". The value itself is never printed: it carries a password.
+ */
+export async function checkDatabaseUrl(databaseUrl: string): Promise<void> {
+  const url = parseDatabaseUrl(databaseUrl);
+  const result = await tryConnect(databaseUrl, url);
+  if (result.ok) return;
+  throw new SettingError(
+    `DATABASE_URL: the PostgreSQL server at ${describeDatabase(url)} ${result.never ?? result.because}; ${fixIt}`,
+  );
+}
+
+/** How often a wait that is not shown in place (output to a file or a pipe) says it still waits. */
+export const WAIT_REPORT_EVERY_MS = 10_000;
+/** The pause between two connection attempts while waiting. */
+const WAIT_RETRY_MS = 1_000;
+
+/**
+ * Waits until DATABASE_URL's server accepts a connection, however long that takes: a server or
+ * worker started before its database (by a supervisor, by compose) waits for it instead of
+ * exiting. Only what waiting cannot fix ends the process: a malformed URL, refused credentials, a
+ * database that does not exist — one line naming DATABASE_URL. The wait shows one line: on a
+ * terminal it is rewritten in place each second; otherwise a line is printed every ~10 s.
+ */
+export async function waitForDatabase(
+  databaseUrl: string,
+  output: { write(text: string): void; isTTY?: boolean } = process.stdout,
+): Promise<void> {
+  const url = parseDatabaseUrl(databaseUrl);
+  const started = Date.now();
+  let lastReport: number | undefined;
+  for (;;) {
+    const result = await tryConnect(databaseUrl, url);
+    const seconds = Math.round((Date.now() - started) / 1000);
+    if (result.ok) {
+      if (lastReport !== undefined) {
+        output.write(
+          `${output.isTTY ? "\r\x1b[2K" : ""}[stepwise] PostgreSQL at ${describeDatabase(url)} answered after ${seconds} s\n`,
+        );
+      }
+      return;
+    }
+    if (result.never !== undefined) {
+      if (lastReport !== undefined && output.isTTY) output.write("\n");
+      throw new SettingError(
+        `DATABASE_URL: the PostgreSQL server at ${describeDatabase(url)} ${result.never}; ${fixIt}`,
+      );
+    }
+    const line = `[stepwise] waiting for PostgreSQL at ${describeDatabase(url)} (${result.reason}) — ${seconds} s`;
+    if (output.isTTY) {
+      output.write(`\r\x1b[2K${line}`);
+      lastReport = Date.now();
+    } else if (lastReport === undefined || Date.now() - lastReport >= WAIT_REPORT_EVERY_MS) {
+      output.write(`${line}\n`);
+      lastReport = Date.now();
+    }
+    await new Promise((resolve) => setTimeout(resolve, WAIT_RETRY_MS));
   }
 }

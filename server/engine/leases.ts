@@ -4,6 +4,7 @@ import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn } from "./outcome";
 import { enqueueStepJobs } from "./queue";
+import { unlockJobsOfDeadWorkers } from "./queue-locks";
 import { openRunTransaction, type Client, type RunTransaction } from "./run-transaction";
 
 /** How many of its own heartbeats a worker may miss before its running steps count as interrupted. */
@@ -84,6 +85,9 @@ export class LeaseLostError extends Error {
  * a person decides to retry or skip it. Completed steps are never touched.
  */
 export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: number): Promise<number> {
+  // Every queue job a dead worker held (webhooks, planning, timers, steps) is freed by the same
+  // liveness rule, rather than after graphile-worker's 4-hour lock expiry.
+  await unlockJobsOfDeadWorkers(deps.pool, deps.workerId);
   await requeueStrandedJobs(deps, staleAfterMs);
   await requeueLostJobs(deps);
   // A step is taken over only when both signs of its worker are gone: its lease ran out (renewed

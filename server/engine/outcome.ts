@@ -9,7 +9,10 @@ import { retryDelayMs } from "./scheduler";
 export type Outcome =
   | { ok: true; value: unknown }
   /** `reason`: the person-facing reason stored on the failed step, when the error alone is not it. */
-  | { ok: false; error: string; retryable: boolean; reason?: string };
+  | { ok: false; error: string; retryable: boolean; reason?: string; waitingForDatabase?: boolean };
+
+/** How long a step that could not reach the database before its command started waits to try again. */
+export const DATABASE_WAIT_RETRY_MS = 3_000;
 
 export async function recordOutcomeIn(
   tx: RunTransaction,
@@ -22,6 +25,26 @@ export async function recordOutcomeIn(
 ): Promise<boolean> {
   const step = tx.graph.steps.get(stepId)!;
   const timestamp = tx.now.toISOString();
+  if (!outcome.ok && outcome.waitingForDatabase && tx.run.status === "running") {
+    // Its command never started: the same attempt is made again later, so a full or unreachable
+    // database costs none of the step's retries (claims expect the attempt before the job's).
+    const delayMs = Math.round(DATABASE_WAIT_RETRY_MS * (1 + (deps.random ?? Math.random)()));
+    tx.stepRowsWrittenDirectly();
+    await tx.client.query(
+      `update run_steps set status = 'ready', queued = true, error = $3, attempt = $4 - 1, worker_id = null,
+         lease_expires_at = null, effects_started_at = null
+       where run_id = $1 and step_id = $2`,
+      [tx.run.id, stepId, outcome.error, attempt],
+    );
+    tx.noteStatus(stepId, "ready");
+    tx.jobs.push({ runId: tx.run.id, stepId, attempt, runAt: new Date(tx.now.getTime() + delayMs) });
+    tx.events.push({
+      type: "step.retrying",
+      stepId,
+      data: { status: "ready", attempt, error: outcome.error, delayMs, waitingForDatabase: true },
+    });
+    return false;
+  }
   if (!outcome.ok && outcome.retryable && attempt < step.retry.maxAttempts && tx.run.status === "running") {
     const delayMs = retryDelayMs(attempt, step.retry.backoffMs, deps.random);
     tx.stepRowsWrittenDirectly();

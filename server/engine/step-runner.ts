@@ -1,4 +1,4 @@
-import { retryOnConnectionLoss } from "../db";
+import { isDatabaseUnavailable, retryOnConnectionLoss } from "../db";
 import { logger } from "../logger";
 import { RetryableToolError } from "../tools/types";
 import { RunCombiner } from "./batching";
@@ -97,7 +97,12 @@ async function executeAndRecord(
       : undefined;
     const message = errorMessage(reason) + (typeof stopReport === "string" ? ` (${stopReport})` : "");
     if (typeof stopReport === "string") log.info({ runId: run.id, stepId: step.id, attempt }, stopReport);
-    outcome = { ok: false, error: message, retryable: isRetryable(reason) };
+    outcome = {
+      ok: false,
+      error: message,
+      retryable: isRetryable(reason),
+      ...(reason instanceof DatabaseWaitError && { waitingForDatabase: true }),
+    };
   } finally {
     clearTimeout(timeout);
     inFlight.delete(controller);
@@ -135,14 +140,32 @@ async function executeAndRecord(
   }
 }
 
+/** How long a step waits for the database before its command starts, before it gives its turn back. */
+export const EFFECT_START_DATABASE_WAIT_MS = 10_000;
+
+/**
+ * The database could not be reached (or was full) before the step's command started: nothing ran.
+ * The step goes back to ready and the same attempt is made again later (see `recordOutcomeIn`);
+ * a full database is a wait, not a failure, and costs none of the step's retries.
+ */
+export class DatabaseWaitError extends Error {
+  constructor(cause: unknown) {
+    super(`The database could not be reached before the command started (${errorMessage(cause)}); trying again`, {
+      cause,
+    });
+  }
+}
+
 /**
  * Records that a step's side effect begins now, before it does: recovery can then tell a step that
  * was interrupted before its command started (safe to run again) from one that may have run. A cut
- * connection is waited out; the effect does not start unrecorded. A step no longer running this
- * attempt here (cancelled, recovered elsewhere) must not start it at all.
+ * connection or a full server is waited out for a while; the effect does not start unrecorded, and
+ * a longer outage gives the step back (`DatabaseWaitError`). A step no longer running this attempt
+ * here (cancelled, recovered elsewhere) must not start it at all.
  */
 async function markEffectsStarted(deps: EngineDeps, job: StepJobRef, signal: AbortSignal): Promise<void> {
   signal.throwIfAborted();
+  const giveUpAt = Date.now() + EFFECT_START_DATABASE_WAIT_MS;
   const marked = await retryOnConnectionLoss(
     () =>
       deps.pool.query(
@@ -151,8 +174,11 @@ async function markEffectsStarted(deps: EngineDeps, job: StepJobRef, signal: Abo
            and worker_id is not distinct from $4`,
         [job.runId, job.stepId, job.attempt, deps.workerId ?? null],
       ),
-    { shouldStop: () => signal.aborted || deps.stopping === true },
-  );
+    { shouldStop: () => signal.aborted || deps.stopping === true || Date.now() > giveUpAt },
+  ).catch((error: unknown) => {
+    if (!signal.aborted && !deps.stopping && isDatabaseUnavailable(error)) throw new DatabaseWaitError(error);
+    throw error;
+  });
   signal.throwIfAborted();
   if (marked.rowCount === 0) throw new Error("The step is no longer running here; its command was not started");
 }

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
+import { EventEmitter } from "node:events";
 import os from "node:os";
 import type pg from "pg";
-import { Logger, run as runGraphileWorker, type Runner } from "graphile-worker";
+import { Logger, run as runGraphileWorker, type Runner, type WorkerEvents } from "graphile-worker";
 import { createPool, isConnectionError, isLockTimeout, retryOnConnectionLoss } from "../db";
 import { DatabaseListener } from "../db/listener";
 import { logger } from "../logger";
@@ -24,6 +25,7 @@ import {
   CANCEL_CHANNEL,
   RUN_STEP_TASK,
 } from "./queue";
+import { recordQueueWorkerId } from "./queue-locks";
 import { workerName } from "./run-view";
 
 export interface StepWorker {
@@ -107,11 +109,22 @@ export async function startStepWorker(
     max: options.queuePoolSize ?? options.concurrency + 2,
     applicationName: "stepwise-queue",
   });
+  // Each runner's id (graphile's `locked_by`) is recorded beside our heartbeat row, so peers free
+  // the jobs it holds when this process dies (queue-locks.ts). Recorded as the runner is created,
+  // as it starts taking jobs; a lock it takes before the row names it is freed later (see there).
+  const queueEvents: WorkerEvents = new EventEmitter();
+  queueEvents.on("pool:create", ({ workerPool }) => {
+    retryOnConnectionLoss(() => recordQueueWorkerId(deps.pool, workerId, workerPool.id), {
+      maxDelayMs: 5_000,
+      shouldStop: () => deps.stopping === true,
+    }).catch((error: unknown) => log.error({ err: String(error) }, "could not record the job runner's id"));
+  });
   const startRunner = () =>
     retryOnConnectionLoss(
       () =>
         runGraphileWorker({
           pgPool: queuePool,
+          events: queueEvents,
           concurrency: options.concurrency,
           noHandleSignals: true,
           pollInterval: options.queuePollIntervalMs ?? queuePollIntervalMs(options.concurrency),

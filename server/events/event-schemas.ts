@@ -89,7 +89,14 @@ export const eventSchema = z.discriminatedUnion("type", [
   z.object({ type: z.enum(STEP_STATUS_EVENT_TYPES), data: stepStatusDataSchema }),
   event(
     "step.retrying",
-    z.object({ status: z.literal("ready"), attempt: z.number().int(), error: z.string(), delayMs: z.number() }),
+    z.object({
+      status: z.literal("ready"),
+      attempt: z.number().int(),
+      error: z.string(),
+      delayMs: z.number(),
+      /** The attempt could not reach the database before its command started: it is made again, uncounted. */
+      waitingForDatabase: z.boolean().optional(),
+    }),
   ),
   event(
     "step.interrupted",
