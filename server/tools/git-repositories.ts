@@ -25,9 +25,9 @@ export interface RepositoryScan {
   /** Why git must not run here, when `enclosing` is "refuse" and something leads outside. */
   refusal?: string;
   /**
-   * Git directories outside the workspace that the workspace's own `.git` file leads to (a linked
-   * worktree's, its common directory, alternates), with "allow": a confined command in an agent
-   * task's worktree needs them mounted read-only for its git to find the repository at all.
+   * Git directories outside the workspace that an agent task's worktree leads to (its own in the
+   * repository's `.git/worktrees/`, and `.git` itself), with "allow": a confined command there
+   * needs them mounted read-only for its git to find the repository at all.
    */
   linkedGitDirs: string[];
 }
@@ -131,10 +131,17 @@ export async function inspectRepositories(
     options.enclosing === "refuse" && problems.length > 0
       ? `git is not run in this workspace: ${[...new Set(problems)].join("; ")}`
       : undefined;
-  const linkedGitDirs = found
-    .filter((repository) => !repository.enclosing)
-    .flatMap((repository) => [repository.gitDir, repository.commonDir, ...repository.alternates])
-    .filter((dir) => !inside(dir));
+  // Only for an agent task's worktree, `<repository>/.stepwise/worktrees/<name>` (server/agents/
+  // worktrees.ts), and only inside that repository's own `.git`: any other `.git` file leading
+  // outside must not get its target mounted (git-escape.test.ts).
+  const taskRepository = /^(.+)\/\.stepwise\/worktrees\/[^/]+$/.exec(root)?.[1];
+  const taskGitDir = taskRepository && path.join(taskRepository, ".git");
+  const linkedGitDirs = !taskGitDir
+    ? []
+    : found
+        .filter((repository) => !repository.enclosing)
+        .flatMap((repository) => [repository.gitDir, repository.commonDir])
+        .filter((dir) => !inside(dir) && (dir === taskGitDir || dir.startsWith(`${taskGitDir}/`)));
   return {
     overrides: overridesFor(configs),
     outsideMounts: options.enclosing === "allow" ? outsideMounts : [],
