@@ -134,6 +134,36 @@ export default defineConfig([
     rules: { "no-console": "error" },
   },
 
+  // One way to start a program: server/tools/launcher.ts, which confines by default and runs
+  // unconfined only what a person approved (docs/security.md, "One launcher"). The core rule
+  // (not the typescript-eslint one the import boundaries below use), so the two do not override
+  // each other. Exceptions, each for a reason:
+  // - server/db/embedded.ts starts Stepwise's own PostgreSQL binary, never a workspace program;
+  // - scripts/, tests/, e2e/, bench/ and test files drive Stepwise and git fixtures from outside.
+  {
+    files: ["**/*.{ts,tsx,mts,cts,js,mjs,cjs}"],
+    ignores: [
+      "server/tools/launcher.ts",
+      "server/db/embedded.ts",
+      "scripts/**",
+      "tests/**",
+      "e2e/**",
+      "bench/**",
+      "**/*.test.ts",
+      "**/*.spec.ts",
+    ],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        ...["node:child_process", "child_process"].map((name) => ({
+          name,
+          message:
+            "Programs start only through server/tools/launcher.ts (launch): confined in the sandbox by default, unconfined only as a person approved.",
+        })),
+      ],
+    },
+  },
+
   // Import boundaries. Rule options do not merge across config objects (the last match wins),
   // so every block below carries the complete option set for the files it matches.
 

@@ -19,7 +19,10 @@ import { GitCommandError, openRepository, runGit, type Repository } from "../too
  * `.stepwise/` is added to the repository's `.git/info/exclude`, so the person's own checkout
  * never shows (or commits) the worktrees. Every git call goes through `runGit`: git by its
  * absolute path, an argument array, and the hardened configuration (no hooks, no fsmonitor, no
- * user or system configuration, every repository-named program disarmed).
+ * user or system configuration, every repository-named program disarmed), in the sandbox with only
+ * the workspace (repository, worktrees, git directory) writable. Nobody approved these calls, so
+ * without a sandbox there are no worktrees: `workspaceRepository` finds none and tasks work in the
+ * workspace itself.
  */
 
 export const WORKTREES_DIR = ".stepwise/worktrees";
@@ -79,7 +82,7 @@ export async function workspaceRepository(workspaceRoot: string): Promise<Worksp
   const signal = AbortSignal.timeout(GIT_TIMEOUT_MS);
   let repository: Repository;
   try {
-    repository = await openRepository(root, signal, { contained: true, approved: true });
+    repository = await openRepository(root, signal, { contained: true });
   } catch {
     return undefined; // refused (something leads outside) or not a repository: no worktrees
   }
@@ -99,7 +102,6 @@ async function git(
     cwd: options.cwd ?? repo.root,
     signal: AbortSignal.timeout(GIT_TIMEOUT_MS),
     repository: repo.repository,
-    approved: true,
     ...(options.okExitCodes && { okExitCodes: options.okExitCodes }),
     env: { ...IDENTITY, ...(options.env ?? {}) },
   });

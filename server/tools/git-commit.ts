@@ -44,18 +44,18 @@ export const gitCommitTool = defineTool({
   marksEffectStart: true,
   async execute(input, context) {
     // A person decided on this step (its gate, or a waiver): it may commit to an enclosing repository.
-    const repository = await openRepository(context.workspaceRoot, context.signal, {
-      contained: false,
-      approved: true,
-    });
-    const options = { cwd: repository.cwd, signal: context.signal, repository, approved: true };
+    // Its git still runs confined where a sandbox exists: approving "commit all" is not approving
+    // whatever filter or hook the repository names (server/tools/git.ts, runGit).
+    const approved = context.approvedByPerson === true;
+    const repository = await openRepository(context.workspaceRoot, context.signal, { contained: false, approved });
+    const options = { cwd: repository.cwd, signal: context.signal, repository, approved };
     // Staging already changes the repository's index.
     await context.effectsStarting();
     if (input.all || input.paths.length > 0) {
       const pathspecs = await workspacePathspecs(repository.cwd, input.all ? [] : input.paths);
       await runGit(["add", "--all", "--", ...pathspecs], options);
     }
-    await refuseStagedOutsideWorkspace(repository, context.signal);
+    await refuseStagedOutsideWorkspace(repository, context.signal, approved);
     const staged = await runGit(["diff", "--cached", "--quiet"], { ...options, okExitCodes: [1] });
     if (staged.exitCode === 0 && !input.allowEmpty) {
       throw new AppError("invalid_input", "Nothing to commit: no changes are staged (use paths or all to stage some)");
@@ -63,7 +63,7 @@ export const gitCommitTool = defineTool({
     // --message=… in an argument array: a message starting with "-" stays a message.
     await runGit(["commit", "--quiet", ...(input.allowEmpty ? ["--allow-empty"] : []), `--message=${input.message}`], {
       ...options,
-      env: await identityEnvironment(repository, context.signal),
+      env: await identityEnvironment(repository, context.signal, approved),
     });
     const show = await runGit(["show", "--no-color", "--name-only", "-z", "--format=%H%x00%h%x00%s%x00", "HEAD"], {
       ...options,
@@ -89,14 +89,18 @@ export const gitCommitTool = defineTool({
 });
 
 /** In a workspace below the repository's top, a commit would also take changes staged elsewhere. */
-async function refuseStagedOutsideWorkspace(repository: Repository, signal: AbortSignal): Promise<void> {
+async function refuseStagedOutsideWorkspace(
+  repository: Repository,
+  signal: AbortSignal,
+  approved: boolean,
+): Promise<void> {
   if (!repository.prefix) return;
   const { stdout } = await runGit(["diff", "--cached", "--name-only", "-z", "--no-relative"], {
     cwd: repository.cwd,
     signal,
     readOnly: true,
     repository,
-    approved: true,
+    approved,
   });
   const outside = stdout.split("\0").filter((file) => file && !file.startsWith(repository.prefix));
   if (outside.length > 0) {
@@ -108,7 +112,11 @@ async function refuseStagedOutsideWorkspace(repository: Repository, signal: Abor
   }
 }
 
-async function identityEnvironment(repository: Repository, signal: AbortSignal): Promise<Record<string, string>> {
+async function identityEnvironment(
+  repository: Repository,
+  signal: AbortSignal,
+  approved: boolean,
+): Promise<Record<string, string>> {
   const configured = async (key: string) =>
     (
       await runGit(["config", "--get", key], {
@@ -116,7 +124,7 @@ async function identityEnvironment(repository: Repository, signal: AbortSignal):
         signal,
         readOnly: true,
         repository,
-        approved: true,
+        approved,
         okExitCodes: [1],
       })
     ).stdout.trim();

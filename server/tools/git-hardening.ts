@@ -131,7 +131,6 @@ export const HARDENED_GIT_ENV: Record<string, string> = {
   GIT_PAGER: "cat",
   PAGER: "cat",
   MANPAGER: "cat",
-  GIT_EXTERNAL_DIFF: "",
   GIT_ASKPASS: "",
   GIT_EDITOR: "false",
   GIT_SSH_COMMAND: "false",
@@ -162,7 +161,13 @@ export function overridesFor(configs: { key: string; value: string }[][]): [stri
  * shell command starts inherits them, however it is spelled.
  */
 export function asConfigEnv(overrides: [string, string][]): Record<string, string> {
-  const env: Record<string, string> = { ...HARDENED_GIT_ENV, GIT_CONFIG_COUNT: String(overrides.length) };
+  const env: Record<string, string> = {
+    ...HARDENED_GIT_ENV,
+    // Replaces one the server inherited. Not empty: git runs an empty GIT_EXTERNAL_DIFF as a
+    // program named "" and every `git diff` of a changed file fails ("cannot run").
+    GIT_EXTERNAL_DIFF: plainDiff(),
+    GIT_CONFIG_COUNT: String(overrides.length),
+  };
   overrides.forEach(([key, value], index) => {
     env[`GIT_CONFIG_KEY_${index}`] = key;
     env[`GIT_CONFIG_VALUE_${index}`] = value;

@@ -1,8 +1,8 @@
-import { spawn } from "node:child_process";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { gitProgram, gitHelperPaths, HARDENED_GIT_ENV, overridesFor } from "./git-hardening";
-import { sandboxAvailable, sandboxed, systemProgram } from "./sandbox";
+import { launch, LaunchRefused } from "./launcher";
+import { sandboxAvailable, systemProgram } from "./sandbox";
 
 /**
  * Every repository a git command started in a workspace can reach, found without running git on
@@ -24,6 +24,12 @@ export interface RepositoryScan {
   outsideMounts: string[];
   /** Why git must not run here, when `enclosing` is "refuse" and something leads outside. */
   refusal?: string;
+  /**
+   * Git directories outside the workspace that an agent task's worktree leads to (its own in the
+   * repository's `.git/worktrees/`, and `.git` itself), with "allow": a confined command there
+   * needs them mounted read-only for its git to find the repository at all.
+   */
+  linkedGitDirs: string[];
 }
 
 interface FoundRepository {
@@ -42,7 +48,7 @@ interface FoundRepository {
  */
 export async function inspectRepositories(
   workspace: string,
-  options: { enclosing: "refuse" | "allow" },
+  options: { enclosing: "refuse" | "allow"; approved?: boolean },
 ): Promise<RepositoryScan> {
   const root = await fs.realpath(workspace);
   const inside = (target: string) => target === root || target.startsWith(root.endsWith("/") ? root : `${root}/`);
@@ -113,6 +119,7 @@ export async function inspectRepositories(
     root,
     readable.map((repository) => repository.gitDir),
     outsideMounts,
+    options.approved,
   );
   readable.forEach((repository, index) => {
     const worktree = configs[index]!.find((entry) => entry.key.toLowerCase() === "core.worktree")?.value;
@@ -124,9 +131,21 @@ export async function inspectRepositories(
     options.enclosing === "refuse" && problems.length > 0
       ? `git is not run in this workspace: ${[...new Set(problems)].join("; ")}`
       : undefined;
+  // Only for an agent task's worktree, `<repository>/.stepwise/worktrees/<name>` (server/agents/
+  // worktrees.ts), and only inside that repository's own `.git`: any other `.git` file leading
+  // outside must not get its target mounted (git-escape.test.ts).
+  const taskRepository = /^(.+)\/\.stepwise\/worktrees\/[^/]+$/.exec(root)?.[1];
+  const taskGitDir = taskRepository && path.join(taskRepository, ".git");
+  const linkedGitDirs = !taskGitDir
+    ? []
+    : found
+        .filter((repository) => !repository.enclosing)
+        .flatMap((repository) => [repository.gitDir, repository.commonDir])
+        .filter((dir) => !inside(dir) && (dir === taskGitDir || dir.startsWith(`${taskGitDir}/`)));
   return {
     overrides: overridesFor(configs),
     outsideMounts: options.enclosing === "allow" ? outsideMounts : [],
+    linkedGitDirs: options.enclosing === "allow" ? [...new Set(linkedGitDirs)] : [],
     ...(refusal && { refusal }),
   };
 }
@@ -219,12 +238,15 @@ async function gitDirsBelow(commonDir: string): Promise<string[]> {
 
 /**
  * `git config --list` of each git directory: configuration only, no repository program runs. Inside
- * the sandbox (workspace and `extraMounts` read-only) where one exists; git by its absolute path.
+ * the sandbox (workspace and `extraMounts` read-only) where one exists — so an `include.path` to a
+ * file outside them reads nothing, as the git that runs later in the same sandbox sees nothing
+ * there either. Without a sandbox, only for a step a person approved (nothing else runs git there).
  */
 async function readConfigs(
   root: string,
   gitDirs: string[],
   extraMounts: string[],
+  approved: boolean | undefined,
 ): Promise<{ key: string; value: string }[][]> {
   if (gitDirs.length === 0) return [];
   const git = gitProgram();
@@ -234,23 +256,30 @@ async function readConfigs(
     'git=$1; shift; for dir in "$@"; do printf "\\001"; "$git" --git-dir="$dir" config --null --list 2>/dev/null; done; exit 0';
   const bash = systemProgram("bash") ?? "/bin/bash";
   const argv = [bash, "--noprofile", "--norc", "-c", script, "stepwise-config", git, ...gitDirs];
-  const { command, args } = sandboxAvailable()
-    ? sandboxed(argv, {
-        workspace: root,
-        cwd: root,
-        env,
-        readOnlyPaths: [...extraMounts, ...gitHelperPaths()],
-        wallSeconds: 30,
-      })
-    : { command: argv[0]!, args: argv.slice(1) };
   const stdout = await new Promise<string>((resolve) => {
-    const child = spawn(command, args, {
-      cwd: root,
-      env: env as NodeJS.ProcessEnv,
-      stdio: ["ignore", "pipe", "ignore"],
-    });
+    let child: ReturnType<typeof launch>;
+    try {
+      child = launch(
+        sandboxAvailable()
+          ? {
+              kind: "sandbox",
+              argv,
+              sandbox: {
+                workspace: root,
+                cwd: root,
+                readOnlyPaths: [...extraMounts, ...gitHelperPaths()],
+                wallSeconds: 30,
+              },
+            }
+          : { kind: "approved", argv, approvedByPerson: approved, why: "reading repository configuration" },
+        { cwd: root, env, stdio: ["ignore", "pipe", "ignore"] },
+      );
+    } catch (error) {
+      if (error instanceof LaunchRefused) return resolve("");
+      throw error;
+    }
     let out = "";
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
       if (out.length < 8_000_000) out += chunk;
     });
     child.on("error", () => resolve(out));
@@ -296,6 +325,15 @@ async function exists(target: string): Promise<boolean> {
  * The overrides for every repository a command started in `workspace` can reach (git in shell
  * steps): an enclosing repository is allowed, its drivers disarmed like the nested ones'.
  */
-export async function gitOverrides(workspace: string): Promise<[string, string][]> {
-  return (await inspectRepositories(workspace, { enclosing: "allow" })).overrides;
+export async function gitOverrides(workspace: string, approved?: boolean): Promise<[string, string][]> {
+  return (await shellRepositories(workspace, approved)).overrides;
+}
+
+/** `gitOverrides`, with the git directories a confined shell command must see (`linkedGitDirs`). */
+export async function shellRepositories(
+  workspace: string,
+  approved?: boolean,
+): Promise<{ overrides: [string, string][]; linkedGitDirs: string[] }> {
+  const { overrides, linkedGitDirs } = await inspectRepositories(workspace, { enclosing: "allow", approved });
+  return { overrides, linkedGitDirs };
 }

@@ -1,10 +1,10 @@
-import { spawn } from "node:child_process";
 import path from "node:path";
 import { z } from "zod";
 import { AppError } from "../errors";
 import { asConfigEnv, gitHelperPaths, gitProgram } from "./git-hardening";
 import { inspectRepositories } from "./git-repositories";
-import { noSandboxReason, sandboxAvailable, sandboxed, UNAPPROVED_WALL_SECONDS } from "./sandbox";
+import { launch, LaunchRefused } from "./launcher";
+import { noSandboxReason, sandboxAvailable, UNAPPROVED_WALL_SECONDS } from "./sandbox";
 import { shellEnvironment } from "./shell";
 import { resolveInWorkspace } from "./workspace-path";
 
@@ -43,8 +43,9 @@ export interface GitOptions {
   /** Read-only commands skip git's optional index refresh, so they never take the index lock. */
   readOnly?: boolean;
   /**
-   * A person approved the step. An unapproved read-only command runs only confined (and with a
-   * short wall time); approved, it runs confined where a sandbox exists and unconfined elsewhere.
+   * A person approved the step. Git runs in the sandbox wherever one exists, approved or not (a
+   * person approving "commit all" did not approve the filters a repository names); only without a
+   * sandbox does an approved step's git run unconfined, exactly as given.
    */
   approved?: boolean;
   env?: Record<string, string>;
@@ -63,11 +64,20 @@ export class GitCommandError extends Error {
   }
 }
 
+/** A write (commit, worktree, merge) may produce pack files far beyond a read's file-size limit. */
+const WRITE_FILE_SIZE_BYTES = 4 * 1024 ** 3;
+
 /**
  * Runs git (by its absolute path, with an argument array, never through a shell), with pathspecs
  * taken literally so a path like `:(top)` cannot widen the scope beyond the workspace. The
  * overrides travel as GIT_CONFIG_COUNT/KEY_n/VALUE_n: as `-c key=value`, a driver named `a=b`
  * would be split at its first `=` and escape them.
+ *
+ * Every git runs through the launcher, in the sandbox: reading with the repository mounted
+ * read-only, writing (`readOnly` unset) with the repository — the workspace, and for git_commit an
+ * enclosing repository's directories — mounted writable and nothing else. Repository configuration
+ * naming a file outside those mounts (`include.path`) then finds nothing there, and whatever
+ * program a repository still names runs confined too.
  */
 export async function runGit(args: string[], options: GitOptions): Promise<GitOutput> {
   options.signal.throwIfAborted();
@@ -82,33 +92,47 @@ export async function runGit(args: string[], options: GitOptions): Promise<GitOu
     ...(repository.contained && { GIT_CEILING_DIRECTORIES: path.dirname(repository.cwd) }),
     ...(options.readOnly && { GIT_OPTIONAL_LOCKS: "0" }),
   };
-  const confined = options.readOnly && sandboxAvailable();
-  if (options.readOnly && !confined && !options.approved) {
+  const confined = sandboxAvailable();
+  if (!confined && !options.approved) {
     throw new AppError("forbidden", `Not run without approval: ${noSandboxReason()}`);
   }
-  // Reading git runs in the read-only sandbox, with only the workspace mounted (an enclosing
-  // repository's directories too, for git_commit, which a person approved).
-  const { command, args: spawnArgs } = confined
-    ? sandboxed(argv, {
-        workspace: repository.cwd,
+  const writes = !options.readOnly;
+  let child: ReturnType<typeof launch>;
+  try {
+    child = launch(
+      confined
+        ? {
+            kind: "sandbox",
+            argv,
+            sandbox: {
+              workspace: repository.cwd,
+              cwd: options.cwd,
+              readOnlyPaths: [...(writes ? [] : repository.outsideMounts), ...gitHelperPaths()],
+              ...(writes && {
+                writablePaths: [repository.cwd, ...repository.outsideMounts],
+                limits: { fileSizeBytes: WRITE_FILE_SIZE_BYTES },
+              }),
+              // Reading nobody approved gets a short wall time; the rest their caller's signal.
+              ...(!options.approved && !writes && { wallSeconds: UNAPPROVED_WALL_SECONDS }),
+            },
+          }
+        : { kind: "approved", argv, approvedByPerson: options.approved, why: noSandboxReason() },
+      {
         cwd: options.cwd,
-        env,
-        readOnlyPaths: [...repository.outsideMounts, ...gitHelperPaths()],
-        ...(!options.approved && { wallSeconds: UNAPPROVED_WALL_SECONDS }),
-      })
-    : { command: argv[0]!, args: argv.slice(1) };
-  const baseEnv = shellEnvironment(process.env) as NodeJS.ProcessEnv;
+        env: confined ? env : { ...shellEnvironment(process.env), ...env },
+        stdio: ["ignore", "pipe", "pipe"],
+        signal: options.signal,
+      },
+    );
+  } catch (error) {
+    if (error instanceof LaunchRefused) throw new AppError("forbidden", error.message);
+    throw error;
+  }
   return new Promise<GitOutput>((resolve, reject) => {
-    const child = spawn(command, spawnArgs, {
-      cwd: options.cwd,
-      signal: options.signal,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: (confined ? {} : { ...baseEnv, ...env }) as NodeJS.ProcessEnv,
-    });
     let stdout = "";
     let stderr = "";
     let truncated = false;
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
       if (stdout.length >= GIT_OUTPUT_LIMIT) {
         truncated = true;
         return;
@@ -119,7 +143,7 @@ export async function runGit(args: string[], options: GitOptions): Promise<GitOu
         truncated = true;
       }
     });
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+    child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
       if (stderr.length < 20_000) stderr += chunk;
     });
     child.on("error", (error: NodeJS.ErrnoException) => {
@@ -162,7 +186,10 @@ export async function openRepository(
 ): Promise<Repository> {
   const contained = options.contained ?? true;
   const cwd = await resolveInWorkspace(workspaceRoot, ".");
-  const scan = await inspectRepositories(cwd, { enclosing: contained ? "refuse" : "allow" });
+  const scan = await inspectRepositories(cwd, {
+    enclosing: contained ? "refuse" : "allow",
+    approved: options.approved,
+  });
   if (scan.refusal) throw new AppError("forbidden", scan.refusal);
   const repository: Repository = {
     cwd,

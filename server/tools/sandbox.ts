@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { launchSync } from "./launcher";
 
 /**
  * The OS boundary for commands Stepwise runs without asking: read-only shell steps (the parser
@@ -96,6 +96,13 @@ export interface SandboxOptions {
   env: Record<string, string>;
   /** More host paths to mount read-only (e.g. Stepwise's own helper programs). */
   readOnlyPaths?: string[];
+  /**
+   * Paths mounted read-write (the workspace itself may be one): only what the operation must write,
+   * e.g. a repository and its git directory for a commit. The sandbox's uid 65534 is mapped to
+   * Stepwise's own uid, so it can write what Stepwise owns there — and nothing it does not, since
+   * it holds no capability (see docs/decisions.md, "Writing git runs confined").
+   */
+  writablePaths?: string[];
   /** Ends the command after this many seconds (SIGTERM, SIGKILL 2 s later); none when unset. */
   wallSeconds?: number;
   limits?: Partial<SandboxLimits>;
@@ -128,6 +135,8 @@ export function sandboxArgs(options: SandboxOptions): string[] {
   args.push("--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev");
   args.push("--ro-bind", options.workspace, options.workspace);
   for (const extra of options.readOnlyPaths ?? []) args.push("--ro-bind", extra, extra);
+  // Last: a writable path inside the workspace is mounted over its read-only view.
+  for (const writable of options.writablePaths ?? []) args.push("--bind", writable, writable);
   args.push(
     "--unshare-all",
     // Required, not "try": without its own user namespace the command would keep root's identity.
@@ -365,31 +374,29 @@ function selfTestRun(): { result: SandboxStatus; timedOut: boolean } {
   const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "stepwise-sandbox-test-"));
   try {
     const testProcesses = 16;
-    const { command, args } = sandboxed(
-      [
-        systemProgram("bash")!,
-        "--noprofile",
-        "--norc",
-        "-c",
-        SELF_TEST,
-        "self-test",
-        workspace,
-        String(testProcesses * 2),
-      ],
+    const run = launchSync(
       {
-        workspace,
-        cwd: workspace,
-        env: {},
-        // Generous: an idle machine answers in about a second; a busy one must not be cut off.
-        wallSeconds: SELF_TEST_WALL_SECONDS,
-        limits: { processes: testProcesses },
+        kind: "sandbox",
+        argv: [
+          systemProgram("bash")!,
+          "--noprofile",
+          "--norc",
+          "-c",
+          SELF_TEST,
+          "self-test",
+          workspace,
+          String(testProcesses * 2),
+        ],
+        sandbox: {
+          workspace,
+          cwd: workspace,
+          // Generous: an idle machine answers in about a second; a busy one must not be cut off.
+          wallSeconds: SELF_TEST_WALL_SECONDS,
+          limits: { processes: testProcesses },
+        },
       },
+      { env: {}, timeoutMs: (SELF_TEST_WALL_SECONDS + 30) * 1000 },
     );
-    const run = spawnSync(command, args, {
-      encoding: "utf8",
-      timeout: (SELF_TEST_WALL_SECONDS + 30) * 1000,
-      env: {} as NodeJS.ProcessEnv,
-    });
     // `timeout` exits 124 (or 137 after its kill) when the wall time ran out; spawnSync kills by signal.
     const timedOut = run.status === 124 || run.status === 137 || run.signal !== null;
     const checks: SandboxCheck[] = String(run.stdout ?? "")

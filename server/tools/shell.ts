@@ -1,13 +1,13 @@
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import { AppError } from "../errors";
 import { asConfigEnv, gitHelperPaths } from "./git-hardening";
-import { gitOverrides } from "./git-repositories";
+import { shellRepositories } from "./git-repositories";
+import { launch } from "./launcher";
 import { CappedText, LineSplitter } from "./output-capture";
 import { killCommand, waitUntilGone } from "./process-tree";
-import { noSandboxReason, sandboxAvailable, sandboxed, systemProgram, UNAPPROVED_WALL_SECONDS } from "./sandbox";
+import { noSandboxReason, sandboxAvailable, systemProgram, UNAPPROVED_WALL_SECONDS } from "./sandbox";
 import { analyzeShellCommand, checkWorkspacePaths, isReadOnlyCommand } from "./shell-read-only";
 import { defineTool, type ToolContext } from "./types";
 import { resolveInWorkspace } from "./workspace-path";
@@ -115,7 +115,8 @@ export const shellTool = defineTool({
     if (!stat?.isDirectory()) throw new AppError("invalid_input", `Not a directory in the workspace: ${input.cwd}`);
     // Any git the command starts ignores programs the workspace's git configuration names.
     // …of every repository the command can reach from anywhere in the workspace.
-    const gitEnv = asConfigEnv(await gitOverrides(context.workspaceRoot));
+    const repositories = await shellRepositories(context.workspaceRoot, context.approvedByPerson);
+    const gitEnv = asConfigEnv(repositories.overrides);
     const readOnly = isReadOnlyCommand(input.command);
     // Unapproved, a read-only command is only as safe as its confinement: without one here it
     // does not run (the engine already sent such a step to a person; this is the last word).
@@ -126,7 +127,8 @@ export const shellTool = defineTool({
       readOnly && sandboxAvailable()
         ? {
             workspace: await fs.realpath(context.workspaceRoot),
-            readOnlyPaths: gitHelperPaths(),
+            // An agent task's worktree: its git directory lies in the main repository's.
+            readOnlyPaths: [...gitHelperPaths(), ...repositories.linkedGitDirs],
             // A short wall time for what nobody approved; an approved step has its own timeout.
             ...(!context.approvedByPerson && { wallSeconds: UNAPPROVED_WALL_SECONDS }),
           }
@@ -180,42 +182,21 @@ export const readOnlyShellTool = defineTool({
     const workspace = await fs.realpath(context.workspaceRoot);
     const escape = await checkWorkspacePaths(input.command, workspace, workspace);
     if (escape) throw new AppError("forbidden", `Blocked while planning: ${escape}`);
-    const gitEnv = asConfigEnv(await gitOverrides(workspace));
+    const repositories = await shellRepositories(workspace);
+    const gitEnv = asConfigEnv(repositories.overrides);
     return runShell(
       input.command,
       workspace,
       context,
       { ...gitEnv, ...READ_ONLY_COMMAND_ENV },
-      { workspace, readOnlyPaths: gitHelperPaths(), wallSeconds: UNAPPROVED_WALL_SECONDS },
+      {
+        workspace,
+        readOnlyPaths: [...gitHelperPaths(), ...repositories.linkedGitDirs],
+        wallSeconds: UNAPPROVED_WALL_SECONDS,
+      },
     );
   },
 });
-
-let setprivWorks: boolean | undefined;
-let pidNamespaceWorks: boolean | undefined;
-
-/**
- * Whether util-linux `unshare` can give a command a PID namespace of its own here (as root, or
- * where unprivileged user namespaces allow it); probed once per process.
- */
-function pidNamespaceAvailable(): boolean {
-  pidNamespaceWorks ??=
-    spawnSync("unshare", [...PID_NAMESPACE, "--", "true"], { stdio: "ignore", timeout: 10_000 }).status === 0;
-  return pidNamespaceWorks;
-}
-
-/**
- * The command's shell becomes PID 1 of a new PID namespace; when it ends — it exits, or `unshare`
- * above it is killed (--kill-child) — the kernel kills every process left in the namespace. A
- * descendant cannot leave that, not even by `setsid` or double-forking out of the process group.
- */
-const PID_NAMESPACE = ["--pid", "--fork", "--kill-child"];
-
-/** Whether util-linux `setpriv --pdeathsig` runs here; probed once per process. */
-function pdeathsigAvailable(): boolean {
-  setprivWorks ??= spawnSync("setpriv", ["--pdeathsig", "KILL", "--", "true"], { stdio: "ignore" }).status === 0;
-  return setprivWorks;
-}
 
 /**
  * Kills process group `$1` when its stdin reaches end of file without the word "done": the
@@ -246,30 +227,37 @@ export function runShell(
 ): Promise<ShellResult> {
   context.signal.throwIfAborted();
   return new Promise<ShellResult>((resolve, reject) => {
-    const bash = ["bash", "--noprofile", "--norc", "-c", command];
-    // Confined: bash by its absolute system path, as uid 65534 without capabilities, under limits,
-    // in the sandbox's own PID namespace (bubblewrap's --unshare-pid, --die-with-parent). Otherwise
-    // a PID namespace of its own, so every descendant (setsid ones too) ends with the step.
-    const wrapped = confine
-      ? sandboxed([systemProgram("bash") ?? "/bin/bash", ...bash.slice(1)], {
-          workspace: confine.workspace,
-          cwd,
-          env: extraEnv,
-          readOnlyPaths: confine.readOnlyPaths,
-          wallSeconds: confine.wallSeconds,
-        })
-      : pidNamespaceAvailable()
-        ? { command: systemProgram("unshare") ?? "unshare", args: [...PID_NAMESPACE, "--", ...bash] }
-        : { command: bash[0]!, args: bash.slice(1) };
-    const { command: program, args } = pdeathsigAvailable()
-      ? { command: "setpriv", args: ["--pdeathsig", "KILL", "--", wrapped.command, ...wrapped.args] }
-      : wrapped;
-    const child = spawn(program, args, {
-      cwd,
-      env: (confine ? {} : { ...shellEnvironment(process.env), ...extraEnv }) as NodeJS.ProcessEnv,
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true,
-    });
+    const bash = [systemProgram("bash") ?? "/bin/bash", "--noprofile", "--norc", "-c", command];
+    // Confined: as uid 65534 without capabilities, under limits, in the sandbox's own PID
+    // namespace. Otherwise exactly the approved command, in a PID namespace of its own, so every
+    // descendant (setsid ones too) ends with the step (server/tools/launcher.ts).
+    const child = launch(
+      confine
+        ? {
+            kind: "sandbox",
+            argv: bash,
+            sandbox: {
+              workspace: confine.workspace,
+              cwd,
+              readOnlyPaths: confine.readOnlyPaths,
+              wallSeconds: confine.wallSeconds,
+            },
+          }
+        : {
+            kind: "approved",
+            argv: bash,
+            // The engine ran this step past its gate: every command not judged read-only has one.
+            approvedByPerson: true,
+            why: "a shell command that is not read-only",
+          },
+      {
+        cwd,
+        env: confine ? extraEnv : { ...shellEnvironment(process.env), ...extraEnv },
+        stdio: ["ignore", "pipe", "pipe"],
+        detached: true,
+        containLifetime: true,
+      },
+    );
     const watchdog = child.pid === undefined ? undefined : startGroupWatchdog(child.pid);
     const stdout = new CappedText(SHELL_OUTPUT_LIMIT);
     const stderr = new CappedText(SHELL_OUTPUT_LIMIT);
@@ -334,11 +322,11 @@ export function runShell(
     };
 
     context.signal.addEventListener("abort", onAbort, { once: true });
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
       stdout.append(chunk);
       lines.append("stdout", chunk);
     });
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+    child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
       stderr.append(chunk);
       lines.append("stderr", chunk);
     });
@@ -364,11 +352,14 @@ export function runShell(
 /** A watchdog over one process group (see GROUP_WATCHDOG); `release` lets it go quietly. */
 function startGroupWatchdog(pgid: number): { release(): void } {
   const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
-  const watchdog: ChildProcess = spawn(
-    "bash",
-    ["--noprofile", "--norc", "-c", GROUP_WATCHDOG, "stepwise-watchdog", String(pgid)],
+  const watchdog = launch(
     {
-      env: env as NodeJS.ProcessEnv,
+      kind: "helper",
+      argv: ["bash", "--noprofile", "--norc", "-c", GROUP_WATCHDOG, "stepwise-watchdog", String(pgid)],
+      why: "it signals the step's process group",
+    },
+    {
+      env,
       stdio: ["pipe", "ignore", "ignore"],
       // Its own group: a signal to the command's group or the worker's must not take it first.
       detached: true,
