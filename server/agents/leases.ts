@@ -10,7 +10,8 @@ import type { Step, StepStatus } from "../plans/schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { ApproverNote, TaskBrief } from "./contract";
 import { taskNumber } from "./signal-store";
-import { taskWorkingDirectory } from "./task-working-directory";
+import { existingWorkingDirectory, plannedWorkingDirectory } from "./task-working-directory";
+import { ensureTaskWorktree, workspaceRepository, type WorkspaceRepo } from "./worktrees";
 
 /**
  * Several agents, one plan: the hand-out of a session's agent tasks under leases.
@@ -148,7 +149,9 @@ export async function handOutTask(
   agent: string,
   plan: { steps: Step[]; approverNotes: ApproverNote[]; mayStartNew: boolean },
 ): Promise<HandOut> {
-  return withSessionLock(app, session.id, async (client) => {
+  // Git runs before and after the session's transaction, never inside it (see plannedWorkingDirectory).
+  const repo = await workspaceRepository(session.workspace_root);
+  const handOut = await withSessionLock(app, session.id, async (client): Promise<HandOut> => {
     await expireIn(app, client, session);
     // One client runs one query at a time: these go one after another.
     const settings = await client.query<{ agent_concurrency: number; lease_seconds: number }>(
@@ -192,9 +195,21 @@ export async function handOutTask(
     const chosen = unheldRunning[0] ?? (plan.mayStartNew && !capReached ? ready : undefined);
     if (!chosen) return { kind: "none", capReached: capReached && ready !== undefined, cap, leases };
 
-    const lease = await leaseTo(app, client, session, agent, chosen, { ...plan, leaseSeconds });
+    const workingDirectory = plannedWorkingDirectory(repo, {
+      workspaceRoot: session.workspace_root,
+      runId: session.run_id,
+      stepId: chosen.id,
+    });
+    const lease = await leaseTo(app, client, session, agent, chosen, { ...plan, leaseSeconds, workingDirectory });
     return { kind: "task", stepId: chosen.id, brief: lease.brief, leases: [...leases, lease] };
   });
+  if (handOut.kind === "task" && repo) await ensureWorktreeOf(repo, session, handOut.stepId);
+  return handOut;
+}
+
+/** Makes the task's worktree (idempotent): the hand-out names it, so it must exist before the agent hears of it. */
+async function ensureWorktreeOf(repo: WorkspaceRepo, session: LeaseSession, stepId: string): Promise<void> {
+  await ensureTaskWorktree(repo, session.run_id, stepId);
 }
 
 /** Records the lease and its brief; the run's stream and the audit log say who got which task. */
@@ -204,7 +219,7 @@ async function leaseTo(
   session: LeaseSession,
   agent: string,
   step: Step,
-  plan: { steps: Step[]; approverNotes: ApproverNote[]; leaseSeconds: number },
+  plan: { steps: Step[]; approverNotes: ApproverNote[]; leaseSeconds: number; workingDirectory: string },
 ): Promise<LeaseRow> {
   const times = await client.query<{ leased_at: Date; expires_at: Date }>(
     "select clock_timestamp() as leased_at, clock_timestamp() + make_interval(secs => $1) as expires_at",
@@ -245,7 +260,7 @@ async function buildBrief(
   step: Step,
   agent: string,
   expiresAt: Date,
-  plan: { steps: Step[]; approverNotes: ApproverNote[] },
+  plan: { steps: Step[]; approverNotes: ApproverNote[]; workingDirectory: string },
 ): Promise<TaskBrief> {
   const results = await client.query<{ step_id: string; result: { value?: { note?: string } } | null }>(
     "select step_id, result from run_steps where run_id = $1 and step_id = any($2)",
@@ -268,11 +283,7 @@ async function buildBrief(
       notes: typeof notes.get(dep) === "string" ? notes.get(dep)! : null,
     })),
     approver_notes: plan.approverNotes.filter((note) => note.about === "plan" || note.about === step.id),
-    working_directory: await taskWorkingDirectory({
-      workspaceRoot: session.workspace_root,
-      runId: session.run_id,
-      stepId: step.id,
-    }),
+    working_directory: plan.workingDirectory,
     assignee: agent,
     lease_expires_at: expiresAt.toISOString(),
   };
@@ -337,7 +348,16 @@ export async function settleLeases(
   for (const stepId of started) {
     const step = plan.steps.find((candidate) => candidate.id === stepId);
     if (!step || heldIds.has(stepId)) continue;
-    await leaseTo(app, client, session, agent, step, { ...plan, leaseSeconds: settings.rows[0]!.lease_seconds });
+    const workingDirectory = await existingWorkingDirectory({
+      workspaceRoot: session.workspace_root,
+      runId: session.run_id,
+      stepId,
+    });
+    await leaseTo(app, client, session, agent, step, {
+      ...plan,
+      leaseSeconds: settings.rows[0]!.lease_seconds,
+      workingDirectory,
+    });
   }
 }
 
