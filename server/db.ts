@@ -383,7 +383,7 @@ export async function retryOnConnectionLoss<T>(
  */
 export const PRISMA_TRANSACTION_OPTIONS = { maxWait: 10_000, timeout: 30_000 } as const;
 
-type PrismaTransaction = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
+export type PrismaTransaction = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
 
 /**
  * Lets SQL-level helpers (event append, job enqueue) join a Prisma interactive transaction, so a

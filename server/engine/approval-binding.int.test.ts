@@ -318,7 +318,7 @@ describe("gate waivers bind to the definition waived", () => {
       baseVersion: 1,
       edit: { kind: "updateStep", stepId: "step_1", changes: { approvalRequired: false } },
       author: PERSON,
-      authorIsPerson: true,
+      editor: { kind: "person", name: PERSON, role: "approver" },
     });
     expect(waived.steps[0]!.approvalRequired).toBe(false);
     const recorded = await h.app.db.pool.query("select step_id, plan_version, actor from gate_waivers");

@@ -1,10 +1,9 @@
-import { stepDefinitionHash, waiverDefinitionHash } from "../plans/definition-hash";
+import { stepDefinitionHash } from "../plans/definition-hash";
 import type { Step } from "../plans/schema";
+import { authorize, type Resource } from "../policy/authority";
 import type { ToolRegistry } from "../tools/registry";
-import { requiresApprovalByDefault } from "../tools/types";
-import { isDefaultPolicy, policyForRun } from "../people/approver-policy";
 import { dispatch, requestApproval } from "./advance";
-import { approvalsSuffice, describeApprovals } from "./approval-view";
+import { assessApprovals, runsUngatedByWaiver, SYSTEM_PRINCIPAL, type ApprovalView } from "./approval-view";
 import type { RunTransaction } from "./run-transaction";
 import type { GraphStep } from "./scheduler";
 
@@ -23,19 +22,21 @@ export function runStepDefinitionHash(tx: RunTransaction, step: Step): string {
 
 /**
  * A step whose tool asks for approval by default but whose plan version says none is needed: a
- * person waived the gate (or the author claims so). It runs ungated only under a matching waiver.
+ * person waived the gate (or the author claims so). It runs ungated only under a waiver of this
+ * definition by someone the authority policy lets approve it, counted like an approval.
  */
 export function hasWaivedGate(tools: ToolRegistry, step: Step & GraphStep): boolean {
-  if (step.gated) return false;
-  const tool = tools.get(step.tool);
-  return tool !== undefined && requiresApprovalByDefault(tool, step.args);
+  return !step.gated && runsUngatedByWaiver(tools, step);
 }
 
 /**
  * The gate check of a claim: of `steps` (about to move ready → running), those that need a
- * person's decision and have none for exactly their current definition are put back into
- * `awaiting_approval` — with the reason, and a fresh expiry — and their ids returned: they must not
- * run. Their queue slot is given back.
+ * person's decision are let run only when the authority policy's `step.run` allows it at this
+ * moment — enough distinct decisions of exactly their current definition, each by someone who may
+ * approve the step now (role held now, credentials not all revoked, not an author under a policy
+ * that excludes every author), a waiver counting as its maker's one decision. The others are put
+ * back into `awaiting_approval` — with the reason, and a fresh expiry — and their ids returned:
+ * they must not run. Their queue slot is given back.
  */
 export async function holdStepsWithoutMatchingApproval(
   tools: ToolRegistry,
@@ -60,58 +61,29 @@ export async function holdStepsWithoutMatchingApproval(
   const needing = steps.filter((step) => step.gated || waived.has(step.id) || unconfinable.has(step.id));
   if (needing.length === 0) return { held, approved };
   const ids = needing.map((step) => step.id);
-  // A waived step gated again is approved like any gated step: an approval of its definition counts too.
-  const approvals = await tx.client.query<{ step_id: string; definition_hash: string | null }>(
-    `select step_id, definition_hash from approvals
-      where run_id = $1 and step_id = any($2) and plan_version = $3 and decision = 'approved'`,
-    [tx.run.id, ids, tx.run.plan_version],
-  );
-  const waivers =
-    waived.size === 0
-      ? []
-      : (
-          await tx.client.query<{ step_id: string; definition_hash: string }>(
-            "select step_id, definition_hash from gate_waivers where plan_id = $1 and step_id = any($2)",
-            [tx.run.plan_id, [...waived]],
-          )
-        ).rows;
-  // The approver policy: distinct approvals of this definition, by the step's computed risk, the
-  // author's not counted when the policy says so (one approval by anyone under the default).
-  const policy = await policyForRun(tx.client, tx.run.id);
-  const strict = !isDefaultPolicy(policy);
   const run = {
     id: tx.run.id,
     planId: tx.run.plan_id,
     planVersion: tx.run.plan_version,
     workspaceRoot: tx.run.workspace_root,
   };
-  const views = strict ? await describeApprovals(tx.client, tools, run, ids) : undefined;
-  const shortOf = new Map<string, string>();
+  const assessed = await assessApprovals(tx.client, tools, run, ids);
+  // Any approval of the step in this version, to tell "changed since approved" from "never approved".
+  const anyApproval = await tx.client.query<{ step_id: string }>(
+    `select distinct step_id from approvals
+      where run_id = $1 and step_id = any($2) and plan_version = $3 and decision = 'approved'`,
+    [tx.run.id, ids, tx.run.plan_version],
+  );
+  const everApproved = new Set(anyApproval.rows.map((row) => row.step_id));
   for (const step of needing) {
-    const hash = runStepDefinitionHash(tx, step);
-    const decisions = approvals.rows.filter((row) => row.step_id === step.id);
-    const tally = views?.get(step.id)?.approvals;
-    if (tally && !approvalsSuffice(tally)) {
-      if (decisions.some((row) => row.definition_hash === hash)) {
-        shortOf.set(step.id, `It has ${tally.given.length} of ${tally.required} approvals (${tally.policy})`);
-      }
-    } else if (decisions.some((row) => row.definition_hash === hash)) {
-      approved.add(step.id);
+    const facts = assessed.get(step.id);
+    const decisions = facts?.resource.decisions ?? [];
+    if (facts && authorize(SYSTEM_PRINCIPAL, "step.run", facts.resource).allowed) {
+      if (decisions.some((decision) => decision.via === "approval")) approved.add(step.id);
       continue;
     }
-    if (waived.has(step.id)) {
-      const waiverHash = waiverDefinitionHash(step);
-      if (waivers.some((row) => row.step_id === step.id && row.definition_hash === waiverHash)) continue;
-    }
-    const reason =
-      shortOf.get(step.id) ??
-      (decisions.length > 0
-        ? "Its definition changed after it was approved; it needs a new approval"
-        : waived.has(step.id)
-          ? "No person waived its approval gate for this definition; it needs an approval"
-          : (unconfinable.get(step.id) ?? "It has no approval"));
     held.add(step.id);
-    requestApproval(tx, step.id, tx.now, reason);
+    requestApproval(tx, step.id, tx.now, holdReason(step.id, facts, everApproved, waived, unconfinable));
   }
   if (held.size > 0) {
     // A queued step held a parallelism slot; it gives it back while it waits for a person.
@@ -127,6 +99,30 @@ export async function holdStepsWithoutMatchingApproval(
     await dispatch(tx);
   }
   return { held, approved };
+}
+
+/** Why a step waits, in the words the run page and the audit show. */
+function holdReason(
+  stepId: string,
+  facts: { view: ApprovalView; resource: Resource } | undefined,
+  everApproved: ReadonlySet<string>,
+  waived: ReadonlySet<string>,
+  unconfinable: ReadonlyMap<string, string>,
+): string {
+  const decisions = facts?.resource.decisions ?? [];
+  const tally = facts?.view.approvals;
+  if (tally && decisions.length > 0) {
+    const counted = new Set(tally.given);
+    const discounted = [...new Set(decisions.map((decision) => decision.principal.name))].filter(
+      (name) => !counted.has(name),
+    );
+    const discountedNote =
+      discounted.length > 0 ? `; ${discounted.join(", ")} may not approve it now and ${discounted.length === 1 ? "does" : "do"} not count` : "";
+    return `It has ${tally.given.length} of ${tally.required} approvals (${tally.policy})${discountedNote}`;
+  }
+  if (everApproved.has(stepId)) return "Its definition changed after it was approved; it needs a new approval";
+  if (waived.has(stepId)) return "No person waived its approval gate for this definition; it needs an approval";
+  return unconfinable.get(stepId) ?? "It has no approval";
 }
 
 /**

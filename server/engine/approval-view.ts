@@ -1,17 +1,14 @@
 import type pg from "pg";
 import { z } from "zod";
-import { stepDefinitionHash } from "../plans/definition-hash";
+import { stepDefinitionHash, waiverDefinitionHash } from "../plans/definition-hash";
 import { findReferences, ReferenceError, resolveReferences } from "../plans/references";
 import type { Step, StepResult } from "../plans/schema";
 import { assessStep } from "../tools/assessment";
 import type { ToolRegistry } from "../tools/registry";
-import {
-  countedApprovers,
-  describeRequirement,
-  policyForRun,
-  versionAuthor,
-  type ApproverPolicy,
-} from "../people/approver-policy";
+import { describeRequirement, policyForRun, type ApproverPolicy } from "../people/approver-policy";
+import { authority, type Resource } from "../policy/authority";
+import { decisionsOnDefinition, planAuthors } from "../policy/facts";
+import { requiresApprovalByDefault } from "../tools/types";
 
 /** An ApprovalView, as MCP and HTTP describe it. */
 export const approvalViewSchema = z.object({
@@ -38,7 +35,10 @@ export const approvalViewSchema = z.object({
       required: z.number(),
       given: z.array(z.string()).describe("Who approved this definition so far, each once"),
       policy: z.string().describe("The workspace's approver policy for this step's risk"),
-      author: z.string().optional().describe("The plan version's author, when the policy says they may not approve"),
+      author: z
+        .string()
+        .optional()
+        .describe("Everyone who wrote a version of the plan, when the policy says they may not approve"),
     })
     .optional()
     .describe("How many distinct approvals the workspace's approver policy asks for this step, and who gave one"),
@@ -95,8 +95,25 @@ export async function describeApprovals(
   run: { id: string; planId: string; planVersion: number; workspaceRoot: string },
   stepIds: readonly string[],
 ): Promise<Map<string, ApprovalView>> {
-  const views = new Map<string, ApprovalView>();
-  if (stepIds.length === 0) return views;
+  const assessed = await assessApprovals(db, tools, run, stepIds);
+  return new Map([...assessed].map(([id, { view }]) => [id, view]));
+}
+
+/**
+ * Each step's approval view together with the facts the authority policy decides on
+ * (`server/policy/authority.ts`): the workspace's policy, every author of the plan up to the run's
+ * version, the computed risk, and the decisions held for exactly the step's current definition —
+ * approvals, and for a step that runs ungated only by a waiver, waivers — each maker as they stand
+ * now. `approvals.given` is who of them counts now; the claim asks `step.run` of the same resource.
+ */
+export async function assessApprovals(
+  db: Pick<pg.ClientBase, "query">,
+  tools: ToolRegistry,
+  run: { id: string; planId: string; planVersion: number; workspaceRoot: string },
+  stepIds: readonly string[],
+): Promise<Map<string, { view: ApprovalView; resource: Resource }>> {
+  const assessed = new Map<string, { view: ApprovalView; resource: Resource }>();
+  if (stepIds.length === 0) return assessed;
   const version = await db.query<{ steps: Step[] }>(
     "select steps from plan_versions where plan_id = $1 and version = $2",
     [run.planId, run.planVersion],
@@ -116,25 +133,28 @@ export async function describeApprovals(
     for (const row of rows.rows) if (row.result?.ok) outputs.set(row.step_id, row.result.value);
   }
   const policy = await policyForRun(db, run.id);
-  const author = policy.authorMayApprove ? undefined : await versionAuthor(db, run.planId, run.planVersion);
+  // Read only when the author rule can apply: it is the one rule that looks at authors.
+  const authors = policy.authorMayApprove ? [] : await planAuthors(db, run.planId, run.planVersion);
   for (const step of wanted) {
     const view = describeApproval(tools, step, outputs, run);
+    const waiverHash = runsUngatedByWaiver(tools, step) ? waiverDefinitionHash(step) : undefined;
+    const decisions = await decisionsOnDefinition(db, run, step.id, view.definitionHash, waiverHash);
+    const resource: Resource = { policy, authors, risk: view.assessment.risk, decisions };
     view.approvals = {
       ...approvalRequirement(policy, view.assessment.risk),
-      given: await countedApprovers(db, run, step.id, view.definitionHash, author),
-      ...(author !== undefined && { author }),
+      given: authority.countedApprovers(resource),
+      ...(authors.length > 0 && { author: authors.join(", ") }),
     };
-    views.set(step.id, view);
+    assessed.set(step.id, { view, resource });
   }
-  return views;
+  return assessed;
 }
 
-/**
- * The approver policy's rule, in one place: enough distinct counted approvals of exactly this
- * definition, and never fewer than one. The engine's gate and an agent task's verifiers ask here.
- */
-export function approvalsSuffice(approvals: { given: readonly string[]; required: number }): boolean {
-  return approvals.given.length >= Math.max(1, approvals.required);
+/** A step whose tool asks for approval by default and whose version turned the gate off. */
+export function runsUngatedByWaiver(tools: ToolRegistry, step: Pick<Step, "tool" | "args" | "approvalRequired">) {
+  if (step.approvalRequired) return false;
+  const tool = tools.get(step.tool);
+  return tool !== undefined && requiresApprovalByDefault(tool, step.args);
 }
 
 /**
@@ -147,9 +167,12 @@ export async function stepApprovedUnderPolicy(
   run: { id: string; planId: string; planVersion: number; workspaceRoot: string },
   stepId: string,
 ): Promise<boolean> {
-  const approvals = (await describeApprovals(db, tools, run, [stepId])).get(stepId)?.approvals;
-  return approvals !== undefined && approvalsSuffice(approvals);
+  const assessed = (await assessApprovals(db, tools, run, [stepId])).get(stepId);
+  return assessed !== undefined && authority.authorize(SYSTEM_PRINCIPAL, "step.run", assessed.resource).allowed;
 }
+
+/** The engine asking whether a step may run: the system, on the facts of the step. */
+export const SYSTEM_PRINCIPAL = { kind: "system", name: "system" } as const;
 
 /** What the approver policy asks of a step of this computed risk. */
 export function approvalRequirement(

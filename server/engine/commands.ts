@@ -4,7 +4,9 @@ import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import type { StepResult, StepStatus } from "../plans/schema";
 import { runStepDefinitionHash } from "./approval-binding";
-import { describeApprovals } from "./approval-view";
+import { assessApprovals } from "./approval-view";
+import { authorize } from "../policy/authority";
+import { principalNow } from "../policy/facts";
 import { updateAgentTasks } from "./agent-tasks";
 import { advance, cancelOpenSteps, dispatch, finishIfDone, makeReady, unblockDependents } from "./advance";
 import type { EngineDeps } from "./deps";
@@ -60,18 +62,23 @@ export async function decideApproval(
         `${input.stepId} changed after it was shown to you; review what it will run now and decide again`,
       );
     }
-    // The workspace's approver policy (server/people/approver-policy.ts): how many distinct people
-    // must approve this step's computed risk, and whether the plan version's author may.
+    // The authority policy (server/policy/authority.ts) on the facts as they stand now: may this
+    // person approve this step (role held now, not an author of any version under a policy that
+    // excludes authors), and how many distinct approvals the step's computed risk asks for.
     let tally: { policy: string; approvals: string[]; required: number } | undefined;
     if (input.approve) {
       const run = { id: tx.run.id, planId: tx.run.plan_id, planVersion: tx.run.plan_version, workspaceRoot: tx.run.workspace_root };
-      const view = (await describeApprovals(client, deps.tools, run, [input.stepId])).get(input.stepId);
-      const { required, given, policy, author } = view?.approvals ?? { required: 1, given: [], policy: "1 approval" };
-      if (author !== undefined && author === input.actor) {
+      const facts = (await assessApprovals(client, deps.tools, run, [input.stepId])).get(input.stepId);
+      const { required, given, policy, author } = facts?.view.approvals ?? { required: 1, given: [], policy: "1 approval" };
+      const approver = await principalNow(client, input.actor, actorKindOf(input.actor));
+      const decision = authorize(approver, "step.approve", facts?.resource);
+      if (!decision.allowed) {
         throw new AppError(
           "forbidden",
-          `${input.actor} wrote this plan version and may not approve its steps (approver policy: ${policy}); another approver must`,
-          { policy, author },
+          decision.rule === "authors-may-not-approve"
+            ? `${input.actor} wrote a version of this plan and may not approve its steps (approver policy: ${policy}; authors: ${author}); another approver must`
+            : `${input.actor} may not approve ${input.stepId}: ${decision.reason}`,
+          { policy, author, rule: decision.rule },
         );
       }
       if (given.includes(input.actor)) {

@@ -2,7 +2,10 @@ import { randomUUID } from "node:crypto";
 import type { QueryResult } from "pg";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
-import { versionAuthor, workspacePolicy } from "../people/approver-policy";
+import { actorKindOf } from "../caller-context";
+import { workspacePolicy } from "../people/approver-policy";
+import { authorize } from "../policy/authority";
+import { planAuthors, principalNow } from "../policy/facts";
 import type { Step, StepStatus } from "../plans/schema";
 import { assertPlanMayRun, planMayRunRead } from "../plans/lifecycle";
 import { validatePlan } from "../plans/validate";
@@ -68,14 +71,25 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
             [input.workspaceId],
           );
           if (workspace.rowCount === 0) throw new AppError("invalid_state", "The plan's workspace was removed");
-          // The approver policy's other half: the author of a version does not approve it to run.
+          // The approver policy's other half: no one who wrote a version of the plan up to this one
+          // approves it to run (server/policy/authority.ts). An agent starting its own session's
+          // run proposes rather than approves; the same author rule holds for it.
           const policy = await workspacePolicy(client, input.workspaceId);
-          if (!policy.authorMayApprove && (await versionAuthor(client, input.planId, input.version)) === input.actor) {
-            throw new AppError(
-              "forbidden",
-              `${input.actor} wrote version ${input.version} of this plan and may not approve it (the workspace's approver policy); another approver must`,
-              { author: input.actor },
-            );
+          if (!policy.authorMayApprove) {
+            const kind = actorKindOf(input.actor);
+            const principal = await principalNow(client, input.actor, kind);
+            const authors = await planAuthors(client, input.planId, input.version);
+            const decision = authorize(principal, principal.kind === "agent" ? "session.start" : "plan.approve", {
+              policy,
+              authors,
+            });
+            if (!decision.allowed && decision.rule === "authors-may-not-approve") {
+              throw new AppError(
+                "forbidden",
+                `${input.actor} wrote a version of this plan (up to version ${input.version}) and may not approve it (the workspace's approver policy); another approver must`,
+                { author: input.actor, authors },
+              );
+            }
           }
         }
         if (version.rowCount === 0) {

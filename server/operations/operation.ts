@@ -2,7 +2,8 @@ import { z } from "zod";
 import type { AppContext } from "../app-context";
 import { withCaller } from "../caller-context";
 import { AppError } from "../errors";
-import { roleAtLeast, type CallerKind, type Role } from "../vocabulary";
+import { authorize as authorizeByPolicy, principalOf } from "../policy/authority";
+import type { CallerKind, Role } from "../vocabulary";
 import { roleOf, type Identity } from "./identity";
 
 /**
@@ -75,21 +76,23 @@ export function authorize(
   identity: Identity | undefined,
 ) {
   if (!identity) throw new AppError("unauthorized", `${operation.name} needs a signed-in caller`);
-  if (!mayCall(operation, identity.kind)) {
-    const who = operation.callers.map((kind) => `a ${kind}`).join(" or ");
-    throw new AppError(
-      "forbidden",
-      `Only ${who} may call ${operation.name}; ${identity.name} is a caller of kind ${identity.kind}.`,
-      { operation: operation.name, callerKind: identity.kind },
-    );
-  }
-  if (identity.kind === "person" && !roleAtLeast(roleOf(identity), operation.role)) {
+  // The authority policy's `operation.call` (server/policy/authority.ts): the kinds the operation
+  // names, and for a person the least role it declares.
+  const decision = authorizeByPolicy(principalOf(identity), "operation.call", { operation });
+  if (decision.allowed) return;
+  if (decision.rule === "role-bounds-operations") {
     throw new AppError(
       "forbidden",
       `${operation.name} needs the role ${operation.role} or above; ${identity.name} is a ${roleOf(identity)}.`,
       { operation: operation.name, role: roleOf(identity), roleNeeded: operation.role },
     );
   }
+  const who = operation.callers.map((kind) => `a ${kind}`).join(" or ");
+  throw new AppError(
+    "forbidden",
+    `Only ${who} may call ${operation.name}; ${identity.name} is a caller of kind ${identity.kind}.`,
+    { operation: operation.name, callerKind: identity.kind },
+  );
 }
 
 /**

@@ -15,6 +15,7 @@ import { AppError } from "../errors";
 import { rejectPlan } from "../plans/lifecycle";
 import { requirePerson } from "./identity";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
+import { authorize, principalOf } from "../policy/authority";
 import { ACTIVE_RUN_STATUSES } from "../vocabulary";
 import { defineOperation, type OperationContext } from "./operation";
 import type { AnyOperation } from "./registry";
@@ -178,13 +179,17 @@ export const planEdit = defineOperation({
   input: z.object({ planId, baseVersion: version, edit: planEditSchema }),
   output: planOutputSchema,
   async run({ app, identity }, input) {
+    const editor = principalOf(identity);
+    // An edit of a plan whose run is under way is adopted into that run. Unless the policy lets the
+    // editor leave an effect ungated there (an approver or above), what the edit adds or changes
+    // waits for an approver in the run — a reviewer's edit as an agent's — unless it is an agent's
+    // own task or only reads.
+    const underWay = await hasWorkUnderWay(app, input.planId);
     const plan = await editPlan(app.db.prisma, app.tools, {
       ...input,
       author: identity.name,
-      authorIsPerson: identity.kind === "person",
-      // An agent's edit of a plan whose run is under way is adopted into that run: what it adds or
-      // changes waits for a person there, unless it is the agent's own task or only reads.
-      gateChangedSteps: identity.kind !== "person" && (await hasWorkUnderWay(app, input.planId)),
+      editor,
+      gateChangedSteps: !authorize(editor, "plan.write_ungated_effect", { underWay }).allowed,
       workspaceRoot: app.workspaceRoot,
     });
     await adoptIntoSessionRun(app, plan.id, plan.version, identity.name);

@@ -87,36 +87,3 @@ export async function setWorkspacePolicy(
     return { name, before };
   });
 }
-
-/** The author of a plan version, by name: names are unique across people and agents. */
-export async function versionAuthor(
-  db: Pick<pg.ClientBase, "query">,
-  planId: string,
-  version: number,
-): Promise<string | undefined> {
-  const row = await db.query<{ author: string }>(
-    "select author from plan_versions where plan_id = $1 and version = $2",
-    [planId, version],
-  );
-  return row.rows[0]?.author;
-}
-
-/**
- * Who approved exactly this definition of a step in this run's plan version, each person once,
- * in the order they approved; the author's approval counts for nothing when the policy says so.
- */
-export async function countedApprovers(
-  db: Pick<pg.ClientBase, "query">,
-  run: { id: string; planVersion: number },
-  stepId: string,
-  definitionHash: string,
-  excluded: string | undefined,
-): Promise<string[]> {
-  const rows = await db.query<{ actor: string }>(
-    `select actor from approvals
-      where run_id = $1 and step_id = $2 and plan_version = $3 and decision = 'approved' and definition_hash = $4
-      group by actor order by min(id)`,
-    [run.id, stepId, run.planVersion, definitionHash],
-  );
-  return rows.rows.map((row) => row.actor).filter((actor) => actor !== excluded);
-}

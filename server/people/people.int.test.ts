@@ -140,12 +140,12 @@ describe("approver policy", () => {
     });
     await expect(as(ALICE, planApprove, { planId: plan.id, version: plan.version })).rejects.toMatchObject({
       code: "forbidden",
-      message: expect.stringContaining("alice wrote version 1 of this plan and may not approve it"),
+      message: expect.stringContaining("alice wrote a version of this plan (up to version 1) and may not approve it"),
     });
     const runId = await startAndWait(BOB, plan);
     await expect(as(ALICE, runDecide, { runId, stepId: "clean", approve: true })).rejects.toMatchObject({
       code: "forbidden",
-      message: expect.stringContaining("alice wrote this plan version and may not approve its steps"),
+      message: expect.stringContaining("alice wrote a version of this plan and may not approve its steps"),
     });
     expect(await stepApprovals(runId)).toEqual([]);
     await as(BOB, runDecide, { runId, stepId: "clean", approve: true });
@@ -165,7 +165,7 @@ describe("approver policy", () => {
       withCaller(agent, () =>
         decideApproval(harness!.app.engine, { runId, stepId: "clean", approve: true, actor: "ci-bot" }),
       ),
-    ).rejects.toMatchObject({ code: "forbidden", message: expect.stringContaining("ci-bot wrote this plan version") });
+    ).rejects.toMatchObject({ code: "forbidden", message: expect.stringContaining("ci-bot wrote a version of this plan") });
     const view = await as(BOB, runApproval, { runId, stepId: "clean" });
     expect(view.approval?.approvals).toMatchObject({ author: "ci-bot", given: [] });
   });

@@ -16,6 +16,7 @@ import {
   type StepInput,
 } from "./schema";
 import { getPlan } from "./service";
+import type { Principal } from "../policy/authority";
 import { effectiveRetry, type PlanIssue } from "./validate";
 import { revisePlan, savePlanVersion } from "./versions";
 
@@ -343,9 +344,13 @@ export interface EditPlanInput {
   baseVersion: number;
   edit: PlanEdit;
   author: string;
-  /** Only a person may waive a gate; an agent's `approvalRequired: false` is raised to the default. */
-  authorIsPerson: boolean;
-  /** See `SavePlanVersionInput.gateChangedSteps`: an agent's edit of a plan whose run is under way. */
+  /**
+   * Who edits, as the authority policy sees them. A person's `approvalRequired: false` is a waiver,
+   * made only if the policy lets them lower the gate (`gate.lower`); an agent's is raised to the
+   * default, as an agent never waives.
+   */
+  editor: Principal;
+  /** See `SavePlanVersionInput.gateChangedSteps`: an edit of a plan whose run is under way by someone below approver. */
   gateChangedSteps?: boolean;
   /** The default workspace: file names are checked there when the plan has none of its own. */
   workspaceRoot?: string;
@@ -410,6 +415,7 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
       draft,
       source: extra.source ?? "manual",
       author: input.author,
+      editor: input.editor,
       changeNote,
       ...(input.gateChangedSteps && { gateChangedSteps: true }),
       ...(input.workspaceRoot && { workspaceRoot: input.workspaceRoot }),
@@ -451,7 +457,7 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
     }
     const { draft, changeNote } = applyPlanEdit(base, edit, row.lastStepNumber);
     const waiver =
-      input.authorIsPerson && edit.kind === "updateStep" && edit.changes.approvalRequired === false
+      input.editor.kind === "person" && edit.kind === "updateStep" && edit.changes.approvalRequired === false
         ? [edit.stepId]
         : [];
     return await save(draft, changeNote, { waivedGates: waiver });

@@ -1,5 +1,8 @@
 import { recordAudit } from "../audit/audit-log";
-import { PRISMA_TRANSACTION_OPTIONS, prismaQueryable } from "../db";
+import { DEFAULT_APPROVER_POLICY, workspacePolicy } from "../people/approver-policy";
+import { authorize, type Principal } from "../policy/authority";
+import { planAuthors } from "../policy/facts";
+import { PRISMA_TRANSACTION_OPTIONS, prismaQueryable, type PrismaTransaction } from "../db";
 import { AppError, isAppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { PrismaClient } from "../generated/prisma/client";
@@ -34,6 +37,12 @@ export interface SavePlanVersionInput {
    * may waive a gate; every other source's `approvalRequired: false` is raised to the default.
    */
   waivedGates?: string[];
+  /**
+   * Who makes the change, as the authority policy sees them. A new waiver is an approval decision
+   * (`gate.lower`): refused unless this principal may approve the plan's steps — an approver or
+   * above, not an author under a policy that excludes authors.
+   */
+  editor?: Principal;
   /**
    * An agent's change to a plan whose run is under way: every step it adds or whose tool or
    * arguments it changes waits for a person's approval in the run (its gate is raised), unless it
@@ -87,6 +96,7 @@ export async function savePlanVersion(
     });
     if (!base) throw new AppError("not_found", `Plan ${input.planId} has no version ${input.baseVersion}`);
     const waived = keepWaivedGates(base.steps as unknown as Step[], content.steps, input);
+    const lowered = waived.length > 0 ? await authorizeWaivers(db, input, owner.task.workspaceId, waived) : undefined;
     if (input.gateChangedSteps) gateChangedSteps(base.steps as unknown as Step[], content.steps, tools);
     const restored =
       input.restoresVersion === undefined
@@ -122,7 +132,8 @@ export async function savePlanVersion(
         planId: input.planId,
         planVersion: version,
         stepId,
-        detail: { definitionHash },
+        // A waiver is one approver's decision, counted by the claim like an approval.
+        detail: { definitionHash, decision: "gate.lower", rule: lowered?.rule },
       });
     }
     await recordAudit(prismaQueryable(db), {
@@ -253,6 +264,32 @@ function keepWaivedGates(baseSteps: Step[], steps: Step[], input: SavePlanVersio
 }
 
 /**
+ * A new waiver is an approval decision: refused (with the rule that refused it, and nothing
+ * saved) unless the editor may lower gates of this plan — `gate.lower` of the authority policy,
+ * over every author of the plan including this change's and the workspace's approver policy.
+ */
+async function authorizeWaivers(
+  db: PrismaTransaction,
+  input: SavePlanVersionInput,
+  workspaceId: string | null,
+  waived: string[],
+) {
+  const queryable = prismaQueryable(db);
+  const policy = workspaceId ? await workspacePolicy(queryable, workspaceId) : DEFAULT_APPROVER_POLICY;
+  const authors = [...new Set([...(await planAuthors(queryable, input.planId, input.baseVersion)), input.author])];
+  const editor = input.editor ?? { kind: "agent" as const, name: input.author };
+  const decision = authorize(editor, "gate.lower", { policy, authors });
+  if (!decision.allowed) {
+    throw new AppError(
+      "forbidden",
+      `Turning off the approval gate of ${waived.join(", ")} is an approval decision, and ${input.author} may not make it: ${decision.reason}`,
+      { rule: decision.rule, steps: waived },
+    );
+  }
+  return decision;
+}
+
+/**
  * Raises the gate of every step that is new or runs something new (another tool, other arguments)
  * compared with the base version — except the agent's own tasks (`agent_task`, which the agent
  * itself carries out and reports) and tools that by their own classification only read.
@@ -261,8 +298,12 @@ function gateChangedSteps(baseSteps: Step[], steps: Step[], tools: ToolRegistry)
   const before = new Map(baseSteps.map((step) => [step.id, step]));
   for (const step of steps) {
     const old = before.get(step.id);
+    // A gate the base version had stays up too: turning it off is an approver's decision.
     const unchanged =
-      old !== undefined && old.tool === step.tool && JSON.stringify(old.args) === JSON.stringify(step.args);
+      old !== undefined &&
+      old.tool === step.tool &&
+      JSON.stringify(old.args) === JSON.stringify(step.args) &&
+      (!old.approvalRequired || step.approvalRequired);
     if (unchanged) continue;
     const tool = tools.get(step.tool);
     if (tool && (tool.name === AGENT_TASK_TOOL || tool.readOnly)) continue;
