@@ -7,6 +7,7 @@ import { useId, type FormEvent } from "react";
 import type { AuditAction } from "@/server/audit/actions";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
+import { AuditVerifyPanel } from "./audit-verify";
 
 export interface AuditFilters {
   plan?: string;
@@ -125,6 +126,7 @@ export function AuditPage({ filters }: { filters: AuditFilters }) {
     <section className="stack" aria-label="Audit log">
       <h1>Audit log</h1>
       <p className="muted">Who decided what and when: approvals, denials, answers, cancellations, waived gates.</p>
+      <AuditVerifyPanel />
       <form
         key={auditHref(filters)}
         onSubmit={submit}
