@@ -6,7 +6,7 @@ import { readEvents } from "../server/events/store";
 import type { ToolRegistry } from "../server/tools/registry";
 import { createTrpcContext } from "../server/trpc/init";
 import { createCaller } from "../server/trpc/root";
-import { createTestDatabase } from "./test-database";
+import { createTestDatabase, type AuditExemption } from "./test-database";
 
 export interface Harness {
   app: AppContext;
@@ -24,9 +24,11 @@ export interface Harness {
 
 /** A full server context (database, event bus, in-process worker) on a fresh database. */
 export async function startHarness(
-  options: { worker?: boolean; concurrency?: number; tools?: ToolRegistry } = {},
+  options: { worker?: boolean; concurrency?: number; tools?: ToolRegistry; auditExemption?: AuditExemption } = {},
 ): Promise<Harness> {
-  const database = await createTestDatabase();
+  const database = await createTestDatabase({
+    ...(options.auditExemption && { auditExemption: options.auditExemption }),
+  });
   const workspace = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-ws-"));
   const app = await createAppContext({
     databaseUrl: database.url,
@@ -57,8 +59,12 @@ export async function startHarness(
     },
     async close() {
       await app.close();
-      await database.drop();
-      await fs.rm(workspace, { recursive: true, force: true });
+      try {
+        // Checks the audit log first (an unbroken chain, every effect authorised); throws after the drop.
+        await database.drop({ tools: app.tools });
+      } finally {
+        await fs.rm(workspace, { recursive: true, force: true });
+      }
     },
   };
 }

@@ -2,6 +2,9 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { findFreePort, startEmbeddedPostgres } from "../server/db/embedded";
 import { migrateDatabase } from "../server/db/bootstrap";
+import { verifyAuditLog } from "../server/audit/verify";
+import { formatAuditVerification } from "../server/cli/audit-verify";
+import { builtinRegistry, type ToolRegistry } from "../server/tools/registry";
 
 /**
  * A PostgreSQL server for one test run: DATABASE_URL's server when given, else an embedded one
@@ -65,16 +68,55 @@ export async function startTestServer(dataDir: string): Promise<TestServer> {
   };
 }
 
+/**
+ * Effects a test file makes on purpose without a decision (a forged row, a step run behind the
+ * engine's back), excused by name: only unauthorised effects whose subject matches are let
+ * through, and only with the reason written next to them. Chain breaks are never excused.
+ */
+export interface AuditExemption {
+  reason: string;
+  subjects: RegExp;
+}
+
+export interface TestDatabase {
+  url: string;
+  /**
+   * Verifies the audit log (`verifyAuditLog`: an unbroken chain, every side effect authorised),
+   * then drops the database — whatever the verdict — and throws the report if it failed, so the
+   * test file fails loudly after its own tests' results, which it does not replace.
+   */
+  drop(options?: { tools?: ToolRegistry }): Promise<void>;
+}
+
 /** A fresh, migrated database copied from the run's template. */
-export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+export async function createTestDatabase(options: { auditExemption?: AuditExemption } = {}): Promise<TestDatabase> {
   const serverUrl = process.env.STEPWISE_TEST_SERVER_URL;
   const template = process.env.STEPWISE_TEST_TEMPLATE_DB;
   if (!serverUrl || !template) throw new Error("Integration tests need tests/global-setup.ts");
   const name = `${template}_${randomBytes(3).toString("hex")}`;
   await admin(serverUrl, (client) => client.query(`create database ${name} template ${template}`));
+  const url = withDatabase(serverUrl, name);
   return {
-    url: withDatabase(serverUrl, name),
-    drop: () =>
-      admin(serverUrl, (client) => client.query(`drop database if exists ${name} with (force)`)).then(() => undefined),
+    url,
+    async drop(dropOptions = {}) {
+      let failure: string | undefined;
+      try {
+        failure = await auditFailure(url, dropOptions.tools ?? builtinRegistry, options.auditExemption);
+      } finally {
+        await admin(serverUrl, (client) => client.query(`drop database if exists ${name} with (force)`));
+      }
+      if (failure) throw new Error(failure);
+    },
   };
+}
+
+async function auditFailure(url: string, tools: ToolRegistry, exemption?: AuditExemption): Promise<string | undefined> {
+  const report = await admin(url, (client) => verifyAuditLog(client, tools));
+  const unexcused = report.unauthorised.filter((effect) => !exemption?.subjects.test(effect.subject));
+  if (report.breaks.length === 0 && unexcused.length === 0) return undefined;
+  return [
+    "audit verify failed on this test file's database (tests/test-database.ts). If a test above failed, its",
+    "state may be the cause: read that failure first.",
+    ...formatAuditVerification({ ...report, unauthorised: unexcused }),
+  ].join("\n");
 }

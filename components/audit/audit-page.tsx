@@ -9,6 +9,7 @@ import { useTRPC } from "@/components/trpc";
 import { CopyButton } from "@/components/ui/copy-button";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { hasMoreThanSummary, summarizeDetail } from "./audit-detail";
+import { AuditVerifyPanel } from "./audit-verify";
 
 export interface AuditFilters {
   plan?: string;
@@ -157,6 +158,7 @@ export function AuditPage({ filters }: { filters: AuditFilters }) {
     <section className="stack" aria-label="Audit log">
       <h1>Audit log</h1>
       <p className="muted">Who decided what and when: approvals, denials, answers, cancellations, waived gates.</p>
+      <AuditVerifyPanel />
       <form
         key={auditHref(filters)}
         onSubmit={submit}

@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { AuditAction } from "./actions";
 import { actorKindOf } from "../caller-context";
 import type { IdentityKind } from "../vocabulary";
+import { canonicalContent, type AuditContent } from "./chain";
 
 type Queryable = Pick<pg.ClientBase, "query">;
 
@@ -26,22 +27,56 @@ export interface AuditRecord {
   detail?: Record<string, unknown>;
 }
 
+/**
+ * Appends one entry to the audit chain (server/audit/chain.ts) in ONE statement: it bumps the
+ * chain head — whose row lock the caller's transaction then holds until it ends, so concurrent
+ * appenders queue from "read head" to "write entry" and can never both chain onto the same
+ * predecessor — and inserts the entry with the next seq, the head's hash as `prev_hash`, and its
+ * own hash computed by PostgreSQL from exactly the values stored (the time included: the append's
+ * clock, never before the head's, so time and seq agree). Being one statement it is atomic on a
+ * pool too. Inside a transaction, append after the rows the transaction locks: the head's lock is
+ * then the last one taken, and no two transactions wait on each other through it.
+ */
 export async function recordAudit(db: Queryable, entry: AuditRecord): Promise<void> {
-  await db.query(
-    `insert into audit_entries (actor, action, plan_id, plan_version, run_id, step_id, detail, actor_kind)
-     values ($1, $2, $3, $4, $5, $6, $7::jsonb, $8)`,
-    [
-      entry.actor,
-      entry.action,
-      entry.planId,
-      entry.planVersion ?? null,
-      entry.runId ?? null,
-      entry.stepId ?? null,
-      JSON.stringify(entry.detail ?? {}),
-      entry.actorKind ?? actorKindOf(entry.actor),
-    ],
-  );
+  const content: AuditContent = {
+    actor: entry.actor,
+    actorKind: entry.actorKind ?? actorKindOf(entry.actor),
+    action: entry.action,
+    planId: entry.planId,
+    planVersion: entry.planVersion ?? null,
+    // Stored as a uuid, which PostgreSQL writes back lower-case: hash what comes back.
+    runId: entry.runId?.toLowerCase() ?? null,
+    stepId: entry.stepId ?? null,
+    detail: entry.detail ?? {},
+  };
+  await db.query(APPEND_ENTRY, [canonicalContent(content)]);
 }
+
+/**
+ * $1 is the entry's canonical JSON: the columns are read from it, so what is stored is what was
+ * hashed. The hash is `chainHash` of chain.ts, spelt in SQL.
+ */
+const APPEND_ENTRY = `
+  with append_time as (select date_trunc('milliseconds', clock_timestamp()) as at),
+  head as (
+    update audit_chain_head h
+       set seq = h.seq + 1,
+           prev_hash = h.row_hash,
+           created_at = greatest(t.at, h.created_at),
+           row_hash = encode(sha256(convert_to(
+             h.row_hash || E'\\n' || $1::text || E'\\n' || (h.seq + 1)::text || E'\\n' ||
+             to_char(greatest(t.at, h.created_at) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+             'UTF8')), 'hex')
+      from append_time t
+     where h.id = 1
+     returning h.seq, h.prev_hash, h.row_hash, h.created_at
+  ),
+  content as (select $1::text::jsonb as c)
+  insert into audit_entries
+    (actor, actor_kind, action, plan_id, plan_version, run_id, step_id, detail, seq, prev_hash, row_hash, created_at)
+  select c->>'actor', c->>'actorKind', c->>'action', c->>'planId', (c->>'planVersion')::int,
+         (c->>'runId')::uuid, c->>'stepId', c->'detail', head.seq, head.prev_hash, head.row_hash, head.created_at
+    from head, content`;
 
 export const auditListInputSchema = z.object({
   planId: z.string().trim().min(1).max(100).optional(),

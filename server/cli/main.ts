@@ -12,6 +12,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import type { AuditVerification } from "../audit/verify";
+import { formatAuditVerification } from "./audit-verify";
 import { callOperation, CliError, EXIT, resolveConnection } from "./client";
 import { printHuman } from "./human-output";
 import { failureReason } from "./failure-reason";
@@ -246,6 +248,26 @@ withConnection(
     .description("suggest new, non-duplicate tasks from the workspace (TODO markers; the planner with an LLM)")
     .option("--json", "print the JSON answer only"),
 ).action((options: ConnectionOptions) => agentCall("agent.suggest", {}, options, options.json === true));
+
+const auditCommand = program.command("audit").description("the audit log");
+withConnection(
+  auditCommand
+    .command("verify")
+    .description("replay the audit hash chain and check every side effect has an authorising decision (exit 1 if not)")
+    .option("--json", "print the report as JSON only"),
+).action(async (options: ConnectionOptions & { json?: boolean }) => {
+  try {
+    const report = (await callOperation(await resolveConnection(options), "audit.verify", {})) as AuditVerification;
+    if (options.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    else for (const line of formatAuditVerification(report)) process.stdout.write(`${line}\n`);
+    process.exitCode = report.ok ? EXIT.ok : EXIT.refused;
+  } catch (error) {
+    if (!(error instanceof CliError)) throw error;
+    if (options.json) printJsonError(error.errorType, error.message);
+    else process.stderr.write(`stepwise: ${error.message}\n`);
+    process.exitCode = error.exitCode;
+  }
+});
 
 try {
   await program.parseAsync(process.argv);

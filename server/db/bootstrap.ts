@@ -1,4 +1,6 @@
 import { runMigrations as runWorkerMigrations } from "graphile-worker";
+import pg from "pg";
+import { sealAuditChain } from "../audit/chain";
 import type { AppConfig } from "../env";
 import { startEmbeddedPostgres } from "./embedded";
 import { applyMigrations } from "./schema-engine";
@@ -47,4 +49,16 @@ export async function migrateDatabase(
     );
   }
   await runWorkerMigrations({ connectionString: databaseUrl, logger: undefined });
+  const sealed = await sealEntriesFromBeforeTheChain(databaseUrl);
+  if (sealed > 0) log(`Audit log sealed: ${sealed} earlier entries hashed into the chain`);
+}
+
+async function sealEntriesFromBeforeTheChain(databaseUrl: string): Promise<number> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    return await sealAuditChain(client);
+  } finally {
+    await client.end();
+  }
 }

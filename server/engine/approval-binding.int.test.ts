@@ -25,6 +25,16 @@ afterEach(async () => {
 });
 
 const PERSON = "alice";
+
+/**
+ * These tests call the engine (decideApproval, savePlanVersion) directly, outside any caller, so
+ * alice's approvals and waivers are recorded with the kind `system` — which `audit verify` rightly
+ * refuses to count as a person's decision. Only the shell steps they approve or waive are excused.
+ */
+const DIRECT_ENGINE_CALLS = {
+  reason: "engine calls outside a caller record alice's decisions as the system's",
+  subjects: /step_1 \(shell\)$/,
+};
 const AGENT = "agent local";
 
 /** A shell step that leaves `file` in the workspace when it runs: shell steps are gated by default. */
@@ -93,7 +103,7 @@ const approve = (h: Harness, runId: string, stepId: string) =>
 
 describe("approvals bind to the definition that runs", () => {
   it("an edit adopted into the run after the approval is not covered by it: the claim refuses, the step waits again", async () => {
-    harness = await startHarness({ worker: false });
+    harness = await startHarness({ worker: false, auditExemption: DIRECT_ENGINE_CALLS });
     const h = harness;
     const { planId, runId } = await start(h, [writes("step_1", "approved.txt")]);
     await waitForStatus(h, runId, "step_1", "awaiting_approval");
@@ -124,7 +134,7 @@ describe("approvals bind to the definition that runs", () => {
   });
 
   it("adopting a new version keeps a decision only for steps whose definition hash is identical (a timeout counts)", async () => {
-    harness = await startHarness({ worker: false });
+    harness = await startHarness({ worker: false, auditExemption: DIRECT_ENGINE_CALLS });
     const h = harness;
     const { planId, runId } = await start(h, [writes("step_1", "one.txt"), writes("step_2", "two.txt")]);
     await waitForStatus(h, runId, "step_2", "awaiting_approval");
@@ -150,7 +160,7 @@ describe("approvals bind to the definition that runs", () => {
   });
 
   it("a failed approved step edited by the agent and retried needs a new approval (the laundering path)", async () => {
-    harness = await startHarness();
+    harness = await startHarness({ auditExemption: DIRECT_ENGINE_CALLS });
     const h = harness;
     const { planId, runId } = await start(h, [{ ...writes("step_1", "x.txt"), args: { command: "exit 3" } }]);
     await waitForStatus(h, runId, "step_1", "awaiting_approval");
@@ -187,7 +197,7 @@ describe("approvals bind to the definition that runs", () => {
   });
 
   it("a recovery with new arguments needs a new approval, and the old one copied over does not cover it", async () => {
-    harness = await startHarness();
+    harness = await startHarness({ auditExemption: DIRECT_ENGINE_CALLS });
     const h = harness;
     const { runId } = await start(h, [{ ...writes("step_1", "x.txt"), args: { command: "exit 3" } }]);
     await waitForStatus(h, runId, "step_1", "awaiting_approval");
@@ -219,7 +229,7 @@ describe("approvals bind to the definition that runs", () => {
   });
 
   it("a re-run with new arguments needs a new approval; the original run's approval does not cover it", async () => {
-    harness = await startHarness();
+    harness = await startHarness({ auditExemption: DIRECT_ENGINE_CALLS });
     const h = harness;
     const { runId } = await start(h, [writes("step_1", "one.txt")]);
     await waitForStatus(h, runId, "step_1", "awaiting_approval");
@@ -248,7 +258,7 @@ describe("approvals bind to the definition that runs", () => {
   });
 
   it("a forged or outdated approval row does not cover the definition: the claim refuses and the step waits again", async () => {
-    harness = await startHarness({ worker: false });
+    harness = await startHarness({ worker: false, auditExemption: DIRECT_ENGINE_CALLS });
     const h = harness;
     const { runId } = await start(h, [writes("step_1", "x.txt")]);
     await waitForStatus(h, runId, "step_1", "awaiting_approval");
@@ -287,7 +297,7 @@ describe("approvals bind to the definition that runs", () => {
   });
 
   it("a decision refuses to apply to a definition other than the one shown to the person", async () => {
-    harness = await startHarness({ worker: false });
+    harness = await startHarness({ worker: false, auditExemption: DIRECT_ENGINE_CALLS });
     const h = harness;
     const { runId } = await start(h, [writes("step_1", "x.txt")]);
     await waitForStatus(h, runId, "step_1", "awaiting_approval");
@@ -308,7 +318,7 @@ describe("approvals bind to the definition that runs", () => {
 
 describe("gate waivers bind to the definition waived", () => {
   it("a waived step runs ungated only while its definition is the one a person waived", async () => {
-    harness = await startHarness({ worker: false });
+    harness = await startHarness({ worker: false, auditExemption: DIRECT_ENGINE_CALLS });
     const h = harness;
     const plan = await h.caller.plans.createFromJson({
       planJson: JSON.stringify({ goal: "waive", steps: [writes("step_1", "waived.txt")] }),

@@ -2,6 +2,8 @@ import { AppError } from "../errors";
 import type { PlannerDeps } from "./deps";
 import { decideRecovery, proposeRecovery } from "./recovery-proposals";
 import type { AuditAction } from "../audit/actions";
+import { recordAudit } from "../audit/audit-log";
+import { prismaQueryable } from "../db";
 
 /** Who the audit log names for what the `auto` recovery policy decides. */
 export const AUTO_RECOVERY_ACTOR = "policy:auto-recovery";
@@ -29,17 +31,16 @@ export async function autoRecover(
   });
   // Someone already acted on this failure (a person's retry or skip), or it is an older attempt.
   if (!step || step.status !== "failed" || step.attempt !== job.attempt) return "not_applicable";
-  const audit = (action: AuditAction, detail: object) =>
-    deps.prisma.auditEntry.create({
-      data: {
-        actor: AUTO_RECOVERY_ACTOR,
-        action,
-        planId: run.planId,
-        planVersion: run.planVersion,
-        runId: run.id,
-        stepId: job.stepId,
-        detail,
-      },
+  // Through recordAudit like every entry: it alone appends to the audit chain.
+  const audit = (action: AuditAction, detail: Record<string, unknown>) =>
+    recordAudit(prismaQueryable(deps.prisma), {
+      actor: AUTO_RECOVERY_ACTOR,
+      action,
+      planId: run.planId,
+      planVersion: run.planVersion,
+      runId: run.id,
+      stepId: job.stepId,
+      detail,
     });
   const used = await deps.prisma.recoveryProposal.count({
     where: { runId: job.runId, stepId: job.stepId, automatic: true },
