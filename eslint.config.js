@@ -72,7 +72,6 @@ const DOOR_EXCEPTIONS = [
   "server/mcp/server.ts",
   "server/mcp/plan-mode-tools.ts",
   "server/mcp/http.ts",
-  "server/http/chat-api.ts",
 ];
 
 export default defineConfig([

@@ -65,6 +65,7 @@ test("a second person, signed in with their own token, completes a two-approval 
   try {
     const theirs = await other.newPage();
     await theirs.goto(`/sign-in?token=${encodeURIComponent(token)}`);
+    await theirs.getByRole("button", { name: `Sign in as ${second}` }).click();
     await expect(theirs.getByTestId("signed-in-as")).toHaveText(`${second} · approver`);
     const theirRun = new RunViewPage(theirs);
     await theirRun.open(runId);

@@ -241,6 +241,8 @@ test("with no provider configured, New task says exactly what to set and manual 
   const app = await startUnconfiguredApp(await extraAppPort("E2E_UNCONFIGURED_APP_PORT"));
   try {
     await page.goto(`${app.url}/sign-in?token=${app.token}`);
+    await page.getByRole("button", { name: "Sign in as user" }).click();
+    await page.waitForURL(`${app.url}/`);
     await page.goto(`${app.url}/tasks/new`);
     const help = page.getByTestId("configure-help");
     await expect(help).toContainText("No LLM provider is configured");

@@ -10,6 +10,7 @@ import { decisionLinkCreate } from "../operations/decision-links";
 import { invokeOperation } from "../operations/operation";
 import { planApprove, planCreate } from "../operations/plans";
 import { runGet } from "../operations/runs";
+import { addPrincipal, revokeCredential, setRole } from "../people/principals";
 import { getPlan } from "../plans/service";
 import { savePlanVersion } from "../plans/versions";
 
@@ -21,7 +22,9 @@ import { savePlanVersion } from "../plans/versions";
  */
 const ACCESS_TOKEN = "person-access-token";
 const AGENT_TOKEN = "agent-token-for-links";
-const PERSON: Identity = { kind: "person", name: "alice" };
+/** alice, an approver with a credential of her own (added in `waitingRun`), makes the links. */
+let PERSON: Identity = { kind: "person", name: "alice" };
+let alice: { principalId: string; credentialId: string };
 let harness: Harness | undefined;
 let api: Awaited<ReturnType<typeof startApiServer>> | undefined;
 let dataDir: string;
@@ -54,6 +57,13 @@ const gatedWrite = {
 async function waitingRun(options: { approvalTimeoutSeconds?: number } = {}) {
   harness = await startHarness({ worker: false });
   api = await startApiServer(harness.app, { agentToken: AGENT_TOKEN, accessToken: ACCESS_TOKEN });
+  alice = await addPrincipal(harness.app.db.pool, {
+    kind: "person",
+    name: "alice",
+    role: "approver",
+    createdBy: "user",
+  });
+  PERSON = { kind: "person", name: "alice", role: "approver", tokenId: alice.credentialId };
   const plan = await invokeOperation(
     planCreate,
     { app: harness.app, identity: PERSON },
@@ -149,13 +159,18 @@ describe("decision links", () => {
     expect(decided.status).toBe(200);
     expect(await decided.json()).toMatchObject({ runId, stepId: "write", decision: "approve", decidedAs: "alice" });
     expect(await decisions(runId)).toEqual([{ actor: "alice", decision: "approved", comment: "Looks right." }]);
-    const audit = await harness!.app.db.pool.query<{ actor: string; detail: Record<string, unknown> }>(
-      "select actor, detail from audit_entries where run_id = $1 and action = 'step.approved'",
-      [runId],
-    );
+    // Stored as the person who made the link — kind person, not the system's — marked "via link".
+    const kinds = await harness!.app.db.pool.query("select actor_kind from approvals where run_id = $1", [runId]);
+    expect(kinds.rows).toEqual([{ actor_kind: "person" }]);
+    const audit = await harness!.app.db.pool.query<{
+      actor: string;
+      actor_kind: string;
+      detail: Record<string, unknown>;
+    }>("select actor, actor_kind, detail from audit_entries where run_id = $1 and action = 'step.approved'", [runId]);
     expect(audit.rows).toEqual([
       {
         actor: "alice",
+        actor_kind: "person",
         detail: expect.objectContaining({ via: "link", note: "Looks right.", definitionHash: link.definitionHash }),
       },
     ]);
@@ -169,6 +184,31 @@ describe("decision links", () => {
     expect(reopened.status).toBe(412);
     expect(await reopened.text()).toContain("already used");
     expect(await decisions(runId)).toHaveLength(1);
+  });
+
+  it("is judged at use: a maker demoted below approver, or whose credential was revoked, decides nothing through it", async () => {
+    const { runId } = await waitingRun();
+    const pool = harness!.app.db.pool;
+    const demoted = await makeLink(runId);
+    const revoked = await makeLink(runId);
+    await setRole(pool, alice.principalId, "reviewer", "user");
+    for (const decision of ["approve", "deny"]) {
+      const refused = await press(demoted.url, { decision });
+      expect(refused.status).toBe(403);
+      expect((await refused.json()).detail).toContain("may no longer make this decision");
+    }
+    const page = await open(demoted.url);
+    expect(page.status).toBe(403);
+    expect(await page.text()).toContain("may no longer make this decision");
+    expect(await decisions(runId)).toEqual([]);
+    // Her role back, but the credential she made the links with revoked: both links are dead.
+    await setRole(pool, alice.principalId, "approver", "user");
+    await revokeCredential(pool, alice.credentialId, "user");
+    const refused = await press(revoked.url, { decision: "approve" });
+    expect(refused.status).toBe(403);
+    expect(await decisions(runId)).toEqual([]);
+    expect((await stepState(runId)).status).toBe("awaiting_approval");
+    expect((await press(demoted.url, { decision: "deny" })).status).toBe(403);
   });
 
   it("two presses at once decide once", async () => {

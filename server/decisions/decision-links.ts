@@ -5,8 +5,12 @@ import type { AppContext } from "../app-context";
 import { recordAudit } from "../audit/audit-log";
 import { approvalViewSchema, waitingApproval, type ApprovalView } from "../engine/approval-view";
 import { decideApproval } from "../engine/engine";
+import { withCaller } from "../caller-context";
 import { readConfig } from "../env";
 import { AppError } from "../errors";
+import type { Identity } from "../operations/identity";
+import { makerNow } from "../people/principals";
+import { roleAtLeast } from "../vocabulary";
 import { z } from "zod";
 
 /**
@@ -66,6 +70,7 @@ interface LinkRow {
   definition_hash: string;
   decisions: string[];
   created_by: string;
+  maker_credential_id: string | null;
   expires_at: Date;
   used_at: Date | null;
   used_decision: string | null;
@@ -81,6 +86,8 @@ function mac(row: Omit<LinkRow, "token_hash" | "used_at" | "used_decision">): st
     row.decisions.join(","),
     row.expires_at.toISOString(),
     row.created_by,
+    // Signed when set (links made before it existed have none and keep their signature).
+    ...(row.maker_credential_id ? [row.maker_credential_id] : []),
   ].join("\n");
   return createHmac("sha256", decisionLinkKey()).update(signed).digest("base64url");
 }
@@ -100,12 +107,32 @@ export const createDecisionLinkInput = z.object({
   decisions: z.array(z.enum(LINK_DECISIONS)).min(1).max(2).default(["approve", "deny"]),
 });
 
-/** Makes a link for a step waiting for a person's decision, bound to its current definition. */
+/**
+ * Whether the maker may still make a link's decision: a person principal of that name, with the
+ * role a decision needs (approver) now, and — when the link was made with a named credential —
+ * that credential unrevoked. A link is the maker's authority lent once; it is never more than
+ * what the maker holds at the moment it is used.
+ */
+async function makerMayDecide(
+  app: App,
+  maker: { name: string; credentialId?: string | null },
+): Promise<Identity | undefined> {
+  const now = await makerNow(app.db.pool, maker);
+  return now?.role && roleAtLeast(now.role, "approver") ? now : undefined;
+}
+
+/**
+ * Makes a link for a step waiting for a person's decision, bound to its current definition.
+ * `maker.credentialId`: the named credential the maker used (revoking it kills the link).
+ * Refused when the maker may not decide now — a webhook minting links for a demoted person.
+ */
 export async function createDecisionLink(
   app: App,
-  actor: string,
+  maker: { name: string; credentialId?: string | undefined },
   input: z.output<typeof createDecisionLinkInput>,
 ): Promise<{ url: string; token: string; expiresAt: string; definitionHash: string }> {
+  const actor = maker.name;
+  if (!(await makerMayDecide(app, maker))) throw new DecisionLinkRefused("maker");
   const { view, run: planOf } = await waitingStep(app, input.runId, input.stepId);
   if (!view) throw new AppError("invalid_state", `${input.stepId} is not waiting for a person's approval`);
   const waiting = await app.db.pool.query<{ expires_at: string | null }>(
@@ -124,13 +151,25 @@ export async function createDecisionLink(
     definition_hash: view.definitionHash,
     decisions: [...new Set(input.decisions)],
     created_by: actor,
+    maker_credential_id: maker.credentialId ?? null,
     expires_at: new Date(expires),
   };
   const token = `${row.id}.${mac(row)}`;
   await app.db.pool.query(
-    `insert into decision_links (id, token_hash, run_id, step_id, definition_hash, decisions, created_by, expires_at)
-     values ($1, $2, $3, $4, $5, $6, $7, $8)`,
-    [row.id, sha256(token), row.run_id, row.step_id, row.definition_hash, row.decisions, actor, row.expires_at],
+    `insert into decision_links (id, token_hash, run_id, step_id, definition_hash, decisions, created_by,
+                                 maker_credential_id, expires_at)
+     values ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    [
+      row.id,
+      sha256(token),
+      row.run_id,
+      row.step_id,
+      row.definition_hash,
+      row.decisions,
+      actor,
+      row.maker_credential_id,
+      row.expires_at,
+    ],
   );
   await recordAudit(app.db.pool, {
     actor,
@@ -155,7 +194,7 @@ export async function createDecisionLink(
 }
 
 /** Why a link cannot be used, in words for the page that refuses it. */
-export type LinkRefusal = "invalid" | "used" | "expired" | "changed" | "not_waiting";
+export type LinkRefusal = "invalid" | "used" | "expired" | "changed" | "not_waiting" | "maker";
 const REFUSALS: Record<LinkRefusal, string> = {
   invalid: "This decision link is not valid: it was not made by this server, or it was altered.",
   used: "This decision link was already used. Each link decides once.",
@@ -163,11 +202,15 @@ const REFUSALS: Record<LinkRefusal, string> = {
   changed:
     "The step changed after this link was made, so the link no longer says what would run. Open the run in Stepwise and decide on what it will run now.",
   not_waiting: "This step is no longer waiting for a decision.",
+  maker:
+    "The person who made this link may no longer make this decision (their role or credential changed), so the link no longer decides anything.",
 };
 
 export class DecisionLinkRefused extends AppError {
   constructor(readonly refusal: LinkRefusal) {
-    super(refusal === "invalid" ? "forbidden" : "invalid_state", REFUSALS[refusal], { refusal });
+    super(refusal === "invalid" || refusal === "maker" ? "forbidden" : "invalid_state", REFUSALS[refusal], {
+      refusal,
+    });
   }
 }
 
@@ -220,6 +263,7 @@ export async function inspectDecisionLink(app: App, token: string): Promise<Deci
   const { view } = await waitingStep(app, row.run_id, row.step_id);
   if (!view) throw new DecisionLinkRefused("not_waiting");
   if (view.definitionHash !== row.definition_hash) throw new DecisionLinkRefused("changed");
+  if (!(await makerMayDecide(app, makerOf(row)))) throw new DecisionLinkRefused("maker");
   return {
     runId: row.run_id,
     stepId: row.step_id,
@@ -228,6 +272,10 @@ export async function inspectDecisionLink(app: App, token: string): Promise<Deci
     decisions: row.decisions.filter((d): d is LinkDecision => (LINK_DECISIONS as readonly string[]).includes(d)),
     approval: view,
   };
+}
+
+function makerOf(row: LinkRow) {
+  return { name: row.created_by, credentialId: row.maker_credential_id };
 }
 
 export const useDecisionLinkInput = z.object({
@@ -250,6 +298,9 @@ export async function useDecisionLink(
   if (!row.decisions.includes(input.decision)) {
     throw new AppError("forbidden", `This link does not allow the decision "${input.decision}"`);
   }
+  // Judged at use: the maker's role and credential now, not when the link was made.
+  const maker = await makerMayDecide(app, makerOf(row));
+  if (!maker) throw new DecisionLinkRefused("maker");
   const claimed = await app.db.pool.query<{ id: string }>(
     `update decision_links set used_at = now(), used_decision = $2
       where id = $1 and used_at is null and expires_at > now() returning id`,
@@ -267,15 +318,18 @@ export async function useDecisionLink(
     if (!view) throw new DecisionLinkRefused("not_waiting");
     if (view.definitionHash !== row.definition_hash) throw new DecisionLinkRefused("changed");
     // The engine checks the definition again inside its decision (approve and, for links, deny).
-    await decideApproval(app.engine, {
-      runId: row.run_id,
-      stepId: row.step_id,
-      approve: input.decision === "approve",
-      actor: row.created_by,
-      definitionHash: row.definition_hash,
-      via: "link",
-      ...(input.note && { comment: input.note }),
-    });
+    // The decision is the maker's, a person's: it runs as them, so it is stored with kind person.
+    await withCaller(maker, () =>
+      decideApproval(app.engine, {
+        runId: row.run_id,
+        stepId: row.step_id,
+        approve: input.decision === "approve",
+        actor: row.created_by,
+        definitionHash: row.definition_hash,
+        via: "link",
+        ...(input.note && { comment: input.note }),
+      }),
+    );
   } catch (error) {
     await app.db.pool.query("update decision_links set used_at = null, used_decision = null where id = $1", [row.id]);
     if (error instanceof AppError && error.code === "version_conflict") throw new DecisionLinkRefused("changed");

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { startApiServer } from "../../tests/door-http-server";
 import { startScriptedLlm, type ScriptedLlm } from "../../tests/scripted-llm";
+import { addPrincipal } from "../people/principals";
 import { readPlannerConfig } from "../planner/config";
 import { createPlannerDeps, installPlanner } from "../planner/deps";
 
@@ -19,7 +20,7 @@ afterEach(async () => {
   harness = undefined;
 });
 
-async function start(configured = true) {
+async function start(configured = true, accessToken?: string) {
   harness = await startHarness({ worker: false });
   llm = await startScriptedLlm();
   installPlanner(
@@ -33,14 +34,14 @@ async function start(configured = true) {
       ),
     ),
   );
-  api = await startApiServer(harness.app, { agentToken: "chat-token" });
+  api = await startApiServer(harness.app, { agentToken: "chat-token", ...(accessToken && { accessToken }) });
   return api.url;
 }
 
-const chat = (url: string, body: unknown) =>
+const chat = (url: string, body: unknown, bearer?: string) =>
   fetch(`${url}/api/chat`, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...(bearer && { authorization: `Bearer ${bearer}` }) },
     body: JSON.stringify(body),
   });
 
@@ -72,6 +73,32 @@ describe("POST /api/chat", () => {
     const decoder = new TextDecoder();
     for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) chunks.push(decoder.decode(chunk));
     expect(chunks.join("")).toBe("A streamed answer, in pieces.");
+  });
+
+  it("is chat.complete's: an agent and a viewer are refused and reach no model; a reviewer is answered", async () => {
+    // With an access token, as `serve` runs: each credential is then its own caller.
+    const url = await start(true, "chat-access-token");
+    const pool = harness!.app.db.pool;
+    const viewer = await addPrincipal(pool, { kind: "person", name: "vera", role: "viewer", createdBy: "user" });
+    const namedAgent = await addPrincipal(pool, { kind: "agent", name: "chat-bot", createdBy: "user" });
+    const reviewer = await addPrincipal(pool, { kind: "person", name: "rita", role: "reviewer", createdBy: "user" });
+    const messages = [{ role: "user", content: "Spend the budget." }];
+    for (const [who, bearer] of [
+      ["the agent token", "chat-token"],
+      ["a named agent", namedAgent.token],
+      ["a viewer", viewer.token],
+    ]) {
+      for (const stream of [false, true]) {
+        const refused = await chat(url, { messages, stream }, bearer);
+        expect(refused.status, `${who}, stream ${stream}`).toBe(403);
+        expect((await refused.json()).detail).toContain("chat.complete");
+      }
+    }
+    expect(llm!.requests).toHaveLength(0);
+    llm!.script({ text: "Answered." });
+    const answered = await chat(url, { messages }, reviewer.token);
+    expect(answered.status).toBe(200);
+    expect(await answered.json()).toMatchObject({ text: "Answered." });
   });
 
   it("refuses bad input, and says what to configure without a provider", async () => {

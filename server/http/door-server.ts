@@ -175,7 +175,13 @@ function refuse(res: ServerResponse, decision: Extract<DoorDecision, { kind: "re
     .end(body);
 }
 
-/** GET shows the form (or, with `?token=`, signs in as a login URL does); POST takes the form. */
+/**
+ * GET shows the form; POST takes it and signs in. A link with `?token=` (the one `serve` prints,
+ * or a person's own) only shows whom it would sign in as, with a button that POSTs the token:
+ * signing in changes who the browser is, so it is a state change, and the door's Origin check on
+ * that POST keeps a page elsewhere — another port of this host included, which is "same-site" and
+ * may navigate here — from signing the person's browser in as someone else (login CSRF).
+ */
 function signIn(req: IncomingMessage, res: ServerResponse, config: DoorConfig): void {
   const token = config.accessToken;
   if (!token) {
@@ -190,38 +196,66 @@ function signIn(req: IncomingMessage, res: ServerResponse, config: DoorConfig): 
     );
   // The access token signs in its holder; a person's own token (People page) signs in that person.
   // The cookie holds a value derived from whichever token it was, never the token.
-  const accept = (given: string | null | undefined) => {
-    if (given && tokenMatches(given, token)) {
-      res.writeHead(303, { location: "/", "set-cookie": sessionCookie(token) }).end();
-      return;
-    }
-    if (!given || !config.principals) return wrong();
-    config.principals({ bearer: given }).then((principal) => {
-      if (principal?.kind === "person") {
-        res.writeHead(303, { location: "/", "set-cookie": sessionCookie(given) }).end();
-      } else if (principal) {
-        page(res, 403, `${principal.name} is an agent: its credential opens the agent API, not the browser.`);
-      } else {
-        wrong();
+  const whose = async (given: string): Promise<{ kind: string; name: string } | undefined> => {
+    if (tokenMatches(given, token)) return { kind: "person", name: "user" };
+    return config.principals ? config.principals({ bearer: given }) : undefined;
+  };
+  const answer = (given: string | null | undefined, confirm: boolean) => {
+    if (!given) return wrong();
+    whose(given).then((principal) => {
+      if (principal?.kind !== "person") {
+        return principal
+          ? page(res, 403, `${principal.name} is an agent: its credential opens the agent API, not the browser.`)
+          : wrong();
       }
+      if (confirm) return confirmPage(res, principal.name, given);
+      res.writeHead(303, { location: "/", "set-cookie": sessionCookie(given) }).end();
     }, wrong);
   };
   if (req.method === "POST") {
     if (!limitBody(req, res, MAX_SIGN_IN_BYTES)) return;
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => accept(new URLSearchParams(Buffer.concat(chunks).toString("utf8")).get("token")));
+    req.on("end", () => answer(new URLSearchParams(Buffer.concat(chunks).toString("utf8")).get("token"), false));
     req.on("error", () => undefined); // over the limit: limitBody has answered 413
     return;
   }
   const query = new URL(req.url ?? "/", "http://localhost").searchParams.get("token");
-  if (query !== null) return accept(query);
+  if (query !== null) return answer(query, true);
   page(res, 200);
 }
 
+/**
+ * Never cached, never framed (a framed "Sign in" button could be clicked for the person), and the
+ * link's token never sent on as a Referer.
+ */
+const SIGN_IN_HEADERS = {
+  "content-type": "text/html; charset=utf-8",
+  "cache-control": "no-store",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY",
+  "content-security-policy": "frame-ancestors 'none'",
+};
+
+const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+const escapeHtml = (value: string) => value.replace(/[&<>"']/g, (c) => ENTITIES[c]!);
+
+/** A sign-in link's page: whom it signs in as, and the same-origin POST that does it. */
+function confirmPage(res: ServerResponse, name: string, token: string): void {
+  res.writeHead(200, SIGN_IN_HEADERS).end(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Sign in — Stepwise</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{font:16px system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem;color:#1a1a1a}
+button{margin-top:1rem;padding:.5rem 1rem;font:inherit;background:#1d4ed8;color:#fff;border:0;border-radius:4px}
+@media (prefers-color-scheme: dark){body{background:#111;color:#eee}}</style></head>
+<body><main><h1>Sign in to Stepwise</h1>
+<p>This link signs this browser in as <strong>${escapeHtml(name)}</strong>. Continue only if you opened it yourself.</p>
+<form method="post" action="/sign-in"><input type="hidden" name="token" value="${escapeHtml(token)}">
+<button type="submit">Sign in as ${escapeHtml(name)}</button></form></main></body></html>`);
+}
+
 function page(res: ServerResponse, status: number, error?: string): void {
-  res.writeHead(status, { "content-type": "text/html; charset=utf-8", "cache-control": "no-store" })
-    .end(`<!doctype html>
+  res.writeHead(status, SIGN_IN_HEADERS).end(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Sign in — Stepwise</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>body{font:16px system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem;color:#1a1a1a}

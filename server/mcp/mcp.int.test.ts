@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { startApiServer } from "../../tests/door-http-server";
 import { MAX_SESSIONS_PER_CREDENTIAL } from "./http";
+import { addPrincipal, revokeCredential, setRole } from "../people/principals";
 import { readyForTaskSchema, sessionCreatedSchema, syncInstructionsSchema } from "../agents/contract";
 import { todoPlanSchema } from "../agents/todo-plans";
 import { SNAKE_CASE } from "./naming";
@@ -470,6 +471,39 @@ describe("MCP server", () => {
       body: "{}",
     });
     expect(unknown.status).toBe(404);
+  });
+
+  it("decides authority per call, not at initialize: a demoted person's and a revoked agent's open sessions are refused on the next call", async () => {
+    const url = await start({ accessToken: "person-token" });
+    const pool = harness!.app.db.pool;
+    const petra = await addPrincipal(pool, { kind: "person", name: "petra", role: "reviewer", createdBy: "user" });
+    const bot = await addPrincipal(pool, { kind: "agent", name: "mcp-bot", createdBy: "user" });
+    const person = await httpClient(url, petra.token, { "x-stepwise-agent": "" });
+    const agent = await httpClient(url, bot.token, { "x-stepwise-agent": "" });
+    const setUp = (client: Client, objective: string) =>
+      client.callTool({ name: "planning_setup_plan", arguments: { objective } });
+    const listPlans = (client: Client) => client.callTool({ name: "plan_list", arguments: {} });
+    expect((await setUp(person, "Before")).isError).toBeFalsy();
+    expect((await setUp(agent, "Before")).isError).toBeFalsy();
+
+    // Petra becomes a viewer: the same session still reads, but proposes nothing — by seed 000's
+    // own tools, by an operation's tool, or by a resource she may still read.
+    await setRole(pool, petra.principalId, "viewer", "user");
+    const refused = await setUp(person, "After");
+    expect(refused.isError).toBe(true);
+    expect(problem(refused)).toMatchObject({ code: "forbidden" });
+    expect(problem(refused).detail).toContain("petra is a viewer");
+    const created = await person.callTool({
+      name: "plan_create",
+      arguments: { draft: { goal: "x", steps: [{ id: "s", tool: "echo", args: { value: 1 } }] } },
+    });
+    expect(problem(created)).toMatchObject({ code: "forbidden" });
+    expect((await listPlans(person)).isError).toBeFalsy();
+
+    // The agent's credential revoked: its open session is refused at the very next call.
+    await revokeCredential(pool, bot.credentialId, "user");
+    await expect(listPlans(agent)).rejects.toThrow();
+    await expect(setUp(agent, "After")).rejects.toThrow();
   });
 
   it("caps sessions per credential: an agent opening sessions in a loop replaces its own and never locks the person out", async () => {

@@ -30,8 +30,10 @@ import { AppError } from "../errors";
 import { withCaller } from "../caller-context";
 import { toProblem } from "../http/problem";
 import { logger } from "../logger";
-import type { Identity } from "../operations/identity";
+import { roleOf, type Identity } from "../operations/identity";
 import { invokeOperation, mayCall } from "../operations/operation";
+import { currentIdentity } from "../people/principals";
+import { roleAtLeast, type Role } from "../vocabulary";
 import { operations, type AnyOperation } from "../operations/registry";
 import { exportPlanMarkdown } from "../plans/export";
 import { getPlan } from "../plans/service";
@@ -75,9 +77,36 @@ function failure(error: unknown, tool: string): CallToolResult {
   return { isError: true, content: [{ type: "text", text: JSON.stringify(toSnakeAnswer(problem), null, 2) }] };
 }
 
-async function guarded(tool: string, identity: Identity, work: () => Promise<unknown>): Promise<CallToolResult> {
+/**
+ * The session's caller as they are at this call, not as they were at `initialize`: the credential
+ * is looked up again (revoked: unauthorized) and a person's role read again, which must reach
+ * `needs`. An MCP session lives for an hour; authority is decided at each use.
+ */
+async function callerNow(app: AppContext, identity: Identity, needs: Role, what: string): Promise<Identity> {
+  const now = await currentIdentity(app.db.pool, identity);
+  if (!now) {
+    throw new AppError(
+      "unauthorized",
+      `The credential this MCP session was opened with was revoked; ${what} is refused`,
+    );
+  }
+  if (now.kind === "person" && !roleAtLeast(roleOf(now), needs)) {
+    throw new AppError("forbidden", `${what} needs the role ${needs} or above; ${now.name} is a ${roleOf(now)}.`, {
+      role: roleOf(now),
+      roleNeeded: needs,
+    });
+  }
+  return now;
+}
+
+async function guarded(
+  tool: string,
+  caller: { app: AppContext; identity: Identity; needs: Role },
+  work: (now: Identity) => Promise<unknown>,
+): Promise<CallToolResult> {
   try {
-    return result(await withCaller(identity, work));
+    const now = await callerNow(caller.app, caller.identity, caller.needs, tool);
+    return result(await withCaller(now, () => work(now)));
   } catch (error) {
     return failure(error, tool);
   }
@@ -112,6 +141,7 @@ function registerCheckedTool(
     input: z.ZodType;
     shape: z.ZodRawShape;
     routing: Record<string, z.ZodType>;
+    app: AppContext;
     /** The caller: what the tool writes is stored as this identity's, by kind. */
     identity: Identity;
     outputSchema?: z.ZodObject;
@@ -129,12 +159,17 @@ function registerCheckedTool(
       annotations: { ...tool.annotations, openWorldHint: false },
     },
     ((raw: Record<string, unknown>, extra: ToolExtra) =>
-      guarded(tool.name, tool.identity, async () => {
-        const { [routingName!]: routing, ...rest } = raw;
-        const parsed = tool.input.safeParse(rest);
-        if (!parsed.success) throw invalid(parsed.error);
-        return run(parsed.data as never, routing as string | undefined, extra.signal);
-      })) as never,
+      // Seed 000/002's own tools: reads need a viewer, the rest propose plans (a reviewer's).
+      guarded(
+        tool.name,
+        { app: tool.app, identity: tool.identity, needs: tool.annotations.readOnlyHint ? "viewer" : "reviewer" },
+        async () => {
+          const { [routingName!]: routing, ...rest } = raw;
+          const parsed = tool.input.safeParse(rest);
+          if (!parsed.success) throw invalid(parsed.error);
+          return run(parsed.data as never, routing as string | undefined, extra.signal);
+        },
+      )) as never,
   );
 }
 
@@ -187,10 +222,11 @@ export function createMcpServer(context: McpSessionContext): McpServer {
         },
       },
       (input: unknown, extra: ToolExtra) =>
-        guarded(name, identity, () =>
+        // invokeOperation checks the caller as it is now: its role against the operation's.
+        guarded(name, { app, identity, needs: "viewer" }, (now) =>
           invokeOperation(
             operation,
-            { app, identity, signal: extra.signal, progress: progressOf(extra) },
+            { app, identity: now, signal: extra.signal, progress: progressOf(extra) },
             toOperationInput(input, operation.input),
           ),
         ),
@@ -218,7 +254,17 @@ export function createMcpServer(context: McpSessionContext): McpServer {
   ) =>
     registerCheckedTool(
       server,
-      { name, description, input, shape, routing: sessionField, identity, outputSchema: todoPlanSchema, annotations },
+      {
+        name,
+        description,
+        input,
+        shape,
+        routing: sessionField,
+        app,
+        identity,
+        outputSchema: todoPlanSchema,
+        annotations,
+      },
       (parsed, explicit) => run(parsed, key(explicit)),
     );
 
@@ -292,6 +338,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
         input,
         shape: input.shape,
         routing: planningField,
+        app,
         identity,
         annotations: { ...annotations, destructiveHint: false },
       },
@@ -346,6 +393,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
     new ResourceTemplate("stepwise://plans/{planId}", { list: undefined }),
     { description: "A plan's current version as JSON", mimeType: "application/json" },
     async (uri, variables) => {
+      await callerNow(app, identity, "viewer", "reading a plan");
       const plan = await getPlan(app.db.prisma, String(variables.planId));
       return { contents: [{ uri: uri.href, mimeType: "application/json", text: JSON.stringify(plan, null, 2) }] };
     },
@@ -355,6 +403,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
     new ResourceTemplate("stepwise://plans/{planId}/markdown", { list: undefined }),
     { description: "A plan's current version as Markdown", mimeType: "text/markdown" },
     async (uri, variables) => {
+      await callerNow(app, identity, "viewer", "reading a plan");
       const plan = await getPlan(app.db.prisma, String(variables.planId));
       return { contents: [{ uri: uri.href, mimeType: "text/markdown", text: exportPlanMarkdown(plan).content }] };
     },

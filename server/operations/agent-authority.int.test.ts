@@ -166,9 +166,9 @@ describe("agents propose, a person disposes", () => {
     expect(await stepStatus(runId, effect.id)).toBe("awaiting_approval");
     await expect(fs.stat(marker)).rejects.toMatchObject({ code: "ENOENT" });
 
-    await expect(
-      call("run.decide", AGENT, { runId, stepId: effect.id, approve: true }),
-    ).rejects.toMatchObject({ code: "forbidden" });
+    await expect(call("run.decide", AGENT, { runId, stepId: effect.id, approve: true })).rejects.toMatchObject({
+      code: "forbidden",
+    });
     await call("run.decide", PERSON, { runId, stepId: effect.id, approve: true });
     await waitForStep(runId, effect.id, "completed");
     expect(await fs.readFile(marker, "utf8")).toBe("agent");
@@ -234,6 +234,24 @@ describe("agents propose, a person disposes", () => {
     await expect(fs.stat(marker)).rejects.toMatchObject({ code: "ENOENT" });
   });
 
+  it("an agent cannot start the built-in planner through POST /api/plan {goal}, quick or deep: it asks planner.start's authority", async () => {
+    harness = await startHarness({ worker: false });
+    for (const mode of ["quick", "deep"]) {
+      const response = await createPlanFromApi(
+        new Request("http://127.0.0.1/api/plan", {
+          method: "POST",
+          headers: { "content-type": "application/json", [IDENTITY_HEADER]: signIdentity(AGENT) },
+          body: JSON.stringify({ goal: "Plan this for me", mode }),
+        }),
+        harness.app,
+      );
+      expect(response.status).toBe(403);
+      expect((await response.json()).detail).toContain("planner.start");
+    }
+    const sessions = await harness.app.db.pool.query("select 1 from planning_sessions");
+    expect(sessions.rowCount).toBe(0);
+  });
+
   it("what an agent does through MCP's own tools and seed 001's POST /api/plan is stored as an agent's", async () => {
     harness = await startHarness({ worker: false });
     const server = createMcpServer({ app: harness.app, identity: AGENT, sessionId: () => "todo" });
@@ -258,9 +276,7 @@ describe("agents propose, a person disposes", () => {
     const kinds = await harness.app.db.pool.query<{ action: string; actor_kind: string }>(
       "select action, actor_kind from audit_entries where actor = 'owner' order by id",
     );
-    expect(kinds.rows.map((row) => row.action)).toEqual(
-      expect.arrayContaining(["plan.created", "plan.approved"]),
-    );
+    expect(kinds.rows.map((row) => row.action)).toEqual(expect.arrayContaining(["plan.created", "plan.approved"]));
     expect(new Set(kinds.rows.map((row) => row.actor_kind))).toEqual(new Set(["agent"]));
   });
 
@@ -277,7 +293,9 @@ describe("agents propose, a person disposes", () => {
     );
     // The directory exists now: a retry would succeed and write the marker.
     await fs.mkdir(path.dirname(marker));
-    const cleared = (await call("agent.alert", AGENT, { alert: { clear: signal.rows[0]!.key } })) as { message: string };
+    const cleared = (await call("agent.alert", AGENT, { alert: { clear: signal.rows[0]!.key } })) as {
+      message: string;
+    };
     expect(cleared.message).toContain("stays failed until a person retries it");
     expect(await stepStatus(runId, effect.id)).toBe("failed");
     await call("run.retry_step", PERSON, { runId, stepId: effect.id });

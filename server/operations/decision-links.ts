@@ -42,7 +42,8 @@ export const decisionLinkCreate = defineOperation({
   }),
   async run({ app, identity }, input) {
     requirePerson(identity, "make a decision link");
-    return createDecisionLink(app, identity.name, input);
+    // The credential it was made with is recorded: revoking it (or lowering the maker's role) kills the link.
+    return createDecisionLink(app, { name: identity.name, credentialId: identity.tokenId }, input);
   },
 });
 

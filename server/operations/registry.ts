@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
+import { chatOperations } from "./chat";
 import { decisionLinkOperations } from "./decision-links";
 import { peopleOperations } from "./people";
 import { planCommentOperations } from "./plan-comments";
@@ -45,6 +46,7 @@ export const operations: AnyOperation[] = [
   ...decisionLinkOperations,
   ...webhookOperations,
   ...seedPlanApiOperations,
+  ...chatOperations,
   ...peopleOperations,
 ];
 

@@ -5,13 +5,14 @@ import type { StoredEvent } from "../events/types";
 import { logger } from "../logger";
 import { CONFIGURATION_HELP } from "../planner/config";
 import { plannerFor } from "../planner/deps";
-import { getPlanningSession, startPlanning } from "../planner/sessions";
+import { getPlanningSession } from "../planner/sessions";
 import { writePlanArtifacts } from "../plans/artifacts";
 import type { Plan, Step } from "../plans/schema";
 import { getPlan, stepMetadata } from "../plans/service";
 import { workspaceForNewWork } from "../plans/workspaces";
 import { AppError } from "../errors";
-import { invokeOperation, defineOperation, type OperationContext } from "./operation";
+import { authorize, invokeOperation, defineOperation, type OperationContext } from "./operation";
+import { plannerStart } from "./planner";
 import { PERSON_OR_AGENT } from "./policy";
 import { planCreate } from "./plans";
 import type { AnyOperation } from "./registry";
@@ -73,6 +74,9 @@ export const planSubmit = defineOperation({
   }),
   async run(context, input) {
     const { app, identity } = context;
+    // A bare goal is planned by the built-in planner: the same authority as planner.start (a
+    // person, reviewer or above), asked before anything is looked up or registered.
+    if (!input.steps) authorize(plannerStart, identity);
     // Registering a directory is a person's decision; an agent names one a person registered.
     const workspace = await workspaceForNewWork(app.db.pool, {
       ...(input.workspace !== undefined && { named: input.workspace }),
@@ -113,10 +117,11 @@ async function storeReadyPlan(
 }
 
 async function planWithLlm(
-  { app, identity }: OperationContext,
+  context: OperationContext,
   input: z.output<typeof createPlanInput>,
   workspaceId: string,
 ): Promise<Plan> {
+  const { app } = context;
   const planner = plannerFor(app);
   if (planner.config.providers.length === 0) {
     throw new AppError(
@@ -125,11 +130,10 @@ async function planWithLlm(
       { help: CONFIGURATION_HELP },
     );
   }
-  const { sessionId } = await startPlanning(planner, {
+  const { sessionId } = await invokeOperation(plannerStart, context, {
     goal: input.goal,
     mode: input.mode,
     workspaceId,
-    actor: identity.name,
   });
   const deadline = Date.now() + planner.config.callTimeoutMs * (planner.config.maxRefinements + 3) + 5_000;
   for (;;) {

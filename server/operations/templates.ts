@@ -9,6 +9,8 @@ import {
 } from "../templates/service";
 import { TEMPLATE_LIMITS } from "../templates/placeholders";
 import { requireWorkspace } from "../plans/workspaces";
+import { AppError } from "../errors";
+import { roleOf, type Identity } from "./identity";
 import { PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
 import { planOutputSchema } from "./plans";
@@ -35,6 +37,7 @@ export const templateOutputSchema = z.looseObject({
   sourcePlanId: z.string().nullable(),
   sourceVersion: z.number().nullable(),
   createdBy: z.string(),
+  createdByKind: z.enum(["person", "agent"]),
   createdAt: z.string(),
 });
 
@@ -76,7 +79,12 @@ export const templateSave = defineOperation({
   }),
   output: templateOutputSchema,
   async run({ app, identity }, input) {
-    return (await saveTemplate(app.db.prisma, { ...input, actor: identity.name })) as unknown as TemplateOutput;
+    if (identity.kind === "system") throw new AppError("forbidden", "Templates are saved by a person or an agent");
+    return (await saveTemplate(app.db.prisma, {
+      ...input,
+      actor: identity.name,
+      actorKind: identity.kind,
+    })) as unknown as TemplateOutput;
   },
 });
 
@@ -138,8 +146,30 @@ export const templateDelete = defineOperation({
   input: z.object({ templateId }),
   output: z.object({ deleted: z.literal(true) }),
   annotations: { destructive: true, idempotent: false },
-  run: ({ app }, input) => deleteTemplate(app.db.prisma, input.templateId),
+  async run({ app, identity }, input) {
+    requireTemplateOwner(await getTemplate(app.db.prisma, input.templateId), identity, "delete");
+    return deleteTemplate(app.db.prisma, input.templateId);
+  },
 });
+
+/**
+ * A template is its owner's — the name and kind that saved it — and an admin's: anyone else,
+ * an agent above all, may use it but not delete or change it.
+ */
+function requireTemplateOwner(
+  template: { name: string; createdBy: string; createdByKind: string },
+  identity: Identity,
+  action: string,
+): void {
+  const owner = identity.name === template.createdBy && identity.kind === template.createdByKind;
+  const admin = identity.kind === "person" && roleOf(identity) === "admin";
+  if (owner || admin) return;
+  throw new AppError(
+    "forbidden",
+    `Only ${template.createdBy} (a ${template.createdByKind}), who saved the template "${template.name}", or an admin may ${action} it; ${identity.name} is a ${identity.kind === "person" ? roleOf(identity) : identity.kind}.`,
+    { owner: template.createdBy, ownerKind: template.createdByKind },
+  );
+}
 
 export const templateOperations: AnyOperation[] = [
   templateDetect,

@@ -258,3 +258,50 @@ export async function resolveCredential(
     ? { kind: "person", name: found.name, role: found.role ?? "viewer", tokenId: found.id }
     : { kind: "agent", name: found.name, tokenId: found.id };
 }
+
+/**
+ * Who a caller is now, judged at the moment of effect rather than when a session, socket or link
+ * began: the identity a named credential stands for today (its principal's current role), or
+ * undefined when the credential was revoked or its principal removed. The access token's and the
+ * agent token's holders are not principals' credentials (`tokenId` unset) and stay as they are:
+ * people.* cannot revoke or demote them.
+ */
+export async function currentIdentity(pool: Pool, identity: Identity): Promise<Identity | undefined> {
+  if (!identity.tokenId) return identity;
+  const row = await pool.query<{ kind: "person" | "agent"; name: string; role: Role | null }>(
+    `select p.kind, p.name, p.role
+       from principal_credentials c join principals p on p.id = c.principal_id
+      where c.id = $1 and c.revoked_at is null`,
+    [identity.tokenId],
+  );
+  const found = row.rows[0];
+  if (!found || found.kind !== identity.kind) return undefined;
+  return found.kind === "person"
+    ? { kind: "person", name: found.name, role: found.role ?? "viewer", tokenId: identity.tokenId }
+    : { kind: "agent", name: found.name, tokenId: identity.tokenId };
+}
+
+/**
+ * The person who made something that acts in their name later (a decision link, a webhook that
+ * mints links), as they are now: a person principal of that name, with their current role, and —
+ * when it was made with a named credential — that credential still unrevoked. Undefined when the
+ * person is gone or the credential was revoked. The bootstrap admin (`user`) made it with the
+ * access token, which has no row here: their principal's role alone decides.
+ */
+export async function makerNow(
+  pool: Pool,
+  maker: { name: string; credentialId?: string | null },
+): Promise<Identity | undefined> {
+  const row = await pool.query<{ role: Role | null; credential_ok: boolean }>(
+    `select p.role,
+            ($2::uuid is null or exists (
+               select 1 from principal_credentials c
+                where c.id = $2::uuid and c.principal_id = p.id and c.revoked_at is null)) as credential_ok
+       from principals p where p.name = $1 and p.kind = 'person'`,
+    [maker.name, maker.credentialId ?? null],
+  );
+  const found = row.rows[0];
+  if (!found || !found.credential_ok) return undefined;
+  const role: Role = found.role ?? (maker.name === OWNER_NAME ? "admin" : "viewer");
+  return { kind: "person", name: maker.name, role, ...(maker.credentialId && { tokenId: maker.credentialId }) };
+}

@@ -31,7 +31,9 @@ export interface TemplateView {
   steps: { id: string; title?: string; description: string; tool: string }[];
   sourcePlanId: string | null;
   sourceVersion: number | null;
+  /** The owner: who saved it (name and kind). Only they or an admin may delete or change it. */
   createdBy: string;
+  createdByKind: "person" | "agent";
   createdAt: string;
 }
 
@@ -43,6 +45,8 @@ export interface SaveTemplateInput {
   /** Labels and defaults for detected placeholders; the rest get their name as label, no default. */
   parameters?: { name: string; label?: string; default?: string }[];
   actor: string;
+  /** The saver's kind: with the name, the template's owner (an agent may not take a person's). */
+  actorKind: "person" | "agent";
 }
 
 /** The draft a template keeps: the exported plan without its identity and provenance. */
@@ -104,6 +108,7 @@ export async function saveTemplate(prisma: PrismaClient, input: SaveTemplateInpu
       sourcePlanId: plan.id,
       sourceVersion: plan.version,
       createdBy: input.actor,
+      createdByKind: input.actorKind,
     },
   });
   return toView(row);
@@ -213,6 +218,7 @@ function toView(row: Awaited<ReturnType<typeof findTemplate>>): TemplateView {
     sourcePlanId: row.sourcePlanId,
     sourceVersion: row.sourceVersion,
     createdBy: row.createdBy,
+    createdByKind: row.createdByKind === "agent" ? "agent" : "person",
     createdAt: row.createdAt.toISOString(),
   };
 }

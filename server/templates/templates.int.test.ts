@@ -3,6 +3,8 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
+import { startApiServer } from "../../tests/door-http-server";
+import { addPrincipal } from "../people/principals";
 import { invokeOperation } from "../operations/operation";
 import { findOperation } from "../operations/registry";
 
@@ -142,15 +144,60 @@ describe("plan templates", () => {
     }
   });
 
-  it("is reachable as operations (HTTP API, MCP) and can be deleted", async () => {
+  it("is reachable as operations (HTTP API, MCP); an agent uses a person's template but deletes only its own", async () => {
     const template = await savedTemplate();
+    expect(template).toMatchObject({ createdBy: "tester", createdByKind: "person" });
     const context = { app: harness.app, identity: { kind: "agent" as const, name: "bot" } };
     const plan = (await invokeOperation(findOperation("template.instantiate")!, context, {
       templateId: template.id,
       values: { service: "api", env: "dev" },
-    })) as { goal: string; author: string };
+    })) as { id: string; goal: string; author: string };
     expect(plan).toMatchObject({ goal: "Release api to dev", author: "bot" });
-    await invokeOperation(findOperation("template.delete")!, context, { templateId: template.id });
+
+    // Through the real door, with the agent token: the person's template is not the agent's to delete.
+    const api = await startApiServer(harness.app, {
+      agentToken: "templates-agent-token",
+      accessToken: "templates-access",
+    });
+    const reviewer = await addPrincipal(harness.app.db.pool, {
+      kind: "person",
+      name: "rita-templates",
+      role: "approver",
+      createdBy: "user",
+    });
+    const remove = (bearer: string, templateId: string, agentName?: string) =>
+      fetch(`${api.url}/api/ops/template.delete`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          authorization: `Bearer ${bearer}`,
+          ...(agentName && { "x-stepwise-agent": agentName }),
+        },
+        body: JSON.stringify({ templateId }),
+      });
+    try {
+      for (const [bearer, name] of [
+        ["templates-agent-token", "bot"],
+        ["templates-agent-token", "tester"],
+        [reviewer.token, undefined],
+      ] as const) {
+        const refused = await remove(bearer, template.id, name);
+        expect(refused.status, `${bearer} ${name}`).toBe(403);
+        expect((await refused.json()).detail).toContain("Only tester (a person)");
+      }
+      expect((await harness.caller.templates.get({ templateId: template.id })).id).toBe(template.id);
+
+      // The agent's own template is its to delete; an admin deletes anyone's.
+      const own = (await invokeOperation(findOperation("template.save")!, context, {
+        planId: plan.id,
+        name: "Bot's own",
+      })) as { id: string; createdBy: string; createdByKind: string };
+      expect(own).toMatchObject({ createdBy: "bot", createdByKind: "agent" });
+      expect((await remove("templates-agent-token", own.id, "bot")).status).toBe(200);
+      expect((await remove("templates-access", template.id)).status).toBe(200);
+    } finally {
+      await api.close();
+    }
     const gone = await harness.caller.templates.get({ templateId: template.id }).catch((e: unknown) => e);
     expect(issueOf(gone).code).toBe("NOT_FOUND");
   });

@@ -231,11 +231,16 @@ export async function fanOutWebhookEvents(
         let notification = found.notification;
         if (found.gate && endpoint.include_decision_links) {
           try {
-            const link = await createDecisionLink(app, endpoint.created_by, {
-              ...found.gate,
-              expiresInSeconds: 24 * 3600,
-              decisions: ["approve", "deny"],
-            });
+            // Made as the endpoint's maker, and refused when they may no longer decide (demoted or gone).
+            const link = await createDecisionLink(
+              app,
+              { name: endpoint.created_by },
+              {
+                ...found.gate,
+                expiresInSeconds: 24 * 3600,
+                decisions: ["approve", "deny"],
+              },
+            );
             notification = {
               ...notification,
               data: { ...notification.data, decisionLink: `${base}${link.url}`, decisionLinkExpiresAt: link.expiresAt },

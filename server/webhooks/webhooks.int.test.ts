@@ -9,8 +9,10 @@ import { isAppError } from "../errors";
 import { appendEvents } from "../events/store";
 import { decisionLinkDecide } from "../operations/decision-links";
 import type { Identity } from "../operations/identity";
+import { addPrincipal, setRole } from "../people/principals";
 import { invokeOperation } from "../operations/operation";
 import { planApprove, planCreate } from "../operations/plans";
+import { runCancel } from "../operations/runs";
 import {
   webhookCreate,
   webhookDeliveries,
@@ -25,7 +27,9 @@ import { verifyWebhook } from "./format";
  * Outgoing webhooks end to end: the real queue, a real receiver (an HTTP server started here), and
  * the engine emitting the events. The receiver checks signatures the way a real one would.
  */
+/** An admin principal (added in beforeAll): links a webhook mints are made as her, judged by her role now. */
 const PERSON: Identity = { kind: "person", name: "alice" };
+let alice: { principalId: string };
 let harness: Harness;
 let dataDir: string;
 const saved = {
@@ -97,6 +101,7 @@ beforeAll(async () => {
   process.env.STEPWISE_WEBHOOK_BACKOFF_MS = "50";
   process.env.STEPWISE_PUBLIC_URL = "https://stepwise.example";
   harness = await startHarness();
+  alice = await addPrincipal(harness.app.db.pool, { kind: "person", name: "alice", role: "admin", createdBy: "user" });
 });
 afterEach(async () => {
   await Promise.all(receivers.splice(0).map((r) => r.close()));
@@ -131,7 +136,10 @@ describe("outgoing webhooks", () => {
     expect(
       verifyWebhook(
         created.secret,
-        { signature: request.headers["x-stepwise-signature"] as string, timestamp: request.headers["x-stepwise-timestamp"] as string },
+        {
+          signature: request.headers["x-stepwise-signature"] as string,
+          timestamp: request.headers["x-stepwise-timestamp"] as string,
+        },
         request.raw,
         { now: stale },
       ),
@@ -139,9 +147,13 @@ describe("outgoing webhooks", () => {
     expect(request.body).toMatchObject({ id: deliveryId, event: "webhook.test" });
     expect(request.headers["x-stepwise-delivery"]).toBe(deliveryId);
 
-    await expect.poll(async () => (await deliveriesOf(created.webhook.id))[0]?.status, { timeout: 30_000 }).toBe("succeeded");
+    await expect
+      .poll(async () => (await deliveriesOf(created.webhook.id))[0]?.status, { timeout: 30_000 })
+      .toBe("succeeded");
     const [delivery] = await deliveriesOf(created.webhook.id);
-    expect(delivery!.attemptLog).toEqual([expect.objectContaining({ attempt: 1, statusCode: 204, error: null, nextRetryAt: null })]);
+    expect(delivery!.attemptLog).toEqual([
+      expect.objectContaining({ attempt: 1, statusCode: 204, error: null, nextRetryAt: null }),
+    ]);
 
     // Never again: not in the list, nor in the audit entry of its creation.
     const listed = await invokeOperation(webhookList, ctx(), {});
@@ -167,7 +179,9 @@ describe("outgoing webhooks", () => {
     const hook = await receiver((n) => (n < 2 ? { status: 500, body: "not yet" } : { status: 200 }));
     const created = await endpoint(hook.url);
     await invokeOperation(webhookTest, ctx(), { id: created.webhook.id });
-    await expect.poll(async () => (await deliveriesOf(created.webhook.id))[0]?.status, { timeout: 30_000 }).toBe("succeeded");
+    await expect
+      .poll(async () => (await deliveriesOf(created.webhook.id))[0]?.status, { timeout: 30_000 })
+      .toBe("succeeded");
     const [delivery] = await deliveriesOf(created.webhook.id);
     expect(delivery!.attempts).toBe(3);
     expect(delivery!.attemptLog.map((attempt) => attempt.statusCode)).toEqual([500, 500, 200]);
@@ -177,7 +191,9 @@ describe("outgoing webhooks", () => {
     expect(delivery!.attemptLog[1]!.nextRetryAt).not.toBeNull();
     expect(delivery!.attemptLog[2]).toMatchObject({ error: null, nextRetryAt: null });
     // Backoff: the second wait is longer than the first.
-    const waits = delivery!.attemptLog.slice(0, 2).map((attempt) => Date.parse(attempt.nextRetryAt!) - Date.parse(attempt.at));
+    const waits = delivery!.attemptLog
+      .slice(0, 2)
+      .map((attempt) => Date.parse(attempt.nextRetryAt!) - Date.parse(attempt.at));
     expect(waits[1]!).toBeGreaterThan(waits[0]!);
     // Every attempt is the same delivery, signed afresh.
     expect(new Set(hook.received.map((request) => request.body.id)).size).toBe(1);
@@ -189,7 +205,9 @@ describe("outgoing webhooks", () => {
     const hook = await receiver(() => (healthy ? { status: 200 } : { status: 503, body: "down for maintenance" }));
     const created = await endpoint(hook.url);
     await invokeOperation(webhookTest, ctx(), { id: created.webhook.id });
-    await expect.poll(async () => (await deliveriesOf(created.webhook.id))[0]?.status, { timeout: 60_000 }).toBe("failed");
+    await expect
+      .poll(async () => (await deliveriesOf(created.webhook.id))[0]?.status, { timeout: 60_000 })
+      .toBe("failed");
     const [delivery] = await deliveriesOf(created.webhook.id);
     expect(delivery!.attemptLog).toHaveLength(5);
     for (const attempt of delivery!.attemptLog) {
@@ -204,24 +222,38 @@ describe("outgoing webhooks", () => {
     await closed.close();
     const gone = await endpoint(closed.url);
     await invokeOperation(webhookTest, ctx(), { id: gone.webhook.id });
-    await expect.poll(async () => (await deliveriesOf(gone.webhook.id))[0]?.attemptLog.length ?? 0, { timeout: 30_000 }).toBeGreaterThan(0);
-    expect((await deliveriesOf(gone.webhook.id))[0]!.attemptLog[0]!.error).toMatch(/Could not reach the receiver: ECONNREFUSED/);
+    await expect
+      .poll(async () => (await deliveriesOf(gone.webhook.id))[0]?.attemptLog.length ?? 0, { timeout: 30_000 })
+      .toBeGreaterThan(0);
+    expect((await deliveriesOf(gone.webhook.id))[0]!.attemptLog[0]!.error).toMatch(
+      /Could not reach the receiver: ECONNREFUSED/,
+    );
 
     // The person's retry: the same delivery, attempt 6, succeeding now.
     healthy = true;
     const again = await invokeOperation(webhookRedeliver, ctx(), { deliveryId: delivery!.id });
     expect(again.attempt).toBe(6);
-    await expect.poll(async () => (await deliveriesOf(created.webhook.id))[0]?.status, { timeout: 30_000 }).toBe("succeeded");
-    expect((await deliveriesOf(created.webhook.id))[0]!.attemptLog.at(-1)).toMatchObject({ attempt: 6, statusCode: 200 });
+    await expect
+      .poll(async () => (await deliveriesOf(created.webhook.id))[0]?.status, { timeout: 30_000 })
+      .toBe("succeeded");
+    expect((await deliveriesOf(created.webhook.id))[0]!.attemptLog.at(-1)).toMatchObject({
+      attempt: 6,
+      statusCode: 200,
+    });
   });
 
   it("tells 'waiting for you' when a gated step waits, with a decision link that decides; then 'run finished'", async () => {
     const hook = await receiver(() => ({ status: 200 }));
-    const created = await endpoint(hook.url, { events: ["waiting_for_you", "run.finished"], includeDecisionLinks: true });
+    const created = await endpoint(hook.url, {
+      events: ["waiting_for_you", "run.finished"],
+      includeDecisionLinks: true,
+    });
     const plan = await invokeOperation(planCreate, ctx(), {
       draft: {
         goal: "webhook gate",
-        steps: [{ id: "write", description: "write a file", tool: "shell", args: { command: "echo hooked > hooked.txt" } }],
+        steps: [
+          { id: "write", description: "write a file", tool: "shell", args: { command: "echo hooked > hooked.txt" } },
+        ],
       },
     });
     const { runId } = await invokeOperation(planApprove, ctx(), { planId: plan.id, version: plan.version });
@@ -234,7 +266,10 @@ describe("outgoing webhooks", () => {
     });
     const data = waiting.body.data as { decisionLink: string };
     expect(data.decisionLink).toMatch(/^https:\/\/stepwise\.example\/decide\/[0-9a-f-]{36}\./);
-    expect(waiting.body.links).toContainEqual({ label: "Open the run", url: `https://stepwise.example/runs/${runId}#step-write` });
+    expect(waiting.body.links).toContainEqual({
+      label: "Open the run",
+      url: `https://stepwise.example/runs/${runId}#step-write`,
+    });
 
     // The link decides as the endpoint's maker.
     const token = data.decisionLink.split("/decide/")[1]!;
@@ -247,6 +282,33 @@ describe("outgoing webhooks", () => {
     await harness.waitForRun(runId);
     await expect.poll(() => hook.received.length, { timeout: 30_000 }).toBe(2);
     expect(hook.received[1]!.body).toMatchObject({ event: "run.finished", data: { runId, status: "completed" } });
+  });
+
+  it("mints no decision link for a maker demoted below approver since setting the endpoint up", async () => {
+    const hook = await receiver(() => ({ status: 200 }));
+    await endpoint(hook.url, { events: ["waiting_for_you"], includeDecisionLinks: true });
+    await setRole(harness.app.db.pool, alice.principalId, "reviewer", "user");
+    try {
+      const plan = await invokeOperation(planCreate, ctx(), {
+        draft: {
+          goal: "webhook gate, demoted maker",
+          steps: [
+            { id: "write", description: "write a file", tool: "shell", args: { command: "echo x > demoted.txt" } },
+          ],
+        },
+      });
+      const { runId } = await invokeOperation(planApprove, ctx(), { planId: plan.id, version: plan.version });
+      await expect.poll(() => hook.received.length, { timeout: 30_000 }).toBe(1);
+      // The message still says the step waits, but carries no link in the demoted person's name.
+      expect(hook.received[0]!.body).toMatchObject({ event: "waiting_for_you", data: { runId, stepId: "write" } });
+      expect((hook.received[0]!.body.data as Record<string, unknown>).decisionLink).toBeUndefined();
+      expect(JSON.stringify(hook.received[0]!.body)).not.toContain("/decide/");
+      const links = await harness.app.db.pool.query("select 1 from decision_links where run_id = $1", [runId]);
+      expect(links.rowCount).toBe(0);
+      await invokeOperation(runCancel, ctx(), { runId });
+    } finally {
+      await setRole(harness.app.db.pool, alice.principalId, "admin", "user");
+    }
   });
 
   it("tells 'plan submitted' and 'waiting for you' when an agent's plan mode hands in a plan, through the events' own transaction", async () => {
@@ -301,7 +363,13 @@ describe("outgoing webhooks", () => {
   });
 
   it("refuses URLs that are not http(s), and changes nothing", async () => {
-    for (const url of ["ftp://example.com/hook", "file:///etc/passwd", "javascript:alert(1)", "not a url", "http://user:pw@example.com/"]) {
+    for (const url of [
+      "ftp://example.com/hook",
+      "file:///etc/passwd",
+      "javascript:alert(1)",
+      "not a url",
+      "http://user:pw@example.com/",
+    ]) {
       const error = await invokeOperation(webhookCreate, ctx(), { name: "bad", url, events: ["run.failed"] }).catch(
         (caught: unknown) => caught,
       );

@@ -1,0 +1,107 @@
+import { randomUUID } from "node:crypto";
+import { generateText, streamText, type ModelMessage } from "ai";
+import { z } from "zod";
+import { AppError } from "../errors";
+import { CONFIGURATION_HELP, requirePlanningModel } from "../planner/config";
+import { plannerFor } from "../planner/deps";
+import { callModel } from "../planner/model-call";
+import { authorize, defineOperation, type OperationContext } from "./operation";
+import { PERSON_ONLY } from "./policy";
+import type { AnyOperation } from "./registry";
+
+/**
+ * Seed 001's `POST /api/chat`: a thin pass-through to the configured providers (through the AI
+ * SDK, like the planner). It spends the model's budget as the planner does, so it asks the
+ * planner's authority: a person, reviewer or above (docs/security.md, "Authority model"); an
+ * agent has its own model and a viewer only reads.
+ */
+export const chatInput = z.object({
+  messages: z
+    .array(
+      z.object({
+        role: z.enum(["system", "user", "assistant"]),
+        content: z.string().max(200_000),
+      }),
+    )
+    .min(1, "Give at least one message")
+    .max(500),
+  /** `provider:model`, as Settings lists them; the default planning model otherwise. */
+  model: z.string().max(200).optional(),
+  stream: z.boolean().default(false),
+  traceId: z.uuid().optional(),
+});
+type ChatInput = z.output<typeof chatInput>;
+
+function chatModel({ app }: OperationContext, input: ChatInput) {
+  const planner = plannerFor(app);
+  if (planner.config.providers.length === 0) {
+    throw new AppError("unavailable", "No LLM provider is configured for chat", { help: CONFIGURATION_HELP });
+  }
+  return {
+    planner,
+    modelId: requirePlanningModel(planner.config, input.model),
+    traceId: input.traceId ?? randomUUID(),
+  };
+}
+
+export const chatComplete = defineOperation({
+  name: "chat.complete",
+  callers: PERSON_ONLY,
+  role: "reviewer",
+  summary:
+    "Seed 001's chat: the configured model's answer to the messages, with a trace id that finds the call in the usage records",
+  input: chatInput,
+  output: z.looseObject({
+    traceId: z.string(),
+    model: z.string(),
+    text: z.string(),
+    finishReason: z.string(),
+    usage: z.unknown(),
+    response: z.looseObject({}),
+  }),
+  async run(context, input) {
+    const { planner, modelId, traceId } = chatModel(context, input);
+    const messages = input.messages as ModelMessage[];
+    const result = await callModel(planner, { scope: { traceId }, purpose: "chat", modelId }, (model, abortSignal) =>
+      generateText({ model, messages, abortSignal, maxRetries: planner.config.maxRetries }),
+    );
+    return {
+      traceId,
+      model: modelId,
+      text: result.text,
+      finishReason: result.finishReason,
+      usage: result.usage,
+      response: { id: result.response.id, modelId: result.response.modelId },
+    };
+  },
+});
+
+/**
+ * `chat.complete` answered as the text arrives (`stream: true`): plain text, the trace id and
+ * model in headers. Checked against the same operation before the model is asked.
+ */
+export function streamChat(
+  context: OperationContext,
+  rawInput: unknown,
+): { response: Response; traceId: string; modelId: string } {
+  authorize(chatComplete, context.identity);
+  const parsed = chatInput.safeParse(rawInput);
+  if (!parsed.success) throw new AppError("invalid_input", z.prettifyError(parsed.error));
+  const { planner, modelId, traceId } = chatModel(context, parsed.data);
+  const result = streamText({
+    model: planner.resolveModel(modelId),
+    messages: parsed.data.messages as ModelMessage[],
+    abortSignal: AbortSignal.any([
+      ...(context.signal ? [context.signal] : []),
+      AbortSignal.timeout(planner.config.callTimeoutMs),
+    ]),
+    maxRetries: planner.config.maxRetries,
+  });
+  return {
+    response: result.toTextStreamResponse({ headers: { "x-trace-id": traceId, "x-model": modelId } }),
+    traceId,
+    modelId,
+  };
+}
+
+export const chatOperations = [chatComplete] as AnyOperation[];
