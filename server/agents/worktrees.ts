@@ -161,8 +161,8 @@ async function ensureWorktree(repo: WorkspaceRepo, relative: string, branch: str
   if (registered) return absolute;
   await excludeStepwiseDir(repo);
   await fs.mkdir(path.dirname(absolute), { recursive: true });
-  // A directory left behind by a crash between git's steps: git prunes its stale registration.
-  await git(repo, ["worktree", "prune"]);
+  // A directory left behind by a crash between git's steps: its stale registration goes.
+  await pruneOwnWorktreeRecords(repo);
   try {
     if (await branchExists(repo, branch)) {
       await git(repo, ["worktree", "add", "--quiet", "--end-of-options", absolute, branch]);
@@ -293,8 +293,25 @@ export async function removeRunWorktrees(repo: WorkspaceRepo, runId: string): Pr
     });
     removed.push(worktree.path);
   }
-  await git(repo, ["worktree", "prune"]);
+  await pruneOwnWorktreeRecords(repo);
   return removed;
+}
+
+/**
+ * `git worktree prune`, for Stepwise's own worktrees only. Git runs in the sandbox, which shows it
+ * the workspace alone: a worktree a person keeps elsewhere looks missing there, and git's own prune
+ * would drop its registration. So the records are read here, and one is removed only when it names
+ * a place under Stepwise's worktree folder that no longer exists.
+ */
+async function pruneOwnWorktreeRecords(repo: WorkspaceRepo): Promise<void> {
+  const records = path.join(repo.root, ".git", "worktrees");
+  const ours = `${path.join(repo.root, WORKTREES_DIR)}/`;
+  for (const name of await fs.readdir(records).catch(() => [] as string[])) {
+    const gitFile = (await fs.readFile(path.join(records, name, "gitdir"), "utf8").catch(() => "")).trim();
+    if (!gitFile.startsWith(ours)) continue;
+    if (await fs.stat(path.dirname(gitFile)).catch(() => undefined)) continue;
+    await fs.rm(path.join(records, name), { recursive: true, force: true });
+  }
 }
 
 /** Run ids (short) that have worktrees in this repository, for the sweep of finished runs. */
