@@ -5,6 +5,8 @@ import WebSocket from "ws";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { startApiServer } from "../../tests/door-http-server";
 import { readEvents } from "../events/store";
+import { invokeOperation } from "../operations/operation";
+import { peopleAdd, peopleRevokeCredential } from "../operations/people";
 import type { AppRouter } from "../trpc/root";
 
 /**
@@ -20,9 +22,9 @@ afterEach(async () => {
   api = harness = undefined;
 });
 
-async function start() {
+async function start(accessToken?: string) {
   harness = await startHarness();
-  api = await startApiServer(harness.app, { agentToken: "live-agent-token" });
+  api = await startApiServer(harness.app, { agentToken: "live-agent-token", ...(accessToken && { accessToken }) });
   return { url: api.url.replace("http:", "ws:") + "/api/live", origin: api.url };
 }
 
@@ -116,6 +118,50 @@ describe("the live socket", () => {
       expect(seqs[0]).toBe(3);
       expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 3));
     } finally {
+      client.close();
+    }
+  });
+
+  it("closes the socket of a credential revoked after it opened, at the next delivery", async () => {
+    const { url, origin } = await start("live-access-token");
+    const runId = await gatedRun(harness!);
+    // Through the operations, as the admin does it on the People page: the audit then says who.
+    const admin = { app: harness!.app, identity: { kind: "person" as const, name: "user" } };
+    const vic = (await invokeOperation(peopleAdd, admin, { kind: "person", name: "vic", role: "viewer" })) as {
+      credentialId: string;
+      token: string;
+    };
+    // The browser's WebSocket sends the cookie; this one sends vic's own credential.
+    class VicsSocket extends WebSocket {
+      constructor(address: string | URL, protocols?: string | string[]) {
+        super(address, protocols, { headers: { origin, authorization: `Bearer ${vic.token}` } });
+      }
+    }
+    let closedWith: number | undefined;
+    const client = createWSClient({
+      url,
+      WebSocket: VicsSocket as unknown as typeof globalThis.WebSocket,
+      retryDelayMs: () => 60_000,
+      onClose: (cause) => (closedWith ??= cause?.code),
+    });
+    const trpc = createTRPCClient<AppRouter>({ links: [wsLink({ client, transformer: superjson })] });
+    const seqs: number[] = [];
+    const subscription = trpc.runs.events.subscribe(
+      { runId, lastEventId: null },
+      { onData: ({ data }) => void seqs.push(data.seq), onError: () => undefined },
+    );
+    try {
+      const stored = await harness!.caller.runs.get({ runId });
+      await expect.poll(() => seqs.at(-1)).toBe(stored.lastSeq);
+      await invokeOperation(peopleRevokeCredential, admin, { credentialId: vic.credentialId });
+      // The run goes on: those events are the next deliveries, and they close the socket instead.
+      await harness!.caller.runs.decide({ runId, stepId: "step_2", approve: true });
+      await harness!.waitForRun(runId, ["completed"]);
+      await expect.poll(() => closedWith).toBe(4401);
+      expect(seqs.at(-1)).toBe(stored.lastSeq);
+      expect((await harness!.caller.runs.get({ runId })).lastSeq).toBeGreaterThan(stored.lastSeq);
+    } finally {
+      subscription.unsubscribe();
       client.close();
     }
   });

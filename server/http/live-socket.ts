@@ -29,10 +29,15 @@ export function attachLiveSocket(
   const handler = applyWSSHandler({
     wss,
     router: liveRouter,
-    createContext: ({ req }) => {
+    createContext: ({ req, res }) => {
       const identity = identities.get(req);
       if (!identity) throw new Error("A live connection opened without passing the door");
-      return createTrpcContext(options.app, identity);
+      // A stream whose caller lost the right closes the whole socket: its other streams were
+      // opened with the same credential.
+      return {
+        ...createTrpcContext(options.app, identity),
+        closeConnection: () => res.close(4401, "credential revoked"),
+      };
     },
     // A connection through a proxy or a sleeping laptop can die silently; pings find out.
     keepAlive: { enabled: true, pingMs: 20_000, pongWaitMs: 10_000 },

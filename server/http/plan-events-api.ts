@@ -1,8 +1,8 @@
 import type { AppContext } from "../app-context";
-import { AppError } from "../errors";
+import { AppError, isAppError } from "../errors";
 import { logger } from "../logger";
 import type { Step } from "../plans/schema";
-import { authorize, invokeOperation } from "../operations/operation";
+import { authorize, authorizeNow, invokeOperation } from "../operations/operation";
 import { planGet } from "../operations/plans";
 import {
   planEvents,
@@ -83,7 +83,9 @@ export function planEventsFromApi(request: Request, app: AppContext, planId: str
     if (!accept.includes("text/event-stream")) {
       throw new AppError("invalid_input", "Ask for text/event-stream (live) or application/json (the events so far)");
     }
-    return new Response(sseStream(app, planId, start, steps, request.signal), {
+    // …and again before each delivery: a credential revoked meanwhile ends the stream.
+    const recheck = async () => void (await authorizeNow(app, planEvents, identity));
+    return new Response(sseStream(app, planId, start, steps, request.signal, recheck), {
       headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" },
     });
   });
@@ -96,6 +98,8 @@ export function sseStream(
   start: Cursor,
   steps: Map<string, Step>,
   signal: AbortSignal,
+  /** Asked before each batch is delivered; throws (ending the stream) when the caller lost the right. */
+  recheck: () => Promise<void> = async () => undefined,
 ): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   const cursor = { ...start };
@@ -125,6 +129,7 @@ export function sseStream(
         while (!stopped()) {
           for (const runId of await planRunStreams(app, planId)) await listen(runId);
           const batch = await readSeedPlanEvents(app, planId, cursor, steps);
+          if (batch.length > 0) await recheck();
           for (const { streamId, seq, name, data } of batch) {
             if (stopped()) break;
             cursor[streamId] = seq;
@@ -147,7 +152,9 @@ export function sseStream(
           });
         }
       } catch (error) {
-        if (!stopped()) logger.error({ err: error, planId }, "plan event stream failed");
+        if (isAppError(error) && (error.code === "unauthorized" || error.code === "forbidden"))
+          logger.info({ planId, reason: error.message }, "plan event stream ended: its caller lost the right");
+        else if (!stopped()) logger.error({ err: error, planId }, "plan event stream failed");
       } finally {
         signal.removeEventListener("abort", onAbort);
         for (const unsubscribe of unsubscribes) unsubscribe();

@@ -4,6 +4,7 @@ import { withCaller } from "../caller-context";
 import { AppError } from "../errors";
 import { authorize as authorizeByPolicy, principalOf } from "../policy/authority";
 import type { CallerKind, Role } from "../vocabulary";
+import { currentIdentity } from "../people/principals";
 import { roleOf, type Identity } from "./identity";
 
 /**
@@ -93,6 +94,22 @@ export function authorize(
     `Only ${who} may call ${operation.name}; ${identity.name} is a caller of kind ${identity.kind}.`,
     { operation: operation.name, callerKind: identity.kind },
   );
+}
+
+/**
+ * `authorize` for a caller whose right was judged earlier (a live stream, a long-lived session):
+ * the credential looked up again and the role read again, so a revoked credential or a lowered
+ * role stops the next effect rather than the next connection. Returns the caller as they are now.
+ */
+export async function authorizeNow(
+  app: Pick<AppContext, "db">,
+  operation: Pick<Operation<z.ZodType, z.ZodType>, "name" | "callers" | "role">,
+  identity: Identity,
+): Promise<Identity> {
+  const now = await currentIdentity(app.db.pool, identity);
+  if (!now) throw new AppError("unauthorized", "The credential this was opened with has been revoked");
+  authorize(operation, now);
+  return now;
 }
 
 /**

@@ -5,10 +5,12 @@ import type { AppContext } from "../app-context";
 import { isDatabaseUnavailable } from "../db";
 import { AppError, isAppError, type AppErrorCode } from "../errors";
 import type { Identity } from "../operations/identity";
-import { authorize, type Operation } from "../operations/operation";
+import { authorize, authorizeNow, type Operation } from "../operations/operation";
 
 export interface TrpcContext {
   app: AppContext;
+  /** Ends the connection a subscription runs on (the live socket) when its caller lost the right. */
+  closeConnection?: () => void;
   /** Established by the door from a credential; never read from a request header. */
   identity: Identity;
   /** `identity.name`: the actor recorded in approvals and the audit. */
@@ -24,23 +26,26 @@ export interface ProcedureMeta {
   operation?: string;
 }
 
-const t = initTRPC.context<TrpcContext>().meta<ProcedureMeta>().create({
-  transformer: superjson,
-  errorFormatter({ shape, error }) {
-    const cause = error.cause;
-    return {
-      ...shape,
-      data: {
-        ...shape.data,
-        // Stable, documented codes for clients: what went wrong, and where.
-        appError: isAppError(cause) ? cause.code : null,
-        details: isAppError(cause) ? (cause.details ?? null) : null,
-        zodIssues: cause instanceof ZodError ? cause.issues : null,
-        stack: undefined,
-      },
-    };
-  },
-});
+const t = initTRPC
+  .context<TrpcContext>()
+  .meta<ProcedureMeta>()
+  .create({
+    transformer: superjson,
+    errorFormatter({ shape, error }) {
+      const cause = error.cause;
+      return {
+        ...shape,
+        data: {
+          ...shape.data,
+          // Stable, documented codes for clients: what went wrong, and where.
+          appError: isAppError(cause) ? cause.code : null,
+          details: isAppError(cause) ? (cause.details ?? null) : null,
+          zodIssues: cause instanceof ZodError ? cause.issues : null,
+          stack: undefined,
+        },
+      };
+    },
+  });
 
 const STATUS: Record<AppErrorCode, TRPCError["code"]> = {
   not_found: "NOT_FOUND",
@@ -108,7 +113,9 @@ export function operationProcedureInputOptional<Input extends z.ZodType, Output 
       return next();
     })
     .input(
-      operation.input.optional().transform((value): z.output<Input> => (value === undefined ? operation.input.parse({}) : value)),
+      operation.input
+        .optional()
+        .transform((value): z.output<Input> => (value === undefined ? operation.input.parse({}) : value)),
     );
 }
 /**
@@ -123,3 +130,23 @@ export function authorizedBy(operation: Pick<Operation<z.ZodType, z.ZodType>, "n
   });
 }
 export const createCallerFactory = t.createCallerFactory;
+
+/**
+ * For a subscription: before each delivery the caller, as they are now, must still be allowed the
+ * operation the stream follows. A revoked credential or a role lowered below the operation's ends
+ * the stream — and the live socket it runs on, whose other streams share the credential — at the
+ * next delivery, instead of streaming on for as long as the connection lasts.
+ */
+export function stillAuthorized(
+  ctx: TrpcContext,
+  operation: Pick<Operation<z.ZodType, z.ZodType>, "name" | "callers" | "role">,
+): () => Promise<void> {
+  return async () => {
+    try {
+      await authorizeNow(ctx.app, operation, ctx.identity);
+    } catch (error) {
+      ctx.closeConnection?.();
+      throw error;
+    }
+  };
+}

@@ -11,9 +11,12 @@ export async function* trackedEvents(
   streamId: string,
   lastEventId: string | null | undefined,
   signal: AbortSignal | undefined,
+  /** Asked before each delivery (`stillAuthorized`): throws when the caller lost the right. */
+  recheck?: () => Promise<void>,
 ) {
   const after = lastEventId ? Number(lastEventId) : 0;
   for await (const event of streamEvents(app.bus, app.db.pool, streamId, Number.isFinite(after) ? after : 0, signal)) {
+    await recheck?.();
     yield tracked(String(event.seq), event);
   }
 }

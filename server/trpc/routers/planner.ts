@@ -24,7 +24,7 @@ import {
   recoveryPropose,
 } from "../../operations/planner";
 import { viaOperation } from "../../operations/operation";
-import { operationProcedure, router } from "../init";
+import { operationProcedure, router, stillAuthorized } from "../init";
 import { trackedEvents } from "../tracked-events";
 
 export const plannerRouter = router({
@@ -62,7 +62,7 @@ export const plannerRouter = router({
    * the event stream, which only a subscription can carry.
    */
   events: operationProcedure(plannerEvents).subscription(({ ctx, input, signal }) =>
-    trackedEvents(ctx.app, input.sessionId, input.lastEventId, signal),
+    trackedEvents(ctx.app, input.sessionId, input.lastEventId, signal, stillAuthorized(ctx, plannerEvents)),
   ),
 
   cancel: operationProcedure(plannerCancel).mutation(viaOperation(plannerCancel)),

@@ -101,8 +101,11 @@ export const plansRouter = router({
 
   versions: operationProcedure(planVersions).query(
     async (call) =>
-      ((await viaOperation(planVersions)(call)) as unknown as { versions: Awaited<ReturnType<typeof listPlanVersions>> })
-        .versions,
+      (
+        (await viaOperation(planVersions)(call)) as unknown as {
+          versions: Awaited<ReturnType<typeof listPlanVersions>>;
+        }
+      ).versions,
   ),
 
   diff: operationProcedure(planDiff).query(async (call) => (await viaOperation(planDiff)(call)) as unknown as PlanDiff),

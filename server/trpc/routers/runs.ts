@@ -18,7 +18,7 @@ import {
   runRetryStep,
   runSkipStep,
 } from "../../operations/runs";
-import { authorizedBy, operationProcedure, router } from "../init";
+import { authorizedBy, operationProcedure, router, stillAuthorized } from "../init";
 import { decisionLinkCreate } from "../../operations/decision-links";
 import { trackedEvents } from "../tracked-events";
 
@@ -40,7 +40,9 @@ export const runsRouter = router({
    */
   events: authorizedBy(runEvents)
     .input(z.object({ runId: z.uuid(), lastEventId: z.string().nullish() }))
-    .subscription(({ ctx, input, signal }) => trackedEvents(ctx.app, input.runId, input.lastEventId, signal)),
+    .subscription(({ ctx, input, signal }) =>
+      trackedEvents(ctx.app, input.runId, input.lastEventId, signal, stillAuthorized(ctx, runEvents)),
+    ),
 
   /** Steering and decisions are operations (server/operations/runs.ts): one place checks who may. */
   decide: operationProcedure(runDecide).mutation(viaOperation(runDecide)),
