@@ -49,7 +49,7 @@ export const chatComplete = defineOperation({
   callers: PERSON_ONLY,
   role: "reviewer",
   summary:
-    "Seed 001's chat: the configured model's answer to the messages, with a trace id that finds the call in the usage records",
+    "Chat with the configured model: its answer to the messages, with a trace id that finds the call in the usage records",
   input: chatInput,
   output: z.looseObject({
     traceId: z.string(),
