@@ -63,7 +63,8 @@ export async function claimContinuations(
   handedOver = 0,
 ): Promise<ClaimedStep[]> {
   const slots = deps.continuationSlots;
-  if (!deps.workerId || !slots) return [];
+  // A stopping worker takes nothing new: what it hands on goes to the queue, for whoever runs next.
+  if (!deps.workerId || !slots || deps.stopping) return [];
   const free = slots.limit - slots.used + handedOver;
   if (free <= 0) return [];
   const taken = tx.jobs.filter((job) => !job.runAt && !job.requeued).slice(0, free);

@@ -9,7 +9,15 @@ import { retryDelayMs } from "./scheduler";
 export type Outcome =
   | { ok: true; value: unknown }
   /** `reason`: the person-facing reason stored on the failed step, when the error alone is not it. */
-  | { ok: false; error: string; retryable: boolean; reason?: string; waitingForDatabase?: boolean };
+  | {
+      ok: false;
+      error: string;
+      retryable: boolean;
+      reason?: string;
+      waitingForDatabase?: boolean;
+      /** Stopped by a gentle shutdown, its processes gone: the same attempt runs again. */
+      interrupted?: boolean;
+    };
 
 /** How long a step that could not reach the database before its command started waits to try again. */
 export const DATABASE_WAIT_RETRY_MS = 3_000;
@@ -25,10 +33,16 @@ export async function recordOutcomeIn(
 ): Promise<boolean> {
   const step = tx.graph.steps.get(stepId)!;
   const timestamp = tx.now.toISOString();
-  if (!outcome.ok && outcome.waitingForDatabase && tx.run.status === "running") {
-    // Its command never started: the same attempt is made again later, so a full or unreachable
-    // database costs none of the step's retries (claims expect the attempt before the job's).
-    const delayMs = Math.round(DATABASE_WAIT_RETRY_MS * (1 + (deps.random ?? Math.random)()));
+  if (!outcome.ok && outcome.interrupted && tx.run.status !== "running") {
+    // Not given back while the run is paused or over: the step stays running under the stopping
+    // worker, and recovery decides once its row is gone, as before a gentle stop gave attempts back.
+    return false;
+  }
+  if (!outcome.ok && (outcome.waitingForDatabase || outcome.interrupted) && tx.run.status === "running") {
+    // Its command never started (a full or unreachable database), or a gentle stop ended it with
+    // every process gone: the same attempt is made again, so neither costs the step's retries
+    // (claims expect the attempt before the job's).
+    const delayMs = outcome.interrupted ? 0 : Math.round(DATABASE_WAIT_RETRY_MS * (1 + (deps.random ?? Math.random)()));
     tx.stepRowsWrittenDirectly();
     await tx.client.query(
       `update run_steps set status = 'ready', queued = true, error = $3, attempt = $4 - 1, worker_id = null,
@@ -41,7 +55,13 @@ export async function recordOutcomeIn(
     tx.events.push({
       type: "step.retrying",
       stepId,
-      data: { status: "ready", attempt, error: outcome.error, delayMs, waitingForDatabase: true },
+      data: {
+        status: "ready",
+        attempt,
+        error: outcome.error,
+        delayMs,
+        ...(outcome.interrupted ? { interrupted: true } : { waitingForDatabase: true }),
+      },
     });
     return false;
   }

@@ -5,6 +5,7 @@ import { RunCombiner } from "./batching";
 import type { ClaimedStep } from "./claim";
 import type { EngineDeps } from "./deps";
 import { ProgressReporter } from "./progress";
+import type { Outcome } from "./outcome";
 import type { StepJobRef } from "./run-transaction";
 
 const log = logger.child({ component: "worker" });
@@ -67,7 +68,9 @@ async function executeAndRecord(
     step.timeoutSeconds * 1000,
   );
   const reporter = new ProgressReporter(deps.pool, run, step.id, attempt, deps.workerId);
-  let outcome: { ok: true; value: unknown } | { ok: false; error: string; retryable: boolean };
+  let outcome: Outcome;
+  /** Whether an aborted tool settled — its processes gone — within ABORT_SETTLE_MS. */
+  let settledAfterAbort = true;
   try {
     const tool = deps.tools.get(step.tool);
     if (!tool) throw new Error(`Unknown tool: ${step.tool}`);
@@ -90,6 +93,7 @@ async function executeAndRecord(
     );
     outcome = { ok: true, value: value === undefined ? null : value };
   } catch (error) {
+    if (error instanceof AbortNotSettledError) settledAfterAbort = false;
     const reason = controller.signal.aborted ? controller.signal.reason : error;
     // An aborted command says which processes its stop killed; that stays with the attempt.
     const stopReport = controller.signal.aborted
@@ -109,9 +113,19 @@ async function executeAndRecord(
     if (inFlight.size === 0) deps.cancellations.delete(run.id);
     await reporter.close();
   }
-  // Not an outcome: the step stays running under this worker, whose row goes away with it, so
-  // recovery decides (queue again if idempotent, else ask the person) as after a crash.
-  if (controller.signal.reason instanceof WorkerShutdownError) return;
+  if (controller.signal.reason instanceof WorkerShutdownError) {
+    // A gentle stop fails nothing: the attempt's processes are known to be gone, so the same
+    // attempt is given back to run again at the next start (or on another worker at once).
+    // A tool that did not stop in time is not an outcome: the step stays running under this
+    // worker, whose row goes away with it, so recovery decides as after a crash.
+    if (!settledAfterAbort) return;
+    outcome = {
+      ok: false,
+      error: "Interrupted: the worker stopped while it ran; it runs again",
+      retryable: true,
+      interrupted: true,
+    };
+  }
   const duration = Date.now() - started;
   // The outcome is written, whatever it takes: given up, the step would stay running under a worker
   // that is alive, so no recovery would ever look at it. Only a process going away stops trying;
@@ -213,6 +227,13 @@ async function runContinuation(deps: EngineDeps, claimed: ClaimedStep): Promise<
 
 class StepTimeoutError extends Error {}
 
+/** An aborted tool that had not settled (its processes not known to be gone) when the wait ended. */
+class AbortNotSettledError extends Error {
+  constructor(readonly reason: unknown) {
+    super(errorMessage(reason));
+  }
+}
+
 /** The abort reason for steps still running when a worker's shutdown grace period ends. */
 export class WorkerShutdownError extends Error {
   constructor() {
@@ -270,8 +291,10 @@ function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
       );
       void Promise.race([settledWork, late]).then((result) => {
         clearTimeout(timer);
-        if (result === "late")
+        if (result === "late") {
           log.error("an aborted tool had not settled after its stop wait; its attempt ends anyway");
+          return reject(new AbortNotSettledError(signal.reason));
+        }
         reject(result instanceof Error && result !== signal.reason ? result : signal.reason);
       });
     };

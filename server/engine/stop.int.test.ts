@@ -136,4 +136,40 @@ describe("a gentle shutdown with a step still running", () => {
       expect(run.steps[0]!.status, `round ${round}`).toBe("completed");
     }
   }, 180_000);
+
+  it("gives an approved shell step's attempt back: it runs again under the next worker, uncounted", async () => {
+    harness = await startHarness({ worker: false });
+    const h = harness;
+    const startWorker = () =>
+      startStepWorker(createEngineDeps(h.app.db.pool, h.app.tools), {
+        databaseUrl: h.app.db.url,
+        concurrency: 1,
+        heartbeatMs: 100,
+      });
+    let worker = await startWorker();
+    workers.push(worker);
+    const marker = path.join(h.workspace, "runs");
+    // Not idempotent, so recovery after a crash would ask a person: a gentle stop must not.
+    const runId = await createRun(h, [
+      { id: "step_1", tool: "shell", args: { command: `echo start >> runs; sleep 4; echo end >> runs` } },
+    ]);
+    await approveWhenAsked(h, runId);
+    await expect.poll(() => fs.existsSync(marker), { timeout: 60_000, interval: 20 }).toBe(true);
+    await worker.stop({ graceMs: 100 });
+    const afterStop = await h.caller.runs.get({ runId });
+    expect(afterStop.steps[0]!.status).not.toBe("failed");
+    expect(afterStop.status).toBe("running");
+    // Nothing of the first attempt ran after the stop.
+    await sleep(4_500);
+    expect(fs.readFileSync(marker, "utf8")).toBe("start\n");
+    worker = await startWorker();
+    workers.push(worker);
+    const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 60_000);
+    expect(run.status).toBe("completed");
+    expect(fs.readFileSync(marker, "utf8")).toBe("start\nstart\nend\n");
+    const events = await readEvents(h.app.db.pool, runId, 0);
+    const givenBack = events.find((event) => event.type === "step.retrying");
+    expect(givenBack?.data).toMatchObject({ attempt: 1, interrupted: true });
+    expect(events.some((event) => event.type === "step.interrupted")).toBe(false);
+  }, 180_000);
 });

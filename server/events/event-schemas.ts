@@ -96,6 +96,8 @@ export const eventSchema = z.discriminatedUnion("type", [
       delayMs: z.number(),
       /** The attempt could not reach the database before its command started: it is made again, uncounted. */
       waitingForDatabase: z.boolean().optional(),
+      /** A gentle stop ended the attempt with its processes gone: it is made again, uncounted. */
+      interrupted: z.boolean().optional(),
     }),
   ),
   event(
