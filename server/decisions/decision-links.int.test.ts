@@ -13,6 +13,10 @@ import { runGet } from "../operations/runs";
 import { addPrincipal, revokeCredential, setRole } from "../people/principals";
 import { getPlan } from "../plans/service";
 import { savePlanVersion } from "../plans/versions";
+import { withCaller } from "../caller-context";
+
+/** What the admin does on the People page, under the admin's name (audit verify checks who). */
+const asAdmin = <T>(work: () => T): T => withCaller({ kind: "person", name: "user" }, work);
 
 /**
  * Decision links through the real door: the holder of a link, without signing in, sees exactly
@@ -57,12 +61,14 @@ const gatedWrite = {
 async function waitingRun(options: { approvalTimeoutSeconds?: number } = {}) {
   harness = await startHarness({ worker: false });
   api = await startApiServer(harness.app, { agentToken: AGENT_TOKEN, accessToken: ACCESS_TOKEN });
-  alice = await addPrincipal(harness.app.db.pool, {
-    kind: "person",
-    name: "alice",
-    role: "approver",
-    createdBy: "user",
-  });
+  alice = await asAdmin(() =>
+    addPrincipal(harness!.app.db.pool, {
+      kind: "person",
+      name: "alice",
+      role: "approver",
+      createdBy: "user",
+    }),
+  );
   PERSON = { kind: "person", name: "alice", role: "approver", tokenId: alice.credentialId };
   const plan = await invokeOperation(
     planCreate,
@@ -191,7 +197,7 @@ describe("decision links", () => {
     const pool = harness!.app.db.pool;
     const demoted = await makeLink(runId);
     const revoked = await makeLink(runId);
-    await setRole(pool, alice.principalId, "reviewer", "user");
+    await asAdmin(() => setRole(pool, alice.principalId, "reviewer", "user"));
     for (const decision of ["approve", "deny"]) {
       const refused = await press(demoted.url, { decision });
       expect(refused.status).toBe(403);
@@ -202,8 +208,8 @@ describe("decision links", () => {
     expect(await page.text()).toContain("may no longer make this decision");
     expect(await decisions(runId)).toEqual([]);
     // Her role back, but the credential she made the links with revoked: both links are dead.
-    await setRole(pool, alice.principalId, "approver", "user");
-    await revokeCredential(pool, alice.credentialId, "user");
+    await asAdmin(() => setRole(pool, alice.principalId, "approver", "user"));
+    await asAdmin(() => revokeCredential(pool, alice.credentialId, "user"));
     const refused = await press(revoked.url, { decision: "approve" });
     expect(refused.status).toBe(403);
     expect(await decisions(runId)).toEqual([]);

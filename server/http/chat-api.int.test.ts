@@ -5,6 +5,10 @@ import { startScriptedLlm, type ScriptedLlm } from "../../tests/scripted-llm";
 import { addPrincipal } from "../people/principals";
 import { readPlannerConfig } from "../planner/config";
 import { createPlannerDeps, installPlanner } from "../planner/deps";
+import { withCaller } from "../caller-context";
+
+/** What the admin does on the People page, under the admin's name (audit verify checks who). */
+const asAdmin = <T>(work: () => T): T => withCaller({ kind: "person", name: "user" }, work);
 
 /** Seed 001's `POST /chat` pass-through, against a scripted OpenAI-compatible provider. */
 let harness: Harness | undefined;
@@ -79,9 +83,13 @@ describe("POST /api/chat", () => {
     // With an access token, as `serve` runs: each credential is then its own caller.
     const url = await start(true, "chat-access-token");
     const pool = harness!.app.db.pool;
-    const viewer = await addPrincipal(pool, { kind: "person", name: "vera", role: "viewer", createdBy: "user" });
-    const namedAgent = await addPrincipal(pool, { kind: "agent", name: "chat-bot", createdBy: "user" });
-    const reviewer = await addPrincipal(pool, { kind: "person", name: "rita", role: "reviewer", createdBy: "user" });
+    const viewer = await asAdmin(() =>
+      addPrincipal(pool, { kind: "person", name: "vera", role: "viewer", createdBy: "user" }),
+    );
+    const namedAgent = await asAdmin(() => addPrincipal(pool, { kind: "agent", name: "chat-bot", createdBy: "user" }));
+    const reviewer = await asAdmin(() =>
+      addPrincipal(pool, { kind: "person", name: "rita", role: "reviewer", createdBy: "user" }),
+    );
     const messages = [{ role: "user", content: "Spend the budget." }];
     for (const [who, bearer] of [
       ["the agent token", "chat-token"],

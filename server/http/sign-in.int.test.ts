@@ -2,6 +2,10 @@ import { afterEach, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { startApiServer } from "../../tests/door-http-server";
 import { addPrincipal } from "../people/principals";
+import { withCaller } from "../caller-context";
+
+/** What the admin does on the People page, under the admin's name (audit verify checks who). */
+const asAdmin = <T>(work: () => T): T => withCaller({ kind: "person", name: "user" }, work);
 
 /**
  * Signing in through a link (`/sign-in?token=`) through the real door: the GET only shows whom
@@ -22,12 +26,14 @@ afterEach(async () => {
 async function start() {
   harness = await startHarness({ worker: false });
   api = await startApiServer(harness.app, { agentToken: "sign-in-agent-token", accessToken: ACCESS_TOKEN });
-  const mallory = await addPrincipal(harness.app.db.pool, {
-    kind: "person",
-    name: "mallory",
-    role: "viewer",
-    createdBy: "user",
-  });
+  const mallory = await asAdmin(() =>
+    addPrincipal(harness!.app.db.pool, {
+      kind: "person",
+      name: "mallory",
+      role: "viewer",
+      createdBy: "user",
+    }),
+  );
   return { url: api.url, token: mallory.token };
 }
 

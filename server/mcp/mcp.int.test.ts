@@ -11,6 +11,10 @@ import { addPrincipal, revokeCredential, setRole } from "../people/principals";
 import { readyForTaskSchema, sessionCreatedSchema, syncInstructionsSchema } from "../agents/contract";
 import { todoPlanSchema } from "../agents/todo-plans";
 import { SNAKE_CASE } from "./naming";
+import { withCaller } from "../caller-context";
+
+/** What the admin does on the People page, under the admin's name (audit verify checks who). */
+const asAdmin = <T>(work: () => T): T => withCaller({ kind: "person", name: "user" }, work);
 
 /**
  * The MCP server driven by the SDK's own client, over Streamable HTTP behind the door and over
@@ -476,8 +480,10 @@ describe("MCP server", () => {
   it("decides authority per call, not at initialize: a demoted person's and a revoked agent's open sessions are refused on the next call", async () => {
     const url = await start({ accessToken: "person-token" });
     const pool = harness!.app.db.pool;
-    const petra = await addPrincipal(pool, { kind: "person", name: "petra", role: "reviewer", createdBy: "user" });
-    const bot = await addPrincipal(pool, { kind: "agent", name: "mcp-bot", createdBy: "user" });
+    const petra = await asAdmin(() =>
+      addPrincipal(pool, { kind: "person", name: "petra", role: "reviewer", createdBy: "user" }),
+    );
+    const bot = await asAdmin(() => addPrincipal(pool, { kind: "agent", name: "mcp-bot", createdBy: "user" }));
     const person = await httpClient(url, petra.token, { "x-stepwise-agent": "" });
     const agent = await httpClient(url, bot.token, { "x-stepwise-agent": "" });
     const setUp = (client: Client, objective: string) =>
@@ -488,7 +494,7 @@ describe("MCP server", () => {
 
     // Petra becomes a viewer: the same session still reads, but proposes nothing — by seed 000's
     // own tools, by an operation's tool, or by a resource she may still read.
-    await setRole(pool, petra.principalId, "viewer", "user");
+    await asAdmin(() => setRole(pool, petra.principalId, "viewer", "user"));
     const refused = await setUp(person, "After");
     expect(refused.isError).toBe(true);
     expect(problem(refused)).toMatchObject({ code: "forbidden" });
@@ -501,7 +507,7 @@ describe("MCP server", () => {
     expect((await listPlans(person)).isError).toBeFalsy();
 
     // The agent's credential revoked: its open session is refused at the very next call.
-    await revokeCredential(pool, bot.credentialId, "user");
+    await asAdmin(() => revokeCredential(pool, bot.credentialId, "user"));
     await expect(listPlans(agent)).rejects.toThrow();
     await expect(setUp(agent, "After")).rejects.toThrow();
   });

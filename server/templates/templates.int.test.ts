@@ -7,6 +7,10 @@ import { startApiServer } from "../../tests/door-http-server";
 import { addPrincipal } from "../people/principals";
 import { invokeOperation } from "../operations/operation";
 import { findOperation } from "../operations/registry";
+import { withCaller } from "../caller-context";
+
+/** What the admin does on the People page, under the admin's name (audit verify checks who). */
+const asAdmin = <T>(work: () => T): T => withCaller({ kind: "person", name: "user" }, work);
 
 let harness: Harness;
 beforeAll(async () => {
@@ -159,12 +163,14 @@ describe("plan templates", () => {
       agentToken: "templates-agent-token",
       accessToken: "templates-access",
     });
-    const reviewer = await addPrincipal(harness.app.db.pool, {
-      kind: "person",
-      name: "rita-templates",
-      role: "approver",
-      createdBy: "user",
-    });
+    const reviewer = await asAdmin(() =>
+      addPrincipal(harness.app.db.pool, {
+        kind: "person",
+        name: "rita-templates",
+        role: "approver",
+        createdBy: "user",
+      }),
+    );
     const remove = (bearer: string, templateId: string, agentName?: string) =>
       fetch(`${api.url}/api/ops/template.delete`, {
         method: "POST",

@@ -22,6 +22,10 @@ import {
   webhookUpdate,
 } from "../operations/webhooks";
 import { verifyWebhook } from "./format";
+import { withCaller } from "../caller-context";
+
+/** What the admin does on the People page, under the admin's name (audit verify checks who). */
+const asAdmin = <T>(work: () => T): T => withCaller({ kind: "person", name: "user" }, work);
 
 /**
  * Outgoing webhooks end to end: the real queue, a real receiver (an HTTP server started here), and
@@ -101,7 +105,9 @@ beforeAll(async () => {
   process.env.STEPWISE_WEBHOOK_BACKOFF_MS = "50";
   process.env.STEPWISE_PUBLIC_URL = "https://stepwise.example";
   harness = await startHarness();
-  alice = await addPrincipal(harness.app.db.pool, { kind: "person", name: "alice", role: "admin", createdBy: "user" });
+  alice = await asAdmin(() =>
+    addPrincipal(harness.app.db.pool, { kind: "person", name: "alice", role: "admin", createdBy: "user" }),
+  );
 });
 afterEach(async () => {
   await Promise.all(receivers.splice(0).map((r) => r.close()));
@@ -287,7 +293,7 @@ describe("outgoing webhooks", () => {
   it("mints no decision link for a maker demoted below approver since setting the endpoint up", async () => {
     const hook = await receiver(() => ({ status: 200 }));
     await endpoint(hook.url, { events: ["waiting_for_you"], includeDecisionLinks: true });
-    await setRole(harness.app.db.pool, alice.principalId, "reviewer", "user");
+    await asAdmin(() => setRole(harness.app.db.pool, alice.principalId, "reviewer", "user"));
     try {
       const plan = await invokeOperation(planCreate, ctx(), {
         draft: {
@@ -307,7 +313,7 @@ describe("outgoing webhooks", () => {
       expect(links.rowCount).toBe(0);
       await invokeOperation(runCancel, ctx(), { runId });
     } finally {
-      await setRole(harness.app.db.pool, alice.principalId, "admin", "user");
+      await asAdmin(() => setRole(harness.app.db.pool, alice.principalId, "admin", "user"));
     }
   });
 
