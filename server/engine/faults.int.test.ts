@@ -192,7 +192,7 @@ describe("engine under database faults", () => {
     expect(run.status).toBe("completed");
   });
 
-  it("a step still running when the grace period ends is aborted and left to recovery as interrupted", async () => {
+  it("a step still running when the grace period ends is aborted and given back, to run again uncounted", async () => {
     harness = await startHarness({ worker: false });
     const h = harness;
     const worker = await startStepWorker(h.app.engine, { databaseUrl: h.app.db.url, concurrency: 1, heartbeatMs: 100 });
@@ -201,7 +201,15 @@ describe("engine under database faults", () => {
       .poll(async () => (await h.caller.runs.get({ runId })).steps[0]!.status, { timeout: 15_000 })
       .toBe("running");
     await worker.stop({ graceMs: 200 });
-    // A new worker finds the step's owner gone and, the sleep being idempotent, queues it again.
+    // The sleep settled with its abort: its attempt goes back to ready, not to recovery.
+    const events = await readEvents(h.app.db.pool, runId, 0);
+    expect(events.map((event) => event.type)).not.toContain("step.interrupted");
+    expect(events.find((event) => event.type === "step.retrying")?.data).toMatchObject({
+      attempt: 1,
+      interrupted: true,
+    });
+    expect((await h.caller.runs.get({ runId })).steps[0]!.status).toBe("ready");
+    // A new worker runs the same attempt again.
     const next = await startStepWorker(createEngineDeps(h.app.db.pool, h.app.tools), {
       databaseUrl: h.app.db.url,
       concurrency: 1,
@@ -209,8 +217,8 @@ describe("engine under database faults", () => {
     });
     workers.push(next);
     await expect
-      .poll(async () => (await readEvents(h.app.db.pool, runId, 0)).map((event) => event.type), { timeout: 15_000 })
-      .toContain("step.interrupted");
+      .poll(async () => (await h.caller.runs.get({ runId })).steps[0], { timeout: 15_000 })
+      .toMatchObject({ status: "running", attempt: 1 });
     await h.caller.runs.cancel({ runId });
   });
 
