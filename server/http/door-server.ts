@@ -227,12 +227,13 @@ function signIn(req: IncomingMessage, res: ServerResponse, config: DoorConfig): 
 
 /**
  * Never cached, never framed (a framed "Sign in" button could be clicked for the person), and the
- * link's token never sent on as a Referer.
+ * link's token never sent on as a Referer to another origin. Not "no-referrer": under that policy a
+ * browser sends `Origin: null` with the form's own POST, which the door rightly refuses.
  */
 const SIGN_IN_HEADERS = {
   "content-type": "text/html; charset=utf-8",
   "cache-control": "no-store",
-  "referrer-policy": "no-referrer",
+  "referrer-policy": "same-origin",
   "x-frame-options": "DENY",
   "content-security-policy": "frame-ancestors 'none'",
 };

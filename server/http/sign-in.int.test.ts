@@ -50,7 +50,7 @@ describe("sign-in links", () => {
       expect(page.status).toBe(200);
       expect(page.headers.get("set-cookie")).toBeNull();
       expect(page.headers.get("x-frame-options")).toBe("DENY");
-      expect(page.headers.get("referrer-policy")).toBe("no-referrer");
+      expect(page.headers.get("referrer-policy")).toBe("same-origin");
       const html = await page.text();
       expect(html).toContain("Sign in as mallory</button>");
       expect(html).toContain('<form method="post" action="/sign-in">');
