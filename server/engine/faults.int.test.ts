@@ -688,8 +688,9 @@ describe("engine under database faults", () => {
       const runId = await createRun(
         h,
         "short cut",
-        // Long enough to be running still when the peer is up and the cut comes.
-        Array.from({ length: 4 }, (_, i) => ({ id: `step_${i + 1}`, tool: "probe_once", args: { sleepMs: 10_000 } })),
+        // Long enough to be running still when the peer is up and the cut comes: starting a worker
+        // process took over 10 s on a machine busy with a browser suite beside it.
+        Array.from({ length: 4 }, (_, i) => ({ id: `step_${i + 1}`, tool: "probe_once", args: { sleepMs: 30_000 } })),
       );
       await expect.poll(async () => (await readProbeLog(probeLog)).length, { timeout: 15_000 }).toBe(4);
       // The peer starts only now, so every step is the cut-off worker's.
