@@ -699,7 +699,7 @@ describe("engine under database faults", () => {
       await peer.ready;
       expect((await h.caller.runs.get({ runId })).steps.map((s) => s.status)).toEqual(Array(4).fill("running"));
       await proxy.cut(2_000);
-      const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 30_000);
+      const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 90_000);
       const events = await readEvents(h.app.db.pool, runId, 0);
       expect(events.filter((e) => e.type === "step.interrupted").map((e) => e.stepId)).toEqual([]);
       expect(run.status).toBe("completed");
