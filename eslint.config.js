@@ -45,9 +45,26 @@ const SERVER_CORE_PATTERNS = [
  * operations and framework pieces (errors, the app context, the logger, the vocabulary), and types
  * from anywhere — but no value of the domain, so it cannot reach past the authority check.
  */
-const DOMAIN_MODULES = ["engine", "plans", "agents", "planner", "audit", "inbox", "templates", "tools", "db", "people", "webhooks"];
+const DOMAIN_MODULES = [
+  "engine",
+  "plans",
+  "agents",
+  "planner",
+  "audit",
+  "inbox",
+  "templates",
+  "tools",
+  "db",
+  "people",
+  "webhooks",
+];
 const NO_DOMAIN_FROM_DOORS = {
-  group: DOMAIN_MODULES.flatMap((module) => [`**/server/${module}/*`, `@/server/${module}/*`, `../${module}/*`, `../../${module}/*`]),
+  group: DOMAIN_MODULES.flatMap((module) => [
+    `**/server/${module}/*`,
+    `@/server/${module}/*`,
+    `../${module}/*`,
+    `../../${module}/*`,
+  ]),
   allowTypeImports: true,
   message:
     "Doors are adapters: call an operation (server/operations) instead of the domain, so its authority check cannot be skipped.",
@@ -68,11 +85,7 @@ const DOOR_FILES = [
  *   (plan-mode-tools.ts), plan resources, and closing a session's todo plan (http.ts).
  * - HTTP: /api/chat (seed 001's pass-through to the model provider, which answers a stream).
  */
-const DOOR_EXCEPTIONS = [
-  "server/mcp/server.ts",
-  "server/mcp/plan-mode-tools.ts",
-  "server/mcp/http.ts",
-];
+const DOOR_EXCEPTIONS = ["server/mcp/server.ts", "server/mcp/plan-mode-tools.ts", "server/mcp/http.ts"];
 
 export default defineConfig([
   globalIgnores([

@@ -13,7 +13,8 @@ const tag = Date.now().toString(36);
 async function violations(page: Page): Promise<string[]> {
   const results = await new AxeBuilder({ page }).analyze();
   return results.violations.map(
-    (violation) => `${violation.impact ?? "?"} ${violation.id}: ${violation.nodes.map((node) => node.target.join(" ")).join(", ")}`,
+    (violation) =>
+      `${violation.impact ?? "?"} ${violation.id}: ${violation.nodes.map((node) => node.target.join(" ")).join(", ")}`,
   );
 }
 
@@ -53,7 +54,10 @@ test("the review page with comments and the approval controls is clean under axe
   await page.keyboard.type("Two is right; it feeds step three");
   await page.keyboard.press("Enter");
   await expect(thread.first().getByRole("list", { name: "Replies" })).toContainText("Two is right");
-  await view.step("step_5").getByRole("button", { name: /Comments \(1 open\) on step_5/ }).focus();
+  await view
+    .step("step_5")
+    .getByRole("button", { name: /Comments \(1 open\) on step_5/ })
+    .focus();
   await page.keyboard.press("Enter");
   await expect(view.step("step_5").locator("[data-comment-id]")).toHaveCount(1);
 

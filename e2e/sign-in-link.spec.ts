@@ -25,7 +25,11 @@ test("a page on another port cannot sign the browser in as someone else through 
   request,
 }) => {
   const mallory = `mallory-${Date.now().toString(36)}`;
-  const { token } = await trpc<{ token: string }>(request, "people.add", { kind: "person", name: mallory, role: "viewer" });
+  const { token } = await trpc<{ token: string }>(request, "people.add", {
+    kind: "person",
+    name: mallory,
+    role: "viewer",
+  });
   await page.goto("/");
   await expect(page.getByTestId("signed-in-as")).toHaveText("user · admin");
   const session = async () =>

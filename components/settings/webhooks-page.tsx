@@ -36,8 +36,9 @@ export function WebhooksPage() {
       <h1 id="webhooks-title">Outgoing webhooks</h1>
       <p className="muted">
         Stepwise POSTs a signed JSON message (or a Slack message) to each endpoint when something waits for you, a run
-        finishes or fails, or an agent submits a plan. Each request carries <code className="mono">X-Stepwise-Timestamp</code>{" "}
-        and <code className="mono">X-Stepwise-Signature: sha256=…</code>, the HMAC-SHA256 of{" "}
+        finishes or fails, or an agent submits a plan. Each request carries{" "}
+        <code className="mono">X-Stepwise-Timestamp</code> and{" "}
+        <code className="mono">X-Stepwise-Signature: sha256=…</code>, the HMAC-SHA256 of{" "}
         <code className="mono">timestamp.body</code> with the endpoint&apos;s secret. Failed deliveries are tried five
         times, waiting longer each time.
       </p>
@@ -268,7 +269,13 @@ function EditWebhook({
 }: {
   webhook: WebhookView;
   pending: boolean;
-  onSave: (change: { name: string; url: string; events: EventName[]; format: "json" | "slack"; includeDecisionLinks: boolean }) => void;
+  onSave: (change: {
+    name: string;
+    url: string;
+    events: EventName[];
+    format: "json" | "slack";
+    includeDecisionLinks: boolean;
+  }) => void;
   onCancel: () => void;
 }) {
   const ids = useId();
@@ -369,7 +376,15 @@ function DeliveryLog({ id, webhookId, name }: { id: string; webhookId: string; n
   );
 }
 
-function DeliveryRow({ delivery, retrying, onRetry }: { delivery: DeliveryView; retrying: boolean; onRetry: () => void }) {
+function DeliveryRow({
+  delivery,
+  retrying,
+  onRetry,
+}: {
+  delivery: DeliveryView;
+  retrying: boolean;
+  onRetry: () => void;
+}) {
   return (
     <tr data-testid="delivery" data-status={delivery.status}>
       <td>

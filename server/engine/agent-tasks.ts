@@ -135,7 +135,13 @@ export async function updateAgentTasks(
         settled.push(step.id);
       }
       row.status = tx.statuses.get(step.id)!;
-      await audit(tx, input.actor, `task.${update.status.toLowerCase() as Lowercase<AgentTaskStatus>}`, step.id, detail);
+      await audit(
+        tx,
+        input.actor,
+        `task.${update.status.toLowerCase() as Lowercase<AgentTaskStatus>}`,
+        step.id,
+        detail,
+      );
     }
     await advance(tx, settled);
     await tx.flush();

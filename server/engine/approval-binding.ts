@@ -117,7 +117,9 @@ function holdReason(
       (name) => !counted.has(name),
     );
     const discountedNote =
-      discounted.length > 0 ? `; ${discounted.join(", ")} may not approve it now and ${discounted.length === 1 ? "does" : "do"} not count` : "";
+      discounted.length > 0
+        ? `; ${discounted.join(", ")} may not approve it now and ${discounted.length === 1 ? "does" : "do"} not count`
+        : "";
     return `It has ${tally.given.length} of ${tally.required} approvals (${tally.policy})${discountedNote}`;
   }
   if (everApproved.has(stepId)) return "Its definition changed after it was approved; it needs a new approval";

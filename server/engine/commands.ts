@@ -67,9 +67,18 @@ export async function decideApproval(
     // excludes authors), and how many distinct approvals the step's computed risk asks for.
     let tally: { policy: string; approvals: string[]; required: number } | undefined;
     if (input.approve) {
-      const run = { id: tx.run.id, planId: tx.run.plan_id, planVersion: tx.run.plan_version, workspaceRoot: tx.run.workspace_root };
+      const run = {
+        id: tx.run.id,
+        planId: tx.run.plan_id,
+        planVersion: tx.run.plan_version,
+        workspaceRoot: tx.run.workspace_root,
+      };
       const facts = (await assessApprovals(client, deps.tools, run, [input.stepId])).get(input.stepId);
-      const { required, given, policy, author } = facts?.view.approvals ?? { required: 1, given: [], policy: "1 approval" };
+      const { required, given, policy, author } = facts?.view.approvals ?? {
+        required: 1,
+        given: [],
+        policy: "1 approval",
+      };
       const approver = await principalNow(client, input.actor, actorKindOf(input.actor));
       const decision = authorize(approver, "step.approve", facts?.resource);
       if (!decision.allowed) {
@@ -242,7 +251,10 @@ export async function resumeRun(deps: EngineDeps, input: SteerInput): Promise<vo
     );
     const resumer = input.actorKind ?? actorKindOf(input.actor);
     if (!mayLiftPause(paused.rows[0]?.paused_by_kind, resumer)) {
-      throw new AppError("forbidden", `A person paused this run; only a person may resume it (${input.actor} is an ${resumer}).`);
+      throw new AppError(
+        "forbidden",
+        `A person paused this run; only a person may resume it (${input.actor} is an ${resumer}).`,
+      );
     }
     await client.query("update runs set paused_by_kind = null where id = $1", [input.runId]);
     tx.run.status = "running";

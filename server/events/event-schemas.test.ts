@@ -103,9 +103,7 @@ const representative: NewEvent[] = [
     data: {
       passed: false,
       agent: "agent-7",
-      results: [
-        { command: "npm test", passed: false, exitCode: 1, tail: "1 failed", level: "major", durationMs: 900 },
-      ],
+      results: [{ command: "npm test", passed: false, exitCode: 1, tail: "1 failed", level: "major", durationMs: 900 }],
     },
   },
   {

@@ -1,13 +1,7 @@
 import { z } from "zod";
 import { plannerFor } from "../planner/deps";
 import { decideRecovery, proposeRecovery } from "../planner/recovery-proposals";
-import {
-  answerQuestion,
-  cancelPlanning,
-  retryPlanning,
-  startPlanning,
-  startRegeneration,
-} from "../planner/sessions";
+import { answerQuestion, cancelPlanning, retryPlanning, startPlanning, startRegeneration } from "../planner/sessions";
 import { addSuggestedStep, suggestSteps } from "../planner/suggest";
 import { stepInputSchema } from "../plans/schema";
 import { requireWorkspace } from "../plans/workspaces";

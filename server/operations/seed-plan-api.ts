@@ -263,8 +263,7 @@ export const planEvents = defineOperation({
   name: "plan.events",
   callers: PERSON_OR_AGENT,
   role: "viewer",
-  summary:
-    "A plan's events and its runs' after a cursor (the last sequence number read per stream), oldest first",
+  summary: "A plan's events and its runs' after a cursor (the last sequence number read per stream), oldest first",
   input: z.object({
     planId: z.string().min(1).max(100),
     after: z

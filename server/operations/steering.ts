@@ -17,13 +17,13 @@ const stepId = z.string().min(1).max(64);
 
 export const runRerunFrom = defineOperation({
   name: "run.rerun_from",
-  summary: "A new run from a step on, reusing the other steps' recorded results; optional new arguments (a person only)",
+  summary:
+    "A new run from a step on, reusing the other steps' recorded results; optional new arguments (a person only)",
   callers: PERSON_ONLY,
   role: "approver",
   input: z.object({ runId, stepId, args: z.record(z.string(), z.unknown()).optional() }),
   output: z.object({ runId: z.string(), planVersion: z.number() }),
-  run: ({ app, identity }, input) =>
-    rerunFrom(app.engine, app.db.prisma, { ...input, actor: identity.name }),
+  run: ({ app, identity }, input) => rerunFrom(app.engine, app.db.prisma, { ...input, actor: identity.name }),
 });
 
 export const runApplyRecovery = defineOperation({

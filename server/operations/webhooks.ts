@@ -100,7 +100,8 @@ export const webhookDeliveries = defineOperation({
   name: "webhook.deliveries",
   callers: PERSON_ONLY,
   role: "admin",
-  summary: "An outgoing webhook's newest deliveries, each with every attempt (status code, error, duration, next retry)",
+  summary:
+    "An outgoing webhook's newest deliveries, each with every attempt (status code, error, duration, next retry)",
   input: z.object({ id, limit: z.number().int().min(1).max(100).default(20) }),
   output: z.object({ deliveries: z.array(deliveryViewSchema) }),
   annotations: { readOnly: true },

@@ -165,7 +165,10 @@ describe("approver policy", () => {
       withCaller(agent, () =>
         decideApproval(harness!.app.engine, { runId, stepId: "clean", approve: true, actor: "ci-bot" }),
       ),
-    ).rejects.toMatchObject({ code: "forbidden", message: expect.stringContaining("ci-bot wrote a version of this plan") });
+    ).rejects.toMatchObject({
+      code: "forbidden",
+      message: expect.stringContaining("ci-bot wrote a version of this plan"),
+    });
     const view = await as(BOB, runApproval, { runId, stepId: "clean" });
     expect(view.approval?.approvals).toMatchObject({ author: "ci-bot", given: [] });
   });

@@ -184,7 +184,10 @@ describe("isReadOnlyCommand", () => {
     // A read-only command name inside an argument does not make a writer read-only.
     expect(isReadOnlyCommand("rm ls")).toBe(false);
     // A comment needs approval: mvdan/sh and bash can disagree about where one ends.
-    expect(analyzeShellCommand("ls # > out.txt")).toEqual({ readOnly: false, reason: expect.stringContaining("comment") });
+    expect(analyzeShellCommand("ls # > out.txt")).toEqual({
+      readOnly: false,
+      reason: expect.stringContaining("comment"),
+    });
   });
 
   it("does not treat inherited object keys as command names", () => {

@@ -109,7 +109,12 @@ export async function deliverWebhook(pool: pg.Pool, job: { deliveryId: string; a
               next_attempt_at = case when $4::int is null then null else now() + make_interval(secs => $4::int / 1000.0) end
         where id = $1 and attempts = $2 - 1 and status = 'pending'
         returning next_attempt_at as next`,
-      [row.id, job.attempt, outcome.ok ? "succeeded" : retry ? "pending" : "failed", retry ? retryDelayMs(job.attempt) : null],
+      [
+        row.id,
+        job.attempt,
+        outcome.ok ? "succeeded" : retry ? "pending" : "failed",
+        retry ? retryDelayMs(job.attempt) : null,
+      ],
     );
     if (claimed.rowCount === 0) return;
     const next = claimed.rows[0]!.next;
@@ -118,12 +123,19 @@ export async function deliverWebhook(pool: pg.Pool, job: { deliveryId: string; a
        values ($1, $2, $3, $4, $5, $6)`,
       [row.id, job.attempt, outcome.statusCode, outcome.error, outcome.durationMs, next],
     );
-    if (retry && next) await enqueueWebhookDelivery(client, { deliveryId: row.id, attempt: job.attempt + 1, runAt: next });
+    if (retry && next)
+      await enqueueWebhookDelivery(client, { deliveryId: row.id, attempt: job.attempt + 1, runAt: next });
   });
   // The endpoint by id only: its URL may carry a key (Slack's does, in its path) and the secret never leaves.
   if (!outcome.ok) {
     log.warn(
-      { endpointId: row.endpoint_id, deliveryId: row.id, attempt: job.attempt, statusCode: outcome.statusCode, willRetry: retry },
+      {
+        endpointId: row.endpoint_id,
+        deliveryId: row.id,
+        attempt: job.attempt,
+        statusCode: outcome.statusCode,
+        willRetry: retry,
+      },
       "webhook delivery failed",
     );
   }

@@ -42,10 +42,16 @@ export const webhookUrlSchema = z
       return;
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") {
-      context.addIssue({ code: "custom", message: `Only http:// and https:// URLs can receive webhooks, not ${url.protocol}` });
+      context.addIssue({
+        code: "custom",
+        message: `Only http:// and https:// URLs can receive webhooks, not ${url.protocol}`,
+      });
     }
     if (url.username || url.password) {
-      context.addIssue({ code: "custom", message: "Put no user name or password in the URL; the secret signs each request" });
+      context.addIssue({
+        code: "custom",
+        message: "Put no user name or password in the URL; the secret signs each request",
+      });
     }
   });
 
@@ -198,7 +204,16 @@ export async function updateWebhook(
       `update webhook_endpoints set name = $2, url = $3, events = $4, format = $5, enabled = $6,
               include_decision_links = $7, secret = coalesce($8, secret), updated_at = now()
         where id = $1 returning *`,
-      [input.id, after.name, after.url, after.events, after.format, after.enabled, after.include_decision_links, secret ?? null],
+      [
+        input.id,
+        after.name,
+        after.url,
+        after.events,
+        after.format,
+        after.enabled,
+        after.include_decision_links,
+        secret ?? null,
+      ],
     );
     // What changed, by name (and the origin for a new URL): never the secret or a URL's path.
     const changed: Record<string, unknown> = {};
@@ -330,7 +345,14 @@ export async function listDeliveries(pool: pg.Pool, endpointId: string, limit: n
     max_attempts: number;
     next_attempt_at: Date | null;
     created_at: Date;
-    attempt_log: { attempt: number; status_code: number | null; error: string | null; duration_ms: number; next_retry_at: string | null; at: string }[];
+    attempt_log: {
+      attempt: number;
+      status_code: number | null;
+      error: string | null;
+      duration_ms: number;
+      next_retry_at: string | null;
+      at: string;
+    }[];
   }>(
     `select d.id, d.event, d.summary, d.status, d.attempts, d.max_attempts, d.next_attempt_at, d.created_at,
             coalesce((select json_agg(a order by a.attempt) from webhook_delivery_attempts a where a.delivery_id = d.id), '[]') as attempt_log

@@ -25,7 +25,11 @@ describe("webhook bodies", () => {
     expect(JSON.stringify(body.blocks[1])).toContain("*goal:* Ship it");
     expect(body.blocks[2]).toEqual({
       type: "actions",
-      elements: gate.links.map((link) => ({ type: "button", text: { type: "plain_text", text: link.label }, url: link.url })),
+      elements: gate.links.map((link) => ({
+        type: "button",
+        text: { type: "plain_text", text: link.label },
+        url: link.url,
+      })),
     });
   });
 
@@ -54,8 +58,12 @@ describe("webhook signatures", () => {
   it("refuses another secret, an altered body, a changed timestamp and a late replay", () => {
     expect(verifyWebhook("another-secret-entirely", headers, body, { now })).toBe(false);
     expect(verifyWebhook("s3cret-of-some-length", headers, body.replace("world", "word"), { now })).toBe(false);
-    expect(verifyWebhook("s3cret-of-some-length", { ...headers, timestamp: String(now + 1) }, body, { now })).toBe(false);
+    expect(verifyWebhook("s3cret-of-some-length", { ...headers, timestamp: String(now + 1) }, body, { now })).toBe(
+      false,
+    );
     expect(verifyWebhook("s3cret-of-some-length", headers, body, { now: now + 301 })).toBe(false);
-    expect(verifyWebhook("s3cret-of-some-length", { signature: undefined, timestamp: String(now) }, body, { now })).toBe(false);
+    expect(
+      verifyWebhook("s3cret-of-some-length", { signature: undefined, timestamp: String(now) }, body, { now }),
+    ).toBe(false);
   });
 });
