@@ -11,7 +11,7 @@ import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { ApproverNote, TaskBrief } from "./contract";
 import { taskNumber } from "./signal-store";
 import { existingWorkingDirectory, plannedWorkingDirectory } from "./task-working-directory";
-import { ensureTaskWorktree, workspaceRepository, type WorkspaceRepo } from "./worktrees";
+import { ensureTaskWorktree, workspaceRepository } from "./worktrees";
 
 /**
  * Several agents, one plan: the hand-out of a session's agent tasks under leases.
@@ -203,13 +203,9 @@ export async function handOutTask(
     const lease = await leaseTo(app, client, session, agent, chosen, { ...plan, leaseSeconds, workingDirectory });
     return { kind: "task", stepId: chosen.id, brief: lease.brief, leases: [...leases, lease] };
   });
-  if (handOut.kind === "task" && repo) await ensureWorktreeOf(repo, session, handOut.stepId);
+  // Made (idempotently) before the agent hears of it: the hand-out names it.
+  if (handOut.kind === "task" && repo) await ensureTaskWorktree(repo, session.run_id, handOut.stepId);
   return handOut;
-}
-
-/** Makes the task's worktree (idempotent): the hand-out names it, so it must exist before the agent hears of it. */
-async function ensureWorktreeOf(repo: WorkspaceRepo, session: LeaseSession, stepId: string): Promise<void> {
-  await ensureTaskWorktree(repo, session.run_id, stepId);
 }
 
 /** Records the lease and its brief; the run's stream and the audit log say who got which task. */

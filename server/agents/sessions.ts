@@ -491,12 +491,7 @@ export async function updateSession(
       if (!verdict.is_approved) details.push(`The reviewing judge rejected the tasks: ${verdict.feedback}`);
     }
     if (details.length > 0) {
-      return planValidationFailedSchema.parse({
-        status: "error",
-        error_type: "plan_validation_failed",
-        message: "The submitted plan is invalid and was rejected. You must fix the plan and resubmit.",
-        details,
-      });
+      return planValidationFailed(details);
     }
   }
 
@@ -560,12 +555,7 @@ export async function updateSession(
       // An edit that closes a cycle or names an unknown task is the plan's to find: answered in
       // seed 003's envelope like every other gate.
       if (isAppError(error) && error.code === "invalid_plan" && Array.isArray(error.details))
-        return planValidationFailedSchema.parse({
-          status: "error",
-          error_type: "plan_validation_failed",
-          message: "The submitted plan is invalid and was rejected. You must fix the plan and resubmit.",
-          details: (error.details as { message: string }[]).map((issue) => issue.message),
-        });
+        return planValidationFailed((error.details as { message: string }[]).map((issue) => issue.message));
       throw error;
     });
     if ("status" in saved) return saved;
@@ -657,6 +647,16 @@ export async function updateSession(
   return { status: "success", message: "State updated successfully." };
 }
 
+/** Seed 003's refusal of a task list, with one actionable detail per problem. */
+function planValidationFailed(details: string[]): UpdateResponse {
+  return planValidationFailedSchema.parse({
+    status: "error",
+    error_type: "plan_validation_failed",
+    message: "The submitted plan is invalid and was rejected. You must fix the plan and resubmit.",
+    details,
+  });
+}
+
 function changeNoteOf(actor: string, added: number, edited: number): string {
   const parts = [
     ...(added > 0 ? [`added ${added} task${added === 1 ? "" : "s"}`] : []),
@@ -698,12 +698,7 @@ async function checkTaskEdits(
   if (details.length > 0) {
     return {
       kind: "refused",
-      response: planValidationFailedSchema.parse({
-        status: "error",
-        error_type: "plan_validation_failed",
-        message: "The submitted plan is invalid and was rejected. You must fix the plan and resubmit.",
-        details,
-      }),
+      response: planValidationFailed(details),
     };
   }
   const approved = await personApprovedSteps(app, session.run_id);
