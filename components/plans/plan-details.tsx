@@ -3,6 +3,7 @@
 import { useState, type FormEvent } from "react";
 import type { Plan } from "@/server/plans/schema";
 import type { EditOutcome } from "./use-plan-editor";
+import { FormActions } from "@/components/ui/form-actions";
 
 type PlanChanges = {
   goal?: string;
@@ -134,14 +135,7 @@ function PlanDetailsForm({
         <span>Context notes</span>
         <textarea rows={2} value={notes} onChange={(e) => setNotes(e.target.value)} />
       </label>
-      <div className="row">
-        <button type="submit" className="primary" disabled={saving}>
-          {saving ? "Saving…" : "Save plan details"}
-        </button>
-        <button type="button" onClick={onClose}>
-          Cancel
-        </button>
-      </div>
+      <FormActions label="Save plan details" pending={saving} onCancel={onClose} />
     </form>
   );
 }

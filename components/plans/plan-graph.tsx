@@ -1,6 +1,5 @@
 "use client";
 
-import dagre from "@dagrejs/dagre";
 import {
   Background,
   Controls,
@@ -19,32 +18,13 @@ import type { StepAssessment } from "@/server/tools/assessment";
 import type { PlanIssue } from "@/server/plans/validate";
 import { stepLabel } from "./plan-rules";
 import { useMeasuredNodes } from "@/components/ui/use-measured-nodes";
-
-const NODE_WIDTH = 230;
-const NODE_HEIGHT = 78;
+import { PLAN_GRAPH_SHAPE, layoutGraph } from "@/components/ui/graph-layout";
 
 type StepNodeData = { step: Step; risk: string; invalid: boolean; selected: boolean };
 type StepNode = Node<StepNodeData, "step">;
 
 /** Node components are created by React Flow; the selection callback reaches them through context. */
 const SelectContext = createContext<(stepId: string) => void>(() => undefined);
-
-/** Top-to-bottom layered layout: dependencies above their dependents. */
-function layout(steps: readonly Step[]): Map<string, { x: number; y: number }> {
-  const graph = new dagre.graphlib.Graph();
-  graph.setGraph({ rankdir: "TB", nodesep: 30, ranksep: 50 });
-  graph.setDefaultEdgeLabel(() => ({}));
-  const ids = new Set(steps.map((step) => step.id));
-  for (const step of steps) graph.setNode(step.id, { width: NODE_WIDTH, height: NODE_HEIGHT });
-  for (const step of steps) for (const dep of step.dependsOn) if (ids.has(dep)) graph.setEdge(dep, step.id);
-  dagre.layout(graph);
-  return new Map(
-    steps.map((step) => {
-      const node = graph.node(step.id);
-      return [step.id, { x: node.x - NODE_WIDTH / 2, y: node.y - NODE_HEIGHT / 2 }];
-    }),
-  );
-}
 
 interface PlanGraphProps {
   steps: readonly Step[];
@@ -57,7 +37,7 @@ interface PlanGraphProps {
 
 /** The dependency graph: nodes coloured by risk and marked when gated; choosing one opens its editor. */
 export function PlanGraph({ steps, assessments, issuesByStep, selectedStepId, onSelect }: PlanGraphProps) {
-  const positions = useMemo(() => layout(steps), [steps]);
+  const positions = useMemo(() => layoutGraph(steps, PLAN_GRAPH_SHAPE), [steps]);
   const nodes: StepNode[] = useMemo(
     () =>
       steps.map((step) => ({

@@ -7,6 +7,7 @@ import type { Step } from "@/server/plans/schema";
 import { ArgsForm, checkArgs, type JsonSchema } from "./args-form";
 import { stepLabel, type EditRefusal } from "./plan-rules";
 import type { EditOutcome } from "./use-plan-editor";
+import { FormActions } from "@/components/ui/form-actions";
 
 const RISKS = ["low", "medium", "high"] as const;
 const TYPES = ["feature", "bugfix", "chore", "test", "docs", "refactor", "research", "ops"] as const;
@@ -345,14 +346,7 @@ export function StepEditor({ target, steps, tools, onSave, onConflict, onClose }
             {issue.message}
           </p>
         ))}
-      <div className="row">
-        <button type="submit" className="primary" disabled={saving}>
-          {saving ? "Saving…" : step ? "Save changes" : "Add step"}
-        </button>
-        <button type="button" onClick={onClose}>
-          Cancel
-        </button>
-      </div>
+      <FormActions label={step ? "Save changes" : "Add step"} pending={saving} onCancel={onClose} />
     </form>
   );
 }

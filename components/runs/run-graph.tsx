@@ -6,7 +6,7 @@ import { useMemo } from "react";
 import type { Step } from "@/server/plans/schema";
 import { useMeasuredNodes } from "@/components/ui/use-measured-nodes";
 import { humanStatus } from "./format";
-import { NODE_HEIGHT, NODE_WIDTH, layoutGraph } from "./graph-layout";
+import { RUN_GRAPH_SHAPE, layoutGraph } from "@/components/ui/graph-layout";
 import type { LiveStep } from "./run-state";
 
 /**
@@ -14,7 +14,7 @@ import type { LiveStep } from "./run-state";
  * is computed once; an event changes only the colour of one node.
  */
 export function RunGraph({ steps, states }: { steps: Step[]; states: LiveStep[] }) {
-  const positions = useMemo(() => layoutGraph(steps), [steps]);
+  const positions = useMemo(() => layoutGraph(steps, RUN_GRAPH_SHAPE), [steps]);
   const edges = useMemo<Edge[]>(
     () =>
       steps.flatMap((step) =>
@@ -32,7 +32,7 @@ export function RunGraph({ steps, states }: { steps: Step[]; states: LiveStep[] 
           position: positions.get(step.id) ?? { x: 0, y: 0 },
           data: { label: `${step.id} · ${humanStatus(status)}` },
           className: `graph-node status-${status}`,
-          style: { width: NODE_WIDTH, height: NODE_HEIGHT },
+          style: { width: RUN_GRAPH_SHAPE.nodeWidth, height: RUN_GRAPH_SHAPE.nodeHeight },
           draggable: false,
           connectable: false,
           ariaLabel: `${step.id}: ${step.title ?? step.description} — ${humanStatus(status)}`,

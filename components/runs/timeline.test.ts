@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { layerDepths, layoutGraph } from "./graph-layout";
+import { PLAN_GRAPH_SHAPE, layerDepths, layoutGraph } from "@/components/ui/graph-layout";
 import { criticalPath, timelineBars, type TimedStep } from "./timeline";
 
 const at = (second: number) => new Date(Date.UTC(2024, 0, 1, 0, 0, second)).toISOString();
@@ -58,6 +58,14 @@ describe("graph layout", () => {
       expect(positions.size).toBe(steps.length);
       for (const step of steps)
         for (const dep of step.dependsOn) expect(positions.get(step.id)!.x).toBeGreaterThan(positions.get(dep)!.x);
+    }
+  });
+
+  it("places dependents below their dependencies in the plan's top-to-bottom shape", () => {
+    for (const steps of [chain(5), chain(400)]) {
+      const positions = layoutGraph(steps, PLAN_GRAPH_SHAPE);
+      for (const step of steps)
+        for (const dep of step.dependsOn) expect(positions.get(step.id)!.y).toBeGreaterThan(positions.get(dep)!.y);
     }
   });
 });

@@ -7,6 +7,7 @@ import { useTRPC } from "@/components/trpc";
 import { CopyField } from "@/components/ui/copy-button";
 import { ErrorMessage } from "@/components/ui/error-message";
 import type { DeliveryView, WebhookView } from "@/server/webhooks/endpoints";
+import { FormActions } from "@/components/ui/form-actions";
 
 /** The events a person can subscribe to, in their words (server/vocabulary.ts WEBHOOK_EVENTS). */
 const EVENTS = [
@@ -313,14 +314,7 @@ function EditWebhook({
         <input type="checkbox" checked={links} onChange={(e) => setLinks(e.target.checked)} />
         Decision links in messages about gates
       </label>
-      <div className="row">
-        <button type="submit" className="primary" disabled={pending || events.length === 0}>
-          Save
-        </button>
-        <button type="button" className="quiet" onClick={onCancel}>
-          Cancel
-        </button>
-      </div>
+      <FormActions label="Save" pending={pending} disabled={events.length === 0} onCancel={onCancel} />
     </form>
   );
 }

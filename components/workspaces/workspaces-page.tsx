@@ -6,6 +6,7 @@ import type { WorkspaceView } from "@/server/plans/workspaces";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { ApproverPolicyForm } from "./approver-policy-form";
+import { FormActions } from "@/components/ui/form-actions";
 
 /**
  * The directories tasks, planning sessions and runs act in: register one, rename it, or take it
@@ -140,12 +141,7 @@ function WorkspaceRow({ workspace, onChanged }: { workspace: WorkspaceView; onCh
               autoFocus
               required
             />
-            <button type="submit" className="primary small" disabled={rename.isPending}>
-              Save
-            </button>
-            <button type="button" className="small" onClick={() => setRenaming(false)}>
-              Cancel
-            </button>
+            <FormActions label="Save" pending={rename.isPending} onCancel={() => setRenaming(false)} small />
           </form>
         ) : (
           <strong>{workspace.name}</strong>

@@ -5,7 +5,7 @@ import { logger } from "../logger";
 import { inSpan } from "../telemetry";
 import { chatComplete, streamChat } from "../operations/chat";
 import { invokeOperation } from "../operations/operation";
-import { refuseUnsafeInput } from "./input-guard";
+import { readJsonBody } from "./input-guard";
 import { problemResponse } from "./problem";
 import { identityOf } from "./request-identity";
 
@@ -24,14 +24,7 @@ export function chatFromApi(request: Request, app: AppContext): Promise<Response
 async function chat(request: Request, app: AppContext, span: Span): Promise<Response> {
   try {
     const context = { app, identity: identityOf(request), signal: request.signal };
-    const refused = await refuseUnsafeInput(request);
-    if (refused) return refused;
-    let body: unknown;
-    try {
-      body = await request.json();
-    } catch {
-      throw new AppError("invalid_input", "The request body is not valid JSON");
-    }
+    const body = await readJsonBody(request);
     if (typeof body === "object" && body !== null && (body as { stream?: unknown }).stream === true) {
       const streamed = streamChat(context, body);
       span.setAttributes({ "stepwise.trace_id": streamed.traceId, "gen_ai.request.model": streamed.modelId });

@@ -1,12 +1,11 @@
 import type { AppContext } from "../app-context";
 import { DecisionLinkRefused, type DecisionLinkView } from "../decisions/decision-links";
 import { THEME_CSS } from "../../components/ui/theme";
-import { AppError } from "../errors";
 import { logger } from "../logger";
 import { decisionLinkDecide, decisionLinkView, LINK_HOLDER } from "../operations/decision-links";
 import { invokeOperation } from "../operations/operation";
 import type { Identity } from "../operations/identity";
-import { refuseUnsafeInput } from "./input-guard";
+import { readJsonBody } from "./input-guard";
 import { problemResponse, toProblem } from "./problem";
 import { IDENTITY_HEADER, verifyIdentity } from "./door";
 
@@ -48,14 +47,7 @@ export async function decisionLinkPage(request: Request, app: AppContext, token:
 
 export async function decisionLinkPost(request: Request, app: AppContext, token: string): Promise<Response> {
   try {
-    const refused = await refuseUnsafeInput(request);
-    if (refused) return refused;
-    let body: unknown;
-    try {
-      body = JSON.parse(await request.text());
-    } catch {
-      throw new AppError("invalid_input", "The request body is not valid JSON");
-    }
+    const body = await readJsonBody(request);
     const fields = typeof body === "object" && body !== null ? (body as Record<string, unknown>) : {};
     const result = await invokeOperation(
       decisionLinkDecide,

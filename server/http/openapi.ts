@@ -98,7 +98,7 @@ const planEnvelope = {
 };
 
 /** Seed 001's routes: plain JSON (and SSE) beside the operations endpoint. */
-function seed001Paths() {
+function planApiPaths() {
   return {
     "/api/plan": {
       post: {
@@ -255,7 +255,7 @@ export function openApiDocument(serverUrl?: string) {
     ...(serverUrl && { servers: [{ url: serverUrl }] }),
     security: [{ bearer: [] }],
     paths: {
-      ...seed001Paths(),
+      ...planApiPaths(),
       ...Object.fromEntries(operations.map((operation) => [`/api/ops/${operation.name}`, pathItem(operation)])),
     },
     components: {

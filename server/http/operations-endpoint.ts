@@ -5,7 +5,7 @@ import { logger } from "../logger";
 import { inSpan } from "../telemetry";
 import { invokeOperation } from "../operations/operation";
 import { findOperation, operations } from "../operations/registry";
-import { refuseUnsafeInput } from "./input-guard";
+import { readJsonBody } from "./input-guard";
 import { problemResponse, toProblem } from "./problem";
 import { identityOf } from "./request-identity";
 
@@ -25,15 +25,7 @@ async function runOperation(request: Request, app: AppContext, name: string): Pr
     const identity = identityOf(request);
     const operation = findOperation(name);
     if (!operation) throw new AppError("not_found", `No operation ${name}; GET /api/ops lists them`);
-    const refused = await refuseUnsafeInput(request);
-    if (refused) return refused;
-    let input: unknown;
-    try {
-      const text = await request.text();
-      input = text.trim() === "" ? {} : JSON.parse(text);
-    } catch {
-      throw new AppError("invalid_input", "The request body is not valid JSON");
-    }
+    const input = await readJsonBody(request, { empty: {} });
     const output = await invokeOperation(operation, { app, identity }, input);
     return Response.json(output);
   } catch (error) {

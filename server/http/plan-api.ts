@@ -5,9 +5,10 @@ import { invokeOperation } from "../operations/operation";
 import { planVersions } from "../operations/plan-reads";
 import { planApprove, planGet, planMarkdown } from "../operations/plans";
 import { runDecide, runGet, runListForPlan } from "../operations/runs";
-import { createPlanInput, planSubmit, seedPlan } from "../operations/seed-plan-api";
+import { createPlanInput, planSubmit, apiPlan } from "../operations/plan-http-api";
 import { identityOf } from "./request-identity";
-import { parse, readJson, respond, screenPlanId, screenRunId, traced, versionParameter } from "./seed-api-shared";
+import { parse, respond, screenPlanId, screenRunId, traced, versionParameter } from "./plan-api-shared";
+import { readJsonBody } from "./input-guard";
 
 /**
  * Seed 001's orchestrator API as plain JSON over HTTP: `POST /api/plan`, `GET /api/plan/:id`,
@@ -16,14 +17,14 @@ import { parse, readJson, respond, screenPlanId, screenRunId, traced, versionPar
  * layer (which checks the caller), and shape seed 001's answers; every error is problem+json.
  * Identity comes from the door.
  */
-export { createPlanInput, seedPlan, seedStep } from "../operations/seed-plan-api";
+export { createPlanInput, apiPlan, apiStep } from "../operations/plan-http-api";
 export { planEventsFromApi, sseStream } from "./plan-events-api";
 
 /** `POST /api/plan`: a ready plan is validated and stored; a bare goal is planned by the LLM. */
 export function createPlanFromApi(request: Request, app: AppContext): Promise<Response> {
   return respond("POST /api/plan", async (span) => {
     const identity = identityOf(request);
-    const input = parse(createPlanInput, await readJson(request));
+    const input = parse(createPlanInput, await readJsonBody(request));
     const created = await invokeOperation(planSubmit, { app, identity }, input);
     traced(span, { id: created.plan.id, traceId: created.traceId });
     return Response.json(created, { status: 201 });
@@ -43,7 +44,7 @@ export function getPlanFromApi(request: Request, app: AppContext, planId: string
       const { markdown } = await invokeOperation(planMarkdown, { app, identity }, input);
       return new Response(markdown, { headers: { "content-type": "text/markdown; charset=utf-8" } });
     }
-    return Response.json({ plan: seedPlan(plan), traceId: plan.traceId });
+    return Response.json({ plan: apiPlan(plan), traceId: plan.traceId });
   });
 }
 
@@ -91,7 +92,7 @@ export function approvePlanFromApi(request: Request, app: AppContext, planId: st
   return respond("POST /api/plan/:id/approve", async (span) => {
     const identity = identityOf(request);
     screenPlanId(planId);
-    const body = (await readJson(request)) as Record<string, unknown>;
+    const body = (await readJsonBody(request)) as Record<string, unknown>;
     const version = body.version ?? (await invokeOperation(planGet, { app, identity }, { planId })).version;
     const started = await invokeOperation(planApprove, { app, identity }, { ...body, planId, version });
     traced(span, { id: planId, traceId: started.traceId });
@@ -106,7 +107,7 @@ export function decideFromApi(request: Request, app: AppContext, runId: string):
     span.setAttribute("stepwise.run_id", runId);
     const identity = identityOf(request);
     screenRunId(runId);
-    const body = (await readJson(request)) as Record<string, unknown>;
+    const body = (await readJsonBody(request)) as Record<string, unknown>;
     return Response.json(await invokeOperation(runDecide, { app, identity }, { ...body, runId }));
   });
 }

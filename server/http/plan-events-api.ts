@@ -8,12 +8,12 @@ import {
   planEvents,
   planRunStreams,
   readSeedPlanEvents,
-  seedPlanEventBatch,
+  planEventBatch,
   type PlanEventCursor,
   type SeedPlanEvent,
-} from "../operations/seed-plan-api";
+} from "../operations/plan-http-api";
 import { identityOf } from "./request-identity";
-import { respond, screenPlanId, traced } from "./seed-api-shared";
+import { respond, screenPlanId, traced } from "./plan-api-shared";
 
 /**
  * Seed 001's `GET /api/plan/:id/events` (SSE, or JSON) over the `plan.events` operation. The JSON
@@ -136,7 +136,7 @@ export function sseStream(
             send(`id: ${encodeCursor(cursor)}\nevent: ${name}\ndata: ${JSON.stringify(data)}\n\n`);
             lastWrite = Date.now();
           }
-          if (batch.length === seedPlanEventBatch) continue;
+          if (batch.length === planEventBatch) continue;
           if (Date.now() - lastWrite >= HEARTBEAT_MS) {
             send(": heartbeat\n\n");
             lastWrite = Date.now();

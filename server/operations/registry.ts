@@ -13,7 +13,7 @@ import { plannerOperations } from "./planner";
 import { plannerReadOperations } from "./planner-reads";
 import { planningOperations } from "./planning";
 import { runOperations } from "./runs";
-import { seedPlanApiOperations } from "./seed-plan-api";
+import { planHttpApiOperations } from "./plan-http-api";
 import { steeringOperations } from "./steering";
 import { templateOperations } from "./templates";
 import { webhookOperations } from "./webhooks";
@@ -45,7 +45,7 @@ export const operations: AnyOperation[] = [
   ...readOperations,
   ...decisionLinkOperations,
   ...webhookOperations,
-  ...seedPlanApiOperations,
+  ...planHttpApiOperations,
   ...chatOperations,
   ...peopleOperations,
 ];

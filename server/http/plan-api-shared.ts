@@ -3,23 +3,12 @@ import type { Span } from "@opentelemetry/api";
 import { AppError } from "../errors";
 import { logger } from "../logger";
 import { inSpan } from "../telemetry";
-import { refuseUnsafeInput } from "./input-guard";
 import { problemResponse } from "./problem";
 
 /**
- * What seed 001's HTTP handlers share: reading a JSON body, screening path parameters before
+ * What the plan HTTP API's handlers share: screening path parameters before
  * anything looks them up, and answering every error as problem+json inside the route's span.
  */
-
-export async function readJson(request: Request): Promise<unknown> {
-  const refused = await refuseUnsafeInput(request);
-  if (refused) throw Object.assign(new AppError("invalid_input", "Unsafe input"), { response: refused });
-  try {
-    return JSON.parse(await request.text());
-  } catch {
-    throw new AppError("invalid_input", "The request body is not valid JSON");
-  }
-}
 
 export function parse<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
   const parsed = schema.safeParse(value);
@@ -67,9 +56,8 @@ export function respond(route: string, work: (span: Span) => Promise<Response>):
     try {
       response = await work(span);
     } catch (error) {
-      const refused = (error as { response?: Response }).response;
-      if (!refused && !(error instanceof AppError)) logger.error({ err: error, route }, "HTTP API request failed");
-      response = refused ?? problemResponse(error);
+      if (!(error instanceof AppError)) logger.error({ err: error, route }, "HTTP API request failed");
+      response = problemResponse(error);
     }
     span.setAttribute("http.response.status_code", response.status);
     return response;

@@ -18,13 +18,13 @@ import { planCreate } from "./plans";
 import type { AnyOperation } from "./registry";
 
 /**
- * Seed 001's orchestrator API as operations: `POST /api/plan` (a ready plan is validated and
+ * The plan HTTP API (seed 001's orchestrator API) as operations: `POST /api/plan` (a ready plan is validated and
  * stored; a bare goal is planned by the configured LLM) and the plan shape its answers use. The
  * HTTP handlers (server/http/plan-api.ts) parse, call these, and shape the response.
  */
 
 /** Seed 001's step metadata (`stepMetadata`), with the fields a client needs to run it beside it. */
-export function seedStep(step: Step) {
+export function apiStep(step: Step) {
   return {
     ...stepMetadata(step),
     description: step.description,
@@ -34,13 +34,13 @@ export function seedStep(step: Step) {
   };
 }
 
-export function seedPlan(plan: Plan) {
+export function apiPlan(plan: Plan) {
   return {
     id: plan.id,
     version: plan.version,
     goal: plan.goal,
     ...(plan.summary !== undefined && { summary: plan.summary }),
-    steps: plan.steps.map(seedStep),
+    steps: plan.steps.map(apiStep),
     successCriteria: plan.successCriteria,
     source: plan.source,
     author: plan.author,
@@ -91,7 +91,7 @@ export const planSubmit = defineOperation({
       { traceId: plan.traceId, planId: plan.id, steps: plan.steps.length, artifacts },
       "plan created via the HTTP API",
     );
-    return { plan: seedPlan(plan), traceId: plan.traceId };
+    return { plan: apiPlan(plan), traceId: plan.traceId };
   },
 });
 
@@ -245,7 +245,7 @@ export async function readSeedPlanEvents(
   }));
 }
 
-export const seedPlanEventBatch = EVENT_BATCH;
+export const planEventBatch = EVENT_BATCH;
 
 /** The streams a plan's events arrive on besides its own: its runs'. */
 export async function planRunStreams(app: AppContext, planId: string): Promise<string[]> {
@@ -293,4 +293,4 @@ export const planEvents = defineOperation({
   },
 });
 
-export const seedPlanApiOperations = [planSubmit, planEvents] as AnyOperation[];
+export const planHttpApiOperations = [planSubmit, planEvents] as AnyOperation[];
