@@ -166,17 +166,75 @@ describe("Ctrl-C stops Stepwise cleanly", () => {
     console.info(`clean stops in a row: ${stops}`);
   });
 
-  it("the web server (development mode, which needs no build), twice", { timeout: 600_000 }, async () => {
+  // The web server's second clean stop is the next test's, with a step in progress.
+  it("the web server (development mode, which needs no build)", { timeout: 600_000 }, async () => {
     const tsconfig = await fs.readFile(path.join(projectRoot, "tsconfig.json"), "utf8");
-    for (let round = 0; round < 2; round++) {
-      const port = await findFreePort();
-      const started = startCli(["serve", "--dev"], { ...env(), PORT: String(port), HOST: "127.0.0.1" });
-      await waitFor(started, `Ready on http://127.0.0.1:${port}`);
-      await expectCleanStop(started);
-    }
+    const port = await findFreePort();
+    const started = startCli(["serve", "--dev"], { ...env(), PORT: String(port), HOST: "127.0.0.1" });
+    await waitFor(started, `Ready on http://127.0.0.1:${port}`);
+    await expectCleanStop(started);
     // The development server leaves the checkout as it was.
     expect(await fs.readFile(path.join(projectRoot, "tsconfig.json"), "utf8")).toBe(tsconfig);
   });
+
+  it(
+    "the web server with a step it started in progress: the stop gives the step back, it does not fail it",
+    {
+      timeout: 600_000,
+    },
+    async () => {
+      // A run approved through the HTTP API starts in the web server's own bundle of the engine,
+      // while the worker that stops it is the CLI's copy: the stop must be told across the two.
+      const port = await findFreePort();
+      const started = startCli(["serve", "--dev"], { ...env(), PORT: String(port), HOST: "127.0.0.1" });
+      await waitFor(started, `Ready on http://127.0.0.1:${port}`);
+      const token = (await fs.readFile(path.join(dataDir, "access-token"), "utf8")).trim();
+      const api = async (route: string, body: unknown) => {
+        const response = await fetch(`http://127.0.0.1:${port}${route}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        });
+        expect(response.status, await response.clone().text()).toBeLessThan(300);
+        return (await response.json()) as Record<string, unknown>;
+      };
+      const created = await api("/api/plan", {
+        goal: "stop while a step runs",
+        steps: [{ id: "step_1", title: "Wait", tool: "sleep", args: { ms: 120_000 } }],
+      });
+      const planId = (created.plan as { id: string }).id;
+      const { runId } = (await api(`/api/plan/${planId}/approve`, {})) as { runId: string };
+      const databaseUrl = await runningEmbeddedDatabaseUrl(dataDir);
+      const stepStatus = async () => {
+        const client = new pg.Client({ connectionString: databaseUrl });
+        await client.connect();
+        try {
+          const step = await client.query("select status from run_steps where run_id = $1", [runId]);
+          const events = await client.query<{ type: string; data: Record<string, unknown> }>(
+            "select type, data from events where run_id = $1 order by created_at, seq",
+            [runId],
+          );
+          return { status: step.rows[0]?.status as string | undefined, events: events.rows };
+        } finally {
+          await client.end();
+        }
+      };
+      await expect.poll(async () => (await stepStatus()).status, { timeout: 120_000, interval: 200 }).toBe("running");
+      await expectCleanStop(started);
+
+      // Started again, the database answers: the step was given back at the same attempt, never failed.
+      const next = startCli(["worker"], env());
+      await waitFor(next, "Worker started");
+      const { events } = await stepStatus();
+      expect(events.map((event) => event.type)).not.toContain("step.failed");
+      expect(events.map((event) => event.type)).not.toContain("run.failed");
+      expect(events.find((event) => event.type === "step.retrying")?.data).toMatchObject({
+        attempt: 1,
+        interrupted: true,
+      });
+      await expectCleanStop(next);
+    },
+  );
 
   it("a PostgreSQL left behind by a killed Stepwise is stopped by the next start", { timeout: 300_000 }, async () => {
     const killed = startCli(["worker"], env());

@@ -211,11 +211,10 @@ export async function startStepWorker(
 
   // On its own tick, recovery of steps whose workers stopped: a run whose lock is busy is skipped
   // and looked at again on the next tick, seconds later.
-  let maintaining = false;
+  let maintaining: Promise<void> | undefined;
   const maintenance = setInterval(() => {
     if (maintaining) return;
-    maintaining = true;
-    recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS)
+    maintaining = recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS)
       .then(() => (stopping ? undefined : extra?.maintain?.()))
       .then(async () => {
         // A runner wedged by a connection lost inside graphile takes no jobs although it has room:
@@ -234,7 +233,7 @@ export async function startStepWorker(
       .catch((error: unknown) => {
         if (!isConnectionError(error)) log.error({ err: String(error) }, "recovery failed");
       })
-      .finally(() => (maintaining = false));
+      .finally(() => (maintaining = undefined));
   }, heartbeatMs);
 
   // Cancellation may be decided in another process; abort our in-flight steps of that run. The
@@ -277,6 +276,9 @@ export async function startStepWorker(
     clearInterval(heartbeat);
     clearInterval(leaseRenewal);
     clearInterval(maintenance);
+    // A tick already under way finishes before the pools it uses are closed (by us, or by the
+    // app right after this returns): cut off, it would report a failure that is only the stop.
+    await Promise.all([maintaining, renewing]);
     // Our row is marked last: peers then see any step still marked running here as interrupted.
     // It stays, so a step's card can still say which worker ran it.
     await deps.pool.query("update workers set stopped_at = now() where id = $1", [workerId]).catch(() => undefined);
