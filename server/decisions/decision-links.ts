@@ -7,7 +7,7 @@ import { approvalViewSchema, waitingApproval, type ApprovalView } from "../engin
 import { decideApproval } from "../engine/engine";
 import { withCaller } from "../caller-context";
 import { readConfig } from "../env";
-import { AppError } from "../errors";
+import { AppError, hasKind, markKind } from "../errors";
 import type { Identity } from "../operations/identity";
 import { makerNow } from "../people/principals";
 import { roleAtLeast } from "../vocabulary";
@@ -207,10 +207,16 @@ const REFUSALS: Record<LinkRefusal, string> = {
 };
 
 export class DecisionLinkRefused extends AppError {
+  // Its own mark: AppError's `instanceof` would otherwise take any AppError for this one.
+  static [Symbol.hasInstance](value: unknown): boolean {
+    return hasKind(value, "DecisionLinkRefused");
+  }
+
   constructor(readonly refusal: LinkRefusal) {
     super(refusal === "invalid" || refusal === "maker" ? "forbidden" : "invalid_state", REFUSALS[refusal], {
       refusal,
     });
+    markKind(this, "DecisionLinkRefused");
   }
 }
 

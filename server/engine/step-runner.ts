@@ -1,3 +1,4 @@
+import { hasKind, markKind } from "../errors";
 import { isDatabaseUnavailable, retryOnConnectionLoss } from "../db";
 import { logger } from "../logger";
 import { RetryableToolError } from "../tools/types";
@@ -113,7 +114,7 @@ async function executeAndRecord(
     if (inFlight.size === 0) deps.cancellations.delete(run.id);
     await reporter.close();
   }
-  if (isWorkerShutdown(controller.signal.reason)) {
+  if (controller.signal.reason instanceof WorkerShutdownError) {
     // A gentle stop fails nothing: the attempt's processes are known to be gone, so the same
     // attempt is given back to run again at the next start (or on another worker at once).
     // A tool that did not stop in time is not an outcome: the step stays running under this
@@ -234,28 +235,20 @@ class AbortNotSettledError extends Error {
   }
 }
 
-const WORKER_SHUTDOWN = Symbol.for("stepwise.workerShutdown");
-
-/** The abort reason for steps still running when a worker's shutdown grace period ends. */
+/**
+ * The abort reason for steps still running when a worker's shutdown grace period ends. A step
+ * started from a web route runs in the server bundle's copy of this module while the CLI's
+ * worker aborts it, so `instanceof` asks for the mark, not the class (see markKind).
+ */
 export class WorkerShutdownError extends Error {
-  readonly [WORKER_SHUTDOWN] = true;
+  static [Symbol.hasInstance](value: unknown): boolean {
+    return hasKind(value, "WorkerShutdownError");
+  }
+
   constructor() {
     super("The worker shut down while the step ran");
+    markKind(this, "WorkerShutdownError");
   }
-}
-
-/**
- * Whether a step was aborted by its worker's shutdown. Told by a registry symbol, not by
- * `instanceof`: in `stepwise serve` the web server's bundle holds its own copy of this module,
- * so a step started from a route runs in that copy while the worker that stops it aborts with
- * the other copy's class — and a gentle stop then failed the step instead of giving it back.
- */
-export function isWorkerShutdown(reason: unknown): boolean {
-  return (
-    typeof reason === "object" &&
-    reason !== null &&
-    (reason as { [WORKER_SHUTDOWN]?: boolean })[WORKER_SHUTDOWN] === true
-  );
 }
 
 /** Aborts every step this process is running (shutdown after the grace period). */

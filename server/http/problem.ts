@@ -1,6 +1,5 @@
-import { ZodError } from "zod";
 import { isDatabaseUnavailable } from "../db";
-import { isAppError, type AppErrorCode } from "../errors";
+import { isAppError, isZodError, type AppErrorCode } from "../errors";
 
 /**
  * Errors of the plain HTTP doors (HTTP API, operations endpoint, MCP over HTTP) as RFC 9457
@@ -40,7 +39,7 @@ export function toProblem(error: unknown): Problem {
       ...(error.details !== undefined && { details: error.details }),
     };
   }
-  if (error instanceof ZodError) {
+  if (isZodError(error)) {
     return {
       type: "https://stepwise.dev/problems/invalid_input",
       title: "invalid input",

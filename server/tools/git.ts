@@ -1,6 +1,6 @@
 import path from "node:path";
 import { z } from "zod";
-import { AppError } from "../errors";
+import { AppError, hasKind, markKind } from "../errors";
 import { asConfigEnv, gitHelperPaths, gitProgram } from "./git-hardening";
 import { inspectRepositories } from "./git-repositories";
 import { launch, LaunchRefused } from "./launcher";
@@ -55,12 +55,18 @@ export interface GitOptions {
 
 /** A git command that failed; the message carries git's own explanation. */
 export class GitCommandError extends Error {
+  // Thrown by the app context's services, caught by either copy of the agents' code (see markKind).
+  static [Symbol.hasInstance](value: unknown): boolean {
+    return hasKind(value, "GitCommandError");
+  }
+
   constructor(
     readonly args: string[],
     readonly output: GitOutput,
   ) {
     super(`git ${args[0] ?? ""} failed (exit ${output.exitCode}): ${output.stderr.trim() || output.stdout.trim()}`);
     this.name = "GitCommandError";
+    markKind(this, "GitCommandError");
   }
 }
 

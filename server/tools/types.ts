@@ -1,3 +1,4 @@
+import { hasKind, markKind } from "../errors";
 import type { z } from "zod";
 
 export type Capability =
@@ -128,4 +129,13 @@ export function defineTool<Input, Output>(tool: ToolDefinition<Input, Output>): 
 /** An error a tool raises to say that trying again may succeed (network blip, lock held). */
 export class RetryableToolError extends Error {
   readonly retryable = true;
+  // Tools come from the app context, which the web server's bundle shares (see markKind).
+  static [Symbol.hasInstance](value: unknown): boolean {
+    return hasKind(value, "RetryableToolError");
+  }
+
+  constructor(message?: string, options?: ErrorOptions) {
+    super(message, options);
+    markKind(this, "RetryableToolError");
+  }
 }

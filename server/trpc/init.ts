@@ -1,9 +1,9 @@
 import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
-import { ZodError, type z } from "zod";
+import type { z } from "zod";
 import type { AppContext } from "../app-context";
 import { isDatabaseUnavailable } from "../db";
-import { AppError, isAppError, type AppErrorCode } from "../errors";
+import { AppError, isAppError, isZodError, type AppErrorCode } from "../errors";
 import type { Identity } from "../operations/identity";
 import { authorize, authorizeNow, type Operation } from "../operations/operation";
 
@@ -40,7 +40,7 @@ const t = initTRPC
           // Stable, documented codes for clients: what went wrong, and where.
           appError: isAppError(cause) ? cause.code : null,
           details: isAppError(cause) ? (cause.details ?? null) : null,
-          zodIssues: cause instanceof ZodError ? cause.issues : null,
+          zodIssues: isZodError(cause) ? cause.issues : null,
           stack: undefined,
         },
       };
