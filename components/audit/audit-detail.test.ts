@@ -32,6 +32,17 @@ describe("summarizeDetail", () => {
     expect(hasMoreThanSummary(parts)).toBe(true);
   });
 
+  it("shows times in the reader's own zone and yes/no for flags", () => {
+    const at = "2026-11-29T00:09:37.179Z";
+    const parts = summarizeDetail({ expiresAt: at, released: true, withdrawn: false });
+    expect(parts).toEqual([
+      { key: "expires at", kind: "text", text: new Date(at).toLocaleString() },
+      { key: "released", kind: "text", text: "yes" },
+      { key: "withdrawn", kind: "text", text: "no" },
+    ]);
+    expect(parts[0]!.kind === "text" && parts[0]!.text).not.toContain("T00:09");
+  });
+
   it("says when the raw JSON adds nothing to the summary line", () => {
     expect(hasMoreThanSummary(summarizeDetail({ note: "ok", released: true }))).toBe(false);
   });

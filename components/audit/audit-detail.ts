@@ -30,11 +30,17 @@ function words(key: string): string {
     .toLowerCase();
 }
 
+/** An ISO 8601 timestamp as the server writes them (`2026-11-29T00:09:37.179Z`). */
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
 function describeValue(value: unknown): { text: string; full?: string } {
+  // A time reads in the reader's own zone; the exact value stays in the raw JSON.
+  if (typeof value === "string" && TIMESTAMP.test(value)) return { text: new Date(value).toLocaleString() };
+  if (typeof value === "boolean") return { text: value ? "yes" : "no" };
   if (typeof value === "string") {
     return value.length > MAX_TEXT ? { text: `${value.slice(0, MAX_TEXT - 1)}…`, full: value } : { text: value };
   }
-  if (typeof value === "number" || typeof value === "boolean") return { text: String(value) };
+  if (typeof value === "number") return { text: String(value) };
   if (Array.isArray(value)) {
     if (value.every((item) => typeof item === "string" || typeof item === "number")) {
       const text = value.join(", ");

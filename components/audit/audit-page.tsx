@@ -210,7 +210,11 @@ export function AuditPage({ filters }: { filters: AuditFilters }) {
             {rows.map((entry) => (
               <tr key={entry.id} data-audit-action={entry.action}>
                 <td>
-                  <time dateTime={entry.createdAt}>{new Date(entry.createdAt).toLocaleString()}</time>
+                  <time dateTime={entry.createdAt} className="when">
+                    {new Date(entry.createdAt).toLocaleDateString()}
+                    <br />
+                    {new Date(entry.createdAt).toLocaleTimeString()}
+                  </time>
                 </td>
                 <td>
                   {/* The stored kind, not the name, tells a person from an agent that took a person's name. */}

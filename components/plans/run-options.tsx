@@ -115,7 +115,7 @@ export function ApprovalNoteField({ value, onChange }: { value: string; onChange
         maxLength={4000}
         rows={2}
         onChange={(event) => onChange(event.target.value)}
-        placeholder="Shown to the agent that carries out the plan, and kept in the audit log"
+        placeholder="For the agent that carries it out; kept in the audit log"
       />
     </label>
   );
