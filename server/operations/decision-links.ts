@@ -9,7 +9,7 @@ import {
   useDecisionLinkInput,
 } from "../decisions/decision-links";
 import { AppError } from "../errors";
-import { requirePerson, type Identity } from "./identity";
+import type { Identity } from "./identity";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
 import type { AnyOperation } from "./registry";
@@ -41,7 +41,6 @@ export const decisionLinkCreate = defineOperation({
     definitionHash: z.string().describe("The step definition the link decides on; a changed step refuses it"),
   }),
   async run({ app, identity }, input) {
-    requirePerson(identity, "make a decision link");
     // The credential it was made with is recorded: revoking it (or lowering the maker's role) kills the link.
     return createDecisionLink(app, { name: identity.name, credentialId: identity.tokenId }, input);
   },
@@ -55,8 +54,7 @@ export const decisionLinkView = defineOperation({
   input: z.object({ token }),
   output: decisionLinkViewSchema,
   annotations: { readOnly: true },
-  async run({ app, identity }, input) {
-    requirePerson(identity, "open a decision link");
+  async run({ app }, input) {
     return inspectDecisionLink(app, input.token);
   },
 });
@@ -77,7 +75,6 @@ export const decisionLinkDecide = defineOperation({
   async run({ app, identity }, input) {
     // The token is the credential for this one decision; an agent holding one still never decides.
     if (identity.kind === "agent") throw new AppError("forbidden", "An agent may not use a decision link");
-    requirePerson(identity, "use a decision link");
     return useDecisionLink(app, input);
   },
 });

@@ -1,4 +1,3 @@
-import { AppError } from "../errors";
 import type { IdentityKind, Role } from "../vocabulary";
 
 /**
@@ -31,10 +30,3 @@ export function roleOf(identity: Identity): Role {
 }
 
 export const SYSTEM: Identity = { kind: "system", name: "system" };
-
-/** Approvals, gate waivers and decisions are a person's; an agent's credential alone never suffices. */
-export function requirePerson(identity: Identity, action: string): void {
-  if (identity.kind !== "person") {
-    throw new AppError("forbidden", `Only a person may ${action}; ${identity.name} is an ${identity.kind}.`);
-  }
-}

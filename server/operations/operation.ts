@@ -135,12 +135,13 @@ export async function invokeOperation<Input extends z.ZodType, Output extends z.
 
 /**
  * The tRPC door's adapter: a procedure body that runs the operation for the caller the door
- * proved, after the same check as `invokeOperation`. tRPC has already parsed the input with
- * `operation.input`.
+ * proved, after the same check as `invokeOperation`, and shapes its output the same way. tRPC
+ * has already parsed the input with `operation.input`.
  */
 export function viaOperation<Input extends z.ZodType, Output extends z.ZodType>(operation: Operation<Input, Output>) {
-  return ({ ctx, input }: { ctx: OperationContext; input: z.output<Input> }) => {
+  return async ({ ctx, input }: { ctx: OperationContext; input: z.output<Input> }): Promise<z.output<Output>> => {
     authorize(operation, ctx.identity);
-    return withCaller(ctx.identity, () => operation.run(ctx, input));
+    // The output schema shapes the answer here as in every other door: one operation, one shape.
+    return operation.output.parse(await withCaller(ctx.identity, () => operation.run(ctx, input)));
   };
 }

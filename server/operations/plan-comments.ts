@@ -10,7 +10,6 @@ import {
 import { plannerFor } from "../planner/deps";
 import { startRegeneration } from "../planner/sessions";
 import { AppError } from "../errors";
-import { requirePerson } from "./identity";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { planReview } from "./plans";
@@ -88,7 +87,6 @@ export const planReviseFromComments = defineOperation({
   }),
   async run(context, input) {
     const { app, identity } = context;
-    requirePerson(identity, "ask for a revision");
     const plan = await app.db.prisma.planVersion.findUnique({
       where: { planId_version: { planId: input.planId, version: input.version } },
       select: { source: true },

@@ -1,6 +1,5 @@
 import { z } from "zod";
 import { archivePlan, restorePlan } from "../plans/lifecycle";
-import { requirePerson } from "./identity";
 import { PERSON_ONLY } from "./policy";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
@@ -21,7 +20,6 @@ export const planArchive = defineOperation({
   output: z.object({ planId: z.string(), state: z.enum(["archived", "rejected"]) }),
   annotations: { destructive: false, idempotent: false },
   async run({ app, identity }, input) {
-    requirePerson(identity, "archive a plan");
     const result = await archivePlan(app.db.pool, { planId: input.planId, actor: identity.name });
     return {
       planId: result.planId,
@@ -38,7 +36,6 @@ export const planRestore = defineOperation({
   input: z.object({ planId }),
   output: z.object({ planId: z.string(), state: z.literal("active") }),
   run({ app, identity }, input) {
-    requirePerson(identity, "restore a plan");
     return restorePlan(app.db.pool, { planId: input.planId, actor: identity.name });
   },
 });

@@ -13,7 +13,6 @@ import { attachRequestedSession } from "../agents/session-requests";
 import { adoptIntoSessionRun } from "../agents/sessions";
 import { AppError } from "../errors";
 import { rejectPlan } from "../plans/lifecycle";
-import { requirePerson } from "./identity";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { authorize, principalOf } from "../policy/authority";
 import { ACTIVE_RUN_STATUSES } from "../vocabulary";
@@ -237,7 +236,6 @@ export const planApprove = defineOperation({
   }),
   output: z.object({ runId: z.string(), traceId: z.string() }),
   async run({ app, identity }, input) {
-    requirePerson(identity, "approve a plan");
     // The run acts where the plan's task was made, not wherever the server happens to point.
     const workspace = await workspaceForPlan(app.db.pool, input.planId, app.workspaceRoot);
     const started = await startRun(app.engine, {
@@ -335,7 +333,6 @@ export const planReview = defineOperation({
   }),
   output: z.object({ ok: z.literal(true) }),
   async run({ app, identity }, input) {
-    requirePerson(identity, "review a plan");
     if (input.decision === "request_changes" && !input.comment) {
       throw new AppError("invalid_input", "Say what should change: the agent revises the plan by your instructions");
     }

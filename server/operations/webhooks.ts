@@ -13,7 +13,6 @@ import {
   updateWebhookInput,
   webhookViewSchema,
 } from "../webhooks/endpoints";
-import { requirePerson } from "./identity";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
 import type { AnyOperation } from "./registry";
@@ -36,7 +35,6 @@ export const webhookCreate = defineOperation({
     secret: z.string().describe("Signs every request (X-Stepwise-Signature). Shown once: store it now"),
   }),
   async run({ app, identity }, input) {
-    requirePerson(identity, "configure webhooks");
     return createWebhook(app.db.pool, identity.name, input);
   },
 });
@@ -49,8 +47,7 @@ export const webhookList = defineOperation({
   input: z.object({}),
   output: z.object({ webhooks: z.array(webhookViewSchema) }),
   annotations: { readOnly: true },
-  async run({ app, identity }) {
-    requirePerson(identity, "see webhooks");
+  async run({ app }) {
     return { webhooks: await listWebhooks(app.db.pool) };
   },
 });
@@ -63,7 +60,6 @@ export const webhookUpdate = defineOperation({
   input: updateWebhookInput,
   output: z.object({ webhook: webhookViewSchema, secret: z.string().optional() }),
   async run({ app, identity }, input) {
-    requirePerson(identity, "configure webhooks");
     return updateWebhook(app.db.pool, identity.name, input);
   },
 });
@@ -77,7 +73,6 @@ export const webhookDelete = defineOperation({
   output: z.object({ deleted: z.literal(true) }),
   annotations: { destructive: true },
   async run({ app, identity }, input) {
-    requirePerson(identity, "configure webhooks");
     await deleteWebhook(app.db.pool, identity.name, input.id);
     return { deleted: true as const };
   },
@@ -91,7 +86,6 @@ export const webhookTest = defineOperation({
   input: z.object({ id }),
   output: z.object({ deliveryId: z.string() }),
   async run({ app, identity }, input) {
-    requirePerson(identity, "test webhooks");
     return sendTestWebhook(app.db.pool, identity.name, input.id, publicBaseUrl());
   },
 });
@@ -105,8 +99,7 @@ export const webhookDeliveries = defineOperation({
   input: z.object({ id, limit: z.number().int().min(1).max(100).default(20) }),
   output: z.object({ deliveries: z.array(deliveryViewSchema) }),
   annotations: { readOnly: true },
-  async run({ app, identity }, input) {
-    requirePerson(identity, "see webhook deliveries");
+  async run({ app }, input) {
     return { deliveries: await listDeliveries(app.db.pool, input.id, input.limit) };
   },
 });
@@ -118,8 +111,7 @@ export const webhookRedeliver = defineOperation({
   summary: "Send a finished delivery again (the same body and id), with a fresh series of attempts",
   input: z.object({ deliveryId: id }),
   output: z.object({ deliveryId: z.string(), attempt: z.number().int() }),
-  async run({ app, identity }, input) {
-    requirePerson(identity, "retry webhook deliveries");
+  async run({ app }, input) {
     return redeliver(app.db.pool, input.deliveryId);
   },
 });
