@@ -216,7 +216,7 @@ async function ensureWorktree(repo: WorkspaceRepo, relative: string, branch: str
   await pruneOwnWorktreeRecords(repo);
   try {
     const add = ["worktree", "add", "--quiet", "-b", branch, "--end-of-options", absolute, base];
-    const created = await git(repo, add, { okExitCodes: [128] });
+    const created = await git(repo, add, { okExitCodes: [128, 255] });
     if (created.exitCode !== 0) {
       // The branch is there already (the task was handed out before): check it out as it is.
       if (!/already exists/.test(created.stderr)) throw new GitCommandError(add, created);
