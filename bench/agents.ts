@@ -17,6 +17,8 @@ import { readEvents } from "../server/events/store";
 import { agentStart, agentStatus, agentUpdate } from "../server/operations/agent";
 import { invokeOperation, type Operation } from "../server/operations/operation";
 import type { StatusResponse } from "../server/agents/contract";
+import { workspaceRepository } from "../server/agents/worktrees";
+import { runGit } from "../server/tools/git";
 import { programsLaunched } from "../server/tools/launcher";
 import { git } from "../tests/git-fixture";
 import { scratchDatabase } from "./scratch-database";
@@ -169,6 +171,23 @@ async function workspaceRun(databaseUrl: string, workspace: string): Promise<Ret
   }
 }
 
+/** The median time of one `git rev-parse HEAD` as Stepwise runs it (hardened, in the sandbox). */
+async function oneGitProgram(repository: string): Promise<number> {
+  const repo = await workspaceRepository(repository);
+  if (!repo) return NaN;
+  const times: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const t0 = performance.now();
+    await runGit(["rev-parse", "HEAD"], {
+      cwd: repo.root,
+      signal: AbortSignal.timeout(60_000),
+      repository: repo.repository,
+    });
+    times.push(performance.now() - t0);
+  }
+  return percentile(times, 50);
+}
+
 async function main() {
   const { scratch, databaseUrl, drop } = await scratchDatabase("agents");
   try {
@@ -181,6 +200,7 @@ async function main() {
     git(repository, "init", "--quiet", "--initial-branch=main");
     git(repository, "add", "--all");
     git(repository, "commit", "--quiet", "--message=initial");
+    const gitProgram = await oneGitProgram(repository);
     const summary = {
       tasks: TASKS,
       waves: WAVES,
@@ -188,8 +208,11 @@ async function main() {
       sessions: SESSIONS,
       plain_directory: await workspaceRun(databaseUrl, plain),
       git_repository: await workspaceRun(databaseUrl, repository),
+      // What one sandboxed git costs here (a hand-out of a new task starts one, a report four).
+      one_git_program_p50_ms: gitProgram,
     };
     console.table({ plain_directory: summary.plain_directory, git_repository: summary.git_repository });
+    console.log(`one sandboxed git program (rev-parse), p50: ${gitProgram} ms`);
     await fs.mkdir(path.join(import.meta.dirname, "results"), { recursive: true });
     await fs.writeFile(path.join(import.meta.dirname, "results/agents.json"), `${JSON.stringify(summary, null, 2)}\n`);
   } finally {
