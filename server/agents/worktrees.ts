@@ -2,6 +2,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { GitCommandError, runGit, type Repository } from "../tools/git";
 import { inspectRepositories } from "../tools/git-repositories";
+import { sandboxAvailable } from "../tools/sandbox";
 
 /**
  * A git worktree per agent task (issue "Parallel agent work"): when the workspace is a git
@@ -101,6 +102,7 @@ async function headState(root: string): Promise<string> {
  * commit. Otherwise undefined, and tasks work in the workspace itself, as before.
  */
 export async function workspaceRepository(workspaceRoot: string): Promise<WorkspaceRepo | undefined> {
+  if (!sandboxAvailable()) return undefined; // nobody approved these gits: they run confined or not at all
   const root = await fs.realpath(workspaceRoot).catch(() => undefined);
   if (!root) return undefined;
   const dotGit = await fs.lstat(path.join(root, ".git")).catch(() => undefined);
@@ -121,7 +123,8 @@ export async function workspaceRepository(workspaceRoot: string): Promise<Worksp
   // One git for both: the workspace's place in its repository (top level: an empty line) and its commit.
   const answer = await git({ repository, root }, ["rev-parse", "--show-prefix", "HEAD^{commit}"], {
     okExitCodes: [128],
-  });
+  }).catch(() => undefined);
+  if (!answer) return undefined; // git could not run (refused, cut off): no worktrees this time
   const [prefix, commit] = answer.stdout.split("\n");
   const usable = answer.exitCode === 0 && prefix === "" && /^[0-9a-f]{40,64}$/.test(commit ?? "");
   topLevelAnswers.set(root, { state, usable });
