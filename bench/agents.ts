@@ -5,6 +5,8 @@
  * doors call), each looping status → IN_PROGRESS → DONE. Measures Stepwise's own time per
  * hand-out (a `status` that leases a new task), per IN_PROGRESS and per DONE (`update`), and checks
  * that no task was handed out twice and none before its dependencies were done.
+ * All of it twice: in a plain directory, and in a git repository, where each task gets a worktree
+ * of its own and its DONE commits and merges it into the run's integration branch.
  * Real PostgreSQL (embedded unless DATABASE_URL), in-process worker. Prints a table and writes
  * bench/results/agents.json; it asserts nothing about time.
  */
@@ -15,6 +17,10 @@ import { readEvents } from "../server/events/store";
 import { agentStart, agentStatus, agentUpdate } from "../server/operations/agent";
 import { invokeOperation, type Operation } from "../server/operations/operation";
 import type { StatusResponse } from "../server/agents/contract";
+import { workspaceRepository } from "../server/agents/worktrees";
+import { runGit } from "../server/tools/git";
+import { programsLaunched } from "../server/tools/launcher";
+import { git } from "../tests/git-fixture";
 import { scratchDatabase } from "./scratch-database";
 import { percentile, round } from "./stats";
 
@@ -75,6 +81,7 @@ async function oneSession(app: AppContext) {
     into.push(performance.now() - t0);
     return result;
   };
+  const programsBefore = programsLaunched();
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: AGENTS }, async (_, n) => {
@@ -99,6 +106,7 @@ async function oneSession(app: AppContext) {
     }),
   );
   const makespan = performance.now() - t0;
+  const programs = programsLaunched() - programsBefore;
   const run = await app.db.pool.query<{ run_id: string }>("select run_id from agent_sessions where id = $1", [session]);
   const events = await readEvents(app.db.pool, run.rows[0]!.run_id, 0);
   const leased = events.filter((event) => event.type === "agent.task_leased");
@@ -111,53 +119,103 @@ async function oneSession(app: AppContext) {
     return task.dependencies.every((dep) => (completedAt.get(`step_${dep}`) ?? Infinity) < event.seq);
   });
   const once = new Set(leased.map((event) => event.stepId)).size === leased.length && leased.length === TASKS;
-  return { handOut, started, done, makespan, orderOk, once };
+  return { handOut, started, done, makespan, programs, orderOk, once };
+}
+
+type SessionResult = Awaited<ReturnType<typeof oneSession>>;
+
+/** The figures of one kind of workspace, over all its sessions. */
+function summarize(results: SessionResult[]) {
+  const all = (pick: (r: SessionResult) => number[]) => results.flatMap(pick);
+  return {
+    hand_out_p50_ms: percentile(
+      all((r) => r.handOut),
+      50,
+    ),
+    hand_out_p95_ms: percentile(
+      all((r) => r.handOut),
+      95,
+    ),
+    in_progress_p50_ms: percentile(
+      all((r) => r.started),
+      50,
+    ),
+    done_p50_ms: percentile(
+      all((r) => r.done),
+      50,
+    ),
+    done_p95_ms: percentile(
+      all((r) => r.done),
+      95,
+    ),
+    // Every program Stepwise started (git, in its sandbox) per task, over the whole loop.
+    programs_per_task: round(results.reduce((sum, r) => sum + r.programs, 0) / (TASKS * results.length)),
+    makespan_median_ms: round(results.map((r) => r.makespan).sort((a, b) => a - b)[Math.floor((SESSIONS - 1) / 2)]!),
+    every_task_handed_out_once: results.every((r) => r.once),
+    dependencies_respected: results.every((r) => r.orderOk),
+  };
+}
+
+/**
+ * The same loop in a plain directory and in a git repository (each task then works in a worktree
+ * of its own, and its DONE commits and merges it into the run's integration branch).
+ */
+async function workspaceRun(databaseUrl: string, workspace: string): Promise<ReturnType<typeof summarize>> {
+  const app = await createAppContext({ databaseUrl, workspaceRoot: workspace, worker: { concurrency: 4 } });
+  try {
+    const results: SessionResult[] = [];
+    for (let i = 0; i < SESSIONS; i++) results.push(await oneSession(app));
+    return summarize(results);
+  } finally {
+    await app.close();
+  }
+}
+
+/** The median time of one `git rev-parse HEAD` as Stepwise runs it (hardened, in the sandbox). */
+async function oneGitProgram(repository: string): Promise<number> {
+  const repo = await workspaceRepository(repository);
+  if (!repo) return NaN;
+  const times: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const t0 = performance.now();
+    await runGit(["rev-parse", "HEAD"], {
+      cwd: repo.root,
+      signal: AbortSignal.timeout(60_000),
+      repository: repo.repository,
+    });
+    times.push(performance.now() - t0);
+  }
+  return percentile(times, 50);
 }
 
 async function main() {
   const { scratch, databaseUrl, drop } = await scratchDatabase("agents");
-  const workspace = path.join(scratch, "ws");
-  await fs.mkdir(workspace);
-  await fs.writeFile(path.join(workspace, "README.md"), "# Bench\n");
-  const app = await createAppContext({ databaseUrl, workspaceRoot: workspace, worker: { concurrency: 4 } });
   try {
-    const results: Awaited<ReturnType<typeof oneSession>>[] = [];
-    for (let i = 0; i < SESSIONS; i++) results.push(await oneSession(app));
-    const all = (pick: (r: (typeof results)[number]) => number[]) => results.flatMap(pick);
+    const plain = path.join(scratch, "plain");
+    await fs.mkdir(plain);
+    await fs.writeFile(path.join(plain, "README.md"), "# Bench\n");
+    const repository = path.join(scratch, "repository");
+    await fs.mkdir(repository);
+    await fs.writeFile(path.join(repository, "README.md"), "# Bench\n");
+    git(repository, "init", "--quiet", "--initial-branch=main");
+    git(repository, "add", "--all");
+    git(repository, "commit", "--quiet", "--message=initial");
+    const gitProgram = await oneGitProgram(repository);
     const summary = {
       tasks: TASKS,
       waves: WAVES,
       agents: AGENTS,
       sessions: SESSIONS,
-      hand_out_p50_ms: percentile(
-        all((r) => r.handOut),
-        50,
-      ),
-      hand_out_p95_ms: percentile(
-        all((r) => r.handOut),
-        95,
-      ),
-      in_progress_p50_ms: percentile(
-        all((r) => r.started),
-        50,
-      ),
-      done_p50_ms: percentile(
-        all((r) => r.done),
-        50,
-      ),
-      done_p95_ms: percentile(
-        all((r) => r.done),
-        95,
-      ),
-      makespan_median_ms: round(results.map((r) => r.makespan).sort((a, b) => a - b)[Math.floor((SESSIONS - 1) / 2)]!),
-      every_task_handed_out_once: results.every((r) => r.once),
-      dependencies_respected: results.every((r) => r.orderOk),
+      plain_directory: await workspaceRun(databaseUrl, plain),
+      git_repository: await workspaceRun(databaseUrl, repository),
+      // What one sandboxed git costs here (a hand-out of a new task starts one, a report four).
+      one_git_program_p50_ms: gitProgram,
     };
-    console.table(summary);
+    console.table({ plain_directory: summary.plain_directory, git_repository: summary.git_repository });
+    console.log(`one sandboxed git program (rev-parse), p50: ${gitProgram} ms`);
     await fs.mkdir(path.join(import.meta.dirname, "results"), { recursive: true });
     await fs.writeFile(path.join(import.meta.dirname, "results/agents.json"), `${JSON.stringify(summary, null, 2)}\n`);
   } finally {
-    await app.close();
     await drop();
   }
 }

@@ -611,7 +611,12 @@ export async function updateSession(
       });
     });
   }
-  await afterTaskUpdates(app.db.pool, { runId: session.run_id, updates: prepared.updates, merged: prepared.merged });
+  await afterTaskUpdates(app.db.pool, {
+    runId: session.run_id,
+    updates: prepared.updates,
+    merged: prepared.merged,
+    mergedTips: prepared.mergedTips,
+  });
   for (const conflict of prepared.conflicts) {
     await alertSession(app, {
       sessionId: session.id,

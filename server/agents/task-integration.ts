@@ -56,6 +56,8 @@ export interface PreparedUpdates {
   resolved: string[];
   /** Tasks whose branch merged: their worktree and branch go once the DONE is recorded. */
   merged: string[];
+  /** The commit merged of each of those: its branch is deleted only while it still points there. */
+  mergedTips: Record<string, string>;
 }
 
 export function conflictSignalKey(stepId: string): string {
@@ -117,7 +119,7 @@ export async function prepareTaskUpdates(
     tools: ToolRegistry;
   },
 ): Promise<PreparedUpdates> {
-  const prepared: PreparedUpdates = { updates: [], conflicts: [], resolved: [], merged: [] };
+  const prepared: PreparedUpdates = { updates: [], conflicts: [], resolved: [], merged: [], mergedTips: {} };
   const byId = new Map(input.steps.map((step) => [step.id, step]));
   const finishing = input.updates.filter(
     (update) =>
@@ -189,6 +191,7 @@ export async function prepareTaskUpdates(
       continue;
     }
     prepared.merged.push(step.id);
+    prepared.mergedTips[step.id] = merge.tip;
     prepared.resolved.push(conflictSignalKey(step.id));
     await appendTaskEvent(pool, run, {
       type: "task.merged",
@@ -217,7 +220,7 @@ export async function prepareTaskUpdates(
  */
 export async function afterTaskUpdates(
   pool: pg.Pool,
-  input: { runId: string; updates: AgentTaskUpdate[]; merged: string[] },
+  input: { runId: string; updates: AgentTaskUpdate[]; merged: string[]; mergedTips?: Record<string, string> },
 ): Promise<void> {
   const starting = input.updates.filter((update) => update.status === "IN_PROGRESS");
   if (starting.length === 0 && input.merged.length === 0) return;
@@ -226,7 +229,7 @@ export async function afterTaskUpdates(
   if (!repo) return;
   for (const update of starting) await ensureTaskWorktree(repo, run.id, update.stepId);
   for (const stepId of input.merged) {
-    await removeTaskWorktree(repo, run.id, stepId).catch((error: unknown) =>
+    await removeTaskWorktree(repo, run.id, stepId, input.mergedTips?.[stepId]).catch((error: unknown) =>
       logger.warn({ err: error, runId: run.id, stepId }, "could not remove a merged task's worktree"),
     );
   }

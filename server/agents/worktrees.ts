@@ -1,6 +1,8 @@
 import fs from "node:fs/promises";
 import path from "node:path";
-import { GitCommandError, openRepository, runGit, type Repository } from "../tools/git";
+import { GitCommandError, runGit, type Repository } from "../tools/git";
+import { inspectRepositories } from "../tools/git-repositories";
+import { sandboxAvailable } from "../tools/sandbox";
 
 /**
  * A git worktree per agent task (issue "Parallel agent work"): when the workspace is a git
@@ -70,27 +72,63 @@ export interface WorkspaceRepo {
 }
 
 /**
+ * What `git rev-parse` answered for a workspace, kept while the files it depends on stay as they
+ * were (`headState`): whether the workspace is its repository's top level with a commit. The
+ * repository scan (overrides for every repository git can reach, refusal of anything leading
+ * outside) is not kept here: it runs on every call, reading configuration again only when it
+ * changed (tools/git-config-cache.ts), so a git program started with this answer is hardened for
+ * the configuration as it is then.
+ */
+const topLevelAnswers = new Map<string, { state: string; usable: boolean }>();
+
+/** The files `rev-parse --show-prefix HEAD^{commit}` depends on, by identity and change time. */
+async function headState(root: string): Promise<string> {
+  const dotGit = path.join(root, ".git");
+  const head = await fs.readFile(path.join(dotGit, "HEAD"), "utf8").catch(() => "");
+  const ref = /^ref: (refs\/[^\s]+)\s*$/m.exec(head)?.[1];
+  const files = ["HEAD", "config", "config.worktree", "commondir", "packed-refs", ...(ref ? [ref] : [])];
+  const stats = await Promise.all(
+    files.map(async (file) => {
+      const stat = await fs.stat(path.join(dotGit, file), { bigint: true }).catch(() => undefined);
+      return stat ? `${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}` : "-";
+    }),
+  );
+  return `${head}|${stats.join("|")}`;
+}
+
+/**
  * The workspace as a repository worktrees can be made in: its own top level with a `.git`
  * directory (not a linked worktree, not a directory inside a larger repository) and at least one
  * commit. Otherwise undefined, and tasks work in the workspace itself, as before.
  */
 export async function workspaceRepository(workspaceRoot: string): Promise<WorkspaceRepo | undefined> {
+  if (!sandboxAvailable()) return undefined; // nobody approved these gits: they run confined or not at all
   const root = await fs.realpath(workspaceRoot).catch(() => undefined);
   if (!root) return undefined;
   const dotGit = await fs.lstat(path.join(root, ".git")).catch(() => undefined);
   if (!dotGit?.isDirectory()) return undefined;
-  const signal = AbortSignal.timeout(GIT_TIMEOUT_MS);
-  let repository: Repository;
-  try {
-    repository = await openRepository(root, signal, { contained: true });
-  } catch {
-    return undefined; // refused (something leads outside) or not a repository: no worktrees
-  }
-  if (repository.prefix !== "") return undefined;
-  const head = await git({ repository, root }, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], {
-    okExitCodes: [1, 128],
-  });
-  return head.exitCode === 0 ? { repository, root } : undefined;
+  // What openRepository checks (`contained`), without its `rev-parse`: that answer is kept below.
+  const scan = await inspectRepositories(root, { enclosing: "refuse" }).catch(() => undefined);
+  if (!scan || scan.refusal) return undefined; // something leads outside, or unreadable: no worktrees
+  const repository: Repository = {
+    cwd: root,
+    prefix: "",
+    overrides: scan.overrides,
+    contained: true,
+    outsideMounts: [],
+  };
+  const state = await headState(root);
+  const kept = topLevelAnswers.get(root);
+  if (kept?.state === state) return kept.usable ? { repository, root } : undefined;
+  // One git for both: the workspace's place in its repository (top level: an empty line) and its commit.
+  const answer = await git({ repository, root }, ["rev-parse", "--show-prefix", "HEAD^{commit}"], {
+    okExitCodes: [128],
+  }).catch(() => undefined);
+  if (!answer) return undefined; // git could not run (refused, cut off): no worktrees this time
+  const [prefix, commit] = answer.stdout.split("\n");
+  const usable = answer.exitCode === 0 && prefix === "" && /^[0-9a-f]{40,64}$/.test(commit ?? "");
+  topLevelAnswers.set(root, { state, usable });
+  return usable ? { repository, root } : undefined;
 }
 
 async function git(
@@ -127,52 +165,70 @@ export async function runIntegration(
   return { branch, exists: await branchExists(repo, branch), repositoryRoot: repo.root };
 }
 
-/** Registered worktrees of the repository, by real path. */
-async function listWorktrees(repo: WorkspaceRepo): Promise<{ path: string; branch?: string }[]> {
-  const { stdout } = await git(repo, ["worktree", "list", "--porcelain", "-z"]);
-  const result: { path: string; branch?: string }[] = [];
-  let current: { path: string; branch?: string } | undefined;
-  for (const field of stdout.split("\0")) {
-    if (field.startsWith("worktree ")) {
-      current = { path: field.slice("worktree ".length) };
-      result.push(current);
-    } else if (field.startsWith("branch ") && current) {
-      current.branch = field.slice("branch refs/heads/".length);
-    }
-  }
-  return result;
+/**
+ * Registered worktrees of the repository, by real path, read as `git worktree list` reads them:
+ * each record in `.git/worktrees/` names its checkout's `.git` file in `gitdir`. No git runs.
+ */
+async function listWorktrees(repo: WorkspaceRepo): Promise<{ path: string; record: string }[]> {
+  const records = path.join(repo.root, ".git", "worktrees");
+  const names = await fs.readdir(records).catch(() => [] as string[]);
+  const found = await Promise.all(
+    names.map(async (name) => {
+      const gitFile = (await fs.readFile(path.join(records, name, "gitdir"), "utf8").catch(() => "")).trim();
+      return gitFile
+        ? { path: path.dirname(path.resolve(records, name, gitFile)), record: path.join(records, name) }
+        : [];
+    }),
+  );
+  return found.flat();
+}
+
+/**
+ * Whether the worktree at `absolute` is registered and really there: its directory has the `.git`
+ * file leading back to its record. A checkout removed behind Stepwise's back is not, and is made again.
+ */
+async function worktreeInPlace(repo: WorkspaceRepo, absolute: string): Promise<boolean> {
+  const registered = (await listWorktrees(repo)).find((worktree) => worktree.path === absolute);
+  if (!registered) return false;
+  const pointer = /^gitdir:\s*(.+?)\s*$/m.exec(
+    await fs.readFile(path.join(absolute, ".git"), "utf8").catch(() => ""),
+  )?.[1];
+  return pointer !== undefined && path.resolve(absolute, pointer) === registered.record;
 }
 
 /** Keeps `.stepwise/` out of the person's own `git status` (and `git add -A`). */
 async function excludeStepwiseDir(repo: WorkspaceRepo): Promise<void> {
-  const { stdout } = await git(repo, ["rev-parse", "--git-path", "info/exclude"]);
-  const file = path.resolve(repo.root, stdout.trim());
-  if (!file.startsWith(`${repo.root}/`)) return; // the git directory is the workspace's own, checked by openRepository
+  // `.git` is the workspace's own directory (workspaceRepository), so this is its exclude file.
+  const file = path.join(repo.root, ".git", "info", "exclude");
   const text = await fs.readFile(file, "utf8").catch(() => "");
   if (text.split("\n").some((line) => line.trim() === "/.stepwise/")) return;
   await fs.mkdir(path.dirname(file), { recursive: true });
   await fs.appendFile(file, `${text && !text.endsWith("\n") ? "\n" : ""}/.stepwise/\n`);
 }
 
-/** Adds (or finds) the worktree at `relative`, checked out on `branch` (created from `base` when new). */
+/**
+ * Adds (or finds) the worktree at `relative`, checked out on `branch` (created from `base` when
+ * new). One that is in place costs no git at all; a new one one `git worktree add`.
+ */
 async function ensureWorktree(repo: WorkspaceRepo, relative: string, branch: string, base: string): Promise<string> {
   const absolute = path.join(repo.root, relative);
-  const registered = (await listWorktrees(repo)).find((worktree) => worktree.path === absolute);
-  if (registered) return absolute;
+  if (await worktreeInPlace(repo, absolute)) return absolute;
   await excludeStepwiseDir(repo);
   await fs.mkdir(path.dirname(absolute), { recursive: true });
-  // A directory left behind by a crash between git's steps: its stale registration goes.
+  // A directory left behind by a crash between git's steps, or removed by hand: its stale registration goes.
   await pruneOwnWorktreeRecords(repo);
   try {
-    if (await branchExists(repo, branch)) {
+    const add = ["worktree", "add", "--quiet", "-b", branch, "--end-of-options", absolute, base];
+    const created = await git(repo, add, { okExitCodes: [128, 255] });
+    if (created.exitCode !== 0) {
+      // The branch is there already (the task was handed out before): check it out as it is.
+      if (!/already exists/.test(created.stderr)) throw new GitCommandError(add, created);
       await git(repo, ["worktree", "add", "--quiet", "--end-of-options", absolute, branch]);
-    } else {
-      await git(repo, ["worktree", "add", "--quiet", "-b", branch, "--end-of-options", absolute, base]);
     }
   } catch (error) {
     // Another hand-out of the same task (or the integration checkout) made it meanwhile: fine.
     if (!(error instanceof GitCommandError)) throw error;
-    if (!(await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) throw error;
+    if (!(await worktreeInPlace(repo, absolute))) throw error;
   }
   return absolute;
 }
@@ -210,6 +266,9 @@ export async function commitPendingWork(
   author: string,
 ): Promise<boolean> {
   const cwd = path.join(repo.root, worktreeRelativePath(runId, stepId));
+  // One git when there is nothing to commit (an agent that committed its work itself).
+  const changes = await git(repo, ["status", "--porcelain", "-z", "--untracked-files=all"], { cwd });
+  if (changes.stdout === "") return false;
   await git(repo, ["add", "--all"], { cwd });
   const staged = await git(repo, ["diff", "--cached", "--quiet"], { cwd, okExitCodes: [1] });
   if (staged.exitCode === 0) return false;
@@ -221,15 +280,31 @@ export async function commitPendingWork(
 }
 
 export type MergeOutcome =
-  | { kind: "merged"; commit: string; fastForward: boolean }
-  | { kind: "up_to_date"; commit: string }
+  | { kind: "merged"; commit: string; fastForward: boolean; tip: string }
+  | { kind: "up_to_date"; commit: string; tip: string }
   | { kind: "conflict"; files: string[]; message: string };
+
+/**
+ * The commit a branch of Stepwise's points to: read from its loose ref file when git keeps one
+ * (as it does right after writing it), else asked of git (packed refs, another ref store).
+ */
+async function branchTip(repo: WorkspaceRepo, branch: string): Promise<string> {
+  const file = path.join(repo.root, ".git", "refs", "heads", ...branch.split("/"));
+  const handle = await fs.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW).catch(() => undefined);
+  const loose = handle ? await handle.readFile("utf8").finally(() => handle.close()) : "";
+  if (/^[0-9a-f]{40}([0-9a-f]{24})?\n?$/.test(loose)) return loose.trim();
+  return (
+    await git(repo, ["rev-parse", "--verify", "--end-of-options", `refs/heads/${branch}^{commit}`])
+  ).stdout.trim();
+}
 
 /**
  * Merges the task's branch into the run's integration branch, in the integration checkout, always
  * as a merge commit (`--no-ff`): the integration branch's first-parent history is then one merge
- * per task, in the order they finished — readable as the run's dependency order. A conflict is aborted (`git merge --abort`) so the integration branch is exactly
- * as before, and the conflicting files are returned. Never forced, never rewritten.
+ * per task, in the order they finished — readable as the run's dependency order. A conflict is
+ * aborted (`git merge --abort`) so the integration branch is exactly as before, and the
+ * conflicting files are returned. Never forced, never rewritten. What is merged is the branch's
+ * commit as read before (`tip`), so the branch can later be deleted only if it is still that.
  */
 export async function mergeTaskBranch(
   repo: WorkspaceRepo,
@@ -238,22 +313,19 @@ export async function mergeTaskBranch(
   message: string,
 ): Promise<MergeOutcome> {
   const cwd = await ensureIntegration(repo, runId);
-  const branch = taskBranch(runId, stepId);
-  const before = (await git(repo, ["rev-parse", "HEAD"], { cwd })).stdout.trim();
-  const merged = await git(repo, ["merge-base", "--is-ancestor", branch, "HEAD"], { cwd, okExitCodes: [1] });
-  if (merged.exitCode === 0) return { kind: "up_to_date", commit: before };
-  const result = await git(
-    repo,
-    ["merge", "--no-edit", "--no-ff", `--message=${message}`, "--end-of-options", branch],
-    {
-      cwd,
-      okExitCodes: [1, 2, 128],
-    },
-  );
+  const before = await branchTip(repo, integrationBranch(runId));
+  const tip = await branchTip(repo, taskBranch(runId, stepId));
+  const result = await git(repo, ["merge", "--no-edit", "--no-ff", `--message=${message}`, "--end-of-options", tip], {
+    cwd,
+    okExitCodes: [1, 2, 128],
+  });
   if (result.exitCode === 0) {
-    const after = (await git(repo, ["rev-parse", "HEAD"], { cwd })).stdout.trim();
-    const parent = await git(repo, ["rev-parse", "--verify", "--quiet", "HEAD^2"], { cwd, okExitCodes: [1, 128] });
-    return { kind: "merged", commit: after, fastForward: parent.exitCode !== 0 };
+    // `--no-ff` makes a merge commit unless the branch is merged already ("Already up to date"),
+    // which leaves the integration branch where it was: never a fast-forward.
+    const after = await branchTip(repo, integrationBranch(runId));
+    return after === before
+      ? { kind: "up_to_date", commit: before, tip }
+      : { kind: "merged", commit: after, fastForward: false, tip };
   }
   const unmerged = await git(repo, ["diff", "--name-only", "--diff-filter=U", "-z"], { cwd });
   const files = unmerged.stdout.split("\0").filter(Boolean);
@@ -263,11 +335,25 @@ export async function mergeTaskBranch(
   return { kind: "conflict", files, message: (result.stderr || result.stdout).trim().slice(0, 2_000) };
 }
 
-/** After a merge: the task's worktree and its (now merged) branch go. `-d` refuses an unmerged branch. */
-export async function removeTaskWorktree(repo: WorkspaceRepo, runId: string, stepId: string): Promise<void> {
+/**
+ * After a merge: the task's worktree and its (now merged) branch go. With the commit that was
+ * merged (`mergedTip`), the branch is deleted only while it still points there (`update-ref -d`
+ * with the expected value: a commit made after the merge keeps it), which leaves the repository's
+ * configuration untouched; without, `branch -d`, which refuses an unmerged branch.
+ */
+export async function removeTaskWorktree(
+  repo: WorkspaceRepo,
+  runId: string,
+  stepId: string,
+  mergedTip?: string,
+): Promise<void> {
   const absolute = path.join(repo.root, worktreeRelativePath(runId, stepId));
   if ((await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) {
     await git(repo, ["worktree", "remove", "--force", "--end-of-options", absolute]);
+  }
+  if (mergedTip) {
+    await git(repo, ["update-ref", "-d", `refs/heads/${taskBranch(runId, stepId)}`, mergedTip], { okExitCodes: [1] });
+    return;
   }
   // In the integration checkout: `-d` deletes only a branch merged into HEAD, and HEAD there is the
   // integration branch (in the person's checkout it would be their own branch).

@@ -1,5 +1,6 @@
 import fs from "node:fs/promises";
 import path from "node:path";
+import { cachedConfig, configFingerprint, rememberConfig, type ConfigEntry } from "./git-config-cache";
 import { gitProgram, gitHelperPaths, HARDENED_GIT_ENV, overridesFor } from "./git-hardening";
 import { launch, LaunchRefused } from "./launcher";
 import { sandboxAvailable, systemProgram } from "./sandbox";
@@ -247,8 +248,40 @@ async function readConfigs(
   gitDirs: string[],
   extraMounts: string[],
   approved: boolean | undefined,
-): Promise<{ key: string; value: string }[][]> {
+): Promise<ConfigEntry[][]> {
   if (gitDirs.length === 0) return [];
+  // Unchanged configuration is not read again (git-config-cache.ts says when an answer is kept).
+  // A linked worktree without configuration of its own answers as its common directory does.
+  const taken = await Promise.all(gitDirs.map((dir) => configFingerprint(dir)));
+  const sharing = (index: number) => taken[index]!.sharesCommonConfig && gitDirs.includes(taken[index]!.commonDir);
+  const kept = gitDirs.map((dir, index) => {
+    if (taken[index]!.none) return [];
+    return sharing(index) ? undefined : cachedConfig(dir, taken[index]!.fingerprint);
+  });
+  const missing = gitDirs.filter((_, index) => kept[index] === undefined && !sharing(index));
+  const read = missing.length > 0 ? await listConfigs(root, missing, extraMounts, approved) : undefined;
+  const own = gitDirs.map((dir, index) => {
+    if (kept[index] || sharing(index)) return kept[index];
+    const entries = read!.configs[missing.indexOf(dir)] ?? [];
+    // Only a complete answer (the script ran to its end) may be kept.
+    if (read!.complete) rememberConfig(dir, taken[index]!, entries);
+    return entries;
+  });
+  return own.map((entries, index) => entries ?? own[gitDirs.indexOf(taken[index]!.commonDir)] ?? []);
+}
+
+/**
+ * `git config --list` of each git directory, in one program, inside the sandbox (workspace and
+ * `extraMounts` read-only) where one exists — so an `include.path` to a file outside them reads
+ * nothing, as the git that runs later in the same sandbox sees nothing there either. Without a
+ * sandbox, only for a step a person approved (nothing else runs git there).
+ */
+async function listConfigs(
+  root: string,
+  gitDirs: string[],
+  extraMounts: string[],
+  approved: boolean | undefined,
+): Promise<{ configs: ConfigEntry[][]; complete: boolean }> {
   const git = gitProgram();
   const env: Record<string, string> = { ...HARDENED_GIT_ENV, GIT_CONFIG_COUNT: "0", LC_ALL: "C" };
   // One run for all: a record separator (\x01), then the NUL-separated `key\nvalue` entries.
@@ -256,7 +289,7 @@ async function readConfigs(
     'git=$1; shift; for dir in "$@"; do printf "\\001"; "$git" --git-dir="$dir" config --null --list 2>/dev/null; done; exit 0';
   const bash = systemProgram("bash") ?? "/bin/bash";
   const argv = [bash, "--noprofile", "--norc", "-c", script, "stepwise-config", git, ...gitDirs];
-  const stdout = await new Promise<string>((resolve) => {
+  const { stdout, complete } = await new Promise<{ stdout: string; complete: boolean }>((resolve) => {
     let child: ReturnType<typeof launch>;
     try {
       child = launch(
@@ -275,18 +308,20 @@ async function readConfigs(
         { cwd: root, env, stdio: ["ignore", "pipe", "ignore"] },
       );
     } catch (error) {
-      if (error instanceof LaunchRefused) return resolve("");
+      if (error instanceof LaunchRefused) return resolve({ stdout: "", complete: false });
       throw error;
     }
     let out = "";
+    let whole = true;
     child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
       if (out.length < 8_000_000) out += chunk;
+      else whole = false;
     });
-    child.on("error", () => resolve(out));
-    child.on("close", () => resolve(out));
+    child.on("error", () => resolve({ stdout: out, complete: false }));
+    child.on("close", (code) => resolve({ stdout: out, complete: whole && code === 0 }));
   });
   const records = stdout.split("\x01").slice(1);
-  return gitDirs.map((_, index) =>
+  const configs = gitDirs.map((_, index) =>
     (records[index] ?? "")
       .split("\0")
       .filter(Boolean)
@@ -297,6 +332,7 @@ async function readConfigs(
           : { key: entry.slice(0, newline), value: entry.slice(newline + 1) };
       }),
   );
+  return { configs, complete: complete && records.length === gitDirs.length };
 }
 
 async function readSmall(file: string): Promise<string | undefined> {

@@ -76,9 +76,20 @@ export function launchCommand(
   return { ...wrapped, env };
 }
 
+let launched = 0;
+
+/**
+ * How many programs this process has started through `launch` so far: what a test counts to see
+ * that a repeated operation stopped running git (time is no measure on a busy machine).
+ */
+export function programsLaunched(): number {
+  return launched;
+}
+
 /** Starts a program as `request` allows (see the module comment). */
 export function launch(request: Launch, options: LaunchOptions): ChildProcess {
   const { command, args, env } = launchCommand(request, options);
+  launched++;
   return spawn(command, args, {
     ...(options.cwd && { cwd: options.cwd }),
     env: env as NodeJS.ProcessEnv,
