@@ -156,7 +156,10 @@ export async function invokeOperation<Input extends z.ZodType, Output extends z.
   context: OperationContext,
   rawInput: unknown,
 ): Promise<z.output<Output>> {
-  authorize(operation, context.identity, await planModeFact(context.app, operation, context.identity));
+  // The caller's kind and role first (no lookup for a caller refused anyway), then an agent's plan mode.
+  authorize(operation, context.identity);
+  const facts = await planModeFact(context.app, operation, context.identity);
+  if (facts.planMode) authorize(operation, context.identity, facts);
   const parsed = operation.input.safeParse(rawInput);
   if (!parsed.success) {
     throw new AppError("invalid_input", `Invalid input for ${operation.name}: ${z.prettifyError(parsed.error)}`, {
