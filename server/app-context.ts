@@ -7,6 +7,7 @@ import { autoRecover } from "./planner/auto-recovery";
 import { plannerFor } from "./planner/deps";
 import { planningWork } from "./planner/session-jobs";
 import { sweepExpiredLeases } from "./agents/leases";
+import { sweepIdleTodos } from "./agents/todo-durability";
 import { createStepTextGenerator } from "./planner/step-generation";
 import { createLlmGenerateTool } from "./tools/llm-generate";
 import { logger } from "./logger";
@@ -79,6 +80,7 @@ export async function createAppContext(options: {
           maintain: async () => {
             await planning.maintain?.();
             await sweepExpiredLeases(context);
+            await sweepIdleTodos(context);
           },
         };
       },

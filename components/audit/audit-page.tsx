@@ -63,6 +63,7 @@ const ACTIONS: Record<AuditAction, string> = {
   "agent_session.attached": "handed the approved plan to its agent",
   "todo.abandoned": "closed the todo plan: its MCP session ended",
   "todo.reopened": "reopened a done todo",
+  "todo.resumed": "resumed the todo plan on a new MCP connection",
   "decision_link.created": "made a decision link for",
   "webhook.created": "added an outgoing webhook",
   "webhook.updated": "changed an outgoing webhook",

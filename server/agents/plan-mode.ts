@@ -12,6 +12,7 @@ import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { recordAudit } from "../audit/audit-log";
 import * as store from "../planner/session-store";
 import { insertSession } from "./sessions";
+import { markPlanModeHeld, markPlanModeLeft } from "./agent-plan-mode";
 import { scheduleAnswerTimeout, scheduleReviewTimeout, touchPlanMode } from "./wait-timers";
 
 /**
@@ -87,14 +88,24 @@ async function emit<T extends EventType>(
   );
 }
 
-async function openSession(app: App, sessionId: string, actor: string): Promise<SessionRow> {
+/** Who calls a plan-mode tool: the agent's name and, when one proved it, its named credential. */
+type Caller = { actor: string; credential?: string | null };
+
+async function openSession(app: App, sessionId: string, caller: Caller): Promise<SessionRow> {
   const rows = await app.db.pool.query<
-    SessionRow & { actor: string; kind: string; failure: { message?: string } | null }
-  >("select id, status, goal, trace_id, plan_id, actor, kind, failure from planning_sessions where id = $1", [
-    sessionId,
-  ]);
+    SessionRow & { actor: string; actor_credential: string | null; kind: string; failure: { message?: string } | null }
+  >(
+    "select id, status, goal, trace_id, plan_id, actor, actor_credential, kind, failure from planning_sessions where id = $1",
+    [sessionId],
+  );
   const session = rows.rows[0];
-  if (!session || session.kind !== "external" || session.actor !== actor) {
+  // Another agent's session (another name, or the same name under another credential) is not found.
+  if (
+    !session ||
+    session.kind !== "external" ||
+    session.actor !== caller.actor ||
+    session.actor_credential !== (caller.credential ?? null)
+  ) {
     throw new AppError("not_found", "Not in plan mode: call enter_plan_mode first");
   }
   if (session.status === "cancelled") {
@@ -103,7 +114,7 @@ async function openSession(app: App, sessionId: string, actor: string): Promise<
   return session;
 }
 
-export async function enterPlanMode(app: App, input: { reason: string; actor: string }) {
+export async function enterPlanMode(app: App, input: { reason: string } & Caller) {
   const id = randomUUID();
   const traceId = randomUUID();
   await store.createExternalSession(app.db.pool, {
@@ -113,6 +124,7 @@ export async function enterPlanMode(app: App, input: { reason: string; actor: st
     workspaceRoot: app.workspaceRoot,
     traceId,
     actor: input.actor,
+    actorCredential: input.credential ?? null,
   });
   await emit(app, { id, trace_id: traceId }, "planning.started", {
     kind: "external",
@@ -135,10 +147,10 @@ export async function enterPlanMode(app: App, input: { reason: string; actor: st
 /** Asks the person; waits up to `wait_seconds` for the answer, else returns a handle for get_answer. */
 export async function askUser(
   app: App,
-  input: { sessionId: string; actor: string } & z.output<typeof askUserInput>,
+  input: { sessionId: string } & Caller & z.output<typeof askUserInput>,
   signal?: AbortSignal,
 ) {
-  const session = await openSession(app, input.sessionId, input.actor);
+  const session = await openSession(app, input.sessionId, input);
   const questionId = randomUUID();
   await inTransaction(app.db.pool, async (client) => {
     await client.query("insert into planning_questions (id, session_id, question) values ($1, $2, $3)", [
@@ -156,10 +168,10 @@ export async function askUser(
 
 export async function getAnswer(
   app: App,
-  input: { sessionId: string; actor: string } & z.output<typeof getAnswerInput>,
+  input: { sessionId: string } & Caller & z.output<typeof getAnswerInput>,
   signal?: AbortSignal,
 ) {
-  await openSession(app, input.sessionId, input.actor);
+  await openSession(app, input.sessionId, input);
   return waitForAnswer(
     app,
     { sessionId: input.sessionId, questionId: input.question_id, waitSeconds: input.wait_seconds },
@@ -213,11 +225,8 @@ async function waitForAnswer(
  * The agent's plan goes to review: version 1 of a new Stepwise plan, or — after the person sent it
  * back with instructions — the next version of the same plan, so the review page shows the diff.
  */
-export async function submitPlan(
-  app: App,
-  input: { sessionId: string; actor: string } & z.output<typeof submitPlanInput>,
-) {
-  const session = await openSession(app, input.sessionId, input.actor);
+export async function submitPlan(app: App, input: { sessionId: string } & Caller & z.output<typeof submitPlanInput>) {
+  const session = await openSession(app, input.sessionId, input);
   const unanswered = await app.db.pool.query(
     "select 1 from planning_questions where session_id = $1 and answer is null",
     [session.id],
@@ -280,6 +289,8 @@ export async function submitPlan(
     version = plan.version;
   }
   await store.submitPlan(app.db.pool, session.id, { planId, resultVersion: version });
+  // A resubmission after the agent left plan mode is planning again: the agent waits for review.
+  await markPlanModeHeld(app.db.pool, session.id);
   await emit(app, session, "planning.completed", { planId, version });
   await scheduleReviewTimeout(app.db.pool, { sessionId: session.id, planId, version });
   return {
@@ -333,23 +344,6 @@ export async function attachApprovedPlan(
   return { sessionId };
 }
 
-/**
- * Whether an agent's planning session still holds it in plan mode (read-only): while it gathers or
- * waits for an answer, and while its submitted plan waits for the person's review. It ends when a
- * person approves (the agent then executes), rejects or cancels, when it times out, or when the
- * agent exits.
- */
-export async function isInPlanMode(app: Pick<AppContext, "db">, sessionId: string): Promise<boolean> {
-  const rows = await app.db.pool.query<{ held: boolean }>(
-    `select (s.status in ('running', 'awaiting_answer')
-             or (s.status = 'completed' and s.plan_id is not null
-                 and not exists (select 1 from runs r where r.plan_id = s.plan_id and r.plan_version >= s.result_version))) as held
-     from planning_sessions s where s.id = $1`,
-    [sessionId],
-  );
-  return rows.rows[0]?.held ?? false;
-}
-
 export const exitPlanModeInput = z.object({
   reason: z.string().trim().max(2_000).default(""),
 });
@@ -360,9 +354,9 @@ export const exitPlanModeInput = z.object({
  */
 export async function exitPlanMode(
   app: App,
-  input: { sessionId: string; actor: string } & z.output<typeof exitPlanModeInput>,
+  input: { sessionId: string } & Caller & z.output<typeof exitPlanModeInput>,
 ) {
-  const session = await openSession(app, input.sessionId, input.actor);
+  const session = await openSession(app, input.sessionId, input);
   const open = session.status === "running" || session.status === "awaiting_answer";
   const ended = open
     ? await store.cancel(app.db.pool, session.id).catch((error: unknown) => {
@@ -379,6 +373,15 @@ export async function exitPlanMode(
       detail: { sessionId: session.id, ...(input.reason && { reason: input.reason }) },
     });
     await emit(app, session, "planning.cancelled", { by: input.actor });
+  } else {
+    // The plan stays for review, but the agent is no longer held read-only by it.
+    await markPlanModeLeft(app.db.pool, session.id);
+    await recordAudit(app.db.pool, {
+      actor: input.actor,
+      action: "planning.exited",
+      planId: session.plan_id ?? session.id,
+      detail: { sessionId: session.id, planWaitsForReview: true, ...(input.reason && { reason: input.reason }) },
+    });
   }
   return {
     status: "exited",

@@ -69,9 +69,17 @@ interface TodoSession {
   run_id: string;
 }
 
-/** The todo plan of one MCP session: its caller and session id, so nobody else's plan is reached. */
-export function todoKeyFor(caller: string, mcpSessionId: string): string {
-  return `mcp:${caller}:${mcpSessionId}`;
+/**
+ * Whose todo plans these are: the agent's name, and the named credential that proved it (none for
+ * the shared agent token), so another credential using the same name reaches none of them.
+ */
+export function todoOwnerPrefix(caller: { name: string; tokenId?: string }): string {
+  return `mcp:${caller.name}${caller.tokenId ? `~${caller.tokenId}` : ""}:`;
+}
+
+/** The todo plan of one MCP session (or client-given id): its caller and that id, so nobody else's plan is reached. */
+export function todoKeyFor(caller: { name: string; tokenId?: string }, mcpSessionId: string): string {
+  return `${todoOwnerPrefix(caller)}${mcpSessionId}`;
 }
 
 /**
@@ -121,7 +129,12 @@ async function findTodo(app: App, key: string): Promise<TodoSession> {
 /** Creates the session's plan, replacing (and cancelling) any earlier one. */
 export async function setupPlan(
   app: App,
-  input: { key: string; actor: string } & z.output<typeof setupPlanInput>,
+  input: {
+    key: string;
+    actor: string;
+    /** The MCP connection the key is of, when the client named no key of its own (server/agents/todo-durability.ts). */
+    mcpSession?: string;
+  } & z.output<typeof setupPlanInput>,
 ): Promise<TodoPlan> {
   const previous = await app.db.pool.query<TodoSession & { status: string }>(
     `select s.id, s.run_id, r.status from agent_sessions s join runs r on r.id = s.run_id where s.todo_key = $1`,
@@ -144,6 +157,12 @@ export async function setupPlan(
     todoKey: input.key,
     steps: input.initial_steps.map((text, index) => todoStep(index + 1, text)),
   });
+  if (input.mcpSession) {
+    await app.db.pool.query(
+      "update agent_sessions set todo_mcp_session = $2, last_seen_at = now() where todo_key = $1",
+      [input.key, input.mcpSession],
+    );
+  }
   return readPlan(app, input.key);
 }
 

@@ -48,6 +48,7 @@ export const AUDIT_ACTIONS = [
   "agent_session.attached",
   "todo.abandoned",
   "todo.reopened",
+  "todo.resumed",
   "decision_link.created",
   "webhook.created",
   "webhook.updated",

@@ -199,6 +199,8 @@ interface SteerInput {
   runId: string;
   actor: string;
   actorKind?: IdentityKind;
+  /** Why, when it is not simply the actor's wish (a cancel for an abandoned session): the steps say so. */
+  reason?: string;
 }
 
 /** Cancels a run: running steps are aborted, every other open step becomes cancelled. */
@@ -209,7 +211,7 @@ export async function cancelRun(deps: EngineDeps, input: SteerInput): Promise<vo
     if (tx.run.status === "completed" || tx.run.status === "failed" || tx.run.status === "cancelled") {
       throw new AppError("invalid_state", `The run is already ${tx.run.status}`);
     }
-    await cancelOpenSteps(tx, `Cancelled by ${input.actor}`);
+    await cancelOpenSteps(tx, input.reason ?? `Cancelled by ${input.actor}`);
     tx.run.status = "cancelled";
     tx.run.active_steps = 0;
     tx.events.push({ type: "run.cancelled", data: { status: "cancelled", actor: input.actor } });

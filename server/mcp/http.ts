@@ -7,6 +7,7 @@ import { problemResponse } from "../http/problem";
 import { identityOf } from "../http/request-identity";
 import type { Identity } from "../operations/identity";
 import { abandonTodoPlan, todoKeyFor } from "../agents/todo-plans";
+import { touchTodoOf } from "../agents/todo-durability";
 import { logger } from "../logger";
 import { createMcpServer } from "./server";
 
@@ -25,12 +26,15 @@ interface Session {
   transport: WebStandardStreamableHTTPServerTransport;
   identity: Identity;
   lastUsed: number;
+  /** When the session's todo plan last heard of it (server/agents/todo-durability.ts). */
+  todoTouched: number;
   /** The app the session belongs to, for what ends with it. */
   app: AppContext;
 }
 
 const KEY = Symbol.for("stepwise.mcpSessions");
 const IDLE_MS = 60 * 60_000;
+const TODO_TOUCH_MS = 60_000;
 export const MAX_SESSIONS_PER_CREDENTIAL = 32;
 
 function sessions(): Map<string, Session> {
@@ -57,7 +61,7 @@ function endSession(id: string, session: Session, why: string): void {
 
 /** An ended MCP session takes its seed 000 todo plan with it (server/agents/todo-plans.ts). */
 function abandonTodoOf(app: AppContext, id: string, identity: Identity, why: string): void {
-  void abandonTodoPlan(app, todoKeyFor(identity.name, id), why).catch((error: unknown) =>
+  void abandonTodoPlan(app, todoKeyFor(identity, id), why).catch((error: unknown) =>
     logger.error({ err: error, mcpSession: id }, "could not close the todo plan of an ended MCP session"),
   );
 }
@@ -102,6 +106,11 @@ export async function handleMcpRequest(request: Request, app: AppContext): Promi
       if (!sameCaller(session.identity, identity))
         throw new AppError("forbidden", "This MCP session belongs to another caller");
       session.lastUsed = now;
+      // Any request keeps the session's todo plan from the idle sweep; at most once a minute.
+      if (now - session.todoTouched > TODO_TOUCH_MS) {
+        session.todoTouched = now;
+        await touchTodoOf(app.db.pool, sessionId);
+      }
       return await session.transport.handleRequest(request);
     }
     if (request.method !== "POST")
@@ -119,14 +128,19 @@ export async function handleMcpRequest(request: Request, app: AppContext): Promi
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
         makeRoomFor(identity);
-        sessions().set(id, { transport, identity, lastUsed: Date.now(), app });
+        sessions().set(id, { transport, identity, lastUsed: Date.now(), todoTouched: Date.now(), app });
       },
       onsessionclosed: (id) => {
         sessions().delete(id);
         abandonTodoOf(app, id, identity, "the MCP client closed the session");
       },
     });
-    const server = createMcpServer({ app, identity, sessionId: () => transport.sessionId });
+    const server = createMcpServer({
+      app,
+      identity,
+      sessionId: () => transport.sessionId,
+      isLive: (id) => sessions().has(id),
+    });
     await server.connect(transport);
     return await transport.handleRequest(request, { parsedBody: body });
   } catch (error) {

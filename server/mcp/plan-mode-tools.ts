@@ -1,15 +1,15 @@
 import type { McpServer, RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { isInPlanMode } from "../agents/plan-mode";
+import { planModeOf, type PlanModeOwner } from "../agents/agent-plan-mode";
 import { touchPlanMode } from "../agents/wait-timers";
 import type { AppContext } from "../app-context";
-import { AppError } from "../errors";
+import { planModeRefusal } from "../operations/operation";
 import { toProblem } from "../http/problem";
 import { markDelivered, messageForContext, undeliveredMessages } from "../planner/messages";
 
 /**
- * Seed 002's plan mode, enforced on Stepwise's own tools: while the connection's planning session
- * holds it in plan mode, the server lists and accepts only tools that change nothing (annotated
+ * Seed 002's plan mode, enforced on Stepwise's own tools: while the agent's planning session holds
+ * it in plan mode (whichever connection entered it; server/agents/agent-plan-mode.ts), the server lists and accepts only tools that change nothing (annotated
  * read-only) and the plan-mode conversation itself. Everything else is hidden from `tools/list`
  * and refused with a problem saying why; entering and leaving send `notifications/tools/list_changed`
  * (the SDK sends one per enable/disable; the server debounces them into one).
@@ -34,9 +34,23 @@ interface ProtocolInternals {
   _requestHandlers: Map<string, RawHandler>;
 }
 
+/**
+ * The live connections of each agent in this process, so a call on one that enters or leaves plan
+ * mode brings the others' tool lists along at once (each sends its client `tools/list_changed`).
+ * Connections in other processes, and changes a person makes in the browser, are picked up at the
+ * connection's next request, which reads the state again.
+ */
+const LIVE = Symbol.for("stepwise.mcpPlanModeConnections");
+function liveConnections(): Map<string, Set<() => Promise<void>>> {
+  const holder = globalThis as typeof globalThis & { [LIVE]?: Map<string, Set<() => Promise<void>>> };
+  holder[LIVE] ??= new Map();
+  return holder[LIVE];
+}
+const ownerKey = (owner: PlanModeOwner) => `${owner.name}\u0000${owner.credential ?? ""}`;
+
 export function restrictToolsInPlanMode(
   server: McpServer,
-  options: { app: Pick<AppContext, "db">; planningSession: () => string | undefined },
+  options: { app: Pick<AppContext, "db">; owner: PlanModeOwner },
 ): void {
   const tools = (server as unknown as SdkInternals)._registeredTools;
   const handlers = (server.server as unknown as ProtocolInternals)._requestHandlers;
@@ -45,16 +59,30 @@ export function restrictToolsInPlanMode(
   if (!call || !list) throw new Error("Register the tools before restricting them in plan mode");
 
   let restricted = false;
-  const refresh = async () => {
-    const sessionId = options.planningSession();
-    const held = sessionId ? await isInPlanMode(options.app, sessionId) : false;
-    if (held === restricted) return;
+  /** Reads the agent's plan mode; returns the planning session holding it, if any. */
+  const refresh = async (): Promise<string | undefined> => {
+    const holding = await planModeOf(options.app.db.pool, options.owner);
+    const held = holding !== undefined;
+    if (held === restricted) return holding;
     restricted = held;
     for (const [name, tool] of Object.entries(tools)) {
       if (allowedInPlanMode(name, tool)) continue;
       if (held) tool.disable();
       else tool.enable();
     }
+    return holding;
+  };
+  const siblings = liveConnections();
+  const key = ownerKey(options.owner);
+  const own = siblings.get(key) ?? new Set();
+  siblings.set(key, own);
+  const quietRefresh = () => refresh().then(() => undefined);
+  own.add(quietRefresh);
+  const previousOnClose = server.server.onclose;
+  server.server.onclose = () => {
+    own.delete(quietRefresh);
+    if (own.size === 0) siblings.delete(key);
+    previousOnClose?.();
   };
 
   handlers.set("tools/list", async (request, extra) => {
@@ -62,19 +90,33 @@ export function restrictToolsInPlanMode(
     return list(request, extra);
   });
   handlers.set("tools/call", async (request, extra) => {
-    await refresh();
+    const holding = await refresh();
     const name = typeof request.params?.name === "string" ? request.params.name : "";
     const tool = tools[name];
     if (restricted && tool && !allowedInPlanMode(name, tool)) return refusal(name);
     // Every call in plan mode shows the agent is still there: the gathering idle timer starts again.
-    const sessionId = options.planningSession();
-    if (restricted && sessionId) await touchPlanMode(options.app.db.pool, sessionId);
+    if (holding) await touchPlanMode(options.app.db.pool, holding);
     try {
       const result = (await call(request, extra)) as CallToolResult;
-      return await withPersonMessages(options.app, options.planningSession(), result);
+      return await withPersonMessages(
+        options.app,
+        holding ?? (await planModeOf(options.app.db.pool, options.owner)),
+        result,
+      );
     } finally {
-      // The call itself may have entered or left plan mode (enter_plan_mode, submit, exit).
+      // The call itself may have entered or left plan mode (enter_plan_mode, submit, exit): this
+      // connection and the agent's other ones here follow.
+      const before = restricted;
       await refresh();
+      if (
+        before !== restricted ||
+        (PLAN_MODE_CONVERSATION as readonly string[]).includes(name) ||
+        name === "enter_plan_mode"
+      ) {
+        await Promise.all(
+          [...own].filter((other) => other !== quietRefresh).map((other) => other().catch(() => undefined)),
+        );
+      }
     }
   });
 }
@@ -102,12 +144,6 @@ async function withPersonMessages(
 }
 
 function refusal(name: string): CallToolResult {
-  const problem = toProblem(
-    new AppError(
-      "invalid_state",
-      `${name} is not available in plan mode: only read-only tools, ask_user, get_answer, submit_plan and exit_plan_mode are, until a person approves the plan (then your tasks come with status) or you call exit_plan_mode.`,
-      { plan_mode: true, allowed: "read-only tools, ask_user, get_answer, submit_plan, exit_plan_mode" },
-    ),
-  );
+  const problem = toProblem(planModeRefusal(name));
   return { isError: true, content: [{ type: "text", text: JSON.stringify(problem, null, 2) }] };
 }

@@ -9,6 +9,7 @@ import {
   setupPlan,
   setupPlanInput,
   todoKeyFor,
+  todoOwnerPrefix,
   todoPlanSchema,
   updateStep,
   updateStepInput,
@@ -39,6 +40,8 @@ import { exportPlanMarkdown } from "../plans/export";
 import { getPlan } from "../plans/service";
 import { snakeSchema, strictParameters, toOperationInput, toSnakeAnswer } from "./naming";
 import { restrictToolsInPlanMode } from "./plan-mode-tools";
+import { currentPlanningSessionOf, planModeOwnerOf } from "../agents/agent-plan-mode";
+import { resumeTodoPlan } from "../agents/todo-durability";
 
 /**
  * The MCP door: every agent-facing operation of the registry as a tool (seed 003's loop under its
@@ -183,6 +186,8 @@ export interface McpSessionContext {
   identity: Identity;
   /** The MCP session's id, which keys its seed 000 todo plan. */
   sessionId(): string | undefined;
+  /** Whether this process still holds that MCP session (a todo plan of one it lost may be resumed). */
+  isLive?(id: string): boolean;
 }
 
 export const MCP_INSTRUCTIONS = [
@@ -237,10 +242,22 @@ export function createMcpServer(context: McpSessionContext): McpServer {
   const sessionField = {
     session_id: z.string().min(1).max(200).optional().describe("Key the plan by this id instead of the MCP session"),
   };
-  const key = (explicit: string | undefined) => {
-    const id = explicit ?? context.sessionId();
+  const key = async (explicit: string | undefined) => {
+    if (explicit) return todoKeyFor(identity, explicit);
+    const id = context.sessionId();
     if (!id) throw new AppError("invalid_input", "This connection has no MCP session; pass session_id");
-    return todoKeyFor(identity.name, id);
+    const planKey = todoKeyFor(identity, id);
+    // After a restart the agent's new connection picks up the todo plan of its lost one.
+    if (context.isLive) {
+      await resumeTodoPlan(app, {
+        key: planKey,
+        ownerPrefix: todoOwnerPrefix(identity),
+        mcpSessionId: id,
+        actor: identity.name,
+        isLive: context.isLive,
+      });
+    }
+    return planKey;
   };
   // The SDK checks the shape; the seed's rules (non-empty titles, ≤ 500 characters, one of
   // title or status) are the domain schema's.
@@ -265,7 +282,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
         outputSchema: todoPlanSchema,
         annotations,
       },
-      (parsed, explicit) => run(parsed, key(explicit)),
+      async (parsed, explicit) => run(parsed, await key(explicit)),
     );
 
   planningTool(
@@ -277,7 +294,13 @@ export function createMcpServer(context: McpSessionContext): McpServer {
       initial_steps: z.array(z.string()).optional().describe("Step titles, in order"),
     },
     (input: z.output<typeof setupPlanInput>, planKey) =>
-      setupPlan(app, { ...input, key: planKey, actor: identity.name }),
+      setupPlan(app, {
+        ...input,
+        key: planKey,
+        actor: identity.name,
+        // A plan keyed by this connection, not by the client's own id, can be resumed after a restart.
+        ...(planKey === todoKeyFor(identity, context.sessionId() ?? "") && { mcpSession: context.sessionId() }),
+      }),
     { readOnlyHint: false, idempotentHint: false, destructiveHint: true },
   );
   planningTool(
@@ -310,16 +333,19 @@ export function createMcpServer(context: McpSessionContext): McpServer {
     { readOnlyHint: true, idempotentHint: true, destructiveHint: false },
   );
 
-  // Seed 002's planning mode for this agent: enter, ask the person, submit for review.
-  let planningSessionId: string | undefined;
+  // Seed 002's planning mode for this agent: enter, ask the person, submit for review. It is the
+  // agent's (name and credential), stored with its planning session: any connection of the agent,
+  // before or after a restart, works on the same one.
+  const owner = planModeOwnerOf(identity);
+  const caller = { actor: identity.name, credential: owner.credential };
   const planningField = {
     planning_session_id: z
       .string()
       .optional()
-      .describe("The planning session (default: the one this connection entered)"),
+      .describe("The planning session (default: the one this agent is planning in)"),
   };
-  const currentPlanning = (explicit: unknown) => {
-    const id = typeof explicit === "string" ? explicit : planningSessionId;
+  const currentPlanning = async (explicit: unknown) => {
+    const id = typeof explicit === "string" ? explicit : await currentPlanningSessionOf(app.db.pool, owner);
     if (!id) throw new AppError("not_found", "Not in plan mode: call enter_plan_mode first");
     return id;
   };
@@ -348,43 +374,39 @@ export function createMcpServer(context: McpSessionContext): McpServer {
     "enter_plan_mode",
     "Tell the person you want to plan before acting, and why; then gather context read-only, ask_user, and submit_plan",
     enterPlanModeInput,
-    async (input: z.output<typeof enterPlanModeInput>) => {
-      const entered = await enterPlanMode(app, { reason: input.reason, actor: identity.name });
-      planningSessionId = entered.planning_session_id;
-      return entered;
-    },
+    (input: z.output<typeof enterPlanModeInput>) => enterPlanMode(app, { reason: input.reason, ...caller }),
     { readOnlyHint: false, idempotentHint: false },
   );
   planModeTool(
     "ask_user",
     "Ask the person a question in the browser; waits up to wait_seconds for the answer, else returns a question_id for get_answer",
     askUserInput,
-    (input: z.output<typeof askUserInput>, explicit, signal) =>
-      askUser(app, { ...input, sessionId: currentPlanning(explicit), actor: identity.name }, signal),
+    async (input: z.output<typeof askUserInput>, explicit, signal) =>
+      askUser(app, { ...input, sessionId: await currentPlanning(explicit), ...caller }, signal),
     { readOnlyHint: false, idempotentHint: false },
   );
   planModeTool(
     "get_answer",
     "Wait for the answer to an earlier ask_user question",
     getAnswerInput,
-    (input: z.output<typeof getAnswerInput>, explicit, signal) =>
-      getAnswer(app, { ...input, sessionId: currentPlanning(explicit), actor: identity.name }, signal),
+    async (input: z.output<typeof getAnswerInput>, explicit, signal) =>
+      getAnswer(app, { ...input, sessionId: await currentPlanning(explicit), ...caller }, signal),
     { readOnlyHint: true, idempotentHint: true },
   );
   planModeTool(
     "exit_plan_mode",
     "Leave plan mode without waiting for a decision: a session still gathering is cancelled; a submitted plan stays for review",
     exitPlanModeInput,
-    (input: z.output<typeof exitPlanModeInput>, explicit) =>
-      exitPlanMode(app, { ...input, sessionId: currentPlanning(explicit), actor: identity.name }),
+    async (input: z.output<typeof exitPlanModeInput>, explicit) =>
+      exitPlanMode(app, { ...input, sessionId: await currentPlanning(explicit), ...caller }),
     { readOnlyHint: false, idempotentHint: true },
   );
   planModeTool(
     "submit_plan",
     "Submit the plan (summary, steps with description, tools and risk, open questions, context notes) for the person's review; resubmit to revise",
     submitPlanInput,
-    (input: z.output<typeof submitPlanInput>, explicit) =>
-      submitPlan(app, { ...input, sessionId: currentPlanning(explicit), actor: identity.name }),
+    async (input: z.output<typeof submitPlanInput>, explicit) =>
+      submitPlan(app, { ...input, sessionId: await currentPlanning(explicit), ...caller }),
     { readOnlyHint: false, idempotentHint: false },
   );
 
@@ -408,7 +430,7 @@ export function createMcpServer(context: McpSessionContext): McpServer {
       return { contents: [{ uri: uri.href, mimeType: "text/markdown", text: exportPlanMarkdown(plan).content }] };
     },
   );
-  restrictToolsInPlanMode(server, { app, planningSession: () => planningSessionId });
+  restrictToolsInPlanMode(server, { app, owner });
   return server;
 }
 

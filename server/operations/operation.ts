@@ -6,6 +6,7 @@ import { authorize as authorizeByPolicy, principalOf } from "../policy/authority
 import type { CallerKind, Role } from "../vocabulary";
 import { currentIdentity } from "../people/principals";
 import { roleOf, type Identity } from "./identity";
+import { planModeOf, planModeOwnerOf } from "../agents/agent-plan-mode";
 
 /**
  * The operations layer: every use case an outside caller may perform, defined once, framework-free.
@@ -73,14 +74,25 @@ export function mayCall(operation: { callers: readonly CallerKind[] }, kind: Ide
  * below the operation's, before anything happens.
  */
 export function authorize(
-  operation: { name: string; callers: readonly CallerKind[]; role: Role },
+  operation: {
+    name: string;
+    callers: readonly CallerKind[];
+    role: Role;
+    annotations?: Operation<z.ZodType, z.ZodType>["annotations"];
+  },
   identity: Identity | undefined,
+  facts: { planMode?: boolean } = {},
 ) {
   if (!identity) throw new AppError("unauthorized", `${operation.name} needs a signed-in caller`);
   // The authority policy's `operation.call` (server/policy/authority.ts): the kinds the operation
-  // names, and for a person the least role it declares.
-  const decision = authorizeByPolicy(principalOf(identity), "operation.call", { operation });
+  // names, for a person the least role it declares, for an agent in plan mode only reads.
+  const principal = principalOf(identity);
+  if (principal.kind === "agent" && facts.planMode) principal.planMode = true;
+  const decision = authorizeByPolicy(principal, "operation.call", {
+    operation: { ...operation, readOnly: operation.annotations?.readOnly === true },
+  });
   if (decision.allowed) return;
+  if (decision.rule === "agents-in-plan-mode-read-only") throw planModeRefusal(operation.name);
   if (decision.rule === "role-bounds-operations") {
     throw new AppError(
       "forbidden",
@@ -94,6 +106,28 @@ export function authorize(
     `Only ${who} may call ${operation.name}; ${identity.name} is a caller of kind ${identity.kind}.`,
     { operation: operation.name, callerKind: identity.kind },
   );
+}
+
+/** The refusal every door gives an agent in plan mode, with what it may still call. */
+export function planModeRefusal(name: string): AppError {
+  return new AppError(
+    "invalid_state",
+    `${name} is not available in plan mode: only read-only tools, ask_user, get_answer, submit_plan and exit_plan_mode are, until a person approves the plan (then your tasks come with status) or you call exit_plan_mode.`,
+    { plan_mode: true, allowed: "read-only tools, ask_user, get_answer, submit_plan, exit_plan_mode" },
+  );
+}
+
+/**
+ * Whether an agent is held read-only by its plan mode, read at the moment of effect. Only asked
+ * for what would change something: reads cost no lookup.
+ */
+async function planModeFact(
+  app: Pick<AppContext, "db">,
+  operation: { annotations?: { readOnly?: boolean } },
+  identity: Identity,
+): Promise<{ planMode?: boolean }> {
+  if (identity.kind !== "agent" || operation.annotations?.readOnly === true) return {};
+  return { planMode: (await planModeOf(app.db.pool, planModeOwnerOf(identity))) !== undefined };
 }
 
 /**
@@ -122,7 +156,10 @@ export async function invokeOperation<Input extends z.ZodType, Output extends z.
   context: OperationContext,
   rawInput: unknown,
 ): Promise<z.output<Output>> {
+  // The caller's kind and role first (no lookup for a caller refused anyway), then an agent's plan mode.
   authorize(operation, context.identity);
+  const facts = await planModeFact(context.app, operation, context.identity);
+  if (facts.planMode) authorize(operation, context.identity, facts);
   const parsed = operation.input.safeParse(rawInput);
   if (!parsed.success) {
     throw new AppError("invalid_input", `Invalid input for ${operation.name}: ${z.prettifyError(parsed.error)}`, {

@@ -197,12 +197,29 @@ export async function createSession(client: Client, input: NewSession): Promise<
 /** An agent's plan-mode session: running, driven by the agent (no loop, no lease). */
 export async function createExternalSession(
   client: Client,
-  input: { id: string; reason: string; model: string; workspaceRoot: string; traceId: string; actor: string },
+  input: {
+    id: string;
+    reason: string;
+    model: string;
+    workspaceRoot: string;
+    traceId: string;
+    actor: string;
+    /** The named credential that proved the agent (null: the shared agent token). */
+    actorCredential?: string | null;
+  },
 ): Promise<void> {
   await client.query(
-    `insert into planning_sessions (id, kind, mode, status, goal, model, workspace_root, trace_id, actor)
-     values ($1, 'external', 'deep', 'running', $2, $3, $4, $5, $6)`,
-    [input.id, input.reason, input.model, input.workspaceRoot, input.traceId, input.actor],
+    `insert into planning_sessions (id, kind, mode, status, goal, model, workspace_root, trace_id, actor, actor_credential)
+     values ($1, 'external', 'deep', 'running', $2, $3, $4, $5, $6, $7)`,
+    [
+      input.id,
+      input.reason,
+      input.model,
+      input.workspaceRoot,
+      input.traceId,
+      input.actor,
+      input.actorCredential ?? null,
+    ],
   );
 }
 

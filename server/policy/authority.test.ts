@@ -20,6 +20,13 @@ const cases: Record<string, { principal: Principal; action: Action; resource: Re
     allowed: true,
   },
   "role-bounds-operations": { principal: reviewer, action: "operation.call", resource: { operation }, allowed: false },
+  // An agent whose planning session holds it may not call what changes something (agent.start).
+  "agents-in-plan-mode-read-only": {
+    principal: { ...agent, planMode: true },
+    action: "operation.call",
+    resource: { operation: { name: "agent.start", callers: ["agent"], role: "viewer", readOnly: false } },
+    allowed: false,
+  },
   "approvers-decide": { principal: approver, action: "gate.lower", resource: {}, allowed: true },
   "link-acts-for-its-maker": {
     principal: { kind: "link", name: "ann", role: "approver" },

@@ -17,7 +17,8 @@ import { roleAtLeast, type CallerKind, type RiskLevel, type Role } from "../voca
 /** A person with their role, an agent, the engine itself, or the holder of a decision link acting for its maker. */
 export type Principal =
   | { kind: "person"; name: string; role: Role; revoked?: boolean }
-  | { kind: "agent"; name: string; revoked?: boolean }
+  /** `planMode`: the agent's planning session holds it read-only (seed 002; server/agents/agent-plan-mode.ts). */
+  | { kind: "agent"; name: string; revoked?: boolean; planMode?: boolean }
   | { kind: "system"; name: string }
   /** A decision link's holder: acts with the maker's name and the role the maker holds now. */
   | { kind: "link"; name: string; role: Role; revoked?: boolean };
@@ -67,7 +68,7 @@ export interface Resource {
   /** Whether a run follows the plan (an open agent session or an unfinished run adopts new versions). */
   underWay?: boolean;
   /** For `operation.call`: the operation's declaration. */
-  operation?: { name: string; callers: readonly CallerKind[]; role: Role };
+  operation?: { name: string; callers: readonly CallerKind[]; role: Role; readOnly?: boolean };
 }
 
 export interface AuthorityDecision {
@@ -107,6 +108,16 @@ export const AUTHORITY_RULES: readonly Rule[] = [
     says: "A person below an operation's least role may not call it.",
     when: (principal, { operation }) =>
       operation !== undefined && isPerson(principal) && !roleAtLeast(principal.role, operation.role),
+  },
+  {
+    id: "agents-in-plan-mode-read-only",
+    effect: "forbid",
+    actions: ["operation.call"],
+    says:
+      "An agent in plan mode (its planning session gathers or its plan waits for review) calls only operations that " +
+      "change nothing, through every connection and its CLI, until a person decides or it exits plan mode.",
+    when: (principal, { operation }) =>
+      operation !== undefined && principal.kind === "agent" && principal.planMode === true && !operation.readOnly,
   },
   {
     id: "approvers-decide",
