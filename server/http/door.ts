@@ -1,5 +1,6 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Identity } from "../operations/identity";
+import { METRICS_CREDENTIAL_ID } from "../policy/authority";
 import { sessionValue } from "../session-cookie";
 
 /**
@@ -29,6 +30,9 @@ import { sessionValue } from "../session-cookie";
  *    `/decide/<token>` exactly (GET its confirmation page, POST its one decision), passes without
  *    one and without an identity — its signed, single-use token is the credential, checked by the
  *    route (server/decisions/decision-links.ts), and authorises that one decision only.
+ *    Two more pass with no credential, before every check: the probes `GET /api/health` and
+ *    `/api/ready`, which say whether the server is alive and ready and nothing else. The
+ *    dedicated metrics credential (STEPWISE_METRICS_TOKEN) opens `GET /metrics` only.
  *
  * This module decides; `server/http/door-server.ts` applies the decision to Node's request and
  * response, including the body limit, which needs the bytes as they arrive.
@@ -53,6 +57,12 @@ export interface DoorConfig {
    * shared token cannot act — or take over leased tasks — as a named agent.
    */
   nameIsTaken?: (name: string) => Promise<boolean>;
+  /**
+   * The dedicated metrics credential (STEPWISE_METRICS_TOKEN), for a Prometheus scraper: it opens
+   * `GET /metrics` and nothing else, as a person of the least role whom the authority policy lets
+   * read metrics (`metrics.read`) and nothing more.
+   */
+  metricsToken?: string;
 }
 
 export interface DoorRequest {
@@ -73,7 +83,13 @@ export type DoorDecision =
    * path, Origin and content-type checks, with no identity. The link's token is the credential for
    * its one decision; the route checks it and nothing else is reachable this way.
    */
-  | { kind: "decision-link" };
+  | { kind: "decision-link" }
+  /**
+   * A supervisor's or a load balancer's probe (`GET /api/health`, `/api/ready`): passed before
+   * every other check — a balancer's Host is often an address, and it holds no credential — with no
+   * identity. The probes say whether the server is alive and ready, never anything stored.
+   */
+  | { kind: "probe" };
 
 export const SESSION_COOKIE = "stepwise_session";
 /**
@@ -89,12 +105,18 @@ export function doorConfig(options: {
   publicHost?: string;
   accessToken?: string;
   agentToken?: string;
+  metricsToken?: string;
 }): DoorConfig {
   const hosts = new Set(LOOPBACK);
   for (const name of [options.host, options.publicHost]) {
     if (name && name !== "0.0.0.0" && name !== "::") hosts.add(name.toLowerCase());
   }
-  return { allowedHosts: hosts, accessToken: options.accessToken, agentToken: options.agentToken };
+  return {
+    allowedHosts: hosts,
+    accessToken: options.accessToken,
+    agentToken: options.agentToken,
+    ...(options.metricsToken && { metricsToken: options.metricsToken }),
+  };
 }
 
 /**
@@ -104,6 +126,19 @@ export function doorConfig(options: {
 const AGENT_PATHS = /^\/api\/(ops|mcp|plan|runs|chat)(\/|$)/;
 /** A decision link's page and its one POST: exactly `/decide/<token>`, nothing under or beside it. */
 export const DECISION_LINK_PATH = /^\/decide\/[0-9a-f-]{36}\.[A-Za-z0-9_-]{43}$/;
+/** The probes that pass without a credential; GET or HEAD only, no query beyond the path. */
+const PROBE_PATHS = new Set(["/api/health", "/api/ready"]);
+export const METRICS_PATH = "/metrics";
+/** Who the metrics credential makes the caller: a viewer whom the policy lets read metrics only. */
+const METRICS_SCRAPER: Identity = { kind: "person", name: "metrics", role: "viewer", tokenId: METRICS_CREDENTIAL_ID };
+
+function isProbe(request: DoorRequest): boolean {
+  const method = request.method.toUpperCase();
+  if (method !== "GET" && method !== "HEAD") return false;
+  const pathname = canonicalPath(request.url);
+  return pathname !== undefined && PROBE_PATHS.has(pathname);
+}
+
 /** An agent may say which agent it is, for "who is working on what"; the credential is the token. */
 const AGENT_NAME = /^[\w.@-]{1,40}$/;
 
@@ -155,6 +190,7 @@ const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(;|$)/i;
  * by `decideRequest` before deciding; this function stays synchronous and free of I/O).
  */
 export function decide(request: DoorRequest, config: DoorConfig, principal?: Identity): DoorDecision {
+  if (isProbe(request)) return { kind: "probe" };
   const host = header(request, "host");
   if (!host || !config.allowedHosts.has(hostnameOf(host))) {
     // 403, not 421: browsers retry a 421 on a new connection and then report a network error.
@@ -211,6 +247,15 @@ export function decide(request: DoorRequest, config: DoorConfig, principal?: Ide
   }
   if (pathname === "/sign-in") return { kind: "sign-in-page" };
   const bearer = header(request, "authorization");
+  if (
+    config.metricsToken &&
+    pathname === METRICS_PATH &&
+    method === "GET" &&
+    bearer?.startsWith("Bearer ") &&
+    tokenMatches(bearer.slice(7).trim(), config.metricsToken)
+  ) {
+    return { kind: "pass", identity: { ...METRICS_SCRAPER } };
+  }
   if (config.agentToken && bearer?.startsWith("Bearer ") && tokenMatches(bearer.slice(7).trim(), config.agentToken)) {
     if (!AGENT_PATHS.test(pathname)) {
       return {
