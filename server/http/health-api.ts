@@ -19,8 +19,8 @@ export function healthResponse(): Response {
 }
 
 /** Readiness: 200 when every check passes, else 503 with each check's answer. */
-export async function readyResponse(app: Pick<AppContext, "db">): Promise<Response> {
-  const readiness = await checkReadiness(app.db.pool);
+export async function readyResponse(app: Pick<AppContext, "db" | "shippedMigrations">): Promise<Response> {
+  const readiness = await checkReadiness(app.db.pool, { shipped: app.shippedMigrations });
   return Response.json(
     { status: readiness.ready ? "ready" : "not_ready", checks: readiness.checks },
     { status: readiness.ready ? 200 : 503, headers: NO_STORE },

@@ -23,9 +23,20 @@ const defaultMigrationsDir = fileURLToPath(new URL("../../prisma/migrations", im
 /** However slow the database, the probe answers within this: a hung probe is a failed one to a balancer. */
 const CHECK_TIMEOUT_MS = 5_000;
 
+/**
+ * The migrations this code ships. Read where the code lies, so read once by the process that
+ * starts the server (`createAppContext`, run by `serve` outside Next.js's bundles) and handed to
+ * the probe: a route handler's bundle may lie elsewhere.
+ */
+export async function shippedMigrations(migrationsDir = defaultMigrationsDir): Promise<string[]> {
+  const entries = await fs.readdir(migrationsDir, { withFileTypes: true });
+  return entries.filter((entry) => entry.isDirectory()).map((entry) => entry.name);
+}
+
 export async function checkReadiness(
   pool: pg.Pool,
-  options: { migrationsDir?: string; timeoutMs?: number } = {},
+  /** `shipped`: the migrations this code ships, when known; else read from `migrationsDir`. */
+  options: { shipped?: readonly string[]; migrationsDir?: string; timeoutMs?: number } = {},
 ): Promise<Readiness> {
   const timeoutMs = options.timeoutMs ?? CHECK_TIMEOUT_MS;
   const database = await withTimeout(
@@ -35,7 +46,10 @@ export async function checkReadiness(
   const skipped = { ok: false, detail: "not checked: the database is unreachable" };
   const [migrations, worker] = database.ok
     ? await Promise.all([
-        withTimeout(checkMigrations(pool, options.migrationsDir ?? defaultMigrationsDir), timeoutMs),
+        withTimeout(
+          (async () => checkMigrations(pool, options.shipped ?? (await shippedMigrations(options.migrationsDir))))(),
+          timeoutMs,
+        ),
         withTimeout(checkWorker(pool), timeoutMs),
       ])
     : [skipped, skipped];
@@ -43,9 +57,7 @@ export async function checkReadiness(
 }
 
 /** The migrations this code ships, against those the database records as applied. */
-async function checkMigrations(pool: pg.Pool, migrationsDir: string): Promise<ReadinessCheck> {
-  const entries = await fs.readdir(migrationsDir, { withFileTypes: true });
-  const shipped = entries.filter((entry) => entry.isDirectory()).map((entry) => entry.name);
+async function checkMigrations(pool: pg.Pool, shipped: readonly string[]): Promise<ReadinessCheck> {
   const { rows } = await pool.query<{ migration_name: string }>(
     "select migration_name from _prisma_migrations where finished_at is not null and rolled_back_at is null",
   );
