@@ -1,7 +1,7 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Identity } from "../operations/identity";
-import { METRICS_CREDENTIAL_ID } from "../policy/authority";
 import { sessionValue } from "../session-cookie";
+import { isProbe, METRICS_PATH, METRICS_SCRAPER } from "./door-probes";
 
 /**
  * The one door in front of every HTTP route — pages, /api/trpc (queries, mutations and
@@ -57,11 +57,7 @@ export interface DoorConfig {
    * shared token cannot act — or take over leased tasks — as a named agent.
    */
   nameIsTaken?: (name: string) => Promise<boolean>;
-  /**
-   * The dedicated metrics credential (STEPWISE_METRICS_TOKEN), for a Prometheus scraper: it opens
-   * `GET /metrics` and nothing else, as a person of the least role whom the authority policy lets
-   * read metrics (`metrics.read`) and nothing more.
-   */
+  /** The dedicated metrics credential (STEPWISE_METRICS_TOKEN): `GET /metrics` only (door-probes.ts). */
   metricsToken?: string;
 }
 
@@ -84,11 +80,7 @@ export type DoorDecision =
    * its one decision; the route checks it and nothing else is reachable this way.
    */
   | { kind: "decision-link" }
-  /**
-   * A supervisor's or a load balancer's probe (`GET /api/health`, `/api/ready`): passed before
-   * every other check — a balancer's Host is often an address, and it holds no credential — with no
-   * identity. The probes say whether the server is alive and ready, never anything stored.
-   */
+  /** A supervisor's or a load balancer's probe (`/api/health`, `/api/ready`; door-probes.ts): no identity. */
   | { kind: "probe" };
 
 export const SESSION_COOKIE = "stepwise_session";
@@ -126,19 +118,6 @@ export function doorConfig(options: {
 const AGENT_PATHS = /^\/api\/(ops|mcp|plan|runs|chat)(\/|$)/;
 /** A decision link's page and its one POST: exactly `/decide/<token>`, nothing under or beside it. */
 export const DECISION_LINK_PATH = /^\/decide\/[0-9a-f-]{36}\.[A-Za-z0-9_-]{43}$/;
-/** The probes that pass without a credential; GET or HEAD only, no query beyond the path. */
-const PROBE_PATHS = new Set(["/api/health", "/api/ready"]);
-export const METRICS_PATH = "/metrics";
-/** Who the metrics credential makes the caller: a viewer whom the policy lets read metrics only. */
-const METRICS_SCRAPER: Identity = { kind: "person", name: "metrics", role: "viewer", tokenId: METRICS_CREDENTIAL_ID };
-
-function isProbe(request: DoorRequest): boolean {
-  const method = request.method.toUpperCase();
-  if (method !== "GET" && method !== "HEAD") return false;
-  const pathname = canonicalPath(request.url);
-  return pathname !== undefined && PROBE_PATHS.has(pathname);
-}
-
 /** An agent may say which agent it is, for "who is working on what"; the credential is the token. */
 const AGENT_NAME = /^[\w.@-]{1,40}$/;
 
@@ -190,7 +169,7 @@ const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(;|$)/i;
  * by `decideRequest` before deciding; this function stays synchronous and free of I/O).
  */
 export function decide(request: DoorRequest, config: DoorConfig, principal?: Identity): DoorDecision {
-  if (isProbe(request)) return { kind: "probe" };
+  if (isProbe(request.method, canonicalPath(request.url))) return { kind: "probe" };
   const host = header(request, "host");
   if (!host || !config.allowedHosts.has(hostnameOf(host))) {
     // 403, not 421: browsers retry a 421 on a new connection and then report a network error.
@@ -247,13 +226,8 @@ export function decide(request: DoorRequest, config: DoorConfig, principal?: Ide
   }
   if (pathname === "/sign-in") return { kind: "sign-in-page" };
   const bearer = header(request, "authorization");
-  if (
-    config.metricsToken &&
-    pathname === METRICS_PATH &&
-    method === "GET" &&
-    bearer?.startsWith("Bearer ") &&
-    tokenMatches(bearer.slice(7).trim(), config.metricsToken)
-  ) {
+  const scrape = pathname === METRICS_PATH && method === "GET" && bearer?.startsWith("Bearer ");
+  if (scrape && config.metricsToken && tokenMatches(bearer!.slice(7).trim(), config.metricsToken)) {
     return { kind: "pass", identity: { ...METRICS_SCRAPER } };
   }
   if (config.agentToken && bearer?.startsWith("Bearer ") && tokenMatches(bearer.slice(7).trim(), config.agentToken)) {
