@@ -211,6 +211,14 @@ async function* readLines(file: string): AsyncGenerator<Line> {
   }
 }
 
+/**
+ * The schema's own bookkeeping: the target's rows describe the schema it has (the backup's
+ * migrations, and the job queue's of the installed graphile-worker), so they are kept, not loaded.
+ */
+const SCHEMA_BOOKKEEPING = new Set(["public._prisma_migrations", "graphile_worker.migrations"]);
+const isBookkeeping = (table: { schema: string; name: string }) =>
+  SCHEMA_BOOKKEEPING.has(`${table.schema}.${table.name}`);
+
 /** Tables whose rows mean the database has been used: a restore never writes over them. */
 const USED_IF_ANY = ["plans", "runs", "audit_entries", "planning_sessions"];
 
@@ -232,8 +240,8 @@ export async function loadBackup(options: { databaseUrl: string; file: string })
         );
       }
     }
-    // What migrations seeded (their bookkeeping, initial rows) is replaced by the backup's own.
-    const present = await listTables(client);
+    // What migrations seeded (initial rows such as the bootstrap admin) is replaced by the backup's own.
+    const present = (await listTables(client)).filter((table) => !isBookkeeping(table));
     await client.query(`truncate ${present.map((table) => qualified(table.schema, table.name)).join(", ")}`);
     const summary = { tables: 0, rows: 0 };
     let current: { schema: string; name: string; columns: string[] } | undefined;
@@ -244,7 +252,7 @@ export async function loadBackup(options: { databaseUrl: string; file: string })
         summary.tables++;
       } else if (entry.kind === "rows") {
         if (!current) throw new Error(`${options.file} is damaged: rows before their table`);
-        await insertRows(client, current, entry.rows);
+        if (!isBookkeeping(current)) await insertRows(client, current, entry.rows);
         summary.rows += entry.rows.length;
       } else if (entry.kind === "sequence") {
         await client.query("select setval($1::regclass, $2::bigint, $3)", [
