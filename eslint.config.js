@@ -74,6 +74,7 @@ const DOOR_FILES = [
   "server/mcp/**/*.{ts,tsx}",
   "server/http/**/*.{ts,tsx}",
   "app/api/**/*.{ts,tsx}",
+  "app/metrics/**/*.{ts,tsx}",
   "server/cli/client.ts",
   "server/cli/mcp-bridge.ts",
 ];
@@ -188,11 +189,12 @@ export default defineConfig([
     },
   },
 
-  // UI code (route handlers excepted: app/api/**, and the decision link's page app/decide/**, which
-  // is served as plain HTML by the server): type-only imports from the server.
+  // UI code (route handlers excepted: app/api/**, Prometheus's app/metrics/**, and the decision
+  // link's page app/decide/**, which is served as plain HTML by the server): type-only imports
+  // from the server.
   {
     files: ["components/**/*.{ts,tsx}", "app/**/*.{ts,tsx}"],
-    ignores: ["app/api/**", "app/decide/**"],
+    ignores: ["app/api/**", "app/metrics/**", "app/decide/**"],
     rules: {
       "@typescript-eslint/no-restricted-imports": ["error", { patterns: [NO_GENERATED_PRISMA, NO_SERVER_VALUES] }],
     },

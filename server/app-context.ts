@@ -11,6 +11,7 @@ import { sweepIdleTodos } from "./agents/todo-durability";
 import { createStepTextGenerator } from "./planner/step-generation";
 import { createLlmGenerateTool } from "./tools/llm-generate";
 import { logger } from "./logger";
+import { shippedMigrations } from "./ops/readiness";
 import { builtinTools, createToolRegistry, type ToolRegistry } from "./tools/registry";
 import { describeSandbox } from "./tools/sandbox";
 import { webhookWork } from "./webhooks/work";
@@ -23,6 +24,8 @@ export interface AppContext {
   tools: ToolRegistry;
   workspaceRoot: string;
   worker: StepWorker | undefined;
+  /** The migrations this code ships, for the readiness probe (undefined: the probe reads them). */
+  shippedMigrations?: readonly string[];
   close(): Promise<void>;
 }
 
@@ -52,6 +55,7 @@ export async function createAppContext(options: {
     tools,
     workspaceRoot: options.workspaceRoot,
     worker: undefined,
+    shippedMigrations: await shippedMigrations().catch(() => undefined),
     async close() {
       await context.worker?.stop();
       await bus.close();

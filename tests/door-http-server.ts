@@ -5,6 +5,7 @@ import type { AppContext } from "../server/app-context";
 import { chatFromApi } from "../server/http/chat-api";
 import { doorConfig } from "../server/http/door";
 import { behindDoor } from "../server/http/door-server";
+import { healthResponse, metricsResponse, readyResponse } from "../server/http/health-api";
 import { attachLiveSocket } from "../server/http/live-socket";
 import { handleOperation, listOperations } from "../server/http/operations-endpoint";
 import {
@@ -22,7 +23,8 @@ import { principalNameTaken, resolveCredential } from "../server/people/principa
 import { decisionLinkPage, decisionLinkPost } from "../server/http/decision-link-page";
 
 /**
- * The API routes (`/api/ops`, `/api/mcp`, seed 001's `/api/plan` and `/api/runs`), decision links
+ * The API routes (`/api/ops`, `/api/mcp`, seed 001's `/api/plan` and `/api/runs`, the probes and
+ * `/metrics`), decision links
  * (`/decide/<token>`) and the browser's
  * live socket (`/api/live`) on a real HTTP server behind the real door, without
  * Next.js: what integration tests of the MCP and CLI transports talk to. Next.js's own routing is
@@ -30,9 +32,14 @@ import { decisionLinkPage, decisionLinkPost } from "../server/http/decision-link
  */
 export async function startApiServer(
   app: AppContext,
-  options: { agentToken: string; accessToken?: string },
+  options: { agentToken: string; accessToken?: string; metricsToken?: string },
 ): Promise<{ url: string; close(): Promise<void> }> {
-  const door = doorConfig({ host: "127.0.0.1", agentToken: options.agentToken, accessToken: options.accessToken });
+  const door = doorConfig({
+    host: "127.0.0.1",
+    agentToken: options.agentToken,
+    accessToken: options.accessToken,
+    metricsToken: options.metricsToken,
+  });
   // People's and named agents' own credentials, as `serve` looks them up.
   door.principals = (presented) => resolveCredential(app.db.pool, presented);
   door.nameIsTaken = (name) => principalNameTaken(app.db.pool, name);
@@ -49,6 +56,9 @@ export async function startApiServer(
     let response: Response;
     let match: RegExpExecArray | null;
     if (url.pathname === "/api/mcp") response = await handleMcpRequest(request, app);
+    else if (url.pathname === "/api/health") response = healthResponse();
+    else if (url.pathname === "/api/ready") response = await readyResponse(app);
+    else if (url.pathname === "/metrics") response = await metricsResponse(request, app);
     else if (url.pathname === "/api/ops") response = listOperations(request);
     else if (url.pathname.startsWith("/api/ops/"))
       response = await handleOperation(request, app, url.pathname.slice(9));

@@ -1,6 +1,7 @@
 /**
- * The `stepwise` command. `serve`, `worker` and `migrate` run Stepwise itself; `start`, `status`,
- * `update`, `alert` and `suggest` are seed 003's agent loop, spoken to a running server over HTTP
+ * The `stepwise` command. `serve`, `worker` and `migrate` run Stepwise itself; `backup` and
+ * `restore` keep its data; `start`, `status`, `update`, `alert` and `suggest` are seed 003's
+ * agent loop, spoken to a running server over HTTP
  * (`server/cli/client.ts` says how it is found). With `--json`, stdout carries exactly the seed's
  * JSON and nothing else; errors then are JSON too: `{"status":"error","error_type":…,"message":…}`,
  * usage errors (`error_type` "usage", exit 2) included.
@@ -131,6 +132,22 @@ program
   .action(async () => {
     await (await import("./preflight")).preflight("migrate");
     await (await import("./serve")).migrate();
+  });
+
+program
+  .command("backup")
+  .description("back up the database and the data folder's secrets to FILE, consistent while Stepwise runs")
+  .argument("<file>", "the backup file to write (must not exist yet)")
+  .action(async (file: string) => {
+    await (await import("./backup")).backup(path.resolve(file), version);
+  });
+
+program
+  .command("restore")
+  .description("restore a backup into an empty database: a fresh data folder, or a new DATABASE_URL database")
+  .argument("<file>", "a file written by `stepwise backup`")
+  .action(async (file: string) => {
+    await (await import("./backup")).restore(path.resolve(file));
   });
 
 withConnection(

@@ -86,6 +86,8 @@ export async function serve(dev: boolean): Promise<void> {
     publicHost: config.publicHost,
     accessToken: access.token,
     agentToken,
+    // A Prometheus scraper's own credential: it opens GET /metrics and nothing else.
+    metricsToken: process.env.STEPWISE_METRICS_TOKEN || undefined,
   });
   const database = await openDatabase(config, log);
   const contextPromise = createAppContext({

@@ -40,8 +40,10 @@ export async function openDatabase(
 export async function migrateDatabase(
   databaseUrl: string,
   log: (line: string) => void = () => undefined,
+  /** Only these of Stepwise's migrations (a restore first brings the schema to its backup's). */
+  only?: readonly string[],
 ): Promise<void> {
-  const applied = await applyMigrations({ databaseUrl });
+  const applied = await applyMigrations({ databaseUrl, ...(only && { only }) });
   // One line however many there are; their names are in prisma/migrations and _prisma_migrations.
   if (applied.length > 0) {
     log(

@@ -315,8 +315,17 @@ export async function createMigration(opts: {
  * to date). Idempotent: the engine skips migrations already recorded in `_prisma_migrations` and
  * serialises concurrent callers with an advisory lock, so it is safe to run on every start.
  */
-export async function applyMigrations(opts: { databaseUrl: string; migrationsDir?: string }): Promise<string[]> {
+export async function applyMigrations(opts: {
+  databaseUrl: string;
+  migrationsDir?: string;
+  /** Only these migrations (a restore brings a database to its backup's schema before the data). */
+  only?: readonly string[];
+}): Promise<string[]> {
   const migrationsList = await readMigrations(opts.migrationsDir ?? defaultMigrationsDir);
+  if (opts.only) {
+    const wanted = new Set(opts.only);
+    migrationsList.migrationDirectories = migrationsList.migrationDirectories.filter((entry) => wanted.has(entry.path));
+  }
   const { appliedMigrationNames } = await withEngine(opts.databaseUrl, undefined, (engine) =>
     engine.applyMigrations({ migrationsList, filters: NO_FILTER }),
   );

@@ -33,7 +33,7 @@ export type LinkDecision = (typeof LINK_DECISIONS)[number];
 
 type App = Pick<AppContext, "db" | "tools" | "engine">;
 
-const KEY_FILE = "decision-link.key";
+export const DECISION_LINK_KEY_FILE = "decision-link.key";
 let cachedKey: { dir: string; key: Buffer } | undefined;
 
 /**
@@ -43,7 +43,7 @@ let cachedKey: { dir: string; key: Buffer } | undefined;
  */
 export function decisionLinkKey(dataDir = readConfig().dataDir): Buffer {
   if (cachedKey?.dir === dataDir) return cachedKey.key;
-  const file = path.join(dataDir, KEY_FILE);
+  const file = path.join(dataDir, DECISION_LINK_KEY_FILE);
   if (!fs.existsSync(file)) {
     fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const temporary = `${file}.${process.pid}.${randomUUID()}`;

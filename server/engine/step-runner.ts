@@ -1,6 +1,7 @@
 import { hasKind, markKind } from "../errors";
 import { isDatabaseUnavailable, retryOnConnectionLoss } from "../db";
 import { logger } from "../logger";
+import { observeStepDuration } from "../metrics/process-metrics";
 import { RetryableToolError } from "../tools/types";
 import { RunCombiner } from "./batching";
 import type { ClaimedStep } from "./claim";
@@ -128,6 +129,7 @@ async function executeAndRecord(
     };
   }
   const duration = Date.now() - started;
+  observeStepDuration(step.tool, outcome.ok, duration);
   // The outcome is written, whatever it takes: given up, the step would stay running under a worker
   // that is alive, so no recovery would ever look at it. Only a process going away stops trying;
   // its steps are then recovered as interrupted once its heartbeat ends.

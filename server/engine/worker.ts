@@ -6,6 +6,7 @@ import { Logger, run as runGraphileWorker, type Runner, type WorkerEvents } from
 import { createPool, isConnectionError, isLockTimeout, retryOnConnectionLoss } from "../db";
 import { DatabaseListener } from "../db/listener";
 import { logger } from "../logger";
+import { observeQueueLatency } from "../metrics/process-metrics";
 import {
   ABORT_SETTLE_MS,
   abortAllLocally,
@@ -136,9 +137,10 @@ export async function startStepWorker(
           preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
           taskList: {
             ...extra?.tasks,
-            [RUN_STEP_TASK]: async (payload) => {
+            [RUN_STEP_TASK]: async (payload, helpers) => {
               activeJobs++;
               try {
+                observeQueueLatency(helpers.job.run_at);
                 await executeStepJob(deps, payload as { runId: string; stepId: string; attempt: number });
               } finally {
                 activeJobs--;

@@ -65,7 +65,8 @@ export function behindDoor(handle: Handler, config: DoorConfig): Handler {
       }
       if (!limited && !limitBody(req, res, MAX_BODY_BYTES)) return;
       // A decision link carries no identity: its route checks the link's token, nothing else.
-      if (decision.kind === "decision-link") return handle(req, res);
+      // A probe carries none either: it reads no one's data.
+      if (decision.kind === "decision-link" || decision.kind === "probe") return handle(req, res);
       req.headers[IDENTITY_HEADER] = signIdentity(decision.identity);
       handle(req, res);
     }

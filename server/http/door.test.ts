@@ -30,6 +30,42 @@ function request(overrides: Partial<DoorRequest> & { headers?: DoorRequest["head
 }
 
 describe("the door", () => {
+  it("passes the probes to anyone, with no identity, and nothing beside them", () => {
+    for (const url of ["/api/health", "/api/ready", "/api/ready?verbose=1"]) {
+      for (const method of ["GET", "HEAD"]) {
+        // A balancer probes by address, with no credential and whatever Host it likes.
+        expect(decide(request({ method, url, headers: { host: "10.0.0.7:3000" } }), locked), url).toEqual({
+          kind: "probe",
+        });
+      }
+    }
+    expect(decide(request({ method: "POST", url: "/api/ready" }), locked)).toMatchObject({
+      kind: "refuse",
+      status: 401,
+    });
+    for (const url of ["/api/health/x", "/api/healthz", "/api/%2e%2e/ready", "/api//health"]) {
+      expect(decide(request({ url }), locked).kind, url).not.toBe("probe");
+    }
+  });
+
+  it("lets the metrics credential read GET /metrics and nothing else", () => {
+    const scraped = doorConfig({ host: "127.0.0.1", accessToken: "s3cret-token", metricsToken: "scrape-token" });
+    const bearer = { authorization: "Bearer scrape-token" };
+    expect(decide(request({ url: "/metrics", headers: bearer }), scraped)).toEqual({
+      kind: "pass",
+      identity: { kind: "person", name: "metrics", role: "viewer", tokenId: "metrics-credential" },
+    });
+    for (const url of ["/api/ops", "/api/trpc/plans.list", "/metrics/x", "/"]) {
+      expect(decide(request({ url, headers: bearer }), scraped), url).toMatchObject({ kind: "refuse", status: 401 });
+    }
+    expect(decide(request({ url: "/metrics" }), scraped)).toMatchObject({ kind: "refuse", status: 401 });
+    // Without a configured metrics credential, none is accepted.
+    expect(decide(request({ url: "/metrics", headers: bearer }), locked)).toMatchObject({
+      kind: "refuse",
+      status: 401,
+    });
+  });
+
   it("lets exactly a decision link's path through without a credential, with no identity, after the usual checks", () => {
     const token = `${"0123abcd-0000-4000-8000-00000000abcd"}.${"A".repeat(43)}`;
     const link = `/decide/${token}`;

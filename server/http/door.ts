@@ -1,6 +1,7 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Identity } from "../operations/identity";
 import { sessionValue } from "../session-cookie";
+import { isProbe, METRICS_PATH, METRICS_SCRAPER } from "./door-probes";
 
 /**
  * The one door in front of every HTTP route — pages, /api/trpc (queries, mutations and
@@ -29,6 +30,9 @@ import { sessionValue } from "../session-cookie";
  *    `/decide/<token>` exactly (GET its confirmation page, POST its one decision), passes without
  *    one and without an identity — its signed, single-use token is the credential, checked by the
  *    route (server/decisions/decision-links.ts), and authorises that one decision only.
+ *    Two more pass with no credential, before every check: the probes `GET /api/health` and
+ *    `/api/ready`, which say whether the server is alive and ready and nothing else. The
+ *    dedicated metrics credential (STEPWISE_METRICS_TOKEN) opens `GET /metrics` only.
  *
  * This module decides; `server/http/door-server.ts` applies the decision to Node's request and
  * response, including the body limit, which needs the bytes as they arrive.
@@ -53,6 +57,8 @@ export interface DoorConfig {
    * shared token cannot act — or take over leased tasks — as a named agent.
    */
   nameIsTaken?: (name: string) => Promise<boolean>;
+  /** The dedicated metrics credential (STEPWISE_METRICS_TOKEN): `GET /metrics` only (door-probes.ts). */
+  metricsToken?: string;
 }
 
 export interface DoorRequest {
@@ -73,7 +79,9 @@ export type DoorDecision =
    * path, Origin and content-type checks, with no identity. The link's token is the credential for
    * its one decision; the route checks it and nothing else is reachable this way.
    */
-  | { kind: "decision-link" };
+  | { kind: "decision-link" }
+  /** A supervisor's or a load balancer's probe (`/api/health`, `/api/ready`; door-probes.ts): no identity. */
+  | { kind: "probe" };
 
 export const SESSION_COOKIE = "stepwise_session";
 /**
@@ -89,12 +97,18 @@ export function doorConfig(options: {
   publicHost?: string;
   accessToken?: string;
   agentToken?: string;
+  metricsToken?: string;
 }): DoorConfig {
   const hosts = new Set(LOOPBACK);
   for (const name of [options.host, options.publicHost]) {
     if (name && name !== "0.0.0.0" && name !== "::") hosts.add(name.toLowerCase());
   }
-  return { allowedHosts: hosts, accessToken: options.accessToken, agentToken: options.agentToken };
+  return {
+    allowedHosts: hosts,
+    accessToken: options.accessToken,
+    agentToken: options.agentToken,
+    ...(options.metricsToken && { metricsToken: options.metricsToken }),
+  };
 }
 
 /**
@@ -155,6 +169,7 @@ const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(;|$)/i;
  * by `decideRequest` before deciding; this function stays synchronous and free of I/O).
  */
 export function decide(request: DoorRequest, config: DoorConfig, principal?: Identity): DoorDecision {
+  if (isProbe(request.method, canonicalPath(request.url))) return { kind: "probe" };
   const host = header(request, "host");
   if (!host || !config.allowedHosts.has(hostnameOf(host))) {
     // 403, not 421: browsers retry a 421 on a new connection and then report a network error.
@@ -211,6 +226,10 @@ export function decide(request: DoorRequest, config: DoorConfig, principal?: Ide
   }
   if (pathname === "/sign-in") return { kind: "sign-in-page" };
   const bearer = header(request, "authorization");
+  const scrape = pathname === METRICS_PATH && method === "GET" && bearer?.startsWith("Bearer ");
+  if (scrape && config.metricsToken && tokenMatches(bearer!.slice(7).trim(), config.metricsToken)) {
+    return { kind: "pass", identity: { ...METRICS_SCRAPER } };
+  }
   if (config.agentToken && bearer?.startsWith("Bearer ") && tokenMatches(bearer.slice(7).trim(), config.agentToken)) {
     if (!AGENT_PATHS.test(pathname)) {
       return {

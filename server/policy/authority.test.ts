@@ -75,6 +75,12 @@ const cases: Record<string, { principal: Principal; action: Action; resource: Re
     resource: { underWay: true },
     allowed: true,
   },
+  "admins-and-scrapers-read-metrics": {
+    principal: { kind: "person", name: "metrics", role: "viewer", metricsCredential: true },
+    action: "metrics.read",
+    resource: {},
+    allowed: true,
+  },
 };
 
 describe("the authority policy", () => {
@@ -106,6 +112,18 @@ describe("the authority policy", () => {
     };
     expect(authority.countedApprovers(resource)).toEqual(["ann"]);
     expect(authority.authorize(system, "step.run", resource).allowed).toBe(false);
+  });
+
+  it("lets an admin and the metrics credential read metrics, and no one else", () => {
+    const authority = createAuthority(AUTHORITY_RULES);
+    const admin: Principal = { kind: "person", name: "ada", role: "admin" };
+    expect(authority.authorize(admin, "metrics.read").allowed).toBe(true);
+    for (const principal of [approver, agent, { ...admin, revoked: true }] as Principal[]) {
+      expect(authority.authorize(principal, "metrics.read").allowed, JSON.stringify(principal)).toBe(false);
+    }
+    // A person named "metrics" holds no metrics credential by the name.
+    const namesake: Principal = { kind: "person", name: "metrics", role: "viewer" };
+    expect(authority.authorize(namesake, "metrics.read").allowed).toBe(false);
   });
 
   it("an approval counts with the role its approver holds now", () => {

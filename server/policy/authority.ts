@@ -16,7 +16,8 @@ import { roleAtLeast, type CallerKind, type RiskLevel, type Role } from "../voca
 
 /** A person with their role, an agent, the engine itself, or the holder of a decision link acting for its maker. */
 export type Principal =
-  | { kind: "person"; name: string; role: Role; revoked?: boolean }
+  /** `metricsCredential`: the caller presented the dedicated metrics credential (STEPWISE_METRICS_TOKEN). */
+  | { kind: "person"; name: string; role: Role; revoked?: boolean; metricsCredential?: boolean }
   /** `planMode`: the agent's planning session holds it read-only (seed 002; server/agents/agent-plan-mode.ts). */
   | { kind: "agent"; name: string; revoked?: boolean; planMode?: boolean }
   | { kind: "system"; name: string }
@@ -46,6 +47,8 @@ export const ACTIONS = [
   /** Make a decision link, and decide through one. */
   "link.make",
   "link.decide",
+  /** Read the server's Prometheus metrics (counts and timings across every workspace). */
+  "metrics.read",
 ] as const;
 export type Action = (typeof ACTIONS)[number];
 
@@ -195,6 +198,16 @@ export const AUTHORITY_RULES: readonly Rule[] = [
       "has the gates of the steps it adds or changes raised (gateChangedSteps).",
     when: (principal) => personAtLeast(principal, "approver"),
   },
+  {
+    id: "admins-and-scrapers-read-metrics",
+    effect: "permit",
+    actions: ["metrics.read"],
+    says:
+      "An admin, or whoever presents the dedicated metrics credential, reads the server's metrics: they count " +
+      "work across every workspace, which a person of a lower role may not otherwise see in one place.",
+    when: (principal) =>
+      personAtLeast(principal, "admin") || (isPerson(principal) && principal.metricsCredential === true),
+  },
 ];
 
 /** The approvals the policy asks of this resource's risk (one when there is no policy). */
@@ -256,10 +269,28 @@ export function authorize(principal: Principal, action: Action, resource?: Resou
 }
 
 /**
+ * The token id the door gives the dedicated metrics credential's identity. Named credentials have
+ * UUIDs for ids, so no person's own token can be mistaken for it.
+ */
+export const METRICS_CREDENTIAL_ID = "metrics-credential";
+
+/**
  * The principal a door's identity acts as: a person with their role (a person identity made
  * without one is the bootstrap admin, as `roleOf` says), an agent, or the system.
  */
-export function principalOf(identity: { kind: "person" | "agent" | "system"; name: string; role?: Role }): Principal {
-  if (identity.kind === "person") return { kind: "person", name: identity.name, role: identity.role ?? "admin" };
+export function principalOf(identity: {
+  kind: "person" | "agent" | "system";
+  name: string;
+  role?: Role;
+  tokenId?: string;
+}): Principal {
+  if (identity.kind === "person") {
+    return {
+      kind: "person",
+      name: identity.name,
+      role: identity.role ?? "admin",
+      ...(identity.tokenId === METRICS_CREDENTIAL_ID && { metricsCredential: true }),
+    };
+  }
   return identity.kind === "agent" ? { kind: "agent", name: identity.name } : { kind: "system", name: identity.name };
 }
