@@ -11,6 +11,8 @@ export interface TcpProxy {
   port: number;
   /** Resets every open connection and refuses new ones until `ms` have passed. */
   cut(ms: number): Promise<void>;
+  /** Resets every open connection and refuses new ones until the returned function is called. */
+  cutUntilRestored(): () => void;
   /** Connections dropped by cuts so far. */
   dropped(): number;
   close(): Promise<void>;
@@ -45,17 +47,26 @@ export async function startTcpProxy(target: { host: string; port: number }, list
     server.listen(listenPort, "127.0.0.1", () => resolve());
   });
   const { port } = server.address() as net.AddressInfo;
+  const dropAll = (until: number) => {
+    cutUntil = until;
+    for (const socket of open) {
+      dropped++;
+      socket.resetAndDestroy();
+    }
+    open.clear();
+  };
   return {
     host: "127.0.0.1",
     port,
     async cut(ms) {
-      cutUntil = Date.now() + ms;
-      for (const socket of open) {
-        dropped++;
-        socket.resetAndDestroy();
-      }
-      open.clear();
+      dropAll(Date.now() + ms);
       await new Promise((resolve) => setTimeout(resolve, ms));
+    },
+    cutUntilRestored() {
+      dropAll(Number.POSITIVE_INFINITY);
+      return () => {
+        cutUntil = 0;
+      };
     },
     dropped: () => dropped,
     async close() {
