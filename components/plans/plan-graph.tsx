@@ -14,7 +14,7 @@ import {
 } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
 import { createContext, memo, useContext, useMemo } from "react";
-import type { Step } from "@/server/plans/schema";
+import type { Step } from "@/server/plan-schema";
 import type { StepAssessment } from "@/server/tools/assessment";
 import type { PlanIssue } from "@/server/plans/validate";
 import { stepLabel } from "./plan-rules";

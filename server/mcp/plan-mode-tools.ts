@@ -2,7 +2,7 @@ import type { McpServer, RegisteredTool } from "@modelcontextprotocol/sdk/server
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { isInPlanMode } from "../agents/plan-mode";
 import { touchPlanMode } from "../agents/wait-timers";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { AppError } from "../errors";
 import { toProblem } from "../http/problem";
 import { markDelivered, messageForContext, undeliveredMessages } from "../planner/messages";

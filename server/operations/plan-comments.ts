@@ -10,7 +10,7 @@ import {
 import { plannerFor } from "../planner/deps";
 import { startRegeneration } from "../planner/sessions";
 import { AppError } from "../errors";
-import { requirePerson } from "./identity";
+import { requirePerson } from "../identity";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { planReview } from "./plans";

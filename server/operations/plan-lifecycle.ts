@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { archivePlan, restorePlan } from "../plans/lifecycle";
-import { requirePerson } from "./identity";
+import { requirePerson } from "../identity";
 import { PERSON_ONLY } from "./policy";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";

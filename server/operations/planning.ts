@@ -3,7 +3,7 @@ import { plannerFor } from "../planner/deps";
 import { MAX_COMMAND_CHARS, runPlanCommand } from "../planner/plan-command";
 import { addPlanningMessage } from "../planner/messages";
 import { MAX_FEEDBACK_CHARS } from "../planner/sessions";
-import { requirePerson } from "./identity";
+import { requirePerson } from "../identity";
 import { PERSON_ONLY } from "./policy";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";

@@ -9,7 +9,7 @@ import {
 } from "../engine/run-list";
 import { approvalViewSchema, waitingApproval } from "../engine/approval-view";
 import { getRun, listRuns } from "../engine/run-view";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { removeWorktreesOfRun } from "../agents/task-integration";
 import { AppError } from "../errors";
 import {
@@ -20,7 +20,7 @@ import {
   type CallerKind,
   type IdentityKind,
 } from "../vocabulary";
-import { requirePerson } from "./identity";
+import { requirePerson } from "../identity";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { approverNote } from "./plans";
 import { defineOperation } from "./operation";

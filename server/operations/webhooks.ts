@@ -13,7 +13,7 @@ import {
   updateWebhookInput,
   webhookViewSchema,
 } from "../webhooks/endpoints";
-import { requirePerson } from "./identity";
+import { requirePerson } from "../identity";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
 import type { AnyOperation } from "./registry";

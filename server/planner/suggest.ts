@@ -1,5 +1,5 @@
 import { generateText, Output } from "ai";
-import type { StepInput } from "../plans/schema";
+import type { StepInput } from "../plan-schema";
 import { getPlan } from "../plans/service";
 import { checkPlanDraft, type PlanIssue } from "../plans/validate";
 import { revisePlan } from "../plans/versions";

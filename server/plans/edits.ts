@@ -14,7 +14,7 @@ import {
   type RetryPolicy,
   type Step,
   type StepInput,
-} from "./schema";
+} from "../plan-schema";
 import { getPlan } from "./service";
 import type { Principal } from "../policy/authority";
 import { effectiveRetry, type PlanIssue } from "./validate";

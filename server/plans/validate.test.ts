@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { builtinRegistry } from "../tools/registry";
-import { planDraftSchema } from "./schema";
+import { planDraftSchema } from "../plan-schema";
 import { checkPlanDraft, normalizePlan, schemaIssues, validatePlan, type PlanIssue } from "./validate";
 import { sandboxAvailable } from "../tools/sandbox";
 

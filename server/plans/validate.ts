@@ -4,7 +4,7 @@ import type { ToolRegistry } from "../tools/registry";
 import { requiresApprovalByDefault, type AnyTool } from "../tools/types";
 import { referenceTypeIssue } from "./reference-check";
 import { findReferences, looksLikeStepId } from "./references";
-import { planDraftSchema, type ParsedPlanDraft, type PlanContent, type RetryPolicy, type Step } from "./schema";
+import { planDraftSchema, type ParsedPlanDraft, type PlanContent, type RetryPolicy, type Step } from "../plan-schema";
 
 export type PlanIssueCode =
   | "schema"

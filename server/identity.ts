@@ -1,5 +1,5 @@
-import { AppError } from "../errors";
-import type { IdentityKind, Role } from "../vocabulary";
+import { AppError } from "./errors";
+import type { IdentityKind, Role } from "./vocabulary";
 
 /**
  * Who is calling. The door (`server/http/door.ts`) establishes it from a credential — a token or
