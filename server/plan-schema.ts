@@ -115,3 +115,27 @@ export interface Plan extends PlanContent {
   /** What the quality gates found when the version was stored with advice instead of a refusal. */
   advice?: PlanAdvice[];
 }
+
+/** What a check found wrong with a plan: schema, ids, tools, arguments, dependencies, references. */
+export type PlanIssueCode =
+  | "schema"
+  | "duplicate_step_id"
+  | "unknown_tool"
+  | "tool_unavailable"
+  | "invalid_args"
+  | "unknown_dependency"
+  | "self_dependency"
+  | "cycle"
+  | "invalid_reference"
+  /** A `$step` reference whose declared output type can never fit the argument it fills. */
+  | "reference_type_mismatch";
+
+export interface PlanIssue {
+  code: PlanIssueCode;
+  message: string;
+  stepId?: string;
+  /** The steps on a cycle, in dependency order. */
+  steps?: string[];
+  /** Path inside the step (for args: ["args", ...]) or inside the plan for schema issues. */
+  path?: (string | number)[];
+}

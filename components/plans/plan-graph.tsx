@@ -16,7 +16,7 @@ import "@xyflow/react/dist/style.css";
 import { createContext, memo, useContext, useMemo } from "react";
 import type { Step } from "@/server/plan-schema";
 import type { StepAssessment } from "@/server/tools/assessment";
-import type { PlanIssue } from "@/server/plans/validate";
+import type { PlanIssue } from "@/server/plan-schema";
 import { stepLabel } from "./plan-rules";
 import { useMeasuredNodes } from "@/components/ui/use-measured-nodes";
 

@@ -1,5 +1,5 @@
 import type { PlanEdit } from "@/server/plans/edits";
-import type { PlanIssue } from "@/server/plans/validate";
+import type { PlanIssue } from "@/server/plan-schema";
 import type { Plan, Step } from "@/server/plan-schema";
 
 /**

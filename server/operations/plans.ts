@@ -7,7 +7,7 @@ import { MAX_PLAN_JSON_BYTES, parsePlanJson } from "../plans/import";
 import { PLAN_SOURCES } from "../vocabulary";
 import { createPlan, getPlan, listPlans } from "../plans/service";
 import { requireWorkspace, workspaceForPlan } from "../plans/workspaces";
-import type { PlanIssue } from "../plans/validate";
+import type { PlanIssue } from "../plan-schema";
 import { attachApprovedPlan } from "../agents/plan-mode";
 import { attachRequestedSession } from "../agents/session-requests";
 import { adoptIntoSessionRun } from "../agents/sessions";

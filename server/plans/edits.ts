@@ -17,7 +17,8 @@ import {
 } from "../plan-schema";
 import { getPlan } from "./service";
 import type { Principal } from "../policy/authority";
-import { effectiveRetry, type PlanIssue } from "./validate";
+import type { PlanIssue } from "../plan-schema";
+import { effectiveRetry } from "./validate";
 import { revisePlan, savePlanVersion } from "./versions";
 
 /**
