@@ -12,15 +12,139 @@ const NO_GENERATED_PRISMA = {
 };
 
 /**
- * UI code (components/, app/ pages) may only `import type` from the server.
+ * UI code (components/, app/ pages) may only `import type` from the server — except the shared
+ * words of server/vocabulary.ts (statuses, kinds, levels: zod and plain constants, nothing of the
+ * server's), which the UI imports as values so that a status is spelled once.
  * The negations keep server/generated out of this type-import allowance so that
  * NO_GENERATED_PRISMA still reports `import type` from the generated client.
  */
 const NO_SERVER_VALUES = {
-  group: ["@/server/*", "**/server/*", "!@/server/generated", "!**/server/generated"],
+  group: [
+    "@/server/*",
+    "**/server/*",
+    "!@/server/generated",
+    "!**/server/generated",
+    "!@/server/vocabulary",
+    "!**/server/vocabulary",
+  ],
   allowTypeImports: true,
   message: "UI code may only `import type` from the server; go through tRPC (components/trpc.tsx) for values.",
 };
+
+/**
+ * The floors of the server, top to bottom: a room (a server/ folder or top-level module) may import
+ * rooms on its own floor or below, never above. `npm run arch` (scripts/architecture.ts) reads the
+ * same list to report the graph, the imports that run up and the cycles; docs/architecture.md
+ * ("Floors") records its figures. Type-only imports count: a type ties a room to another as a value
+ * does.
+ */
+export const FLOORS = [
+  {
+    name: "roof",
+    rooms: ["cli", "app-context.ts"],
+    holds: "the composition root and the command that start everything; nothing imports them",
+  },
+  { name: "doors", rooms: ["trpc", "http", "mcp"], holds: "adapters from a protocol to the operations" },
+  { name: "operations", rooms: ["operations"], holds: "use cases: input, output, who may call" },
+  {
+    name: "features",
+    rooms: ["decisions", "webhooks", "inbox", "templates", "ops"],
+    holds:
+      "features over the domain: decision links, outgoing webhooks, the inbox, plan templates, readiness and backup",
+  },
+  { name: "agent sessions", rooms: ["agents"], holds: "agent sessions, their tasks, leases and worktrees" },
+  { name: "planning", rooms: ["planner"], holds: "planning sessions and the planner" },
+  { name: "services", rooms: ["services.ts"], holds: "the services type (AppContext), types only" },
+  { name: "engine", rooms: ["engine"], holds: "runs: state machine, scheduler, worker, approvals" },
+  { name: "plans", rooms: ["plans"], holds: "plans and their versions, validation, quality gates" },
+  { name: "policy", rooms: ["policy"], holds: "who may do what, asked at the moment of effect" },
+  { name: "people", rooms: ["people"], holds: "principals and approver policies" },
+  { name: "events", rooms: ["events"], holds: "the event store, bus and streams" },
+  { name: "audit", rooms: ["audit"], holds: "the audit log, its chain and the approval binding" },
+  { name: "tools", rooms: ["tools"], holds: "the tools steps run and their launcher" },
+  {
+    name: "infrastructure",
+    rooms: ["db", "db.ts", "queue", "metrics"],
+    holds: "the database (embedded server, migrations, LISTEN), its client, the job queue and process metrics",
+  },
+  {
+    name: "ground",
+    rooms: [
+      "vocabulary.ts",
+      "plan-schema.ts",
+      "identity.ts",
+      "caller-context.ts",
+      "hint-text.ts",
+      "errors.ts",
+      "env.ts",
+      "logger.ts",
+      "telemetry.ts",
+      "redact.ts",
+      "safe-input.ts",
+      "session-cookie.ts",
+    ],
+    holds: "shared words and pure helpers: statuses and kinds, the plan schema, identity, errors, logging",
+  },
+];
+
+/**
+ * Imports allowed to run up the floors, each for a reason and until it is gone (at most 3).
+ */
+export const FLOOR_EXCEPTIONS = [
+  {
+    files: ["server/planner/sessions.ts", "server/planner/session-jobs.ts"],
+    imports: ["server/agents/wait-timers.ts"],
+    why: "agent plan mode's timers are still in agents/; they move to planner/ with plan mode",
+  },
+];
+
+/** Where a room that may not be imported from below sends the reader instead. */
+const BELONGS = {
+  "app-context.ts": "import the services type from server/services.ts; only the roof builds the context",
+  cli: "the command is the roof: move what you need from it down to the floor that owns it",
+  operations: "operations are called by doors only: the caller's identity is server/identity.ts",
+};
+const GENERIC_BELONGS =
+  "move what both need down to your floor or below — words to server/vocabulary.ts, plan and step shapes to server/plan-schema.ts, pure helpers to the ground floor — or have the roof pass it in";
+
+const floorIndex = (room) => FLOORS.findIndex((floor) => floor.rooms.includes(room));
+const isFileRoom = (room) => room.endsWith(".ts");
+
+/** Import specifiers that name `target` (a path under server/, `agents/*` or `services`) from a room's file. */
+function specifiersOf(target, importerAtTop) {
+  const relative = importerAtTop ? [`./${target}`] : [`../${target}`, `../../${target}`];
+  return [`**/server/${target}`, `@/server/${target}`, ...relative];
+}
+
+const targetOf = (room) => (isFileRoom(room) ? room.replace(/\.ts$/, "") : `${room}/*`);
+
+/**
+ * The no-restricted-imports patterns that keep `room`'s files off every floor above it; `allowed`
+ * lists files above (server/….ts) that a FLOOR_EXCEPTIONS entry lets these files import.
+ */
+function floorPatterns(room, allowed = []) {
+  const placed = floorIndex(room);
+  const level = placed === -1 ? FLOORS.length - 1 : placed;
+  const here = placed === -1 ? undefined : FLOORS[placed];
+  const atTop = isFileRoom(room);
+  return FLOORS.slice(0, level).flatMap((floor) =>
+    floor.rooms.map((above) => {
+      const negations = allowed
+        .filter((file) => file.startsWith(isFileRoom(above) ? `server/${above}` : `server/${above}/`))
+        .flatMap((file) => specifiersOf(file.slice("server/".length).replace(/\.ts$/, ""), atTop))
+        .map((specifier) => `!${specifier}`);
+      const where = here
+        ? `above server/${room} on the ${here.name} floor`
+        : "and this file's room is on no floor yet (add it to FLOORS in eslint.config.js; until then it counts as the ground floor)";
+      return {
+        group: [...specifiersOf(targetOf(above), atTop), ...negations],
+        message: `server/${above} is on the ${floor.name} floor (${floor.holds}), ${where}: ${BELONGS[above] ?? GENERIC_BELONGS}.`,
+      };
+    }),
+  );
+}
+
+const filesOf = (room) => (isFileRoom(room) ? [`server/${room}`] : [`server/${room}/**/*.{ts,tsx}`]);
 
 /** The server core (engine, planner, tools, plans, events, db) stays framework- and UI-free. */
 const SERVER_CORE_PATHS = [
@@ -69,15 +193,6 @@ const NO_DOMAIN_FROM_DOORS = {
   message:
     "Doors are adapters: call an operation (server/operations) instead of the domain, so its authority check cannot be skipped.",
 };
-const DOOR_FILES = [
-  "server/trpc/**/*.{ts,tsx}",
-  "server/mcp/**/*.{ts,tsx}",
-  "server/http/**/*.{ts,tsx}",
-  "app/api/**/*.{ts,tsx}",
-  "app/metrics/**/*.{ts,tsx}",
-  "server/cli/client.ts",
-  "server/cli/mcp-bridge.ts",
-];
 /**
  * Doors that still call the domain directly, until their use cases are operations too. Each entry
  * is a bypass of the operations layer's authority check that is known and listed, not new (every
@@ -87,6 +202,35 @@ const DOOR_FILES = [
  * - HTTP: /api/chat (seed 001's pass-through to the model provider, which answers a stream).
  */
 const DOOR_EXCEPTIONS = ["server/mcp/server.ts", "server/mcp/plan-mode-tools.ts", "server/mcp/http.ts"];
+
+/** `server/plans/service.ts` → `plans`; `server/vocabulary.ts` → `vocabulary.ts`. */
+function roomOfFile(file) {
+  return file.slice("server/".length).split("/")[0];
+}
+
+/** The import rule for `files` of `room`: its floor, the server core's and, for doors, the door's. */
+function roomBlock(room, files, { allowed = [], doorException = false } = {}) {
+  const level = floorIndex(room);
+  const core = level === -1 || level > floorIndex("operations");
+  const door = level !== -1 && FLOORS[level].name === "doors" && !doorException;
+  return {
+    files,
+    ignores: ["**/*.test.ts"],
+    rules: {
+      "@typescript-eslint/no-restricted-imports": [
+        "error",
+        {
+          ...(core ? { paths: SERVER_CORE_PATHS } : {}),
+          patterns: [
+            ...floorPatterns(room, allowed),
+            ...(core ? SERVER_CORE_PATTERNS : []),
+            ...(door ? [NO_GENERATED_PRISMA, NO_DOMAIN_FROM_DOORS] : []),
+          ],
+        },
+      ],
+    },
+  };
+}
 
 export default defineConfig([
   globalIgnores([
@@ -200,32 +344,11 @@ export default defineConfig([
     },
   },
 
-  // Server core: no Next.js, React, tRPC or UI imports.
+  // Doors outside the server's rooms (route handlers, the CLI's client and stdio bridge): the
+  // operations layer and framework pieces only (see NO_DOMAIN_FROM_DOORS).
   {
-    files: [
-      "server/engine/**/*.{ts,tsx}",
-      "server/audit/**/*.{ts,tsx}",
-      "server/planner/**/*.{ts,tsx}",
-      "server/tools/**/*.{ts,tsx}",
-      "server/plans/**/*.{ts,tsx}",
-      "server/events/**/*.{ts,tsx}",
-      "server/people/**/*.{ts,tsx}",
-      "server/webhooks/**/*.{ts,tsx}",
-      "server/db/**/*.{ts,tsx}",
-      "server/db.ts",
-    ],
-    rules: {
-      "@typescript-eslint/no-restricted-imports": [
-        "error",
-        { paths: SERVER_CORE_PATHS, patterns: SERVER_CORE_PATTERNS },
-      ],
-    },
-  },
-
-  // Doors: the operations layer and framework pieces only (see NO_DOMAIN_FROM_DOORS).
-  {
-    files: DOOR_FILES,
-    ignores: [...DOOR_EXCEPTIONS, "**/*.test.ts"],
+    files: ["app/api/**/*.{ts,tsx}", "app/metrics/**/*.{ts,tsx}", "server/cli/client.ts", "server/cli/mcp-bridge.ts"],
+    ignores: ["**/*.test.ts"],
     rules: {
       "@typescript-eslint/no-restricted-imports": [
         "error",
@@ -235,4 +358,22 @@ export default defineConfig([
       ],
     },
   },
+
+  // The floors (FLOORS): each room's files import only their floor and those below; the server
+  // core (every floor below the operations) also stays free of Next.js, React, tRPC and the UI,
+  // and the doors stay off the domain. Then the listed exceptions, each for its files alone.
+  // A module or folder new to server/ stands on the ground floor until it is given a floor.
+  ...["*.ts", "*/**/*.{ts,tsx}"].map((glob) => ({
+    ...roomBlock(glob.startsWith("*/") ? "(new folder)" : "(new module).ts", [`server/${glob}`]),
+    ignores: [...FLOORS.flatMap((floor) => floor.rooms).flatMap(filesOf), "server/generated/**", "**/*.test.ts"],
+  })),
+  ...FLOORS.flatMap((floor) => floor.rooms).flatMap((room) => [
+    roomBlock(room, filesOf(room)),
+    ...DOOR_EXCEPTIONS.filter((file) => filesOf(room).some((glob) => file.startsWith(glob.replace(/\*\*.*$/, "")))).map(
+      (file) => roomBlock(room, [file], { doorException: true }),
+    ),
+    ...FLOOR_EXCEPTIONS.filter((exception) => exception.files.some((file) => roomOfFile(file) === room)).map(
+      (exception) => roomBlock(room, exception.files, { allowed: exception.imports }),
+    ),
+  ]),
 ]);

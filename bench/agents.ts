@@ -12,7 +12,8 @@
  */
 import fs from "node:fs/promises";
 import path from "node:path";
-import { createAppContext, type AppContext } from "../server/app-context";
+import { createAppContext } from "../server/app-context";
+import type { AppContext } from "../server/services";
 import { readEvents } from "../server/events/store";
 import { agentStart, agentStatus, agentUpdate } from "../server/operations/agent";
 import { invokeOperation, type Operation } from "../server/operations/operation";

@@ -20,7 +20,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
-import type { StepInput } from "../server/plans/schema";
+import type { StepInput } from "../server/plan-schema";
 import type { ToolRegistry } from "../server/tools/registry";
 
 // The lease keeps the engine's recovery (the bench process runs a Stepwise worker on the same

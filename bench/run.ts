@@ -14,7 +14,7 @@ import path from "node:path";
 import pg from "pg";
 import { createAppContext } from "../server/app-context";
 import { connectionBudget, createPool } from "../server/db";
-import { migrateDatabase } from "../server/db/bootstrap";
+import { migrateDatabase } from "../server/cli/bootstrap";
 import { findFreePort, startEmbeddedPostgres } from "../server/db/embedded";
 import { startRun } from "../server/engine/engine";
 import { readEvents } from "../server/events/store";

@@ -3,7 +3,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
-import { migrateDatabase } from "../server/db/bootstrap";
+import { migrateDatabase } from "../server/cli/bootstrap";
 import { findFreePort, startEmbeddedPostgres } from "../server/db/embedded";
 import { withDatabase } from "../tests/test-database";
 

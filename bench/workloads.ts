@@ -1,4 +1,4 @@
-import type { StepInput } from "../server/plans/schema";
+import type { StepInput } from "../server/plan-schema";
 
 /** mulberry32: the deterministic PRNG the workload definitions prescribe. */
 export function mulberry32(seed: number): () => number {

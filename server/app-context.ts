@@ -1,6 +1,6 @@
-import { connectDatabase, connectionBudget, type Database } from "./db";
-import { createEngineDeps, type EngineDeps } from "./engine/engine";
-import { startStepWorker, type StepWorker } from "./engine/worker";
+import { connectDatabase, connectionBudget } from "./db";
+import { createEngineDeps } from "./engine/engine";
+import { startStepWorker } from "./engine/worker";
 import { EventBus } from "./events/bus";
 import { readConfig } from "./env";
 import { autoRecover } from "./planner/auto-recovery";
@@ -15,19 +15,12 @@ import { shippedMigrations } from "./ops/readiness";
 import { builtinTools, createToolRegistry, type ToolRegistry } from "./tools/registry";
 import { describeSandbox } from "./tools/sandbox";
 import { webhookWork } from "./webhooks/work";
+import type { AppContext } from "./services";
 
-/** The long-lived services of one server process, shared by tRPC, HTTP routes and MCP. */
-export interface AppContext {
-  db: Database;
-  bus: EventBus;
-  engine: EngineDeps;
-  tools: ToolRegistry;
-  workspaceRoot: string;
-  worker: StepWorker | undefined;
-  /** The migrations this code ships, for the readiness probe (undefined: the probe reads them). */
-  shippedMigrations?: readonly string[];
-  close(): Promise<void>;
-}
+/*
+ * The composition root: it builds the services (`AppContext`, a type of its own in services.ts)
+ * and wires the worker's jobs, so it imports the domain and nothing in the domain imports it.
+ */
 
 export async function createAppContext(options: {
   databaseUrl: string;

@@ -148,6 +148,19 @@ export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
 export const WEBHOOK_DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const;
 export type WebhookDeliveryStatus = (typeof WEBHOOK_DELIVERY_STATUSES)[number];
 
+/** Where a plan came from: the planner, a person's editor, an agent, a template, an import. */
+export const PLAN_SOURCES = ["llm", "manual", "agent", "template", "import"] as const;
+
+/** What a step's attempt returned, as the engine records it and its events carry it. */
+export const stepResultSchema = z.object({
+  ok: z.boolean(),
+  value: z.unknown().optional(),
+  error: z.string().optional(),
+  duration: z.number(),
+  timestamp: z.string(),
+});
+export type StepResult = z.infer<typeof stepResultSchema>;
+
 export function isIn<T extends string>(set: readonly T[], value: string): value is T {
   return (set as readonly string[]).includes(value);
 }

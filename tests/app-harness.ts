@@ -1,7 +1,8 @@
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { createAppContext, type AppContext } from "../server/app-context";
+import { createAppContext } from "../server/app-context";
+import type { AppContext } from "../server/services";
 import { readEvents } from "../server/events/store";
 import type { ToolRegistry } from "../server/tools/registry";
 import { createTrpcContext } from "../server/trpc/init";

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Readable } from "node:stream";
-import type { AppContext } from "../server/app-context";
+import type { AppContext } from "../server/services";
 import { chatFromApi } from "../server/http/chat-api";
 import { doorConfig } from "../server/http/door";
 import { behindDoor } from "../server/http/door-server";

@@ -3,7 +3,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import type { StoredEvent } from "../server/events/types";
 import { canTransition } from "../server/engine/state-machine";
-import type { StepStatus } from "../server/plans/schema";
+import type { StepStatus } from "../server/plan-schema";
 import { builtinTools, createToolRegistry, type ToolRegistry } from "../server/tools/registry";
 import { defineTool } from "../server/tools/types";
 

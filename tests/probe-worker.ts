@@ -29,7 +29,7 @@ import { Logger, run as runGraphileWorker } from "graphile-worker";
 import { createAppContext } from "../server/app-context";
 import { connectDatabase } from "../server/db";
 import { createEngineDeps } from "../server/engine/engine";
-import { RUN_STEP_TASK } from "../server/engine/queue";
+import { RUN_STEP_TASK } from "../server/queue/jobs";
 import { startStepWorker } from "../server/engine/worker";
 import { createProbeRegistry, PROBE_LOG_ENV } from "./probe-tool";
 

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { findFreePort, startEmbeddedPostgres } from "../server/db/embedded";
-import { migrateDatabase } from "../server/db/bootstrap";
+import { migrateDatabase } from "../server/cli/bootstrap";
 import { verifyAuditLog } from "../server/audit/verify";
 import { formatAuditVerification } from "../server/cli/audit-verify";
 import { builtinRegistry, type ToolRegistry } from "../server/tools/registry";

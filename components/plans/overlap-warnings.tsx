@@ -3,7 +3,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { useTRPC } from "@/components/trpc";
 import type { PlanEdit } from "@/server/plans/edits";
-import type { Step } from "@/server/plans/schema";
+import type { Step } from "@/server/plan-schema";
 import type { EditOutcome } from "./use-plan-editor";
 
 /**

@@ -1,7 +1,7 @@
 "use client";
 
 import { useState, type FormEvent } from "react";
-import type { Plan } from "@/server/plans/schema";
+import type { Plan } from "@/server/plan-schema";
 import type { EditOutcome } from "./use-plan-editor";
 import { FormActions } from "@/components/ui/form-actions";
 

@@ -13,9 +13,9 @@ import {
 } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
 import { createContext, memo, useContext, useMemo } from "react";
-import type { Step } from "@/server/plans/schema";
+import type { Step } from "@/server/plan-schema";
 import type { StepAssessment } from "@/server/tools/assessment";
-import type { PlanIssue } from "@/server/plans/validate";
+import type { PlanIssue } from "@/server/plan-schema";
 import { stepLabel } from "./plan-rules";
 import { useMeasuredNodes } from "@/components/ui/use-measured-nodes";
 import { PLAN_GRAPH_SHAPE, layoutGraph } from "@/components/ui/graph-layout";

@@ -1,4 +1,4 @@
-import type { PlanIssue } from "@/server/plans/validate";
+import type { PlanIssue } from "@/server/plan-schema";
 
 /** Issues grouped by the step they belong to; plan-level issues under the empty key. */
 export function groupIssuesByStep(issues: readonly PlanIssue[]): Map<string, PlanIssue[]> {

@@ -11,7 +11,7 @@ import { PlanRuns } from "@/components/runs/plan-runs";
 import { SaveTemplate } from "@/components/templates/save-template";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
-import type { Step } from "@/server/plans/schema";
+import type { Step } from "@/server/plan-schema";
 import type { StepAssessment } from "@/server/tools/assessment";
 import { ExportImport } from "./export-import";
 import { HistoryPanel } from "./history-panel";
@@ -29,7 +29,7 @@ import {
   ApprovalNoteField,
 } from "./run-options";
 import { groupIssuesByStep } from "./plan-issues";
-import type { PlanAdvice } from "@/server/plans/schema";
+import type { PlanAdvice } from "@/server/plan-schema";
 import type { StepActions } from "./step-card";
 import { StepEditor, type StepEditorTarget } from "./step-editor";
 import { StepList } from "./step-list";

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 // The server's rule is the authority; this test keeps the page's copy in step with it.
 // eslint-disable-next-line @typescript-eslint/no-restricted-imports
 import { checkMove as serverCheckMove } from "@/server/plans/reorder";
-import type { Plan, Step } from "@/server/plans/schema";
+import type { Plan, Step } from "@/server/plan-schema";
 import { applyOptimisticEdit, checkMove, readRefusal } from "./plan-rules";
 
 describe("the page's reorder rule", () => {

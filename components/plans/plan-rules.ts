@@ -1,6 +1,6 @@
 import type { PlanEdit } from "@/server/plans/edits";
-import type { PlanIssue } from "@/server/plans/validate";
-import type { Plan, Step } from "@/server/plans/schema";
+import type { PlanIssue } from "@/server/plan-schema";
+import type { Plan, Step } from "@/server/plan-schema";
 
 /**
  * Client-side mirrors of server rules, so the page can answer at once: a refused drop snaps back

@@ -3,8 +3,8 @@
 import { useSortable } from "@dnd-kit/sortable";
 import { CSS } from "@dnd-kit/utilities";
 import { createContext, memo, useContext, useState, type ReactNode } from "react";
-import type { Step } from "@/server/plans/schema";
-import type { PlanIssue } from "@/server/plans/validate";
+import type { Step } from "@/server/plan-schema";
+import type { PlanIssue } from "@/server/plan-schema";
 import { StepComments } from "./comments";
 import type { StepAssessment } from "@/server/tools/assessment";
 import { stepLabel } from "./plan-rules";

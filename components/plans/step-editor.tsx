@@ -3,7 +3,7 @@
 import { useId, useMemo, useState, type FormEvent } from "react";
 import type { StepChanges } from "@/server/plans/edits";
 import type { ToolDescription } from "@/server/plans/export";
-import type { Step } from "@/server/plans/schema";
+import type { Step } from "@/server/plan-schema";
 import { ArgsForm, checkArgs, type JsonSchema } from "./args-form";
 import { stepLabel, type EditRefusal } from "./plan-rules";
 import type { EditOutcome } from "./use-plan-editor";

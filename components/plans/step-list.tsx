@@ -13,8 +13,8 @@ import {
 } from "@dnd-kit/core";
 import { SortableContext, sortableKeyboardCoordinates, verticalListSortingStrategy } from "@dnd-kit/sortable";
 import { useMemo, useRef, useState, type ReactNode } from "react";
-import type { Step } from "@/server/plans/schema";
-import type { PlanIssue } from "@/server/plans/validate";
+import type { Step } from "@/server/plan-schema";
+import type { PlanIssue } from "@/server/plan-schema";
 import { StepThreadsProvider } from "./comments";
 import { checkMove } from "./plan-rules";
 import type { StepAssessment } from "@/server/tools/assessment";

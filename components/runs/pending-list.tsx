@@ -2,7 +2,7 @@
 
 import { useQuery } from "@tanstack/react-query";
 import { useEffect } from "react";
-import type { Step } from "@/server/plans/schema";
+import type { Step } from "@/server/plan-schema";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { useNow } from "@/components/ui/use-now";

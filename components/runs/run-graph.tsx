@@ -3,7 +3,7 @@
 import { Background, Controls, ReactFlow, type Edge, type Node } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
 import { useMemo } from "react";
-import type { Step } from "@/server/plans/schema";
+import type { Step } from "@/server/plan-schema";
 import { useMeasuredNodes } from "@/components/ui/use-measured-nodes";
 import { humanStatus } from "./format";
 import { RUN_GRAPH_SHAPE, layoutGraph } from "@/components/ui/graph-layout";

@@ -1,6 +1,7 @@
 import type { RunStepView, RunView } from "@/server/engine/run-view";
-import type { StepStatus } from "@/server/plans/schema";
+import type { StepStatus } from "@/server/plan-schema";
 import type { StoredEvent } from "@/server/events/types";
+import { FINISHED_RUN_STATUSES, SETTLED_STEP_STATUSES } from "@/server/vocabulary";
 
 /** `step.<status>`: the events that change a step's status (not retrying, progress or logs). */
 export type StepStatusEvent = Extract<StoredEvent, { type: `step.${StepStatus}` }>;
@@ -78,8 +79,8 @@ export interface LiveRun extends Omit<RunView, "steps"> {
   rerunOf?: string;
 }
 
-const FINISHED_STEP = new Set(["completed", "failed", "skipped", "blocked", "cancelled"]);
-const FINISHED_RUN = new Set(["completed", "failed", "cancelled"]);
+const FINISHED_STEP = new Set<string>(SETTLED_STEP_STATUSES);
+const FINISHED_RUN = new Set<string>(FINISHED_RUN_STATUSES);
 const MAX_LIVE_LOG_LINES = 2000;
 
 export function fromSnapshot(snapshot: RunView): LiveRun {

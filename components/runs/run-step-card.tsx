@@ -2,7 +2,7 @@
 
 import { memo } from "react";
 import type { RunDecision } from "@/server/engine/run-list";
-import type { Step } from "@/server/plans/schema";
+import type { Step } from "@/server/plan-schema";
 import { RecoveryPanel } from "@/components/planner/recovery-panel";
 import { StepUsage } from "@/components/planner/step-usage";
 import { ProgressBar } from "@/components/ui/progress-bar";

@@ -3,7 +3,7 @@
 import { useWindowVirtualizer } from "@tanstack/react-virtual";
 import { useEffect, useLayoutEffect, useRef, useState } from "react";
 import type { RunDecision } from "@/server/engine/run-list";
-import type { Step } from "@/server/plans/schema";
+import type { Step } from "@/server/plan-schema";
 import { RunStepCard } from "./run-step-card";
 import { isFinished, type LiveRun } from "./run-state";
 

@@ -1,7 +1,7 @@
 "use client";
 
 import { useMemo } from "react";
-import type { Step } from "@/server/plans/schema";
+import type { Step } from "@/server/plan-schema";
 import { useNow } from "@/components/ui/use-now";
 import { formatDuration, humanStatus } from "./format";
 import type { LiveRun } from "./run-state";

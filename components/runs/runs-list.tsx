@@ -3,14 +3,14 @@
 import { useInfiniteQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import { useState } from "react";
-import type { RunStatus } from "@/server/engine/state-machine";
+import { RUN_STATUSES, type RunStatus } from "@/server/vocabulary";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { StatusBadge } from "@/components/ui/status-badge";
 import { formatDuration, humanStatus } from "./format";
 import "./runs.css";
 
-const FILTERS: RunStatus[] = ["running", "paused", "failing", "completed", "failed", "cancelled"];
+const FILTERS = RUN_STATUSES;
 const SETTLED = ["completed", "failed", "skipped", "blocked", "cancelled"] as const;
 
 /**

@@ -1,7 +1,7 @@
 "use client";
 
 import { useEffect, useRef, useSyncExternalStore } from "react";
-import type { Step } from "@/server/plans/schema";
+import type { Step } from "@/server/plan-schema";
 import type { LiveStep } from "./run-state";
 
 const PREFERENCE_KEY = "stepwise.notify";

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 
 /**
  * Seed 002's plan mode belongs to the agent, not to one MCP connection: the agent is its name

@@ -1,15 +1,15 @@
 import type pg from "pg";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
 import { returnExpiredAgentTask } from "../engine/agent-leases";
 import type { AgentTaskStatus } from "../engine/agent-tasks";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
-import type { Step, StepStatus } from "../plans/schema";
+import type { Step, StepStatus } from "../plan-schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { ApproverNote, TaskBrief } from "./contract";
-import { taskNumber } from "./signal-store";
+import { taskNumber } from "../engine/agent-signals";
 import { existingWorkingDirectory, plannedWorkingDirectory } from "./task-working-directory";
 import { ensureTaskWorktree, workspaceRepository } from "./worktrees";
 

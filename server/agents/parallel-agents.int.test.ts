@@ -7,7 +7,7 @@ import { startHarness, type Harness } from "../../tests/app-harness";
 import { startApiServer } from "../../tests/door-http-server";
 import { readEvents } from "../events/store";
 import { agentStart, agentUpdate } from "../operations/agent";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { invokeOperation } from "../operations/operation";
 import { taskBriefSchema } from "./contract";
 

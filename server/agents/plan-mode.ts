@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { EventData, EventType, NewEvent } from "../events/types";
-import type { StepInput } from "../plans/schema";
+import type { StepInput } from "../plan-schema";
 import { createPlan, getPlan } from "../plans/service";
 import { revisePlan } from "../plans/versions";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";

@@ -1,4 +1,4 @@
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import type { z } from "zod";
 import { recordAudit } from "../audit/audit-log";
 import { AppError } from "../errors";

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { readEvents } from "../events/store";
 import { agentAlert, agentStart, agentStatus, agentSuggest, agentUpdate } from "../operations/agent";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { invokeOperation, type Operation } from "../operations/operation";
 import {
   planCompletedSchema,

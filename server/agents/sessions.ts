@@ -1,5 +1,5 @@
 import fs from "node:fs/promises";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import type { AuditAction } from "../audit/actions";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
@@ -16,7 +16,7 @@ import {
 import { AppError, isAppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { NewEvent } from "../events/types";
-import type { Step, StepInput, StepStatus } from "../plans/schema";
+import type { Step, StepInput, StepStatus } from "../plan-schema";
 import { createPlan, getPlan } from "../plans/service";
 import { workspaceForNewWork } from "../plans/workspaces";
 import { savePlanVersion } from "../plans/versions";
@@ -42,7 +42,8 @@ import {
   agentsOfSession,
 } from "./leases";
 import { AGENT_INSTRUCTIONS, AGENT_INSTRUCTIONS_VERSION } from "./instructions";
-import { openSignals, taskNumber, upsertSignal, type OpenSignal, type SignalLevel } from "./signal-store";
+import { taskNumber, upsertSignal } from "../engine/agent-signals";
+import { openSignals, type OpenSignal, type SignalLevel } from "./signal-store";
 import { isAuthorRefusal, pendingSessionStatus, requestSession } from "./session-requests";
 import { checkNewTasks } from "./task-gates";
 import { applyTaskEdit, fieldEditOf, refuseTaskEdit, taskOfStep } from "./task-edits";

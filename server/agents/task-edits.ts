@@ -1,5 +1,5 @@
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
-import type { Step, StepInput } from "../plans/schema";
+import type { Step, StepInput } from "../plan-schema";
 import { DONE_STEP_STATUSES, isIn } from "../vocabulary";
 import type { NewTask } from "./contract";
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { NewTask } from "./contract";
-import { checkNewTasks, isActionableHint, mentionedPaths } from "./task-gates";
+import { isActionableHint, mentionedPaths } from "../hint-text";
+import { checkNewTasks } from "./task-gates";
 
 const files = new Set(["spec.md", "src/models/user.py", "src/models"]);
 const context = {

@@ -1,3 +1,4 @@
+import { CREATES, isActionableHint, mentionedPaths, pathsToCreate } from "../hint-text";
 import { TASK_TYPES, type NewTask } from "./contract";
 
 /**
@@ -13,34 +14,6 @@ export interface GateContext {
   firstNewId: number;
   /** Whether a workspace-relative path exists (and stays inside the workspace). */
   fileExists(relativePath: string): Promise<boolean>;
-}
-
-/**
- * A hint is actionable when it tells the agent to do something (starts with, or contains, a verb
- * of the trade) or points at something concrete (`code`, a path, a section, a URL).
- */
-const ACTION_VERBS =
-  /\b(read|review|see|check|use|follow|edit|add|update|run|refer|look|open|compare|create|write|call|import|test|ensure|keep|mirror|reuse|extend|consult|inspect|search|grep|find|replace|remove|delete|rename|move|implement|fix|verify|document|study|copy|match|wire|register|configure|install|start|stop|measure|profile|note|mind|avoid|return|handle|validate|parse|store|load|export|expose)\b/i;
-const CONCRETE_REFERENCE = /`[^`]+`|\b[\w.-]+\/[\w./-]+|\b[\w-]+\.[a-z]{1,5}\b|\bsection\b|§|https?:\/\//i;
-
-export const CREATES = /\b(create|add|write|new|generate|scaffold|introduce)\b/i;
-
-/**
- * Paths that hints say are to be made ("Create `src/new.ts`"): a task may list a file it creates
- * in `relevant_file_paths` before the file exists.
- */
-export function pathsToCreate(hints: readonly string[]): Set<string> {
-  const created = new Set<string>();
-  for (const hint of hints) {
-    if (!CREATES.test(hint)) continue;
-    for (const mentioned of mentionedPaths(hint)) created.add(mentioned.replace(/^\.\//, "").replace(/\/+$/, ""));
-  }
-  return created;
-}
-
-export function isActionableHint(hint: string): boolean {
-  const text = hint.trim();
-  return text.length >= 8 && (ACTION_VERBS.test(text) || CONCRETE_REFERENCE.test(text));
 }
 
 export async function checkNewTasks(tasks: NewTask[], context: GateContext): Promise<string[]> {
@@ -117,17 +90,6 @@ export async function checkNewTasks(tasks: NewTask[], context: GateContext): Pro
       `The dependencies form a cycle: ${cycle.map((id) => `task ${id}`).join(" → ")}. Tasks must form a DAG.`,
     );
   return details;
-}
-
-/** Paths a hint names in backticks (`src/models/user.py`), which must exist like listed paths. */
-export function mentionedPaths(hint: string): string[] {
-  return [...hint.matchAll(/`([^`\s]+)`/g)]
-    .map((match) => match[1]!)
-    .filter(
-      (candidate) =>
-        /^[\w.-]+(\/[\w.-]+)*\/?$/.test(candidate) && (candidate.includes("/") || /\.[a-z0-9]{1,6}$/i.test(candidate)),
-    )
-    .filter((candidate) => !/^\.+$/.test(candidate));
 }
 
 /**

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { recordAudit } from "../audit/audit-log";
 import { cancelRun } from "../engine/engine";
 import { AppError } from "../errors";

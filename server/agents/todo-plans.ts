@@ -1,16 +1,16 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { adoptPlanVersionIntoRun, cancelRun, updateAgentTasks, type AgentTaskStatus } from "../engine/engine";
 import { rerunFrom } from "../engine/recovery";
 import { recordAudit } from "../audit/audit-log";
 import { AppError } from "../errors";
-import type { Step, StepInput, StepStatus } from "../plans/schema";
+import type { Step, StepInput, StepStatus } from "../plan-schema";
 import { getPlan } from "../plans/service";
 import { savePlanVersion } from "../plans/versions";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { startSession } from "./sessions";
-import { taskNumber } from "./signal-store";
+import { taskNumber } from "../engine/agent-signals";
 import { FINISHED_RUN_STATUSES, isIn } from "../vocabulary";
 
 /**

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Step } from "../plans/schema";
+import type { Step } from "../plan-schema";
 import { verifierCommands, verifierRunsUnapproved } from "../tools/agent-task";
 import { shellTool, type ShellResult } from "../tools/shell";
 

@@ -1,12 +1,12 @@
 import type pg from "pg";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
-import { PLANNING_TIMEOUT_TASK } from "../engine/queue";
+import { PLANNING_TIMEOUT_TASK } from "../queue/jobs";
 import { isAppError } from "../errors";
 import { appendEvents } from "../events/store";
 import { loadReviewFacts, reviewStateOf } from "../planner/review-state";
 import * as store from "../planner/session-store";
-import { rejectPlan } from "../plans/lifecycle";
+import { rejectPlan } from "../planner/plan-rejection";
 
 /**
  * Nothing an agent's plan mode waits for waits for ever (seed 002): a question to the person

@@ -5,7 +5,7 @@ import type { z } from "zod";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { git } from "../../tests/git-fixture";
 import { agentStart, agentStatus, agentUpdate } from "../operations/agent";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { invokeOperation, type Operation } from "../operations/operation";
 import { programsLaunched } from "../tools/launcher";
 import { readyForTaskSchema, successSchema, type AgentTaskView } from "./contract";

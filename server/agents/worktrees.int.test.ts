@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { z } from "zod";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { agentStart, agentStatus, agentUpdate } from "../operations/agent";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { invokeOperation, type Operation } from "../operations/operation";
 import { runCancel } from "../operations/runs";
 import { cancelRun } from "../engine/engine";

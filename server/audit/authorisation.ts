@@ -1,5 +1,5 @@
-import { stepDefinitionHash, waiverDefinitionHash } from "../plans/definition-hash";
-import type { Step } from "../plans/schema";
+import { stepDefinitionHash, waiverDefinitionHash } from "./definition-hash";
+import type { Step } from "../plan-schema";
 import type { ToolRegistry } from "../tools/registry";
 import { requiresApprovalByDefault } from "../tools/types";
 import { roleAtLeast, type Role } from "../vocabulary";

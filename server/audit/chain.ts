@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type pg from "pg";
-import { canonicalJson } from "../plans/definition-hash";
+import { canonicalJson } from "./definition-hash";
 
 type Queryable = Pick<pg.ClientBase, "query">;
 

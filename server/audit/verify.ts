@@ -1,5 +1,5 @@
 import type pg from "pg";
-import type { Step } from "../plans/schema";
+import type { Step } from "../plan-schema";
 import type { ToolRegistry } from "../tools/registry";
 import type { Role } from "../vocabulary";
 import {

@@ -9,7 +9,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { migrateDatabase } from "../db/bootstrap";
+import { migrateDatabase } from "./bootstrap";
 import {
   assertNoOtherStepwise,
   runningEmbeddedDatabaseUrl,

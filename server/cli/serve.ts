@@ -6,7 +6,7 @@ import os from "node:os";
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
 import { createAppContext, installAppContext } from "../app-context";
-import { migrateDatabase, openDatabase } from "../db/bootstrap";
+import { migrateDatabase, openDatabase } from "./bootstrap";
 import { assertNoOtherStepwise, runningEmbeddedDatabaseUrl, takeOverShutdownSignals } from "../db/embedded";
 import { readConfig } from "../env";
 import { doorConfig, generateAccessToken } from "../http/door";

@@ -5,7 +5,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterEach, expect, it } from "vitest";
-import { migrateDatabase } from "../db/bootstrap";
+import { migrateDatabase } from "./bootstrap";
 import { startEmbeddedPostgres } from "../db/embedded";
 import { writeConnectionFile } from "./connection-file";
 

@@ -9,7 +9,7 @@ import { createAppContext } from "../app-context";
 import { connectionBudget } from "../db";
 import { createTrpcContext } from "../trpc/init";
 import { createCaller } from "../trpc/root";
-import { migrateDatabase } from "./bootstrap";
+import { migrateDatabase } from "../cli/bootstrap";
 import { findFreePort, startEmbeddedPostgres } from "./embedded";
 
 /**

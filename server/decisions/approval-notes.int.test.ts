@@ -5,7 +5,7 @@ import { startHarness, type Harness } from "../../tests/app-harness";
 import { readyForTaskSchema } from "../agents/contract";
 import { enterPlanMode, submitPlan } from "../agents/plan-mode";
 import { agentStart, agentStatus, agentUpdate } from "../operations/agent";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { invokeOperation, type Operation } from "../operations/operation";
 import { planApprove, planCreate } from "../operations/plans";
 import { runDecide, runGet } from "../operations/runs";

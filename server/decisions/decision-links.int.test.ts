@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { startApiServer } from "../../tests/door-http-server";
 import { adoptPlanVersionIntoRun } from "../engine/engine";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { decisionLinkCreate } from "../operations/decision-links";
 import { invokeOperation } from "../operations/operation";
 import { planApprove, planCreate } from "../operations/plans";

@@ -1,14 +1,14 @@
 import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { recordAudit } from "../audit/audit-log";
 import { approvalViewSchema, waitingApproval, type ApprovalView } from "../engine/approval-view";
 import { decideApproval } from "../engine/engine";
 import { withCaller } from "../caller-context";
 import { readConfig } from "../env";
 import { AppError, hasKind, markKind } from "../errors";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { makerNow } from "../people/principals";
 import { roleAtLeast } from "../vocabulary";
 import { z } from "zod";

@@ -1,6 +1,6 @@
-import type { StepStatus } from "../plans/schema";
+import type { StepStatus } from "../plan-schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
-import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK } from "./queue";
+import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK } from "../queue/jobs";
 import type { ReadyStepRow, RunTransaction } from "./run-transaction";
 import { decidePending, freeSlots } from "./scheduler";
 

@@ -1,4 +1,4 @@
-import type { StepStatus } from "../plans/schema";
+import type { StepStatus } from "../plan-schema";
 import type { EngineDeps } from "./deps";
 import { audit, requireRun, type Client } from "./run-transaction";
 

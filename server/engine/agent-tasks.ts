@@ -1,6 +1,7 @@
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
-import type { Step, StepResult, StepStatus } from "../plans/schema";
+import type { Step, StepStatus } from "../plan-schema";
+import type { StepResult } from "../vocabulary";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { advance } from "./advance";
 import type { EngineDeps } from "./deps";

@@ -1,5 +1,5 @@
-import { stepDefinitionHash } from "../plans/definition-hash";
-import type { Step } from "../plans/schema";
+import { stepDefinitionHash } from "../audit/definition-hash";
+import type { Step } from "../plan-schema";
 import { authorize, type Resource } from "../policy/authority";
 import type { ToolRegistry } from "../tools/registry";
 import { dispatch, requestApproval } from "./advance";

@@ -1,5 +1,5 @@
 import { inTransaction } from "../db";
-import type { StepStatus } from "../plans/schema";
+import type { StepStatus } from "../plan-schema";
 import { advance } from "./advance";
 import type { EngineDeps } from "./deps";
 import { audit, openRunTransaction, type RunTransaction, type StepWaiting } from "./run-transaction";

@@ -1,8 +1,9 @@
 import type pg from "pg";
 import { z } from "zod";
-import { stepDefinitionHash, waiverDefinitionHash } from "../plans/definition-hash";
+import { stepDefinitionHash, waiverDefinitionHash } from "../audit/definition-hash";
 import { findReferences, ReferenceError, resolveReferences } from "../plans/references";
-import type { Step, StepResult } from "../plans/schema";
+import type { Step } from "../plan-schema";
+import type { StepResult } from "../vocabulary";
 import { assessStep } from "../tools/assessment";
 import type { ToolRegistry } from "../tools/registry";
 import { describeRequirement, policyForRun, type ApproverPolicy } from "../people/approver-policy";

@@ -1,5 +1,5 @@
 import { inTransaction, retryOnConnectionLoss, type CommitWith, type Statement } from "../db";
-import type { StepStatus } from "../plans/schema";
+import type { StepStatus } from "../plan-schema";
 import { advance } from "./advance";
 import { claimContinuations, claimStepsIn, ContinuationClaims, type ClaimedStep, type OpResult } from "./claim";
 import type { EngineDeps } from "./deps";

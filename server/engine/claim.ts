@@ -1,6 +1,7 @@
-import type { Step, StepResult } from "../plans/schema";
+import type { Step } from "../plan-schema";
+import type { StepResult } from "../vocabulary";
 import { ReferenceError, resolveReferences } from "../plans/references";
-import type { StepStatus } from "../plans/schema";
+import type { StepStatus } from "../plan-schema";
 import { askUserInputSchema } from "../tools/ask-user";
 import { advance, dispatch } from "./advance";
 import { holdStepsWithoutMatchingApproval } from "./approval-binding";

@@ -2,17 +2,19 @@ import { actorKindOf } from "../caller-context";
 import { mayLiftPause, type IdentityKind } from "../vocabulary";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
-import type { StepResult, StepStatus } from "../plans/schema";
+import type { StepStatus } from "../plan-schema";
+import type { StepResult } from "../vocabulary";
 import { runStepDefinitionHash } from "./approval-binding";
 import { assessApprovals } from "./approval-view";
 import { authorize } from "../policy/authority";
 import { principalNow } from "../policy/facts";
 import { updateAgentTasks } from "./agent-tasks";
+import { onFailedStep, reopenRun } from "./failed-steps";
 import { advance, cancelOpenSteps, dispatch, finishIfDone, makeReady, unblockDependents } from "./advance";
 import type { EngineDeps } from "./deps";
 import { holdForSignal } from "./outcome";
-import { CANCEL_CHANNEL } from "./queue";
-import { audit, openRunTransaction, requireRun, type RunTransaction, type StepWaiting } from "./run-transaction";
+import { CANCEL_CHANNEL } from "../queue/jobs";
+import { audit, openRunTransaction, requireRun, type StepWaiting } from "./run-transaction";
 
 /** Approve or deny a gated step. Enforced here, whatever the client: only awaiting steps can be decided. */
 export async function decideApproval(
@@ -264,36 +266,6 @@ export async function resumeRun(deps: EngineDeps, input: SteerInput): Promise<vo
     await audit(tx, input.actor, "run.resumed", null);
     await dispatch(tx);
     await finishIfDone(tx);
-    await tx.flush();
-  });
-}
-
-/** A person's intervention on a failed run puts it back to work. */
-export function reopenRun(tx: RunTransaction, reason: string): void {
-  if (tx.run.status !== "failed" && tx.run.status !== "failing") return;
-  tx.run.status = "running";
-  tx.events.push({ type: "run.running", data: { status: "running", reason } });
-}
-
-/** Opens a run transaction on a failed step of a run that can still be steered. */
-export async function onFailedStep(
-  deps: EngineDeps,
-  input: { runId: string; stepId: string },
-  verb: string,
-  apply: (tx: RunTransaction) => Promise<void>,
-): Promise<void> {
-  await inTransaction(deps.pool, async (client) => {
-    const tx = await requireRun(deps, client, input.runId);
-    await tx.loadStatuses([input.stepId]);
-    const status = tx.statuses.get(input.stepId);
-    if (status !== "failed") {
-      throw new AppError(
-        "invalid_state",
-        `Only a failed step can be ${verb}; ${input.stepId} is ${status ?? "unknown"}`,
-      );
-    }
-    if (tx.run.status === "cancelled") throw new AppError("invalid_state", "The run was cancelled");
-    await apply(tx);
     await tx.flush();
   });
 }

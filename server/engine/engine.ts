@@ -18,6 +18,7 @@ export {
   resumeRunAfterSignal,
 } from "./commands";
 export { warnApprovalExpiring, expireApproval } from "./approval-timers";
-export { MISSED_BEATS, renewLeases, LeaseLostError, recoverInterruptedSteps, interruptedReason } from "./leases";
+export { renewLeases, LeaseLostError, recoverInterruptedSteps, interruptedReason } from "./leases";
+export { MISSED_BEATS } from "./queue-locks";
 export { adoptPlanVersion, adoptPlanVersionIntoRun } from "./plan-versions";
 export { checkAgentTaskUpdate, updateAgentTasks, type AgentTaskStatus, type AgentTaskUpdate } from "./agent-tasks";

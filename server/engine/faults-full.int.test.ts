@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createProbeRegistry, illegalTransitions, readProbeLog } from "../../tests/probe-tool";
 import { spawnProbeWorker } from "../../tests/probe-worker";
 import { createAppContext } from "../app-context";
-import { migrateDatabase } from "../db/bootstrap";
+import { migrateDatabase } from "../cli/bootstrap";
 import { startEmbeddedPostgres } from "../db/embedded";
 import { readEvents } from "../events/store";
 import { createTrpcContext } from "../trpc/init";

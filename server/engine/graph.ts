@@ -1,5 +1,5 @@
 import { findReferences } from "../plans/references";
-import type { Step } from "../plans/schema";
+import type { Step } from "../plan-schema";
 import type { GraphStep } from "./scheduler";
 
 /** A plan version's step graph in the shape the engine walks: immutable, so cacheable. */

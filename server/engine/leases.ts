@@ -1,14 +1,11 @@
 import { inTransaction, isLockTimeout, lockTimeoutMs } from "../db";
-import type { StepStatus } from "../plans/schema";
+import type { StepStatus } from "../plan-schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn } from "./outcome";
-import { enqueueStepJobs } from "./queue";
-import { unlockJobsOfDeadWorkers } from "./queue-locks";
+import { enqueueStepJobs } from "../queue/jobs";
+import { MISSED_BEATS, unlockJobsOfDeadWorkers } from "./queue-locks";
 import { openRunTransaction, type Client, type RunTransaction } from "./run-transaction";
-
-/** How many of its own heartbeats a worker may miss before its running steps count as interrupted. */
-export const MISSED_BEATS = 5;
 
 /** SQL: the worker owning step row `rs` has beaten within its own MISSED_BEATS intervals. */
 const OWNER_ALIVE = `exists (select 1 from workers w where w.id = rs.worker_id and w.stopped_at is null

@@ -1,7 +1,7 @@
-import { raiseFailureSignal } from "../agents/signal-store";
-import type { StepResult } from "../plans/schema";
+import { raiseFailureSignal } from "./agent-signals";
+import type { StepResult } from "../vocabulary";
 import { advance } from "./advance";
-import { enqueueAutoRecovery } from "./queue";
+import { enqueueAutoRecovery } from "../queue/jobs";
 import type { EngineDeps } from "./deps";
 import type { RunTransaction } from "./run-transaction";
 import { retryDelayMs } from "./scheduler";

@@ -1,9 +1,9 @@
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
-import type { Step, StepStatus } from "../plans/schema";
+import type { Step, StepStatus } from "../plan-schema";
 import { advance, unblockDependents } from "./advance";
 import { carryDecisionsToCurrentVersion, runStepDefinitionHash } from "./approval-binding";
-import { onFailedStep, reopenRun } from "./commands";
+import { onFailedStep, reopenRun } from "./failed-steps";
 import type { EngineDeps } from "./deps";
 import { audit, loadPlanSteps, requireRun, type RunTransaction } from "./run-transaction";
 import type { GraphStep } from "./scheduler";

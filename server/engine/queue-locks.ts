@@ -1,5 +1,10 @@
 import type pg from "pg";
-import { MISSED_BEATS } from "./leases";
+
+/**
+ * How many of its own heartbeats a worker may miss before its running steps count as interrupted
+ * (leases.ts) and its queue jobs are freed (below): one liveness rule for both.
+ */
+export const MISSED_BEATS = 5;
 
 /**
  * Queue jobs held by a dead worker. graphile-worker locks a job to the runner that took it

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { stepInputSchema } from "../plans/schema";
+import { stepInputSchema } from "../plan-schema";
 
 /**
  * What can be done about a failed step (seed 004 "Error Recovery"). The planner proposes one of

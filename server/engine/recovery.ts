@@ -1,6 +1,6 @@
 import { AppError } from "../errors";
 import type { PrismaClient } from "../generated/prisma/client";
-import type { Step } from "../plans/schema";
+import type { Step } from "../plan-schema";
 import { getPlan } from "../plans/service";
 import { revisePlan } from "../plans/versions";
 import { adoptPlanVersion, cancelRun, retryStep, skipStep, startRun, type EngineDeps } from "./engine";

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { AppError } from "../errors";
 import { toStoredEvent, type EventRow } from "../events/store";
 import type { StoredEvent } from "../events/types";
-import type { StepStatus } from "../plans/schema";
+import type { StepStatus } from "../plan-schema";
 import type { IdentityKind } from "../vocabulary";
 import { RUN_STATUSES, type RunStatus } from "./state-machine";
 

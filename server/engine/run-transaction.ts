@@ -5,10 +5,11 @@ import { recordAudit } from "../audit/audit-log";
 import { AppError } from "../errors";
 import { appendEventsStatement } from "../events/store";
 import type { NewEvent, StepStatusData } from "../events/types";
-import type { Step, StepResult, StepStatus } from "../plans/schema";
+import type { Step, StepStatus } from "../plan-schema";
+import type { StepResult } from "../vocabulary";
 import type { EngineDeps } from "./deps";
 import type { RunGraph } from "./graph";
-import { approvalTimersStatement, stepJobsStatement, type ApprovalTimerJob, type StepJob } from "./queue";
+import { approvalTimersStatement, stepJobsStatement, type ApprovalTimerJob, type StepJob } from "../queue/jobs";
 import { assertTransition, type RunStatus } from "./state-machine";
 
 export type Client = pg.PoolClient;

@@ -3,7 +3,8 @@ import type { PrismaClient } from "../generated/prisma/client";
 import { AppError } from "../errors";
 import type { ToolRegistry } from "../tools/registry";
 import { describeApprovals, type ApprovalView } from "./approval-view";
-import type { StepResult, StepStatus } from "../plans/schema";
+import type { StepStatus } from "../plan-schema";
+import type { StepResult } from "../vocabulary";
 import type { StepWaiting } from "./engine";
 import type { RunStatus } from "./state-machine";
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { StepStatus } from "../plans/schema";
+import type { StepStatus } from "../plan-schema";
 import { decidePending, findReadySteps, freeSlots, retryDelayMs, type GraphStep } from "./scheduler";
 
 const g = (id: string, dependsOn: string[] = [], opts: { references?: string[]; gated?: boolean } = {}): GraphStep => ({

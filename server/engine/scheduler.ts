@@ -1,4 +1,4 @@
-import type { StepStatus } from "../plans/schema";
+import type { StepStatus } from "../plan-schema";
 
 /** What the scheduler needs to know about a step; derived once per plan version. */
 export interface GraphStep {

@@ -6,7 +6,7 @@ import { actorKindOf } from "../caller-context";
 import { workspacePolicy } from "../people/approver-policy";
 import { authorize } from "../policy/authority";
 import { planAuthors, principalNow } from "../policy/facts";
-import type { Step, StepStatus } from "../plans/schema";
+import type { Step, StepStatus } from "../plan-schema";
 import { assertPlanMayRun, planMayRunRead } from "../plans/lifecycle";
 import { validatePlan } from "../plans/validate";
 import { advance } from "./advance";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { illegalTransitions, sequenceProblems } from "../../tests/probe-tool";
 import type { StoredEvent } from "../events/types";
-import { STEP_STATUSES, type StepStatus } from "../plans/schema";
+import { STEP_STATUSES, type StepStatus } from "../plan-schema";
 import type { RunGraph } from "./graph";
 import { RunTransaction, type RunRow } from "./run-transaction";
 import {

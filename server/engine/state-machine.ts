@@ -1,4 +1,4 @@
-import type { StepStatus } from "../plans/schema";
+import type { StepStatus } from "../plan-schema";
 import { FINISHED_RUN_STATUSES as FINISHED_RUNS, SETTLED_STEP_STATUSES, type RunStatus } from "../vocabulary";
 
 /**

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { readEvents } from "../events/store";
-import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK } from "./queue";
+import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK } from "../queue/jobs";
 import { startStepWorker } from "./worker";
 
 let harness: Harness;

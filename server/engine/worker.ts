@@ -25,7 +25,7 @@ import {
   AUTO_RECOVERY_TASK,
   CANCEL_CHANNEL,
   RUN_STEP_TASK,
-} from "./queue";
+} from "../queue/jobs";
 import { recordQueueWorkerId } from "./queue-locks";
 import { workerName } from "./run-view";
 

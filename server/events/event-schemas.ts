@@ -1,8 +1,12 @@
 import { z } from "zod";
-import { identityKindSchema } from "../vocabulary";
-import type { SignalLevel } from "../agents/signal-store";
-import { RUN_STATUSES } from "../engine/state-machine";
-import { PLAN_SOURCES, STEP_STATUSES, stepResultSchema } from "../plans/schema";
+import {
+  identityKindSchema,
+  PLAN_SOURCES,
+  RUN_STATUSES,
+  STEP_STATUSES,
+  stepResultSchema,
+  type SignalLevel,
+} from "../vocabulary";
 
 /**
  * Every event Stepwise appends, defined once: a discriminated union on `type`, each member with the

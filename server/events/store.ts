@@ -1,7 +1,7 @@
 import type pg from "pg";
 import type { Statement } from "../db";
 import { z } from "zod";
-import { webhookFanoutQuery, WEBHOOK_TRIGGER_TYPES } from "../engine/queue";
+import { webhookFanoutQuery, WEBHOOK_TRIGGER_TYPES } from "../queue/jobs";
 import { eventSchema } from "./event-schemas";
 import { EVENTS_CHANNEL, type NewEvent, type StoredEvent } from "./types";
 

@@ -1,4 +1,4 @@
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { AppError } from "../errors";
 import type { Span } from "@opentelemetry/api";
 import { logger } from "../logger";

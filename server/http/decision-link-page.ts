@@ -1,10 +1,10 @@
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { DecisionLinkRefused, type DecisionLinkView } from "../decisions/decision-links";
 import { THEME_CSS } from "../../components/ui/theme";
 import { logger } from "../logger";
 import { decisionLinkDecide, decisionLinkView, LINK_HOLDER } from "../operations/decision-links";
 import { invokeOperation } from "../operations/operation";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { readJsonBody } from "./input-guard";
 import { problemResponse, toProblem } from "./problem";
 import { IDENTITY_HEADER, verifyIdentity } from "./door";

@@ -1,4 +1,4 @@
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { METRICS_CREDENTIAL_ID } from "../policy/authority";
 
 /**

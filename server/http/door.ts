@@ -1,5 +1,5 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { sessionValue } from "../session-cookie";
 import { isProbe, METRICS_PATH, METRICS_SCRAPER } from "./door-probes";
 

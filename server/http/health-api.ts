@@ -1,4 +1,4 @@
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { invokeOperation } from "../operations/operation";
 import { metricsRead } from "../operations/metrics";
 import { checkReadiness } from "../ops/readiness";

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { IDENTITY_HEADER, signIdentity } from "./door";
 import { handleOperation, listOperations } from "./operations-endpoint";
 

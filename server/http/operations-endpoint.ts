@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { AppError } from "../errors";
 import { logger } from "../logger";
 import { inSpan } from "../telemetry";

@@ -1,5 +1,5 @@
-import type { AppContext } from "../app-context";
-import type { Plan } from "../plans/schema";
+import type { AppContext } from "../services";
+import type { Plan } from "../plan-schema";
 import type { RunView } from "../engine/run-view";
 import { invokeOperation } from "../operations/operation";
 import { planVersions } from "../operations/plan-reads";

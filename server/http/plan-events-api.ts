@@ -1,7 +1,7 @@
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { AppError, isAppError } from "../errors";
 import { logger } from "../logger";
-import type { Step } from "../plans/schema";
+import type { Step } from "../plan-schema";
 import { authorize, authorizeNow, invokeOperation } from "../operations/operation";
 import { planGet } from "../operations/plans";
 import {

@@ -1,5 +1,5 @@
 import { AppError } from "../errors";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { IDENTITY_HEADER, verifyIdentity } from "./door";
 
 /**

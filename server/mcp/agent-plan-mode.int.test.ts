@@ -7,7 +7,8 @@ import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/typ
 import { afterEach, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { startApiServer } from "../../tests/door-http-server";
-import { createAppContext, type AppContext } from "../app-context";
+import { createAppContext } from "../app-context";
+import type { AppContext } from "../services";
 
 /**
  * Seed 002's plan mode is the agent's (its name under its credential), not one MCP connection's:

@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { AppError } from "../errors";
 import { problemResponse } from "../http/problem";
 import { identityOf } from "../http/request-identity";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { abandonTodoPlan, todoKeyFor } from "../agents/todo-plans";
 import { touchTodoOf } from "../agents/todo-durability";
 import { logger } from "../logger";

@@ -2,7 +2,7 @@ import type { McpServer, RegisteredTool } from "@modelcontextprotocol/sdk/server
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { planModeOf, type PlanModeOwner } from "../agents/agent-plan-mode";
 import { touchPlanMode } from "../agents/wait-timers";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { planModeRefusal } from "../operations/operation";
 import { toProblem } from "../http/problem";
 import { markDelivered, messageForContext, undeliveredMessages } from "../planner/messages";

@@ -26,12 +26,12 @@ import {
   submitPlan,
   submitPlanInput,
 } from "../agents/plan-mode";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { AppError } from "../errors";
 import { withCaller } from "../caller-context";
 import { toProblem } from "../http/problem";
 import { logger } from "../logger";
-import { roleOf, type Identity } from "../operations/identity";
+import { roleOf, type Identity } from "../identity";
 import { invokeOperation, mayCall } from "../operations/operation";
 import { currentIdentity } from "../people/principals";
 import { roleAtLeast, type Role } from "../vocabulary";

@@ -11,7 +11,7 @@ import { createPlanFromApi } from "../http/plan-api";
 import { createMcpServer } from "../mcp/server";
 import { builtinTools, createToolRegistry } from "../tools/registry";
 import { defineTool } from "../tools/types";
-import type { Identity } from "./identity";
+import type { Identity } from "../identity";
 import { invokeOperation } from "./operation";
 import { findOperation } from "./registry";
 

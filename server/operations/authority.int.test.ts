@@ -10,7 +10,7 @@ import { createMcpServer, toolName } from "../mcp/server";
 import { createTrpcContext } from "../trpc/init";
 import { appRouter, createCaller } from "../trpc/root";
 import { ROLES, roleAtLeast, type CallerKind, type Role } from "../vocabulary";
-import type { Identity } from "./identity";
+import type { Identity } from "../identity";
 import { invokeOperation } from "./operation";
 import { operations, type AnyOperation } from "./registry";
 

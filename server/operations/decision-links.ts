@@ -9,7 +9,7 @@ import {
   useDecisionLinkInput,
 } from "../decisions/decision-links";
 import { AppError } from "../errors";
-import type { Identity } from "./identity";
+import type { Identity } from "../identity";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
 import type { AnyOperation } from "./registry";

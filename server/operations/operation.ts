@@ -1,11 +1,11 @@
 import { z } from "zod";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { withCaller } from "../caller-context";
 import { AppError } from "../errors";
 import { authorize as authorizeByPolicy, principalOf } from "../policy/authority";
 import type { CallerKind, Role } from "../vocabulary";
 import { currentIdentity } from "../people/principals";
-import { roleOf, type Identity } from "./identity";
+import { roleOf, type Identity } from "../identity";
 import { planModeOf, planModeOwnerOf } from "../agents/agent-plan-mode";
 
 /**

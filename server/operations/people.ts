@@ -2,7 +2,7 @@ import { z } from "zod";
 import { approverPolicySchema, setWorkspacePolicy, workspacePolicy } from "../people/approver-policy";
 import { addCredential, addPrincipal, listPrincipals, revokeCredential, setRole } from "../people/principals";
 import { roleSchema } from "../vocabulary";
-import { roleOf } from "./identity";
+import { roleOf } from "../identity";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import type { AnyOperation } from "./registry";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { toStoredEvent, type EventRow } from "../events/store";
 import type { StoredEvent } from "../events/types";
 import { logger } from "../logger";
@@ -7,7 +7,7 @@ import { CONFIGURATION_HELP } from "../planner/config";
 import { plannerFor } from "../planner/deps";
 import { getPlanningSession } from "../planner/sessions";
 import { writePlanArtifacts } from "../plans/artifacts";
-import type { Plan, Step } from "../plans/schema";
+import type { Plan, Step } from "../plan-schema";
 import { getPlan, stepMetadata } from "../plans/service";
 import { workspaceForNewWork } from "../plans/workspaces";
 import { AppError } from "../errors";

@@ -3,7 +3,7 @@ import { plannerFor } from "../planner/deps";
 import { decideRecovery, proposeRecovery } from "../planner/recovery-proposals";
 import { answerQuestion, cancelPlanning, retryPlanning, startPlanning, startRegeneration } from "../planner/sessions";
 import { addSuggestedStep, suggestSteps } from "../planner/suggest";
-import { stepInputSchema } from "../plans/schema";
+import { stepInputSchema } from "../plan-schema";
 import { requireWorkspace } from "../plans/workspaces";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";

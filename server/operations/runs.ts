@@ -9,7 +9,7 @@ import {
 } from "../engine/run-list";
 import { approvalViewSchema, waitingApproval } from "../engine/approval-view";
 import { getRun, listRuns } from "../engine/run-view";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { removeWorktreesOfRun } from "../agents/task-integration";
 import { AppError } from "../errors";
 import {

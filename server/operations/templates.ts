@@ -10,7 +10,7 @@ import {
 import { TEMPLATE_LIMITS } from "../templates/placeholders";
 import { requireWorkspace } from "../plans/workspaces";
 import { AppError } from "../errors";
-import { roleOf, type Identity } from "./identity";
+import { roleOf, type Identity } from "../identity";
 import { PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
 import { planOutputSchema } from "./plans";

@@ -1,7 +1,7 @@
 import fs from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import type pg from "pg";
-import { MISSED_BEATS } from "../engine/leases";
+import { MISSED_BEATS } from "../engine/queue-locks";
 
 /**
  * What a supervisor or a load balancer asks before sending work here (`GET /api/ready`): can this

@@ -6,7 +6,7 @@ import { stepApprovedUnderPolicy } from "../engine/approval-view";
 import { decideApproval } from "../engine/engine";
 import { withCaller } from "../caller-context";
 import { sessionValue } from "../http/door";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { invokeOperation, type Operation } from "../operations/operation";
 import { peopleAdd, peopleList, peopleRevokeCredential, peopleSetRole, workspaceSetPolicy } from "../operations/people";
 import { planComment } from "../operations/plan-comments";

@@ -4,7 +4,7 @@ import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import { sessionValue } from "../session-cookie";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import type { Role } from "../vocabulary";
 
 /**

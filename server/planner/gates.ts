@@ -1,6 +1,7 @@
 import { checkPlanQuality, stepName, type QualityIssueCode } from "../plans/quality-gates";
-import type { PlanContent } from "../plans/schema";
-import { checkPlanDraft, type PlanIssue, type PlanIssueCode } from "../plans/validate";
+import type { PlanContent } from "../plan-schema";
+import type { PlanIssue, PlanIssueCode } from "../plan-schema";
+import { checkPlanDraft } from "../plans/validate";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { ToolRegistry } from "../tools/registry";
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { riskSchema, stepTypeSchema } from "../plans/schema";
+import { riskSchema, stepTypeSchema } from "../plan-schema";
 
 /**
  * What the model is asked to produce. Deliberately lenient where the quality gates check (a

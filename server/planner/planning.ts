@@ -3,7 +3,7 @@ import { z } from "zod";
 import { sandboxAvailable } from "../tools/sandbox";
 import { readOnlyShellTool } from "../tools/shell";
 import { generateText, NoObjectGeneratedError, Output, type ModelMessage, type Tool } from "ai";
-import type { PlanContent } from "../plans/schema";
+import type { PlanContent } from "../plan-schema";
 import type { AnyTool } from "../tools/types";
 import { AppError } from "../errors";
 import { messageForContext } from "./messages";

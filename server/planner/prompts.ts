@@ -4,7 +4,7 @@
  * Functions of their inputs only, so they can be read, reviewed and tested together.
  */
 import { z } from "zod";
-import type { Step } from "../plans/schema";
+import type { Step } from "../plan-schema";
 import type { AnyTool } from "../tools/types";
 import type { TodoMarker } from "./snapshot";
 

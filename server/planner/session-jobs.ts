@@ -8,7 +8,7 @@
 import type pg from "pg";
 import { agentWaitTasks } from "../agents/wait-timers";
 import { inTransaction } from "../db";
-import { enqueuePlanningJob, enqueuePlanningTimeout, PLANNING_TASK, PLANNING_TIMEOUT_TASK } from "../engine/queue";
+import { enqueuePlanningJob, enqueuePlanningTimeout, PLANNING_TASK, PLANNING_TIMEOUT_TASK } from "../queue/jobs";
 import type { ExtraWork } from "../engine/worker";
 import { isAppError } from "../errors";
 import type { NewEvent, StoredEvent } from "../events/types";

@@ -7,7 +7,7 @@ import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
 import { OPEN_PLANNING_STATUSES, type PlanningSessionStatus } from "../vocabulary";
 import * as store from "./session-store";
-import { enqueuePlanningJob } from "../engine/queue";
+import { enqueuePlanningJob } from "../queue/jobs";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { NewEvent } from "../events/types";

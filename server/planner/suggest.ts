@@ -1,7 +1,8 @@
 import { generateText, Output } from "ai";
-import type { StepInput } from "../plans/schema";
+import type { StepInput } from "../plan-schema";
 import { getPlan } from "../plans/service";
-import { checkPlanDraft, type PlanIssue } from "../plans/validate";
+import type { PlanIssue } from "../plan-schema";
+import { checkPlanDraft } from "../plans/validate";
 import { revisePlan } from "../plans/versions";
 import { requirePlanningModel } from "./config";
 import type { PlannerDeps } from "./deps";

@@ -5,7 +5,7 @@ import { AppError } from "../errors";
 import { builtinRegistry } from "../tools/registry";
 import { createTempWorkspace, rejectionOf, removeTempWorkspace } from "../tools/tool-test-support";
 import { refreshPlanArtifacts, writePlanArtifacts } from "./artifacts";
-import type { Plan } from "./schema";
+import type { Plan } from "../plan-schema";
 import { checkPlanDraft } from "./validate";
 
 function samplePlan(): Plan {

@@ -4,7 +4,7 @@ import { AppError } from "../errors";
 import { logger } from "../logger";
 import { openWorkspaceDirectory, writeWorkspaceFile } from "../tools/workspace-path";
 import { exportPlanJson, exportPlanMarkdown } from "./export";
-import type { Plan } from "./schema";
+import type { Plan } from "../plan-schema";
 
 /**
  * Seed 001's artifacts: `.plans/<id>/plan.json` and `.plans/<id>/plan.md` in the plan's workspace,

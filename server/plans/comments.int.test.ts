@@ -6,7 +6,7 @@ import { goodPlan } from "../../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../../tests/scripted-llm";
 import { invokeOperation } from "../operations/operation";
 import { findOperation } from "../operations/registry";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { readPlannerConfig } from "../planner/config";
 import { createPlannerDeps, installPlanner, type PlannerDeps } from "../planner/deps";
 import { settlePlanning } from "../planner/sessions";

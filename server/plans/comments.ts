@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { PrismaClient } from "../generated/prisma/client";
 import { AppError } from "../errors";
-import type { Step } from "./schema";
+import type { Step } from "../plan-schema";
 
 /**
  * Review as a conversation: comments on a step (or on one of its arguments, or on the whole plan),

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { builtinRegistry } from "../tools/registry";
 import { diffPlans, longestIncreasingRun } from "./diff";
-import type { PlanContent } from "./schema";
+import type { PlanContent } from "../plan-schema";
 import { checkPlanDraft } from "./validate";
 
 function plan(draft: unknown): PlanContent {

@@ -1,4 +1,4 @@
-import type { PlanContent, Step } from "./schema";
+import type { PlanContent, Step } from "../plan-schema";
 
 /**
  * What changed between two plan versions, for the history view: plan fields, steps added,

@@ -14,10 +14,11 @@ import {
   type RetryPolicy,
   type Step,
   type StepInput,
-} from "./schema";
+} from "../plan-schema";
 import { getPlan } from "./service";
 import type { Principal } from "../policy/authority";
-import { effectiveRetry, type PlanIssue } from "./validate";
+import type { PlanIssue } from "../plan-schema";
+import { effectiveRetry } from "./validate";
 import { revisePlan, savePlanVersion } from "./versions";
 
 /**

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { ToolRegistry } from "../tools/registry";
 import { commentsMarkdown, type CommentView } from "./comments";
-import type { Plan, Step } from "./schema";
+import type { Plan, Step } from "../plan-schema";
 
 /**
  * Plans leave Stepwise as JSON (which imports back unchanged) and as Markdown (for people:

@@ -1,4 +1,4 @@
-import type { Step } from "./schema";
+import type { Step } from "../plan-schema";
 
 /**
  * Overlap warnings before approval (issue "Parallel agent work"): two steps that may run at the

@@ -1,10 +1,10 @@
 import fs from "node:fs/promises";
-import { CREATES, isActionableHint, mentionedPaths, pathsToCreate } from "../agents/task-gates";
+import { CREATES, isActionableHint, mentionedPaths, pathsToCreate } from "../hint-text";
 import type { ToolRegistry } from "../tools/registry";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { resolveInWorkspace } from "../tools/workspace-path";
-import type { PlanContent, Step } from "./schema";
-import type { PlanIssue } from "./validate";
+import type { PlanContent, Step } from "../plan-schema";
+import type { PlanIssue } from "../plan-schema";
 
 /**
  * Seed 003's quality gates for every plan and every new version, whichever door it came through

@@ -1,7 +1,7 @@
 import type { ToolRegistry } from "../tools/registry";
 import { argumentSchemaAt, describeType, fittingFields, outputFieldSchema, typesMayMatch } from "./reference-types";
 import type { StepReference } from "./references";
-import type { PlanIssue } from "./validate";
+import type { PlanIssue } from "../plan-schema";
 
 interface StepLike {
   id: string;

@@ -6,7 +6,7 @@ import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import { inSpan } from "../telemetry";
 import type { ToolRegistry } from "../tools/registry";
-import type { Plan, PlanAdvice, PlanContent, PlanSource, Step } from "./schema";
+import type { Plan, PlanAdvice, PlanContent, PlanSource, Step } from "../plan-schema";
 import { checkPlanQuality, type QualityIssue } from "./quality-gates";
 import { checkPlanDraft } from "./validate";
 

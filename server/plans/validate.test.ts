@@ -1,8 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { builtinRegistry } from "../tools/registry";
-import { planDraftSchema } from "./schema";
-import { checkPlanDraft, normalizePlan, schemaIssues, validatePlan, type PlanIssue } from "./validate";
+import { planDraftSchema } from "../plan-schema";
+import type { PlanIssue } from "../plan-schema";
+import { checkPlanDraft, normalizePlan, schemaIssues, validatePlan } from "./validate";
 import { sandboxAvailable } from "../tools/sandbox";
 
 interface S {

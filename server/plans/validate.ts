@@ -4,30 +4,14 @@ import type { ToolRegistry } from "../tools/registry";
 import { requiresApprovalByDefault, type AnyTool } from "../tools/types";
 import { referenceTypeIssue } from "./reference-check";
 import { findReferences, looksLikeStepId } from "./references";
-import { planDraftSchema, type ParsedPlanDraft, type PlanContent, type RetryPolicy, type Step } from "./schema";
-
-export type PlanIssueCode =
-  | "schema"
-  | "duplicate_step_id"
-  | "unknown_tool"
-  | "tool_unavailable"
-  | "invalid_args"
-  | "unknown_dependency"
-  | "self_dependency"
-  | "cycle"
-  | "invalid_reference"
-  /** A `$step` reference whose declared output type can never fit the argument it fills. */
-  | "reference_type_mismatch";
-
-export interface PlanIssue {
-  code: PlanIssueCode;
-  message: string;
-  stepId?: string;
-  /** The steps on a cycle, in dependency order. */
-  steps?: string[];
-  /** Path inside the step (for args: ["args", ...]) or inside the plan for schema issues. */
-  path?: (string | number)[];
-}
+import {
+  planDraftSchema,
+  type ParsedPlanDraft,
+  type PlanContent,
+  type PlanIssue,
+  type RetryPolicy,
+  type Step,
+} from "../plan-schema";
 
 type StepShape = Pick<Step, "id" | "tool" | "args" | "dependsOn">;
 

@@ -9,9 +9,9 @@ import type { PrismaClient } from "../generated/prisma/client";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { ToolRegistry } from "../tools/registry";
 import { refreshPlanArtifacts } from "./artifacts";
-import { waiverDefinitionHash } from "./definition-hash";
+import { waiverDefinitionHash } from "../audit/definition-hash";
 import { findReferences } from "./references";
-import type { Plan, PlanSource, Step } from "./schema";
+import type { Plan, PlanSource, Step } from "../plan-schema";
 import { matchStepIdentities, type IdentityStep } from "./step-identity";
 import { checkPlanToStore, getPlan, highestStepNumber, planVersionRow } from "./service";
 

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { executeStepJob } from "../engine/engine";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { invokeOperation } from "../operations/operation";
 import { findOperation } from "../operations/registry";
 import { builtinTools, createToolRegistry } from "../tools/registry";

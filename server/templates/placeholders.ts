@@ -1,5 +1,5 @@
 import { parseReference } from "../plans/references";
-import type { PlanDraft } from "../plans/schema";
+import type { PlanDraft } from "../plan-schema";
 import { AppError } from "../errors";
 
 /**

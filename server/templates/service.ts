@@ -2,9 +2,9 @@ import { z } from "zod";
 import { AppError } from "../errors";
 import type { PrismaClient } from "../generated/prisma/client";
 import { exportPlanJson } from "../plans/export";
-import type { PlanDraft } from "../plans/schema";
+import type { PlanDraft } from "../plan-schema";
 import { createPlan, getPlan } from "../plans/service";
-import type { Plan } from "../plans/schema";
+import type { Plan } from "../plan-schema";
 import type { ToolRegistry } from "../tools/registry";
 import { fillPlaceholders, findPlaceholders, TEMPLATE_LIMITS } from "./placeholders";
 

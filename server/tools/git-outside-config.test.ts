@@ -14,7 +14,7 @@ import {
   worktreeRelativePath,
   workspaceRepository,
 } from "../agents/worktrees";
-import type { Step } from "../plans/schema";
+import type { Step } from "../plan-schema";
 import { gitCommitTool } from "./git-commit";
 import { gitDiffTool } from "./git-diff";
 import { gitLogTool } from "./git-log";

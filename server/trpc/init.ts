@@ -1,10 +1,10 @@
 import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
 import type { z } from "zod";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { isDatabaseUnavailable } from "../db";
 import { AppError, isAppError, isZodError, type AppErrorCode } from "../errors";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { authorize, authorizeNow, type Operation } from "../operations/operation";
 
 export interface TrpcContext {

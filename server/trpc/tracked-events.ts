@@ -1,5 +1,5 @@
 import { tracked } from "@trpc/server";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { streamEvents } from "../events/stream";
 
 /**

@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { inTransaction } from "../db";
-import { enqueueWebhookDelivery } from "../engine/queue";
+import { enqueueWebhookDelivery } from "../queue/jobs";
 import { intFromEnv } from "../env";
 import { logger } from "../logger";
 import { redactSecrets } from "../redact";

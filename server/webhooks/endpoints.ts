@@ -3,7 +3,7 @@ import type pg from "pg";
 import { z } from "zod";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
-import { enqueueWebhookDelivery } from "../engine/queue";
+import { enqueueWebhookDelivery } from "../queue/jobs";
 import { AppError } from "../errors";
 import {
   WEBHOOK_DELIVERY_STATUSES,

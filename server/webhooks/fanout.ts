@@ -1,7 +1,7 @@
-import type { AppContext } from "../app-context";
+import type { AppContext } from "../services";
 import { createDecisionLink } from "../decisions/decision-links";
 import { inTransaction } from "../db";
-import { WEBHOOK_TRIGGER_TYPES } from "../engine/queue";
+import { WEBHOOK_TRIGGER_TYPES } from "../queue/jobs";
 import { publicBaseUrl } from "../env";
 import { readEvents } from "../events/store";
 import type { StoredEvent } from "../events/types";

@@ -8,7 +8,7 @@ import { startHarness, type Harness } from "../../tests/app-harness";
 import { isAppError } from "../errors";
 import { appendEvents } from "../events/store";
 import { decisionLinkDecide } from "../operations/decision-links";
-import type { Identity } from "../operations/identity";
+import type { Identity } from "../identity";
 import { addPrincipal, setRole } from "../people/principals";
 import { invokeOperation } from "../operations/operation";
 import { planApprove, planCreate } from "../operations/plans";

@@ -1,5 +1,5 @@
-import type { AppContext } from "../app-context";
-import { WEBHOOK_DELIVER_TASK, WEBHOOK_FANOUT_TASK } from "../engine/queue";
+import type { AppContext } from "../services";
+import { WEBHOOK_DELIVER_TASK, WEBHOOK_FANOUT_TASK } from "../queue/jobs";
 import type { ExtraWork } from "../engine/worker";
 import { deliverWebhook } from "./deliver";
 import { fanOutWebhookEvents } from "./fanout";

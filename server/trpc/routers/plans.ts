@@ -1,7 +1,7 @@
 import type { PlanDiff } from "../../plans/diff";
 import type { PlanExport, ToolDescription } from "../../plans/export";
 import type { PlanLifecycleState } from "../../plans/lifecycle";
-import type { Plan } from "../../plans/schema";
+import type { Plan } from "../../plan-schema";
 import type { listPlans } from "../../plans/service";
 import type { checkPlanDraft } from "../../plans/validate";
 import type { listPlanVersions } from "../../plans/versions";

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { Step } from "./schema";
+import type { Step } from "../plan-schema";
 
 /**
  * What a person's approval (or gate waiver) of a step covers: exactly what will run. Everything

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { PLAN_SOURCES } from "./vocabulary";
 
 /**
  * One schema for plans and steps, shared by the server, client forms, the HTTP API and MCP.
@@ -6,9 +7,8 @@ import { z } from "zod";
  * field filled in, with tool metadata as defaults.
  */
 
-export { STEP_STATUSES, stepStatusSchema, type StepStatus } from "../vocabulary";
+export { STEP_STATUSES, stepStatusSchema, type StepStatus } from "./vocabulary";
 
-export const PLAN_SOURCES = ["llm", "manual", "agent", "template", "import"] as const;
 export const riskSchema = z.enum(["low", "medium", "high"]);
 export const stepTypeSchema = z.enum(["feature", "bugfix", "chore", "test", "docs", "refactor", "research", "ops"]);
 
@@ -17,15 +17,6 @@ export const retryPolicySchema = z.object({
   backoffMs: z.number().int().min(0).max(600_000).default(500),
 });
 export type RetryPolicy = z.infer<typeof retryPolicySchema>;
-
-export const stepResultSchema = z.object({
-  ok: z.boolean(),
-  value: z.unknown().optional(),
-  error: z.string().optional(),
-  duration: z.number(),
-  timestamp: z.string(),
-});
-export type StepResult = z.infer<typeof stepResultSchema>;
 
 const MAX_TEXT = 10_000;
 
@@ -123,4 +114,28 @@ export interface Plan extends PlanContent {
   createdAt: string;
   /** What the quality gates found when the version was stored with advice instead of a refusal. */
   advice?: PlanAdvice[];
+}
+
+/** What a check found wrong with a plan: schema, ids, tools, arguments, dependencies, references. */
+export type PlanIssueCode =
+  | "schema"
+  | "duplicate_step_id"
+  | "unknown_tool"
+  | "tool_unavailable"
+  | "invalid_args"
+  | "unknown_dependency"
+  | "self_dependency"
+  | "cycle"
+  | "invalid_reference"
+  /** A `$step` reference whose declared output type can never fit the argument it fills. */
+  | "reference_type_mismatch";
+
+export interface PlanIssue {
+  code: PlanIssueCode;
+  message: string;
+  stepId?: string;
+  /** The steps on a cycle, in dependency order. */
+  steps?: string[];
+  /** Path inside the step (for args: ["args", ...]) or inside the plan for schema issues. */
+  path?: (string | number)[];
 }

@@ -1,4 +1,4 @@
-import type { IdentityKind, Role } from "../vocabulary";
+import type { IdentityKind, Role } from "./vocabulary";
 
 /**
  * Who is calling. The door (`server/http/door.ts`) establishes it from a credential — a token or

@@ -2,8 +2,8 @@ import { runMigrations as runWorkerMigrations } from "graphile-worker";
 import pg from "pg";
 import { sealAuditChain } from "../audit/chain";
 import type { AppConfig } from "../env";
-import { startEmbeddedPostgres } from "./embedded";
-import { applyMigrations } from "./schema-engine";
+import { startEmbeddedPostgres } from "../db/embedded";
+import { applyMigrations } from "../db/schema-engine";
 
 export interface DatabaseHandle {
   databaseUrl: string;
