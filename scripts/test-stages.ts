@@ -70,21 +70,16 @@ export async function runStage(
   running.add(child);
   streamLines(child.stdout, prefix, process.stdout);
   streamLines(child.stderr, prefix, process.stderr);
+  const closed = new Promise<void>((resolve) => child.on("close", () => resolve()));
   const code = await new Promise<number | null>((resolve) => {
     child.on("exit", (exitCode) => resolve(exitCode));
     child.on("error", () => resolve(null));
   });
   // The last lines may still be in the pipes; a process the stage left behind could hold them
   // open for ever, so this waits a moment, not for the pipes to close.
-  await new Promise<void>((resolve) => {
-    const done = () => {
-      clearTimeout(wait);
-      resolve();
-    };
-    const wait = setTimeout(resolve, 2000);
-    child.on("close", done);
-    if (child.stdout?.closed && child.stderr?.closed) done();
-  });
+  let wait: NodeJS.Timeout | undefined;
+  await Promise.race([closed, new Promise((resolve) => (wait = setTimeout(resolve, 2000)))]);
+  clearTimeout(wait);
   running.delete(child);
   if (interrupted && child.pid) await stopLeftovers(child.pid);
   const ok = code === 0 && !interrupted;
