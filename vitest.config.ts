@@ -14,6 +14,11 @@ export default defineConfig({
           include: ["server/**/*.test.ts", "components/**/*.test.ts", "tests/**/*.test.ts"],
           exclude: ["**/*.int.test.ts", "node_modules/**"],
           environment: "node",
+          // One process runs the unit files one after another and keeps its module cache between
+          // them: each file re-importing the server cost about as much CPU as all the unit tests
+          // together (docs/benchmarks.md, "The test suite's time"). A unit file that changes
+          // process-wide state (environment variables, signal handlers) restores it when it ends.
+          isolate: false,
           // Many unit tests spawn git, bash or worker threads a fixed number of times; on a busy
           // machine (load 20+ on 2 cores) that alone can take longer than vitest's 5 s default.
           // A backstop against hangs, not a speed check: speed belongs to the benchmarks.

@@ -1,6 +1,6 @@
 /**
  * The integration files `npm test` runs a second time on the PostgreSQL service (127.0.0.1:5432),
- * after the whole suite has run on the embedded server. The service is another server and another
+ * beside the whole suite's run on the embedded server (they share nothing but the CPU). The service is another server and another
  * major version (15 here, 18 embedded), so what the second pass can find is SQL that behaves
  * differently: the schema's migrations (run once per pass, by the global setup), the stores, the
  * engine's claims, locks and transitions, events and notifications. Those files are listed here.

@@ -152,17 +152,16 @@ const env = () => ({
 
 describe("Ctrl-C stops Stepwise cleanly", () => {
   it("a worker on the embedded database, many times in a row", { timeout: 600_000 }, async () => {
-    // 20 stops as the bar; on a loaded machine at least 5, and then as many as fit in ~2 minutes.
-    const budgetEnds = Date.now() + 120_000;
+    // Five stops in a row here; the soak of 20 and more is `npm run bench:stops`, which sets
+    // STEPWISE_CLEAN_STOPS (every stop is checked the same way).
+    const wanted = Math.max(5, Number(process.env.STEPWISE_CLEAN_STOPS) || 5);
     let stops = 0;
-    while (stops < 20 && (stops < 5 || Date.now() < budgetEnds)) {
+    while (stops < wanted) {
       const started = startCli(["worker"], env());
       await waitFor(started, "Worker started");
       await expectCleanStop(started);
       stops++;
     }
-    expect(stops).toBeGreaterThanOrEqual(5);
-    // How many fitted, for the record (20 on an idle machine).
     console.info(`clean stops in a row: ${stops}`);
   });
 
