@@ -6,7 +6,7 @@
  * Stages that do not need each other run side by side (scripts/test-stages.ts streams their
  * lines behind a label): most of a test stage's time is spent waiting on processes, PostgreSQL
  * and browsers, which two cores can overlap with another stage's work. The order below starts the
- * longest chain first.
+ * longest chain first; only the browser tests wait, for the integration tests (see browserTests).
  */
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
@@ -77,8 +77,15 @@ async function vitest(
   return ok;
 }
 
-async function browserTests(): Promise<void> {
-  if (!(await runStage("build", "build", "npx", ["next", "build"])) || !(await ensureChromium())) return;
+/**
+ * The production build runs beside the integration tests; the browser tests start once those are
+ * done: a server and Chromium beside two integration passes on two cores made timing-sensitive
+ * pages the first to fail, and their own run is short.
+ */
+async function browserTests(integrationDone: Promise<void>): Promise<void> {
+  const built = await runStage("build", "build", "npx", ["next", "build"]);
+  await integrationDone;
+  if (!built || !(await ensureChromium())) return;
   const out = path.join(reportDir, "e2e.json");
   await runStage("browser tests", "browser", "npx", ["playwright", "test", "--reporter=list,json"], {
     PLAYWRIGHT_JSON_OUTPUT_NAME: out,
@@ -119,9 +126,10 @@ async function main() {
   reserveLabels(["generate", "typecheck", "lint", "unit", "integration", "service pass", "build", "browser"]);
   const started = Date.now();
   if (await runStage("generate", "generate", "npx", ["tsx", "scripts/prisma-generate.ts"])) {
+    const integration = integrationTests();
     await Promise.all([
-      browserTests(),
-      integrationTests(),
+      browserTests(integration),
+      integration,
       runStage("typecheck", "typecheck", "npx", ["tsc", "--noEmit"]),
       runStage("lint", "lint", "npx", ["eslint", "--cache", "."]),
       vitest("unit", "unit", "unit"),
