@@ -10,6 +10,7 @@ import { abandonTodoPlan, todoKeyFor } from "../agents/todo-plans";
 import { touchTodoOf } from "../agents/todo-durability";
 import { logger } from "../logger";
 import { createMcpServer } from "./server";
+import { readJsonBody, refuseUnsafeInput } from "../http/input-guard";
 
 /**
  * MCP over Streamable HTTP at `/api/mcp`, behind the door like every route. Each MCP session has
@@ -105,6 +106,9 @@ export async function handleMcpRequest(request: Request, app: AppContext): Promi
         throw new AppError("not_found", "No such MCP session (it ended, or the server restarted): initialize again");
       if (!sameCaller(session.identity, identity))
         throw new AppError("forbidden", "This MCP session belongs to another caller");
+      // Tool arguments reach the operations through the SDK: screened here like every other body.
+      const refused = await refuseUnsafeInput(request);
+      if (refused) return refused;
       session.lastUsed = now;
       // Any request keeps the session's todo plan from the idle sweep; at most once a minute.
       if (now - session.todoTouched > TODO_TOUCH_MS) {
@@ -115,12 +119,7 @@ export async function handleMcpRequest(request: Request, app: AppContext): Promi
     }
     if (request.method !== "POST")
       throw new AppError("invalid_input", "Start an MCP session with an initialize request (POST)");
-    let body: unknown;
-    try {
-      body = await request.json();
-    } catch {
-      throw new AppError("invalid_input", "The request body is not valid JSON");
-    }
+    const body = await readJsonBody(request);
     if (!isInitializeRequest(body)) {
       throw new AppError("invalid_input", "No mcp-session-id header: the first request must be initialize");
     }

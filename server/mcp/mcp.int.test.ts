@@ -475,6 +475,27 @@ describe("MCP server", () => {
       body: "{}",
     });
     expect(unknown.status).toBe(404);
+    // A session's requests are screened like every other body before the SDK parses them.
+    const call = (body: string) =>
+      fetch(`${url}/api/mcp`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          authorization: `Bearer ${AGENT_TOKEN}`,
+          "mcp-session-id": sessionId,
+        },
+        body,
+      });
+    const poisoned = await call(
+      '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"plan_get","arguments":{"__proto__":{"x":1}}}}',
+    );
+    expect(poisoned.status).toBe(400);
+    expect(((await poisoned.json()) as { detail: string }).detail).toMatch(/__proto__/);
+    const deep = await call(
+      `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"plan_get","arguments":{"a":${"[".repeat(100)}${"]".repeat(100)}}}}`,
+    );
+    expect(deep.status).toBe(400);
   });
 
   it("decides authority per call, not at initialize: a demoted person's and a revoked agent's open sessions are refused on the next call", async () => {
