@@ -10,6 +10,10 @@ import { CopyButton } from "@/components/ui/copy-button";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { hasMoreThanSummary, summarizeDetail } from "./audit-detail";
 import { AuditVerifyPanel } from "./audit-verify";
+import type { inferRouterOutputs } from "@trpc/server";
+import type { AppRouter } from "@/server/trpc/root";
+
+type AuditEntry = inferRouterOutputs<AppRouter>["audit"]["list"]["entries"][number];
 
 export interface AuditFilters {
   plan?: string;
@@ -128,6 +132,66 @@ function DetailCell({ detail, entryId }: { detail: Record<string, unknown>; entr
   );
 }
 
+/** One decision: when, who, what, about which plan, run and step, and its detail. */
+function AuditRow({ entry, filters }: { entry: AuditEntry; filters: AuditFilters }) {
+  return (
+    <tr data-audit-action={entry.action}>
+      <td>
+        <time dateTime={entry.createdAt} className="when">
+          {new Date(entry.createdAt).toLocaleDateString()}
+          <br />
+          {new Date(entry.createdAt).toLocaleTimeString()}
+        </time>
+      </td>
+      <td>
+        {/* The stored kind, not the name, tells a person from an agent that took a person's name. */}
+        {entry.actorKind && entry.actorKind !== "person" && (
+          <span className="muted" data-testid="actor-kind">
+            {entry.actorKind}{" "}
+          </span>
+        )}
+        <Link href={auditHref({ ...filters, person: entry.actor })} title={`Only ${entry.actor}'s decisions`}>
+          {entry.actor}
+        </Link>
+      </td>
+      <td>
+        {describeAction(entry.action)} <span className="muted mono">{entry.action}</span>
+      </td>
+      <td>
+        {entry.planningSessionId ? (
+          <>
+            <Link href={`/tasks/${entry.planningSessionId}`}>{entry.planGoal ?? "Planning session"}</Link>
+            <span className="muted"> (planning session)</span>
+          </>
+        ) : entry.planId.startsWith("webhook:") ? (
+          // Webhook configuration is about no plan; its entries name the settings page.
+          <Link href="/settings/webhooks">Outgoing webhooks</Link>
+        ) : entry.planId.startsWith("people:") ? (
+          <Link href="/people">People</Link>
+        ) : entry.planId.startsWith("workspace:") ? (
+          <Link href="/workspaces">Workspaces</Link>
+        ) : (
+          <Link href={`/plans/${entry.planId}`}>{entry.planGoal ?? entry.planId}</Link>
+        )}
+        {entry.planVersion !== null && <span className="muted"> v{entry.planVersion}</span>}
+      </td>
+      <td>
+        {entry.runId ? (
+          <Link href={`/runs/${entry.runId}`} className="mono">
+            {entry.runId.slice(0, 8)}
+          </Link>
+        ) : (
+          <span className="muted">–</span>
+        )}
+        {entry.stepId && <span className="mono"> · {entry.stepId}</span>}
+      </td>
+      <td>
+        <DetailCell detail={entry.detail} entryId={entry.id} />
+      </td>
+    </tr>
+  );
+}
+
 /** Every decision, newest first, filtered by plan, run and person (from the address), older ones on request. */
 export function AuditPage({ filters }: { filters: AuditFilters }) {
   const trpc = useTRPC();
@@ -209,60 +273,7 @@ export function AuditPage({ filters }: { filters: AuditFilters }) {
           </thead>
           <tbody>
             {rows.map((entry) => (
-              <tr key={entry.id} data-audit-action={entry.action}>
-                <td>
-                  <time dateTime={entry.createdAt} className="when">
-                    {new Date(entry.createdAt).toLocaleDateString()}
-                    <br />
-                    {new Date(entry.createdAt).toLocaleTimeString()}
-                  </time>
-                </td>
-                <td>
-                  {/* The stored kind, not the name, tells a person from an agent that took a person's name. */}
-                  {entry.actorKind && entry.actorKind !== "person" && (
-                    <span className="muted" data-testid="actor-kind">
-                      {entry.actorKind}{" "}
-                    </span>
-                  )}
-                  <Link href={auditHref({ ...filters, person: entry.actor })} title={`Only ${entry.actor}'s decisions`}>
-                    {entry.actor}
-                  </Link>
-                </td>
-                <td>
-                  {describeAction(entry.action)} <span className="muted mono">{entry.action}</span>
-                </td>
-                <td>
-                  {entry.planningSessionId ? (
-                    <>
-                      <Link href={`/tasks/${entry.planningSessionId}`}>{entry.planGoal ?? "Planning session"}</Link>
-                      <span className="muted"> (planning session)</span>
-                    </>
-                  ) : entry.planId.startsWith("webhook:") ? (
-                    // Webhook configuration is about no plan; its entries name the settings page.
-                    <Link href="/settings/webhooks">Outgoing webhooks</Link>
-                  ) : entry.planId.startsWith("people:") ? (
-                    <Link href="/people">People</Link>
-                  ) : entry.planId.startsWith("workspace:") ? (
-                    <Link href="/workspaces">Workspaces</Link>
-                  ) : (
-                    <Link href={`/plans/${entry.planId}`}>{entry.planGoal ?? entry.planId}</Link>
-                  )}
-                  {entry.planVersion !== null && <span className="muted"> v{entry.planVersion}</span>}
-                </td>
-                <td>
-                  {entry.runId ? (
-                    <Link href={`/runs/${entry.runId}`} className="mono">
-                      {entry.runId.slice(0, 8)}
-                    </Link>
-                  ) : (
-                    <span className="muted">–</span>
-                  )}
-                  {entry.stepId && <span className="mono"> · {entry.stepId}</span>}
-                </td>
-                <td>
-                  <DetailCell detail={entry.detail} entryId={entry.id} />
-                </td>
-              </tr>
+              <AuditRow key={entry.id} entry={entry} filters={filters} />
             ))}
           </tbody>
         </table>

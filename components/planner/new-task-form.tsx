@@ -87,21 +87,7 @@ export function NewTaskForm() {
           </select>
         </label>
       </div>
-      <fieldset className="stack-sm" disabled={disabled}>
-        <legend>Mode</legend>
-        <label className="field inline">
-          <input type="radio" name="mode" value="quick" checked={mode === "quick"} onChange={() => setMode("quick")} />
-          <span>
-            Quick <span className="muted">— one call with a snapshot of the workspace</span>
-          </span>
-        </label>
-        <label className="field inline">
-          <input type="radio" name="mode" value="deep" checked={mode === "deep"} onChange={() => setMode("deep")} />
-          <span>
-            Deep <span className="muted">— investigates with read-only tools and may ask you questions</span>
-          </span>
-        </label>
-      </fieldset>
+      <ModeChoice mode={mode} onChange={setMode} disabled={disabled} />
       <label className="field inline">
         <input
           type="checkbox"
@@ -118,5 +104,34 @@ export function NewTaskForm() {
       </div>
       <ErrorMessage error={start.error} />
     </form>
+  );
+}
+
+/** Quick or deep planning. */
+function ModeChoice({
+  mode,
+  onChange,
+  disabled,
+}: {
+  mode: "quick" | "deep";
+  onChange(mode: "quick" | "deep"): void;
+  disabled: boolean;
+}) {
+  return (
+    <fieldset className="stack-sm" disabled={disabled}>
+      <legend>Mode</legend>
+      <label className="field inline">
+        <input type="radio" name="mode" value="quick" checked={mode === "quick"} onChange={() => onChange("quick")} />
+        <span>
+          Quick <span className="muted">— one call with a snapshot of the workspace</span>
+        </span>
+      </label>
+      <label className="field inline">
+        <input type="radio" name="mode" value="deep" checked={mode === "deep"} onChange={() => onChange("deep")} />
+        <span>
+          Deep <span className="muted">— investigates with read-only tools and may ask you questions</span>
+        </span>
+      </label>
+    </fieldset>
   );
 }

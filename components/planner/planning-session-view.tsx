@@ -1,10 +1,8 @@
 "use client";
 
-import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { useSubscription } from "@trpc/tanstack-react-query";
 import Link from "next/link";
-import { useRouter } from "next/navigation";
 import { useId, useState, type FormEvent } from "react";
+import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useTRPC } from "@/components/trpc";
 import { SessionDecision } from "@/components/planning/session-decision";
 import { formatTimeLeft } from "@/components/runs/format";
@@ -12,58 +10,19 @@ import { ErrorMessage } from "@/components/ui/error-message";
 import { useNow } from "@/components/ui/use-now";
 import { StatusBadge } from "@/components/ui/status-badge";
 import { PlanCommandBox } from "./plan-command-box";
-import { describePlanningEvent, formatCost, formatTokens, type ProgressLine } from "./planner-format";
+import {
+  ExecutionLine,
+  PlanningProgress,
+  PlanValidationFailed,
+  SessionHeading,
+  SessionMessages,
+} from "./planning-session-parts";
 import { UsageSummary } from "./usage-summary";
-
-/** Events after which the session's stored state (status, questions, result) has changed. */
-const REFRESHING = new Set([
-  "planning.question",
-  "planning.answered",
-  "planning.message",
-  "planning.completed",
-  "planning.invalid",
-  "planning.failed",
-  "planning.cancelled",
-  "planning.timed_out",
-  "planning.resumed",
-  "planning.usage",
-]);
+import { usePlanningSession } from "./use-planning-session";
 
 /** A planning session live: progress as it happens, questions to answer, cancel, and the outcome. */
 export function PlanningSessionView({ sessionId }: { sessionId: string }) {
-  const trpc = useTRPC();
-  const router = useRouter();
-  const queryClient = useQueryClient();
-  const sessionKey = trpc.planner.session.queryKey({ sessionId });
-  const session = useQuery(trpc.planner.session.queryOptions({ sessionId }));
-  const [lines, setLines] = useState<ProgressLine[]>([]);
-  const subscription = useSubscription(
-    trpc.planner.events.subscriptionOptions(
-      { sessionId, lastEventId: null },
-      {
-        enabled: !!session.data,
-        onData: (tracked) => {
-          const line = describePlanningEvent(tracked.data);
-          if (line)
-            setLines((current) => (current.some((known) => known.seq === line.seq) ? current : [...current, line]));
-          if (REFRESHING.has(tracked.data.type)) void queryClient.invalidateQueries({ queryKey: sessionKey });
-          if (tracked.data.type === "planning.usage") {
-            void queryClient.invalidateQueries({ queryKey: trpc.planner.usage.pathKey() });
-          }
-          // A new plan or version exists now: cached plan pages must not show the old one.
-          if (tracked.data.type === "planning.completed") {
-            void queryClient.invalidateQueries({ queryKey: trpc.plans.pathKey() });
-          }
-        },
-      },
-    ),
-  );
-  const cancel = useMutation(
-    trpc.planner.cancel.mutationOptions({ onSettled: () => queryClient.invalidateQueries({ queryKey: sessionKey }) }),
-  );
-  const retry = useMutation(
-    trpc.planner.retry.mutationOptions({ onSuccess: ({ sessionId: next }) => router.push(`/tasks/${next}`) }),
-  );
+  const { session, lines, subscription, cancel, retry } = usePlanningSession(sessionId);
 
   if (session.isPending) return <p aria-busy="true">Loading the planning session…</p>;
   if (session.error) return <ErrorMessage error={session.error} />;
@@ -74,24 +33,7 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
   return (
     <div className="stack" data-session-status={data.status} data-testid="planning-session">
       <div className="row spread">
-        <div className="stack-sm">
-          {data.kind === "external" ? (
-            <h1>An agent asks to plan first</h1>
-          ) : (
-            <h1>
-              {data.kind === "regenerate" ? "Regenerating" : "Planning"}: {data.goal}
-            </h1>
-          )}
-          {data.kind === "external" && (
-            <p data-testid="plan-mode-reason">I&apos;d like to plan this out before proceeding. Reason: {data.goal}</p>
-          )}
-          <p className="muted">
-            {data.mode} mode · {data.model}
-            {data.useJudge ? " · judged" : ""} · trace <span className="mono">{data.traceId}</span> ·{" "}
-            {formatTokens(data.usage.inputTokens + data.usage.outputTokens)} tokens, {formatCost(data.usage.costUsd)}
-          </p>
-          {data.feedback && <p>Feedback: {data.feedback}</p>}
-        </div>
+        <SessionHeading data={data} />
         <div className="row">
           <StatusBadge status={data.status} />
           {open && (
@@ -109,27 +51,9 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
       <ErrorMessage error={cancel.error} />
 
       {data.deadline && <Deadline deadline={data.deadline} />}
-      {data.execution && (
-        <p data-testid="planning-execution">
-          {["completed", "cancelled", "failed"].includes(data.execution.status)
-            ? `Planning is done: the approved plan's run is ${data.execution.status}.`
-            : `Executing the approved plan: ${data.execution.settled} of ${data.execution.total} steps settled.`}{" "}
-          <Link href={`/runs/${data.execution.runId}`}>Open the run</Link>
-        </p>
-      )}
+      {data.execution && <ExecutionLine execution={data.execution} />}
 
-      {data.messages.length > 0 && (
-        <ul className="stack-sm" aria-label="Your messages to the planner" data-testid="planning-messages">
-          {data.messages.map((message) => (
-            <li key={message.id} data-delivered={message.deliveredAt ? "yes" : "no"}>
-              <strong>{message.author}:</strong> {message.message}{" "}
-              <span className="muted">
-                {message.deliveredAt ? "— the planner has it" : "— the planner sees it with its next step"}
-              </span>
-            </li>
-          ))}
-        </ul>
-      )}
+      {data.messages.length > 0 && <SessionMessages messages={data.messages} />}
       {open && <MessageForm sessionId={sessionId} external={data.kind === "external"} />}
 
       {question && data.status === "awaiting_answer" && (
@@ -142,39 +66,7 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
       )}
 
       {data.status === "invalid" && data.failure?.error_type === "plan_validation_failed" && (
-        <div className="card stack-sm" role="alert" data-testid="plan-validation-failed">
-          <strong>
-            The planner&apos;s plan still failed the quality gates after {data.maxRefinements} refinements, so it was
-            not accepted.
-          </strong>
-          <p>{data.failure.message}</p>
-          <ul>
-            {data.failure.details.map((detail, index) => (
-              <li key={index} className="issue">
-                {detail}
-              </li>
-            ))}
-          </ul>
-          <details>
-            <summary>The rejected draft</summary>
-            <pre className="args mono">{JSON.stringify(data.draft, null, 2)}</pre>
-          </details>
-          <details>
-            <summary>As JSON (seed 003 plan_validation_failed)</summary>
-            <pre className="args mono">
-              {JSON.stringify(
-                {
-                  status: data.failure.status,
-                  error_type: data.failure.error_type,
-                  message: data.failure.message,
-                  details: data.failure.details,
-                },
-                null,
-                2,
-              )}
-            </pre>
-          </details>
-        </div>
+        <PlanValidationFailed data={data} failure={data.failure} />
       )}
 
       {data.status === "failed" && data.failure && (
@@ -207,26 +99,7 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
       )}
       <ErrorMessage error={retry.error} />
 
-      <section className="stack-sm" aria-labelledby={`progress-${sessionId}`}>
-        <h2 id={`progress-${sessionId}`}>Progress</h2>
-        {lines.length === 0 && <p className="muted">{open ? "Starting…" : "No progress recorded."}</p>}
-        <ol className="stack-sm" aria-label="Planning progress" aria-live="polite" data-testid="planning-progress">
-          {lines.map((line) => (
-            <li key={line.seq} data-tone={line.tone} className={line.tone === "error" ? "error" : undefined}>
-              {line.text}
-              {line.details && (
-                <ul>
-                  {line.details.map((detail, index) => (
-                    <li key={index}>{detail}</li>
-                  ))}
-                </ul>
-              )}
-            </li>
-          ))}
-        </ol>
-        {open && subscription.status === "connecting" && <p className="muted">Connecting to the live progress…</p>}
-        <ErrorMessage error={subscription.error} />
-      </section>
+      <PlanningProgress sessionId={sessionId} lines={lines} open={open} subscription={subscription} />
       <PlanCommandBox sessionId={sessionId} />
       <UsageSummary scope={{ sessionId }} label="Model usage of this session" />
     </div>

@@ -6,6 +6,10 @@ import { useState } from "react";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import type { PlanningState } from "@/server/planner/session-list";
+import type { inferRouterOutputs } from "@trpc/server";
+import type { AppRouter } from "@/server/trpc/root";
+
+type PlanningSessionRow = inferRouterOutputs<AppRouter>["planning"]["list"]["sessions"][number];
 
 const STATES: { state: PlanningState; label: string }[] = [
   { state: "gathering", label: "Gathering" },
@@ -97,56 +101,58 @@ export function PlanningList() {
           </thead>
           <tbody>
             {list.data.sessions.map((session) => (
-              <tr
-                key={session.id}
-                data-session-id={session.id}
-                data-state={session.state}
-                data-waits-on={session.waitsOn ?? "nobody"}
-              >
-                <td>
-                  <Link href={`/tasks/${session.id}`}>{session.goal}</Link>
-                  {session.reason && session.reason !== session.goal && (
-                    <div className="muted">the agent planned because: {session.reason}</div>
-                  )}
-                  {session.planId && (
-                    <div className="muted">
-                      plan{" "}
-                      <Link className="mono" href={`/plans/${session.planId}`}>
-                        {session.planId}
-                      </Link>
-                      {session.planVersion !== null && ` v${session.planVersion}`}
-                    </div>
-                  )}
-                </td>
-                <td>
-                  <span className={`badge planning-${session.state}`}>{STATE_LABEL[session.state]}</span>
-                </td>
-                <td>
-                  {session.waitsFor ? (
-                    session.waitsOn === "you" ? (
-                      <strong>{session.waitsFor}</strong>
-                    ) : (
-                      session.waitsFor
-                    )
-                  ) : session.runId ? (
-                    <Link href={`/runs/${session.runId}`}>its run</Link>
-                  ) : (
-                    <span className="muted">nothing</span>
-                  )}
-                </td>
-                <td>
-                  {session.kind === "external"
-                    ? `agent ${session.actor}`
-                    : `${session.kind === "regenerate" ? "revision" : "new task"}, ${session.mode}`}
-                </td>
-                <td>
-                  <time dateTime={session.createdAt}>{new Date(session.createdAt).toLocaleString()}</time>
-                </td>
-              </tr>
+              <PlanningRow key={session.id} session={session} />
             ))}
           </tbody>
         </table>
       )}
     </section>
+  );
+}
+
+/** One session: its goal and plan, its state, what it waits for, its kind and when it started. */
+function PlanningRow({ session }: { session: PlanningSessionRow }) {
+  return (
+    <tr data-session-id={session.id} data-state={session.state} data-waits-on={session.waitsOn ?? "nobody"}>
+      <td>
+        <Link href={`/tasks/${session.id}`}>{session.goal}</Link>
+        {session.reason && session.reason !== session.goal && (
+          <div className="muted">the agent planned because: {session.reason}</div>
+        )}
+        {session.planId && (
+          <div className="muted">
+            plan{" "}
+            <Link className="mono" href={`/plans/${session.planId}`}>
+              {session.planId}
+            </Link>
+            {session.planVersion !== null && ` v${session.planVersion}`}
+          </div>
+        )}
+      </td>
+      <td>
+        <span className={`badge planning-${session.state}`}>{STATE_LABEL[session.state]}</span>
+      </td>
+      <td>
+        {session.waitsFor ? (
+          session.waitsOn === "you" ? (
+            <strong>{session.waitsFor}</strong>
+          ) : (
+            session.waitsFor
+          )
+        ) : session.runId ? (
+          <Link href={`/runs/${session.runId}`}>its run</Link>
+        ) : (
+          <span className="muted">nothing</span>
+        )}
+      </td>
+      <td>
+        {session.kind === "external"
+          ? `agent ${session.actor}`
+          : `${session.kind === "regenerate" ? "revision" : "new task"}, ${session.mode}`}
+      </td>
+      <td>
+        <time dateTime={session.createdAt}>{new Date(session.createdAt).toLocaleString()}</time>
+      </td>
+    </tr>
   );
 }

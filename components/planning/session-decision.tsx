@@ -3,10 +3,14 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
 import { useRouter } from "next/navigation";
-import { useId, useState } from "react";
+import { useId, useState, type ReactNode } from "react";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { STATE_LABEL } from "./planning-list";
+import type { inferRouterOutputs } from "@trpc/server";
+import type { AppRouter } from "@/server/trpc/root";
+
+type PlanningStateView = NonNullable<inferRouterOutputs<AppRouter>["planning"]["state"]>;
 
 interface SessionSummary {
   id: string;
@@ -26,8 +30,6 @@ interface SessionSummary {
  */
 export function SessionDecision({ session }: { session: SessionSummary }) {
   const trpc = useTRPC();
-  const router = useRouter();
-  const queryClient = useQueryClient();
   const id = useId();
   const planId = session.planId!;
   const state = useQuery({
@@ -37,15 +39,7 @@ export function SessionDecision({ session }: { session: SessionSummary }) {
   });
   const plan = useQuery(trpc.plans.get.queryOptions({ planId }));
   const [text, setText] = useState("");
-  const refresh = () => {
-    void queryClient.invalidateQueries({ queryKey: trpc.planning.pathKey() });
-    void queryClient.invalidateQueries({ queryKey: trpc.inbox.pathKey() });
-    void queryClient.invalidateQueries({ queryKey: trpc.plans.pathKey() });
-  };
-  const review = useMutation(trpc.plans.review.mutationOptions({ onSuccess: refresh }));
-  const regenerate = useMutation(
-    trpc.planner.regenerate.mutationOptions({ onSuccess: ({ sessionId }) => router.push(`/tasks/${sessionId}`) }),
-  );
+  const { review, regenerate } = useDecisionMutations();
 
   if (state.isPending || plan.isPending) return <p aria-busy="true">Loading the plan&apos;s state…</p>;
   if (state.error || plan.error) return <ErrorMessage error={state.error ?? plan.error} />;
@@ -60,47 +54,8 @@ export function SessionDecision({ session }: { session: SessionSummary }) {
   const diffLink =
     version > 1 ? <Link href={`/plans/${planId}?history=1`}>See what changed in v{version} (the diff)</Link> : null;
 
-  if (view.state === "rejected") {
-    return (
-      <div className="card stack-sm" role="status">
-        <div className="row">
-          {badge}
-          <strong>This plan was rejected; it will not run.</strong>
-        </div>
-        <p>
-          Nothing more waits for you here. <Link href={`/plans/${planId}`}>The plan</Link> stays under the Archived
-          filter of the plans list, where it can be restored.
-        </p>
-      </div>
-    );
-  }
-  if (view.state === "approved") {
-    return (
-      <div className="card stack-sm" role="status">
-        <div className="row">
-          {badge}
-          <strong>Approved: a run was started from this plan.</strong>
-        </div>
-        <p className="row">
-          {view.runId && <Link href={`/runs/${view.runId}`}>Open the run</Link>}
-          <Link href={`/plans/${planId}`}>The plan</Link>
-        </p>
-      </div>
-    );
-  }
   if (view.state !== "submitted") {
-    return (
-      <div className="card stack-sm" role="status">
-        <div className="row">
-          {badge}
-          <strong>{view.waitsFor ? `Waiting for ${view.waitsFor}.` : `This plan is ${view.state}.`}</strong>
-        </div>
-        <p className="row">
-          <Link href={`/plans/${planId}`}>The plan</Link>
-          {diffLink}
-        </p>
-      </div>
-    );
+    return <SessionOutcome view={view} planId={planId} badge={badge} diffLink={diffLink} />;
   }
 
   const external = session.kind === "external";
@@ -163,6 +118,77 @@ export function SessionDecision({ session }: { session: SessionSummary }) {
         </button>
       </div>
       <ErrorMessage error={review.error ?? regenerate.error} />
+    </div>
+  );
+}
+
+/** Review and regenerate, each refreshing what shows the plan's state once done. */
+function useDecisionMutations() {
+  const trpc = useTRPC();
+  const router = useRouter();
+  const queryClient = useQueryClient();
+  const refresh = () => {
+    void queryClient.invalidateQueries({ queryKey: trpc.planning.pathKey() });
+    void queryClient.invalidateQueries({ queryKey: trpc.inbox.pathKey() });
+    void queryClient.invalidateQueries({ queryKey: trpc.plans.pathKey() });
+  };
+  const review = useMutation(trpc.plans.review.mutationOptions({ onSuccess: refresh }));
+  const regenerate = useMutation(
+    trpc.planner.regenerate.mutationOptions({ onSuccess: ({ sessionId }) => router.push(`/tasks/${sessionId}`) }),
+  );
+  return { review, regenerate };
+}
+
+/** A plan no longer awaiting a decision here: rejected, approved, or waiting for someone else. */
+function SessionOutcome({
+  view,
+  planId,
+  badge,
+  diffLink,
+}: {
+  view: PlanningStateView;
+  planId: string;
+  badge: ReactNode;
+  diffLink: ReactNode;
+}) {
+  if (view.state === "rejected") {
+    return (
+      <div className="card stack-sm" role="status">
+        <div className="row">
+          {badge}
+          <strong>This plan was rejected; it will not run.</strong>
+        </div>
+        <p>
+          Nothing more waits for you here. <Link href={`/plans/${planId}`}>The plan</Link> stays under the Archived
+          filter of the plans list, where it can be restored.
+        </p>
+      </div>
+    );
+  }
+  if (view.state === "approved") {
+    return (
+      <div className="card stack-sm" role="status">
+        <div className="row">
+          {badge}
+          <strong>Approved: a run was started from this plan.</strong>
+        </div>
+        <p className="row">
+          {view.runId && <Link href={`/runs/${view.runId}`}>Open the run</Link>}
+          <Link href={`/plans/${planId}`}>The plan</Link>
+        </p>
+      </div>
+    );
+  }
+  return (
+    <div className="card stack-sm" role="status">
+      <div className="row">
+        {badge}
+        <strong>{view.waitsFor ? `Waiting for ${view.waitsFor}.` : `This plan is ${view.state}.`}</strong>
+      </div>
+      <p className="row">
+        <Link href={`/plans/${planId}`}>The plan</Link>
+        {diffLink}
+      </p>
     </div>
   );
 }

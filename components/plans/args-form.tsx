@@ -207,9 +207,92 @@ function ArgField({ name, field, required, value, dependencies, error, onChange 
     "aria-describedby": describedBy || undefined,
   } as const;
 
+  const control = (
+    <ArgControl
+      common={common}
+      name={name}
+      field={field}
+      type={type}
+      value={value}
+      isReference={isReference}
+      jsonText={jsonText}
+      setJsonText={setJsonText}
+      setJsonError={setJsonError}
+      onChange={onChange}
+    />
+  );
+
+  return (
+    <div className={`field arg-field ${error || jsonError ? "has-error" : ""}`} data-arg={name}>
+      <label htmlFor={id}>
+        <span className="mono">{name}</span>
+        {required && <span aria-hidden="true"> *</span>}
+        {required && <span className="visually-hidden"> (required)</span>}
+      </label>
+      <div className="row">
+        {control}
+        {dependencies.length > 0 && (
+          <select
+            aria-label={`Use a step's output for ${name}`}
+            value={isReference ? (value as string).slice(1).split(".")[0] : ""}
+            onChange={(e) => {
+              if (e.target.value) onChange(`$${e.target.value}`);
+              else {
+                setJsonText("");
+                onChange(undefined);
+              }
+            }}
+          >
+            <option value="">{isReference ? "Enter a value instead" : "Use a step's output…"}</option>
+            {dependencies.map((dep) => (
+              <option key={dep} value={dep}>
+                Output of {dep}
+              </option>
+            ))}
+          </select>
+        )}
+      </div>
+      {field.description && (
+        <span id={`${id}-hint`} className="muted">
+          {field.description}
+        </span>
+      )}
+      {(error ?? jsonError) && (
+        <span id={`${id}-error`} className="field-error">
+          {error ?? jsonError}
+        </span>
+      )}
+    </div>
+  );
+}
+
+/** The input that fits the argument's type: a checkbox, a choice, a number, text, or JSON for anything else. */
+function ArgControl({
+  common,
+  name,
+  field,
+  type,
+  value,
+  isReference,
+  jsonText,
+  setJsonText,
+  setJsonError,
+  onChange,
+}: {
+  common: { id: string; "aria-invalid": true | undefined; "aria-describedby": string | undefined };
+  name: string;
+  field: JsonSchema;
+  type: ReturnType<typeof mainType>;
+  value: unknown;
+  isReference: boolean;
+  jsonText: string;
+  setJsonText(text: string): void;
+  setJsonError(error: string | null): void;
+  onChange(value: unknown): void;
+}) {
   let control;
   if (isReference) {
-    control = <input {...common} className="mono" value={value} readOnly />;
+    control = <input {...common} className="mono" value={value as string} readOnly />;
   } else if (type === "boolean") {
     control = (
       <input {...common} type="checkbox" checked={value === true} onChange={(e) => onChange(e.target.checked)} />
@@ -265,68 +348,37 @@ function ArgField({ name, field, required, value, dependencies, error, onChange 
         spellCheck={false}
         onChange={(e) => {
           setJsonText(e.target.value);
-          if (e.target.value.trim() === "") {
-            setJsonError(null);
-            onChange(undefined);
-            return;
-          }
-          try {
-            onChange(JSON.parse(e.target.value));
-            setJsonError(null);
-          } catch {
-            // A bare word is taken as text, so `hello` needs no quotes.
-            if (type === undefined && !/^[[{"]/.test(e.target.value.trim())) {
-              onChange(e.target.value);
-              setJsonError(null);
-            } else {
-              setJsonError("Not valid JSON");
-            }
-          }
+          readJsonArg(e.target.value, type, setJsonError, onChange);
         }}
       />
     );
   }
 
-  return (
-    <div className={`field arg-field ${error || jsonError ? "has-error" : ""}`} data-arg={name}>
-      <label htmlFor={id}>
-        <span className="mono">{name}</span>
-        {required && <span aria-hidden="true"> *</span>}
-        {required && <span className="visually-hidden"> (required)</span>}
-      </label>
-      <div className="row">
-        {control}
-        {dependencies.length > 0 && (
-          <select
-            aria-label={`Use a step's output for ${name}`}
-            value={isReference ? (value as string).slice(1).split(".")[0] : ""}
-            onChange={(e) => {
-              if (e.target.value) onChange(`$${e.target.value}`);
-              else {
-                setJsonText("");
-                onChange(undefined);
-              }
-            }}
-          >
-            <option value="">{isReference ? "Enter a value instead" : "Use a step's output…"}</option>
-            {dependencies.map((dep) => (
-              <option key={dep} value={dep}>
-                Output of {dep}
-              </option>
-            ))}
-          </select>
-        )}
-      </div>
-      {field.description && (
-        <span id={`${id}-hint`} className="muted">
-          {field.description}
-        </span>
-      )}
-      {(error ?? jsonError) && (
-        <span id={`${id}-error`} className="field-error">
-          {error ?? jsonError}
-        </span>
-      )}
-    </div>
-  );
+  return control;
+}
+
+/** Takes what was typed in a JSON field as the argument's value, or marks it as not valid JSON. */
+function readJsonArg(
+  text: string,
+  type: string | undefined,
+  setJsonError: (error: string | null) => void,
+  onChange: (value: unknown) => void,
+) {
+  if (text.trim() === "") {
+    setJsonError(null);
+    onChange(undefined);
+    return;
+  }
+  try {
+    onChange(JSON.parse(text));
+    setJsonError(null);
+  } catch {
+    // A bare word is taken as text, so `hello` needs no quotes.
+    if (type === undefined && !/^[[{"]/.test(text.trim())) {
+      onChange(text);
+      setJsonError(null);
+    } else {
+      setJsonError("Not valid JSON");
+    }
+  }
 }

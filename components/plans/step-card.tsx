@@ -75,7 +75,6 @@ const StepCardBody = memo(function StepCardBody({
 }: StepCardProps & { handleProps: HandleProps; handleListeners: HandleListeners }) {
   const [confirmingDelete, setConfirmingDelete] = useState(false);
   const titleId = `${step.id}-title`;
-  const args = JSON.stringify(step.args, null, 2);
 
   return (
     <>
@@ -106,43 +105,7 @@ const StepCardBody = memo(function StepCardBody({
         </div>
       </div>
       {step.title && step.description && <p className="step-description">{step.description}</p>}
-      <dl className="meta">
-        <dt>Tool</dt>
-        <dd className="mono">{step.tool}</dd>
-        <dt>Capability</dt>
-        <dd>
-          <Capability step={step} />
-        </dd>
-        <dt>Depends on</dt>
-        <dd className="mono">{step.dependsOn.length ? step.dependsOn.join(", ") : "—"}</dd>
-        <dt>Arguments</dt>
-        <dd>
-          <pre className="mono args">{args}</pre>
-        </dd>
-        <dt>Limits</dt>
-        <dd>
-          timeout {step.timeoutSeconds} s · up to {step.retry.maxAttempts} attempt
-          {step.retry.maxAttempts === 1 ? "" : "s"}
-        </dd>
-        {step.contextHints.length > 0 && (
-          <>
-            <dt>Context hints</dt>
-            <dd>{step.contextHints.join("; ")}</dd>
-          </>
-        )}
-        {step.relevantFilePaths.length > 0 && (
-          <>
-            <dt>Files</dt>
-            <dd className="mono">{step.relevantFilePaths.join(", ")}</dd>
-          </>
-        )}
-        {step.labels.length > 0 && (
-          <>
-            <dt>Labels</dt>
-            <dd>{step.labels.join(", ")}</dd>
-          </>
-        )}
-      </dl>
+      <StepMeta step={step} />
       {issues.map((issue, index) => (
         <p key={index} className="issue" data-testid="step-issue" data-code={issue.code}>
           {issue.message}
@@ -189,6 +152,50 @@ const StepCardBody = memo(function StepCardBody({
     </>
   );
 });
+
+/** The step's tool, capability, dependencies, arguments, limits and context, as a definition list. */
+function StepMeta({ step }: { step: Step }) {
+  const args = JSON.stringify(step.args, null, 2);
+  return (
+    <dl className="meta">
+      <dt>Tool</dt>
+      <dd className="mono">{step.tool}</dd>
+      <dt>Capability</dt>
+      <dd>
+        <Capability step={step} />
+      </dd>
+      <dt>Depends on</dt>
+      <dd className="mono">{step.dependsOn.length ? step.dependsOn.join(", ") : "—"}</dd>
+      <dt>Arguments</dt>
+      <dd>
+        <pre className="mono args">{args}</pre>
+      </dd>
+      <dt>Limits</dt>
+      <dd>
+        timeout {step.timeoutSeconds} s · up to {step.retry.maxAttempts} attempt
+        {step.retry.maxAttempts === 1 ? "" : "s"}
+      </dd>
+      {step.contextHints.length > 0 && (
+        <>
+          <dt>Context hints</dt>
+          <dd>{step.contextHints.join("; ")}</dd>
+        </>
+      )}
+      {step.relevantFilePaths.length > 0 && (
+        <>
+          <dt>Files</dt>
+          <dd className="mono">{step.relevantFilePaths.join(", ")}</dd>
+        </>
+      )}
+      {step.labels.length > 0 && (
+        <>
+          <dt>Labels</dt>
+          <dd>{step.labels.join(", ")}</dd>
+        </>
+      )}
+    </dl>
+  );
+}
 
 function ComputedRisk({ stepId }: { stepId: string }) {
   const assessment = useContext(StepAssessmentsContext)[stepId];

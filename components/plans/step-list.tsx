@@ -60,67 +60,9 @@ export function StepList({
     useSensor(PointerSensor, { activationConstraint: { distance: 4 } }),
     useSensor(KeyboardSensor, { coordinateGetter: sortableKeyboardCoordinates }),
   );
-  // A drop shows its new order in the same render that ends the drag (no flash of the old order);
-  // the plan data catches up a moment later and then wins, whether accepted or rolled back.
-  const [dropped, setDropped] = useState<{ basedOn: Step[]; order: string[] } | null>(null);
-  const shown = useMemo(() => {
-    if (!dropped || dropped.basedOn !== steps) return steps;
-    const byId = new Map(steps.map((step) => [step.id, step]));
-    return dropped.order.map((id) => byId.get(id)!);
-  }, [dropped, steps]);
-  const previousIds = useRef<string[]>([]);
-  const ids = useMemo(() => {
-    const next = shown.map((step) => step.id);
-    // The same order keeps the same array, so sortable cards do not all re-render for nothing.
-    const previous = previousIds.current;
-    if (previous.length === next.length && previous.every((id, i) => id === next[i])) return previous;
-    previousIds.current = next;
-    return next;
-  }, [shown]);
-  // Arrays equal to the previous ones are reused, so memoised cards see unchanged props.
-  const previousDependents = useRef(new Map<string, string[]>());
-  const dependents = useMemo(() => {
-    const map = new Map<string, string[]>();
-    for (const step of steps) for (const dep of step.dependsOn) map.set(dep, [...(map.get(dep) ?? []), step.id]);
-    for (const [id, list] of map) {
-      const previous = previousDependents.current.get(id);
-      if (previous && previous.length === list.length && previous.every((item, i) => item === list[i])) {
-        map.set(id, previous);
-      }
-    }
-    previousDependents.current = map;
-    return map;
-  }, [steps]);
-
-  const position = (id: unknown) => ids.indexOf(String(id)) + 1;
-  // dnd-kit reports the picked-up card as "over" itself at once; that is not news after "Picked up".
-  const lastOver = useRef<unknown>(null);
-  const announcements: Announcements = {
-    onDragStart: ({ active }) => {
-      lastOver.current = active.id;
-      return `Picked up ${active.id} at position ${position(active.id)} of ${ids.length}.`;
-    },
-    onDragOver: ({ active, over }) => {
-      if ((over?.id ?? null) === lastOver.current) return undefined;
-      lastOver.current = over?.id ?? null;
-      return over
-        ? `${active.id} is over position ${position(over.id)} of ${ids.length}.`
-        : `${active.id} is no longer over the list.`;
-    },
-    onDragEnd: ({ active, over }) => {
-      if (!over) return `${active.id} was dropped outside the list and stays at position ${position(active.id)}.`;
-      const check = checkMove(steps, String(active.id), position(over.id) - 1);
-      return check.ok
-        ? `${active.id} was dropped at position ${position(over.id)} of ${ids.length}.`
-        : `Move refused. ${check.reason} ${active.id} stays at position ${position(active.id)}.`;
-    },
-    onDragCancel: ({ active, over }) => {
-      const check = over && active.id !== over.id ? checkMove(steps, String(active.id), position(over.id) - 1) : null;
-      return check && !check.ok
-        ? `Move refused. ${check.reason} ${active.id} stays at position ${position(active.id)}.`
-        : `Moving ${active.id} was cancelled; it stays at position ${position(active.id)}.`;
-    },
-  };
+  const { shown, ids, setDropped } = useShownOrder(steps);
+  const dependents = useDependents(steps);
+  const announcements = useMoveAnnouncements(steps, ids);
 
   /**
    * Decides a drop before dnd-kit ends the drag: a refused drop is cancelled (the card snaps back),
@@ -184,3 +126,80 @@ export function StepList({
 }
 
 const NO_DEPENDENTS: string[] = [];
+
+/**
+ * The order to show: the steps as given, or the order of a drop just made on them.
+ * A drop shows its new order in the same render that ends the drag (no flash of the old order);
+ * the plan data catches up a moment later and then wins, whether accepted or rolled back.
+ */
+function useShownOrder(steps: Step[]) {
+  const [dropped, setDropped] = useState<{ basedOn: Step[]; order: string[] } | null>(null);
+  const shown = useMemo(() => {
+    if (!dropped || dropped.basedOn !== steps) return steps;
+    const byId = new Map(steps.map((step) => [step.id, step]));
+    return dropped.order.map((id) => byId.get(id)!);
+  }, [dropped, steps]);
+  const previousIds = useRef<string[]>([]);
+  const ids = useMemo(() => {
+    const next = shown.map((step) => step.id);
+    // The same order keeps the same array, so sortable cards do not all re-render for nothing.
+    const previous = previousIds.current;
+    if (previous.length === next.length && previous.every((id, i) => id === next[i])) return previous;
+    previousIds.current = next;
+    return next;
+  }, [shown]);
+  return { shown, ids, setDropped };
+}
+
+/** Which steps depend on each step. */
+function useDependents(steps: Step[]) {
+  // Arrays equal to the previous ones are reused, so memoised cards see unchanged props.
+  const previousDependents = useRef(new Map<string, string[]>());
+  const dependents = useMemo(() => {
+    const map = new Map<string, string[]>();
+    for (const step of steps) for (const dep of step.dependsOn) map.set(dep, [...(map.get(dep) ?? []), step.id]);
+    for (const [id, list] of map) {
+      const previous = previousDependents.current.get(id);
+      if (previous && previous.length === list.length && previous.every((item, i) => item === list[i])) {
+        map.set(id, previous);
+      }
+    }
+    previousDependents.current = map;
+    return map;
+  }, [steps]);
+  return dependents;
+}
+
+/** What screen readers hear as a step is picked up, moved, dropped or put back. */
+function useMoveAnnouncements(steps: Step[], ids: string[]): Announcements {
+  const position = (id: unknown) => ids.indexOf(String(id)) + 1;
+  // dnd-kit reports the picked-up card as "over" itself at once; that is not news after "Picked up".
+  const lastOver = useRef<unknown>(null);
+  const announcements: Announcements = {
+    onDragStart: ({ active }) => {
+      lastOver.current = active.id;
+      return `Picked up ${active.id} at position ${position(active.id)} of ${ids.length}.`;
+    },
+    onDragOver: ({ active, over }) => {
+      if ((over?.id ?? null) === lastOver.current) return undefined;
+      lastOver.current = over?.id ?? null;
+      return over
+        ? `${active.id} is over position ${position(over.id)} of ${ids.length}.`
+        : `${active.id} is no longer over the list.`;
+    },
+    onDragEnd: ({ active, over }) => {
+      if (!over) return `${active.id} was dropped outside the list and stays at position ${position(active.id)}.`;
+      const check = checkMove(steps, String(active.id), position(over.id) - 1);
+      return check.ok
+        ? `${active.id} was dropped at position ${position(over.id)} of ${ids.length}.`
+        : `Move refused. ${check.reason} ${active.id} stays at position ${position(active.id)}.`;
+    },
+    onDragCancel: ({ active, over }) => {
+      const check = over && active.id !== over.id ? checkMove(steps, String(active.id), position(over.id) - 1) : null;
+      return check && !check.ok
+        ? `Move refused. ${check.reason} ${active.id} stays at position ${position(active.id)}.`
+        : `Moving ${active.id} was cancelled; it stays at position ${position(active.id)}.`;
+    },
+  };
+  return announcements;
+}

@@ -104,61 +104,7 @@ export function RunPanel({ run, goal, connection }: { run: LiveRun; goal: string
           )}
         </div>
       </div>
-      <dl className="run-facts">
-        <div>
-          <dt>Elapsed</dt>
-          <dd data-testid="elapsed">{formatDuration(elapsed)}</dd>
-        </div>
-        <div>
-          <dt>Approved</dt>
-          <dd>
-            v{run.planVersion} by {run.approvedBy} · {new Date(run.createdAt).toLocaleString()}
-            {run.approvalNote && (
-              <blockquote className="approval-note" data-testid="approval-note">
-                “{run.approvalNote}”
-              </blockquote>
-            )}
-          </dd>
-        </div>
-        <div>
-          <dt>Workspace</dt>
-          <dd data-testid="run-workspace">
-            {run.workspace.name ?? run.workspace.path} <span className="mono muted">{run.workspace.path}</span>
-          </dd>
-        </div>
-        <div>
-          <dt>At once</dt>
-          <dd data-testid="max-parallel">up to {run.maxParallel} steps</dd>
-        </div>
-        <div>
-          <dt>Recovery</dt>
-          <dd data-testid="recovery-policy">
-            {run.recoveryPolicy === "auto"
-              ? "automatic: the planner's proposals are applied (at most 2 per step, never an abort)"
-              : "a person decides"}
-          </dd>
-        </div>
-        <div>
-          <dt>Trace id</dt>
-          <dd className="mono" data-testid="trace-id">
-            {run.traceId}
-          </dd>
-        </div>
-        <div>
-          <dt>Decisions</dt>
-          <dd>
-            <Link href={`/audit?run=${run.id}`}>Audit log for this run</Link>
-          </dd>
-        </div>
-        {run.rerunOf && (
-          <div>
-            <dt>Re-run of</dt>
-            <dd>
-              <Link href={`/runs/${run.rerunOf}`}>an earlier run</Link>
-            </dd>
-          </div>
-        )}
-      </dl>
+      <RunFacts run={run} elapsed={elapsed} />
       <ProgressBar value={percent} label={`Run progress: ${settled} of ${run.steps.length} steps settled`} />
       <ul className="status-counts" data-testid="run-counts" aria-label="Steps per state">
         {counts.map(([status, count]) => (
@@ -170,5 +116,66 @@ export function RunPanel({ run, goal, connection }: { run: LiveRun; goal: string
       {run.reason && run.status !== "completed" && <p className="muted">{run.reason}</p>}
       <ErrorMessage error={cancel.error ?? pause.error ?? resume.error} />
     </section>
+  );
+}
+
+/** Elapsed time, who approved which version, workspace, parallelism, recovery, trace and links. */
+function RunFacts({ run, elapsed }: { run: LiveRun; elapsed: number }) {
+  return (
+    <dl className="run-facts">
+      <div>
+        <dt>Elapsed</dt>
+        <dd data-testid="elapsed">{formatDuration(elapsed)}</dd>
+      </div>
+      <div>
+        <dt>Approved</dt>
+        <dd>
+          v{run.planVersion} by {run.approvedBy} · {new Date(run.createdAt).toLocaleString()}
+          {run.approvalNote && (
+            <blockquote className="approval-note" data-testid="approval-note">
+              “{run.approvalNote}”
+            </blockquote>
+          )}
+        </dd>
+      </div>
+      <div>
+        <dt>Workspace</dt>
+        <dd data-testid="run-workspace">
+          {run.workspace.name ?? run.workspace.path} <span className="mono muted">{run.workspace.path}</span>
+        </dd>
+      </div>
+      <div>
+        <dt>At once</dt>
+        <dd data-testid="max-parallel">up to {run.maxParallel} steps</dd>
+      </div>
+      <div>
+        <dt>Recovery</dt>
+        <dd data-testid="recovery-policy">
+          {run.recoveryPolicy === "auto"
+            ? "automatic: the planner's proposals are applied (at most 2 per step, never an abort)"
+            : "a person decides"}
+        </dd>
+      </div>
+      <div>
+        <dt>Trace id</dt>
+        <dd className="mono" data-testid="trace-id">
+          {run.traceId}
+        </dd>
+      </div>
+      <div>
+        <dt>Decisions</dt>
+        <dd>
+          <Link href={`/audit?run=${run.id}`}>Audit log for this run</Link>
+        </dd>
+      </div>
+      {run.rerunOf && (
+        <div>
+          <dt>Re-run of</dt>
+          <dd>
+            <Link href={`/runs/${run.rerunOf}`}>an earlier run</Link>
+          </dd>
+        </div>
+      )}
+    </dl>
   );
 }

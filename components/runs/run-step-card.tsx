@@ -79,24 +79,7 @@ export const RunStepCard = memo(function RunStepCard({
       {state && (
         <div className="step-run">
           <StepTiming state={state} />
-          {status === "awaiting_agent" && (
-            <p className="agent-note" data-testid="agent-state">
-              Waiting for an agent to take it.
-            </p>
-          )}
-          {status === "running" && state.waiting?.kind === "agent" && (
-            <p className="agent-note" data-testid="agent-state">
-              {state.waiting.agent ?? "An agent"} is working on it.
-            </p>
-          )}
-          {status === "running" && state.waiting?.kind !== "agent" && (
-            <div className="stack-sm">
-              <ProgressBar value={state.progress} label={`${step.id} progress`} />
-              <span className="muted" data-testid="progress">
-                {state.progress}%{state.progressMessage && ` · ${state.progressMessage}`}
-              </span>
-            </div>
-          )}
+          <StepProgressNote step={step} state={state} status={status} />
           {state.retrying && status === "ready" && (
             <p className="warn-text" data-testid="retrying">
               Attempt {state.retrying.attempt} failed: {state.retrying.error}. Retrying at{" "}
@@ -127,16 +110,7 @@ export const RunStepCard = memo(function RunStepCard({
             <StepUsage runId={runId} stepId={step.id} />
           )}
           {(status === "awaiting_approval" || status === "awaiting_input") && steerable && (
-            <p className="warn-text" data-testid="decide-above">
-              {status === "awaiting_approval" ? "Waiting for your approval" : "Waiting for your answer"}
-              {state.waiting?.expiresAt && (
-                <>
-                  {" "}
-                  (<ExpiresIn at={state.waiting.expiresAt} />)
-                </>
-              )}{" "}
-              — <a href={`#pending-${step.id}`}>decide in “Waiting for you”</a>.
-            </p>
+            <DecideAbove step={step} state={state} status={status} />
           )}
           {status === "failed" && steerable && <FailedStepActions runId={runId} stepId={step.id} />}
           {(status === "awaiting_agent" || (status === "running" && state.waiting?.kind === "agent")) && steerable && (
@@ -150,6 +124,48 @@ export const RunStepCard = memo(function RunStepCard({
     </li>
   );
 });
+
+/** How far a step in progress has come: waiting for an agent, an agent at work, or its own progress. */
+function StepProgressNote({ step, state, status }: { step: Step; state: LiveStep; status: string }) {
+  return (
+    <>
+      {status === "awaiting_agent" && (
+        <p className="agent-note" data-testid="agent-state">
+          Waiting for an agent to take it.
+        </p>
+      )}
+      {status === "running" && state.waiting?.kind === "agent" && (
+        <p className="agent-note" data-testid="agent-state">
+          {state.waiting.agent ?? "An agent"} is working on it.
+        </p>
+      )}
+      {status === "running" && state.waiting?.kind !== "agent" && (
+        <div className="stack-sm">
+          <ProgressBar value={state.progress} label={`${step.id} progress`} />
+          <span className="muted" data-testid="progress">
+            {state.progress}%{state.progressMessage && ` · ${state.progressMessage}`}
+          </span>
+        </div>
+      )}
+    </>
+  );
+}
+
+/** The step waits for a person's approval or answer, given in "Waiting for you" above. */
+function DecideAbove({ step, state, status }: { step: Step; state: LiveStep; status: string }) {
+  return (
+    <p className="warn-text" data-testid="decide-above">
+      {status === "awaiting_approval" ? "Waiting for your approval" : "Waiting for your answer"}
+      {state.waiting?.expiresAt && (
+        <>
+          {" "}
+          (<ExpiresIn at={state.waiting.expiresAt} />)
+        </>
+      )}{" "}
+      — <a href={`#pending-${step.id}`}>decide in “Waiting for you”</a>.
+    </p>
+  );
+}
 
 function StepTiming({ state }: { state: LiveStep }) {
   const running = state.status === "running";

@@ -9,6 +9,10 @@ import { ErrorMessage } from "@/components/ui/error-message";
 import { StatusBadge } from "@/components/ui/status-badge";
 import { formatDuration, humanStatus } from "./format";
 import "./runs.css";
+import type { inferRouterOutputs } from "@trpc/server";
+import type { AppRouter } from "@/server/trpc/root";
+
+type RunRowData = inferRouterOutputs<AppRouter>["runs"]["list"]["runs"][number];
 
 const FILTERS = RUN_STATUSES;
 const SETTLED = ["completed", "failed", "skipped", "blocked", "cancelled"] as const;
@@ -76,40 +80,9 @@ export function RunsList({ planId, heading }: { planId?: string; heading: string
             </tr>
           </thead>
           <tbody>
-            {rows.map((run) => {
-              const settled = SETTLED.reduce((sum, s) => sum + (run.stepCounts[s] ?? 0), 0);
-              const waiting = (run.stepCounts.awaiting_approval ?? 0) + (run.stepCounts.awaiting_input ?? 0);
-              const started = run.startedAt ?? run.createdAt;
-              return (
-                <tr key={run.id} data-run-id={run.id} data-status={run.status}>
-                  <td>
-                    <StatusBadge status={run.status} />
-                  </td>
-                  {!planId && (
-                    <td>
-                      <Link href={`/runs/${run.id}`}>{run.goal}</Link>
-                    </td>
-                  )}
-                  <td>
-                    {planId ? (
-                      <Link href={`/runs/${run.id}`}>{new Date(started).toLocaleString()}</Link>
-                    ) : (
-                      new Date(started).toLocaleString()
-                    )}
-                  </td>
-                  <td>v{run.planVersion}</td>
-                  <td>{run.approvedBy}</td>
-                  <td>
-                    {settled}/{run.totalSteps}
-                    {(run.stepCounts.failed ?? 0) > 0 && (
-                      <span className="error"> · {run.stepCounts.failed} failed</span>
-                    )}
-                    {waiting > 0 && <span className="warn-text"> · {waiting} waiting</span>}
-                  </td>
-                  <td>{run.finishedAt ? formatDuration(Date.parse(run.finishedAt) - Date.parse(started)) : "–"}</td>
-                </tr>
-              );
-            })}
+            {rows.map((run) => (
+              <RunRow key={run.id} run={run} planId={planId} />
+            ))}
           </tbody>
         </table>
       )}
@@ -119,5 +92,39 @@ export function RunsList({ planId, heading }: { planId?: string; heading: string
         </button>
       )}
     </section>
+  );
+}
+
+/** One run: its state, plan, start, version, approver, steps settled (failed, waiting) and duration. */
+function RunRow({ run, planId }: { run: RunRowData; planId: string | undefined }) {
+  const settled = SETTLED.reduce((sum, s) => sum + (run.stepCounts[s] ?? 0), 0);
+  const waiting = (run.stepCounts.awaiting_approval ?? 0) + (run.stepCounts.awaiting_input ?? 0);
+  const started = run.startedAt ?? run.createdAt;
+  return (
+    <tr data-run-id={run.id} data-status={run.status}>
+      <td>
+        <StatusBadge status={run.status} />
+      </td>
+      {!planId && (
+        <td>
+          <Link href={`/runs/${run.id}`}>{run.goal}</Link>
+        </td>
+      )}
+      <td>
+        {planId ? (
+          <Link href={`/runs/${run.id}`}>{new Date(started).toLocaleString()}</Link>
+        ) : (
+          new Date(started).toLocaleString()
+        )}
+      </td>
+      <td>v{run.planVersion}</td>
+      <td>{run.approvedBy}</td>
+      <td>
+        {settled}/{run.totalSteps}
+        {(run.stepCounts.failed ?? 0) > 0 && <span className="error"> · {run.stepCounts.failed} failed</span>}
+        {waiting > 0 && <span className="warn-text"> · {waiting} waiting</span>}
+      </td>
+      <td>{run.finishedAt ? formatDuration(Date.parse(run.finishedAt) - Date.parse(started)) : "–"}</td>
+    </tr>
   );
 }

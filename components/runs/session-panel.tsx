@@ -74,39 +74,7 @@ export function SessionPanel({ runId, signalSeq }: { runId: string; signalSeq: n
         </ul>
       )}
       {clear.error && <ErrorMessage error={clear.error} />}
-      {data.verifications.length > 0 && (
-        <div className="stack-sm" data-testid="verifications">
-          <strong>Verifier results</strong>
-          <ul className="signal-list" aria-label="Verifier results">
-            {data.verifications.map((check) => (
-              <li
-                key={check.stepId}
-                className={`signal ${check.passed ? "signal-info" : "signal-blocker"}`}
-                data-verification-step={check.stepId}
-              >
-                <div className="stack-sm">
-                  <span>
-                    <strong>{check.taskId !== null ? `Task ${check.taskId}` : check.stepId}</strong>:{" "}
-                    {check.passed ? "all checks passed" : "a check failed — the task went back to TODO"}
-                    <span className="muted"> — {new Date(check.at).toLocaleString()}</span>
-                  </span>
-                  <ul>
-                    {check.results.map((result, index) => (
-                      <li key={index}>
-                        <span className="mono">{result.command}</span>{" "}
-                        {result.passed
-                          ? "passed"
-                          : `${result.level ? `[${result.level}] ` : ""}${result.error ?? `exited with code ${result.exitCode ?? "none"}`}`}
-                        {!result.passed && result.tail && <pre className="mono">{result.tail}</pre>}
-                      </li>
-                    ))}
-                  </ul>
-                </div>
-              </li>
-            ))}
-          </ul>
-        </div>
-      )}
+      {data.verifications.length > 0 && <VerifierResults verifications={data.verifications} />}
       {data.integration && <IntegrationBranch integration={data.integration} />}
       {data.finalSummary && (
         <p data-testid="final-summary">
@@ -186,37 +154,7 @@ function AgentsAtWork({ data, onChanged }: { data: SessionData; onChanged: () =>
           </thead>
           <tbody>
             {data.agents.map((agent) => (
-              <tr key={agent.name} data-agent={agent.name}>
-                <th scope="row" className="mono">
-                  {agent.name}
-                </th>
-                <td>
-                  {agent.tasks.length === 0 ? (
-                    <span className="muted">no task</span>
-                  ) : (
-                    agent.tasks.map((task) => (
-                      <details key={task.stepId} data-task-id={task.taskId}>
-                        <summary>
-                          Task {task.taskId}: {task.title}
-                        </summary>
-                        <BriefView brief={task.brief} />
-                      </details>
-                    ))
-                  )}
-                </td>
-                <td>
-                  {agent.tasks.map((task) => {
-                    const left = task.secondsLeft - elapsed;
-                    return (
-                      <div key={task.stepId} data-testid="lease">
-                        held {idle(task.leaseAgeSeconds + elapsed)},{" "}
-                        {left > 0 ? `${idle(left)} left` : "expired — returns to ready"}
-                      </div>
-                    );
-                  })}
-                </td>
-                <td>{idle(agent.idleSeconds + elapsed)} ago</td>
-              </tr>
+              <AgentRow key={agent.name} agent={agent} elapsed={elapsed} />
             ))}
           </tbody>
         </table>
@@ -226,6 +164,80 @@ function AgentsAtWork({ data, onChanged }: { data: SessionData; onChanged: () =>
           {leased.map((task) => `Task ${task.taskId} → ${task.agent}`).join(" · ")}
         </p>
       )}
+    </div>
+  );
+}
+
+/** One agent: the tasks it holds with their briefs, how old and how long-lived each lease is, when it last called. */
+function AgentRow({ agent, elapsed }: { agent: SessionData["agents"][number]; elapsed: number }) {
+  return (
+    <tr data-agent={agent.name}>
+      <th scope="row" className="mono">
+        {agent.name}
+      </th>
+      <td>
+        {agent.tasks.length === 0 ? (
+          <span className="muted">no task</span>
+        ) : (
+          agent.tasks.map((task) => (
+            <details key={task.stepId} data-task-id={task.taskId}>
+              <summary>
+                Task {task.taskId}: {task.title}
+              </summary>
+              <BriefView brief={task.brief} />
+            </details>
+          ))
+        )}
+      </td>
+      <td>
+        {agent.tasks.map((task) => {
+          const left = task.secondsLeft - elapsed;
+          return (
+            <div key={task.stepId} data-testid="lease">
+              held {idle(task.leaseAgeSeconds + elapsed)},{" "}
+              {left > 0 ? `${idle(left)} left` : "expired — returns to ready"}
+            </div>
+          );
+        })}
+      </td>
+      <td>{idle(agent.idleSeconds + elapsed)} ago</td>
+    </tr>
+  );
+}
+
+/** What the verifier found for each task an agent finished: every check command and how it went. */
+function VerifierResults({ verifications }: { verifications: SessionData["verifications"] }) {
+  return (
+    <div className="stack-sm" data-testid="verifications">
+      <strong>Verifier results</strong>
+      <ul className="signal-list" aria-label="Verifier results">
+        {verifications.map((check) => (
+          <li
+            key={check.stepId}
+            className={`signal ${check.passed ? "signal-info" : "signal-blocker"}`}
+            data-verification-step={check.stepId}
+          >
+            <div className="stack-sm">
+              <span>
+                <strong>{check.taskId !== null ? `Task ${check.taskId}` : check.stepId}</strong>:{" "}
+                {check.passed ? "all checks passed" : "a check failed — the task went back to TODO"}
+                <span className="muted"> — {new Date(check.at).toLocaleString()}</span>
+              </span>
+              <ul>
+                {check.results.map((result, index) => (
+                  <li key={index}>
+                    <span className="mono">{result.command}</span>{" "}
+                    {result.passed
+                      ? "passed"
+                      : `${result.level ? `[${result.level}] ` : ""}${result.error ?? `exited with code ${result.exitCode ?? "none"}`}`}
+                    {!result.passed && result.tail && <pre className="mono">{result.tail}</pre>}
+                  </li>
+                ))}
+              </ul>
+            </div>
+          </li>
+        ))}
+      </ul>
     </div>
   );
 }

@@ -2,7 +2,7 @@
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
-import { useId, useState, type FormEvent } from "react";
+import { useId, useState, type Dispatch, type FormEvent, type SetStateAction } from "react";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 
@@ -65,21 +65,7 @@ function SaveTemplateForm({
     });
   }
 
-  if (save.data) {
-    return (
-      <div className="card import-form stack-sm" role="status">
-        <p>
-          Saved “{save.data.name}” as a template with {save.data.parameters.length} parameter
-          {save.data.parameters.length === 1 ? "" : "s"}. <Link href="/templates">Open templates</Link>
-        </p>
-        <div className="row">
-          <button type="button" onClick={onClose}>
-            Close
-          </button>
-        </div>
-      </div>
-    );
-  }
+  if (save.data) return <SavedTemplate saved={save.data} onClose={onClose} />;
 
   return (
     <form className="card import-form stack-sm" onSubmit={submit} aria-labelledby={`${id}-title`}>
@@ -110,31 +96,13 @@ function SaveTemplateForm({
         </p>
       )}
       {parameters.length > 0 && (
-        <fieldset className="stack-sm">
-          <legend>Parameters</legend>
-          {parameters.map((parameter) => (
-            <div key={parameter} className="row" data-testid="template-parameter" data-name={parameter}>
-              <code className="mono">{`{{${parameter}}}`}</code>
-              <label className="field">
-                <span>Label</span>
-                <input
-                  aria-label={`Label of ${parameter}`}
-                  value={labels[parameter] ?? ""}
-                  placeholder={parameter}
-                  onChange={(e) => setLabels((current) => ({ ...current, [parameter]: e.target.value }))}
-                />
-              </label>
-              <label className="field">
-                <span>Default (empty: required)</span>
-                <input
-                  aria-label={`Default of ${parameter}`}
-                  value={defaults[parameter] ?? ""}
-                  onChange={(e) => setDefaults((current) => ({ ...current, [parameter]: e.target.value }))}
-                />
-              </label>
-            </div>
-          ))}
-        </fieldset>
+        <ParameterFields
+          parameters={parameters}
+          labels={labels}
+          setLabels={setLabels}
+          defaults={defaults}
+          setDefaults={setDefaults}
+        />
       )}
       <ErrorMessage error={save.error} />
       <div className="row">
@@ -146,5 +114,67 @@ function SaveTemplateForm({
         </button>
       </div>
     </form>
+  );
+}
+
+/** The template is saved: what it is called, how many parameters it has, and where templates are. */
+function SavedTemplate({ saved, onClose }: { saved: { name: string; parameters: unknown[] }; onClose(): void }) {
+  return (
+    <div className="card import-form stack-sm" role="status">
+      <p>
+        Saved “{saved.name}” as a template with {saved.parameters.length} parameter
+        {saved.parameters.length === 1 ? "" : "s"}. <Link href="/templates">Open templates</Link>
+      </p>
+      <div className="row">
+        <button type="button" onClick={onClose}>
+          Close
+        </button>
+      </div>
+    </div>
+  );
+}
+
+type TextByParameter = Record<string, string>;
+
+/** A label and a default for each `{{name}}` placeholder found in the version. */
+function ParameterFields({
+  parameters,
+  labels,
+  setLabels,
+  defaults,
+  setDefaults,
+}: {
+  parameters: string[];
+  labels: TextByParameter;
+  setLabels: Dispatch<SetStateAction<TextByParameter>>;
+  defaults: TextByParameter;
+  setDefaults: Dispatch<SetStateAction<TextByParameter>>;
+}) {
+  return (
+    <fieldset className="stack-sm">
+      <legend>Parameters</legend>
+      {parameters.map((parameter) => (
+        <div key={parameter} className="row" data-testid="template-parameter" data-name={parameter}>
+          <code className="mono">{`{{${parameter}}}`}</code>
+          <label className="field">
+            <span>Label</span>
+            <input
+              aria-label={`Label of ${parameter}`}
+              value={labels[parameter] ?? ""}
+              placeholder={parameter}
+              onChange={(e) => setLabels((current) => ({ ...current, [parameter]: e.target.value }))}
+            />
+          </label>
+          <label className="field">
+            <span>Default (empty: required)</span>
+            <input
+              aria-label={`Default of ${parameter}`}
+              value={defaults[parameter] ?? ""}
+              onChange={(e) => setDefaults((current) => ({ ...current, [parameter]: e.target.value }))}
+            />
+          </label>
+        </div>
+      ))}
+    </fieldset>
   );
 }
