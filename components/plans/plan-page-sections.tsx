@@ -5,7 +5,7 @@ import type { ReactNode } from "react";
 import { SaveTemplate } from "@/components/templates/save-template";
 import { ErrorMessage } from "@/components/ui/error-message";
 import type { Step } from "@/server/plan-schema";
-import type { PlanIssue } from "@/server/plans/validate";
+import type { PlanIssue } from "@/server/plan-schema";
 import type { StepAssessment } from "@/server/tools/assessment";
 import { ExportImport } from "./export-import";
 import { PlanGraph } from "./plan-graph";

@@ -62,18 +62,3 @@ export async function currentPlanningSessionOf(db: Db, owner: PlanModeOwner): Pr
   );
   return rows.rows[0]?.id;
 }
-
-/** The agent left plan mode while its plan waits for review: its tools are its own again. */
-export async function markPlanModeLeft(db: Db, sessionId: string): Promise<void> {
-  await db.query("update planning_sessions set plan_mode_left_at = coalesce(plan_mode_left_at, now()) where id = $1", [
-    sessionId,
-  ]);
-}
-
-/**
- * An agent's resubmission after the person sent the plan back: it is planning again, so plan
- * mode holds again until the next decision.
- */
-export async function markPlanModeHeld(db: Db, sessionId: string): Promise<void> {
-  await db.query("update planning_sessions set plan_mode_left_at = null where id = $1", [sessionId]);
-}

@@ -12,7 +12,6 @@ import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { recordAudit } from "../audit/audit-log";
 import * as store from "../planner/session-store";
 import { insertSession } from "./sessions";
-import { markPlanModeHeld, markPlanModeLeft } from "./agent-plan-mode";
 import { scheduleAnswerTimeout, scheduleReviewTimeout, touchPlanMode } from "./wait-timers";
 
 /**
@@ -290,7 +289,7 @@ export async function submitPlan(app: App, input: { sessionId: string } & Caller
   }
   await store.submitPlan(app.db.pool, session.id, { planId, resultVersion: version });
   // A resubmission after the agent left plan mode is planning again: the agent waits for review.
-  await markPlanModeHeld(app.db.pool, session.id);
+  await store.markPlanModeHeld(app.db.pool, session.id);
   await emit(app, session, "planning.completed", { planId, version });
   await scheduleReviewTimeout(app.db.pool, { sessionId: session.id, planId, version });
   return {
@@ -375,7 +374,7 @@ export async function exitPlanMode(
     await emit(app, session, "planning.cancelled", { by: input.actor });
   } else {
     // The plan stays for review, but the agent is no longer held read-only by it.
-    await markPlanModeLeft(app.db.pool, session.id);
+    await store.markPlanModeLeft(app.db.pool, session.id);
     await recordAudit(app.db.pool, {
       actor: input.actor,
       action: "planning.exited",

@@ -449,3 +449,19 @@ export function recordReviewTimeout(client: Client, sessionId: string, failure: 
     params: [JSON.stringify(failure)],
   });
 }
+
+/** The agent left plan mode while its plan waits for review: its tools are its own again. */
+export async function markPlanModeLeft(client: Client, sessionId: string): Promise<void> {
+  await client.query(
+    "update planning_sessions set plan_mode_left_at = coalesce(plan_mode_left_at, now()) where id = $1",
+    [sessionId],
+  );
+}
+
+/**
+ * An agent's resubmission after the person sent the plan back: it is planning again, so plan
+ * mode holds again until the next decision.
+ */
+export async function markPlanModeHeld(client: Client, sessionId: string): Promise<void> {
+  await client.query("update planning_sessions set plan_mode_left_at = null where id = $1", [sessionId]);
+}
