@@ -8,7 +8,8 @@ import { launch } from "./launcher";
 import { CappedText, LineSplitter } from "./output-capture";
 import { killCommand, waitUntilGone } from "./process-tree";
 import { noSandboxReason, sandboxAvailable, systemProgram, UNAPPROVED_WALL_SECONDS } from "./sandbox";
-import { analyzeShellCommand, checkWorkspacePaths, isReadOnlyCommand } from "./shell-read-only";
+import { analyzeShellCommand, isReadOnlyCommand } from "./shell-read-only";
+import { checkWorkspacePaths } from "./shell-workspace-paths";
 import { defineTool, type ToolContext } from "./types";
 import { resolveInWorkspace } from "./workspace-path";
 
