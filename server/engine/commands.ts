@@ -1,3 +1,4 @@
+import type pg from "pg";
 import { actorKindOf } from "../caller-context";
 import { mayLiftPause, type IdentityKind } from "../vocabulary";
 import { inTransaction } from "../db";
@@ -14,27 +15,26 @@ import { advance, cancelOpenSteps, dispatch, finishIfDone, makeReady, unblockDep
 import type { EngineDeps } from "./deps";
 import { holdForSignal } from "./outcome";
 import { CANCEL_CHANNEL } from "../queue/jobs";
-import { audit, openRunTransaction, requireRun, type StepWaiting } from "./run-transaction";
+import { audit, openRunTransaction, requireRun, type RunTransaction, type StepWaiting } from "./run-transaction";
+
+interface ApprovalDecision {
+  runId: string;
+  stepId: string;
+  approve: boolean;
+  actor: string;
+  /** The person's note on the decision, stored with it (approvals.comment) and audited. */
+  comment?: string;
+  /** How the decision arrived when not directly (`link`: a signed decision link); audited. */
+  via?: "link";
+  /**
+   * The definition hash the person was shown (approval surfaces carry it): an approval of a step
+   * that changed since is refused rather than applied to a definition nobody saw.
+   */
+  definitionHash?: string;
+}
 
 /** Approve or deny a gated step. Enforced here, whatever the client: only awaiting steps can be decided. */
-export async function decideApproval(
-  deps: EngineDeps,
-  input: {
-    runId: string;
-    stepId: string;
-    approve: boolean;
-    actor: string;
-    /** The person's note on the decision, stored with it (approvals.comment) and audited. */
-    comment?: string;
-    /** How the decision arrived when not directly (`link`: a signed decision link); audited. */
-    via?: "link";
-    /**
-     * The definition hash the person was shown (approval surfaces carry it): an approval of a step
-     * that changed since is refused rather than applied to a definition nobody saw.
-     */
-    definitionHash?: string;
-  },
-): Promise<void> {
+export async function decideApproval(deps: EngineDeps, input: ApprovalDecision): Promise<void> {
   await inTransaction(deps.pool, async (client) => {
     const tx = await openRunTransaction(deps, client, input.runId);
     if (!tx) throw new AppError("not_found", `No run ${input.runId}`);
@@ -64,43 +64,7 @@ export async function decideApproval(
         `${input.stepId} changed after it was shown to you; review what it will run now and decide again`,
       );
     }
-    // The authority policy (server/policy/authority.ts) on the facts as they stand now: may this
-    // person approve this step (role held now, not an author of any version under a policy that
-    // excludes authors), and how many distinct approvals the step's computed risk asks for.
-    let tally: { policy: string; approvals: string[]; required: number } | undefined;
-    if (input.approve) {
-      const run = {
-        id: tx.run.id,
-        planId: tx.run.plan_id,
-        planVersion: tx.run.plan_version,
-        workspaceRoot: tx.run.workspace_root,
-      };
-      const facts = (await assessApprovals(client, deps.tools, run, [input.stepId])).get(input.stepId);
-      const { required, given, policy, author } = facts?.view.approvals ?? {
-        required: 1,
-        given: [],
-        policy: "1 approval",
-      };
-      const approver = await principalNow(client, input.actor, actorKindOf(input.actor));
-      const decision = authorize(approver, "step.approve", facts?.resource);
-      if (!decision.allowed) {
-        throw new AppError(
-          "forbidden",
-          decision.rule === "authors-may-not-approve"
-            ? `${input.actor} wrote a version of this plan and may not approve its steps (approver policy: ${policy}; authors: ${author}); another approver must`
-            : `${input.actor} may not approve ${input.stepId}: ${decision.reason}`,
-          { policy, author, rule: decision.rule },
-        );
-      }
-      if (given.includes(input.actor)) {
-        throw new AppError(
-          "invalid_state",
-          `${input.actor} already approved ${input.stepId}; it has ${given.length} of ${required} approvals and waits for another approver`,
-          { policy, approvals: given, required },
-        );
-      }
-      tally = { policy, approvals: [...given, input.actor], required };
-    }
+    const tally = input.approve ? await approvalTally(deps, client, tx, input) : undefined;
     await client.query(
       `insert into approvals (run_id, step_id, plan_version, decision, actor, comment, definition_hash, actor_kind)
        values ($1, $2, $3, $4, $5, $6, $7, $8)`,
@@ -152,6 +116,50 @@ export async function decideApproval(
     }
     await tx.flush();
   });
+}
+
+/**
+ * The authority policy (server/policy/authority.ts) on the facts as they stand now: may this
+ * person approve this step (role held now, not an author of any version under a policy that
+ * excludes authors), and how many distinct approvals the step's computed risk asks for.
+ */
+async function approvalTally(
+  deps: EngineDeps,
+  client: pg.PoolClient,
+  tx: RunTransaction,
+  input: ApprovalDecision,
+): Promise<{ policy: string; approvals: string[]; required: number }> {
+  const run = {
+    id: tx.run.id,
+    planId: tx.run.plan_id,
+    planVersion: tx.run.plan_version,
+    workspaceRoot: tx.run.workspace_root,
+  };
+  const facts = (await assessApprovals(client, deps.tools, run, [input.stepId])).get(input.stepId);
+  const { required, given, policy, author } = facts?.view.approvals ?? {
+    required: 1,
+    given: [],
+    policy: "1 approval",
+  };
+  const approver = await principalNow(client, input.actor, actorKindOf(input.actor));
+  const decision = authorize(approver, "step.approve", facts?.resource);
+  if (!decision.allowed) {
+    throw new AppError(
+      "forbidden",
+      decision.rule === "authors-may-not-approve"
+        ? `${input.actor} wrote a version of this plan and may not approve its steps (approver policy: ${policy}; authors: ${author}); another approver must`
+        : `${input.actor} may not approve ${input.stepId}: ${decision.reason}`,
+      { policy, author, rule: decision.rule },
+    );
+  }
+  if (given.includes(input.actor)) {
+    throw new AppError(
+      "invalid_state",
+      `${input.actor} already approved ${input.stepId}; it has ${given.length} of ${required} approvals and waits for another approver`,
+      { policy, approvals: given, required },
+    );
+  }
+  return { policy, approvals: [...given, input.actor], required };
 }
 
 /** The answer to an `ask_user` step becomes its output, and the run carries on from there. */

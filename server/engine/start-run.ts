@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type pg from "pg";
 import type { QueryResult } from "pg";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
@@ -65,33 +66,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
         assertPlanMayRun(opened![0]!);
         const version = opened![1] as QueryResult<{ trace_id: string | null; steps: Step[] }>;
         traceId = version.rows[0]?.trace_id ?? randomUUID();
-        if (input.workspaceId) {
-          const workspace = await client.query(
-            "select 1 from workspaces where id = $1 and removed_at is null for share",
-            [input.workspaceId],
-          );
-          if (workspace.rowCount === 0) throw new AppError("invalid_state", "The plan's workspace was removed");
-          // The approver policy's other half: no one who wrote a version of the plan up to this one
-          // approves it to run (server/policy/authority.ts). An agent starting its own session's
-          // run proposes rather than approves; the same author rule holds for it.
-          const policy = await workspacePolicy(client, input.workspaceId);
-          if (!policy.authorMayApprove) {
-            const kind = actorKindOf(input.actor);
-            const principal = await principalNow(client, input.actor, kind);
-            const authors = await planAuthors(client, input.planId, input.version);
-            const decision = authorize(principal, principal.kind === "agent" ? "session.start" : "plan.approve", {
-              policy,
-              authors,
-            });
-            if (!decision.allowed && decision.rule === "authors-may-not-approve") {
-              throw new AppError(
-                "forbidden",
-                `${input.actor} wrote a version of this plan (up to version ${input.version}) and may not approve it (the workspace's approver policy); another approver must`,
-                { author: input.actor, authors },
-              );
-            }
-          }
-        }
+        if (input.workspaceId) await assertWorkspaceMayRun(client, input, input.workspaceId);
         if (version.rowCount === 0) {
           throw new AppError("not_found", `Plan ${input.planId} has no version ${input.version}`);
         }
@@ -102,68 +77,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
         const initial: StepStatus[] = steps.map((step) =>
           reused.has(step.id) ? "completed" : step.skipped ? "skipped" : "pending",
         );
-        // The run and its steps in one statement, returning the run as the engine's lock reads it
-        // (the new row is this transaction's alone).
-        const run = await client.query(
-          `with run as (
-         insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root,
-                           open_steps, active_steps, started_at, approval_timeout_ms, approval_warning_ms, rerun_of,
-                           workspace_id, recovery_policy, approval_note)
-         values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12, $13, $14)
-         returning ${RUN_COLUMNS}
-       ),
-       steps as (
-         insert into run_steps (run_id, step_id, position, tool, status, depends_on, reason)
-         select $1, s.id, s.position, s.tool, s.status, s.depends_on, s.reason
-         from jsonb_to_recordset($15::jsonb)
-           as s(id text, position int, tool text, status text, depends_on text[], reason text)
-       )
-       select * from run`,
-          [
-            runId,
-            input.planId,
-            input.version,
-            input.maxParallel ?? 8,
-            traceId,
-            input.actor,
-            input.workspaceRoot,
-            initial.filter((s) => s === "pending").length,
-            input.approvalTimeoutMs ?? DEFAULT_APPROVAL_TIMEOUT_MS,
-            input.approvalWarningMs ?? DEFAULT_APPROVAL_WARNING_MS,
-            input.reuse?.fromRunId ?? null,
-            input.workspaceId ?? null,
-            input.recoveryPolicy ?? "ask",
-            input.note || null,
-            JSON.stringify(
-              steps.map((step, index) => ({
-                id: step.id,
-                position: index,
-                tool: step.tool,
-                status: initial[index],
-                depends_on: step.dependsOn,
-                reason: reused.has(step.id)
-                  ? `Result reused from run ${input.reuse!.fromRunId}`
-                  : step.skipped
-                    ? "Skipped by the reviewer"
-                    : null,
-              })),
-            ),
-          ],
-        );
-        if (input.reuse && reused.size > 0) {
-          // Only results that succeeded are reused; anything else would make the new run lie.
-          const copied = await client.query(
-            `update run_steps rs set result = old.result, attempt = old.attempt, progress = 100,
-           started_at = old.started_at, finished_at = old.finished_at
-         from run_steps old
-         where rs.run_id = $1 and old.run_id = $2 and old.step_id = rs.step_id and rs.step_id = any($3)
-           and old.status = 'completed' and (old.result->>'ok')::boolean`,
-            [runId, input.reuse.fromRunId, [...reused]],
-          );
-          if (copied.rowCount !== reused.size) {
-            throw new AppError("invalid_state", "Only completed steps of the earlier run can be reused");
-          }
-        }
+        const run = await insertRun(client, { runId, traceId, input, steps, initial, reused });
         // The graph of the steps just read: the transaction below and the run's later ones find it
         // cached rather than reading the version again.
         await deps.graphs.get(input.planId, input.version, async () => steps);
@@ -213,4 +127,119 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
   }
   if (worker) startContinuations(worker, local.committed);
   return { runId, traceId };
+}
+
+/**
+ * The plan's workspace must still be registered (read `for share`, so it cannot be removed
+ * meanwhile), and its approver policy may keep the plan's authors from approving it.
+ */
+async function assertWorkspaceMayRun(client: pg.PoolClient, input: StartRunInput, workspaceId: string) {
+  const workspace = await client.query("select 1 from workspaces where id = $1 and removed_at is null for share", [
+    workspaceId,
+  ]);
+  if (workspace.rowCount === 0) throw new AppError("invalid_state", "The plan's workspace was removed");
+  // The approver policy's other half: no one who wrote a version of the plan up to this one
+  // approves it to run (server/policy/authority.ts). An agent starting its own session's
+  // run proposes rather than approves; the same author rule holds for it.
+  const policy = await workspacePolicy(client, workspaceId);
+  if (!policy.authorMayApprove) {
+    const kind = actorKindOf(input.actor);
+    const principal = await principalNow(client, input.actor, kind);
+    const authors = await planAuthors(client, input.planId, input.version);
+    const decision = authorize(principal, principal.kind === "agent" ? "session.start" : "plan.approve", {
+      policy,
+      authors,
+    });
+    if (!decision.allowed && decision.rule === "authors-may-not-approve") {
+      throw new AppError(
+        "forbidden",
+        `${input.actor} wrote a version of this plan (up to version ${input.version}) and may not approve it (the workspace's approver policy); another approver must`,
+        { author: input.actor, authors },
+      );
+    }
+  }
+}
+
+/** Writes the run and its step rows, copying the reused results of an earlier run; returns the run row. */
+async function insertRun(
+  client: pg.PoolClient,
+  {
+    runId,
+    traceId,
+    input,
+    steps,
+    initial,
+    reused,
+  }: {
+    runId: string;
+    traceId: string;
+    input: StartRunInput;
+    steps: Step[];
+    initial: StepStatus[];
+    reused: Set<string>;
+  },
+): Promise<QueryResult> {
+  // The run and its steps in one statement, returning the run as the engine's lock reads it
+  // (the new row is this transaction's alone).
+  const run = await client.query(
+    `with run as (
+    insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root,
+                      open_steps, active_steps, started_at, approval_timeout_ms, approval_warning_ms, rerun_of,
+                      workspace_id, recovery_policy, approval_note)
+    values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12, $13, $14)
+    returning ${RUN_COLUMNS}
+  ),
+  steps as (
+    insert into run_steps (run_id, step_id, position, tool, status, depends_on, reason)
+    select $1, s.id, s.position, s.tool, s.status, s.depends_on, s.reason
+    from jsonb_to_recordset($15::jsonb)
+      as s(id text, position int, tool text, status text, depends_on text[], reason text)
+  )
+  select * from run`,
+    [
+      runId,
+      input.planId,
+      input.version,
+      input.maxParallel ?? 8,
+      traceId,
+      input.actor,
+      input.workspaceRoot,
+      initial.filter((s) => s === "pending").length,
+      input.approvalTimeoutMs ?? DEFAULT_APPROVAL_TIMEOUT_MS,
+      input.approvalWarningMs ?? DEFAULT_APPROVAL_WARNING_MS,
+      input.reuse?.fromRunId ?? null,
+      input.workspaceId ?? null,
+      input.recoveryPolicy ?? "ask",
+      input.note || null,
+      JSON.stringify(
+        steps.map((step, index) => ({
+          id: step.id,
+          position: index,
+          tool: step.tool,
+          status: initial[index],
+          depends_on: step.dependsOn,
+          reason: reused.has(step.id)
+            ? `Result reused from run ${input.reuse!.fromRunId}`
+            : step.skipped
+              ? "Skipped by the reviewer"
+              : null,
+        })),
+      ),
+    ],
+  );
+  if (input.reuse && reused.size > 0) {
+    // Only results that succeeded are reused; anything else would make the new run lie.
+    const copied = await client.query(
+      `update run_steps rs set result = old.result, attempt = old.attempt, progress = 100,
+      started_at = old.started_at, finished_at = old.finished_at
+    from run_steps old
+    where rs.run_id = $1 and old.run_id = $2 and old.step_id = rs.step_id and rs.step_id = any($3)
+      and old.status = 'completed' and (old.result->>'ok')::boolean`,
+      [runId, input.reuse.fromRunId, [...reused]],
+    );
+    if (copied.rowCount !== reused.size) {
+      throw new AppError("invalid_state", "Only completed steps of the earlier run can be reused");
+    }
+  }
+  return run;
 }

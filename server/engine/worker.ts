@@ -29,6 +29,9 @@ import {
 import { recordQueueWorkerId } from "./queue-locks";
 import { workerName } from "./run-view";
 
+/** A job handler on the queue: its payload, and what graphile-worker says of the job (when it was due). */
+type QueueTask = (payload: unknown, helpers: { job: { run_at: Date } }) => Promise<void>;
+
 export interface StepWorker {
   /**
    * Graceful: stops taking work, keeps heartbeating while in-flight steps finish within the grace
@@ -45,7 +48,7 @@ const log = logger.child({ component: "worker" });
  * and an abort for what is still running when the shutdown grace period is over.
  */
 export interface ExtraWork {
-  tasks: Record<string, (payload: unknown) => Promise<void>>;
+  tasks: Record<string, QueueTask>;
   maintain?(): Promise<void>;
   abortAll?(): void;
 }
@@ -59,21 +62,7 @@ const DEFAULT_GRACE_MS = Number(process.env.STEPWISE_SHUTDOWN_GRACE_MS ?? 10_000
  * No database error stops it: it waits for the database at start, and its heartbeat, cancel
  * listener and transactions ride out dropped connections.
  */
-export async function startStepWorker(
-  engine: EngineDeps,
-  options: {
-    databaseUrl: string;
-    concurrency: number;
-    heartbeatMs?: number;
-    /** graphile-worker's pool (its share of the process's connection budget). */
-    queuePoolSize?: number;
-    /** Fault injection for tests: beat, but never renew the leases of running attempts. */
-    skipLeaseRenewal?: boolean;
-    /** How often each idle queue worker polls (default `queuePollIntervalMs(concurrency)`). */
-    queuePollIntervalMs?: number;
-    extra?: (worker: { workerId: string; heartbeatMs: number }) => ExtraWork;
-  },
-): Promise<StepWorker> {
+export async function startStepWorker(engine: EngineDeps, options: StepWorkerOptions): Promise<StepWorker> {
   const workerId = randomUUID();
   const heartbeatMs = options.heartbeatMs ?? Number(process.env.STEPWISE_HEARTBEAT_MS ?? 2000);
   const deps: EngineDeps = {
@@ -88,6 +77,121 @@ export async function startStepWorker(
   const alarm = queueAlarm(deps.pool);
   deps.wakeQueueIn = alarm.wakeIn;
   const extra = options.extra?.({ workerId, heartbeatMs });
+  await registerWorker(deps, workerId, heartbeatMs);
+  const state: WorkerState = { stopping: false, activeJobs: 0 };
+  // The queue's own pool, with the same timeouts as ours: a hung connection attempt must not
+  // hold one of graphile's workers (and so a concurrency slot) for ever. Jobs hold no connection
+  // while they run, so a few serve any concurrency.
+  const queuePool = createPool(options.databaseUrl, {
+    max: options.queuePoolSize ?? options.concurrency + 2,
+    applicationName: "stepwise-queue",
+  });
+  const queue = {
+    pool: queuePool,
+    events: queueRunnerEvents(deps, workerId),
+    taskList: { ...extra?.tasks, ...stepWorkerTasks(deps, state) },
+  };
+  const startRunner = () => startQueueRunner(queue, options, state);
+  let runner: Runner = await startRunner();
+  const restartRunner = async (why: string) => {
+    log.warn({ why }, "restarting the job runner");
+    const old = runner;
+    runner = await startRunner();
+    supervise(runner);
+    // The old runner may never finish stopping (that is why it is replaced); don't wait for it.
+    void old.stop().catch(() => undefined);
+  };
+  // graphile stops its pool after a long outage; a worker process restarts it rather than idling.
+  const supervise = (current: Runner) => {
+    current.promise
+      .catch(() => undefined)
+      .then(async () => {
+        if (state.stopping || current !== runner) return;
+        await restartRunner("it stopped");
+      })
+      .catch((error: unknown) => log.error({ err: String(error) }, "could not restart the job runner"));
+  };
+  supervise(runner);
+
+  const heartbeat = startHeartbeat(options.databaseUrl, workerId, heartbeatMs);
+  const leaseRenewal = startLeaseRenewal(deps, heartbeatMs, options.skipLeaseRenewal === true);
+  const maintenance = startMaintenance(deps, state, {
+    heartbeatMs,
+    concurrency: options.concurrency,
+    extra,
+    restartRunner,
+  });
+
+  // Cancellation may be decided in another process; abort our in-flight steps of that run. The
+  // listener reconnects after a dropped connection, so a cancel after a cut still stops commands.
+  const listener = new DatabaseListener({
+    databaseUrl: options.databaseUrl,
+    channels: [CANCEL_CHANNEL],
+    onNotification: (_channel, runId) => {
+      if (runId) abortRunLocally(deps, runId);
+    },
+  });
+  await retryOnConnectionLoss(() => listener.start(), { maxDelayMs: 5_000 });
+
+  const stop = async (graceMs: number) => {
+    state.stopping = true;
+    if (engine.localWorker === deps) engine.localWorker = undefined;
+    await letJobsFinish(deps, state, extra, runner, graceMs);
+    deps.stopping = true;
+    alarm.stop();
+    heartbeat.clear();
+    leaseRenewal.clear();
+    maintenance.clear();
+    // A tick already under way finishes before the pools it uses are closed (by us, or by the
+    // app right after this returns): cut off, it would report a failure that is only the stop.
+    await Promise.all([maintenance.running(), leaseRenewal.running()]);
+    // Our row is marked last: peers then see any step still marked running here as interrupted.
+    // It stays, so a step's card can still say which worker ran it.
+    await deps.pool.query("update workers set stopped_at = now() where id = $1", [workerId]).catch(() => undefined);
+    await listener.close();
+    await queuePool.end().catch(() => undefined);
+    await heartbeat.close();
+  };
+  let stopped: Promise<void> | undefined;
+  // Runs approved in this process start their first steps here from now on: the worker's row,
+  // heartbeat and lease renewal exist, so its claims are recovered like any other's.
+  engine.localWorker = deps;
+  return {
+    // Idempotent: shutdown paths (signal handlers, context close) may both stop the worker.
+    stop(stopOptions) {
+      stopped ??= stop(stopOptions?.graceMs ?? DEFAULT_GRACE_MS);
+      return stopped;
+    },
+  };
+}
+
+interface StepWorkerOptions {
+  databaseUrl: string;
+  concurrency: number;
+  heartbeatMs?: number;
+  /** graphile-worker's pool (its share of the process's connection budget). */
+  queuePoolSize?: number;
+  /** Fault injection for tests: beat, but never renew the leases of running attempts. */
+  skipLeaseRenewal?: boolean;
+  /** How often each idle queue worker polls (default `queuePollIntervalMs(concurrency)`). */
+  queuePollIntervalMs?: number;
+  extra?: (worker: { workerId: string; heartbeatMs: number }) => ExtraWork;
+}
+
+/** What the worker's parts share while it runs: whether it is stopping, and how many step jobs run. */
+interface WorkerState {
+  stopping: boolean;
+  activeJobs: number;
+}
+
+/** A timer of the worker's: `clear` ends it, `running` is the tick under way, if any. */
+interface WorkerTimer {
+  clear(): void;
+  running(): Promise<void> | undefined;
+}
+
+/** The worker's row, written once the database answers (it waits for it at start). */
+async function registerWorker(deps: EngineDeps, workerId: string, heartbeatMs: number): Promise<void> {
   await retryOnConnectionLoss(
     () =>
       deps.pool.query("insert into workers (id, hostname, pid, heartbeat_ms) values ($1, $2, $3, $4)", [
@@ -103,16 +207,14 @@ export async function startStepWorker(
       },
     },
   );
-  // The queue's own pool, with the same timeouts as ours: a hung connection attempt must not
-  // hold one of graphile's workers (and so a concurrency slot) for ever. Jobs hold no connection
-  // while they run, so a few serve any concurrency.
-  const queuePool = createPool(options.databaseUrl, {
-    max: options.queuePoolSize ?? options.concurrency + 2,
-    applicationName: "stepwise-queue",
-  });
-  // Each runner's id (graphile's `locked_by`) is recorded beside our heartbeat row, so peers free
-  // the jobs it holds when this process dies (queue-locks.ts). Recorded as the runner is created,
-  // as it starts taking jobs; a lock it takes before the row names it is freed later (see there).
+}
+
+/**
+ * Each runner's id (graphile's `locked_by`) is recorded beside our heartbeat row, so peers free
+ * the jobs it holds when this process dies (queue-locks.ts). Recorded as the runner is created,
+ * as it starts taking jobs; a lock it takes before the row names it is freed later (see there).
+ */
+function queueRunnerEvents(deps: EngineDeps, workerId: string): WorkerEvents {
   const queueEvents: WorkerEvents = new EventEmitter();
   queueEvents.on("pool:create", ({ workerPool }) => {
     retryOnConnectionLoss(() => recordQueueWorkerId(deps.pool, workerId, workerPool.id), {
@@ -120,73 +222,71 @@ export async function startStepWorker(
       shouldStop: () => deps.stopping === true,
     }).catch((error: unknown) => log.error({ err: String(error) }, "could not record the job runner's id"));
   });
-  const startRunner = () =>
-    retryOnConnectionLoss(
-      () =>
-        runGraphileWorker({
-          pgPool: queuePool,
-          events: queueEvents,
-          concurrency: options.concurrency,
-          noHandleSignals: true,
-          pollInterval: options.queuePollIntervalMs ?? queuePollIntervalMs(options.concurrency),
-          logger: quietLogger(),
-          // Batched job completion retries a failed write with backoff and reports a final failure
-          // to graphile's handler; the unbatched path leaves it as an unhandled rejection, which
-          // kills the process on a dropped connection. Our own step state is already committed by
-          // then; a job left locked is re-queued by recovery and its late run finds nothing to do.
-          preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
-          taskList: {
-            ...extra?.tasks,
-            [RUN_STEP_TASK]: async (payload, helpers) => {
-              activeJobs++;
-              try {
-                observeQueueLatency(helpers.job.run_at);
-                await executeStepJob(deps, payload as { runId: string; stepId: string; attempt: number });
-              } finally {
-                activeJobs--;
-              }
-            },
-            [APPROVAL_WARNING_TASK]: async (payload) => {
-              await warnApprovalExpiring(deps, payload as { runId: string; stepId: string; expiresAt: string });
-            },
-            [AUTO_RECOVERY_TASK]: async (payload) => {
-              await deps.autoRecover?.(payload as { runId: string; stepId: string; attempt: number });
-            },
-            [APPROVAL_EXPIRY_TASK]: async (payload) => {
-              await expireApproval(deps, payload as { runId: string; stepId: string; expiresAt: string });
-            },
-          },
-        }),
-      { maxDelayMs: 5_000, shouldStop: () => stopping },
-    );
-  let stopping = false;
-  let activeJobs = 0;
-  let runner: Runner = await startRunner();
-  const restartRunner = async (why: string) => {
-    log.warn({ why }, "restarting the job runner");
-    const old = runner;
-    runner = await startRunner();
-    supervise(runner);
-    // The old runner may never finish stopping (that is why it is replaced); don't wait for it.
-    void old.stop().catch(() => undefined);
-  };
-  // graphile stops its pool after a long outage; a worker process restarts it rather than idling.
-  const supervise = (current: Runner) => {
-    current.promise
-      .catch(() => undefined)
-      .then(async () => {
-        if (stopping || current !== runner) return;
-        await restartRunner("it stopped");
-      })
-      .catch((error: unknown) => log.error({ err: String(error) }, "could not restart the job runner"));
-  };
-  supervise(runner);
+  return queueEvents;
+}
 
-  // The heartbeat has a connection and a timer of its own: engine work queueing for the pool, or
-  // a slow recovery pass, cannot make this worker look dead to its peers. Leases are renewed on
-  // their own timer through the engine pool; a step is taken over only when both are stale (see
-  // leases.ts), so a stall on one path alone costs no step. A failed beat is retried next tick.
-  const beatPool = createPool(options.databaseUrl, { max: 1, applicationName: "stepwise-heartbeat" });
+/** The engine's tasks on the queue: steps, and the timers of approvals and recovery. */
+function stepWorkerTasks(deps: EngineDeps, state: WorkerState): Record<string, QueueTask> {
+  return {
+    [RUN_STEP_TASK]: async (payload, helpers) => {
+      state.activeJobs++;
+      try {
+        observeQueueLatency(helpers.job.run_at);
+        await executeStepJob(deps, payload as { runId: string; stepId: string; attempt: number });
+      } finally {
+        state.activeJobs--;
+      }
+    },
+    [APPROVAL_WARNING_TASK]: async (payload) => {
+      await warnApprovalExpiring(deps, payload as { runId: string; stepId: string; expiresAt: string });
+    },
+    [AUTO_RECOVERY_TASK]: async (payload) => {
+      await deps.autoRecover?.(payload as { runId: string; stepId: string; attempt: number });
+    },
+    [APPROVAL_EXPIRY_TASK]: async (payload) => {
+      await expireApproval(deps, payload as { runId: string; stepId: string; expiresAt: string });
+    },
+  };
+}
+
+/** Starts graphile-worker's runner on the queue's pool, waiting for the database as long as it takes. */
+function startQueueRunner(
+  queue: { pool: pg.Pool; events: WorkerEvents; taskList: Record<string, QueueTask> },
+  options: StepWorkerOptions,
+  state: WorkerState,
+): Promise<Runner> {
+  return retryOnConnectionLoss(
+    () =>
+      runGraphileWorker({
+        pgPool: queue.pool,
+        events: queue.events,
+        concurrency: options.concurrency,
+        noHandleSignals: true,
+        pollInterval: options.queuePollIntervalMs ?? queuePollIntervalMs(options.concurrency),
+        logger: quietLogger(),
+        // Batched job completion retries a failed write with backoff and reports a final failure
+        // to graphile's handler; the unbatched path leaves it as an unhandled rejection, which
+        // kills the process on a dropped connection. Our own step state is already committed by
+        // then; a job left locked is re-queued by recovery and its late run finds nothing to do.
+        preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
+        taskList: queue.taskList,
+      }),
+    { maxDelayMs: 5_000, shouldStop: () => state.stopping },
+  );
+}
+
+/**
+ * The heartbeat has a connection and a timer of its own: engine work queueing for the pool, or
+ * a slow recovery pass, cannot make this worker look dead to its peers. Leases are renewed on
+ * their own timer through the engine pool; a step is taken over only when both are stale (see
+ * leases.ts), so a stall on one path alone costs no step. A failed beat is retried next tick.
+ */
+function startHeartbeat(
+  databaseUrl: string,
+  workerId: string,
+  heartbeatMs: number,
+): { clear(): void; close(): Promise<void> } {
+  const beatPool = createPool(databaseUrl, { max: 1, applicationName: "stepwise-heartbeat" });
   let beat: Promise<void> | undefined;
   const heartbeat = setInterval(() => {
     beat ??= beatPool
@@ -199,9 +299,19 @@ export async function startStepWorker(
       )
       .finally(() => (beat = undefined));
   }, heartbeatMs);
+  return {
+    clear: () => clearInterval(heartbeat),
+    async close() {
+      await beat;
+      await beatPool.end().catch(() => undefined);
+    },
+  };
+}
+
+function startLeaseRenewal(deps: EngineDeps, heartbeatMs: number, skip: boolean): WorkerTimer {
   let renewing: Promise<void> | undefined;
   const leaseRenewal = setInterval(() => {
-    if (options.skipLeaseRenewal) return;
+    if (skip) return;
     renewing ??= renewLeases(deps)
       .catch((error: unknown) => {
         // A lease row locked by a transaction in flight is renewed on the next tick.
@@ -210,25 +320,40 @@ export async function startStepWorker(
       })
       .finally(() => (renewing = undefined));
   }, heartbeatMs);
+  return { clear: () => clearInterval(leaseRenewal), running: () => renewing };
+}
 
-  // On its own tick, recovery of steps whose workers stopped: a run whose lock is busy is skipped
-  // and looked at again on the next tick, seconds later.
+/**
+ * On its own tick, recovery of steps whose workers stopped: a run whose lock is busy is skipped
+ * and looked at again on the next tick, seconds later.
+ */
+function startMaintenance(
+  deps: EngineDeps,
+  state: WorkerState,
+  options: {
+    heartbeatMs: number;
+    concurrency: number;
+    extra: ExtraWork | undefined;
+    restartRunner(why: string): Promise<void>;
+  },
+): WorkerTimer {
+  const { heartbeatMs, concurrency, extra, restartRunner } = options;
   let maintaining: Promise<void> | undefined;
   const maintenance = setInterval(() => {
     if (maintaining) return;
     maintaining = recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS)
-      .then(() => (stopping ? undefined : extra?.maintain?.()))
+      .then(() => (state.stopping ? undefined : extra?.maintain?.()))
       .then(async () => {
         // A runner wedged by a connection lost inside graphile takes no jobs although it has room:
         // due step jobs wait unlocked while this process runs fewer than it may. Replace it.
-        if (stopping || activeJobs >= options.concurrency) return;
+        if (state.stopping || state.activeJobs >= concurrency) return;
         const waiting = await deps.pool.query<{ n: number }>(
           `select count(*)::int as n from graphile_worker.jobs
            where task_identifier = $1 and locked_at is null and attempts < max_attempts
              and run_at < now() - make_interval(secs => $2)`,
           [RUN_STEP_TASK, (heartbeatMs * MISSED_BEATS) / 1000],
         );
-        if (waiting.rows[0]!.n > 0 && activeJobs < options.concurrency && !stopping) {
+        if (waiting.rows[0]!.n > 0 && state.activeJobs < concurrency && !state.stopping) {
           await restartRunner(`${waiting.rows[0]!.n} due jobs waited while it had room`);
         }
       })
@@ -237,69 +362,41 @@ export async function startStepWorker(
       })
       .finally(() => (maintaining = undefined));
   }, heartbeatMs);
+  return { clear: () => clearInterval(maintenance), running: () => maintaining };
+}
 
-  // Cancellation may be decided in another process; abort our in-flight steps of that run. The
-  // listener reconnects after a dropped connection, so a cancel after a cut still stops commands.
-  const listener = new DatabaseListener({
-    databaseUrl: options.databaseUrl,
-    channels: [CANCEL_CHANNEL],
-    onNotification: (_channel, runId) => {
-      if (runId) abortRunLocally(deps, runId);
-    },
-  });
-  await retryOnConnectionLoss(() => listener.start(), { maxDelayMs: 5_000 });
-
-  const stop = async (graceMs: number) => {
-    stopping = true;
-    if (engine.localWorker === deps) engine.localWorker = undefined;
-    // Stop taking jobs; graphile lets the jobs it handed out finish. Continuations are ours to wait for.
-    const runnerStopped = runner.stop().catch(() => undefined);
-    const idle = async () => {
-      await runnerStopped;
-      // Jobs of a runner replaced earlier (see restartRunner) are not waited for by this one's stop.
-      while (activeJobs > 0 || deps.continuationSlots!.used > 0) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-    };
-    const timedOut = await Promise.race([
-      idle().then(() => false),
-      new Promise<boolean>((resolve) => setTimeout(() => resolve(true), graceMs).unref()),
-    ]);
-    if (timedOut) {
-      extra?.abortAll?.();
-      const aborted = abortAllLocally(deps);
-      if (aborted > 0) log.warn({ aborted }, "shutdown grace period over: aborted the steps still running");
-      // An aborted step ends once its processes are gone (see raceAbort); only then may this
-      // worker's row say it stopped, which lets recovery queue the step again elsewhere.
-      await Promise.race([idle(), new Promise((resolve) => setTimeout(resolve, ABORT_SETTLE_MS + 1_000).unref())]);
+/**
+ * Stops taking jobs and lets the ones in flight (and continuations) finish within `graceMs`; what
+ * is still running then is aborted, and waited for until its processes are gone.
+ */
+async function letJobsFinish(
+  deps: EngineDeps,
+  state: WorkerState,
+  extra: ExtraWork | undefined,
+  runner: Runner,
+  graceMs: number,
+): Promise<void> {
+  // Stop taking jobs; graphile lets the jobs it handed out finish. Continuations are ours to wait for.
+  const runnerStopped = runner.stop().catch(() => undefined);
+  const idle = async () => {
+    await runnerStopped;
+    // Jobs of a runner replaced earlier (see restartRunner) are not waited for by this one's stop.
+    while (state.activeJobs > 0 || deps.continuationSlots!.used > 0) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    deps.stopping = true;
-    alarm.stop();
-    clearInterval(heartbeat);
-    clearInterval(leaseRenewal);
-    clearInterval(maintenance);
-    // A tick already under way finishes before the pools it uses are closed (by us, or by the
-    // app right after this returns): cut off, it would report a failure that is only the stop.
-    await Promise.all([maintaining, renewing]);
-    // Our row is marked last: peers then see any step still marked running here as interrupted.
-    // It stays, so a step's card can still say which worker ran it.
-    await deps.pool.query("update workers set stopped_at = now() where id = $1", [workerId]).catch(() => undefined);
-    await listener.close();
-    await queuePool.end().catch(() => undefined);
-    await beat;
-    await beatPool.end().catch(() => undefined);
   };
-  let stopped: Promise<void> | undefined;
-  // Runs approved in this process start their first steps here from now on: the worker's row,
-  // heartbeat and lease renewal exist, so its claims are recovered like any other's.
-  engine.localWorker = deps;
-  return {
-    // Idempotent: shutdown paths (signal handlers, context close) may both stop the worker.
-    stop(stopOptions) {
-      stopped ??= stop(stopOptions?.graceMs ?? DEFAULT_GRACE_MS);
-      return stopped;
-    },
-  };
+  const timedOut = await Promise.race([
+    idle().then(() => false),
+    new Promise<boolean>((resolve) => setTimeout(() => resolve(true), graceMs).unref()),
+  ]);
+  if (timedOut) {
+    extra?.abortAll?.();
+    const aborted = abortAllLocally(deps);
+    if (aborted > 0) log.warn({ aborted }, "shutdown grace period over: aborted the steps still running");
+    // An aborted step ends once its processes are gone (see raceAbort); only then may this
+    // worker's row say it stopped, which lets recovery queue the step again elsewhere.
+    await Promise.race([idle(), new Promise((resolve) => setTimeout(resolve, ABORT_SETTLE_MS + 1_000).unref())]);
+  }
 }
 
 /** graphile-worker's default logger prints every job; keep warnings and errors only. */

@@ -99,6 +99,11 @@ const planEnvelope = {
 
 /** Seed 001's routes: plain JSON (and SSE) beside the operations endpoint. */
 function planApiPaths() {
+  return { ...planPaths(), ...runAndChatPaths() };
+}
+
+/** Creating a plan and reading it: its versions, events and runs. */
+function planPaths() {
   return {
     "/api/plan": {
       post: {
@@ -175,6 +180,12 @@ function planApiPaths() {
         responses: { "200": { description: "The runs", content: json({ type: "object" }) }, ...problemResponses },
       },
     },
+  };
+}
+
+/** Reading a run, the decisions that start and gate it, and the chat pass-through. */
+function runAndChatPaths() {
+  return {
     "/api/runs/{runId}": {
       get: {
         operationId: "getRun",

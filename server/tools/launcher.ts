@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns, type StdioOptions } from "node:child_process";
-import { sandboxed, systemProgram, type SandboxOptions } from "./sandbox";
+import { sandboxed, systemProgram, type SandboxOptions } from "./sandbox-command";
 
 /**
  * The one place Stepwise starts programs (shell steps, the planner's read-only shell, verifiers,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import sh from "mvdan-sh";
-import { analyzeShellCommand, isReadOnlyCommand, nodeType } from "./shell-read-only";
+import { analyzeShellCommand, isReadOnlyCommand } from "./shell-read-only";
+import { nodeType } from "./shell-syntax";
 
 describe("isReadOnlyCommand", () => {
   it.each([

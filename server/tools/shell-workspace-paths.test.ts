@@ -4,7 +4,8 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sandboxAvailable } from "./sandbox";
 import { readOnlyShellTool, shellTool } from "./shell";
-import { analyzeShellCommand, checkWorkspacePaths } from "./shell-read-only";
+import { analyzeShellCommand } from "./shell-read-only";
+import { checkWorkspacePaths } from "./shell-workspace-paths";
 import { createTempWorkspace, createToolContext, rejectionOf, removeTempWorkspace, runTool } from "./tool-test-support";
 
 /**

@@ -8,7 +8,8 @@ import { launch } from "./launcher";
 import { CappedText, LineSplitter } from "./output-capture";
 import { killCommand, waitUntilGone } from "./process-tree";
 import { noSandboxReason, sandboxAvailable, systemProgram, UNAPPROVED_WALL_SECONDS } from "./sandbox";
-import { analyzeShellCommand, checkWorkspacePaths, isReadOnlyCommand } from "./shell-read-only";
+import { analyzeShellCommand, isReadOnlyCommand } from "./shell-read-only";
+import { checkWorkspacePaths } from "./shell-workspace-paths";
 import { defineTool, type ToolContext } from "./types";
 import { resolveInWorkspace } from "./workspace-path";
 
@@ -227,37 +228,7 @@ export function runShell(
 ): Promise<ShellResult> {
   context.signal.throwIfAborted();
   return new Promise<ShellResult>((resolve, reject) => {
-    const bash = [systemProgram("bash") ?? "/bin/bash", "--noprofile", "--norc", "-c", command];
-    // Confined: as uid 65534 without capabilities, under limits, in the sandbox's own PID
-    // namespace. Otherwise exactly the approved command, in a PID namespace of its own, so every
-    // descendant (setsid ones too) ends with the step (server/tools/launcher.ts).
-    const child = launch(
-      confine
-        ? {
-            kind: "sandbox",
-            argv: bash,
-            sandbox: {
-              workspace: confine.workspace,
-              cwd,
-              readOnlyPaths: confine.readOnlyPaths,
-              wallSeconds: confine.wallSeconds,
-            },
-          }
-        : {
-            kind: "approved",
-            argv: bash,
-            // The engine ran this step past its gate: every command not judged read-only has one.
-            approvedByPerson: true,
-            why: "a shell command that is not read-only",
-          },
-      {
-        cwd,
-        env: confine ? extraEnv : { ...shellEnvironment(process.env), ...extraEnv },
-        stdio: ["ignore", "pipe", "pipe"],
-        detached: true,
-        containLifetime: true,
-      },
-    );
+    const child = launchShell(command, cwd, extraEnv, confine);
     const watchdog = child.pid === undefined ? undefined : startGroupWatchdog(child.pid);
     const stdout = new CappedText(SHELL_OUTPUT_LIMIT);
     const stderr = new CappedText(SHELL_OUTPUT_LIMIT);
@@ -347,6 +318,46 @@ export function runShell(
       if (!stopping) finish();
     });
   });
+}
+
+/** `bash -c command` in a process group of its own: confined in the sandbox, or as approved. */
+function launchShell(
+  command: string,
+  cwd: string,
+  extraEnv: Record<string, string>,
+  confine: { workspace: string; readOnlyPaths?: string[]; wallSeconds?: number } | undefined,
+) {
+  const bash = [systemProgram("bash") ?? "/bin/bash", "--noprofile", "--norc", "-c", command];
+  // Confined: as uid 65534 without capabilities, under limits, in the sandbox's own PID
+  // namespace. Otherwise exactly the approved command, in a PID namespace of its own, so every
+  // descendant (setsid ones too) ends with the step (server/tools/launcher.ts).
+  return launch(
+    confine
+      ? {
+          kind: "sandbox",
+          argv: bash,
+          sandbox: {
+            workspace: confine.workspace,
+            cwd,
+            readOnlyPaths: confine.readOnlyPaths,
+            wallSeconds: confine.wallSeconds,
+          },
+        }
+      : {
+          kind: "approved",
+          argv: bash,
+          // The engine ran this step past its gate: every command not judged read-only has one.
+          approvedByPerson: true,
+          why: "a shell command that is not read-only",
+        },
+    {
+      cwd,
+      env: confine ? extraEnv : { ...shellEnvironment(process.env), ...extraEnv },
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+      containLifetime: true,
+    },
+  );
 }
 
 /** A watchdog over one process group (see GROUP_WATCHDOG); `release` lets it go quietly. */

@@ -50,68 +50,15 @@ async function sessionOf(app: App, sessionId: string) {
  * when an agent's plan mode handed in a plan.
  */
 async function describe(app: App, event: StoredEvent, base: string): Promise<Found[]> {
-  const key = (name: string) => `${event.streamId}:${event.seq}:${name}`;
-  const at = event.createdAt;
-  const runLink = (runId: string, stepId?: string) => ({
-    label: "Open the run",
-    url: `${base}/runs/${runId}${stepId ? `#step-${stepId}` : ""}`,
-  });
+  const context = describing(event, base);
+  const { key, at, runLink } = context;
   switch (event.type) {
     case "approval.requested":
-    case "input.requested": {
-      const run = event.runId ? await runOf(app, event.runId) : undefined;
-      if (!run || !event.runId || !event.stepId) return [];
-      const step = run.steps.find((candidate) => candidate.id === event.stepId);
-      const title = step?.title ?? step?.description ?? event.stepId;
-      const approval = event.type === "approval.requested";
-      return [
-        {
-          sourceKey: key("waiting_for_you"),
-          gate: approval ? { runId: event.runId, stepId: event.stepId } : undefined,
-          notification: {
-            event: "waiting_for_you",
-            summary: approval ? `"${title}" waits for your approval` : `"${title}" asks you a question`,
-            occurredAt: at,
-            data: {
-              kind: approval ? "step_approval" : "step_input",
-              runId: event.runId,
-              stepId: event.stepId,
-              planId: run.plan_id,
-              goal: run.goal,
-              title,
-              ...(approval
-                ? { expiresAt: event.data.expiresAt, ...(event.data.reason && { reason: event.data.reason }) }
-                : { question: event.data.question, choices: event.data.choices ?? null }),
-            },
-            links: [runLink(event.runId, event.stepId)],
-          },
-        },
-      ];
-    }
+    case "input.requested":
+      return describeStepWait(app, event, context);
     case "run.completed":
-    case "run.failed": {
-      const run = event.runId ? await runOf(app, event.runId) : undefined;
-      if (!run || !event.runId) return [];
-      const failed = event.type === "run.failed";
-      return [
-        {
-          sourceKey: key(failed ? "run.failed" : "run.finished"),
-          notification: {
-            event: failed ? "run.failed" : "run.finished",
-            summary: failed ? `A run of "${run.goal}" failed` : `A run of "${run.goal}" finished`,
-            occurredAt: at,
-            data: {
-              runId: event.runId,
-              planId: run.plan_id,
-              goal: run.goal,
-              status: event.data.status,
-              ...(event.data.reason && { reason: event.data.reason }),
-            },
-            links: [runLink(event.runId)],
-          },
-        },
-      ];
-    }
+    case "run.failed":
+      return describeRunEnd(app, event, context);
     case "signal.raised": {
       if (event.data.level !== "blocker" || !event.runId) return [];
       const run = await runOf(app, event.runId);
@@ -156,47 +103,137 @@ async function describe(app: App, event: StoredEvent, base: string): Promise<Fou
         },
       ];
     }
-    case "planning.completed": {
-      const session = await sessionOf(app, event.streamId);
-      if (!session) return [];
-      const planLink = { label: "Review the plan", url: `${base}/plans/${event.data.planId}` };
-      const data = {
-        kind: "plan_review",
-        planId: event.data.planId,
-        version: event.data.version,
-        sessionId: event.streamId,
-        goal: session.goal,
-      };
-      const found: Found[] = [
-        {
-          sourceKey: key("waiting_for_you"),
-          notification: {
-            event: "waiting_for_you",
-            summary: `A plan waits for your review`,
-            occurredAt: at,
-            data,
-            links: [planLink],
-          },
-        },
-      ];
-      // An agent's plan mode (a planning session of kind `external`) submitted it.
-      if (session.kind === "external") {
-        found.push({
-          sourceKey: key("plan.submitted"),
-          notification: {
-            event: "plan.submitted",
-            summary: `An agent submitted a plan for review`,
-            occurredAt: at,
-            data,
-            links: [planLink],
-          },
-        });
-      }
-      return found;
-    }
+    case "planning.completed":
+      return describePlanReview(app, event, context);
     default:
       return [];
   }
+}
+
+/** What every description of one event shares: its source keys, its time and links to runs. */
+interface Describing {
+  key(name: string): string;
+  at: string;
+  base: string;
+  runLink(runId: string, stepId?: string): { label: string; url: string };
+}
+
+function describing(event: StoredEvent, base: string): Describing {
+  return {
+    key: (name) => `${event.streamId}:${event.seq}:${name}`,
+    at: event.createdAt,
+    base,
+    runLink: (runId, stepId) => ({
+      label: "Open the run",
+      url: `${base}/runs/${runId}${stepId ? `#step-${stepId}` : ""}`,
+    }),
+  };
+}
+
+/** A step waits for a person's approval or answer. */
+async function describeStepWait(
+  app: App,
+  event: StoredEvent & { type: "approval.requested" | "input.requested" },
+  { key, at, runLink }: Describing,
+): Promise<Found[]> {
+  const run = event.runId ? await runOf(app, event.runId) : undefined;
+  if (!run || !event.runId || !event.stepId) return [];
+  const step = run.steps.find((candidate) => candidate.id === event.stepId);
+  const title = step?.title ?? step?.description ?? event.stepId;
+  const approval = event.type === "approval.requested";
+  return [
+    {
+      sourceKey: key("waiting_for_you"),
+      gate: approval ? { runId: event.runId, stepId: event.stepId } : undefined,
+      notification: {
+        event: "waiting_for_you",
+        summary: approval ? `"${title}" waits for your approval` : `"${title}" asks you a question`,
+        occurredAt: at,
+        data: {
+          kind: approval ? "step_approval" : "step_input",
+          runId: event.runId,
+          stepId: event.stepId,
+          planId: run.plan_id,
+          goal: run.goal,
+          title,
+          ...(approval
+            ? { expiresAt: event.data.expiresAt, ...(event.data.reason && { reason: event.data.reason }) }
+            : { question: event.data.question, choices: event.data.choices ?? null }),
+        },
+        links: [runLink(event.runId, event.stepId)],
+      },
+    },
+  ];
+}
+
+/** A run finished or failed. */
+async function describeRunEnd(app: App, event: StoredEvent, { key, at, runLink }: Describing): Promise<Found[]> {
+  if (event.type !== "run.completed" && event.type !== "run.failed") return [];
+  const run = event.runId ? await runOf(app, event.runId) : undefined;
+  if (!run || !event.runId) return [];
+  const failed = event.type === "run.failed";
+  return [
+    {
+      sourceKey: key(failed ? "run.failed" : "run.finished"),
+      notification: {
+        event: failed ? "run.failed" : "run.finished",
+        summary: failed ? `A run of "${run.goal}" failed` : `A run of "${run.goal}" finished`,
+        occurredAt: at,
+        data: {
+          runId: event.runId,
+          planId: run.plan_id,
+          goal: run.goal,
+          status: event.data.status,
+          ...(event.data.reason && { reason: event.data.reason }),
+        },
+        links: [runLink(event.runId)],
+      },
+    },
+  ];
+}
+
+/** A planning session handed in a plan: it waits for review, and an agent's plan mode submitted it. */
+async function describePlanReview(
+  app: App,
+  event: StoredEvent & { type: "planning.completed" },
+  { key, at, base }: Describing,
+): Promise<Found[]> {
+  const session = await sessionOf(app, event.streamId);
+  if (!session) return [];
+  const planLink = { label: "Review the plan", url: `${base}/plans/${event.data.planId}` };
+  const data = {
+    kind: "plan_review",
+    planId: event.data.planId,
+    version: event.data.version,
+    sessionId: event.streamId,
+    goal: session.goal,
+  };
+  const found: Found[] = [
+    {
+      sourceKey: key("waiting_for_you"),
+      notification: {
+        event: "waiting_for_you",
+        summary: `A plan waits for your review`,
+        occurredAt: at,
+        data,
+        links: [planLink],
+      },
+    },
+  ];
+  // An agent's plan mode (a planning session of kind `external`) submitted it.
+  if (session.kind === "external") {
+    found.push({
+      sourceKey: key("plan.submitted"),
+      notification: {
+        event: "plan.submitted",
+        summary: `An agent submitted a plan for review`,
+        occurredAt: at,
+        data,
+        links: [planLink],
+      },
+    });
+  }
+  return found;
 }
 
 /**

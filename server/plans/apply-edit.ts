@@ -1,0 +1,259 @@
+import type { z } from "zod";
+import { AppError } from "../errors";
+import { sameValue } from "./diff";
+import type {
+  ContentEdit,
+  EditResult,
+  newStepSchema,
+  planChangesSchema,
+  PlanDraftContent,
+  StepChanges,
+} from "./edit-schema";
+import { checkMove } from "./reorder";
+import type { PlanContent, PlanIssue, RetryPolicy, StepInput } from "../plan-schema";
+import { effectiveRetry } from "./validate";
+
+/**
+ * Each content edit as a pure function from the base version's content to a complete new draft,
+ * with the change note that describes it. Throws AppError when the edit is refused.
+ */
+
+/** Computes the new content for an edit of `content`. Throws AppError when the edit is refused. */
+export function applyPlanEdit(content: PlanContent, edit: ContentEdit, lastStepNumber: number): EditResult {
+  switch (edit.kind) {
+    case "updatePlan":
+      return updatePlan(content, edit.changes);
+    case "updateStep":
+      return updateStep(content, edit.stepId, edit.changes);
+    case "addStep":
+      return addStep(content, edit.position, edit.step, `step_${lastStepNumber + 1}`);
+    case "deleteStep":
+      return deleteStep(content, edit.stepId, edit.removeLinks);
+    case "moveStep":
+      return moveStep(content, edit.stepId, edit.toIndex);
+  }
+}
+
+function updatePlan(content: PlanContent, changes: z.infer<typeof planChangesSchema>): EditResult {
+  const draft: PlanDraftContent = { ...content };
+  for (const [key, value] of Object.entries(changes)) {
+    if (value === null) delete (draft as unknown as Record<string, unknown>)[key];
+    else (draft as unknown as Record<string, unknown>)[key] = value;
+  }
+  return { draft, changeNote: `Edited the plan's ${listFields(Object.keys(changes))}` };
+}
+
+/** Defaults that come from the tool; a new tool brings its own unless the edit sets them. */
+const TOOL_DEFAULTS = ["capability", "capabilityLabel", "approvalRequired", "risk", "timeoutSeconds"] as const;
+
+function updateStep(content: PlanContent, id: string, changes: StepChanges): EditResult {
+  const index = indexOfStep(content, id);
+  const old = content.steps[index]!;
+  const step: Record<string, unknown> = { ...old };
+  if (changes.tool !== undefined && changes.tool !== old.tool) {
+    for (const key of TOOL_DEFAULTS) delete step[key];
+  }
+  for (const [key, value] of Object.entries(changes)) {
+    if (value === null) delete step[key];
+    else step[key] = value;
+  }
+  if (changes.dependsOn) {
+    step.dependsOn = [...new Set(changes.dependsOn)];
+    refuseCycle(content, id, step.dependsOn as string[]);
+  }
+  const steps: StepInput[] = content.steps.map((s, i) => (i === index ? (step as StepInput) : s));
+  // Forms send every field; the history names only those that differ.
+  const changed = Object.keys(changes).filter(
+    (key) => !sameValue(comparable(key, (old as unknown as Record<string, unknown>)[key]), comparable(key, step[key])),
+  );
+  if (changed.length === 0) throw new AppError("invalid_input", `Nothing to save: ${id} is unchanged`);
+  const changeNote =
+    changed.length === 1 && changed[0] === "skipped"
+      ? `${changes.skipped ? "Skipped" : "Unskipped"} ${id}`
+      : `Edited ${id}: ${listFields(changed)}`;
+  return { draft: { ...content, steps: changes.dependsOn ? dependenciesFirst(steps) : steps }, changeNote };
+}
+
+function addStep(content: PlanContent, position: number, input: z.infer<typeof newStepSchema>, id: string): EditResult {
+  if (position > content.steps.length) {
+    throw new AppError(
+      "invalid_input",
+      `Position ${position + 1} is past the end of the plan (${content.steps.length} steps)`,
+    );
+  }
+  const step: Record<string, unknown> = { id };
+  for (const [key, value] of Object.entries(input)) if (value !== null) step[key] = value;
+  step.dependsOn = [...new Set(input.dependsOn)];
+  const steps: StepInput[] = [...content.steps];
+  steps.splice(position, 0, step as StepInput);
+  return {
+    draft: { ...content, steps: dependenciesFirst(steps) },
+    changeNote: `Added ${id} (${input.tool}) at position ${position + 1}`,
+  };
+}
+
+function deleteStep(content: PlanContent, id: string, removeLinks: boolean): EditResult {
+  indexOfStep(content, id);
+  const dependents = content.steps.filter((step) => step.dependsOn.includes(id)).map((step) => step.id);
+  if (dependents.length > 0 && !removeLinks) {
+    throw new AppError(
+      "invalid_state",
+      `${id} cannot be deleted: ${listIds(dependents)} ${dependents.length === 1 ? "depends" : "depend"} on it. ` +
+        `Confirm to remove ${dependents.length === 1 ? "that link" : "those links"} as well.`,
+      { dependents },
+    );
+  }
+  const steps = content.steps
+    .filter((step) => step.id !== id)
+    .map((step) =>
+      step.dependsOn.includes(id) ? { ...step, dependsOn: step.dependsOn.filter((dep) => dep !== id) } : step,
+    );
+  return {
+    draft: { ...content, steps },
+    changeNote: dependents.length ? `Deleted ${id} and its links from ${listIds(dependents)}` : `Deleted ${id}`,
+  };
+}
+
+function moveStep(content: PlanContent, id: string, toIndex: number): EditResult {
+  const from = indexOfStep(content, id);
+  if (toIndex >= content.steps.length) {
+    throw new AppError(
+      "invalid_input",
+      `Position ${toIndex + 1} is past the end of the plan (${content.steps.length} steps)`,
+    );
+  }
+  const check = checkMove(content.steps, id, toIndex);
+  if (!check.ok) {
+    throw new AppError("invalid_input", check.reason, { blockedBy: check.blockedBy, relation: check.relation });
+  }
+  const byId = new Map(content.steps.map((step) => [step.id, step]));
+  return {
+    draft: { ...content, steps: check.order.map((stepId) => byId.get(stepId)!) },
+    changeNote: `Moved ${id} from position ${from + 1} to ${toIndex + 1}`,
+  };
+}
+
+function indexOfStep(content: PlanContent, id: string): number {
+  const index = content.steps.findIndex((step) => step.id === id);
+  if (index < 0) throw new AppError("not_found", `This version of the plan has no step ${id}`);
+  return index;
+}
+
+/**
+ * Refuses dependencies that would close a cycle, naming it in execution order — the reviewer sees
+ * which existing links make the choice impossible.
+ */
+function refuseCycle(content: PlanContent, id: string, dependsOn: string[]): void {
+  const byId = new Map(content.steps.map((step) => [step.id, step]));
+  for (const dep of dependsOn) {
+    if (dep === id) {
+      throw new AppError("invalid_plan", `${id} cannot depend on itself`, [
+        { code: "self_dependency", stepId: id, message: `${id} depends on itself`, path: ["dependsOn"] },
+      ] satisfies PlanIssue[]);
+    }
+    // Breadth-first from the new dependency towards `id` along existing links: a path means a cycle.
+    const cameFrom = new Map<string, string>([[dep, ""]]);
+    const queue = [dep];
+    while (queue.length > 0) {
+      const current = queue.shift()!;
+      if (current === id) {
+        const path: string[] = []; // dep → … → id along "depends on" links
+        for (let at = id; at !== ""; at = cameFrom.get(at)!) path.unshift(at);
+        const cycle = [...path].reverse(); // execution order: id runs first, dep last
+        const message = `Circular dependency: ${[...cycle, id].join(" → ")}`;
+        throw new AppError(
+          "invalid_plan",
+          `${id} cannot depend on ${dep}: ${dep} already depends on ${id}` +
+            (path.length > 2 ? ` through ${listIds(path.slice(1, -1))}` : "") +
+            `. ${message}`,
+          [{ code: "cycle", stepId: id, steps: cycle, message, path: ["dependsOn"] }] satisfies PlanIssue[],
+        );
+      }
+      for (const next of byId.get(current)?.dependsOn ?? []) {
+        if (!cameFrom.has(next)) {
+          cameFrom.set(next, current);
+          queue.push(next);
+        }
+      }
+    }
+  }
+}
+
+/**
+ * Moves steps only as far as needed so every step comes after its dependencies, keeping the
+ * reviewer's order otherwise (a stable topological sort). Leaves the list alone if it has a cycle.
+ */
+export function dependenciesFirst<S extends { id: string; dependsOn?: string[] }>(steps: S[]): S[] {
+  const position = new Map(steps.map((step, index) => [step.id, index]));
+  const waiting = steps.map(
+    (step) => (step.dependsOn ?? []).filter((dep) => position.has(dep) && dep !== step.id).length,
+  );
+  const dependents = new Map<string, number[]>();
+  steps.forEach((step, index) => {
+    for (const dep of step.dependsOn ?? [])
+      if (position.has(dep)) dependents.set(dep, [...(dependents.get(dep) ?? []), index]);
+  });
+  // A small binary heap of ready indices, so the earliest ready step always goes next.
+  const heap: number[] = [];
+  const push = (value: number) => {
+    heap.push(value);
+    for (let i = heap.length - 1; i > 0;) {
+      const parent = (i - 1) >> 1;
+      if (heap[parent]! <= heap[i]!) break;
+      [heap[parent], heap[i]] = [heap[i]!, heap[parent]!];
+      i = parent;
+    }
+  };
+  const pop = (): number => {
+    const top = heap[0]!;
+    const last = heap.pop()!;
+    if (heap.length > 0) {
+      heap[0] = last;
+      for (let i = 0; ;) {
+        const left = 2 * i + 1;
+        const right = left + 1;
+        let smallest = i;
+        if (left < heap.length && heap[left]! < heap[smallest]!) smallest = left;
+        if (right < heap.length && heap[right]! < heap[smallest]!) smallest = right;
+        if (smallest === i) break;
+        [heap[smallest], heap[i]] = [heap[i]!, heap[smallest]!];
+        i = smallest;
+      }
+    }
+    return top;
+  };
+  waiting.forEach((count, index) => count === 0 && push(index));
+  const sorted: S[] = [];
+  while (heap.length > 0) {
+    const index = pop();
+    sorted.push(steps[index]!);
+    for (const dependent of dependents.get(steps[index]!.id) ?? []) if (--waiting[dependent]! === 0) push(dependent);
+  }
+  return sorted.length === steps.length ? sorted : steps;
+}
+
+/** A field as it takes effect: an absent retry policy is the default one. */
+function comparable(key: string, value: unknown): unknown {
+  return key === "retry" ? effectiveRetry(value as Partial<RetryPolicy> | undefined) : value;
+}
+
+function listIds(ids: string[]): string {
+  return ids.length <= 1 ? (ids[0] ?? "") : `${ids.slice(0, -1).join(", ")} and ${ids.at(-1)}`;
+}
+
+const FIELD_NAMES: Record<string, string> = {
+  dependsOn: "dependencies",
+  args: "arguments",
+  approvalRequired: "approval",
+  timeoutSeconds: "timeout",
+  retry: "retry policy",
+  relevantFilePaths: "file paths",
+  contextHints: "context hints",
+  successCriteria: "success criteria",
+  contextNotes: "context notes",
+  estimatedDuration: "estimated duration",
+};
+
+function listFields(keys: string[]): string {
+  return keys.length ? listIds(keys.map((key) => FIELD_NAMES[key] ?? key)) : "nothing";
+}
