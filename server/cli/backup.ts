@@ -26,7 +26,8 @@ const log = (line: string) => console.log(`[stepwise] ${line}`);
 
 /** What in the data folder a restored server needs: the person's access token and the decision-link key. */
 const SECRET_FILES = [ACCESS_TOKEN_FILE, DECISION_LINK_KEY_FILE];
-const migrationsDir = fileURLToPath(new URL("../../prisma/migrations", import.meta.url));
+// Not `new URL("…", import.meta.url)`: the web server's bundler takes that for an asset to bundle.
+const migrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "prisma", "migrations");
 
 export async function backup(file: string, stepwiseVersion: string): Promise<void> {
   const config = readConfig();

@@ -1,4 +1,5 @@
 import fs from "node:fs/promises";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type pg from "pg";
 import { MISSED_BEATS } from "../engine/queue-locks";
@@ -19,7 +20,8 @@ export interface Readiness {
   checks: { database: ReadinessCheck; migrations: ReadinessCheck; worker: ReadinessCheck };
 }
 
-const defaultMigrationsDir = fileURLToPath(new URL("../../prisma/migrations", import.meta.url));
+// Not `new URL("…", import.meta.url)`: the web server's bundler takes that for an asset to bundle.
+const defaultMigrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "prisma", "migrations");
 /** However slow the database, the probe answers within this: a hung probe is a failed one to a balancer. */
 const CHECK_TIMEOUT_MS = 5_000;
 
