@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { verifyAuditLog } from "../audit/verify";
-import { runRetentionPass, type RetentionBatch } from "./retention";
+import { retentionWork, runRetentionPass, type RetentionBatch } from "./retention";
 
 let harness: Harness;
 let planId: string;
@@ -150,5 +150,16 @@ describe("retention", () => {
     const second = await runRetentionPass(harness.app.db.pool, { olderThanDays: 90, batchSize: 10 });
     expect(second).toMatchObject({ runs: 1, events: 30, more: false });
     expect(await eventTypes(run)).toEqual(["task.verified"]);
+  });
+
+  it("runs as a worker's maintenance at most once per interval while no backlog remains", async () => {
+    const work = retentionWork(harness.app.db.pool, { olderThanDays: 90, intervalMs: 60 * 60_000, batchSize: 10 });
+    const first = await seedRun({ status: "completed", ageDays: 150, finished: true, events: 12 });
+    await work.maintain();
+    expect(await eventTypes(first)).toEqual(["task.verified"]);
+    // Within the interval the next ticks leave a newly due run alone; the next pass takes it.
+    const second = await seedRun({ status: "completed", ageDays: 150, finished: true, events: 12 });
+    await work.maintain();
+    expect(await eventTypes(second)).toHaveLength(13);
   });
 });
