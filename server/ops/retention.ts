@@ -83,34 +83,52 @@ export async function runRetentionPass(pool: pg.Pool, options: RetentionOptions)
 }
 
 /**
- * One transaction (one statement): delete up to `batchSize` of the run's events by primary key,
- * and when fewer were left than that, stamp the run as done. The run is re-checked as finished in
- * the statement, so one that was re-opened (a failed step retried) since the look-up is left alone.
+ * One transaction: delete up to `batchSize` of the run's events by primary key; when fewer were
+ * left, stamp the run as done — in a second statement, whose fresh snapshot sees the deletes other
+ * workers' passes committed meanwhile, and only when no removable event is left, so two passes
+ * over one run cannot stamp it while events remain. The run is re-checked as finished in each
+ * statement: one re-opened (a failed step retried) since the look-up is left alone.
  */
 async function deleteBatch(pool: pg.Pool, runId: string, batchSize: number): Promise<RetentionBatch> {
   const started = performance.now();
-  const result = await pool.query<{ deleted: number; marked: number }>(
-    `with run as (
-       select id from runs where id = $1::uuid and status = any($4) and events_removed_at is null
-     ), gone as (
-       delete from events
-        where stream_id = $1::text and stream_id in (select id::text from run)
-          and seq = any(array(select seq from events where stream_id = $1::text and not (type = any($3))
-                              order by seq limit $2))
-       returning 1
-     ), marked as (
-       update runs set events_removed_at = now()
-        where id in (select id from run) and (select count(*) from gone) < $2
-       returning 1
-     )
-     select (select count(*)::int from gone) as deleted, (select count(*)::int from marked) as marked,
-            (select count(*)::int from run) as open`,
-    [runId, batchSize, KEPT_EVENT_TYPES, FINISHED_RUN_STATUSES],
-  );
-  const row = result.rows[0] as { deleted: number; marked: number; open: number };
+  const client = await pool.connect();
+  let row: { deleted: number; open: number };
+  let marked = false;
+  try {
+    await client.query("begin");
+    const result = await client.query<{ deleted: number; open: number }>(
+      `with run as (
+         select id from runs where id = $1::uuid and status = any($4) and events_removed_at is null
+       ), gone as (
+         delete from events
+          where stream_id = $1::text and exists (select 1 from run)
+            and seq = any(array(select seq from events where stream_id = $1::text and not (type = any($3))
+                                order by seq limit $2))
+         returning 1
+       )
+       select (select count(*)::int from gone) as deleted, (select count(*)::int from run) as open`,
+      [runId, batchSize, KEPT_EVENT_TYPES, FINISHED_RUN_STATUSES],
+    );
+    row = result.rows[0]!;
+    if (row.open > 0 && row.deleted < batchSize) {
+      const stamped = await client.query(
+        `update runs set events_removed_at = now()
+          where id = $1::uuid and status = any($3) and events_removed_at is null
+            and not exists (select 1 from events where stream_id = $1::text and not (type = any($2)))`,
+        [runId, KEPT_EVENT_TYPES, FINISHED_RUN_STATUSES],
+      );
+      marked = (stamped.rowCount ?? 0) > 0;
+    }
+    await client.query("commit");
+  } catch (error) {
+    await client.query("rollback").catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
   const ms = performance.now() - started;
-  // A run no longer finished (or done by another worker's pass) is finished with, for this pass.
-  return { runId, deleted: row.deleted, finished: row.marked > 0 || row.open === 0, ms };
+  // A run no longer finished (or stamped by another worker's pass) is done with, for this pass.
+  return { runId, deleted: row.deleted, finished: marked || row.open === 0, ms };
 }
 
 /**
