@@ -2,7 +2,7 @@ import { connectDatabase, connectionBudget } from "./db";
 import { createEngineDeps } from "./engine/engine";
 import { startStepWorker } from "./engine/worker";
 import { EventBus } from "./events/bus";
-import { readConfig } from "./env";
+import { readConfig, retentionDays } from "./env";
 import { autoRecover } from "./planner/auto-recovery";
 import { plannerFor } from "./planner/deps";
 import { planningWork } from "./planner/session-jobs";
@@ -12,6 +12,7 @@ import { createStepTextGenerator } from "./planner/step-generation";
 import { createLlmGenerateTool } from "./tools/llm-generate";
 import { logger } from "./logger";
 import { shippedMigrations } from "./ops/readiness";
+import { retentionWork } from "./ops/retention";
 import { builtinTools, createToolRegistry, type ToolRegistry } from "./tools/registry";
 import { describeSandbox } from "./tools/sandbox";
 import { webhookWork } from "./webhooks/work";
@@ -61,6 +62,9 @@ export async function createAppContext(options: {
     const sandbox = describeSandbox();
     if (sandbox.holds) logger.info({ processLimit: sandbox.processLimit }, "sandbox holds");
     else logger.warn({ reason: sandbox.reason }, "no sandbox: every shell and git step needs a person's approval");
+    // Read before the worker starts, so a bad STEPWISE_RETENTION_DAYS stops it with its name.
+    const days = retentionDays();
+    const retention = days === undefined ? undefined : retentionWork(db.pool, { olderThanDays: days });
     context.worker = await startStepWorker(engine, {
       databaseUrl: options.databaseUrl,
       concurrency: options.worker.concurrency,
@@ -68,7 +72,8 @@ export async function createAppContext(options: {
       // Planning sessions are queue jobs too; the planner is looked up per job, so one installed
       // later (tests: a scripted provider) is the one that runs them.
       // Each maintenance tick also returns the tasks of agents whose leases ran out (leases.ts);
-      // outgoing webhooks' fanout and delivery attempts are queue jobs beside the planner's.
+      // outgoing webhooks' fanout and delivery attempts are queue jobs beside the planner's; and,
+      // when STEPWISE_RETENTION_DAYS is set, retention removes old finished runs' events.
       extra: (worker) => {
         const planning = planningWork(() => plannerFor(context), worker);
         return {
@@ -78,6 +83,8 @@ export async function createAppContext(options: {
             await planning.maintain?.();
             await sweepExpiredLeases(context);
             await sweepIdleTodos(context);
+            // Finished runs' events and step logs past STEPWISE_RETENTION_DAYS (server/ops/retention.ts).
+            await retention?.maintain();
           },
         };
       },

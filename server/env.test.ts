@@ -35,3 +35,22 @@ describe("STEPWISE_WORKER_NICE", () => {
     }
   });
 });
+
+describe("STEPWISE_RETENTION_DAYS", () => {
+  it("is off by default and for 0 or off, takes a number of days, and refuses anything else", () => {
+    vi.stubEnv("STEPWISE_RETENTION_DAYS", undefined);
+    expect(readConfig().retentionDays).toBeUndefined();
+    for (const off of ["", "0", "off", "OFF"]) {
+      vi.stubEnv("STEPWISE_RETENTION_DAYS", off);
+      expect(readConfig().retentionDays).toBeUndefined();
+    }
+    vi.stubEnv("STEPWISE_RETENTION_DAYS", "90");
+    expect(readConfig().retentionDays).toBe(90);
+    vi.stubEnv("STEPWISE_RETENTION_DAYS", "0.5");
+    expect(readConfig().retentionDays).toBe(0.5);
+    for (const bad of ["-3", "ninety", "Infinity"]) {
+      vi.stubEnv("STEPWISE_RETENTION_DAYS", bad);
+      expect(() => readConfig()).toThrow(/STEPWISE_RETENTION_DAYS/);
+    }
+  });
+});

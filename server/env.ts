@@ -29,6 +29,8 @@ export interface AppConfig {
    * frozen worker (SIGSTOP, a stalled VM) cannot hold a run's locks for ever.
    */
   idleInTransactionMs: number;
+  /** Finished runs' events and step logs are removed this many days after they finished; off when undefined. */
+  retentionDays: number | undefined;
 }
 
 export function intFromEnv(name: string, fallback: number): number {
@@ -64,6 +66,7 @@ export function readConfig(): AppConfig {
     accessToken: process.env.STEPWISE_ACCESS_TOKEN || undefined,
     publicHost: process.env.STEPWISE_PUBLIC_HOST || undefined,
     idleInTransactionMs: idleInTransactionMs(),
+    retentionDays: retentionDays(),
   };
 }
 
@@ -92,4 +95,18 @@ export function niceFromEnv(name: string, fallback: number): number {
 /** STEPWISE_IDLE_IN_TRANSACTION_MS, read where pools are made (workers have no full config). */
 export function idleInTransactionMs(): number {
   return intFromEnv("STEPWISE_IDLE_IN_TRANSACTION_MS", 15_000);
+}
+
+/**
+ * STEPWISE_RETENTION_DAYS: a finished run's events and step logs are removed once it finished this
+ * many days ago (server/ops/retention.ts). Unset, empty, "0" or "off": kept for ever (the default).
+ */
+export function retentionDays(): number | undefined {
+  const raw = process.env.STEPWISE_RETENTION_DAYS?.trim();
+  if (raw === undefined || raw === "" || raw === "0" || raw.toLowerCase() === "off") return undefined;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) {
+    throw new Error(`STEPWISE_RETENTION_DAYS must be a number of days (or "off"), got "${raw}"`);
+  }
+  return value;
 }

@@ -69,6 +69,13 @@ export function RunPage({ runId }: { runId: string }) {
           {runOutcome(run)}
         </p>
       )}
+      {run.eventsRemovedAt && (
+        <p className="muted" data-testid="events-removed">
+          This run&apos;s events and step logs were removed by retention on{" "}
+          {new Date(run.eventsRemovedAt).toLocaleDateString()}, as this server keeps them only for a while after a run
+          finishes. Its steps&apos; outcomes and results, and the audit log, are kept.
+        </p>
+      )}
       <Tabs tabs={TABS} selected={tab} onSelect={setTab} label="Run views">
         {tab === "steps" && (
           <RunStepList steps={version!.steps} run={run} decisionByStep={decisionByStep} steerable={steerable} />

@@ -45,6 +45,12 @@ export interface RunView {
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
+  /**
+   * When retention (STEPWISE_RETENTION_DAYS) removed this run's events and step logs: its steps'
+   * states and results stay, its timeline and event log are empty (a task's merge and verification
+   * events are kept).
+   */
+  eventsRemovedAt?: string;
   /** Sequence number of the last event reflected in this snapshot; stream from here. */
   lastSeq: number;
   steps: RunStepView[];
@@ -97,6 +103,7 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
     createdAt: run.createdAt.toISOString(),
     startedAt: run.startedAt?.toISOString() ?? null,
     finishedAt: run.finishedAt?.toISOString() ?? null,
+    ...(run.eventsRemovedAt && { eventsRemovedAt: run.eventsRemovedAt.toISOString() }),
     lastSeq: stream?.lastSeq ?? 0,
     steps: run.steps.map((step) => ({
       stepId: step.stepId,
