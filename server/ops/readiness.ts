@@ -21,7 +21,13 @@ export interface Readiness {
 }
 
 // Not `new URL("…", import.meta.url)`: the web server's bundler takes that for an asset to bundle.
-const defaultMigrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "prisma", "migrations");
+const defaultMigrationsDir = path.join(
+  path.dirname(fileURLToPath(import.meta.url)),
+  "..",
+  "..",
+  "prisma",
+  "migrations",
+);
 /** However slow the database, the probe answers within this: a hung probe is a failed one to a balancer. */
 const CHECK_TIMEOUT_MS = 5_000;
 
