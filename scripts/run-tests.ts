@@ -73,7 +73,12 @@ async function vitest(
     ],
     env,
   );
-  countVitest(stage, out);
+  // The report decides, not only the exit code: a run that reported a failed test exited 0 once.
+  if (countVitest(stage, out) && ok) {
+    markFailed(stage);
+    console.log(`✗ ${stage}: its report lists failed tests`);
+    return false;
+  }
   return ok;
 }
 

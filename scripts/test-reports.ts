@@ -9,8 +9,9 @@ import path from "node:path";
 export const results = { passed: 0, failed: 0, skipped: 0 };
 export const failedTests: string[] = [];
 
-export function countVitest(stage: string, file: string) {
-  if (!fs.existsSync(file)) return;
+/** Counts a vitest JSON report; returns whether it holds a failure (a test, or a file that did not load). */
+export function countVitest(stage: string, file: string): boolean {
+  if (!fs.existsSync(file)) return false;
   const report = JSON.parse(fs.readFileSync(file, "utf8")) as {
     numPassedTests: number;
     numFailedTests: number;
@@ -25,7 +26,9 @@ export function countVitest(stage: string, file: string) {
   results.passed += report.numPassedTests;
   results.failed += report.numFailedTests;
   results.skipped += report.numPendingTests;
+  let failed = report.numFailedTests > 0;
   for (const testFile of report.testResults) {
+    if (testFile.status === "failed") failed = true;
     const where = path.relative(process.cwd(), testFile.name);
     for (const test of testFile.assertionResults) {
       if (test.status === "failed")
@@ -35,6 +38,7 @@ export function countVitest(stage: string, file: string) {
       failedTests.push(`${stage} › ${where}: ${firstLine(testFile.message)}`);
     }
   }
+  return failed;
 }
 
 type PlaywrightSuite = {
