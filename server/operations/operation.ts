@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { AppContext } from "../app-context";
 import { withCaller } from "../caller-context";
 import { AppError } from "../errors";
-import { authorize as authorizeByPolicy, principalOf } from "../policy/authority";
+import { authority as productionAuthority, principalOf, type Authority } from "../policy/authority";
 import type { CallerKind, Role } from "../vocabulary";
 import { currentIdentity } from "../people/principals";
 import { roleOf, type Identity } from "./identity";
@@ -70,16 +70,18 @@ export function mayCall(operation: { callers: readonly CallerKind[] }, kind: Ide
 
 /**
  * Refuses a missing identity, any caller the operation does not name, and a person whose role is
- * below the operation's, before anything happens.
+ * below the operation's, before anything happens. `authority` is the policy of the app context the
+ * door serves (`app.engine.authority`); a door without one asks the production policy.
  */
 export function authorize(
   operation: { name: string; callers: readonly CallerKind[]; role: Role },
   identity: Identity | undefined,
+  authority: Authority = productionAuthority,
 ) {
   if (!identity) throw new AppError("unauthorized", `${operation.name} needs a signed-in caller`);
   // The authority policy's `operation.call` (server/policy/authority.ts): the kinds the operation
   // names, and for a person the least role it declares.
-  const decision = authorizeByPolicy(principalOf(identity), "operation.call", { operation });
+  const decision = authority.authorize(principalOf(identity), "operation.call", { operation });
   if (decision.allowed) return;
   if (decision.rule === "role-bounds-operations") {
     throw new AppError(
@@ -102,13 +104,13 @@ export function authorize(
  * role stops the next effect rather than the next connection. Returns the caller as they are now.
  */
 export async function authorizeNow(
-  app: Pick<AppContext, "db">,
+  app: Pick<AppContext, "db" | "engine">,
   operation: Pick<Operation<z.ZodType, z.ZodType>, "name" | "callers" | "role">,
   identity: Identity,
 ): Promise<Identity> {
   const now = await currentIdentity(app.db.pool, identity);
   if (!now) throw new AppError("unauthorized", "The credential this was opened with has been revoked");
-  authorize(operation, now);
+  authorize(operation, now, app.engine.authority);
   return now;
 }
 
@@ -122,7 +124,7 @@ export async function invokeOperation<Input extends z.ZodType, Output extends z.
   context: OperationContext,
   rawInput: unknown,
 ): Promise<z.output<Output>> {
-  authorize(operation, context.identity);
+  authorize(operation, context.identity, context.app.engine.authority);
   const parsed = operation.input.safeParse(rawInput);
   if (!parsed.success) {
     throw new AppError("invalid_input", `Invalid input for ${operation.name}: ${z.prettifyError(parsed.error)}`, {
@@ -140,7 +142,7 @@ export async function invokeOperation<Input extends z.ZodType, Output extends z.
  */
 export function viaOperation<Input extends z.ZodType, Output extends z.ZodType>(operation: Operation<Input, Output>) {
   return ({ ctx, input }: { ctx: OperationContext; input: z.output<Input> }) => {
-    authorize(operation, ctx.identity);
+    authorize(operation, ctx.identity, ctx.app.engine.authority);
     return withCaller(ctx.identity, () => operation.run(ctx, input));
   };
 }

@@ -16,7 +16,7 @@ import {
   type StepInput,
 } from "./schema";
 import { getPlan } from "./service";
-import type { Principal } from "../policy/authority";
+import type { Authority, Principal } from "../policy/authority";
 import { effectiveRetry, type PlanIssue } from "./validate";
 import { revisePlan, savePlanVersion } from "./versions";
 
@@ -350,6 +350,8 @@ export interface EditPlanInput {
    * default, as an agent never waives.
    */
   editor: Principal;
+  /** The policy that judges `editor` (see `SavePlanVersionInput.authority`). */
+  authority?: Authority;
   /** See `SavePlanVersionInput.gateChangedSteps`: an edit of a plan whose run is under way by someone below approver. */
   gateChangedSteps?: boolean;
   /** The default workspace: file names are checked there when the plan has none of its own. */
@@ -416,6 +418,7 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
       source: extra.source ?? "manual",
       author: input.author,
       editor: input.editor,
+      ...(input.authority && { authority: input.authority }),
       changeNote,
       ...(input.gateChangedSteps && { gateChangedSteps: true }),
       ...(input.workspaceRoot && { workspaceRoot: input.workspaceRoot }),
