@@ -279,13 +279,24 @@ export class ApprovePlan implements Command {
   toString = () => `approvePlan(${this.actor}, plan ${this.plan})`;
 }
 
-/** A step of a run that waits for a decision now (a fact read from the run), or none. */
+/**
+ * One of the steps that wait for a decision now (a fact read from the runs): the run pick starts
+ * the search and the step pick chooses among that run's waiting steps, so that most decisions
+ * generated land on a step they can decide. None when no run has one.
+ */
 async function waitingStep(model: Model, real: Real, runPick: number, stepPick: number) {
-  const run = model.runs[runPick % model.runs.length]!;
-  const step = run.steps[stepPick % Math.max(1, run.steps.length)];
-  if (!step || step.tool === "other") return undefined;
-  const row = await stepRow(real, run.id, step.id);
-  return row?.status === "awaiting_approval" ? { run, step } : undefined;
+  for (let offset = 0; offset < model.runs.length; offset++) {
+    const run = model.runs[(runPick + offset) % model.runs.length]!;
+    const rows = await real.app.db.pool.query<{ step_id: string }>(
+      "select step_id from run_steps where run_id = $1 and status = 'awaiting_approval' order by step_id",
+      [run.id],
+    );
+    const waiting = run.steps.filter(
+      (step) => step.tool !== "other" && rows.rows.some((row) => row.step_id === step.id),
+    );
+    if (waiting.length > 0) return { run, step: waiting[stepPick % waiting.length]! };
+  }
+  return undefined;
 }
 
 export class Decide implements Command {
