@@ -9,6 +9,7 @@ import { currentIdentity } from "../../server/people/principals";
 import type { Role } from "../../server/vocabulary";
 import {
   authorsUpTo,
+  decidedAlready,
   describeModel,
   mayApprove,
   mayEdit,
@@ -312,7 +313,7 @@ export class Decide implements Command {
     if (!waiting) return;
     const { run, step } = waiting;
     const name = model.people[this.actor].name;
-    if (run.approvals.get(step.id)?.has(name)) return;
+    if (decidedAlready(model, run, step, name)) return;
     const outcome = await call(real, model, this.actor, "run.decide", {
       runId: run.id,
       stepId: step.id,
@@ -368,7 +369,8 @@ export class UseLink implements Command {
     const run = model.runs[link.runIndex]!;
     if ((await stepRow(real, run.id, link.stepId))?.status !== "awaiting_approval") return;
     const name = model.people[link.maker].name;
-    if (this.approve && run.approvals.get(link.stepId)?.has(name)) return;
+    const step = run.steps.find((candidate) => candidate.id === link.stepId);
+    if (this.approve && step && decidedAlready(model, run, step, name)) return;
     const outcome = await call(real, model, "link", "decision_link.decide", {
       token: link.token,
       decision: this.approve ? "approve" : "deny",

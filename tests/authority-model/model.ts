@@ -125,6 +125,16 @@ export function stepMayRun(model: Model, run: ModelRun, step: ModelStep): boolea
   return countedNow(model, decisions, authors).length >= Math.max(1, model.policy.approvals);
 }
 
+/**
+ * Whether this person's decision on the step is already counted: their approval, or — for a step
+ * ungated by a waiver — their waiver, which is their one decision (the engine refuses a second).
+ */
+export function decidedAlready(model: Model, run: ModelRun, step: ModelStep, name: string): boolean {
+  if (run.approvals.get(step.id)?.has(name)) return true;
+  const plan = model.plans[run.planIndex]!;
+  return !step.approvalRequired && (plan.waivers.get(step.id)?.has(name) ?? false);
+}
+
 export function describeModel(model: Model): string {
   const people = PEOPLE.map((key) => {
     const person = model.people[key];
