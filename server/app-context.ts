@@ -13,6 +13,7 @@ import { createLlmGenerateTool } from "./tools/llm-generate";
 import { logger } from "./logger";
 import { shippedMigrations } from "./ops/readiness";
 import { retentionWork } from "./ops/retention";
+import type { Authority } from "./policy/authority";
 import { builtinTools, createToolRegistry, type ToolRegistry } from "./tools/registry";
 import { describeSandbox } from "./tools/sandbox";
 import { webhookWork } from "./webhooks/work";
@@ -28,6 +29,8 @@ export async function createAppContext(options: {
   workspaceRoot: string;
   worker?: { concurrency: number } | false;
   tools?: ToolRegistry;
+  /** The authority policy (default: the production rules); see `EngineDeps.authority`. */
+  authority?: Authority;
 }): Promise<AppContext> {
   // Every connection this process opens comes out of one budget (STEPWISE_DB_CONNECTIONS).
   const budget = connectionBudget({ worker: Boolean(options.worker) });
@@ -39,7 +42,7 @@ export async function createAppContext(options: {
   // worker starts, so a step claimed at once finds it.
   const generator = createStepTextGenerator(() => plannerFor(context));
   const tools = options.tools ?? createToolRegistry([...builtinTools, createLlmGenerateTool(generator)]);
-  const engine = createEngineDeps(db.pool, tools);
+  const engine = createEngineDeps(db.pool, tools, options.authority);
   // Runs whose recovery policy is `auto` have the planner recover their failed steps.
   engine.autoRecover = async (job) => void (await autoRecover(plannerFor(context), job));
   const context: AppContext = {

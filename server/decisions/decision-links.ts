@@ -10,7 +10,7 @@ import { readConfig } from "../env";
 import { AppError, hasKind, markKind } from "../errors";
 import type { Identity } from "../identity";
 import { makerNow } from "../people/principals";
-import { roleAtLeast } from "../vocabulary";
+import type { Principal } from "../policy/authority";
 import { z } from "zod";
 
 /**
@@ -116,9 +116,17 @@ export const createDecisionLinkInput = z.object({
 async function makerMayDecide(
   app: App,
   maker: { name: string; credentialId?: string | null },
+  action: "link.make" | "link.decide",
 ): Promise<Identity | undefined> {
   const now = await makerNow(app.db.pool, maker);
-  return now?.role && roleAtLeast(now.role, "approver") ? now : undefined;
+  if (!now?.role) return undefined;
+  // Asked of the authority policy: the maker as a person to make a link, the link's holder (acting
+  // with the maker's name and role now) to decide through it.
+  const principal: Principal =
+    action === "link.make"
+      ? { kind: "person", name: now.name, role: now.role }
+      : { kind: "link", name: now.name, role: now.role };
+  return app.engine.authority.authorize(principal, action).allowed ? now : undefined;
 }
 
 /**
@@ -132,7 +140,7 @@ export async function createDecisionLink(
   input: z.output<typeof createDecisionLinkInput>,
 ): Promise<{ url: string; token: string; expiresAt: string; definitionHash: string }> {
   const actor = maker.name;
-  if (!(await makerMayDecide(app, maker))) throw new DecisionLinkRefused("maker");
+  if (!(await makerMayDecide(app, maker, "link.make"))) throw new DecisionLinkRefused("maker");
   const { view, run: planOf } = await waitingStep(app, input.runId, input.stepId);
   if (!view) throw new AppError("invalid_state", `${input.stepId} is not waiting for a person's approval`);
   const waiting = await app.db.pool.query<{ expires_at: string | null }>(
@@ -269,7 +277,7 @@ export async function inspectDecisionLink(app: App, token: string): Promise<Deci
   const { view } = await waitingStep(app, row.run_id, row.step_id);
   if (!view) throw new DecisionLinkRefused("not_waiting");
   if (view.definitionHash !== row.definition_hash) throw new DecisionLinkRefused("changed");
-  if (!(await makerMayDecide(app, makerOf(row)))) throw new DecisionLinkRefused("maker");
+  if (!(await makerMayDecide(app, makerOf(row), "link.decide"))) throw new DecisionLinkRefused("maker");
   return {
     runId: row.run_id,
     stepId: row.step_id,
@@ -305,7 +313,7 @@ export async function useDecisionLink(
     throw new AppError("forbidden", `This link does not allow the decision "${input.decision}"`);
   }
   // Judged at use: the maker's role and credential now, not when the link was made.
-  const maker = await makerMayDecide(app, makerOf(row));
+  const maker = await makerMayDecide(app, makerOf(row), "link.decide");
   if (!maker) throw new DecisionLinkRefused("maker");
   const claimed = await app.db.pool.query<{ id: string }>(
     `update decision_links set used_at = now(), used_decision = $2

@@ -1,6 +1,6 @@
 import { stepDefinitionHash } from "../audit/definition-hash";
 import type { Step } from "../plan-schema";
-import { authorize, type Resource } from "../policy/authority";
+import type { Authority, Resource } from "../policy/authority";
 import type { ToolRegistry } from "../tools/registry";
 import { dispatch, requestApproval } from "./advance";
 import { assessApprovals, runsUngatedByWaiver, SYSTEM_PRINCIPAL, type ApprovalView } from "./approval-view";
@@ -40,6 +40,7 @@ export function hasWaivedGate(tools: ToolRegistry, step: Step & GraphStep): bool
  */
 export async function holdStepsWithoutMatchingApproval(
   tools: ToolRegistry,
+  authority: Authority,
   tx: RunTransaction,
   steps: (Step & GraphStep)[],
 ): Promise<{ held: Set<string>; approved: Set<string> }> {
@@ -67,7 +68,7 @@ export async function holdStepsWithoutMatchingApproval(
     planVersion: tx.run.plan_version,
     workspaceRoot: tx.run.workspace_root,
   };
-  const assessed = await assessApprovals(tx.client, tools, run, ids);
+  const assessed = await assessApprovals(tx.client, tools, run, ids, authority);
   // Any approval of the step in this version, to tell "changed since approved" from "never approved".
   const anyApproval = await tx.client.query<{ step_id: string }>(
     `select distinct step_id from approvals
@@ -78,7 +79,7 @@ export async function holdStepsWithoutMatchingApproval(
   for (const step of needing) {
     const facts = assessed.get(step.id);
     const decisions = facts?.resource.decisions ?? [];
-    if (facts && authorize(SYSTEM_PRINCIPAL, "step.run", facts.resource).allowed) {
+    if (facts && authority.authorize(SYSTEM_PRINCIPAL, "step.run", facts.resource).allowed) {
       if (decisions.some((decision) => decision.via === "approval")) approved.add(step.id);
       continue;
     }

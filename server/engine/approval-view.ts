@@ -7,7 +7,7 @@ import type { StepResult } from "../vocabulary";
 import { assessStep } from "../tools/assessment";
 import type { ToolRegistry } from "../tools/registry";
 import { describeRequirement, policyForRun, type ApproverPolicy } from "../people/approver-policy";
-import { authority, type Resource } from "../policy/authority";
+import { authority as productionAuthority, type Authority, type Resource } from "../policy/authority";
 import { decisionsOnDefinition, planAuthors } from "../policy/facts";
 import { requiresApprovalByDefault } from "../tools/types";
 
@@ -112,6 +112,7 @@ export async function assessApprovals(
   tools: ToolRegistry,
   run: { id: string; planId: string; planVersion: number; workspaceRoot: string },
   stepIds: readonly string[],
+  authority: Authority = productionAuthority,
 ): Promise<Map<string, { view: ApprovalView; resource: Resource }>> {
   const assessed = new Map<string, { view: ApprovalView; resource: Resource }>();
   if (stepIds.length === 0) return assessed;
@@ -167,8 +168,9 @@ export async function stepApprovedUnderPolicy(
   tools: ToolRegistry,
   run: { id: string; planId: string; planVersion: number; workspaceRoot: string },
   stepId: string,
+  authority: Authority = productionAuthority,
 ): Promise<boolean> {
-  const assessed = (await assessApprovals(db, tools, run, [stepId])).get(stepId);
+  const assessed = (await assessApprovals(db, tools, run, [stepId], authority)).get(stepId);
   return assessed !== undefined && authority.authorize(SYSTEM_PRINCIPAL, "step.run", assessed.resource).allowed;
 }
 

@@ -109,6 +109,7 @@ export async function claimStepsIn(
   // covers exactly its current definition; otherwise it goes back to awaiting_approval.
   const { held, approved } = await holdStepsWithoutMatchingApproval(
     deps.tools,
+    deps.authority,
     tx,
     eligible.map((e) => e.step),
   );

@@ -7,7 +7,6 @@ import type { StepStatus } from "../plan-schema";
 import type { StepResult } from "../vocabulary";
 import { runStepDefinitionHash } from "./approval-binding";
 import { assessApprovals } from "./approval-view";
-import { authorize } from "../policy/authority";
 import { principalNow } from "../policy/facts";
 import { updateAgentTasks } from "./agent-tasks";
 import { onFailedStep, reopenRun } from "./failed-steps";
@@ -135,14 +134,14 @@ async function approvalTally(
     planVersion: tx.run.plan_version,
     workspaceRoot: tx.run.workspace_root,
   };
-  const facts = (await assessApprovals(client, deps.tools, run, [input.stepId])).get(input.stepId);
+  const facts = (await assessApprovals(client, deps.tools, run, [input.stepId], deps.authority)).get(input.stepId);
   const { required, given, policy, author } = facts?.view.approvals ?? {
     required: 1,
     given: [],
     policy: "1 approval",
   };
   const approver = await principalNow(client, input.actor, actorKindOf(input.actor));
-  const decision = authorize(approver, "step.approve", facts?.resource);
+  const decision = deps.authority.authorize(approver, "step.approve", facts?.resource);
   if (!decision.allowed) {
     throw new AppError(
       "forbidden",

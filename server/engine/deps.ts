@@ -1,10 +1,17 @@
 import type pg from "pg";
+import { authority as productionAuthority, type Authority } from "../policy/authority";
 import type { ToolRegistry } from "../tools/registry";
 import { RunGraphCache } from "./graph";
 
 export interface EngineDeps {
   pool: pg.Pool;
   tools: ToolRegistry;
+  /**
+   * The authority policy every door and the engine of this context ask (server/policy/authority.ts):
+   * the production rules, or — in the model-based test — the same rules less one, to show the test
+   * catches the weakened policy.
+   */
+  authority: Authority;
   graphs: RunGraphCache;
   /** Aborts in-flight steps of runs cancelled from this or another process. */
   cancellations: Map<string, Set<AbortController>>;
@@ -51,6 +58,10 @@ export interface EngineDeps {
   random?: () => number;
 }
 
-export function createEngineDeps(pool: pg.Pool, tools: ToolRegistry): EngineDeps {
-  return { pool, tools, graphs: new RunGraphCache(), cancellations: new Map() };
+export function createEngineDeps(
+  pool: pg.Pool,
+  tools: ToolRegistry,
+  authority: Authority = productionAuthority,
+): EngineDeps {
+  return { pool, tools, authority, graphs: new RunGraphCache(), cancellations: new Map() };
 }

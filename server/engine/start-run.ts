@@ -5,7 +5,6 @@ import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import { actorKindOf } from "../caller-context";
 import { workspacePolicy } from "../people/approver-policy";
-import { authorize } from "../policy/authority";
 import { planAuthors, principalNow } from "../policy/facts";
 import type { Step, StepStatus } from "../plan-schema";
 import { assertPlanMayRun, planMayRunRead } from "../plans/lifecycle";
@@ -66,7 +65,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
         assertPlanMayRun(opened![0]!);
         const version = opened![1] as QueryResult<{ trace_id: string | null; steps: Step[] }>;
         traceId = version.rows[0]?.trace_id ?? randomUUID();
-        if (input.workspaceId) await assertWorkspaceMayRun(client, input, input.workspaceId);
+        if (input.workspaceId) await assertWorkspaceMayRun(deps, client, input, input.workspaceId);
         if (version.rowCount === 0) {
           throw new AppError("not_found", `Plan ${input.planId} has no version ${input.version}`);
         }
@@ -133,7 +132,12 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
  * The plan's workspace must still be registered (read `for share`, so it cannot be removed
  * meanwhile), and its approver policy may keep the plan's authors from approving it.
  */
-async function assertWorkspaceMayRun(client: pg.PoolClient, input: StartRunInput, workspaceId: string) {
+async function assertWorkspaceMayRun(
+  deps: EngineDeps,
+  client: pg.PoolClient,
+  input: StartRunInput,
+  workspaceId: string,
+) {
   const workspace = await client.query("select 1 from workspaces where id = $1 and removed_at is null for share", [
     workspaceId,
   ]);
@@ -146,7 +150,7 @@ async function assertWorkspaceMayRun(client: pg.PoolClient, input: StartRunInput
     const kind = actorKindOf(input.actor);
     const principal = await principalNow(client, input.actor, kind);
     const authors = await planAuthors(client, input.planId, input.version);
-    const decision = authorize(principal, principal.kind === "agent" ? "session.start" : "plan.approve", {
+    const decision = deps.authority.authorize(principal, principal.kind === "agent" ? "session.start" : "plan.approve", {
       policy,
       authors,
     });

@@ -68,7 +68,7 @@ export function planEventsFromApi(request: Request, app: AppContext, planId: str
     };
     traced(span, plan);
     // The live stream reads what plan.events reads: its caller is checked here, before it starts.
-    authorize(planEvents, identity);
+    authorize(planEvents, identity, { authority: app.engine.authority });
     const steps = new Map(plan.steps.map((step) => [step.id, step]));
     const start = decodeCursor(request.headers.get("last-event-id") ?? new URL(request.url).searchParams.get("after"));
     if (accept.includes("application/json") && !accept.includes("text/event-stream")) {

@@ -84,7 +84,7 @@ export function streamChat(
   context: OperationContext,
   rawInput: unknown,
 ): { response: Response; traceId: string; modelId: string } {
-  authorize(chatComplete, context.identity);
+  authorize(chatComplete, context.identity, { authority: context.app.engine.authority });
   const parsed = chatInput.safeParse(rawInput);
   if (!parsed.success) throw new AppError("invalid_input", z.prettifyError(parsed.error));
   const { planner, modelId, traceId } = chatModel(context, parsed.data);

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { AppError } from "../errors";
 import { scrapeMetrics } from "../metrics/scrape";
-import { authorize, principalOf } from "../policy/authority";
+import { principalOf } from "../policy/authority";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
 
@@ -20,7 +20,7 @@ export const metricsRead = defineOperation({
   output: z.object({ contentType: z.string(), text: z.string() }),
   annotations: { readOnly: true, idempotent: true },
   run: async ({ app, identity }) => {
-    const decision = authorize(principalOf(identity), "metrics.read");
+    const decision = app.engine.authority.authorize(principalOf(identity), "metrics.read");
     if (!decision.allowed) {
       throw new AppError("forbidden", `${identity.name} may not read metrics: ${decision.reason}`, {
         rule: decision.rule,

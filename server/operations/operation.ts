@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { AppContext } from "../services";
 import { withCaller } from "../caller-context";
 import { AppError } from "../errors";
-import { authorize as authorizeByPolicy, principalOf } from "../policy/authority";
+import { authority as productionAuthority, principalOf, type Authority } from "../policy/authority";
 import type { CallerKind, Role } from "../vocabulary";
 import { currentIdentity } from "../people/principals";
 import { roleOf, type Identity } from "../identity";
@@ -71,7 +71,8 @@ export function mayCall(operation: { callers: readonly CallerKind[] }, kind: Ide
 
 /**
  * Refuses a missing identity, any caller the operation does not name, and a person whose role is
- * below the operation's, before anything happens.
+ * below the operation's, before anything happens. `authority` is the policy of the app context the
+ * door serves (`app.engine.authority`); a door without one asks the production policy.
  */
 export function authorize(
   operation: {
@@ -81,14 +82,14 @@ export function authorize(
     annotations?: Operation<z.ZodType, z.ZodType>["annotations"];
   },
   identity: Identity | undefined,
-  facts: { planMode?: boolean } = {},
+  options: { planMode?: boolean; authority?: Authority } = {},
 ) {
   if (!identity) throw new AppError("unauthorized", `${operation.name} needs a signed-in caller`);
   // The authority policy's `operation.call` (server/policy/authority.ts): the kinds the operation
   // names, for a person the least role it declares, for an agent in plan mode only reads.
   const principal = principalOf(identity);
-  if (principal.kind === "agent" && facts.planMode) principal.planMode = true;
-  const decision = authorizeByPolicy(principal, "operation.call", {
+  if (principal.kind === "agent" && options.planMode) principal.planMode = true;
+  const decision = (options.authority ?? productionAuthority).authorize(principal, "operation.call", {
     operation: { ...operation, readOnly: operation.annotations?.readOnly === true },
   });
   if (decision.allowed) return;
@@ -136,14 +137,29 @@ async function planModeFact(
  * role stops the next effect rather than the next connection. Returns the caller as they are now.
  */
 export async function authorizeNow(
-  app: Pick<AppContext, "db">,
+  app: Pick<AppContext, "db" | "engine">,
   operation: Pick<Operation<z.ZodType, z.ZodType>, "name" | "callers" | "role">,
   identity: Identity,
 ): Promise<Identity> {
   const now = await currentIdentity(app.db.pool, identity);
   if (!now) throw new AppError("unauthorized", "The credential this was opened with has been revoked");
-  authorize(operation, now);
+  authorize(operation, now, { authority: app.engine.authority });
   return now;
+}
+
+/**
+ * The check every door's call goes through, under the app context's policy: the caller's kind and
+ * role first (no lookup for a caller refused anyway), then, for an agent about to change something,
+ * whether its plan mode holds it read-only now.
+ */
+async function authorizeCall(
+  operation: Parameters<typeof authorize>[0],
+  context: Pick<OperationContext, "app" | "identity">,
+): Promise<void> {
+  const authority = context.app.engine.authority;
+  authorize(operation, context.identity, { authority });
+  const facts = await planModeFact(context.app, operation, context.identity!);
+  if (facts.planMode) authorize(operation, context.identity, { ...facts, authority });
 }
 
 /**
@@ -156,10 +172,7 @@ export async function invokeOperation<Input extends z.ZodType, Output extends z.
   context: OperationContext,
   rawInput: unknown,
 ): Promise<z.output<Output>> {
-  // The caller's kind and role first (no lookup for a caller refused anyway), then an agent's plan mode.
-  authorize(operation, context.identity);
-  const facts = await planModeFact(context.app, operation, context.identity);
-  if (facts.planMode) authorize(operation, context.identity, facts);
+  await authorizeCall(operation, context);
   const parsed = operation.input.safeParse(rawInput);
   if (!parsed.success) {
     throw new AppError("invalid_input", `Invalid input for ${operation.name}: ${z.prettifyError(parsed.error)}`, {
@@ -177,7 +190,7 @@ export async function invokeOperation<Input extends z.ZodType, Output extends z.
  */
 export function viaOperation<Input extends z.ZodType, Output extends z.ZodType>(operation: Operation<Input, Output>) {
   return async ({ ctx, input }: { ctx: OperationContext; input: z.output<Input> }): Promise<z.output<Output>> => {
-    authorize(operation, ctx.identity);
+    await authorizeCall(operation, ctx);
     // The output schema shapes the answer here as in every other door: one operation, one shape.
     return operation.output.parse(await withCaller(ctx.identity, () => operation.run(ctx, input)));
   };

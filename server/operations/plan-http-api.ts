@@ -76,7 +76,7 @@ export const planSubmit = defineOperation({
     const { app, identity } = context;
     // A bare goal is planned by the built-in planner: the same authority as planner.start (a
     // person, reviewer or above), asked before anything is looked up or registered.
-    if (!input.steps) authorize(plannerStart, identity);
+    if (!input.steps) authorize(plannerStart, identity, { authority: app.engine.authority });
     // Registering a directory is a person's decision; an agent names one a person registered.
     const workspace = await workspaceForNewWork(app.db.pool, {
       ...(input.workspace !== undefined && { named: input.workspace }),

@@ -14,7 +14,7 @@ import { adoptIntoSessionRun } from "../agents/sessions";
 import { AppError } from "../errors";
 import { rejectPlan } from "../planner/plan-rejection";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
-import { authorize, principalOf } from "../policy/authority";
+import { principalOf } from "../policy/authority";
 import { ACTIVE_RUN_STATUSES } from "../vocabulary";
 import { defineOperation, type OperationContext } from "./operation";
 import type { AnyOperation } from "./registry";
@@ -179,6 +179,10 @@ export const planEdit = defineOperation({
   output: planOutputSchema,
   async run({ app, identity }, input) {
     const editor = principalOf(identity);
+    const { authority } = app.engine;
+    // Writing a version of a plan at all (an agent, or a person reviewer and above).
+    const mayEdit = authority.authorize(editor, "plan.edit");
+    if (!mayEdit.allowed) throw new AppError("forbidden", `${identity.name} may not edit plans: ${mayEdit.reason}`);
     // An edit of a plan whose run is under way is adopted into that run. Unless the policy lets the
     // editor leave an effect ungated there (an approver or above), what the edit adds or changes
     // waits for an approver in the run — a reviewer's edit as an agent's — unless it is an agent's
@@ -188,7 +192,8 @@ export const planEdit = defineOperation({
       ...input,
       author: identity.name,
       editor,
-      gateChangedSteps: !authorize(editor, "plan.write_ungated_effect", { underWay }).allowed,
+      authority,
+      gateChangedSteps: !authority.authorize(editor, "plan.write_ungated_effect", { underWay }).allowed,
       workspaceRoot: app.workspaceRoot,
     });
     await adoptIntoSessionRun(app, plan.id, plan.version, identity.name);

@@ -1,6 +1,6 @@
 import { AppError, isAppError } from "../errors";
 import type { PrismaClient } from "../generated/prisma/client";
-import type { Principal } from "../policy/authority";
+import type { Authority, Principal } from "../policy/authority";
 import type { ToolRegistry } from "../tools/registry";
 import { applyPlanEdit } from "./apply-edit";
 import { planEditSchema, type PlanEdit } from "./edit-schema";
@@ -37,6 +37,8 @@ export interface EditPlanInput {
    * default, as an agent never waives.
    */
   editor: Principal;
+  /** The policy that judges `editor` (see `SavePlanVersionInput.authority`). */
+  authority?: Authority;
   /** See `SavePlanVersionInput.gateChangedSteps`: an edit of a plan whose run is under way by someone below approver. */
   gateChangedSteps?: boolean;
   /** The default workspace: file names are checked there when the plan has none of its own. */
@@ -62,6 +64,7 @@ export async function editPlan(prisma: PrismaClient, tools: ToolRegistry, input:
       source: extra.source ?? "manual",
       author: input.author,
       editor: input.editor,
+      ...(input.authority && { authority: input.authority }),
       changeNote,
       ...(input.gateChangedSteps && { gateChangedSteps: true }),
       ...(input.workspaceRoot && { workspaceRoot: input.workspaceRoot }),

@@ -1,6 +1,6 @@
 import { recordAudit } from "../audit/audit-log";
 import { DEFAULT_APPROVER_POLICY, workspacePolicy } from "../people/approver-policy";
-import { authorize, type Principal } from "../policy/authority";
+import { authority as productionAuthority, type Authority, type Principal } from "../policy/authority";
 import { planAuthors } from "../policy/facts";
 import { PRISMA_TRANSACTION_OPTIONS, prismaQueryable, type PrismaTransaction } from "../db";
 import { AppError, isAppError } from "../errors";
@@ -14,6 +14,7 @@ import { findReferences } from "./references";
 import type { Plan, PlanSource, Step } from "../plan-schema";
 import { matchStepIdentities, type IdentityStep } from "./step-identity";
 import { checkPlanToStore, getPlan, highestStepNumber, planVersionRow } from "./service";
+import { defaultWorkspace } from "./workspaces";
 
 /**
  * Every change to a plan — an edit in the review page, a regenerated draft, an import, an agent's
@@ -43,6 +44,8 @@ export interface SavePlanVersionInput {
    * above, not an author under a policy that excludes authors.
    */
   editor?: Principal;
+  /** The policy that judges `editor` (the app context's `engine.authority`; default: production). */
+  authority?: Authority;
   /**
    * An agent's change to a plan whose run is under way: every step it adds or whose tool or
    * arguments it changes waits for a person's approval in the run (its gate is raised), unless it
@@ -275,10 +278,14 @@ async function authorizeWaivers(
   waived: string[],
 ) {
   const queryable = prismaQueryable(db);
-  const policy = workspaceId ? await workspacePolicy(queryable, workspaceId) : DEFAULT_APPROVER_POLICY;
+  // A plan made without a workspace runs in the default one (`workspaceForPlan`), under its policy:
+  // the waiver is judged under the same policy as the run's approvals, not the built-in default.
+  const workspace =
+    workspaceId ?? (input.workspaceRoot ? (await defaultWorkspace(queryable, input.workspaceRoot)).id : null);
+  const policy = workspace ? await workspacePolicy(queryable, workspace) : DEFAULT_APPROVER_POLICY;
   const authors = [...new Set([...(await planAuthors(queryable, input.planId, input.baseVersion)), input.author])];
   const editor = input.editor ?? { kind: "agent" as const, name: input.author };
-  const decision = authorize(editor, "gate.lower", { policy, authors });
+  const decision = (input.authority ?? productionAuthority).authorize(editor, "gate.lower", { policy, authors });
   if (!decision.allowed) {
     throw new AppError(
       "forbidden",

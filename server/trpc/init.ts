@@ -92,7 +92,7 @@ export function operationProcedure<Input extends z.ZodType, Output extends z.Zod
   return publicProcedure
     .meta({ operation: operation.name })
     .use(({ ctx, next }) => {
-      authorize(operation, ctx.identity);
+      authorize(operation, ctx.identity, { authority: ctx.app.engine.authority });
       return next();
     })
     .input(operation.input);
@@ -109,7 +109,7 @@ export function operationProcedureInputOptional<Input extends z.ZodType, Output 
   return publicProcedure
     .meta({ operation: operation.name })
     .use(({ ctx, next }) => {
-      authorize(operation, ctx.identity);
+      authorize(operation, ctx.identity, { authority: ctx.app.engine.authority });
       return next();
     })
     .input(
@@ -125,7 +125,7 @@ export function operationProcedureInputOptional<Input extends z.ZodType, Output 
  */
 export function authorizedBy(operation: Pick<Operation<z.ZodType, z.ZodType>, "name" | "callers" | "role">) {
   return publicProcedure.meta({ operation: operation.name }).use(({ ctx, next }) => {
-    authorize(operation, ctx.identity);
+    authorize(operation, ctx.identity, { authority: ctx.app.engine.authority });
     return next();
   });
 }

@@ -1,0 +1,25 @@
+import { describe, expect, it } from "vitest";
+import { checkAuthorityModel } from "../../tests/authority-model/run";
+import { AUTHORITY_RULES, createAuthority } from "./authority";
+
+/**
+ * The model-based authority test must catch a weakened policy: with any one rule of
+ * AUTHORITY_RULES removed (the policy of the app context the doors and the engine ask, see
+ * `EngineDeps.authority`), some sequence disagrees with the model or with `audit verify`.
+ * Fixed seeds keep it deterministic; the budget per rule is what finds each breach with room.
+ */
+const RUNS_PER_RULE = Number(process.env.STEPWISE_MUTATION_RUNS ?? 150);
+
+describe("authority model catches every missing rule", () => {
+  for (const rule of AUTHORITY_RULES) {
+    it(`without ${rule.id}`, async () => {
+      const authority = createAuthority(AUTHORITY_RULES.filter((candidate) => candidate !== rule));
+      const { details, wallMs } = await checkAuthorityModel({ authority, numRuns: RUNS_PER_RULE, seed: 35 });
+      console.info(
+        `without ${rule.id}: ${details.failed ? `caught after ${details.numRuns} sequences` : "NOT caught"} (${wallMs} ms)` +
+          (details.counterexample ? `; shrunk to ${String(details.counterexample[1])}` : ""),
+      );
+      expect(details.failed).toBe(true);
+    }, 600_000);
+  }
+});

@@ -1,0 +1,57 @@
+import fc from "fast-check";
+import type { Role } from "../../server/vocabulary";
+import {
+  AddUngatedStep,
+  ApprovePlan,
+  Claim,
+  CreatePlan,
+  Decide,
+  MakeLink,
+  Revoke,
+  SetRole,
+  StartSession,
+  UseLink,
+  WaiveGate,
+  type Command,
+} from "./commands";
+import { ACTORS, type Actor, type PersonKey } from "./model";
+
+/** Decisions are mostly tried by the approvers, so that they happen often enough to be undone. */
+const decider = fc.constantFrom<PersonKey>("ann", "bea", "ann", "bea", "rev", "vic");
+/** Plans are mostly written by someone other than the approvers, so that their approval counts. */
+const writer = fc.constantFrom<Actor>("rev", "agent", "rev", "agent", "ann", "bea", "vic");
+const actor = fc.constantFrom(...ACTORS);
+const pick = fc.nat(7);
+
+/**
+ * The command arbitraries with their weights: plan approvals, decisions, links and claims weigh
+ * more, as the breaches of the count, the link and the revocation rules need a plan, its approval,
+ * a decision, a change of the decider and a claim in that order; revocations and role changes
+ * weigh less, as once both approvers lost their role nothing more can happen.
+ */
+export const weightedCommands: fc.WeightedArbitrary<Command>[] = [
+  { weight: 3, arbitrary: writer.map((who) => new CreatePlan(who)) },
+  { weight: 1, arbitrary: fc.constant(new StartSession()) },
+  { weight: 2, arbitrary: fc.tuple(actor, pick).map(([who, plan]) => new AddUngatedStep(who, plan)) },
+  { weight: 2, arbitrary: fc.tuple(actor, pick).map(([who, plan]) => new WaiveGate(who, plan)) },
+  { weight: 5, arbitrary: fc.tuple(decider, pick).map(([who, plan]) => new ApprovePlan(who, plan)) },
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(decider, pick, pick, fc.boolean())
+      .map(([who, run, step, approve]) => new Decide(who, run, step, approve)),
+  },
+  { weight: 5, arbitrary: fc.tuple(decider, pick, pick).map(([who, run, step]) => new Decide(who, run, step, true)) },
+  { weight: 3, arbitrary: fc.tuple(decider, pick, pick).map(([who, run, step]) => new MakeLink(who, run, step)) },
+  { weight: 1, arbitrary: fc.tuple(pick, fc.boolean()).map(([link, approve]) => new UseLink(link, approve)) },
+  { weight: 3, arbitrary: pick.map((link) => new UseLink(link, true)) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(decider, fc.constantFrom<Role>("viewer", "reviewer", "approver"))
+      .map(([who, role]) => new SetRole(who, role)),
+  },
+  // Mostly an approver's credential: what matters is an approval whose maker is revoked before the claim.
+  { weight: 3, arbitrary: fc.constantFrom<PersonKey>("ann", "bea", "ann", "bea", "rev").map((who) => new Revoke(who)) },
+  { weight: 5, arbitrary: pick.map((run) => new Claim(run)) },
+];

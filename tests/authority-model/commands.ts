@@ -1,0 +1,445 @@
+import fc from "fast-check";
+import type { AppContext } from "../../server/services";
+import { executeStepJob } from "../../server/engine/engine";
+import { LINK_HOLDER } from "../../server/operations/decision-links";
+import type { Identity } from "../../server/identity";
+import { invokeOperation } from "../../server/operations/operation";
+import { findOperation } from "../../server/operations/registry";
+import { currentIdentity } from "../../server/people/principals";
+import type { Role } from "../../server/vocabulary";
+import {
+  authorsUpTo,
+  decidedAlready,
+  describeModel,
+  mayApprove,
+  mayEdit,
+  nameOf,
+  personAtLeast,
+  stepMayRun,
+  type Actor,
+  type Model,
+  type ModelStep,
+  type PersonKey,
+} from "./model";
+
+/**
+ * The commands of the model-based authority test: each is one call through the operations layer
+ * exactly as a door makes it — the caller's credential looked up again (`currentIdentity`, what
+ * the HTTP, tRPC and MCP doors do per call), then `invokeOperation` — or the engine's claim
+ * (`executeStepJob`). Each states what the model expects (allowed or refused) and fails on any
+ * difference, in either direction: a refusal the model expects to pass shows a rule missing as
+ * surely as an effect it expects refused.
+ */
+export interface Real {
+  app: AppContext;
+  owner: Identity;
+}
+
+export const OWNER: Identity = { kind: "person", name: "user" };
+
+type Outcome = { ok: true; value: unknown } | { ok: false; code: string; message: string };
+
+async function call(real: Real, model: Model, actor: Actor | "owner" | "link", name: string, input: unknown) {
+  let identity: Identity | undefined;
+  if (actor === "owner") identity = real.owner;
+  else if (actor === "link") identity = LINK_HOLDER;
+  else if (actor === "agent") identity = { kind: "agent", name: model.agentName };
+  else {
+    const person = model.people[actor];
+    // As every door does per call: the credential looked up now (revoked: refused, role: as held now).
+    identity = await currentIdentity(real.app.db.pool, {
+      kind: "person",
+      name: person.name,
+      role: person.role,
+      tokenId: person.credentialId,
+    });
+  }
+  if (!identity) return { ok: false, code: "unauthorized", message: "credential revoked" } satisfies Outcome;
+  try {
+    const value = await invokeOperation(findOperation(name)!, { app: real.app, identity }, input);
+    return { ok: true, value } satisfies Outcome;
+  } catch (error) {
+    const { code = "error", message = String(error) } = error as { code?: string; message?: string };
+    return { ok: false, code, message } satisfies Outcome;
+  }
+}
+
+function expectOutcome(model: Model, what: string, expected: boolean, outcome: Outcome): void {
+  if (outcome.ok === expected) return;
+  if (!outcome.ok && expected) {
+    throw new Error(
+      `${what}: the model allows it, the system refused (${outcome.code}: ${outcome.message}); ${describeModel(model)}`,
+    );
+  }
+  throw new Error(`${what}: the model refuses it, the system allowed it; ${describeModel(model)}`);
+}
+
+async function stepRow(real: Real, runId: string, stepId: string) {
+  const row = await real.app.db.pool.query<{ status: string; attempt: number; effects: boolean }>(
+    "select status, attempt, effects_started_at is not null as effects from run_steps where run_id = $1 and step_id = $2",
+    [runId, stepId],
+  );
+  return row.rows[0];
+}
+
+async function underWay(real: Real, planId: string): Promise<boolean> {
+  const found = await real.app.db.pool.query(
+    `select 1 from agent_sessions where plan_id = $1 and closed_at is null
+     union all select 1 from runs where plan_id = $1 and status not in ('completed', 'failed', 'cancelled')`,
+    [planId],
+  );
+  return (found.rowCount ?? 0) > 0;
+}
+
+const toolOf = (tool: string): ModelStep["tool"] =>
+  tool === "touch_gated" || tool === "touch_ungated" ? tool : "other";
+const stepsOf = (plan: { steps: { id: string; tool: string; approvalRequired: boolean }[] }): ModelStep[] =>
+  plan.steps.map((step) => ({ id: step.id, tool: toolOf(step.tool), approvalRequired: step.approvalRequired }));
+
+export type Command = fc.AsyncCommand<Model, Real>;
+
+export class CreatePlan implements Command {
+  constructor(readonly actor: Actor) {}
+  check = () => true;
+  async run(model: Model, real: Real) {
+    const draft = {
+      goal: "touch markers",
+      steps: [
+        { id: "g", description: "gated effect", tool: "touch_gated", args: { text: "g" } },
+        { id: "u", description: "ungated effect", tool: "touch_ungated", args: { text: "u" }, approvalRequired: false },
+      ],
+    };
+    const outcome = await call(real, model, this.actor, "plan.create", { draft });
+    expectOutcome(model, this.toString(), mayEdit(model, this.actor), outcome);
+    if (!outcome.ok) return;
+    const plan = outcome.value as { id: string; steps: { id: string; tool: string; approvalRequired: boolean }[] };
+    const u = plan.steps.find((step) => step.id === "u");
+    if (u?.approvalRequired) throw new Error(`${this}: a draft's ungated step was gated`);
+    model.plans.push({
+      id: plan.id,
+      session: false,
+      versionAuthors: [nameOf(model, this.actor)],
+      steps: stepsOf(plan),
+      waivers: new Map(),
+    });
+  }
+  toString = () => `createPlan(${this.actor})`;
+}
+
+export class StartSession implements Command {
+  check = () => true;
+  async run(model: Model, real: Real) {
+    const outcome = await call(real, model, "agent", "agent.start", { goal: "change something" });
+    expectOutcome(model, this.toString(), true, outcome);
+    if (!outcome.ok) return;
+    // The agent wrote its session's plan: under a policy that excludes authors it may not start
+    // it; the session then waits for someone else's approval of the plan.
+    const waits = (outcome.value as { awaiting_approval?: unknown }).awaiting_approval !== undefined;
+    if (waits === model.policy.authorMayApprove) {
+      throw new Error(
+        `${this}: the session ${waits ? "waits for approval" : "started"}: ${JSON.stringify(outcome.value)}; ${describeModel(model)}`,
+      );
+    }
+    const started = outcome.value as { session_id?: string; awaiting_approval?: { plan_id: string } };
+    const row = await real.app.db.pool.query<{ plan_id: string; run_id: string | null }>(
+      "select plan_id, run_id::text from agent_sessions where id = $1",
+      [started.session_id],
+    );
+    const planId = started.awaiting_approval?.plan_id ?? row.rows[0]!.plan_id;
+    const plan = await call(real, model, "owner", "plan.get", { planId });
+    if (!plan.ok) throw new Error(`${this}: plan.get ${planId} refused: ${plan.message}`);
+    const steps = stepsOf(plan.value as never);
+    const runId = row.rows[0]?.run_id;
+    if (runId) {
+      model.runs.push({
+        id: runId,
+        planIndex: model.plans.length,
+        version: 1,
+        steps,
+        approvals: new Map(),
+        ran: new Set(),
+      });
+    }
+    model.plans.push({
+      id: planId,
+      session: true,
+      versionAuthors: [model.agentName],
+      steps,
+      waivers: new Map(),
+      ...(runId && { runIndex: model.runs.length - 1 }),
+    });
+  }
+  toString = () => "startSession(agent)";
+}
+
+export class AddUngatedStep implements Command {
+  constructor(
+    readonly actor: Actor,
+    readonly plan: number,
+  ) {}
+  check = (model: Readonly<Model>) => model.plans.length > 0;
+  async run(model: Model, real: Real) {
+    const plan = model.plans[this.plan % model.plans.length]!;
+    const followed = await underWay(real, plan.id);
+    const outcome = await call(real, model, this.actor, "plan.edit", {
+      planId: plan.id,
+      baseVersion: plan.versionAuthors.length,
+      edit: {
+        kind: "addStep",
+        position: plan.steps.length,
+        step: { tool: "touch_ungated", args: { text: `added by ${this.actor}` }, approvalRequired: false },
+      },
+    });
+    expectOutcome(model, this.toString(), mayEdit(model, this.actor), outcome);
+    if (!outcome.ok) return;
+    const saved = outcome.value as {
+      version: number;
+      steps: { id: string; tool: string; approvalRequired: boolean }[];
+    };
+    // Left ungated only in a draft, or by an approver; anyone else's step with an effect waits for one.
+    const ungated = !followed || personAtLeast(model, this.actor, "approver");
+    const added = saved.steps.at(-1)!;
+    if (added.approvalRequired === ungated) {
+      throw new Error(
+        `${this}: the step was saved ${added.approvalRequired ? "gated" : "ungated"} (run follows the plan: ${followed}); ${describeModel(model)}`,
+      );
+    }
+    plan.versionAuthors.push(nameOf(model, this.actor));
+    plan.steps = stepsOf(saved);
+    if (plan.session && plan.runIndex !== undefined) {
+      const run = model.runs[plan.runIndex]!;
+      run.version = saved.version;
+      run.steps = plan.steps;
+    }
+  }
+  toString = () => `addUngatedStep(${this.actor}, plan ${this.plan})`;
+}
+
+export class WaiveGate implements Command {
+  constructor(
+    readonly actor: Actor,
+    readonly plan: number,
+  ) {}
+  check = (model: Readonly<Model>) => model.plans.some((plan) => !plan.session);
+  async run(model: Model, real: Real) {
+    const drafts = model.plans.filter((plan) => !plan.session);
+    const plan = drafts[this.plan % drafts.length]!;
+    const g = plan.steps.find((step) => step.id === "g");
+    if (!g?.approvalRequired) return;
+    const outcome = await call(real, model, this.actor, "plan.edit", {
+      planId: plan.id,
+      baseVersion: plan.versionAuthors.length,
+      edit: { kind: "updateStep", stepId: "g", changes: { approvalRequired: false } },
+    });
+    const name = nameOf(model, this.actor);
+    const authors = new Set([...plan.versionAuthors, name]);
+    if (this.actor === "agent") {
+      // An agent never waives: its `approvalRequired: false` is raised back to the tool's default.
+      if (outcome.ok && !(outcome.value as { steps: ModelStep[] }).steps.find((s) => s.id === "g")?.approvalRequired) {
+        throw new Error(`${this}: an agent turned a gate off`);
+      }
+    } else {
+      expectOutcome(model, this.toString(), mayApprove(model, this.actor, authors), outcome);
+    }
+    if (!outcome.ok) return;
+    const saved = outcome.value as { steps: { id: string; tool: string; approvalRequired: boolean }[] };
+    if (this.actor !== "agent" && saved.steps.find((step) => step.id === "g")?.approvalRequired !== false) {
+      throw new Error(`${this}: the waiver was accepted but the gate stayed up`);
+    }
+    plan.versionAuthors.push(name);
+    plan.steps = stepsOf(saved);
+    if (this.actor !== "agent") plan.waivers.set("g", new Set([...(plan.waivers.get("g") ?? []), name]));
+  }
+  toString = () => `waiveGate(${this.actor}, plan ${this.plan})`;
+}
+
+export class ApprovePlan implements Command {
+  constructor(
+    readonly actor: PersonKey,
+    readonly plan: number,
+  ) {}
+  check = (model: Readonly<Model>) => model.plans.some((plan) => !plan.session && plan.runIndex === undefined);
+  async run(model: Model, real: Real) {
+    const open = model.plans.filter((plan) => !plan.session && plan.runIndex === undefined);
+    const plan = open[this.plan % open.length]!;
+    const version = plan.versionAuthors.length;
+    const outcome = await call(real, model, this.actor, "plan.approve", { planId: plan.id, version });
+    expectOutcome(model, this.toString(), mayApprove(model, this.actor, authorsUpTo(plan, version)), outcome);
+    if (!outcome.ok) return;
+    const { runId } = outcome.value as { runId: string };
+    plan.runIndex = model.runs.length;
+    model.runs.push({
+      id: runId,
+      planIndex: model.plans.indexOf(plan),
+      version,
+      steps: plan.steps,
+      approvals: new Map(),
+      ran: new Set(),
+    });
+  }
+  toString = () => `approvePlan(${this.actor}, plan ${this.plan})`;
+}
+
+/**
+ * One of the steps that wait for a decision now (a fact read from the runs): the run pick starts
+ * the search and the step pick chooses among that run's waiting steps, so that most decisions
+ * generated land on a step they can decide. None when no run has one.
+ */
+async function waitingStep(model: Model, real: Real, runPick: number, stepPick: number) {
+  for (let offset = 0; offset < model.runs.length; offset++) {
+    const run = model.runs[(runPick + offset) % model.runs.length]!;
+    const rows = await real.app.db.pool.query<{ step_id: string }>(
+      "select step_id from run_steps where run_id = $1 and status = 'awaiting_approval' order by step_id",
+      [run.id],
+    );
+    const waiting = run.steps.filter(
+      (step) => step.tool !== "other" && rows.rows.some((row) => row.step_id === step.id),
+    );
+    if (waiting.length > 0) return { run, step: waiting[stepPick % waiting.length]! };
+  }
+  return undefined;
+}
+
+export class Decide implements Command {
+  constructor(
+    readonly actor: PersonKey,
+    readonly runPick: number,
+    readonly step: number,
+    readonly approve: boolean,
+  ) {}
+  check = (model: Readonly<Model>) => model.runs.length > 0;
+  async run(model: Model, real: Real) {
+    const waiting = await waitingStep(model, real, this.runPick, this.step);
+    if (!waiting) return;
+    const { run, step } = waiting;
+    const name = model.people[this.actor].name;
+    if (decidedAlready(model, run, step, name)) return;
+    const outcome = await call(real, model, this.actor, "run.decide", {
+      runId: run.id,
+      stepId: step.id,
+      approve: this.approve,
+    });
+    const authors = authorsUpTo(model.plans[run.planIndex]!, run.version);
+    const allowed = this.approve
+      ? mayApprove(model, this.actor, authors)
+      : personAtLeast(model, this.actor, "approver");
+    expectOutcome(model, this.toString(), allowed, outcome);
+    if (outcome.ok && this.approve) run.approvals.set(step.id, new Set([...(run.approvals.get(step.id) ?? []), name]));
+  }
+  toString = () => `${this.approve ? "approve" : "deny"}Step(${this.actor}, run ${this.runPick}, step ${this.step})`;
+}
+
+export class MakeLink implements Command {
+  constructor(
+    readonly actor: PersonKey,
+    readonly runPick: number,
+    readonly step: number,
+  ) {}
+  check = (model: Readonly<Model>) => model.runs.length > 0;
+  async run(model: Model, real: Real) {
+    const waiting = await waitingStep(model, real, this.runPick, this.step);
+    if (!waiting) return;
+    const outcome = await call(real, model, this.actor, "decision_link.create", {
+      runId: waiting.run.id,
+      stepId: waiting.step.id,
+    });
+    expectOutcome(model, this.toString(), personAtLeast(model, this.actor, "approver"), outcome);
+    if (!outcome.ok) return;
+    const { token } = outcome.value as { token: string };
+    model.links.push({
+      token,
+      maker: this.actor,
+      runIndex: model.runs.indexOf(waiting.run),
+      stepId: waiting.step.id,
+      used: false,
+    });
+  }
+  toString = () => `makeLink(${this.actor}, run ${this.runPick}, step ${this.step})`;
+}
+
+export class UseLink implements Command {
+  constructor(
+    readonly link: number,
+    readonly approve: boolean,
+  ) {}
+  check = (model: Readonly<Model>) => model.links.some((link) => !link.used);
+  async run(model: Model, real: Real) {
+    const unused = model.links.filter((link) => !link.used);
+    const link = unused[this.link % unused.length]!;
+    const run = model.runs[link.runIndex]!;
+    if ((await stepRow(real, run.id, link.stepId))?.status !== "awaiting_approval") return;
+    const name = model.people[link.maker].name;
+    const step = run.steps.find((candidate) => candidate.id === link.stepId);
+    if (this.approve && step && decidedAlready(model, run, step, name)) return;
+    const outcome = await call(real, model, "link", "decision_link.decide", {
+      token: link.token,
+      decision: this.approve ? "approve" : "deny",
+    });
+    // The holder decides for the maker, with the maker's role and credential as they are now.
+    const authors = authorsUpTo(model.plans[run.planIndex]!, run.version);
+    const allowed = this.approve
+      ? mayApprove(model, link.maker, authors)
+      : personAtLeast(model, link.maker, "approver");
+    expectOutcome(model, this.toString(), allowed, outcome);
+    if (!outcome.ok) return;
+    link.used = true;
+    if (this.approve) run.approvals.set(link.stepId, new Set([...(run.approvals.get(link.stepId) ?? []), name]));
+  }
+  toString = () => `useLink(${this.link}, ${this.approve ? "approve" : "deny"})`;
+}
+
+export class SetRole implements Command {
+  constructor(
+    readonly person: PersonKey,
+    readonly role: Role,
+  ) {}
+  check = () => true;
+  async run(model: Model, real: Real) {
+    const person = model.people[this.person];
+    const outcome = await call(real, model, "owner", "people.set_role", {
+      principalId: person.principalId,
+      role: this.role,
+    });
+    expectOutcome(model, this.toString(), true, outcome);
+    person.role = this.role;
+  }
+  toString = () => `setRole(${this.person}, ${this.role})`;
+}
+
+export class Revoke implements Command {
+  constructor(readonly person: PersonKey) {}
+  check = (model: Readonly<Model>) => !model.people[this.person].revoked;
+  async run(model: Model, real: Real) {
+    const person = model.people[this.person];
+    const outcome = await call(real, model, "owner", "people.revoke_credential", { credentialId: person.credentialId });
+    expectOutcome(model, this.toString(), true, outcome);
+    person.revoked = true;
+  }
+  toString = () => `revoke(${this.person})`;
+}
+
+/** The engine claims every ready step of a run: it runs exactly those the model says may run now. */
+export class Claim implements Command {
+  constructor(readonly runPick: number) {}
+  check = (model: Readonly<Model>) => model.runs.length > 0;
+  async run(model: Model, real: Real) {
+    const run = model.runs[this.runPick % model.runs.length]!;
+    for (const step of run.steps) {
+      if (step.tool === "other" || run.ran.has(step.id)) continue;
+      const before = await stepRow(real, run.id, step.id);
+      if (before?.status !== "ready") continue;
+      const allowed = stepMayRun(model, run, step);
+      await executeStepJob(real.app.engine, { runId: run.id, stepId: step.id, attempt: before.attempt + 1 });
+      const after = await stepRow(real, run.id, step.id);
+      const ran = after?.effects === true;
+      if (ran) run.ran.add(step.id);
+      if (ran !== allowed) {
+        throw new Error(
+          `${this}: step ${step.id} (${step.tool}, ${step.approvalRequired ? "gated" : "ungated"}) ${ran ? "ran" : "was held"}; ` +
+            `the model says it ${allowed ? "may" : "may not"} run now (approvals: ${[...(run.approvals.get(step.id) ?? [])].join(", ") || "none"}); ${describeModel(model)}`,
+        );
+      }
+    }
+  }
+  toString = () => `claim(run ${this.runPick})`;
+}
