@@ -146,21 +146,26 @@ async function assertWorkspaceMayRun(
   // approves it to run (server/policy/authority.ts). An agent starting its own session's
   // run proposes rather than approves; the same author rule holds for it.
   const policy = await workspacePolicy(client, workspaceId);
-  if (!policy.authorMayApprove) {
-    const kind = actorKindOf(input.actor);
-    const principal = await principalNow(client, input.actor, kind);
-    const authors = await planAuthors(client, input.planId, input.version);
-    const decision = deps.authority.authorize(principal, principal.kind === "agent" ? "session.start" : "plan.approve", {
-      policy,
-      authors,
+  const kind = actorKindOf(input.actor);
+  // An agent starts only its own session's run, and only as `session.start` allows: asked
+  // whatever the policy. A person's start is the plan approval the door already checked by
+  // role; here only the author rule remains to ask, when the policy excludes authors.
+  if (kind !== "agent" && policy.authorMayApprove) return;
+  const principal = await principalNow(client, input.actor, kind);
+  const authors = policy.authorMayApprove ? [] : await planAuthors(client, input.planId, input.version);
+  const action = principal.kind === "agent" ? "session.start" : "plan.approve";
+  const decision = deps.authority.authorize(principal, action, { policy, authors });
+  if (!decision.allowed && decision.rule === "authors-may-not-approve") {
+    throw new AppError(
+      "forbidden",
+      `${input.actor} wrote a version of this plan (up to version ${input.version}) and may not approve it (the workspace's approver policy); another approver must`,
+      { author: input.actor, authors },
+    );
+  }
+  if (!decision.allowed && principal.kind === "agent") {
+    throw new AppError("forbidden", `${input.actor} may not start this run: ${decision.reason}`, {
+      rule: decision.rule,
     });
-    if (!decision.allowed && decision.rule === "authors-may-not-approve") {
-      throw new AppError(
-        "forbidden",
-        `${input.actor} wrote a version of this plan (up to version ${input.version}) and may not approve it (the workspace's approver policy); another approver must`,
-        { author: input.actor, authors },
-      );
-    }
   }
 }
 

@@ -8,7 +8,7 @@ import { AUTHORITY_RULES, createAuthority } from "./authority";
  * `EngineDeps.authority`), some sequence disagrees with the model or with `audit verify`.
  * Fixed seeds keep it deterministic; the budget per rule is what finds each breach with room.
  */
-const RUNS_PER_RULE = Number(process.env.STEPWISE_MUTATION_RUNS ?? 150);
+const RUNS_PER_RULE = Number(process.env.STEPWISE_MUTATION_RUNS ?? 300);
 
 describe("authority model catches every missing rule", () => {
   for (const rule of AUTHORITY_RULES) {

@@ -6,7 +6,10 @@ import {
   Claim,
   CreatePlan,
   Decide,
+  EnterPlanMode,
+  ExitPlanMode,
   MakeLink,
+  ReadMetrics,
   Revoke,
   SetRole,
   StartSession,
@@ -48,10 +51,16 @@ export const weightedCommands: fc.WeightedArbitrary<Command>[] = [
   {
     weight: 1,
     arbitrary: fc
-      .tuple(decider, fc.constantFrom<Role>("viewer", "reviewer", "approver"))
+      .tuple(decider, fc.constantFrom<Role>("viewer", "reviewer", "approver", "admin"))
       .map(([who, role]) => new SetRole(who, role)),
   },
   // Mostly an approver's credential: what matters is an approval whose maker is revoked before the claim.
-  { weight: 3, arbitrary: fc.constantFrom<PersonKey>("ann", "bea", "ann", "bea", "rev").map((who) => new Revoke(who)) },
+  { weight: 5, arbitrary: fc.constantFrom<PersonKey>("ann", "bea", "ann", "bea", "rev").map((who) => new Revoke(who)) },
   { weight: 5, arbitrary: pick.map((run) => new Claim(run)) },
+  { weight: 1, arbitrary: fc.constant(new EnterPlanMode()) },
+  { weight: 1, arbitrary: fc.constant(new ExitPlanMode()) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom<PersonKey | "owner">("owner", "ann", "rev", "vic").map((who) => new ReadMetrics(who)),
+  },
 ];

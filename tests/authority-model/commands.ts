@@ -3,7 +3,9 @@ import type { AppContext } from "../../server/services";
 import { executeStepJob } from "../../server/engine/engine";
 import { LINK_HOLDER } from "../../server/operations/decision-links";
 import type { Identity } from "../../server/identity";
-import { invokeOperation } from "../../server/operations/operation";
+import { enterPlanMode, exitPlanMode } from "../../server/agents/plan-mode";
+import { metricsRead } from "../../server/operations/metrics";
+import { invokeOperation, type Operation } from "../../server/operations/operation";
 import { findOperation } from "../../server/operations/registry";
 import { currentIdentity } from "../../server/people/principals";
 import type { Role } from "../../server/vocabulary";
@@ -39,7 +41,13 @@ export const OWNER: Identity = { kind: "person", name: "user" };
 
 type Outcome = { ok: true; value: unknown } | { ok: false; code: string; message: string };
 
-async function call(real: Real, model: Model, actor: Actor | "owner" | "link", name: string, input: unknown) {
+async function call(
+  real: Real,
+  model: Model,
+  actor: Actor | "owner" | "link",
+  name: string | Operation<never, never>,
+  input: unknown,
+) {
   let identity: Identity | undefined;
   if (actor === "owner") identity = real.owner;
   else if (actor === "link") identity = LINK_HOLDER;
@@ -56,7 +64,8 @@ async function call(real: Real, model: Model, actor: Actor | "owner" | "link", n
   }
   if (!identity) return { ok: false, code: "unauthorized", message: "credential revoked" } satisfies Outcome;
   try {
-    const value = await invokeOperation(findOperation(name)!, { app: real.app, identity }, input);
+    const operation = typeof name === "string" ? findOperation(name)! : name;
+    const value = await invokeOperation(operation as never, { app: real.app, identity }, input);
     return { ok: true, value } satisfies Outcome;
   } catch (error) {
     const { code = "error", message = String(error) } = error as { code?: string; message?: string };
@@ -130,7 +139,8 @@ export class StartSession implements Command {
   check = () => true;
   async run(model: Model, real: Real) {
     const outcome = await call(real, model, "agent", "agent.start", { goal: "change something" });
-    expectOutcome(model, this.toString(), true, outcome);
+    // Held by its plan mode, the agent changes nothing, starting a session included.
+    expectOutcome(model, this.toString(), model.agentPlanMode === undefined, outcome);
     if (!outcome.ok) return;
     // The agent wrote its session's plan: under a policy that excludes authors it may not start
     // it; the session then waits for someone else's approval of the plan.
@@ -442,4 +452,43 @@ export class Claim implements Command {
     }
   }
   toString = () => `claim(run ${this.runPick})`;
+}
+
+/**
+ * The agent enters plan mode (seed 002), as its MCP tool does: from then on every door must hold
+ * it read-only — no plan, no session, no edit — until it leaves.
+ */
+export class EnterPlanMode implements Command {
+  check = (model: Readonly<Model>) => model.agentPlanMode === undefined;
+  async run(model: Model, real: Real) {
+    const entered = await enterPlanMode(real.app, { reason: "look first", actor: model.agentName, credential: null });
+    model.agentPlanMode = entered.planning_session_id;
+  }
+  toString = () => "enterPlanMode(agent)";
+}
+
+export class ExitPlanMode implements Command {
+  check = (model: Readonly<Model>) => model.agentPlanMode !== undefined;
+  async run(model: Model, real: Real) {
+    await exitPlanMode(real.app, {
+      sessionId: model.agentPlanMode!,
+      actor: model.agentName,
+      credential: null,
+      reason: "done looking",
+    });
+    model.agentPlanMode = undefined;
+  }
+  toString = () => "exitPlanMode(agent)";
+}
+
+/** Reading the server's metrics: an admin's (the owner is one), nobody else's. */
+export class ReadMetrics implements Command {
+  constructor(readonly actor: PersonKey | "owner") {}
+  check = () => true;
+  async run(model: Model, real: Real) {
+    const outcome = await call(real, model, this.actor, metricsRead as never, {});
+    const allowed = this.actor === "owner" || personAtLeast(model, this.actor, "admin");
+    expectOutcome(model, this.toString(), allowed, outcome);
+  }
+  toString = () => `readMetrics(${this.actor})`;
 }

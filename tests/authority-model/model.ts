@@ -69,6 +69,8 @@ export interface ModelLink {
 export interface Model {
   tag: string;
   agentName: string;
+  /** The agent's planning session that holds it read-only now (seed 002's plan mode), if any. */
+  agentPlanMode?: string;
   policy: { authorMayApprove: boolean; approvals: number };
   people: Record<PersonKey, ModelPerson>;
   plans: ModelPlan[];
@@ -91,8 +93,9 @@ export function authorsUpTo(plan: ModelPlan, version: number): Set<string> {
   return new Set(plan.versionAuthors.slice(0, version));
 }
 
-/** Writes plans: an agent, or a person reviewer and above. */
-export const mayEdit = (model: Model, actor: Actor) => actor === "agent" || personAtLeast(model, actor, "reviewer");
+/** Writes plans: an agent not held by its plan mode, or a person reviewer and above. */
+export const mayEdit = (model: Model, actor: Actor) =>
+  actor === "agent" ? model.agentPlanMode === undefined : personAtLeast(model, actor, "reviewer");
 
 /** An approval decision (approve a plan or step, lower a gate): approver and above, not an excluded author. */
 export function mayApprove(model: Model, actor: PersonKey, authors: Set<string>): boolean {
