@@ -84,3 +84,9 @@ export function throughProxy(databaseUrl: string, proxy: TcpProxy): string {
   url.port = String(proxy.port);
   return url.toString();
 }
+
+/** A proxy in front of the PostgreSQL server `databaseUrl` names. */
+export function startProxyToDatabase(databaseUrl: string): Promise<TcpProxy> {
+  const url = new URL(databaseUrl);
+  return startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+}

@@ -7,7 +7,7 @@ import { z } from "zod";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { createProbeRegistry, illegalTransitions, readProbeLog, sequenceProblems } from "../../tests/probe-tool";
 import { spawnProbeWorker, type ProbeWorkerProcess } from "../../tests/probe-worker";
-import { startTcpProxy, throughProxy, type TcpProxy } from "../../tests/tcp-proxy";
+import { startProxyToDatabase, throughProxy, type TcpProxy } from "../../tests/tcp-proxy";
 import { readEvents } from "../events/store";
 import { builtinTools, createToolRegistry } from "../tools/registry";
 import { defineTool } from "../tools/types";
@@ -549,8 +549,7 @@ describe("engine under database faults", () => {
     it("the worker rides out a 4 s cut: it stays alive, every outcome is written after the cut, nothing runs twice", async () => {
       harness = await startHarness({ worker: false, tools: createProbeRegistry() });
       const h = harness;
-      const url = new URL(h.app.db.url);
-      proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+      proxy = await startProxyToDatabase(h.app.db.url);
       const probeLog = path.join(h.workspace, "probe.log");
       const worker = spawnProbeWorker({
         databaseUrl: throughProxy(h.app.db.url, proxy),
@@ -673,8 +672,7 @@ describe("engine under database faults", () => {
     it("a cut shorter than the lease costs a worker none of its steps, though a peer watches", async () => {
       harness = await startHarness({ worker: false, tools: createProbeRegistry() });
       const h = harness;
-      const url = new URL(h.app.db.url);
-      proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+      proxy = await startProxyToDatabase(h.app.db.url);
       const probeLog = path.join(h.workspace, "probe.log");
       // Leases of 5 s (five beats of 1 s); the cut lasts 2 s.
       const cutOff = spawnProbeWorker({

@@ -5,7 +5,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startApiServer } from "../../tests/door-http-server";
-import { startTcpProxy, throughProxy, type TcpProxy } from "../../tests/tcp-proxy";
+import { startProxyToDatabase, throughProxy, type TcpProxy } from "../../tests/tcp-proxy";
 import { createTestDatabase } from "../../tests/test-database";
 import { createAppContext } from "../app-context";
 import type { AppContext } from "../services";
@@ -29,8 +29,7 @@ let workspace: string;
 
 beforeAll(async () => {
   database = await createTestDatabase();
-  const url = new URL(database.url);
-  proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+  proxy = await startProxyToDatabase(database.url);
   workspace = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-outage-"));
   app = await createAppContext({
     databaseUrl: throughProxy(database.url, proxy),

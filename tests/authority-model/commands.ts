@@ -5,8 +5,8 @@ import { LINK_HOLDER } from "../../server/operations/decision-links";
 import type { Identity } from "../../server/identity";
 import { enterPlanMode, exitPlanMode } from "../../server/agents/plan-mode";
 import { metricsRead } from "../../server/operations/metrics";
-import { invokeOperation, type Operation } from "../../server/operations/operation";
-import { findOperation } from "../../server/operations/registry";
+import { invokeOperation } from "../../server/operations/operation";
+import { findOperation, type AnyOperation } from "../../server/operations/registry";
 import { currentIdentity } from "../../server/people/principals";
 import type { Role } from "../../server/vocabulary";
 import {
@@ -45,7 +45,7 @@ async function call(
   real: Real,
   model: Model,
   actor: Actor | "owner" | "link",
-  name: string | Operation<never, never>,
+  name: string | AnyOperation,
   input: unknown,
 ) {
   let identity: Identity | undefined;
@@ -65,7 +65,7 @@ async function call(
   if (!identity) return { ok: false, code: "unauthorized", message: "credential revoked" } satisfies Outcome;
   try {
     const operation = typeof name === "string" ? findOperation(name)! : name;
-    const value = await invokeOperation(operation as never, { app: real.app, identity }, input);
+    const value = await invokeOperation(operation, { app: real.app, identity }, input);
     return { ok: true, value } satisfies Outcome;
   } catch (error) {
     const { code = "error", message = String(error) } = error as { code?: string; message?: string };
@@ -486,7 +486,7 @@ export class ReadMetrics implements Command {
   constructor(readonly actor: PersonKey | "owner") {}
   check = () => true;
   async run(model: Model, real: Real) {
-    const outcome = await call(real, model, this.actor, metricsRead as never, {});
+    const outcome = await call(real, model, this.actor, metricsRead as AnyOperation, {});
     const allowed = this.actor === "owner" || personAtLeast(model, this.actor, "admin");
     expectOutcome(model, this.toString(), allowed, outcome);
   }
