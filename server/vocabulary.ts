@@ -148,6 +148,10 @@ export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
 export const WEBHOOK_DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const;
 export type WebhookDeliveryStatus = (typeof WEBHOOK_DELIVERY_STATUSES)[number];
 
+/** A plan is active, or a person set it aside: rejected (its review ended) or archived (hidden). */
+export const PLAN_LIFECYCLE_STATES = ["active", "rejected", "archived"] as const;
+export type PlanLifecycleState = (typeof PLAN_LIFECYCLE_STATES)[number];
+
 /** Where a plan came from: the planner, a person's editor, an agent, a template, an import. */
 export const PLAN_SOURCES = ["llm", "manual", "agent", "template", "import"] as const;
 

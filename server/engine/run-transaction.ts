@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { z } from "zod";
 import { preparedExecute, type CommitWith, type Statement } from "../db";
 import type { AuditAction } from "../audit/actions";
 import { recordAudit } from "../audit/audit-log";
@@ -37,10 +38,12 @@ export interface RunRow {
  * What a step in awaiting_approval, awaiting_input or awaiting_agent waits for — or, for an agent
  * task in progress, which agent holds it. Shown to people and checked by timers.
  */
-export type StepWaiting =
-  | { kind: "approval"; expiresAt: string }
-  | { kind: "input"; question: string; choices?: string[] }
-  | { kind: "agent"; agent?: string; since?: string };
+export const stepWaitingSchema = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("approval"), expiresAt: z.string() }),
+  z.object({ kind: z.literal("input"), question: z.string(), choices: z.array(z.string()).optional() }),
+  z.object({ kind: z.literal("agent"), agent: z.string().optional(), since: z.string().optional() }),
+]);
+export type StepWaiting = z.output<typeof stepWaitingSchema>;
 
 interface StepUpdate {
   status: StepStatus;

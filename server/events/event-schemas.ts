@@ -7,6 +7,7 @@ import {
   stepResultSchema,
   type SignalLevel,
 } from "../vocabulary";
+import type { StoredEvent } from "./types";
 
 /**
  * Every event Stepwise appends, defined once: a discriminated union on `type`, each member with the
@@ -233,6 +234,16 @@ export const eventSchema = z.discriminatedUnion("type", [
 
 /** One event as appended: its type and data (the store adds the envelope). */
 export type EventBody = z.infer<typeof eventSchema>;
+
+/**
+ * A stored event as the doors answer it (envelope and body, `StoredEvent` in types.ts). Not parsed
+ * again on the way out: events are history, written by this and earlier versions and checked
+ * against `eventSchema` when appended in tests (store.ts); re-checking thousands of them on every
+ * read would cost the read and could refuse an old event a later schema tightened.
+ */
+export const storedEventSchema = z
+  .custom<StoredEvent>((value) => typeof value === "object" && value !== null && "type" in value)
+  .describe("{streamId, seq, type, planId, runId, stepId, traceId, data, createdAt}");
 export type EventType = EventBody["type"];
 /** The data of events of type `T` (a member may cover several types, e.g. `step.<status>`). */
 export type EventData<T extends EventType> = EventBody extends infer E
