@@ -7,7 +7,6 @@ import {
   stepResultSchema,
   type SignalLevel,
 } from "../vocabulary";
-import type { StoredEvent } from "./types";
 
 /**
  * Every event Stepwise appends, defined once: a discriminated union on `type`, each member with the
@@ -235,15 +234,20 @@ export const eventSchema = z.discriminatedUnion("type", [
 /** One event as appended: its type and data (the store adds the envelope). */
 export type EventBody = z.infer<typeof eventSchema>;
 
-/**
- * A stored event as the doors answer it (envelope and body, `StoredEvent` in types.ts). Not parsed
- * again on the way out: events are history, written by this and earlier versions and checked
- * against `eventSchema` when appended in tests (store.ts); re-checking thousands of them on every
- * read would cost the read and could refuse an old event a later schema tightened.
- */
-export const storedEventSchema = z
-  .custom<StoredEvent>((value) => typeof value === "object" && value !== null && "type" in value)
-  .describe("{streamId, seq, type, planId, runId, stepId, traceId, data, createdAt}");
+/** Where an event was stored: the envelope around its `{ type, data }` (`EventEnvelope` in types.ts). */
+export const eventEnvelopeSchema = z.object({
+  streamId: z.string(),
+  /** Gap-free, strictly increasing within its stream. */
+  seq: z.number(),
+  planId: z.string(),
+  runId: z.string().nullable(),
+  stepId: z.string().nullable(),
+  traceId: z.string(),
+  createdAt: z.string(),
+});
+
+/** A stored event as the doors answer it: its envelope and one member of the union (`StoredEvent`). */
+export const storedEventSchema = z.intersection(eventEnvelopeSchema, eventSchema);
 export type EventType = EventBody["type"];
 /** The data of events of type `T` (a member may cover several types, e.g. `step.<status>`). */
 export type EventData<T extends EventType> = EventBody extends infer E
