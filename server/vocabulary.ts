@@ -42,6 +42,8 @@ export const SETTLED_STEP_STATUSES = [
 ] as const satisfies readonly StepStatus[];
 /** Step states that settled without failing: done, given up, or taken out. */
 export const DONE_STEP_STATUSES = ["completed", "skipped", "cancelled"] as const satisfies readonly StepStatus[];
+/** Step states that settled by failing: the step failed, or cannot run because one before it failed. */
+export const FAILED_STEP_STATUSES = ["failed", "blocked"] as const satisfies readonly StepStatus[];
 /** Step states that wait for a person: a gate to decide or a question to answer. */
 export const WAITING_FOR_PERSON_STEP_STATUSES = [
   "awaiting_approval",

@@ -7,7 +7,7 @@ import { AppError } from "../errors";
 import { appendEventsStatement } from "../events/store";
 import type { NewEvent, StepStatusData } from "../events/types";
 import type { Step, StepStatus } from "../plan-schema";
-import type { StepResult } from "../vocabulary";
+import { SETTLED_STEP_STATUSES, type StepResult } from "../vocabulary";
 import type { EngineDeps } from "./deps";
 import type { RunGraph } from "./graph";
 import { approvalTimersStatement, stepJobsStatement, type ApprovalTimerJob, type StepJob } from "../queue/jobs";
@@ -298,6 +298,9 @@ export class RunTransaction {
  * The step ids are also given as an array (`= any`), which PostgreSQL looks up in the primary key;
  * joined to the record set alone it reads every step of the run, whatever the statistics say.
  */
+/** SETTLED_STEP_STATUSES as an SQL array constant: the hot path's write-back binds no more parameters. */
+const SETTLED_STATUSES_SQL = `'{${SETTLED_STEP_STATUSES.join(",")}}'::text[]`;
+
 function stepWriteSql(runId: string, rows: string): string {
   return `update run_steps rs set
          result = coalesce(u.result, rs.result),
@@ -314,7 +317,7 @@ function stepWriteSql(runId: string, rows: string): string {
          status = coalesce(u.status, rs.status),
          reason = case when u.status is null then rs.reason else coalesce(u.reason, rs.reason) end,
          waiting = case when u.status is null then rs.waiting else u.waiting end,
-         finished_at = case when u.status in ('completed','failed','blocked','skipped','cancelled') then now() else rs.finished_at end
+         finished_at = case when u.status = any(${SETTLED_STATUSES_SQL}) then now() else rs.finished_at end
        from jsonb_to_recordset(${rows}::jsonb) as u(step_id text, result jsonb, status text, reason text, waiting jsonb, claim jsonb, queued boolean)
        where rs.run_id = ${runId}::uuid and rs.step_id = u.step_id
          and rs.step_id = any(array(select jsonb_array_elements(${rows}::jsonb)->>'step_id'))`;
