@@ -2,7 +2,13 @@ import { z } from "zod";
 import { AppError } from "../errors";
 import { listComments } from "../plans/comments";
 import { diffPlans, planDiffSchema } from "../plans/diff";
-import { describeTools, exportPlanJson, exportPlanMarkdown, planExportSchema, toolDescriptionSchema } from "../plans/export";
+import {
+  describeTools,
+  exportPlanJson,
+  exportPlanMarkdown,
+  planExportSchema,
+  toolDescriptionSchema,
+} from "../plans/export";
 import { lifecycleStateOf } from "../plans/lifecycle";
 import { findOverlaps, overlapFixLabel, overlapMessage } from "../plans/overlap";
 import { getPlan } from "../plans/service";
@@ -50,7 +56,9 @@ export const planAssessments = defineOperation({
     "Risk and capability of each step of a version, judged from its tool and command — never the author's claims",
   input: z.object({ planId, version }),
   output: z.object({
-    assessments: z.record(z.string(), stepAssessmentSchema).describe("Per step id: {risk, capability, capabilityLabel}"),
+    assessments: z
+      .record(z.string(), stepAssessmentSchema)
+      .describe("Per step id: {risk, capability, capabilityLabel}"),
   }),
   annotations: { readOnly: true },
   async run({ app }, input) {

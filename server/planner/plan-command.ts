@@ -110,8 +110,7 @@ async function currentSession(deps: PlannerDeps, sessionId: string | undefined, 
 
 function phaseOf(session: PlanningSessionView): PlanCommandResult["phase"] {
   const run = session.execution;
-  if (session.kind === "external" && isIn(OPEN_PLANNING_STATUSES, session.status))
-    return "gathering";
+  if (session.kind === "external" && isIn(OPEN_PLANNING_STATUSES, session.status)) return "gathering";
   if (session.kind === "external" && session.status === "completed" && !run) return "waiting_for_review";
   if (session.status !== "completed" || !run) return session.phase;
   return isIn(FINISHED_RUN_STATUSES, run.status) ? "done" : "executing";

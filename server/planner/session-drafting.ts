@@ -53,7 +53,9 @@ export async function draftPlan(
   };
   if (session.kind !== "regenerate") {
     if (session.mode === "deep") {
-      return planDeep(context, async () => deepTaskPrompt({ goal: session.goal, snapshot: await snapshotText(), tools }));
+      return planDeep(context, async () =>
+        deepTaskPrompt({ goal: session.goal, snapshot: await snapshotText(), tools }),
+      );
     }
     return planWithRefinement(context, quickPlanPrompt({ goal: session.goal, snapshot: await snapshotText(), tools }));
   }

@@ -1,7 +1,13 @@
 import type pg from "pg";
 import { AppError } from "../errors";
 import type { PlanningSessionStatus } from "../vocabulary";
-import { lostRace, STATUS_WORDS, TRANSITIONS, type RefusedTransition, type TransitionName } from "./session-transitions";
+import {
+  lostRace,
+  STATUS_WORDS,
+  TRANSITIONS,
+  type RefusedTransition,
+  type TransitionName,
+} from "./session-transitions";
 
 export { lostRace, TRANSITIONS, type RefusedTransition, type TransitionName } from "./session-transitions";
 

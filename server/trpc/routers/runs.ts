@@ -26,7 +26,9 @@ export const runsRouter = router({
   /** What approving a waiting step would let run, computed on the server (shown next to Approve). */
   approval: operationProcedure(runApproval).query(viaOperation(runApproval)),
 
-  listForPlan: operationProcedure(runListForPlan).query(async (call) => (await viaOperation(runListForPlan)(call)).runs),
+  listForPlan: operationProcedure(runListForPlan).query(
+    async (call) => (await viaOperation(runListForPlan)(call)).runs,
+  ),
 
   /**
    * Every event of a run after `lastEventId`, replayed from the table and then live. The client
