@@ -12,6 +12,7 @@ import { describeValue, formatClock, formatDuration, formatTimeLeft } from "./fo
 import type { LiveStep } from "./run-state";
 import { AgentTaskActions, FailedStepActions, RerunForm } from "./step-actions";
 import { StepLogs } from "./step-logs";
+import { isIn, WAITING_FOR_PERSON_STEP_STATUSES } from "@/server/vocabulary";
 
 interface RunStepCardProps {
   step: Step;
@@ -109,7 +110,7 @@ export const RunStepCard = memo(function RunStepCard({
           {step.tool === "llm_generate" && (status === "completed" || status === "failed") && (
             <StepUsage runId={runId} stepId={step.id} />
           )}
-          {(status === "awaiting_approval" || status === "awaiting_input") && steerable && (
+          {isIn(WAITING_FOR_PERSON_STEP_STATUSES, status) && steerable && (
             <DecideAbove step={step} state={state} status={status} />
           )}
           {status === "failed" && steerable && <FailedStepActions runId={runId} stepId={step.id} />}

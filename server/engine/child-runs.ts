@@ -19,7 +19,7 @@
  */
 import { inTransaction } from "../db";
 import { AppError, isAppError } from "../errors";
-import { FINISHED_RUN_STATUSES } from "../vocabulary";
+import { FINISHED_RUN_STATUSES, isIn } from "../vocabulary";
 import type { RunPlanArgs } from "../tools/run-plan";
 import { advance } from "./advance";
 import { cancelRun } from "./commands";
@@ -165,7 +165,7 @@ export async function recordChildRunFinished(
     [job.childRunId],
   );
   const run = child.rows[0];
-  if (!run || !(FINISHED_RUN_STATUSES as readonly string[]).includes(run.status)) return;
+  if (!run || !isIn(FINISHED_RUN_STATUSES, run.status)) return;
   const outputs = await deps.pool.query<{ step_id: string; result: { ok: boolean; value?: unknown } | null }>(
     "select step_id, result from run_steps where run_id = $1 and status = 'completed' order by position",
     [job.childRunId],

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { z } from "zod";
 import { preparedExecute, type CommitWith, type Statement } from "../db";
 import type { AuditAction } from "../audit/actions";
 import { recordAudit } from "../audit/audit-log";
@@ -6,16 +7,14 @@ import { AppError } from "../errors";
 import { appendEventsStatement } from "../events/store";
 import type { NewEvent, StepStatusData } from "../events/types";
 import type { Step, StepStatus } from "../plan-schema";
-import { FINISHED_RUN_STATUSES, type StepResult } from "../vocabulary";
+import { SETTLED_STEP_STATUSES, type StepResult } from "../vocabulary";
 import type { EngineDeps } from "./deps";
 import type { RunGraph } from "./graph";
 import {
   approvalTimersStatement,
-  CANCEL_CHILD_RUNS_TASK,
-  CHILD_RUN_FINISHED_TASK,
+  runEndedJobs,
   stepJobsStatement,
   type ApprovalTimerJob,
-  type QueueJob,
   type StepJob,
 } from "../queue/jobs";
 import { assertTransition, type RunStatus } from "./state-machine";
@@ -48,12 +47,14 @@ export interface RunRow {
  * What a step in awaiting_approval, awaiting_input or awaiting_agent waits for — or, for an agent
  * task in progress, which agent holds it. Shown to people and checked by timers.
  */
-export type StepWaiting =
-  | { kind: "approval"; expiresAt: string }
-  | { kind: "input"; question: string; choices?: string[] }
-  | { kind: "agent"; agent?: string; since?: string }
+export const stepWaitingSchema = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("approval"), expiresAt: z.string() }),
+  z.object({ kind: z.literal("input"), question: z.string(), choices: z.array(z.string()).optional() }),
+  z.object({ kind: z.literal("agent"), agent: z.string().optional(), since: z.string().optional() }),
   /** A `run_plan` step waits for its child run (its id once started): server/engine/child-runs.ts. */
-  | { kind: "child_run"; runId?: string };
+  z.object({ kind: z.literal("child_run"), runId: z.string().optional() }),
+]);
+export type StepWaiting = z.output<typeof stepWaitingSchema>;
 
 interface StepUpdate {
   status: StepStatus;
@@ -313,6 +314,9 @@ export class RunTransaction {
  * The step ids are also given as an array (`= any`), which PostgreSQL looks up in the primary key;
  * joined to the record set alone it reads every step of the run, whatever the statistics say.
  */
+/** SETTLED_STEP_STATUSES as an SQL array constant: the hot path's write-back binds no more parameters. */
+const SETTLED_STATUSES_SQL = `'{${SETTLED_STEP_STATUSES.join(",")}}'::text[]`;
+
 function stepWriteSql(runId: string, rows: string): string {
   return `update run_steps rs set
          result = coalesce(u.result, rs.result),
@@ -329,7 +333,7 @@ function stepWriteSql(runId: string, rows: string): string {
          status = coalesce(u.status, rs.status),
          reason = case when u.status is null then rs.reason else coalesce(u.reason, rs.reason) end,
          waiting = case when u.status is null then rs.waiting else u.waiting end,
-         finished_at = case when u.status in ('completed','failed','blocked','skipped','cancelled') then now() else rs.finished_at end
+         finished_at = case when u.status = any(${SETTLED_STATUSES_SQL}) then now() else rs.finished_at end
        from jsonb_to_recordset(${rows}::jsonb) as u(step_id text, result jsonb, status text, reason text, waiting jsonb, claim jsonb, queued boolean)
        where rs.run_id = ${runId}::uuid and rs.step_id = u.step_id
          and rs.step_id = any(array(select jsonb_array_elements(${rows}::jsonb)->>'step_id'))`;
@@ -418,28 +422,4 @@ export async function audit(
     stepId,
     detail,
   });
-}
-
-/**
- * Jobs a run's end calls for, queued with the change that ends it: a sub-plan's run tells its
- * parent step, and a run cancelled or failed stops the child runs it started (child-runs.ts).
- */
-function runEndedJobs(run: RunRow, openedWith: RunStatus): QueueJob[] {
-  if (run.status === openedWith || !(FINISHED_RUN_STATUSES as readonly string[]).includes(run.status)) return [];
-  const jobs: QueueJob[] = [];
-  if (run.parent_run_id && run.parent_step_id) {
-    jobs.push({
-      task: CHILD_RUN_FINISHED_TASK,
-      payload: { parentRunId: run.parent_run_id, parentStepId: run.parent_step_id, childRunId: run.id },
-      key: `${CHILD_RUN_FINISHED_TASK}:${run.id}`,
-    });
-  }
-  if (run.status !== "completed") {
-    jobs.push({
-      task: CANCEL_CHILD_RUNS_TASK,
-      payload: { runId: run.id, status: run.status },
-      key: `${CANCEL_CHILD_RUNS_TASK}:${run.id}`,
-    });
-  }
-  return jobs;
 }

@@ -235,6 +235,21 @@ export const eventSchema = z.discriminatedUnion("type", [
 
 /** One event as appended: its type and data (the store adds the envelope). */
 export type EventBody = z.infer<typeof eventSchema>;
+
+/** Where an event was stored: the envelope around its `{ type, data }` (`EventEnvelope` in types.ts). */
+export const eventEnvelopeSchema = z.object({
+  streamId: z.string(),
+  /** Gap-free, strictly increasing within its stream. */
+  seq: z.number(),
+  planId: z.string(),
+  runId: z.string().nullable(),
+  stepId: z.string().nullable(),
+  traceId: z.string(),
+  createdAt: z.string(),
+});
+
+/** A stored event as the doors answer it: its envelope and one member of the union (`StoredEvent`). */
+export const storedEventSchema = z.intersection(eventEnvelopeSchema, eventSchema);
 export type EventType = EventBody["type"];
 /** The data of events of type `T` (a member may cover several types, e.g. `step.<status>`). */
 export type EventData<T extends EventType> = EventBody extends infer E

@@ -8,11 +8,8 @@ import type { Plan, Step } from "../plan-schema";
  * Plans leave Stepwise as JSON (which imports back unchanged) and as Markdown (for people:
  * pull requests, tickets, chat).
  */
-export interface PlanExport {
-  filename: string;
-  mimeType: string;
-  content: string;
-}
+export const planExportSchema = z.object({ filename: z.string(), mimeType: z.string(), content: z.string() });
+export type PlanExport = z.output<typeof planExportSchema>;
 
 /** The plan as a draft that `plans.edit({kind: "import"})` and `createFromJson` accept, plus provenance. */
 export function exportPlanJson(plan: Plan): PlanExport {
@@ -101,18 +98,19 @@ function oneLine(text: string): string {
   return text.replace(/\s+/g, " ").trim();
 }
 
-export interface ToolDescription {
-  name: string;
-  description: string;
-  capability: string;
-  capabilityLabel: string;
-  readOnly: boolean;
-  destructive: boolean;
-  requiresApproval: boolean;
-  defaultTimeoutSeconds: number;
+export const toolDescriptionSchema = z.object({
+  name: z.string(),
+  description: z.string(),
+  capability: z.string(),
+  capabilityLabel: z.string(),
+  readOnly: z.boolean(),
+  destructive: z.boolean(),
+  requiresApproval: z.boolean(),
+  defaultTimeoutSeconds: z.number(),
   /** JSON Schema of the tool's input, from which the editor generates its argument form. */
-  inputSchema: Record<string, unknown>;
-}
+  inputSchema: z.record(z.string(), z.unknown()),
+});
+export type ToolDescription = z.output<typeof toolDescriptionSchema>;
 
 /** The tool catalogue the editor needs: metadata and each input schema as JSON Schema. */
 export function describeTools(registry: ToolRegistry): ToolDescription[] {

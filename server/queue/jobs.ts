@@ -1,5 +1,6 @@
 import type pg from "pg";
 import type { Statement } from "../db";
+import { FINISHED_RUN_STATUSES, isIn, type RunStatus } from "../vocabulary";
 
 /** Executes one attempt of one step. */
 export const RUN_STEP_TASK = "run_step";
@@ -211,4 +212,31 @@ export function enqueueWebhookDelivery(
       job_key: `${WEBHOOK_DELIVER_TASK}:${job.deliveryId}:${job.attempt}`,
     },
   ]);
+}
+
+/**
+ * Jobs a run's end calls for, queued with the change that ends it: a sub-plan's run tells its
+ * parent step, and a run cancelled or failed stops the child runs it started (child-runs.ts).
+ */
+export function runEndedJobs(
+  run: { id: string; status: RunStatus; parent_run_id: string | null; parent_step_id: string | null },
+  openedWith: RunStatus,
+): QueueJob[] {
+  if (run.status === openedWith || !isIn(FINISHED_RUN_STATUSES, run.status)) return [];
+  const jobs: QueueJob[] = [];
+  if (run.parent_run_id && run.parent_step_id) {
+    jobs.push({
+      task: CHILD_RUN_FINISHED_TASK,
+      payload: { parentRunId: run.parent_run_id, parentStepId: run.parent_step_id, childRunId: run.id },
+      key: `${CHILD_RUN_FINISHED_TASK}:${run.id}`,
+    });
+  }
+  if (run.status !== "completed") {
+    jobs.push({
+      task: CANCEL_CHILD_RUNS_TASK,
+      payload: { runId: run.id, status: run.status },
+      key: `${CANCEL_CHILD_RUNS_TASK}:${run.id}`,
+    });
+  }
+  return jobs;
 }
