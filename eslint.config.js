@@ -88,15 +88,10 @@ export const FLOORS = [
 ];
 
 /**
- * Imports allowed to run up the floors, each for a reason and until it is gone (at most 3).
+ * Imports allowed to run up the floors, each for a reason and until it is gone (at most 3):
+ * `{ files: ["server/…"], imports: ["server/…"], why: "…" }`. None today.
  */
-export const FLOOR_EXCEPTIONS = [
-  {
-    files: ["server/planner/sessions.ts", "server/planner/session-jobs.ts"],
-    imports: ["server/agents/wait-timers.ts"],
-    why: "agent plan mode's timers are still in agents/; they move to planner/ with plan mode",
-  },
-];
+export const FLOOR_EXCEPTIONS = [];
 
 /** Where a room that may not be imported from below sends the reader instead. */
 const BELONGS = {
@@ -193,26 +188,16 @@ const NO_DOMAIN_FROM_DOORS = {
   message:
     "Doors are adapters: call an operation (server/operations) instead of the domain, so its authority check cannot be skipped.",
 };
-/**
- * Doors that still call the domain directly, until their use cases are operations too. Each entry
- * is a bypass of the operations layer's authority check that is known and listed, not new (every
- * tRPC procedure adapts an operation, and each event subscription is authorised by one):
- * - MCP: seed 000's planning_* todo tools, seed 002's plan-mode tools and their tool filter
- *   (plan-mode-tools.ts), plan resources, and closing a session's todo plan (http.ts).
- * - HTTP: /api/chat (seed 001's pass-through to the model provider, which answers a stream).
- */
-const DOOR_EXCEPTIONS = ["server/mcp/server.ts", "server/mcp/plan-mode-tools.ts", "server/mcp/http.ts"];
-
 /** `server/plans/service.ts` → `plans`; `server/vocabulary.ts` → `vocabulary.ts`. */
 function roomOfFile(file) {
   return file.slice("server/".length).split("/")[0];
 }
 
 /** The import rule for `files` of `room`: its floor, the server core's and, for doors, the door's. */
-function roomBlock(room, files, { allowed = [], doorException = false } = {}) {
+function roomBlock(room, files, { allowed = [] } = {}) {
   const level = floorIndex(room);
   const core = level === -1 || level > floorIndex("operations");
-  const door = level !== -1 && FLOORS[level].name === "doors" && !doorException;
+  const door = level !== -1 && FLOORS[level].name === "doors";
   return {
     files,
     ignores: ["**/*.test.ts"],
@@ -369,9 +354,6 @@ export default defineConfig([
   })),
   ...FLOORS.flatMap((floor) => floor.rooms).flatMap((room) => [
     roomBlock(room, filesOf(room)),
-    ...DOOR_EXCEPTIONS.filter((file) => filesOf(room).some((glob) => file.startsWith(glob.replace(/\*\*.*$/, "")))).map(
-      (file) => roomBlock(room, [file], { doorException: true }),
-    ),
     ...FLOOR_EXCEPTIONS.filter((exception) => exception.files.some((file) => roomOfFile(file) === room)).map(
       (exception) => roomBlock(room, exception.files, { allowed: exception.imports }),
     ),

@@ -26,7 +26,7 @@ export const SNAKE_CASE = /^[a-z][a-z0-9]*(_[a-z0-9]+)*$/;
 const DATA_KEYS = new Set(["args", "values", "result", "value", "output"]);
 
 type Def = { type: string; [key: string]: unknown };
-const defOf = (schema: z.ZodType): Def => (schema as unknown as { _zod: { def: Def } })._zod.def;
+const defOf = (schema: z.ZodType): Def => schema._zod.def as Def;
 
 function withDescription<T extends z.ZodType>(built: T, original: z.ZodType): T {
   return original.description ? (built.describe(original.description) as T) : built;

@@ -3,7 +3,7 @@ import type { AppContext } from "../../server/services";
 import { executeStepJob } from "../../server/engine/engine";
 import { LINK_HOLDER } from "../../server/operations/decision-links";
 import type { Identity } from "../../server/identity";
-import { enterPlanMode, exitPlanMode } from "../../server/agents/plan-mode";
+import { enterPlanMode, exitPlanMode } from "../../server/planner/plan-mode";
 import { metricsRead } from "../../server/operations/metrics";
 import { invokeOperation } from "../../server/operations/operation";
 import { findOperation, type AnyOperation } from "../../server/operations/registry";
