@@ -160,3 +160,30 @@ export function toSnakeAnswer(value: unknown): unknown {
     Object.entries(value).map(([key, field]) => [snakeCase(key), DATA_KEYS.has(key) ? field : toSnakeAnswer(field)]),
   );
 }
+
+/** The tools seed 003 names for its agent loop, by the operation each adapts. */
+const AGENT_LOOP_TOOL_NAMES: Record<string, string> = {
+  "agent.start": "start",
+  "agent.status": "status",
+  "agent.update": "update",
+  "agent.alert": "alert",
+  "agent.suggest": "suggest",
+};
+/** The tools seed 002 names for an agent's plan mode, by the operation each adapts. */
+const PLAN_MODE_TOOL_NAMES: Record<string, string> = {
+  "plan_mode.enter": "enter_plan_mode",
+  "plan_mode.ask_user": "ask_user",
+  "plan_mode.get_answer": "get_answer",
+  "plan_mode.exit": "exit_plan_mode",
+  "plan_mode.submit": "submit_plan",
+};
+
+/**
+ * An operation's MCP tool name: the spec's own for seed 003's loop and seed 002's plan mode, else
+ * the operation's name with `_` for `.` (`plan.create` → `plan_create`).
+ */
+export function toolName(operation: { name: string }): string {
+  return (
+    AGENT_LOOP_TOOL_NAMES[operation.name] ?? PLAN_MODE_TOOL_NAMES[operation.name] ?? operation.name.replaceAll(".", "_")
+  );
+}

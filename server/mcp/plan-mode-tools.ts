@@ -9,7 +9,9 @@ import {
   planModeOfCaller,
   takePersonMessages,
 } from "../operations/mcp-connection";
+import { operations } from "../operations/registry";
 import { toProblem } from "../http/problem";
+import { toolName } from "./naming";
 
 /**
  * Seed 002's plan mode, enforced on Stepwise's own tools: while the agent's planning session holds
@@ -24,10 +26,12 @@ import { toProblem } from "../http/problem";
  * the browser, a timer fires), so the state is read again before every `tools/list` and around
  * every `tools/call`.
  */
-export const PLAN_MODE_CONVERSATION = ["ask_user", "get_answer", "submit_plan", "exit_plan_mode"] as const;
+export const PLAN_MODE_CONVERSATION: readonly string[] = operations
+  .filter((operation) => operation.annotations?.planModeConversation === true)
+  .map(toolName);
 
 export function allowedInPlanMode(name: string, tool: Pick<RegisteredTool, "annotations">): boolean {
-  return (PLAN_MODE_CONVERSATION as readonly string[]).includes(name) || tool.annotations?.readOnlyHint === true;
+  return PLAN_MODE_CONVERSATION.includes(name) || tool.annotations?.readOnlyHint === true;
 }
 
 type RawHandler = (request: { method: string; params?: { name?: unknown } }, extra: unknown) => Promise<unknown>;
@@ -107,11 +111,7 @@ export function restrictToolsInPlanMode(
       // connection and the agent's other ones here follow.
       const before = restricted;
       await refresh();
-      if (
-        before !== restricted ||
-        (PLAN_MODE_CONVERSATION as readonly string[]).includes(name) ||
-        name === "enter_plan_mode"
-      ) {
+      if (before !== restricted || PLAN_MODE_CONVERSATION.includes(name) || name === "enter_plan_mode") {
         await Promise.all(
           [...own].filter((other) => other !== quietRefresh).map((other) => other().catch(() => undefined)),
         );

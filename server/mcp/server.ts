@@ -12,7 +12,7 @@ import { callerNow } from "../operations/mcp-connection";
 import { invokeOperation, mayCall, type Operation, type OperationContext } from "../operations/operation";
 import { planGet, planMarkdown } from "../operations/plans";
 import { operations, type AnyOperation } from "../operations/registry";
-import { snakeSchema, strictParameters, toOperationInput, toSnakeAnswer } from "./naming";
+import { snakeSchema, strictParameters, toOperationInput, toSnakeAnswer, toolName } from "./naming";
 import { restrictToolsInPlanMode } from "./plan-mode-tools";
 import { TODO_TOOL_PARAMETERS } from "./todo-tool-parameters";
 
@@ -23,30 +23,8 @@ import { TODO_TOOL_PARAMETERS } from "./todo-tool-parameters";
  * `run_events`, `planning_setup_plan`, …) — and plans as resources, read through their
  * operations. Decisions that are a person's (approve, deny, answer) are not offered. Tool errors
  * come back as results with `isError` and the same problem object the HTTP API answers.
- *
- * The tools seed 003 names for its agent loop, by the operation each adapts.
  */
-const AGENT_LOOP_TOOL_NAMES: Record<string, string> = {
-  "agent.start": "start",
-  "agent.status": "status",
-  "agent.update": "update",
-  "agent.alert": "alert",
-  "agent.suggest": "suggest",
-};
-/** The tools seed 002 names for an agent's plan mode, by the operation each adapts. */
-const PLAN_MODE_TOOL_NAMES: Record<string, string> = {
-  "plan_mode.enter": "enter_plan_mode",
-  "plan_mode.ask_user": "ask_user",
-  "plan_mode.get_answer": "get_answer",
-  "plan_mode.exit": "exit_plan_mode",
-  "plan_mode.submit": "submit_plan",
-};
-
-export function toolName(operation: AnyOperation): string {
-  return (
-    AGENT_LOOP_TOOL_NAMES[operation.name] ?? PLAN_MODE_TOOL_NAMES[operation.name] ?? operation.name.replaceAll(".", "_")
-  );
-}
+export { toolName } from "./naming";
 
 function result(answer: unknown): CallToolResult {
   // Seed 000's convention on this door: every answer's field names are snake_case.
