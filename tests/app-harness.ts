@@ -5,6 +5,7 @@ import { createAppContext } from "../server/app-context";
 import type { AppContext } from "../server/services";
 import { readEvents } from "../server/events/store";
 import type { ToolRegistry } from "../server/tools/registry";
+import type { Authority } from "../server/policy/authority";
 import { createTrpcContext } from "../server/trpc/init";
 import { createCaller } from "../server/trpc/root";
 import { createTestDatabase, type AuditExemption } from "./test-database";
@@ -25,7 +26,14 @@ export interface Harness {
 
 /** A full server context (database, event bus, in-process worker) on a fresh database. */
 export async function startHarness(
-  options: { worker?: boolean; concurrency?: number; tools?: ToolRegistry; auditExemption?: AuditExemption } = {},
+  options: {
+    worker?: boolean;
+    concurrency?: number;
+    tools?: ToolRegistry;
+    auditExemption?: AuditExemption;
+    /** The authority policy the doors and the engine ask (default: the production rules). */
+    authority?: Authority;
+  } = {},
 ): Promise<Harness> {
   const database = await createTestDatabase({
     ...(options.auditExemption && { auditExemption: options.auditExemption }),
@@ -36,6 +44,7 @@ export async function startHarness(
     workspaceRoot: workspace,
     worker: options.worker === false ? false : { concurrency: options.concurrency ?? 8 },
     ...(options.tools && { tools: options.tools }),
+    ...(options.authority && { authority: options.authority }),
   });
   const caller = createCaller(createTrpcContext(app, { kind: "person", name: "tester" }));
   return {

@@ -17,7 +17,7 @@ import {
   waitingSchema,
 } from "./contract";
 import { AGENT_INSTRUCTIONS } from "./instructions";
-import { enterPlanMode, submitPlan, submitPlanInput } from "./plan-mode";
+import { enterPlanMode, submitPlan, submitPlanInput } from "../planner/plan-mode";
 import { startScriptedLlm } from "../../tests/scripted-llm";
 import { readPlannerConfig } from "../planner/config";
 import { createPlannerDeps, installPlanner } from "../planner/deps";

@@ -31,15 +31,17 @@ export const setupPlanInput = z.object({
   initial_steps: z.array(title).max(200).default([]),
 });
 export const addStepInput = z.object({ steps: z.array(title).min(1, "Give at least one step").max(200) });
-export const updateStepInput = z
-  .object({
-    step_id: z.number().int().positive(),
-    title: title.optional(),
-    status: z.enum(TODO_STEP_STATUSES).optional(),
-  })
-  .refine((input) => input.title !== undefined || input.status !== undefined, {
-    message: "Give at least one of title or status",
-  });
+/** A step's update, before its one rule (`hasTitleOrStatus`): a door adds its own fields to it. */
+export const updateStepFields = {
+  step_id: z.number().int().positive(),
+  title: title.optional(),
+  status: z.enum(TODO_STEP_STATUSES).optional(),
+};
+export const hasTitleOrStatus = [
+  (input: { title?: string; status?: string }) => input.title !== undefined || input.status !== undefined,
+  { message: "Give at least one of title or status" },
+] as const;
+export const updateStepInput = z.object(updateStepFields).refine(...hasTitleOrStatus);
 
 export const todoPlanSchema = z.object({
   objective: z.string(),

@@ -3,7 +3,7 @@ import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { readyForTaskSchema } from "../agents/contract";
-import { enterPlanMode, submitPlan } from "../agents/plan-mode";
+import { enterPlanMode, submitPlan } from "../planner/plan-mode";
 import { agentStart, agentStatus, agentUpdate } from "../operations/agent";
 import type { Identity } from "../identity";
 import { invokeOperation, type Operation } from "../operations/operation";

@@ -6,8 +6,7 @@ import { AppError } from "../errors";
 import { problemResponse } from "../http/problem";
 import { identityOf } from "../http/request-identity";
 import type { Identity } from "../identity";
-import { abandonTodoPlan, todoKeyFor } from "../agents/todo-plans";
-import { touchTodoOf } from "../agents/todo-durability";
+import { todoConnectionEnded, todoConnectionUsed } from "../operations/mcp-connection";
 import { logger } from "../logger";
 import { createMcpServer } from "./server";
 import { readJsonBody, refuseUnsafeInput } from "../http/input-guard";
@@ -62,7 +61,7 @@ function endSession(id: string, session: Session, why: string): void {
 
 /** An ended MCP session takes its seed 000 todo plan with it (server/agents/todo-plans.ts). */
 function abandonTodoOf(app: AppContext, id: string, identity: Identity, why: string): void {
-  void abandonTodoPlan(app, todoKeyFor(identity, id), why).catch((error: unknown) =>
+  void todoConnectionEnded(app, { identity, connectionId: id, why }).catch((error: unknown) =>
     logger.error({ err: error, mcpSession: id }, "could not close the todo plan of an ended MCP session"),
   );
 }
@@ -113,7 +112,7 @@ export async function handleMcpRequest(request: Request, app: AppContext): Promi
       // Any request keeps the session's todo plan from the idle sweep; at most once a minute.
       if (now - session.todoTouched > TODO_TOUCH_MS) {
         session.todoTouched = now;
-        await touchTodoOf(app.db.pool, sessionId);
+        await todoConnectionUsed(app, sessionId);
       }
       return await session.transport.handleRequest(request);
     }

@@ -12,6 +12,7 @@ import { readyForTaskSchema, sessionCreatedSchema, syncInstructionsSchema } from
 import { todoPlanSchema } from "../agents/todo-plans";
 import { SNAKE_CASE } from "./naming";
 import { withCaller } from "../caller-context";
+import { AUTHORITY_RULES, createAuthority, type Authority } from "../policy/authority";
 
 /** What the admin does on the People page, under the admin's name (audit verify checks who). */
 const asAdmin = <T>(work: () => T): T => withCaller({ kind: "person", name: "user" }, work);
@@ -33,9 +34,10 @@ afterEach(async () => {
   harness = undefined;
 });
 
-async function start(options: { accessToken?: string } = {}) {
-  harness = await startHarness();
-  api = await startApiServer(harness.app, { agentToken: AGENT_TOKEN, ...options });
+async function start(options: { accessToken?: string; authority?: Authority } = {}) {
+  const { authority, ...door } = options;
+  harness = await startHarness(authority ? { authority } : {});
+  api = await startApiServer(harness.app, { agentToken: AGENT_TOKEN, ...door });
   return api.url;
 }
 
@@ -434,6 +436,59 @@ describe("MCP server", () => {
     });
     const markdown = await client.readResource({ uri: `stepwise://plans/${plan.id}/markdown` });
     expect((markdown.contents[0] as { text: string }).text).toContain("# Resource plan");
+  });
+
+  it("reads a plan resource only as its operation allows: a policy refusing plan reads, and a revoked credential, are refused", async () => {
+    // A policy under which nobody reads plans: the resources are read through plan.get and
+    // plan.markdown, so the policy's refusal is the resource's, as it is the tool's.
+    const noPlanReads = createAuthority([
+      ...AUTHORITY_RULES,
+      {
+        id: "test-no-plan-reads",
+        effect: "forbid",
+        actions: ["operation.call"],
+        says: "Nobody reads plans (this test's policy).",
+        when: (_principal, { operation }) => operation?.name === "plan.get" || operation?.name === "plan.markdown",
+      },
+    ]);
+    const url = await start({ accessToken: "person-token", authority: noPlanReads });
+    const agent = await httpClient(url);
+    const plan = structured(
+      await agent.callTool({
+        name: "plan_create",
+        arguments: { draft: { goal: "Hidden plan", steps: [{ id: "step_1", tool: "echo", args: { value: 1 } }] } },
+      }),
+      { parse: (value: unknown) => value as { id: string } },
+    );
+    expect(problem(await agent.callTool({ name: "plan_get", arguments: { plan_id: plan.id } })).code).toBe("forbidden");
+    for (const uri of [`stepwise://plans/${plan.id}`, `stepwise://plans/${plan.id}/markdown`]) {
+      await expect(agent.readResource({ uri }), uri).rejects.toThrow(/plan\.(get|markdown)/);
+    }
+
+    // Under the production policy: a person's session reads the plan until their credential is revoked.
+    await api!.close();
+    await harness!.close();
+    const open = await start({ accessToken: "person-token" });
+    const pool = harness!.app.db.pool;
+    const rita = await asAdmin(() =>
+      addPrincipal(pool, { kind: "person", name: "rita", role: "viewer", createdBy: "user" }),
+    );
+    const person = await httpClient(open, rita.token, { "x-stepwise-agent": "" });
+    const readable = structured(
+      await (
+        await httpClient(open)
+      ).callTool({
+        name: "plan_create",
+        arguments: { draft: { goal: "Open plan", steps: [{ id: "step_1", tool: "echo", args: { value: 1 } }] } },
+      }),
+      { parse: (value: unknown) => value as { id: string } },
+    );
+    const uri = `stepwise://plans/${readable.id}`;
+    expect(JSON.parse(((await person.readResource({ uri })).contents[0] as { text: string }).text)).toMatchObject({
+      goal: "Open plan",
+    });
+    await asAdmin(() => revokeCredential(pool, rita.credentialId, "user"));
+    await expect(person.readResource({ uri })).rejects.toThrow();
   });
 
   it("sits behind the door: no token, a wrong token, a foreign Origin, or another caller's session are refused", async () => {

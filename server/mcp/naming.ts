@@ -26,7 +26,7 @@ export const SNAKE_CASE = /^[a-z][a-z0-9]*(_[a-z0-9]+)*$/;
 const DATA_KEYS = new Set(["args", "values", "result", "value", "output"]);
 
 type Def = { type: string; [key: string]: unknown };
-const defOf = (schema: z.ZodType): Def => (schema as unknown as { _zod: { def: Def } })._zod.def;
+const defOf = (schema: z.ZodType): Def => schema._zod.def as Def;
 
 function withDescription<T extends z.ZodType>(built: T, original: z.ZodType): T {
   return original.description ? (built.describe(original.description) as T) : built;
@@ -158,5 +158,32 @@ export function toSnakeAnswer(value: unknown): unknown {
   if (value === null || typeof value !== "object" || value instanceof Date) return value;
   return Object.fromEntries(
     Object.entries(value).map(([key, field]) => [snakeCase(key), DATA_KEYS.has(key) ? field : toSnakeAnswer(field)]),
+  );
+}
+
+/** The tools seed 003 names for its agent loop, by the operation each adapts. */
+const AGENT_LOOP_TOOL_NAMES: Record<string, string> = {
+  "agent.start": "start",
+  "agent.status": "status",
+  "agent.update": "update",
+  "agent.alert": "alert",
+  "agent.suggest": "suggest",
+};
+/** The tools seed 002 names for an agent's plan mode, by the operation each adapts. */
+const PLAN_MODE_TOOL_NAMES: Record<string, string> = {
+  "plan_mode.enter": "enter_plan_mode",
+  "plan_mode.ask_user": "ask_user",
+  "plan_mode.get_answer": "get_answer",
+  "plan_mode.exit": "exit_plan_mode",
+  "plan_mode.submit": "submit_plan",
+};
+
+/**
+ * An operation's MCP tool name: the spec's own for seed 003's loop and seed 002's plan mode, else
+ * the operation's name with `_` for `.` (`plan.create` → `plan_create`).
+ */
+export function toolName(operation: { name: string }): string {
+  return (
+    AGENT_LOOP_TOOL_NAMES[operation.name] ?? PLAN_MODE_TOOL_NAMES[operation.name] ?? operation.name.replaceAll(".", "_")
   );
 }

@@ -1,38 +1,40 @@
 import type { McpServer, RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { planModeOf, type PlanModeOwner } from "../agents/agent-plan-mode";
-import { touchPlanMode } from "../agents/wait-timers";
 import type { AppContext } from "../services";
+import type { Identity } from "../identity";
 import { planModeRefusal } from "../operations/operation";
+import {
+  heardFromPlanMode,
+  planModeHolderKey,
+  planModeOfCaller,
+  takePersonMessages,
+} from "../operations/mcp-connection";
+import { operations } from "../operations/registry";
 import { toProblem } from "../http/problem";
-import { markDelivered, messageForContext, undeliveredMessages } from "../planner/messages";
+import { toolName } from "./naming";
 
 /**
  * Seed 002's plan mode, enforced on Stepwise's own tools: while the agent's planning session holds
- * it in plan mode (whichever connection entered it; server/agents/agent-plan-mode.ts), the server lists and accepts only tools that change nothing (annotated
- * read-only) and the plan-mode conversation itself. Everything else is hidden from `tools/list`
- * and refused with a problem saying why; entering and leaving send `notifications/tools/list_changed`
- * (the SDK sends one per enable/disable; the server debounces them into one).
+ * it in plan mode (whichever connection entered it; server/planner/plan-mode-state.ts), the server
+ * lists and accepts only tools that change nothing (annotated read-only) and the plan-mode
+ * conversation itself (the operations annotated `planModeConversation`, which the authority policy
+ * lets through too). Everything else is hidden from `tools/list` and refused with a problem saying
+ * why; entering and leaving send `notifications/tools/list_changed` (the SDK sends one per
+ * enable/disable; the server debounces them into one).
  *
  * Plan mode can end without a call from this connection (a person approves, rejects or cancels in
  * the browser, a timer fires), so the state is read again before every `tools/list` and around
  * every `tools/call`.
  */
-export const PLAN_MODE_CONVERSATION = ["ask_user", "get_answer", "submit_plan", "exit_plan_mode"] as const;
+export const PLAN_MODE_CONVERSATION: readonly string[] = operations
+  .filter((operation) => operation.annotations?.planModeConversation === true)
+  .map(toolName);
 
 export function allowedInPlanMode(name: string, tool: Pick<RegisteredTool, "annotations">): boolean {
-  return (PLAN_MODE_CONVERSATION as readonly string[]).includes(name) || tool.annotations?.readOnlyHint === true;
+  return PLAN_MODE_CONVERSATION.includes(name) || tool.annotations?.readOnlyHint === true;
 }
 
 type RawHandler = (request: { method: string; params?: { name?: unknown } }, extra: unknown) => Promise<unknown>;
-
-/** The SDK keeps both maps private; plan mode needs to wrap its handlers, not replace its logic. */
-interface SdkInternals {
-  _registeredTools: Record<string, RegisteredTool>;
-}
-interface ProtocolInternals {
-  _requestHandlers: Map<string, RawHandler>;
-}
 
 /**
  * The live connections of each agent in this process, so a call on one that enters or leaves plan
@@ -46,14 +48,15 @@ function liveConnections(): Map<string, Set<() => Promise<void>>> {
   holder[LIVE] ??= new Map();
   return holder[LIVE];
 }
-const ownerKey = (owner: PlanModeOwner) => `${owner.name}\u0000${owner.credential ?? ""}`;
 
 export function restrictToolsInPlanMode(
   server: McpServer,
-  options: { app: Pick<AppContext, "db">; owner: PlanModeOwner },
+  options: { app: Pick<AppContext, "db">; identity: Identity },
 ): void {
-  const tools = (server as unknown as SdkInternals)._registeredTools;
-  const handlers = (server.server as unknown as ProtocolInternals)._requestHandlers;
+  // The SDK keeps both maps private (declared without a type); plan mode needs to wrap its
+  // handlers, not replace its logic, so it reads them by name and states their shape here.
+  const tools: Record<string, RegisteredTool> = server["_registeredTools"];
+  const handlers: Map<string, RawHandler> = server.server["_requestHandlers"];
   const call = handlers.get("tools/call");
   const list = handlers.get("tools/list");
   if (!call || !list) throw new Error("Register the tools before restricting them in plan mode");
@@ -61,7 +64,7 @@ export function restrictToolsInPlanMode(
   let restricted = false;
   /** Reads the agent's plan mode; returns the planning session holding it, if any. */
   const refresh = async (): Promise<string | undefined> => {
-    const holding = await planModeOf(options.app.db.pool, options.owner);
+    const holding = await planModeOfCaller(options.app, options.identity);
     const held = holding !== undefined;
     if (held === restricted) return holding;
     restricted = held;
@@ -73,7 +76,7 @@ export function restrictToolsInPlanMode(
     return holding;
   };
   const siblings = liveConnections();
-  const key = ownerKey(options.owner);
+  const key = planModeHolderKey(options.identity);
   const own = siblings.get(key) ?? new Set();
   siblings.set(key, own);
   const quietRefresh = () => refresh().then(() => undefined);
@@ -95,12 +98,12 @@ export function restrictToolsInPlanMode(
     const tool = tools[name];
     if (restricted && tool && !allowedInPlanMode(name, tool)) return refusal(name);
     // Every call in plan mode shows the agent is still there: the gathering idle timer starts again.
-    if (holding) await touchPlanMode(options.app.db.pool, holding);
+    if (holding) await heardFromPlanMode(options.app, holding);
     try {
       const result = (await call(request, extra)) as CallToolResult;
       return await withPersonMessages(
         options.app,
-        holding ?? (await planModeOf(options.app.db.pool, options.owner)),
+        holding ?? (await planModeOfCaller(options.app, options.identity)),
         result,
       );
     } finally {
@@ -108,11 +111,7 @@ export function restrictToolsInPlanMode(
       // connection and the agent's other ones here follow.
       const before = restricted;
       await refresh();
-      if (
-        before !== restricted ||
-        (PLAN_MODE_CONVERSATION as readonly string[]).includes(name) ||
-        name === "enter_plan_mode"
-      ) {
+      if (before !== restricted || PLAN_MODE_CONVERSATION.includes(name) || name === "enter_plan_mode") {
         await Promise.all(
           [...own].filter((other) => other !== quietRefresh).map((other) => other().catch(() => undefined)),
         );
@@ -131,16 +130,9 @@ async function withPersonMessages(
   result: CallToolResult,
 ): Promise<CallToolResult> {
   if (!sessionId || !Array.isArray(result.content)) return result;
-  const incoming = await undeliveredMessages(app.db.pool, sessionId);
+  const incoming = await takePersonMessages(app, sessionId);
   if (incoming.length === 0) return result;
-  await markDelivered(
-    app.db.pool,
-    incoming.map((message) => message.id),
-  );
-  return {
-    ...result,
-    content: [...result.content, { type: "text", text: incoming.map(messageForContext).join("\n\n") }],
-  };
+  return { ...result, content: [...result.content, { type: "text", text: incoming.join("\n\n") }] };
 }
 
 function refusal(name: string): CallToolResult {

@@ -129,6 +129,16 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "people.set_role": P,
   "workspace.approver_policy": PA,
   "workspace.set_approver_policy": P,
+  // Seed 000's todo plan and seed 002's plan mode: the caller's own, through MCP or the CLI.
+  "planning.setup_plan": PA,
+  "planning.add_step": PA,
+  "planning.update_step": PA,
+  "planning.read_plan": PA,
+  "plan_mode.enter": PA,
+  "plan_mode.ask_user": PA,
+  "plan_mode.get_answer": PA,
+  "plan_mode.exit": PA,
+  "plan_mode.submit": PA,
 };
 
 /**
@@ -243,6 +253,15 @@ const ROLE: Record<string, Role> = {
   "webhook.test": ADMIN,
   "webhook.deliveries": ADMIN,
   "webhook.redeliver": ADMIN,
+  "planning.setup_plan": R,
+  "planning.add_step": R,
+  "planning.update_step": R,
+  "planning.read_plan": V,
+  "plan_mode.enter": R,
+  "plan_mode.ask_user": R,
+  "plan_mode.get_answer": V,
+  "plan_mode.exit": R,
+  "plan_mode.submit": R,
 };
 
 const PERSON: Identity = { kind: "person", name: "owner" };

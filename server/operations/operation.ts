@@ -6,7 +6,7 @@ import { authority as productionAuthority, principalOf, type Authority } from ".
 import type { CallerKind, Role } from "../vocabulary";
 import { currentIdentity } from "../people/principals";
 import { roleOf, type Identity } from "../identity";
-import { planModeOf, planModeOwnerOf } from "../agents/agent-plan-mode";
+import { planModeOf, planModeOwnerOf } from "../planner/plan-mode-state";
 
 /**
  * The operations layer: every use case an outside caller may perform, defined once, framework-free.
@@ -26,6 +26,12 @@ export interface OperationContext {
   progress?: (progress: number, total: number | undefined, message: string) => void;
   /** Fires when the caller goes away (a cancelled MCP request, a closed connection). */
   signal?: AbortSignal;
+  /**
+   * The caller's connection, set by a door that keeps one per caller (an MCP session): what the
+   * caller keeps by connection (seed 000's todo plan) is keyed by its id. `isLive` says whether this
+   * process still holds a connection of that id (a todo plan of one it lost may be resumed).
+   */
+  connection?: { id: string | undefined; isLive?(id: string): boolean };
 }
 
 export interface Operation<Input extends z.ZodType, Output extends z.ZodType> {
@@ -49,8 +55,12 @@ export interface Operation<Input extends z.ZodType, Output extends z.ZodType> {
    * Agents are bounded by `callers` and the engine's rules, not by a role.
    */
   role: Role;
-  /** What the operation does to the world (MCP tool annotations, documentation). */
-  annotations?: { readOnly?: boolean; destructive?: boolean; idempotent?: boolean };
+  /**
+   * What the operation does to the world (MCP tool annotations, documentation). `planModeConversation`:
+   * one of plan mode's own calls (ask the person, wait for the answer, submit, exit), which an agent
+   * that plan mode holds read-only may still make (server/policy/authority.ts).
+   */
+  annotations?: { readOnly?: boolean; destructive?: boolean; idempotent?: boolean; planModeConversation?: boolean };
   run(context: OperationContext, input: z.output<Input>): Promise<z.input<Output>>;
 }
 
@@ -90,7 +100,11 @@ export function authorize(
   const principal = principalOf(identity);
   if (principal.kind === "agent" && options.planMode) principal.planMode = true;
   const decision = (options.authority ?? productionAuthority).authorize(principal, "operation.call", {
-    operation: { ...operation, readOnly: operation.annotations?.readOnly === true },
+    operation: {
+      ...operation,
+      readOnly: operation.annotations?.readOnly === true,
+      planModeConversation: operation.annotations?.planModeConversation === true,
+    },
   });
   if (decision.allowed) return;
   if (decision.rule === "agents-in-plan-mode-read-only") throw planModeRefusal(operation.name);

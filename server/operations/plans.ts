@@ -8,7 +8,7 @@ import { PLAN_SOURCES } from "../vocabulary";
 import { createPlan, getPlan, listPlans, planSummarySchema } from "../plans/service";
 import { requireWorkspace, workspaceForPlan } from "../plans/workspaces";
 import { planSchema, type PlanIssue } from "../plan-schema";
-import { attachApprovedPlan } from "../agents/plan-mode";
+import { attachApprovedPlan } from "../agents/attach-approved-plan";
 import { attachRequestedSession } from "../agents/session-requests";
 import { adoptIntoSessionRun } from "../agents/sessions";
 import { AppError } from "../errors";

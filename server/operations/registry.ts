@@ -8,6 +8,7 @@ import { planCommentOperations } from "./plan-comments";
 import { planLifecycleOperations } from "./plan-lifecycle";
 import { planReadOperations } from "./plan-reads";
 import { readOperations } from "./reads";
+import { planModeOperations } from "./plan-mode";
 import { planOperations } from "./plans";
 import { plannerOperations } from "./planner";
 import { plannerReadOperations } from "./planner-reads";
@@ -16,6 +17,7 @@ import { runOperations } from "./runs";
 import { planHttpApiOperations } from "./plan-http-api";
 import { steeringOperations } from "./steering";
 import { templateOperations } from "./templates";
+import { todoPlanOperations } from "./todo-plans";
 import { webhookOperations } from "./webhooks";
 import { workspaceOperations } from "./workspaces";
 import type { Operation } from "./operation";
@@ -48,6 +50,8 @@ export const operations: AnyOperation[] = [
   ...planHttpApiOperations,
   ...chatOperations,
   ...peopleOperations,
+  ...todoPlanOperations,
+  ...planModeOperations,
 ];
 
 export function findOperation(name: string): AnyOperation | undefined {

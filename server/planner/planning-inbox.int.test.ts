@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
-import { askUser, enterPlanMode, submitPlan } from "../agents/plan-mode";
+import { askUser, enterPlanMode, submitPlan } from "./plan-mode";
 import { createTrpcContext } from "../trpc/init";
 import { createCaller } from "../trpc/root";
 

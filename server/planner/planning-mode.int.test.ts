@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { goodPlan } from "../../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../../tests/scripted-llm";
-import { enterPlanMode, submitPlan, submitPlanInput } from "../agents/plan-mode";
+import { enterPlanMode, submitPlan, submitPlanInput } from "./plan-mode";
 import { readEvents } from "../events/store";
 import { builtinRegistry } from "../tools/registry";
 import { sandboxAvailable } from "../tools/sandbox";

@@ -6,7 +6,7 @@
  * the session parks as `awaiting_answer`, and answering it queues the loop again.
  */
 import type pg from "pg";
-import { agentWaitTasks } from "../agents/wait-timers";
+import { agentWaitTasks } from "./plan-mode-timers";
 import { inTransaction } from "../db";
 import { enqueuePlanningJob, enqueuePlanningTimeout, PLANNING_TASK, PLANNING_TIMEOUT_TASK } from "../queue/jobs";
 import type { ExtraWork } from "../engine/worker";
@@ -61,7 +61,7 @@ export function planningWork(planner: () => PlannerDeps, worker: { workerId: str
       [PLANNING_TIMEOUT_TASK]: async (payload) => {
         await timeOutQuestion(planner(), payload as { sessionId: string; questionId: string; timeoutMs?: number });
       },
-      // An agent's plan mode: its review and idle timers (server/agents/wait-timers.ts).
+      // An agent's plan mode: its review and idle timers (server/planner/plan-mode-timers.ts).
       ...agentWaitTasks(() => planner().pool),
     },
     maintain: async () => {

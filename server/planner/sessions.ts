@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import type { AuditAction } from "../audit/actions";
-import { planningDeadline } from "../agents/wait-timers";
+import { planningDeadline } from "./plan-mode-timers";
 import { listPlanningMessages, type PlanningMessage } from "./messages";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
@@ -40,7 +40,7 @@ export type SessionFailure =
 
 export interface PlanningSessionView {
   id: string;
-  /** external: an agent's own planning through MCP (seed 002 planning mode, server/agents/plan-mode.ts). */
+  /** external: an agent's own planning through MCP (seed 002 planning mode, server/planner/plan-mode.ts). */
   kind: "create" | "regenerate" | "external";
   mode: PlanningMode;
   status: SessionStatus;

@@ -10,7 +10,7 @@ import type { Identity } from "../identity";
 import { readPlannerConfig } from "../planner/config";
 import { createPlannerDeps, installPlanner, type PlannerDeps } from "../planner/deps";
 import { settlePlanning } from "../planner/sessions";
-import { enterPlanMode, submitPlan, submitPlanInput } from "../agents/plan-mode";
+import { enterPlanMode, submitPlan, submitPlanInput } from "../planner/plan-mode";
 
 /**
  * Review as a conversation, against real PostgreSQL and the real planner behind a scripted model:

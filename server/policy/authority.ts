@@ -18,7 +18,7 @@ import { roleAtLeast, type CallerKind, type RiskLevel, type Role } from "../voca
 export type Principal =
   /** `metricsCredential`: the caller presented the dedicated metrics credential (STEPWISE_METRICS_TOKEN). */
   | { kind: "person"; name: string; role: Role; revoked?: boolean; metricsCredential?: boolean }
-  /** `planMode`: the agent's planning session holds it read-only (seed 002; server/agents/agent-plan-mode.ts). */
+  /** `planMode`: the agent's planning session holds it read-only (seed 002; server/planner/plan-mode-state.ts). */
   | { kind: "agent"; name: string; revoked?: boolean; planMode?: boolean }
   | { kind: "system"; name: string }
   /** A decision link's holder: acts with the maker's name and the role the maker holds now. */
@@ -71,7 +71,14 @@ export interface Resource {
   /** Whether a run follows the plan (an open agent session or an unfinished run adopts new versions). */
   underWay?: boolean;
   /** For `operation.call`: the operation's declaration. */
-  operation?: { name: string; callers: readonly CallerKind[]; role: Role; readOnly?: boolean };
+  operation?: {
+    name: string;
+    callers: readonly CallerKind[];
+    role: Role;
+    readOnly?: boolean;
+    /** One of plan mode's own calls: ask the person, wait for the answer, submit the plan, exit. */
+    planModeConversation?: boolean;
+  };
 }
 
 export interface AuthorityDecision {
@@ -118,9 +125,14 @@ export const AUTHORITY_RULES: readonly Rule[] = [
     actions: ["operation.call"],
     says:
       "An agent in plan mode (its planning session gathers or its plan waits for review) calls only operations that " +
-      "change nothing, through every connection and its CLI, until a person decides or it exits plan mode.",
+      "change nothing and plan mode's own conversation (ask the person, submit the plan, exit), through every " +
+      "connection and its CLI, until a person decides or it exits plan mode.",
     when: (principal, { operation }) =>
-      operation !== undefined && principal.kind === "agent" && principal.planMode === true && !operation.readOnly,
+      operation !== undefined &&
+      principal.kind === "agent" &&
+      principal.planMode === true &&
+      !operation.readOnly &&
+      !operation.planModeConversation,
   },
   {
     id: "approvers-decide",

@@ -12,6 +12,7 @@ import {
   ReadMetrics,
   Revoke,
   SetRole,
+  SetUpTodoPlan,
   StartSession,
   UseLink,
   WaiveGate,
@@ -59,6 +60,7 @@ export const weightedCommands: fc.WeightedArbitrary<Command>[] = [
   { weight: 5, arbitrary: pick.map((run) => new Claim(run)) },
   { weight: 1, arbitrary: fc.constant(new EnterPlanMode()) },
   { weight: 1, arbitrary: fc.constant(new ExitPlanMode()) },
+  { weight: 1, arbitrary: actor.map((who) => new SetUpTodoPlan(who)) },
   {
     weight: 1,
     arbitrary: fc.constantFrom<PersonKey | "owner">("owner", "ann", "rev", "vic").map((who) => new ReadMetrics(who)),

@@ -3,7 +3,6 @@ import type { AppContext } from "../../server/services";
 import { executeStepJob } from "../../server/engine/engine";
 import { LINK_HOLDER } from "../../server/operations/decision-links";
 import type { Identity } from "../../server/identity";
-import { enterPlanMode, exitPlanMode } from "../../server/agents/plan-mode";
 import { metricsRead } from "../../server/operations/metrics";
 import { invokeOperation } from "../../server/operations/operation";
 import { findOperation, type AnyOperation } from "../../server/operations/registry";
@@ -455,30 +454,50 @@ export class Claim implements Command {
 }
 
 /**
- * The agent enters plan mode (seed 002), as its MCP tool does: from then on every door must hold
- * it read-only — no plan, no session, no edit — until it leaves.
+ * The agent enters plan mode (seed 002), through its operation as its MCP tool does: from then on
+ * every door must hold it read-only — no plan, no session, no edit — until it leaves.
  */
 export class EnterPlanMode implements Command {
   check = (model: Readonly<Model>) => model.agentPlanMode === undefined;
   async run(model: Model, real: Real) {
-    const entered = await enterPlanMode(real.app, { reason: "look first", actor: model.agentName, credential: null });
-    model.agentPlanMode = entered.planning_session_id;
+    const outcome = await call(real, model, "agent", "plan_mode.enter", { reason: "look first" });
+    expectOutcome(model, this.toString(), true, outcome);
+    if (outcome.ok) model.agentPlanMode = (outcome.value as { planning_session_id: string }).planning_session_id;
   }
   toString = () => "enterPlanMode(agent)";
 }
 
+/** Leaving plan mode is plan mode's own conversation: open to the agent it holds read-only. */
 export class ExitPlanMode implements Command {
   check = (model: Readonly<Model>) => model.agentPlanMode !== undefined;
   async run(model: Model, real: Real) {
-    await exitPlanMode(real.app, {
-      sessionId: model.agentPlanMode!,
-      actor: model.agentName,
-      credential: null,
+    const outcome = await call(real, model, "agent", "plan_mode.exit", {
+      planning_session_id: model.agentPlanMode!,
       reason: "done looking",
     });
-    model.agentPlanMode = undefined;
+    expectOutcome(model, this.toString(), true, outcome);
+    if (outcome.ok) model.agentPlanMode = undefined;
   }
   toString = () => "exitPlanMode(agent)";
+}
+
+/**
+ * Seed 000's todo plan (`planning.setup_plan`): writing one proposes work, as writing a plan does —
+ * an agent not held by its plan mode, or a person reviewer and above — and starts its run at once
+ * as its author's, which a policy that excludes authors from approving refuses.
+ */
+export class SetUpTodoPlan implements Command {
+  constructor(readonly actor: Actor) {}
+  check = () => true;
+  async run(model: Model, real: Real) {
+    const outcome = await call(real, model, this.actor, "planning.setup_plan", {
+      objective: "keep track",
+      initial_steps: ["look", "change"],
+      session_id: `model-${this.actor}`,
+    });
+    expectOutcome(model, this.toString(), mayEdit(model, this.actor) && model.policy.authorMayApprove, outcome);
+  }
+  toString = () => `setUpTodoPlan(${this.actor})`;
 }
 
 /** Reading the server's metrics: an admin's (the owner is one), nobody else's. */

@@ -10,9 +10,8 @@ import { createPlan, getPlan } from "../plans/service";
 import { revisePlan } from "../plans/versions";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { recordAudit } from "../audit/audit-log";
-import * as store from "../planner/session-store";
-import { insertSession } from "./sessions";
-import { scheduleAnswerTimeout, scheduleReviewTimeout, touchPlanMode } from "./wait-timers";
+import * as store from "./session-store";
+import { scheduleAnswerTimeout, scheduleReviewTimeout, touchPlanMode } from "./plan-mode-timers";
 
 /**
  * Seed 002's planning mode for an external agent (through MCP): the agent says it wants to plan
@@ -134,7 +133,7 @@ export async function enterPlanMode(app: App, input: { reason: string } & Caller
   // Gathering that stops (the agent went away) ends after the idle limit.
   await touchPlanMode(app.db.pool, id);
   return {
-    status: "plan_mode",
+    status: "plan_mode" as const,
     planning_session_id: id,
     message: `I'd like to plan this out before proceeding. Reason: ${input.reason}`,
     review_url: `/tasks/${id}`,
@@ -204,14 +203,19 @@ async function waitForAnswer(
           if (!store.lostRace(error)) throw error;
         });
       }
-      return { status: "answered", question_id: input.questionId, answer: row.answer, answered_by: row.answered_by };
+      return {
+        status: "answered" as const,
+        question_id: input.questionId,
+        answer: row.answer,
+        answered_by: row.answered_by,
+      };
     }
     if (row.status === "cancelled") {
       throw new AppError("invalid_state", row.failure?.message ?? "The person cancelled this planning session");
     }
     if (Date.now() >= deadline || signal?.aborted) {
       return {
-        status: "pending",
+        status: "pending" as const,
         question_id: input.questionId,
         agent_instructions: "The person has not answered yet. Call get_answer with this question_id to keep waiting.",
       };
@@ -293,54 +297,13 @@ export async function submitPlan(app: App, input: { sessionId: string } & Caller
   await emit(app, session, "planning.completed", { planId, version });
   await scheduleReviewTimeout(app.db.pool, { sessionId: session.id, planId, version });
   return {
-    status: "submitted",
+    status: "submitted" as const,
     plan_id: planId,
     version,
     review_url: `/plans/${planId}`,
     agent_instructions:
       "The plan waits for the person's review. Call plan_review_status with wait_seconds to learn whether it was approved, rejected, or sent back with instructions.",
   };
-}
-
-/**
- * Seed 002's "approve → proceed to execution" for an agent's plan: the run a person started from a
- * plan an agent submitted in plan mode becomes that agent's session (seed 003), so the same
- * agent's next `status` is handed the tasks in dependency order and its `update` reports on them.
- * Plans from anywhere else are left alone. Idempotent: a run already attached keeps its session.
- */
-export async function attachApprovedPlan(
-  app: Pick<AppContext, "db">,
-  input: { planId: string; version: number; runId: string; workspaceRoot: string; approvedBy: string },
-): Promise<{ sessionId: string } | null> {
-  const planning = await app.db.pool.query<{ id: string; actor: string; goal: string }>(
-    `select id, actor, goal from planning_sessions
-     where plan_id = $1 and kind = 'external' and status = 'completed'
-     order by created_at desc limit 1`,
-    [input.planId],
-  );
-  const origin = planning.rows[0];
-  if (!origin) return null;
-  const existing = await app.db.pool.query<{ id: string }>("select id from agent_sessions where run_id = $1", [
-    input.runId,
-  ]);
-  if (existing.rows[0]) return { sessionId: existing.rows[0].id };
-  const sessionId = await insertSession(app, {
-    goal: origin.goal,
-    workspaceRoot: input.workspaceRoot,
-    planId: input.planId,
-    runId: input.runId,
-    actor: origin.actor,
-    planningSessionId: origin.id,
-  });
-  await recordAudit(app.db.pool, {
-    actor: input.approvedBy,
-    action: "agent_session.attached",
-    planId: input.planId,
-    planVersion: input.version,
-    runId: input.runId,
-    detail: { sessionId, agent: origin.actor, planningSessionId: origin.id },
-  });
-  return { sessionId };
 }
 
 export const exitPlanModeInput = z.object({
@@ -383,7 +346,7 @@ export async function exitPlanMode(
     });
   }
   return {
-    status: "exited",
+    status: "exited" as const,
     planning_session_id: session.id,
     message: ended
       ? "Left plan mode; the planning session is cancelled."

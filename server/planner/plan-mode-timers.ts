@@ -4,9 +4,9 @@ import { inTransaction } from "../db";
 import { PLANNING_TIMEOUT_TASK } from "../queue/jobs";
 import { isAppError } from "../errors";
 import { appendEvents } from "../events/store";
-import { loadReviewFacts, reviewStateOf } from "../planner/review-state";
-import * as store from "../planner/session-store";
-import { rejectPlan } from "../planner/plan-rejection";
+import { loadReviewFacts, reviewStateOf } from "./review-state";
+import * as store from "./session-store";
+import { rejectPlan } from "./plan-rejection";
 
 /**
  * Nothing an agent's plan mode waits for waits for ever (seed 002): a question to the person
