@@ -1,10 +1,15 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { createTRPCClient, createWSClient, wsLink } from "@trpc/client";
+import superjson from "superjson";
+import WebSocket from "ws";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { EventSource } from "eventsource";
 import { afterEach, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { startHttpProxy, type HttpProxy } from "../../tests/http-proxy";
 import { spawnWebProcess, type WebProcess } from "../../tests/web-process";
+import { readEvents } from "../events/store";
+import type { AppRouter } from "../trpc/root";
 
 /**
  * Several web processes on one database behind a proxy (docs/scaling.md "Several web processes"):
@@ -241,5 +246,71 @@ describe("several web processes behind a proxy", () => {
       )
       .map((event) => event.data.step!.id);
     expect(completed).toEqual(steps.map((step) => step.id));
+  });
+  it("the live view's run subscription, on the live socket through the proxy, resumes on the other process when its own stops", async () => {
+    const { url, served, route } = await start();
+    const h = harness!;
+    const plan = await h.caller.plans.createFromJson({
+      planJson: JSON.stringify({
+        goal: "live across a stop",
+        steps: [
+          { id: "step_1", description: "first", tool: "echo", args: { value: 1 } },
+          {
+            id: "step_2",
+            description: "gate",
+            tool: "echo",
+            args: { value: 2 },
+            dependsOn: ["step_1"],
+            approvalRequired: true,
+          },
+          { id: "step_3", description: "after", tool: "echo", args: { value: 3 }, dependsOn: ["step_2"] },
+        ],
+      }),
+    });
+    const { runId } = await h.caller.plans.approve({ planId: plan.id, version: 1 });
+    await expect
+      .poll(async () => (await readEvents(h.app.db.pool, runId, 0)).some((e) => e.type === "approval.requested"), {
+        timeout: 60_000,
+      })
+      .toBe(true);
+
+    // The browser's socket: its own pages' Origin, the proxy's address.
+    class PageSocket extends WebSocket {
+      constructor(address: string | URL, protocols?: string | string[]) {
+        super(address, protocols, { headers: { origin: url } });
+      }
+    }
+    route([0]);
+    const client = createWSClient({
+      url: `${url.replace("http:", "ws:")}/api/live`,
+      WebSocket: PageSocket as unknown as typeof globalThis.WebSocket,
+      retryDelayMs: () => 200,
+    });
+    const trpc = createTRPCClient<AppRouter>({ links: [wsLink({ client, transformer: superjson })] });
+    const seqs: number[] = [];
+    const subscription = trpc.runs.events.subscribe(
+      { runId, lastEventId: null },
+      { onData: ({ data }) => void seqs.push(data.seq), onError: () => undefined },
+    );
+    try {
+      const waiting = await h.caller.runs.get({ runId });
+      await expect.poll(() => seqs.at(-1), { timeout: 60_000 }).toBe(waiting.lastSeq);
+      // The process holding the socket stops; the client reconnects through the proxy to the other.
+      route([1]);
+      await webs[0]!.stop();
+      // The run goes on while the socket is down and after: the approval, then the last steps.
+      await h.caller.runs.decide({ runId, stepId: "step_2", approve: true });
+      await h.waitForRun(runId, ["completed"]);
+      const done = await h.caller.runs.get({ runId });
+      await expect.poll(() => seqs.at(-1), { timeout: 60_000 }).toBe(done.lastSeq);
+      // Every event once, in order: resumed after the last one given, nothing lost or repeated.
+      expect(seqs).toEqual(Array.from({ length: done.lastSeq }, (_, i) => i + 1));
+      const sockets = served.filter((entry) => entry.method === "UPGRADE").map((entry) => entry.backend);
+      expect(sockets[0]).toBe(0);
+      expect(sockets.at(-1)).toBe(1);
+    } finally {
+      subscription.unsubscribe();
+      client.close();
+    }
   });
 });
