@@ -16,6 +16,7 @@ import {
   closeIdle,
   closeSession,
   credentialOf,
+  forgetClosed,
   openSessionsAmong,
   recordSession,
   sessionIsOpen,
@@ -53,6 +54,8 @@ const KEY = Symbol.for("stepwise.mcpSessions");
 const IDLE_MS = 60 * 60_000;
 const TODO_TOUCH_MS = 60_000;
 const SWEEP_MS = 60_000;
+/** Closed sessions are kept a day (to say why one ended), then removed. */
+const FORGET_CLOSED_MS = 24 * 60 * 60_000;
 export const MAX_SESSIONS_PER_CREDENTIAL = 32;
 
 /**
@@ -108,8 +111,8 @@ type SweepHolder = typeof globalThis & {
 
 /**
  * Once a minute: sessions idle for an hour are closed in the database (one process claims each
- * and ends its todo plan), and this process lets go of what it holds of sessions closed elsewhere
- * or not used here for an hour. Runs on requests, and from a timer that does not keep the process
+ * and ends its todo plan), those closed a day ago are removed, and this process lets go of what it
+ * holds of sessions closed elsewhere or not used here for an hour. Runs on requests, and from a timer that does not keep the process
  * alive while none arrive.
  */
 async function sweep(app: AppContext): Promise<void> {
@@ -120,6 +123,7 @@ async function sweep(app: AppContext): Promise<void> {
   for (const session of await closeIdle(app.db.pool, IDLE_MS, "expired")) {
     ended(app, session, "the MCP session expired");
   }
+  await forgetClosed(app.db.pool, FORGET_CLOSED_MS);
   const mine = [...held().keys()];
   const open = await openSessionsAmong(app.db.pool, mine);
   for (const id of mine) if (!open.has(id)) release(id);

@@ -150,3 +150,12 @@ export async function closeIdle(pool: Pool, idleMs: number, reason: string): Pro
   );
   return closedFrom(closed.rows);
 }
+
+/** Forgets sessions closed more than `keepMs` ago, so the table holds open sessions and recent ones. */
+export async function forgetClosed(pool: Pool, keepMs: number): Promise<number> {
+  const removed = await pool.query(
+    "delete from mcp_sessions where closed_at < now() - make_interval(secs => $1::double precision / 1000)",
+    [keepMs],
+  );
+  return removed.rowCount ?? 0;
+}
