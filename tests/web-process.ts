@@ -4,7 +4,8 @@
  * context over DATABASE_URL, with no worker — the steps run elsewhere, as behind a proxy in front
  * of several web processes. Its own process, so nothing it holds in memory is shared with another.
  *
- *   DATABASE_URL=… STEPWISE_WORKSPACE=… STEPWISE_AGENT_TOKEN=… node --import tsx tests/web-process.ts
+ *   DATABASE_URL=… STEPWISE_WORKSPACE=… STEPWISE_AGENT_TOKEN=… [STEPWISE_ACCESS_TOKEN=…] \
+ *     node --import tsx tests/web-process.ts
  *
  * It prints `ready <url>` once it listens; SIGTERM stops it as `serve` stops (connections closed,
  * then the app). Tests start it with `spawnWebProcess`.
@@ -32,6 +33,10 @@ export function spawnWebProcess(options: {
   databaseUrl: string;
   workspace: string;
   agentToken: string;
+  /** The person's access token (else the door trusts the local caller, as in the other tests). */
+  accessToken?: string;
+  /** Its data folder (the decision-link key); processes given the same one share the key. */
+  dataDir?: string;
   readyTimeoutMs?: number;
 }): Promise<WebProcess> {
   const child = spawn(process.execPath, ["--import", "tsx", thisFile], {
@@ -41,6 +46,8 @@ export function spawnWebProcess(options: {
       DATABASE_URL: options.databaseUrl,
       STEPWISE_WORKSPACE: options.workspace,
       STEPWISE_AGENT_TOKEN: options.agentToken,
+      STEPWISE_ACCESS_TOKEN: options.accessToken ?? "",
+      ...(options.dataDir && { STEPWISE_DATA_DIR: options.dataDir }),
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -80,7 +87,10 @@ async function main(): Promise<void> {
     workspaceRoot: process.env.STEPWISE_WORKSPACE!,
     worker: false,
   });
-  const api = await startApiServer(app, { agentToken: process.env.STEPWISE_AGENT_TOKEN! });
+  const api = await startApiServer(app, {
+    agentToken: process.env.STEPWISE_AGENT_TOKEN!,
+    ...(process.env.STEPWISE_ACCESS_TOKEN && { accessToken: process.env.STEPWISE_ACCESS_TOKEN }),
+  });
   process.once("SIGTERM", () => {
     void (async () => {
       await api.close();

@@ -1,3 +1,6 @@
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { createTRPCClient, createWSClient, wsLink } from "@trpc/client";
 import superjson from "superjson";
@@ -9,6 +12,11 @@ import { startHarness, type Harness } from "../../tests/app-harness";
 import { startHttpProxy, type HttpProxy } from "../../tests/http-proxy";
 import { spawnWebProcess, type WebProcess } from "../../tests/web-process";
 import { readEvents } from "../events/store";
+import { withCaller } from "../caller-context";
+import { invokeOperation } from "../operations/operation";
+import { decisionLinkCreate } from "../operations/decision-links";
+import { planApprove, planCreate } from "../operations/plans";
+import { addPrincipal } from "../people/principals";
 import type { AppRouter } from "../trpc/root";
 
 /**
@@ -24,7 +32,14 @@ let webs: WebProcess[] = [];
 let proxy: HttpProxy | undefined;
 const clients: Client[] = [];
 
+const previousDataDir = process.env.STEPWISE_DATA_DIR;
+let dataDir: string | undefined;
+
 afterEach(async () => {
+  if (previousDataDir === undefined) delete process.env.STEPWISE_DATA_DIR;
+  else process.env.STEPWISE_DATA_DIR = previousDataDir;
+  if (dataDir) await fs.rm(dataDir, { recursive: true, force: true });
+  dataDir = undefined;
   for (const client of clients.splice(0)) await client.close().catch(() => undefined);
   await proxy?.close();
   for (const web of webs) await web.stop();
@@ -34,9 +49,9 @@ afterEach(async () => {
   harness = undefined;
 });
 
-async function start(): Promise<HttpProxy> {
+async function start(extra: { accessToken?: string; dataDir?: string } = {}): Promise<HttpProxy> {
   harness = await startHarness();
-  const options = { databaseUrl: harness.databaseUrl, workspace: harness.workspace, agentToken: AGENT_TOKEN };
+  const options = { databaseUrl: harness.databaseUrl, workspace: harness.workspace, agentToken: AGENT_TOKEN, ...extra };
   webs = await Promise.all([spawnWebProcess(options), spawnWebProcess(options)]);
   proxy = await startHttpProxy(webs.map((web) => web.url));
   return proxy;
@@ -312,5 +327,86 @@ describe("several web processes behind a proxy", () => {
       subscription.unsubscribe();
       client.close();
     }
+  });
+  it("a sign-in on one process holds on the other, and a decision link opened on one is used once across both", async () => {
+    const accessToken = "web-processes-access-token";
+    // One data folder for this test and both processes: the decision-link key they sign with.
+    dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-web-processes-"));
+    process.env.STEPWISE_DATA_DIR = dataDir;
+    const { url, route } = await start({ accessToken, dataDir });
+    const h = harness!;
+    const alice = await withCaller({ kind: "person", name: "user" }, () =>
+      addPrincipal(h.app.db.pool, { kind: "person", name: "alice", role: "approver", createdBy: "user" }),
+    );
+    const person = { kind: "person" as const, name: "alice", role: "approver" as const, tokenId: alice.credentialId };
+
+    // Signed in through the first process; the cookie is honoured by the second.
+    route([0]);
+    const signedIn = await fetch(`${url}/sign-in`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: url, "sec-fetch-site": "same-origin" },
+      body: new URLSearchParams({ token: alice.token }).toString(),
+      redirect: "manual",
+    });
+    expect(signedIn.status).toBe(303);
+    const cookie = signedIn.headers.get("set-cookie")!.split(";")[0]!;
+    route([1]);
+    const me = await fetch(`${url}/api/ops/people.me`, {
+      method: "POST",
+      headers: { "content-type": "application/json", cookie },
+      body: "{}",
+    });
+    expect(me.status).toBe(200);
+    expect(await me.json()).toMatchObject({ name: "alice", role: "approver" });
+
+    // A run waiting for alice's approval, and a link she made for it.
+    const step = {
+      id: "write",
+      description: "write a file",
+      tool: "shell",
+      args: { command: "echo linked > linked.txt" },
+    };
+    const plan = await invokeOperation(
+      planCreate,
+      { app: h.app, identity: person },
+      { draft: { goal: "links", steps: [step] } },
+    );
+    const { runId } = await invokeOperation(
+      planApprove,
+      { app: h.app, identity: person },
+      { planId: plan.id, version: plan.version },
+    );
+    const waiting = async () =>
+      (await h.app.db.pool.query("select status from run_steps where run_id = $1 and step_id = 'write'", [runId]))
+        .rows[0]?.status;
+    await expect.poll(waiting, { timeout: 60_000 }).toBe("awaiting_approval");
+    const link = await invokeOperation(
+      decisionLinkCreate,
+      { app: h.app, identity: person },
+      { runId, stepId: "write" },
+    );
+
+    const press = (decision: string) =>
+      fetch(`${url}${link.url}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", origin: url, "sec-fetch-site": "same-origin" },
+        body: JSON.stringify({ decision }),
+        redirect: "manual",
+      });
+    route([0]);
+    const page = await fetch(`${url}${link.url}`, { headers: { accept: "text/html" }, redirect: "manual" });
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('data-decision="approve"');
+    // Decided through the second process, once: the first then refuses it as used.
+    route([1]);
+    const decided = await press("approve");
+    expect(decided.status).toBe(200);
+    expect(await decided.json()).toMatchObject({ runId, stepId: "write", decision: "approve", decidedAs: "alice" });
+    route([0]);
+    const again = await press("deny");
+    expect(again.status).toBe(412);
+    expect((await again.json()).detail).toContain("already used");
+    const approvals = await h.app.db.pool.query("select actor, decision from approvals where run_id = $1", [runId]);
+    expect(approvals.rows).toEqual([{ actor: "alice", decision: "approved" }]);
   });
 });
