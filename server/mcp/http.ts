@@ -112,8 +112,8 @@ type SweepHolder = typeof globalThis & {
 /**
  * Once a minute: sessions idle for an hour are closed in the database (one process claims each
  * and ends its todo plan), those closed a day ago are removed, and this process lets go of what it
- * holds of sessions closed elsewhere or not used here for an hour. Runs on requests, and from a timer that does not keep the process
- * alive while none arrive.
+ * holds of sessions closed elsewhere or not used here for an hour. Runs on requests, and from a
+ * timer that does not keep the process alive while none arrive.
  */
 async function sweep(app: AppContext): Promise<void> {
   const holder = globalThis as SweepHolder;
