@@ -153,7 +153,10 @@ test.describe("two web processes behind a proxy", () => {
     const context = await browser.newContext({ baseURL: proxy!.url });
     const page = await context.newPage();
     try {
+      // The link shows whom it signs in as; the button signs in (a same-origin POST).
       await page.goto(signInLink(proxy!.url, ACCESS_TOKEN));
+      await page.getByRole("button", { name: "Sign in as user" }).click();
+      await page.waitForURL(`${proxy!.url}/`);
       const run = new RunViewPage(page);
       await run.open(runId);
       const loads: string[] = [];
