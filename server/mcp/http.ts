@@ -226,7 +226,9 @@ async function openSession(request: Request, app: AppContext, identity: Identity
   const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
     sessionIdGenerator: () => randomUUID(),
     onsessioninitialized: async (id) => {
-      await recordSession(app.db.pool, { id, identity, initialize: body.params });
+      // What the server learns from initialize, and nothing else the client may have added.
+      const { protocolVersion, capabilities, clientInfo } = body.params;
+      await recordSession(app.db.pool, { id, identity, initialize: { protocolVersion, capabilities, clientInfo } });
       held().set(id, Promise.resolve({ transport, identity, lastUsed: Date.now(), todoTouched: Date.now(), app }));
       const replaced = await closeBeyond(app.db.pool, {
         credential: credentialOf(identity),
