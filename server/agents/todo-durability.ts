@@ -6,9 +6,10 @@ import { AppError } from "../errors";
 import { logger } from "../logger";
 
 /**
- * Seed 000's todo plans outlive the MCP connection they are keyed by. A connection lives in one
- * server process's memory; a restart loses it without a word from the client. Its todo plan is
- * then either
+ * Seed 000's todo plans outlive the MCP connection they are keyed by. A connection (an MCP
+ * session, stored in the database and served by any web process) survives a server restart; it
+ * can still be lost without a word from the client — its record gone, or never written by a
+ * server that kept sessions in memory. Its todo plan is then either
  * - resumed: the same agent (same name, same credential) calls a planning tool on a new
  *   connection that has no plan yet — the plan of its connection that is gone moves to the new
  *   one (audited `todo.resumed`), or
@@ -38,12 +39,18 @@ export async function touchTodoOf(pool: Pick<pg.Pool, "query">, mcpSessionId: st
 
 /**
  * The new connection `key` has no plan yet: the agent's latest open todo plan whose connection is
- * gone (`isLive` says no: this process no longer holds it) becomes this connection's. Returns
+ * gone (`isLive` says no: no process serves it any more) becomes this connection's. Returns
  * whether one was resumed.
  */
 export async function resumeTodoPlan(
   app: App,
-  input: { key: string; ownerPrefix: string; mcpSessionId: string; actor: string; isLive: (id: string) => boolean },
+  input: {
+    key: string;
+    ownerPrefix: string;
+    mcpSessionId: string;
+    actor: string;
+    isLive: (id: string) => boolean | Promise<boolean>;
+  },
 ): Promise<boolean> {
   const mine = await app.db.pool.query("select 1 from agent_sessions where todo_key = $1", [input.key]);
   if (mine.rowCount) return false;
@@ -54,7 +61,12 @@ export async function resumeTodoPlan(
      order by created_at desc`,
     [input.ownerPrefix, input.mcpSessionId],
   );
-  const orphan = candidates.rows.find((row) => !input.isLive(row.todo_mcp_session));
+  let orphan: (typeof candidates.rows)[number] | undefined;
+  for (const row of candidates.rows) {
+    if (await input.isLive(row.todo_mcp_session)) continue;
+    orphan = row;
+    break;
+  }
   if (!orphan) return false;
   const moved = await app.db.pool.query(
     `update agent_sessions set todo_key = $2, todo_mcp_session = $3, last_seen_at = now()

@@ -14,7 +14,8 @@ import type { AppContext } from "../services";
  * Seed 002's plan mode is the agent's (its name under its credential), not one MCP connection's:
  * every connection of the agent and its CLI are held read-only while it plans, also after a
  * restart (a fresh app context and API on the same database); `exit_plan_mode` lets every one go.
- * And seed 000's todo plans survive a restart: the same agent's new connection resumes its plan,
+ * And seed 000's todo plans survive a restart: the connection carries on (its MCP session is
+ * stored), and when the session itself was lost the same agent's new connection resumes its plan,
  * or, when it does not come back, the run ends with the reason.
  */
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -44,7 +45,8 @@ afterEach(async () => {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Answer = Record<string, any>;
 
-async function connect(agentName: string) {
+/** `sessionId`: carry on an MCP session opened before (the client sends no initialize then). */
+async function connect(agentName: string, sessionId?: string) {
   harness ??= await startHarness();
   api ??= await startApiServer(harness.app, { agentToken: AGENT_TOKEN });
   const client = new Client({ name: "plan-mode-test", version: "1.0.0" });
@@ -52,11 +54,11 @@ async function connect(agentName: string) {
   client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
     listChanges++;
   });
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL("/api/mcp", api.url), {
-      requestInit: { headers: { authorization: `Bearer ${AGENT_TOKEN}`, "x-stepwise-agent": agentName } },
-    }),
-  );
+  const transport = new StreamableHTTPClientTransport(new URL("/api/mcp", api.url), {
+    requestInit: { headers: { authorization: `Bearer ${AGENT_TOKEN}`, "x-stepwise-agent": agentName } },
+    ...(sessionId && { sessionId }),
+  });
+  await client.connect(transport);
   clients.push(client);
   const call = async (name: string, args: Record<string, unknown> = {}) => {
     const result = await client.callTool({ name, arguments: args });
@@ -69,7 +71,7 @@ async function connect(agentName: string) {
     return result.body;
   };
   const toolNames = async () => (await client.listTools()).tools.map((tool) => tool.name);
-  return { call, ok, toolNames, listChanges: () => listChanges };
+  return { call, ok, toolNames, listChanges: () => listChanges, sessionId: () => transport.sessionId };
 }
 
 /** One `stepwise` CLI call as the named agent, against the running API. */
@@ -89,13 +91,16 @@ function cli(agent: string, args: string[]): Promise<{ status: number | null; st
 }
 
 /**
- * The server process ends and a new one starts on the same database: the API goes away with every
- * MCP session it held in memory (nobody closed them), and a fresh app context serves.
+ * The server process ends and a new one starts on the same database: the API goes away with what
+ * it held in memory of the MCP sessions (nobody closed them), and a fresh app context serves.
+ * The sessions themselves are stored, so their clients carry on — unless `sessionsLost`: their
+ * records are gone too, as when the server before kept its sessions in memory only.
  */
-async function restart() {
+async function restart(options: { sessionsLost?: boolean } = {}) {
   await api!.close();
   const held = (globalThis as Record<symbol, Map<string, unknown> | undefined>)[Symbol.for("stepwise.mcpSessions")];
   held?.clear();
+  if (options.sessionsLost) await harness!.app.db.pool.query("delete from mcp_sessions");
   restarted = await createAppContext({
     databaseUrl: harness!.databaseUrl,
     workspaceRoot: harness!.workspace,
@@ -205,7 +210,7 @@ describe("todo plans across a restart", () => {
     const before = await connect("todo-agent");
     const plan = await before.ok("planning_setup_plan", { objective: "Survive a restart", initial_steps: ["A", "B"] });
     await before.ok("planning_update_step", { step_id: 1, status: "done" });
-    await restart();
+    await restart({ sessionsLost: true });
 
     // Another agent's new connection does not get it.
     const stranger = await connect("someone-else");
@@ -228,6 +233,30 @@ describe("todo plans across a restart", () => {
       "select actor, detail from audit_entries where action = 'todo.resumed'",
     );
     expect(audit.rows).toMatchObject([{ actor: "todo-agent", detail: { reason: expect.stringContaining("restart") } }]);
+  });
+
+  it("the connection itself carries on after a restart with its todo plan, which no new connection takes", async () => {
+    const first = await connect("steady-agent");
+    const plan = await first.ok("planning_setup_plan", { objective: "Carry on", initial_steps: ["A", "B"] });
+    await restart();
+
+    // The same MCP session, served by the new process (at its new address: as behind a proxy).
+    const before = await connect("steady-agent", first.sessionId());
+    expect(before.sessionId()).toBe(first.sessionId());
+    await before.ok("planning_update_step", { step_id: 1, status: "done" });
+    expect(await before.ok("planning_read_plan")).toMatchObject({
+      plan_id: plan.plan_id,
+      steps: [
+        { step_id: 1, status: "done" },
+        { step_id: 2, status: "pending" },
+      ],
+    });
+    // Its session is open: a new connection of the same agent starts without it.
+    const other = await connect("steady-agent");
+    expect((await other.call("planning_read_plan")).isError).toBe(true);
+    expect((await before.ok("planning_read_plan")).plan_id).toBe(plan.plan_id);
+    const audit = await harness!.app.db.pool.query("select 1 from audit_entries where action = 'todo.resumed'");
+    expect(audit.rowCount).toBe(0);
   });
 
   it("a todo run whose agent does not come back after a restart ends with the reason", async () => {

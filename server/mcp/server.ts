@@ -82,8 +82,8 @@ export interface McpSessionContext {
   identity: Identity;
   /** The MCP session's id, which keys the caller's seed 000 todo plan (`OperationContext.connection`). */
   sessionId(): string | undefined;
-  /** Whether this process still holds that MCP session (a todo plan of one it lost may be resumed). */
-  isLive?(id: string): boolean;
+  /** Whether that MCP session is still open (a todo plan of one that is gone may be resumed). */
+  isLive?(id: string): boolean | Promise<boolean>;
 }
 
 export const MCP_INSTRUCTIONS = [

@@ -31,7 +31,7 @@ export interface OperationContext {
    * caller keeps by connection (seed 000's todo plan) is keyed by its id. `isLive` says whether this
    * process still holds a connection of that id (a todo plan of one it lost may be resumed).
    */
-  connection?: { id: string | undefined; isLive?(id: string): boolean };
+  connection?: { id: string | undefined; isLive?(id: string): boolean | Promise<boolean> };
 }
 
 export interface Operation<Input extends z.ZodType, Output extends z.ZodType> {
