@@ -1,13 +1,13 @@
 import type pg from "pg";
 import { z } from "zod";
-import { preparedExecute, type CommitWith, type Statement } from "../db";
+import { preparedExecute, sqlTextArray, type CommitWith, type Statement } from "../db";
 import type { AuditAction } from "../audit/actions";
 import { recordAudit } from "../audit/audit-log";
 import { AppError } from "../errors";
 import { appendEventsStatement } from "../events/store";
 import type { NewEvent, StepStatusData } from "../events/types";
 import type { Step, StepStatus } from "../plan-schema";
-import { SETTLED_STEP_STATUSES, type StepResult } from "../vocabulary";
+import { FINISHED_RUN_STATUSES, SETTLED_STEP_STATUSES, type StepResult } from "../vocabulary";
 import type { EngineDeps } from "./deps";
 import type { RunGraph } from "./graph";
 import { approvalTimersStatement, stepJobsStatement, type ApprovalTimerJob, type StepJob } from "../queue/jobs";
@@ -248,7 +248,7 @@ export class RunTransaction {
           ...(stepRows === undefined ? [] : [stepWriteSql(runId, bind(stepRows))]),
           `update runs set status = ${status}::text, open_steps = ${bind(run.open_steps)}::int,
              active_steps = ${bind(run.active_steps)}::int,
-             finished_at = case when ${status}::text in ('completed','failed','cancelled')
+             finished_at = case when ${status}::text = any(${FINISHED_RUN_STATUSES_SQL})
                then coalesce(finished_at, now()) else null end
            where id = ${runId}::uuid`,
         ];
@@ -298,8 +298,9 @@ export class RunTransaction {
  * The step ids are also given as an array (`= any`), which PostgreSQL looks up in the primary key;
  * joined to the record set alone it reads every step of the run, whatever the statistics say.
  */
-/** SETTLED_STEP_STATUSES as an SQL array constant: the hot path's write-back binds no more parameters. */
-const SETTLED_STATUSES_SQL = `'{${SETTLED_STEP_STATUSES.join(",")}}'::text[]`;
+/** The vocabulary's sets as SQL array constants: the hot path's write-back binds no more parameters. */
+const SETTLED_STATUSES_SQL = sqlTextArray(SETTLED_STEP_STATUSES);
+const FINISHED_RUN_STATUSES_SQL = sqlTextArray(FINISHED_RUN_STATUSES);
 
 function stepWriteSql(runId: string, rows: string): string {
   return `update run_steps rs set
