@@ -46,6 +46,11 @@ export const runViewSchema = z.object({
     .describe("The directory the run's tools act in"),
   /** The run this one re-runs from a chosen step, if any. */
   rerunOf: z.string().optional(),
+  /** A sub-plan's run: the run and `run_plan` step that started it. */
+  parent: z
+    .object({ runId: z.string(), stepId: z.string() })
+    .optional()
+    .describe("A sub-plan's run: the run and run_plan step that started it"),
   createdAt: z.string(),
   startedAt: z.string().nullable(),
   finishedAt: z.string().nullable(),
@@ -120,6 +125,8 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
     recoveryPolicy: run.recoveryPolicy === "auto" ? "auto" : "ask",
     workspace: { id: workspace?.id ?? null, name: workspace?.name ?? null, path: run.workspaceRoot },
     ...(run.rerunOf !== null && { rerunOf: run.rerunOf }),
+    ...(run.parentRunId !== null &&
+      run.parentStepId !== null && { parent: { runId: run.parentRunId, stepId: run.parentStepId } }),
     createdAt: run.createdAt.toISOString(),
     startedAt: run.startedAt?.toISOString() ?? null,
     finishedAt: run.finishedAt?.toISOString() ?? null,

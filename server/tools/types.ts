@@ -11,6 +11,7 @@ export const CAPABILITIES = [
   "llm.generate",
   "user.ask",
   "agent.work",
+  "plan.run",
   "time.wait",
   "data.transform",
 ] as const;
