@@ -1,5 +1,4 @@
 import type pg from "pg";
-import { z } from "zod";
 import { preparedExecute, sqlTextArray, type CommitWith, type Statement } from "../db";
 import type { AuditAction } from "../audit/actions";
 import { recordAudit } from "../audit/audit-log";
@@ -9,6 +8,7 @@ import type { NewEvent, StepStatusData } from "../events/types";
 import type { Step, StepStatus } from "../plan-schema";
 import { FINISHED_RUN_STATUSES, SETTLED_STEP_STATUSES, type StepResult } from "../vocabulary";
 import type { EngineDeps } from "./deps";
+import type { StepWaiting } from "./step-waiting";
 import type { RunGraph } from "./graph";
 import {
   approvalTimersStatement,
@@ -45,18 +45,7 @@ export interface RunRow {
   parent_step_id: string | null;
 }
 
-/**
- * What a step in awaiting_approval, awaiting_input or awaiting_agent waits for — or, for an agent
- * task in progress, which agent holds it. Shown to people and checked by timers.
- */
-export const stepWaitingSchema = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("approval"), expiresAt: z.string() }),
-  z.object({ kind: z.literal("input"), question: z.string(), choices: z.array(z.string()).optional() }),
-  z.object({ kind: z.literal("agent"), agent: z.string().optional(), since: z.string().optional() }),
-  /** A `run_plan` step waits for its child run (its id once started): server/engine/child-runs.ts. */
-  z.object({ kind: z.literal("child_run"), runId: z.string().optional() }),
-]);
-export type StepWaiting = z.output<typeof stepWaitingSchema>;
+export type { StepWaiting } from "./step-waiting";
 
 interface StepUpdate {
   status: StepStatus;
