@@ -381,6 +381,16 @@ export async function retryOnConnectionLoss<T>(
  * the whole transaction) are shorter than a busy machine needs for a plan save of a few short
  * statements; timed out, the save fails for a person who already answered every question.
  */
+/**
+ * A set of the vocabulary's words as an SQL array constant (`'{a,b}'::text[]`), for a statement
+ * that cannot take one more parameter (a shared SQL fragment, the engine's write-back). Only for
+ * Stepwise's own constants — never for input.
+ */
+export function sqlTextArray(words: readonly string[]): string {
+  if (words.some((word) => !/^[a-z_.]+$/.test(word))) throw new Error(`Not a vocabulary word list: ${words.join(",")}`);
+  return `'{${words.join(",")}}'::text[]`;
+}
+
 export const PRISMA_TRANSACTION_OPTIONS = { maxWait: 10_000, timeout: 30_000 } as const;
 
 export type PrismaTransaction = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];

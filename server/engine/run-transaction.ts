@@ -1,14 +1,14 @@
 import type pg from "pg";
-import { z } from "zod";
-import { preparedExecute, type CommitWith, type Statement } from "../db";
+import { preparedExecute, sqlTextArray, type CommitWith, type Statement } from "../db";
 import type { AuditAction } from "../audit/actions";
 import { recordAudit } from "../audit/audit-log";
 import { AppError } from "../errors";
 import { appendEventsStatement } from "../events/store";
 import type { NewEvent, StepStatusData } from "../events/types";
 import type { Step, StepStatus } from "../plan-schema";
-import { SETTLED_STEP_STATUSES, type StepResult } from "../vocabulary";
+import { FINISHED_RUN_STATUSES, SETTLED_STEP_STATUSES, type StepResult } from "../vocabulary";
 import type { EngineDeps } from "./deps";
+import type { StepWaiting } from "./step-waiting";
 import type { RunGraph } from "./graph";
 import {
   approvalTimersStatement,
@@ -43,18 +43,7 @@ export interface RunRow {
   parent_step_id: string | null;
 }
 
-/**
- * What a step in awaiting_approval, awaiting_input or awaiting_agent waits for — or, for an agent
- * task in progress, which agent holds it. Shown to people and checked by timers.
- */
-export const stepWaitingSchema = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("approval"), expiresAt: z.string() }),
-  z.object({ kind: z.literal("input"), question: z.string(), choices: z.array(z.string()).optional() }),
-  z.object({ kind: z.literal("agent"), agent: z.string().optional(), since: z.string().optional() }),
-  /** A `run_plan` step waits for its child run (its id once started): server/engine/child-runs.ts. */
-  z.object({ kind: z.literal("child_run"), runId: z.string().optional() }),
-]);
-export type StepWaiting = z.output<typeof stepWaitingSchema>;
+export type { StepWaiting } from "./step-waiting";
 
 interface StepUpdate {
   status: StepStatus;
@@ -264,7 +253,7 @@ export class RunTransaction {
           ...(stepRows === undefined ? [] : [stepWriteSql(runId, bind(stepRows))]),
           `update runs set status = ${status}::text, open_steps = ${bind(run.open_steps)}::int,
              active_steps = ${bind(run.active_steps)}::int,
-             finished_at = case when ${status}::text in ('completed','failed','cancelled')
+             finished_at = case when ${status}::text = any(${FINISHED_RUN_STATUSES_SQL})
                then coalesce(finished_at, now()) else null end
            where id = ${runId}::uuid`,
         ];
@@ -314,8 +303,9 @@ export class RunTransaction {
  * The step ids are also given as an array (`= any`), which PostgreSQL looks up in the primary key;
  * joined to the record set alone it reads every step of the run, whatever the statistics say.
  */
-/** SETTLED_STEP_STATUSES as an SQL array constant: the hot path's write-back binds no more parameters. */
-const SETTLED_STATUSES_SQL = `'{${SETTLED_STEP_STATUSES.join(",")}}'::text[]`;
+/** The vocabulary's sets as SQL array constants: the hot path's write-back binds no more parameters. */
+const SETTLED_STATUSES_SQL = sqlTextArray(SETTLED_STEP_STATUSES);
+const FINISHED_RUN_STATUSES_SQL = sqlTextArray(FINISHED_RUN_STATUSES);
 
 function stepWriteSql(runId: string, rows: string): string {
   return `update run_steps rs set

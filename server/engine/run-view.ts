@@ -6,7 +6,7 @@ import { z } from "zod";
 import { approvalViewSchema, describeApprovals } from "./approval-view";
 import type { StepStatus } from "../plan-schema";
 import { runStatusSchema, stepResultSchema, stepStatusSchema, type StepResult } from "../vocabulary";
-import { stepWaitingSchema, type StepWaiting } from "./run-transaction";
+import { stepWaitingSchema, type StepWaiting } from "./step-waiting";
 import type { RunStatus } from "./state-machine";
 
 /** A step of a run as every interface shows it. The schema is the type (operations parse with it). */

@@ -44,6 +44,19 @@ function chatModel({ app }: OperationContext, input: ChatInput) {
   };
 }
 
+const tokens = z.number().optional();
+/** The model call's token counts as the AI SDK reports them (`LanguageModelUsage`), the provider's raw usage with them. */
+const modelUsageSchema = z.object({
+  inputTokens: tokens,
+  inputTokenDetails: z.object({ noCacheTokens: tokens, cacheReadTokens: tokens, cacheWriteTokens: tokens }).optional(),
+  outputTokens: tokens,
+  outputTokenDetails: z.object({ textTokens: tokens, reasoningTokens: tokens }).optional(),
+  totalTokens: tokens,
+  reasoningTokens: tokens,
+  cachedInputTokens: tokens,
+  raw: z.record(z.string(), z.unknown()).optional(),
+});
+
 export const chatComplete = defineOperation({
   name: "chat.complete",
   callers: PERSON_ONLY,
@@ -51,13 +64,13 @@ export const chatComplete = defineOperation({
   summary:
     "Chat with the configured model: its answer to the messages, with a trace id that finds the call in the usage records",
   input: chatInput,
-  output: z.looseObject({
+  output: z.object({
     traceId: z.string(),
     model: z.string(),
     text: z.string(),
     finishReason: z.string(),
-    usage: z.unknown(),
-    response: z.looseObject({}),
+    usage: modelUsageSchema,
+    response: z.object({ id: z.string(), modelId: z.string() }),
   }),
   async run(context, input) {
     const { planner, modelId, traceId } = chatModel(context, input);

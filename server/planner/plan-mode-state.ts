@@ -1,5 +1,7 @@
 import type pg from "pg";
 import type { Identity } from "../identity";
+import { sqlTextArray } from "../db";
+import { OPEN_PLANNING_STATUSES } from "../vocabulary";
 
 /**
  * Seed 002's plan mode belongs to the agent, not to one MCP connection: the agent is its name
@@ -28,7 +30,7 @@ export function planModeOwnerOf(identity: Pick<Identity, "name" | "tokenId">): P
  * It ends when a person approves (the agent then executes), rejects or cancels, when it times out,
  * or when the agent exits.
  */
-export const HOLDS_PLAN_MODE = `(s.status in ('running', 'awaiting_answer')
+export const HOLDS_PLAN_MODE = `(s.status = any(${sqlTextArray(OPEN_PLANNING_STATUSES)})
   or (s.status = 'completed' and s.plan_id is not null and s.plan_mode_left_at is null
       and not exists (select 1 from runs r where r.plan_id = s.plan_id and r.plan_version >= s.result_version)))`;
 
