@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type pg from "pg";
 import type { Statement } from "../db";
 
@@ -21,6 +22,47 @@ export interface StepJob {
   runAt?: Date;
   /** A second job for the same attempt, replacing one stranded by a dead worker. */
   requeued?: boolean;
+  /**
+   * The workspace path the step acts in: only workers serving it take the job (see
+   * `stepTaskFor`). Undefined for a step that touches no workspace: any worker takes it.
+   */
+  workspace?: string;
+}
+
+/**
+ * The queue task of a step job. A step acting in a workspace is queued under a task of that
+ * workspace (`run_step@<key>`), and a worker lists among its tasks only those of the workspaces
+ * it serves, so graphile-worker's own claim (`task_id = any(…)`) hands the job only to such a
+ * worker — no check after the claim, and no job taken by a worker that would have to give it back.
+ */
+export function stepTaskFor(workspace: string | undefined): string {
+  return workspace === undefined ? RUN_STEP_TASK : `${RUN_STEP_TASK}@${workspaceQueueKey(workspace)}`;
+}
+
+/**
+ * A workspace path's key in task names: a hash, since a path may be longer than a task name may
+ * be (128 characters). SQL computes the same (`WORKSPACE_QUEUE_KEY_SQL`).
+ */
+export function workspaceQueueKey(workspace: string): string {
+  let key = queueKeys.get(workspace);
+  if (key === undefined) {
+    key = createHash("sha256").update(workspace, "utf8").digest("hex").slice(0, 24);
+    // Every step job asks: remember the few paths a process sees rather than hash each time.
+    if (queueKeys.size >= 1_000) queueKeys.clear();
+    queueKeys.set(workspace, key);
+  }
+  return key;
+}
+const queueKeys = new Map<string, string>();
+
+/** `workspaceQueueKey` in SQL over the expression `path`. */
+export function workspaceQueueKeySql(path: string): string {
+  return `left(encode(sha256(convert_to(${path}, 'UTF8')), 'hex'), 24)`;
+}
+
+/** Whether a queue task is a step job's (of any workspace, or of none). */
+export function isStepTask(task: string): boolean {
+  return task === RUN_STEP_TASK || task.startsWith(`${RUN_STEP_TASK}@`);
 }
 
 /** A timer on a waiting approval; `expiresAt` ties it to one wait, so a stale timer does nothing. */
@@ -73,7 +115,7 @@ export function stepJobsStatement(jobs: StepJob[]): Statement | undefined {
 
 function stepJobSpecs(jobs: StepJob[]): JobSpec[] {
   return jobs.map((job) => ({
-    task: RUN_STEP_TASK,
+    task: stepTaskFor(job.workspace),
     payload: { runId: job.runId, stepId: job.stepId, attempt: job.attempt },
     run_at: job.runAt?.toISOString() ?? null,
     job_key: `${job.runId}:${job.stepId}:${job.attempt}${job.requeued ? ":requeued" : ""}`,
@@ -109,6 +151,9 @@ export function enqueueAutoRecovery(client: Pick<pg.ClientBase, "query">, job: A
     },
   ]);
 }
+
+/** NOTIFY channel (the `workspaces` table's trigger): a workspace was registered, changed or removed. */
+export const WORKSPACES_CHANNEL = "stepwise_workspaces";
 
 /** NOTIFY channel carrying the id of a cancelled run, so every worker aborts its running steps. */
 export const CANCEL_CHANNEL = "stepwise_cancel";

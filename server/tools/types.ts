@@ -14,6 +14,22 @@ export type Capability =
   | "time.wait"
   | "data.transform";
 
+/**
+ * Capabilities that never touch the run's workspace: steps of these tools may run on any worker,
+ * whatever workspaces it serves (server/queue/jobs.ts routes the others to the workspace's workers).
+ */
+const WORKSPACE_FREE_CAPABILITIES: ReadonlySet<Capability> = new Set<Capability>([
+  "llm.generate",
+  "user.ask",
+  "time.wait",
+  "data.transform",
+]);
+
+/** Whether a step of this tool acts in its run's workspace (an unknown tool is assumed to). */
+export function actsInWorkspace(tool: { capability: Capability } | undefined): boolean {
+  return tool === undefined || !WORKSPACE_FREE_CAPABILITIES.has(tool.capability);
+}
+
 export interface ToolContext {
   /** Fires on timeout, cancellation or shutdown; tools must stop promptly. */
   signal: AbortSignal;
