@@ -7,6 +7,7 @@ import type { StepStatus } from "../plan-schema";
 import type { StepResult } from "../vocabulary";
 import type { StepWaiting } from "./engine";
 import type { RunStatus } from "./state-machine";
+import { listUnservedSteps, unservedText } from "./unserved";
 
 export interface RunStepView {
   stepId: string;
@@ -24,6 +25,8 @@ export interface RunStepView {
   finishedAt: string | null;
   /** The worker process that runs or ran the step's latest attempt (host · pid), when known. */
   worker: string | null;
+  /** A queued step no running worker can take: "No worker serves workspace X: …" (unserved.ts). */
+  unserved?: string;
 }
 
 export interface RunView {
@@ -88,6 +91,11 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
   const workspace = await prisma.workspace.findFirst({
     where: run.workspaceId ? { id: run.workspaceId } : { path: run.workspaceRoot },
   });
+  // Queued steps nobody can take say so; asked only when some step is queued at all.
+  const unserved = run.steps.some((step) => step.status === "ready")
+    ? new Set((await listUnservedSteps(prismaQueryable(prisma), tools, run.id)).map((u) => u.stepId))
+    : undefined;
+  const unservedWords = unservedText({ path: run.workspaceRoot, name: workspace?.name ?? null });
   return {
     id: run.id,
     planId: run.planId,
@@ -118,6 +126,7 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
       startedAt: step.startedAt?.toISOString() ?? null,
       finishedAt: step.finishedAt?.toISOString() ?? null,
       worker: (step.workerId && workers.get(step.workerId)) ?? null,
+      ...(unserved?.has(step.stepId) && { unserved: unservedWords }),
     })),
   };
 }
