@@ -126,8 +126,8 @@ function InboxEntry({ item }: { item: InboxItem }) {
         <>
           <strong>{item.message}</strong>
           <p className="muted">
-            {item.stepIds.length === 1 ? `Step ${item.stepIds[0]}` : `Steps ${item.stepIds.join(", ")}`} of “{item.goal}”
-            wait. Start <code>stepwise worker --workspace {item.workspace}</code> on a machine that has it.{" "}
+            {item.stepIds.length === 1 ? `Step ${item.stepIds[0]}` : `Steps ${item.stepIds.join(", ")}`} of “{item.goal}
+            ” wait. Start <code>stepwise worker --workspace {item.workspace}</code> on a machine that has it.{" "}
             <Link href={item.href}>Open the run</Link>
           </p>
         </>

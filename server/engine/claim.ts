@@ -69,9 +69,7 @@ export async function claimContinuations(
   const free = slots.limit - slots.used + handedOver;
   if (free <= 0) return [];
   // Only steps of workspaces this worker serves; the others go to the queue of their workspace.
-  const taken = tx.jobs
-    .filter((job) => !job.runAt && !job.requeued && servesStep(deps, tx, job.stepId))
-    .slice(0, free);
+  const taken = tx.jobs.filter((job) => !job.runAt && !job.requeued && servesStep(deps, tx, job.stepId)).slice(0, free);
   if (taken.length === 0) return [];
   const takenSet = new Set(taken);
   tx.jobs.splice(0, tx.jobs.length, ...tx.jobs.filter((job) => !takenSet.has(job)));

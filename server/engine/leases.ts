@@ -261,11 +261,7 @@ interface QueuedStepRow {
 }
 
 /** Jobs for queued steps, each for the workers serving the step's workspace (as RunTransaction.flush queues them). */
-async function routedJobs(
-  deps: EngineDeps,
-  rows: QueuedStepRow[],
-  extra: { requeued?: boolean },
-): Promise<StepJob[]> {
+async function routedJobs(deps: EngineDeps, rows: QueuedStepRow[], extra: { requeued?: boolean }): Promise<StepJob[]> {
   const jobs: StepJob[] = [];
   for (const row of rows) {
     const graph = await deps.graphs.get(row.plan_id, row.plan_version, () =>
@@ -273,7 +269,13 @@ async function routedJobs(
     );
     const step = graph.steps.get(row.step_id);
     const workspace = actsInWorkspace(step && deps.tools.get(step.tool)) ? row.workspace_root : undefined;
-    jobs.push({ runId: row.run_id, stepId: row.step_id, attempt: row.attempt + 1, ...extra, ...(workspace !== undefined && { workspace }) });
+    jobs.push({
+      runId: row.run_id,
+      stepId: row.step_id,
+      attempt: row.attempt + 1,
+      ...extra,
+      ...(workspace !== undefined && { workspace }),
+    });
   }
   return jobs;
 }

@@ -9,7 +9,7 @@ import { stepTaskFor } from "../queue/jobs";
  * task (server/queue/jobs.ts, `stepTaskFor`), and a worker's job runner lists the tasks of the
  * workspaces it serves, so only such a worker takes the job. The set is recorded on the worker's
  * row (`workers.workspaces`), which is how a step nobody can run is told apart from one waiting
- * its turn (`unservedWorkspaces`).
+ * its turn (`listUnservedSteps`, unserved.ts).
  */
 
 const log = logger.child({ component: "worker" });
@@ -106,7 +106,7 @@ export class ServedWorkspaces {
     return changed;
   }
 
-  /** Records the served set on the worker's row (read by `unservedWorkspaces`). */
+  /** Records the served set on the worker's row (read by `listUnservedSteps`, unserved.ts). */
   async record(workerId: string): Promise<void> {
     await this.db.query("update workers set workspaces = $2 where id = $1", [workerId, this.list()]);
   }
@@ -127,6 +127,7 @@ export function watchServedWorkspaces(
   let running: Promise<void> | undefined;
   let again = false;
   let cleared = false;
+  let unapplied = false;
   const check = () => {
     if (cleared) return;
     if (running) {
@@ -135,10 +136,17 @@ export function watchServedWorkspaces(
     }
     running = served
       .refresh()
-      .then((changed) => (changed ? onChange() : undefined))
+      .then(async (changed) => {
+        if (!changed && !unapplied) return;
+        // Until onChange succeeds (a dropped connection while recording), later checks apply it.
+        unapplied = true;
+        await onChange();
+        unapplied = false;
+      })
       .catch((error: unknown) => {
         // After `clear` the pools may be closing under a check still under way: not worth a line.
-        if (!cleared && !isConnectionError(error)) log.error({ err: String(error) }, "could not re-check the served workspaces");
+        if (!cleared && !isConnectionError(error))
+          log.error({ err: String(error) }, "could not re-check the served workspaces");
       })
       .finally(() => {
         running = undefined;

@@ -30,7 +30,6 @@ import { workerName } from "./run-view";
 import { ServedWorkspaces, watchServedWorkspaces, type WorkspaceChoice } from "./served-workspaces";
 import { queueAlarm, startQueueRunner, type QueueTask } from "./queue-runner";
 
-
 export interface StepWorker {
   /**
    * Graceful: stops taking work, keeps heartbeating while in-flight steps finish within the grace
@@ -130,7 +129,7 @@ export async function startStepWorker(engine: EngineDeps, options: StepWorkerOpt
     restartRunner,
     stepTasks: () => served.stepTasks(),
   });
-  // A workspace registered, moved or removed (NOTIFY from the table's trigger), or a directory
+  // A workspace registered, renamed or removed (a NOTIFY from server/plans/workspaces.ts), or a directory
   // appearing on this machine (the slow timer): serve the new set, with a runner listing its tasks.
   const workspaceWatch = watchServedWorkspaces(served, async () => {
     if (state.stopping) return;
@@ -225,10 +224,13 @@ async function registerWorker(
 ): Promise<void> {
   await retryOnConnectionLoss(
     () =>
-      deps.pool.query(
-        "insert into workers (id, hostname, pid, heartbeat_ms, workspaces) values ($1, $2, $3, $4, $5)",
-        [workerId, os.hostname(), process.pid, heartbeatMs, workspaces],
-      ),
+      deps.pool.query("insert into workers (id, hostname, pid, heartbeat_ms, workspaces) values ($1, $2, $3, $4, $5)", [
+        workerId,
+        os.hostname(),
+        process.pid,
+        heartbeatMs,
+        workspaces,
+      ]),
     {
       maxDelayMs: 5_000,
       onRetry: (error, attempt) => {
@@ -405,4 +407,3 @@ async function letJobsFinish(
     await Promise.race([idle(), new Promise((resolve) => setTimeout(resolve, ABORT_SETTLE_MS + 1_000).unref())]);
   }
 }
-

@@ -168,8 +168,11 @@ describe("work goes where its workspace is", () => {
     await expect
       .poll(
         async () =>
-          (await h.app.db.pool.query<{ workspaces: string[] }>("select workspaces from workers where id = $1", [worker.id]))
-            .rows[0]!.workspaces,
+          (
+            await h.app.db.pool.query<{ workspaces: string[] }>("select workspaces from workers where id = $1", [
+              worker.id,
+            ])
+          ).rows[0]!.workspaces,
         { timeout: 30_000 },
       )
       .toEqual([machineD.paths.delta]);

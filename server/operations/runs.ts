@@ -53,7 +53,7 @@ const runViewSchema = z.looseObject({
       "Per step: stepId, status, attempt, progress, result, error, reason, waiting; a step awaiting approval also " +
         "carries `approval`: the tool, its arguments as written and resolved (resolvedArgs), workspace, timeout, the " +
         "computed risk and capability (assessment), the author's claims (authorSays) and the definitionHash to decide with; " +
-        "a queued step no running worker can take carries `unserved` (\"No worker serves workspace X: …\")",
+        'a queued step no running worker can take carries `unserved` ("No worker serves workspace X: …")',
     ),
 });
 const runPageSchema = z.object({
