@@ -20,6 +20,8 @@ export interface UnservedStep {
   since: Date;
 }
 
+type PlannedStep = { id: string; tool: string; title?: string; description?: string };
+
 /** What a person is told about such a step. */
 export function unservedText(workspace: { path: string; name: string | null }): string {
   return `No worker serves workspace ${workspace.name ?? workspace.path}: the step waits until a worker serving it starts`;
@@ -34,17 +36,16 @@ export async function listUnservedSteps(
   const rows = await db.query<{
     run_id: string;
     step_id: string;
+    plan_id: string;
+    plan_version: number;
     workspace_root: string;
     workspace_name: string | null;
-    goal: string;
-    steps: { id: string; tool: string; title?: string; description?: string }[];
     since: Date;
   }>(
-    `select rs.run_id, rs.step_id, r.workspace_root, ws.name as workspace_name, v.goal, v.steps,
+    `select rs.run_id, rs.step_id, r.plan_id, r.plan_version, r.workspace_root, ws.name as workspace_name,
             coalesce(r.started_at, r.created_at) as since
        from run_steps rs
        join runs r on r.id = rs.run_id
-       join plan_versions v on v.plan_id = r.plan_id and v.version = r.plan_version
        left join workspaces ws on ws.path = r.workspace_root
       where rs.status = 'ready' and rs.queued and r.status in ('running', 'failing', 'paused')
         and ($1::uuid is null or rs.run_id = $1::uuid)
@@ -52,8 +53,23 @@ export async function listUnservedSteps(
       order by since, rs.position`,
     [runId ?? null],
   );
+  if (rows.rowCount === 0) return [];
+  // Each plan version once (a large plan's steps are a large value), for the tools and titles.
+  const versions = await db.query<{ plan_id: string; version: number; goal: string; steps: PlannedStep[] }>(
+    `select v.plan_id, v.version, v.goal, v.steps from plan_versions v
+      join (select distinct p.plan_id, p.version from jsonb_to_recordset($1::jsonb) as p(plan_id text, version int)) p
+        on p.plan_id = v.plan_id and p.version = v.version`,
+    [JSON.stringify(rows.rows.map((row) => ({ plan_id: row.plan_id, version: row.plan_version })))],
+  );
+  const plans = new Map(
+    versions.rows.map((v) => [
+      `${v.plan_id}@${v.version}`,
+      { goal: v.goal, steps: new Map(v.steps.map((s) => [s.id, s])) },
+    ]),
+  );
   return rows.rows.flatMap((row) => {
-    const step = row.steps.find((candidate) => candidate.id === row.step_id);
+    const plan = plans.get(`${row.plan_id}@${row.plan_version}`);
+    const step = plan?.steps.get(row.step_id);
     // A step that touches no workspace is any worker's: it is not waiting for this one.
     if (!actsInWorkspace(step && tools?.get(step.tool))) return [];
     return [
@@ -61,7 +77,7 @@ export async function listUnservedSteps(
         runId: row.run_id,
         stepId: row.step_id,
         workspace: { path: row.workspace_root, name: row.workspace_name },
-        goal: row.goal,
+        goal: plan?.goal ?? "",
         title: step?.title ?? step?.description ?? row.step_id,
         since: row.since,
       },
