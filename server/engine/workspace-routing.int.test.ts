@@ -4,6 +4,7 @@ import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { registerWorkspace } from "../plans/workspaces";
+import { stepTaskFor } from "../queue/jobs";
 import { createEngineDeps } from "./engine";
 import { resolveServedWorkspaces } from "./served-workspaces";
 import { startStepWorker, type StepWorker } from "./worker";
@@ -111,6 +112,14 @@ describe("work goes where its workspace is", () => {
         new RegExp(`^No worker serves workspace ${name}\\b`),
       );
       expect((await stepWorkers(h, runId)).e1).toBe(none.id);
+      // Their jobs wait under the workspace's own task, the one only its workers list.
+      const jobs = await h.app.db.pool.query<{ task_identifier: string; sql_key: string }>(
+        `select task_identifier, left(encode(sha256(convert_to($2, 'UTF8')), 'hex'), 24) as sql_key
+           from graphile_worker.jobs where key like $1 || ':%'`,
+        [runId, run.workspace.path],
+      );
+      expect(jobs.rows.map((job) => job.task_identifier)).toEqual(Array(3).fill(stepTaskFor(run.workspace.path)));
+      expect(stepTaskFor(run.workspace.path)).toBe(`run_step@${jobs.rows[0]!.sql_key}`);
     }
     const inbox = await h.caller.inbox.list();
     const unserved = inbox.items.filter((item) => item.kind === "workspace_unserved");

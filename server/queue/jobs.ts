@@ -41,7 +41,7 @@ export function stepTaskFor(workspace: string | undefined): string {
 
 /**
  * A workspace path's key in task names: a hash, since a path may be longer than a task name may
- * be (128 characters). SQL computes the same (`WORKSPACE_QUEUE_KEY_SQL`).
+ * be (128 characters). In SQL: `left(encode(sha256(convert_to(path, 'UTF8')), 'hex'), 24)`.
  */
 export function workspaceQueueKey(workspace: string): string {
   let key = queueKeys.get(workspace);
@@ -54,16 +54,6 @@ export function workspaceQueueKey(workspace: string): string {
   return key;
 }
 const queueKeys = new Map<string, string>();
-
-/** `workspaceQueueKey` in SQL over the expression `path`. */
-export function workspaceQueueKeySql(path: string): string {
-  return `left(encode(sha256(convert_to(${path}, 'UTF8')), 'hex'), 24)`;
-}
-
-/** Whether a queue task is a step job's (of any workspace, or of none). */
-export function isStepTask(task: string): boolean {
-  return task === RUN_STEP_TASK || task.startsWith(`${RUN_STEP_TASK}@`);
-}
 
 /** A timer on a waiting approval; `expiresAt` ties it to one wait, so a stale timer does nothing. */
 export interface ApprovalTimerJob {
