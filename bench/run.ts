@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --only W1,W3] [-- --runs 5]`: the engine workloads of shared/bench/WORKLOADS.md
+ * `npm run bench [-- --only W1,W3] [-- --runs 5] [-- --in-workspace]`: the engine workloads of shared/bench/WORKLOADS.md
  * on real PostgreSQL (embedded unless DATABASE_URL), with trivial tools. Prints a table and
  * writes bench/results/latest.json. Times are medians of several runs; nothing here is a test.
  *
@@ -31,6 +31,8 @@ import { chainSteps, layeredSteps, randomDagSteps } from "./workloads";
 const tools = benchTools;
 
 const args = process.argv.slice(2);
+/** `--in-workspace`: W1 and W3 with a step acting in the workspace (routed to its queue task). */
+const noop = args.includes("--in-workspace") ? "bench_noop_workspace" : "bench_noop";
 const only = args.includes("--only") ? args[args.indexOf("--only") + 1]!.split(",") : ["W1", "W2", "W3", "W4", "W5"];
 const runs = args.includes("--runs") ? Number(args[args.indexOf("--runs") + 1]) : 5;
 const concurrency = Number(process.env.STEPWISE_WORKER_CONCURRENCY ?? 50);
@@ -190,7 +192,7 @@ async function main() {
   const workloads: Record<string, Record<string, unknown>> = {};
   const loadBefore = os.loadavg().map(round);
   if (only.includes("W1")) {
-    const result = await repeat(layeredSteps(10, 100, "bench_noop", (i) => ({ i })));
+    const result = await repeat(layeredSteps(10, 100, noop, (i) => ({ i })));
     workloads.W1 = { ...result, steps_per_s: round(1000 / (result.median_ms / 1000)) };
   }
   if (only.includes("W2")) {
@@ -198,7 +200,7 @@ async function main() {
     workloads.W2 = { ...result, efficiency: round(200 / result.median_ms) };
   }
   if (only.includes("W3")) {
-    const result = await repeat(chainSteps(200, "bench_noop"));
+    const result = await repeat(chainSteps(200, noop));
     workloads.W3 = { ...result, ms_per_step: round(result.median_ms / 200) };
   }
   if (only.includes("W4")) {

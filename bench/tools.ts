@@ -30,4 +30,15 @@ export const benchSleep = defineTool({
   },
 });
 
-export const benchTools = createToolRegistry([benchNoop, benchSleep]);
+/**
+ * `bench_noop` as a step acting in its run's workspace (its capability says so): its jobs go to the
+ * workspace's queue task and only workers serving it claim them (`--in-workspace`).
+ */
+export const benchNoopInWorkspace = defineTool({
+  ...benchNoop,
+  name: "bench_noop_workspace",
+  capability: "fs.read",
+  capabilityLabel: "Read files",
+});
+
+export const benchTools = createToolRegistry([benchNoop, benchSleep, benchNoopInWorkspace]);

@@ -28,7 +28,8 @@ import type { AppContext } from "./services";
 export async function createAppContext(options: {
   databaseUrl: string;
   workspaceRoot: string;
-  worker?: { concurrency: number } | false;
+  /** `workspaces`: the names or paths this worker serves (default: every one whose folder exists here). */
+  worker?: { concurrency: number; workspaces?: string[] } | false;
   tools?: ToolRegistry;
   /** The authority policy (default: the production rules); see `EngineDeps.authority`. */
   authority?: Authority;
@@ -84,6 +85,8 @@ export async function createAppContext(options: {
       databaseUrl: options.databaseUrl,
       concurrency: options.worker.concurrency,
       queuePoolSize: budget.queue,
+      // Steps acting in a workspace run only on workers serving it (server/engine/served-workspaces.ts).
+      workspaces: { names: options.worker.workspaces, defaultWorkspace: options.workspaceRoot },
       // Planning sessions are queue jobs too; the planner is looked up per job, so one installed
       // later (tests: a scripted provider) is the one that runs them.
       // Each maintenance tick also returns the tasks of agents whose leases ran out (leases.ts);

@@ -15,6 +15,7 @@ const KIND_LABEL: Record<InboxItem["kind"], string> = {
   step_approval: "Step to approve",
   step_input: "Run question",
   agent_blocker: "Agent blocked",
+  workspace_unserved: "No worker",
   timed_out: "Timed out",
 };
 
@@ -117,6 +118,17 @@ function InboxEntry({ item }: { item: InboxItem }) {
           <strong>{item.message}</strong>
           <p className="muted">
             {item.raisedBy} is blocked in “{item.goal}”. <Link href={item.href}>Open its run</Link>
+          </p>
+        </>
+      );
+    case "workspace_unserved":
+      return (
+        <>
+          <strong>{item.message}</strong>
+          <p className="muted">
+            {item.stepIds.length === 1 ? `Step ${item.stepIds[0]}` : `Steps ${item.stepIds.join(", ")}`} of “{item.goal}
+            ” wait. Start <code>stepwise worker --workspace {item.workspace}</code> on a machine that has it.{" "}
+            <Link href={item.href}>Open the run</Link>
           </p>
         </>
       );

@@ -130,6 +130,11 @@ export const RunStepCard = memo(function RunStepCard({
 function StepProgressNote({ step, state, status }: { step: Step; state: LiveStep; status: string }) {
   return (
     <>
+      {status === "ready" && state.unserved && (
+        <p className="warn-text" data-testid="unserved">
+          {state.unserved}
+        </p>
+      )}
       {status === "awaiting_agent" && (
         <p className="agent-note" data-testid="agent-state">
           Waiting for an agent to take it.

@@ -11,6 +11,8 @@ import { applyEvent, fromSnapshot, type LiveRun } from "./run-state";
 
 /** States after which a run never changes again (a failed run can be reopened by a retry or skip). */
 const FINAL = new Set(["completed", "cancelled"]);
+/** How often a run showing a step no worker serves is read again (see below). */
+const UNSERVED_RECHECK_MS = 10_000;
 
 interface LiveState {
   source?: RunView;
@@ -25,7 +27,7 @@ interface LiveState {
  * or a server restart. When the browser goes offline the stream is closed (an established
  * connection can otherwise hang unnoticed) and reopened from the last applied event when it is
  * back. The reducer counts any repeat and stops at any gap, and a gap makes this hook start over
- * from a fresh snapshot. Nothing polls.
+ * from a fresh snapshot. Nothing polls, except while a step waits for a worker (below).
  */
 export function useLiveRun(runId: string) {
   const trpc = useTRPC();
@@ -51,6 +53,16 @@ export function useLiveRun(runId: string) {
   useEffect(() => {
     if (resync) void refetch();
   }, [resync, refetch]);
+
+  // A step queued for a workspace no running worker serves waits for a worker to start elsewhere,
+  // which no event of the run tells: while the snapshot shows one, it is read again now and then,
+  // so the words go when a worker serving the workspace starts (its claim's events follow).
+  const unserved = !!snapshot.data?.steps.some((step) => step.unserved);
+  useEffect(() => {
+    if (!unserved) return;
+    const timer = setInterval(() => void refetch(), UNSERVED_RECHECK_MS);
+    return () => clearInterval(timer);
+  }, [unserved, refetch]);
 
   // Events are applied once per animation frame, however many arrive: a 1,000-step run sends
   // hundreds a second, and one render per event would keep the main thread busy. A hidden tab

@@ -121,9 +121,13 @@ program
 program
   .command("worker")
   .description("run a worker process that executes steps (scale out beside `serve`)")
-  .action(async () => {
+  .option(
+    "--workspace <name...>",
+    "serve only these workspaces (registered names or paths); default: every registered workspace whose folder exists on this machine",
+  )
+  .action(async (options: { workspace?: string[] }) => {
     await (await import("./preflight")).preflight("worker");
-    await (await import("./serve")).worker();
+    await (await import("./serve")).worker({ workspaces: options.workspace });
   });
 
 program

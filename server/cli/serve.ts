@@ -163,7 +163,7 @@ function announceSignIn(access: PersonAccess, baseUrl: string): void {
   log(`    ${signInLink(baseUrl, access.token)}`);
 }
 
-export async function worker(): Promise<void> {
+export async function worker(options: { workspaces?: string[] } = {}): Promise<void> {
   const config = readConfig();
   const telemetry = startTelemetry();
   // Without DATABASE_URL, join the `npm start` running from this data folder on its embedded
@@ -180,14 +180,20 @@ export async function worker(): Promise<void> {
   const context = await createAppContext({
     databaseUrl: database.databaseUrl,
     workspaceRoot: config.workspaceDir,
-    worker: { concurrency: config.workerConcurrency },
+    worker: { concurrency: config.workerConcurrency, workspaces: options.workspaces },
   });
   onShutdown(async () => {
     await context.close();
     await database.stop();
     await telemetry?.shutdown();
   });
+  const served = context.worker?.servedWorkspaces() ?? [];
   log(`Worker started (concurrency ${config.workerConcurrency}, nice ${nice})`);
+  log(
+    served.length > 0
+      ? `Serving ${served.length === 1 ? "workspace" : "workspaces"} ${served.join(", ")} (and steps that touch none)`
+      : "Serving no workspace: only steps that touch none (see --workspace)",
+  );
 }
 
 /**

@@ -69,7 +69,8 @@ export async function claimContinuations(
   if (!deps.workerId || !slots || deps.stopping) return [];
   const free = slots.limit - slots.used + handedOver;
   if (free <= 0) return [];
-  const taken = tx.jobs.filter((job) => !job.runAt && !job.requeued).slice(0, free);
+  // Only steps of workspaces this worker serves; the others go to the queue of their workspace.
+  const taken = tx.jobs.filter((job) => !job.runAt && !job.requeued && servesStep(deps, tx, job.stepId)).slice(0, free);
   if (taken.length === 0) return [];
   const takenSet = new Set(taken);
   tx.jobs.splice(0, tx.jobs.length, ...tx.jobs.filter((job) => !takenSet.has(job)));
@@ -86,6 +87,12 @@ export async function claimContinuations(
   });
   slots.used += local.length;
   return local;
+}
+
+/** Whether this worker may run the step: it touches no workspace, or one the worker serves. */
+function servesStep(deps: EngineDeps, tx: RunTransaction, stepId: string): boolean {
+  const workspace = tx.stepWorkspace(stepId);
+  return workspace === undefined || deps.servesWorkspace === undefined || deps.servesWorkspace(workspace);
 }
 
 /**

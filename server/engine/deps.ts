@@ -29,6 +29,12 @@ export interface EngineDeps {
    * the engine it was given): a run approved here starts its first steps on it (`startRun`).
    */
   localWorker?: EngineDeps;
+  /**
+   * Worker processes only: whether this worker serves a workspace (path). Steps acting in other
+   * workspaces are never claimed here — their jobs go to the workers serving them, and this worker
+   * does not take them as continuations either (served-workspaces.ts).
+   */
+  servesWorkspace?: (workspace: string) => boolean;
   /** Set when the process shuts down: transactions stop retrying lost connections. */
   stopping?: boolean;
   /**

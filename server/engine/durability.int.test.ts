@@ -314,7 +314,7 @@ describe("durability", () => {
     const lockedJobs = async () =>
       (
         await harness!.app.db.pool.query<{ locked: number }>(
-          "select count(*)::int as locked from graphile_worker.jobs where task_identifier = 'run_step' and locked_at is not null",
+          "select count(*)::int as locked from graphile_worker.jobs where (task_identifier = 'run_step' or task_identifier like 'run_step@%') and locked_at is not null",
         )
       ).rows[0]!.locked;
     await expect.poll(lockedJobs, { timeout: 10_000 }).toBe(2);

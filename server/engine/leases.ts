@@ -4,9 +4,10 @@ import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { RUN_PLAN_TOOL } from "../tools/run-plan";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn } from "./outcome";
-import { enqueueStepJobs } from "../queue/jobs";
+import { enqueueStepJobs, type StepJob } from "../queue/jobs";
+import { actsInWorkspace } from "../tools/types";
 import { MISSED_BEATS, unlockJobsOfDeadWorkers } from "./queue-locks";
-import { openRunTransaction, type Client, type RunTransaction } from "./run-transaction";
+import { loadPlanSteps, openRunTransaction, type Client, type RunTransaction } from "./run-transaction";
 import { ACTIVE_RUN_STATUSES } from "../vocabulary";
 
 /** SQL: the worker owning step row `rs` has beaten within its own MISSED_BEATS intervals. */
@@ -218,17 +219,15 @@ export function interruptedReason(effectsStarted: boolean): string {
  * no longer ready and does nothing.
  */
 async function requeueStrandedJobs(deps: EngineDeps, staleAfterMs: number): Promise<void> {
-  const stranded = await deps.pool.query<{ run_id: string; step_id: string; attempt: number }>(
-    `select rs.run_id, rs.step_id, rs.attempt from run_steps rs
+  const stranded = await deps.pool.query<QueuedStepRow>(
+    `select rs.run_id, rs.step_id, rs.attempt, r.plan_id, r.plan_version, r.workspace_root from run_steps rs
+     join runs r on r.id = rs.run_id
      join graphile_worker.jobs j on j.key = rs.run_id || ':' || rs.step_id || ':' || (rs.attempt + 1)
      where rs.status = 'ready' and rs.queued and j.locked_at < now() - make_interval(secs => $1)`,
     [staleAfterMs / 1000],
   );
   if (stranded.rowCount === 0) return;
-  await enqueueStepJobs(
-    deps.pool,
-    stranded.rows.map((row) => ({ runId: row.run_id, stepId: row.step_id, attempt: row.attempt + 1, requeued: true })),
-  );
+  await enqueueStepJobs(deps.pool, await routedJobs(deps, stranded.rows, { requeued: true }));
 }
 
 /**
@@ -241,8 +240,9 @@ async function requeueStrandedJobs(deps: EngineDeps, staleAfterMs: number): Prom
  * make it one, and a duplicate's claim finds the step no longer ready.
  */
 async function requeueLostJobs(deps: EngineDeps): Promise<void> {
-  const lost = await deps.pool.query<{ run_id: string; step_id: string; attempt: number }>(
-    `select rs.run_id, rs.step_id, rs.attempt from run_steps rs join runs r on r.id = rs.run_id
+  const lost = await deps.pool.query<QueuedStepRow>(
+    `select rs.run_id, rs.step_id, rs.attempt, r.plan_id, r.plan_version, r.workspace_root
+     from run_steps rs join runs r on r.id = rs.run_id
      where rs.status = 'ready' and rs.queued and r.status = any($1)
        and not exists (
          select 1 from graphile_worker.jobs j
@@ -252,8 +252,34 @@ async function requeueLostJobs(deps: EngineDeps): Promise<void> {
     [ACTIVE_RUN_STATUSES],
   );
   if (lost.rowCount === 0) return;
-  await enqueueStepJobs(
-    deps.pool,
-    lost.rows.map((row) => ({ runId: row.run_id, stepId: row.step_id, attempt: row.attempt + 1 })),
-  );
+  await enqueueStepJobs(deps.pool, await routedJobs(deps, lost.rows, {}));
+}
+
+interface QueuedStepRow {
+  run_id: string;
+  step_id: string;
+  attempt: number;
+  plan_id: string;
+  plan_version: number;
+  workspace_root: string;
+}
+
+/** Jobs for queued steps, each for the workers serving the step's workspace (as RunTransaction.flush queues them). */
+async function routedJobs(deps: EngineDeps, rows: QueuedStepRow[], extra: { requeued?: boolean }): Promise<StepJob[]> {
+  const jobs: StepJob[] = [];
+  for (const row of rows) {
+    const graph = await deps.graphs.get(row.plan_id, row.plan_version, () =>
+      loadPlanSteps(deps.pool, row.plan_id, row.plan_version),
+    );
+    const step = graph.steps.get(row.step_id);
+    const workspace = actsInWorkspace(step && deps.tools.get(step.tool)) ? row.workspace_root : undefined;
+    jobs.push({
+      runId: row.run_id,
+      stepId: row.step_id,
+      attempt: row.attempt + 1,
+      ...extra,
+      ...(workspace !== undefined && { workspace }),
+    });
+  }
+  return jobs;
 }

@@ -7,6 +7,8 @@ import { appendEventsStatement } from "../events/store";
 import type { NewEvent, StepStatusData } from "../events/types";
 import type { Step, StepStatus } from "../plan-schema";
 import { FINISHED_RUN_STATUSES, SETTLED_STEP_STATUSES, type StepResult } from "../vocabulary";
+import type { ToolRegistry } from "../tools/registry";
+import { actsInWorkspace } from "../tools/types";
 import type { EngineDeps } from "./deps";
 import type { StepWaiting } from "./step-waiting";
 import type { RunGraph } from "./graph";
@@ -129,12 +131,23 @@ export class RunTransaction {
     readonly now: Date,
     /** `EngineDeps.wakeQueueIn`, for the delayed jobs this transaction queues. */
     private readonly wakeQueueIn?: (delayMs: number) => void,
+    /** The tools, to tell which steps act in the run's workspace (`stepWorkspace`). */
+    private readonly tools?: ToolRegistry,
   ) {
     this.openedWithStatus = run.status;
   }
 
   /** The run's status when this transaction locked it: a change to a final one may concern other runs. */
   private readonly openedWithStatus: RunStatus;
+
+  /**
+   * The workspace a step of this run acts in — its job goes only to workers serving it — or
+   * undefined for a step that touches none (any worker may run it).
+   */
+  stepWorkspace(stepId: string): string | undefined {
+    const step = this.graph.steps.get(stepId);
+    return actsInWorkspace(step && this.tools?.get(step.tool)) ? this.run.workspace_root : undefined;
+  }
 
   setStatus(
     stepId: string,
@@ -236,7 +249,10 @@ export class RunTransaction {
   async flush(commitWith?: CommitWith): Promise<void> {
     // A wake for a job of a transaction that then rolls back finds nothing due: harmless.
     for (const job of this.jobs) if (job.runAt) this.wakeQueueIn?.(job.runAt.getTime() - this.now.getTime());
-    const jobs = stepJobsStatement(this.jobs.splice(0), runEndedJobs(this.run, this.openedWithStatus));
+    const jobs = stepJobsStatement(
+      this.jobs.splice(0).map((job) => ({ ...job, workspace: this.stepWorkspace(job.stepId) })),
+      runEndedJobs(this.run, this.openedWithStatus),
+    );
     const timers = approvalTimersStatement(this.timers.splice(0));
     const stepRows = this.takeStepWrites();
     const { run } = this;
@@ -385,7 +401,7 @@ export async function openRunTransaction(
   const graph = await deps.graphs.get(run.plan_id, run.plan_version, () =>
     loadPlanSteps(client, run.plan_id, run.plan_version),
   );
-  return new RunTransaction(client, run, graph, deps.now?.() ?? run.db_now, deps.wakeQueueIn);
+  return new RunTransaction(client, run, graph, deps.now?.() ?? run.db_now, deps.wakeQueueIn, deps.tools);
 }
 
 export type StepJobRef = { runId: string; stepId: string; attempt: number };

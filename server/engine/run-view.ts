@@ -8,6 +8,7 @@ import type { StepStatus } from "../plan-schema";
 import { runStatusSchema, stepResultSchema, stepStatusSchema, type StepResult } from "../vocabulary";
 import { stepWaitingSchema, type StepWaiting } from "./step-waiting";
 import type { RunStatus } from "./state-machine";
+import { listUnservedSteps, unservedText } from "./unserved";
 
 /** A step of a run as every interface shows it. The schema is the type (operations parse with it). */
 export const runStepViewSchema = z.object({
@@ -26,6 +27,8 @@ export const runStepViewSchema = z.object({
   finishedAt: z.string().nullable(),
   /** The worker process that runs or ran the step's latest attempt (host · pid), when known. */
   worker: z.string().nullable(),
+  /** A queued step no running worker can take: "No worker serves workspace X: …" (unserved.ts). */
+  unserved: z.string().optional(),
 });
 export type RunStepView = z.output<typeof runStepViewSchema>;
 
@@ -113,6 +116,11 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
   const workspace = await prisma.workspace.findFirst({
     where: run.workspaceId ? { id: run.workspaceId } : { path: run.workspaceRoot },
   });
+  // Queued steps nobody can take say so; asked only when some step is queued at all.
+  const unserved = run.steps.some((step) => step.status === "ready")
+    ? new Set((await listUnservedSteps(prismaQueryable(prisma), tools, run.id)).map((u) => u.stepId))
+    : undefined;
+  const unservedWords = unservedText({ path: run.workspaceRoot, name: workspace?.name ?? null });
   return {
     id: run.id,
     planId: run.planId,
@@ -145,6 +153,7 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
       startedAt: step.startedAt?.toISOString() ?? null,
       finishedAt: step.finishedAt?.toISOString() ?? null,
       worker: (step.workerId && workers.get(step.workerId)) ?? null,
+      ...(unserved?.has(step.stepId) && { unserved: unservedWords }),
     })),
   };
 }

@@ -1,7 +1,7 @@
 import { createPool, isConnectionError, isLockTimeout } from "../db";
 import { logger } from "../logger";
 import { MISSED_BEATS, recoverInterruptedSteps, renewLeases, type EngineDeps } from "./engine";
-import { RUN_STEP_TASK } from "../queue/jobs";
+import type { QueueTask } from "./queue-runner";
 
 /**
  * The step worker's timers (worker.ts starts them): its heartbeat on a connection of its own, the
@@ -11,7 +11,6 @@ import { RUN_STEP_TASK } from "../queue/jobs";
 const log = logger.child({ component: "worker" });
 
 /** A job handler on the queue: its payload, and what graphile-worker says of the job (when it was due). */
-export type QueueTask = (payload: unknown, helpers: { job: { run_at: Date } }) => Promise<void>;
 
 /**
  * Work other than steps that a worker also takes from the queue (the planner's sessions): its
@@ -96,6 +95,8 @@ export function startMaintenance(
     concurrency: number;
     extra: ExtraWork | undefined;
     restartRunner(why: string): Promise<void>;
+    /** The step tasks this worker takes now: only their waiting jobs are its business. */
+    stepTasks(): string[];
   },
 ): WorkerTimer {
   const { heartbeatMs, concurrency, extra, restartRunner } = options;
@@ -110,9 +111,9 @@ export function startMaintenance(
         if (state.stopping || state.activeJobs >= concurrency) return;
         const waiting = await deps.pool.query<{ n: number }>(
           `select count(*)::int as n from graphile_worker.jobs
-           where task_identifier = $1 and locked_at is null and attempts < max_attempts
+           where task_identifier = any($1::text[]) and locked_at is null and attempts < max_attempts
              and run_at < now() - make_interval(secs => $2)`,
-          [RUN_STEP_TASK, (heartbeatMs * MISSED_BEATS) / 1000],
+          [options.stepTasks(), (heartbeatMs * MISSED_BEATS) / 1000],
         );
         if (waiting.rows[0]!.n > 0 && state.activeJobs < concurrency && !state.stopping) {
           await restartRunner(`${waiting.rows[0]!.n} due jobs waited while it had room`);

@@ -1,8 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import os from "node:os";
-import type pg from "pg";
-import { Logger, run as runGraphileWorker, type Runner, type WorkerEvents } from "graphile-worker";
+import type { Runner, WorkerEvents } from "graphile-worker";
 import { createPool, retryOnConnectionLoss } from "../db";
 import { DatabaseListener } from "../db/listener";
 import { logger } from "../logger";
@@ -25,7 +24,7 @@ import {
   CHILD_RUN_FINISHED_TASK,
   START_CHILD_RUN_TASK,
   CANCEL_CHANNEL,
-  RUN_STEP_TASK,
+  WORKSPACES_CHANNEL,
 } from "../queue/jobs";
 import { recordQueueWorkerId } from "./queue-locks";
 import { workerName } from "./run-view";
@@ -35,9 +34,10 @@ import {
   startLeaseRenewal,
   startMaintenance,
   type ExtraWork,
-  type QueueTask,
   type WorkerState,
 } from "./worker-timers";
+import { ServedWorkspaces, watchServedWorkspaces, type WorkspaceChoice } from "./served-workspaces";
+import { queueAlarm, startQueueRunner, type QueueTask } from "./queue-runner";
 
 export type { ExtraWork } from "./worker-timers";
 
@@ -47,6 +47,10 @@ export interface StepWorker {
    * period, then aborts what is left (recovery treats those as interrupted) and leaves.
    */
   stop(options?: { graceMs?: number }): Promise<void>;
+  /** Its id: its row in `workers`, and the `worker_id` of the steps it claims. */
+  readonly id: string;
+  /** The workspace paths it serves now (steps that touch none it runs anyway). */
+  servedWorkspaces(): string[];
 }
 
 const log = logger.child({ component: "worker" });
@@ -75,7 +79,12 @@ export async function startStepWorker(engine: EngineDeps, options: StepWorkerOpt
   const alarm = queueAlarm(deps.pool);
   deps.wakeQueueIn = alarm.wakeIn;
   const extra = options.extra?.({ workerId, heartbeatMs });
-  await registerWorker(deps, workerId, heartbeatMs);
+  // The workspaces this worker serves: its runner takes only their step jobs (and workspace-free
+  // ones), and it claims only their steps as continuations.
+  const served = new ServedWorkspaces(deps.pool, options.workspaces ?? {});
+  await retryOnConnectionLoss(() => served.refresh(), { maxDelayMs: 5_000 });
+  deps.servesWorkspace = (workspace) => served.has(workspace);
+  await registerWorker(deps, workerId, heartbeatMs, served.list());
   const state: WorkerState = { stopping: false, activeJobs: 0 };
   // The queue's own pool, with the same timeouts as ours: a hung connection attempt must not
   // hold one of graphile's workers (and so a concurrency slot) for ever. Jobs hold no connection
@@ -87,7 +96,7 @@ export async function startStepWorker(engine: EngineDeps, options: StepWorkerOpt
   const queue = {
     pool: queuePool,
     events: queueRunnerEvents(deps, workerId),
-    taskList: { ...extra?.tasks, ...stepWorkerTasks(deps, state) },
+    taskList: { ...extra?.tasks, ...stepWorkerTasks(deps, state, served.stepTasks()) },
   };
   const startRunner = () => startQueueRunner(queue, options, state);
   let runner: Runner = await startRunner();
@@ -118,18 +127,31 @@ export async function startStepWorker(engine: EngineDeps, options: StepWorkerOpt
     concurrency: options.concurrency,
     extra,
     restartRunner,
+    stepTasks: () => served.stepTasks(),
+  });
+  // A workspace registered, renamed or removed (a NOTIFY from server/plans/workspaces.ts), or a directory
+  // appearing on this machine (the slow timer): serve the new set, with a runner listing its tasks.
+  const workspaceWatch = watchServedWorkspaces(served, async () => {
+    if (state.stopping) return;
+    await served.record(workerId);
+    queue.taskList = { ...extra?.tasks, ...stepWorkerTasks(deps, state, served.stepTasks()) };
+    log.info({ workspaces: served.list() }, "serving a changed set of workspaces");
+    await restartRunner("the workspaces it serves changed");
   });
 
   // Cancellation may be decided in another process; abort our in-flight steps of that run. The
   // listener reconnects after a dropped connection, so a cancel after a cut still stops commands.
   const listener = new DatabaseListener({
     databaseUrl: options.databaseUrl,
-    channels: [CANCEL_CHANNEL],
-    onNotification: (_channel, runId) => {
-      if (runId) abortRunLocally(deps, runId);
+    channels: [CANCEL_CHANNEL, WORKSPACES_CHANNEL],
+    onNotification: (channel, runId) => {
+      if (channel === WORKSPACES_CHANNEL) workspaceWatch.check();
+      else if (runId) abortRunLocally(deps, runId);
     },
   });
   await retryOnConnectionLoss(() => listener.start(), { maxDelayMs: 5_000 });
+  // A workspace registered between the first resolution and the LISTEN above is seen now.
+  workspaceWatch.check();
 
   const stop = async (graceMs: number) => {
     state.stopping = true;
@@ -138,6 +160,7 @@ export async function startStepWorker(engine: EngineDeps, options: StepWorkerOpt
     deps.stopping = true;
     alarm.stop();
     heartbeat.clear();
+    workspaceWatch.clear();
     leaseRenewal.clear();
     maintenance.clear();
     // A tick already under way finishes before the pools it uses are closed (by us, or by the
@@ -160,6 +183,8 @@ export async function startStepWorker(engine: EngineDeps, options: StepWorkerOpt
       stopped ??= stop(stopOptions?.graceMs ?? DEFAULT_GRACE_MS);
       return stopped;
     },
+    id: workerId,
+    servedWorkspaces: () => served.list(),
   };
 }
 
@@ -169,6 +194,8 @@ interface StepWorkerOptions {
   heartbeatMs?: number;
   /** graphile-worker's pool (its share of the process's connection budget). */
   queuePoolSize?: number;
+  /** The workspaces this worker serves (default: every registered one whose path exists here). */
+  workspaces?: WorkspaceChoice;
   /** Fault injection for tests: beat, but never renew the leases of running attempts. */
   skipLeaseRenewal?: boolean;
   /** How often each idle queue worker polls (default `queuePollIntervalMs(concurrency)`). */
@@ -177,14 +204,20 @@ interface StepWorkerOptions {
 }
 
 /** The worker's row, written once the database answers (it waits for it at start). */
-async function registerWorker(deps: EngineDeps, workerId: string, heartbeatMs: number): Promise<void> {
+async function registerWorker(
+  deps: EngineDeps,
+  workerId: string,
+  heartbeatMs: number,
+  workspaces: string[],
+): Promise<void> {
   await retryOnConnectionLoss(
     () =>
-      deps.pool.query("insert into workers (id, hostname, pid, heartbeat_ms) values ($1, $2, $3, $4)", [
+      deps.pool.query("insert into workers (id, hostname, pid, heartbeat_ms, workspaces) values ($1, $2, $3, $4, $5)", [
         workerId,
         os.hostname(),
         process.pid,
         heartbeatMs,
+        workspaces,
       ]),
     {
       maxDelayMs: 5_000,
@@ -212,17 +245,19 @@ function queueRunnerEvents(deps: EngineDeps, workerId: string): WorkerEvents {
 }
 
 /** The engine's tasks on the queue: steps, and the timers of approvals and recovery. */
-function stepWorkerTasks(deps: EngineDeps, state: WorkerState): Record<string, QueueTask> {
+function stepWorkerTasks(deps: EngineDeps, state: WorkerState, stepTasks: string[]): Record<string, QueueTask> {
+  const runStep: QueueTask = async (payload, helpers) => {
+    state.activeJobs++;
+    try {
+      observeQueueLatency(helpers.job.run_at);
+      await executeStepJob(deps, payload as { runId: string; stepId: string; attempt: number });
+    } finally {
+      state.activeJobs--;
+    }
+  };
   return {
-    [RUN_STEP_TASK]: async (payload, helpers) => {
-      state.activeJobs++;
-      try {
-        observeQueueLatency(helpers.job.run_at);
-        await executeStepJob(deps, payload as { runId: string; stepId: string; attempt: number });
-      } finally {
-        state.activeJobs--;
-      }
-    },
+    // One task per served workspace, and the workspace-free one: the same handler for all.
+    ...Object.fromEntries(stepTasks.map((task) => [task, runStep])),
     [APPROVAL_WARNING_TASK]: async (payload) => {
       await warnApprovalExpiring(deps, payload as { runId: string; stepId: string; expiresAt: string });
     },
@@ -242,32 +277,6 @@ function stepWorkerTasks(deps: EngineDeps, state: WorkerState): Record<string, Q
       await cancelChildRuns(deps, payload as Parameters<typeof cancelChildRuns>[1]);
     },
   };
-}
-
-/** Starts graphile-worker's runner on the queue's pool, waiting for the database as long as it takes. */
-function startQueueRunner(
-  queue: { pool: pg.Pool; events: WorkerEvents; taskList: Record<string, QueueTask> },
-  options: StepWorkerOptions,
-  state: WorkerState,
-): Promise<Runner> {
-  return retryOnConnectionLoss(
-    () =>
-      runGraphileWorker({
-        pgPool: queue.pool,
-        events: queue.events,
-        concurrency: options.concurrency,
-        noHandleSignals: true,
-        pollInterval: options.queuePollIntervalMs ?? queuePollIntervalMs(options.concurrency),
-        logger: quietLogger(),
-        // Batched job completion retries a failed write with backoff and reports a final failure
-        // to graphile's handler; the unbatched path leaves it as an unhandled rejection, which
-        // kills the process on a dropped connection. Our own step state is already committed by
-        // then; a job left locked is re-queued by recovery and its late run finds nothing to do.
-        preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
-        taskList: queue.taskList,
-      }),
-    { maxDelayMs: 5_000, shouldStop: () => state.stopping },
-  );
 }
 
 /**
@@ -302,56 +311,4 @@ async function letJobsFinish(
     // worker's row say it stopped, which lets recovery queue the step again elsewhere.
     await Promise.race([idle(), new Promise((resolve) => setTimeout(resolve, ABORT_SETTLE_MS + 1_000).unref())]);
   }
-}
-
-/** graphile-worker's default logger prints every job; keep warnings and errors only. */
-function quietLogger(): Logger {
-  return new Logger(() => (level, message) => {
-    // A queue pool smaller than the concurrency is by design (see the connection budget in db.ts).
-    if (message.includes("smaller than concurrency")) return;
-    if (level === "error" || level === "warning") log.warn({ source: "graphile-worker" }, message);
-  });
-}
-
-/**
- * Each of graphile-worker's workers (one per unit of concurrency) polls the queue while idle: at
- * 250 ms, an idle process of concurrency 50 sent 200 queries a second — a tenth of a core on the
- * database and in the process, taken from the steps running beside them. Polling only finds
- * delayed jobs (LISTEN/NOTIFY covers immediate ones), and the one delay that is short, a step
- * retry's backoff, wakes the queue itself (`queueAlarm`); timers of minutes (approval expiry,
- * planning questions) and webhook retries can be a few seconds late. So the process as a whole
- * polls about 25 times a second whatever its concurrency, and never less often than every 5 s.
- */
-export function queuePollIntervalMs(concurrency: number): number {
-  return Math.min(5_000, Math.max(250, concurrency * 40));
-}
-
-/**
- * Wakes the queue when a delayed step job falls due, with the NOTIFY graphile-worker's `add_job`
- * sends for an immediate job: an idle worker of any process then takes it at once instead of at
- * its next poll. A few milliseconds late rather than early: a worker woken before the job is due
- * finds nothing and sleeps a whole poll interval.
- */
-function queueAlarm(pool: pg.Pool): { wakeIn: (delayMs: number) => void; stop: () => void } {
-  const timers = new Set<NodeJS.Timeout>();
-  let stopped = false;
-  return {
-    wakeIn(delayMs) {
-      if (stopped) return;
-      const timer = setTimeout(
-        () => {
-          timers.delete(timer);
-          pool.query(`select pg_notify('jobs:insert', '{"count":1}')`).catch(() => undefined);
-        },
-        Math.max(0, delayMs) + 5,
-      );
-      timer.unref();
-      timers.add(timer);
-    },
-    stop() {
-      stopped = true;
-      for (const timer of timers) clearTimeout(timer);
-      timers.clear();
-    },
-  };
 }

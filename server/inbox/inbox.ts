@@ -1,5 +1,6 @@
 import type pg from "pg";
 import { describeApprovals, type ApprovalView } from "../engine/approval-view";
+import { listUnservedSteps, unservedText } from "../engine/unserved";
 import type { ToolRegistry } from "../tools/registry";
 import { awaitsPersonReview, loadReviewFacts } from "../planner/review-state";
 import { FINISHED_RUN_STATUSES, WAITING_FOR_PERSON_STEP_STATUSES } from "../vocabulary";
@@ -65,6 +66,21 @@ export type InboxItem =
       message: string;
       goal: string;
       raisedBy: string;
+      since: string;
+      href: string;
+    }
+  | {
+      /**
+       * Steps of a run queued for a workspace no running worker serves: they wait until a worker
+       * serving it starts (`stepwise worker --workspace NAME` on a machine that has it).
+       */
+      kind: "workspace_unserved";
+      id: string;
+      runId: string;
+      stepIds: string[];
+      workspace: string;
+      message: string;
+      goal: string;
       since: string;
       href: string;
     }
@@ -245,6 +261,30 @@ async function agentBlockers(pool: pg.Pool): Promise<InboxItem[]> {
   }));
 }
 
+/** One item per run with steps waiting for a worker that serves its workspace. */
+async function unservedWorkspaces(pool: pg.Pool, tools: ToolRegistry): Promise<InboxItem[]> {
+  const byRun = new Map<string, Extract<InboxItem, { kind: "workspace_unserved" }>>();
+  for (const step of await listUnservedSteps(pool, tools)) {
+    const item = byRun.get(step.runId);
+    if (item) {
+      item.stepIds.push(step.stepId);
+      continue;
+    }
+    byRun.set(step.runId, {
+      kind: "workspace_unserved",
+      id: `unserved:${step.runId}`,
+      runId: step.runId,
+      stepIds: [step.stepId],
+      workspace: step.workspace.name ?? step.workspace.path,
+      message: unservedText(step.workspace),
+      goal: step.goal,
+      since: iso(step.since),
+      href: `/runs/${step.runId}#step-${step.stepId}`,
+    });
+  }
+  return [...byRun.values()];
+}
+
 /** Timeouts that ended a wait on a person or an agent in the last day, as audited. */
 export const TIMEOUT_ACTIONS = ["planning.timed_out", "plan.review_timed_out", "todo.abandoned"];
 
@@ -286,6 +326,7 @@ export async function listInbox(pool: pg.Pool, tools: ToolRegistry): Promise<{ i
     plansToReview(pool),
     waitingSteps(pool, tools),
     agentBlockers(pool),
+    unservedWorkspaces(pool, tools),
   ]);
   const items = groups.flat().sort((a, b) => a.since.localeCompare(b.since));
   const notices = (await timeouts(pool)).reverse();

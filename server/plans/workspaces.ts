@@ -4,6 +4,7 @@ import type pg from "pg";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import { FINISHED_PLANNING_STATUSES, FINISHED_RUN_STATUSES } from "../vocabulary";
+import { WORKSPACES_CHANNEL } from "../queue/jobs";
 
 /** The system's own directories; project folders such as /usr/src/app or /var/lib/jenkins stay allowed. */
 const SYSTEM_DIRECTORIES = [
@@ -56,13 +57,16 @@ export async function registerWorkspace(
     throw new AppError("forbidden", `Stepwise cannot write to ${real}, so it cannot be a workspace`);
   }
   // Registering a removed directory again brings it back under its old id (and name, unless given).
+  // Workers serving workspaces by name or by folder look again (server/engine/served-workspaces.ts).
   const row = await pool.query<{ id: string; path: string }>(
-    `insert into workspaces (id, name, path) values (gen_random_uuid(), coalesce($3, $1), $2)
-     on conflict (path) do update set removed_at = null, name = coalesce($3, workspaces.name)
-     returning id, path`,
-    [path.basename(real) || real, real, name ?? null],
+    `with registered as (
+       insert into workspaces (id, name, path) values (gen_random_uuid(), coalesce($3, $1), $2)
+       on conflict (path) do update set removed_at = null, name = coalesce($3, workspaces.name)
+       returning id, path)
+     select id, path, pg_notify($4, '') from registered`,
+    [path.basename(real) || real, real, name ?? null, WORKSPACES_CHANNEL],
   );
-  return row.rows[0]!;
+  return { id: row.rows[0]!.id, path: row.rows[0]!.path };
 }
 
 type Queryable = Pick<pg.Pool, "query">;
@@ -196,6 +200,8 @@ export async function workspaceForNewWork(
 /** Renaming changes only what people see; the path, and everything acting in it, stays. */
 export async function renameWorkspace(pool: Queryable, id: string, name: string): Promise<void> {
   const updated = await pool.query("update workspaces set name = $2 where id = $1 and removed_at is null", [id, name]);
+  // Workers named to serve it by its new name look again (served-workspaces.ts).
+  if ((updated.rowCount ?? 0) > 0) await pool.query("select pg_notify($1, '')", [WORKSPACES_CHANNEL]);
   if (updated.rowCount === 0) throw new AppError("not_found", `No workspace ${id}`);
 }
 
@@ -231,6 +237,8 @@ export async function removeWorkspace(pool: pg.Pool, id: string, defaultRoot: st
       );
     }
     await client.query("update workspaces set removed_at = now() where id = $1", [id]);
+    // Sent at commit: workers serving it stop taking its steps (served-workspaces.ts).
+    await client.query("select pg_notify($1, '')", [WORKSPACES_CHANNEL]);
   });
 }
 

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type pg from "pg";
 import type { Statement } from "../db";
 import { FINISHED_RUN_STATUSES, isIn, type RunStatus } from "../vocabulary";
@@ -37,7 +38,38 @@ export interface StepJob {
   runAt?: Date;
   /** A second job for the same attempt, replacing one stranded by a dead worker. */
   requeued?: boolean;
+  /**
+   * The workspace path the step acts in: only workers serving it take the job (see
+   * `stepTaskFor`). Undefined for a step that touches no workspace: any worker takes it.
+   */
+  workspace?: string;
 }
+
+/**
+ * The queue task of a step job. A step acting in a workspace is queued under a task of that
+ * workspace (`run_step@<key>`), and a worker lists among its tasks only those of the workspaces
+ * it serves, so graphile-worker's own claim (`task_id = any(…)`) hands the job only to such a
+ * worker — no check after the claim, and no job taken by a worker that would have to give it back.
+ */
+export function stepTaskFor(workspace: string | undefined): string {
+  return workspace === undefined ? RUN_STEP_TASK : `${RUN_STEP_TASK}@${workspaceQueueKey(workspace)}`;
+}
+
+/**
+ * A workspace path's key in task names: a hash, since a path may be longer than a task name may
+ * be (128 characters). In SQL: `left(encode(sha256(convert_to(path, 'UTF8')), 'hex'), 24)`.
+ */
+export function workspaceQueueKey(workspace: string): string {
+  let key = queueKeys.get(workspace);
+  if (key === undefined) {
+    key = createHash("sha256").update(workspace, "utf8").digest("hex").slice(0, 24);
+    // Every step job asks: remember the few paths a process sees rather than hash each time.
+    if (queueKeys.size >= 1_000) queueKeys.clear();
+    queueKeys.set(workspace, key);
+  }
+  return key;
+}
+const queueKeys = new Map<string, string>();
 
 /** A timer on a waiting approval; `expiresAt` ties it to one wait, so a stale timer does nothing. */
 export interface ApprovalTimerJob {
@@ -92,7 +124,7 @@ export function stepJobsStatement(jobs: StepJob[], others: QueueJob[] = []): Sta
 
 function stepJobSpecs(jobs: StepJob[]): JobSpec[] {
   return jobs.map((job) => ({
-    task: RUN_STEP_TASK,
+    task: stepTaskFor(job.workspace),
     payload: { runId: job.runId, stepId: job.stepId, attempt: job.attempt },
     run_at: job.runAt?.toISOString() ?? null,
     job_key: `${job.runId}:${job.stepId}:${job.attempt}${job.requeued ? ":requeued" : ""}`,
@@ -128,6 +160,9 @@ export function enqueueAutoRecovery(client: Pick<pg.ClientBase, "query">, job: A
     },
   ]);
 }
+
+/** NOTIFY channel (the `workspaces` table's trigger): a workspace was registered, changed or removed. */
+export const WORKSPACES_CHANNEL = "stepwise_workspaces";
 
 /** NOTIFY channel carrying the id of a cancelled run, so every worker aborts its running steps. */
 export const CANCEL_CHANNEL = "stepwise_cancel";

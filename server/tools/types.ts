@@ -17,6 +17,24 @@ export const CAPABILITIES = [
 ] as const;
 export type Capability = (typeof CAPABILITIES)[number];
 
+/**
+ * Capabilities that never touch the run's workspace: steps of these tools may run on any worker,
+ * whatever workspaces it serves (server/queue/jobs.ts routes the others to the workspace's workers).
+ */
+const WORKSPACE_FREE_CAPABILITIES: ReadonlySet<Capability> = new Set<Capability>([
+  "llm.generate",
+  "user.ask",
+  "time.wait",
+  "data.transform",
+  // A sub-plan's step only starts its child run; the child's steps are routed on their own.
+  "plan.run",
+]);
+
+/** Whether a step of this tool acts in its run's workspace (an unknown tool is assumed to). */
+export function actsInWorkspace(tool: { capability: Capability } | undefined): boolean {
+  return tool === undefined || !WORKSPACE_FREE_CAPABILITIES.has(tool.capability);
+}
+
 export interface ToolContext {
   /** Fires on timeout, cancellation or shutdown; tools must stop promptly. */
   signal: AbortSignal;
