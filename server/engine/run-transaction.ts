@@ -8,7 +8,7 @@ import type { NewEvent, StepStatusData } from "../events/types";
 import type { Step, StepStatus } from "../plan-schema";
 import type { StepResult } from "../vocabulary";
 import type { EngineDeps } from "./deps";
-import type { RunGraph } from "./graph";
+import type { InstanceRow, RunGraph } from "./graph";
 import { approvalTimersStatement, stepJobsStatement, type ApprovalTimerJob, type StepJob } from "../queue/jobs";
 import { assertTransition, type RunStatus } from "./state-machine";
 
@@ -27,6 +27,8 @@ export interface RunRow {
   approval_timeout_ms: number;
   approval_warning_ms: number;
   recovery_policy: "ask" | "auto";
+  /** How many fan-out instances the run has made (their rows join the plan version's graph). */
+  fan_out_instances: number;
   /** The database's clock at the start of the transaction. */
   db_now: Date;
   /** Someone follows the run's events live (`runs.watched_until`, kept by `EventBus.watch`). */
@@ -139,7 +141,12 @@ export class RunTransaction {
     this.statuses.set(stepId, status);
     if (status === "ready") this.madeReadyHere.add(stepId);
     this.updates.set(stepId, { status, reason: reason ?? null, waiting });
-    this.events.push({ type: `step.${status}`, stepId, data: { status, ...(reason && { reason }), ...data } });
+    const group = this.graph.steps.get(stepId)?.instance?.templateId;
+    this.events.push({
+      type: `step.${status}`,
+      stepId,
+      data: { status, ...(reason && { reason }), ...(group && { group }), ...data },
+    });
   }
 
   /**
@@ -335,7 +342,7 @@ export async function loadPlanSteps(
  * of the insert that creates it (`startRun`).
  */
 export const RUN_COLUMNS = `id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
-  approval_timeout_ms, approval_warning_ms, recovery_policy, now() as db_now,
+  approval_timeout_ms, approval_warning_ms, recovery_policy, fan_out_instances, now() as db_now,
   coalesce(watched_until > now(), false) as watched`;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -370,9 +377,19 @@ export async function openRunTransaction(
     (await client.query<RunRow>(options.skipLocked ? `${RUN_LOCK} skip locked` : RUN_LOCK, [runId]));
   const run = result.rows[0];
   if (!run) return undefined;
-  const graph = await deps.graphs.get(run.plan_id, run.plan_version, () =>
+  let graph = await deps.graphs.get(run.plan_id, run.plan_version, () =>
     loadPlanSteps(client, run.plan_id, run.plan_version),
   );
+  if (run.fan_out_instances > 0) {
+    const base = { planId: run.plan_id, version: run.plan_version, graph };
+    graph = await deps.graphs.forRun(run.id, base, run.fan_out_instances, async () => {
+      const rows = await client.query<InstanceRow>(
+        "select template_id, step_id, item from run_steps where run_id = $1 and template_id is not null order by position, step_id",
+        [run.id],
+      );
+      return rows.rows;
+    });
+  }
   return new RunTransaction(client, run, graph, deps.now?.() ?? run.db_now, deps.wakeQueueIn);
 }
 

@@ -24,6 +24,11 @@ export interface RunStepView {
   finishedAt: string | null;
   /** The worker process that runs or ran the step's latest attempt (host · pid), when known. */
   worker: string | null;
+  /** A fan-out instance: its template step (the group it belongs to) and its element of the list. */
+  group?: string;
+  item?: unknown;
+  /** A fan-out template that made its group: how many instances it has. */
+  groupSize?: number;
 }
 
 export interface RunView {
@@ -118,6 +123,8 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
       startedAt: step.startedAt?.toISOString() ?? null,
       finishedAt: step.finishedAt?.toISOString() ?? null,
       worker: (step.workerId && workers.get(step.workerId)) ?? null,
+      ...(step.templateId !== null && { group: step.templateId, item: step.item }),
+      ...(step.groupSize !== null && { groupSize: step.groupSize }),
     })),
   };
 }

@@ -3,6 +3,7 @@ import type { listRuns, RunView } from "../../engine/run-view";
 import type { listRunSummaries, readRunEvents, RunDecision } from "../../engine/run-list";
 import { viaOperation } from "../../operations/operation";
 import { runApplyRecovery, runRerunFrom } from "../../operations/steering";
+import { runDecideGroup, runGroup } from "../../operations/fan-out";
 import {
   runAnswer,
   runApproval,
@@ -27,6 +28,9 @@ export const runsRouter = router({
 
   /** What approving a waiting step would let run, computed on the server (shown next to Approve). */
   approval: operationProcedure(runApproval).query(viaOperation(runApproval)),
+  /** A fan-out step's instances, and the decision on all of them as shown (server/operations/fan-out.ts). */
+  group: operationProcedure(runGroup).query(viaOperation(runGroup)),
+  decideGroup: operationProcedure(runDecideGroup).mutation(viaOperation(runDecideGroup)),
 
   listForPlan: operationProcedure(runListForPlan).query(
     async (call) =>
