@@ -84,10 +84,7 @@ export interface Step {
   maxItems?: number;
 }
 
-/** A fan-out runs at most this many instances unless the step says otherwise… */
-export const DEFAULT_MAX_ITEMS = 100;
-/** …and never more than this. */
-export const MAX_ITEMS_LIMIT = 1_000;
+export { DEFAULT_MAX_ITEMS, MAX_ITEMS_LIMIT } from "./vocabulary";
 
 export const planDraftSchema = z.object({
   goal: z.string().trim().min(1, "A plan needs a goal").max(MAX_TEXT),

@@ -149,6 +149,11 @@ export const WEBHOOK_DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as c
 export type WebhookDeliveryStatus = (typeof WEBHOOK_DELIVERY_STATUSES)[number];
 
 /** Where a plan came from: the planner, a person's editor, an agent, a template, an import. */
+/** A fan-out (`forEach`) runs at most this many instances unless the step says otherwise… */
+export const DEFAULT_MAX_ITEMS = 100;
+/** …and never more than this. */
+export const MAX_ITEMS_LIMIT = 1_000;
+
 export const PLAN_SOURCES = ["llm", "manual", "agent", "template", "import"] as const;
 
 /** What a step's attempt returned, as the engine records it and its events carry it. */

@@ -1,7 +1,7 @@
 "use client";
 
 import { useWindowVirtualizer } from "@tanstack/react-virtual";
-import { useEffect, useLayoutEffect, useRef, useState } from "react";
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "react";
 import type { RunDecision } from "@/server/engine/run-list";
 import type { Step } from "@/server/plan-schema";
 import { RunStepCard } from "./run-step-card";
@@ -22,7 +22,38 @@ interface RunStepListProps {
 
 /** The run's steps as cards in plan order. Links to `#step-<id>` reach every step, rendered or not. */
 export function RunStepList(props: RunStepListProps) {
-  return props.steps.length > VIRTUALISE_ABOVE ? <VirtualStepList {...props} /> : <FullStepList {...props} />;
+  const { steps, run } = props;
+  const shown = useMemo(() => withInstanceCards(steps, run.steps), [steps, run.steps]);
+  const withInstances = { ...props, steps: shown };
+  return withInstances.steps.length > VIRTUALISE_ABOVE ? (
+    <VirtualStepList {...withInstances} />
+  ) : (
+    <FullStepList {...withInstances} />
+  );
+}
+
+/**
+ * A fan-out step's instances are steps of the run (`step_3[0]`, …), each with its own live card,
+ * right after their template's: its definition, titled with the instance's element.
+ */
+function withInstanceCards(steps: Step[], states: LiveRun["steps"]): Step[] {
+  const groups = new Map<string, { stepId: string; item: unknown }[]>();
+  for (const state of states) {
+    if (state.group === undefined) continue;
+    const group = groups.get(state.group) ?? [];
+    group.push({ stepId: state.stepId, item: state.item });
+    groups.set(state.group, group);
+  }
+  if (groups.size === 0) return steps;
+  return steps.flatMap((step) => [
+    step,
+    ...(groups.get(step.id) ?? []).map((instance) => ({
+      ...step,
+      id: instance.stepId,
+      title: `${step.title ?? step.description} — ${JSON.stringify(instance.item)?.slice(0, 80)}`,
+      forEach: undefined,
+    })),
+  ]);
 }
 
 function FullStepList({ steps, run, decisionByStep, steerable }: RunStepListProps) {

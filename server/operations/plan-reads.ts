@@ -1,3 +1,4 @@
+import { conditionInWords } from "../plans/conditions";
 import { z } from "zod";
 import { AppError } from "../errors";
 import { listComments } from "../plans/comments";
@@ -50,13 +51,23 @@ export const planAssessments = defineOperation({
     "Risk and capability of each step of a version, judged from its tool and command — never the author's claims",
   input: z.object({ planId, version }),
   output: z.object({
-    assessments: z.record(z.string(), z.unknown()).describe("Per step id: {risk, capability, capabilityLabel}"),
+    assessments: z
+      .record(z.string(), z.unknown())
+      .describe("Per step id: {risk, capability, capabilityLabel}, and conditionWords: the step's `when` in words"),
   }),
   annotations: { readOnly: true },
   async run({ app }, input) {
     const plan = await getPlan(app.db.prisma, input.planId, input.version);
     return {
-      assessments: Object.fromEntries(plan.steps.map((step) => [step.id, assessStep(app.tools, step.tool, step.args)])),
+      assessments: Object.fromEntries(
+        plan.steps.map((step) => [
+          step.id,
+          {
+            ...assessStep(app.tools, step.tool, step.args),
+            ...(step.when && { conditionWords: conditionInWords(step.when) }),
+          },
+        ]),
+      ),
     };
   },
 });
