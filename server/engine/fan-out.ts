@@ -154,6 +154,12 @@ function settleTemplate(
   tx.setResult(templateId, result);
   tx.setStatus(templateId, outcome.ok ? "completed" : "failed", reason, { result });
   tx.run.open_steps--;
+  // A critical template fails the run as a critical step does (outcome.ts); so do its instances,
+  // which are critical too.
+  if (!outcome.ok && tx.graph.steps.get(templateId)?.critical && tx.run.status === "running") {
+    tx.run.status = "failing";
+    tx.events.push({ type: "run.failing", data: { status: "failing", reason: `Critical step ${templateId} failed` } });
+  }
 }
 
 /** The list the template fans out over, read from the recorded output of the step it names. */

@@ -120,6 +120,8 @@ export class RunGraphCache {
     const cached = this.runGraphs.get(runId);
     if (cached?.key === key) return cached.graph;
     const instances = (await load())
+      // A version adopted later that no longer has the template leaves its instances as rows only.
+      .filter((row) => base.graph.steps.has(row.template_id))
       .map((row) => ({ row, index: parseInstanceId(row.step_id)!.index }))
       .sort((a, b) => a.index - b.index)
       .map(({ row, index }) => instanceStep(base.graph.steps.get(row.template_id)!, index, row.item));

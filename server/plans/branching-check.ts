@@ -2,6 +2,7 @@ import { z } from "zod";
 import { STEP_STATUSES, type PlanIssue, type Step } from "../plan-schema";
 import type { ToolRegistry } from "../tools/registry";
 import { ConditionSyntaxError, parseCondition, references, type Condition, type Operand } from "./conditions";
+import { declaredOutput } from "./reference-check";
 import { describeType, outputFieldSchema, typesMayMatch } from "./reference-types";
 import { parseReference } from "./references";
 
@@ -132,9 +133,13 @@ function fieldProblem(
       return `"${other.value}" is not a step status; the statuses are ${STEP_STATUSES.join(", ")}`;
     }
   } else {
+    const field = operand.fieldPath[0];
+    if (producer.forEach !== undefined && field !== undefined && !/^\d+$/.test(field)) {
+      return `${producer.id} runs once per element, so its output is a list (one output each): use .length or an index`;
+    }
     const outputSchema = registry.get(producer.tool)?.outputSchema;
     if (outputSchema) {
-      const lookup = outputFieldSchema(outputSchema, operand.fieldPath);
+      const lookup = outputFieldSchema(declaredOutput(producer, outputSchema), operand.fieldPath);
       if (!lookup.ok) {
         return lookup.fields === undefined
           ? `${producer.id}'s ${producer.tool} value there is ${describeType(lookup.at)}, which has no field "${lookup.missing}"`
@@ -177,7 +182,7 @@ function forEachIssues(
   }
   const outputSchema = registry.get(producer.tool)?.outputSchema;
   if (!outputSchema) return [];
-  const lookup = outputFieldSchema(outputSchema, ref.fieldPath);
+  const lookup = outputFieldSchema(declaredOutput(producer, outputSchema), ref.fieldPath);
   if (!lookup.ok) {
     const fields = lookup.fields ? `; its fields are ${lookup.fields.join(", ")}` : "";
     return [issue(`${producer.id}'s ${producer.tool} result has no field "${lookup.missing}"${fields}`)];

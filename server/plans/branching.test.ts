@@ -126,6 +126,26 @@ describe("plan validation of when and forEach", () => {
     ]);
   });
 
+  it("types a fan-out step's output as the list of its instances' outputs", () => {
+    const each: S = {
+      id: "step_3",
+      tool: "shell",
+      args: { command: "$item" },
+      dependsOn: ["step_2"],
+      forEach: "$step_2.paths",
+    };
+    const reads = (when: string): S => ({ id: "step_4", tool: "echo", args: {}, dependsOn: ["step_3"], when });
+    expect(only(validate([glob, each, reads("$step_3.length > 0")]), "invalid_condition")).toEqual([]);
+    expect(only(validate([glob, each, reads("$step_3.exitCode != 0")]), "invalid_condition")).toHaveLength(1);
+    const write: S = {
+      id: "step_4",
+      tool: "write_file",
+      args: { path: "out.txt", content: "$step_3" },
+      dependsOn: ["step_3"],
+    };
+    expect(only(validate([glob, each, write]), "reference_type_mismatch")[0]?.message).toContain("a list");
+  });
+
   it("lets $item stand for an argument of any type only in a fan-out step", () => {
     const sleep = (forEach?: string): S => ({
       id: "step_3",
