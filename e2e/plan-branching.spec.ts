@@ -63,3 +63,36 @@ test("the run shows each instance as a card of its own and skips the step whose 
   await run.expectStepStatus("step_2", "completed");
   await run.expectStepStatus("step_3", "skipped");
 });
+
+test("a gated fan-out waits for one decision on its concrete list, shown on the step's card", async ({
+  page,
+  request,
+}) => {
+  const gated = new PlanViewPage(page);
+  await gated.open(
+    await createPlanViaApi(request, {
+      goal: "Write one file per name",
+      steps: [
+        { id: "step_1", description: "Names", tool: "echo", args: { value: ["fan-a.txt", "fan-b.txt"] } },
+        {
+          id: "step_2",
+          description: "Write the file",
+          tool: "write_file",
+          args: { path: "$item", content: "written" },
+          dependsOn: ["step_1"],
+          forEach: "$step_1",
+        },
+      ],
+    }),
+  );
+  const run = await gated.approve();
+  const decision = run.step("step_2").getByTestId("group-decision");
+  await expect(decision).toContainText("step_2[0]");
+  await expect(decision).toContainText("fan-a.txt");
+  await expect(decision).toContainText("fan-b.txt");
+  await run.expectStepStatus("step_2[0]", "awaiting_approval");
+  await decision.getByRole("button", { name: "Approve all 2 as shown" }).click();
+  await run.expectRunStatus("completed");
+  await run.expectStepStatus("step_2[0]", "completed");
+  await run.expectStepStatus("step_2[1]", "completed");
+});

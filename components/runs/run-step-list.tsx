@@ -18,13 +18,16 @@ interface RunStepListProps {
   run: LiveRun;
   decisionByStep: ReadonlyMap<string, RunDecision>;
   steerable: boolean;
+  /** Per fan-out step: how many of its instances wait for approval (its card offers the group decision). */
+  groupWaiting?: ReadonlyMap<string, number>;
 }
 
 /** The run's steps as cards in plan order. Links to `#step-<id>` reach every step, rendered or not. */
 export function RunStepList(props: RunStepListProps) {
   const { steps, run } = props;
   const shown = useMemo(() => withInstanceCards(steps, run.steps), [steps, run.steps]);
-  const withInstances = { ...props, steps: shown };
+  const groupWaiting = useMemo(() => waitingPerGroup(run.steps), [run.steps]);
+  const withInstances = { ...props, steps: shown, groupWaiting };
   return withInstances.steps.length > VIRTUALISE_ABOVE ? (
     <VirtualStepList {...withInstances} />
   ) : (
@@ -56,19 +59,29 @@ function withInstanceCards(steps: Step[], states: LiveRun["steps"]): Step[] {
   ]);
 }
 
-function FullStepList({ steps, run, decisionByStep, steerable }: RunStepListProps) {
+function waitingPerGroup(states: LiveRun["steps"]): ReadonlyMap<string, number> {
+  const waiting = new Map<string, number>();
+  for (const state of states) {
+    if (state.group !== undefined && state.status === "awaiting_approval") {
+      waiting.set(state.group, (waiting.get(state.group) ?? 0) + 1);
+    }
+  }
+  return waiting;
+}
+
+function FullStepList({ steps, run, decisionByStep, steerable, groupWaiting }: RunStepListProps) {
   // Cards appear after the run loads, so a URL's #step-… had nothing to land on at first.
   useJumpToStep(steps, () => {});
   return (
     <ol className="steps" aria-label="Steps">
       {steps.map((step) => (
-        <RunStepCard key={step.id} {...cardProps(step, run, decisionByStep, steerable)} />
+        <RunStepCard key={step.id} {...cardProps(step, run, decisionByStep, steerable, groupWaiting)} />
       ))}
     </ol>
   );
 }
 
-function VirtualStepList({ steps, run, decisionByStep, steerable }: RunStepListProps) {
+function VirtualStepList({ steps, run, decisionByStep, steerable, groupWaiting }: RunStepListProps) {
   const boxRef = useRef<HTMLDivElement>(null);
   const [scrollMargin, setScrollMargin] = useState(0);
   useLayoutEffect(() => {
@@ -105,7 +118,7 @@ function VirtualStepList({ steps, run, decisionByStep, steerable }: RunStepListP
         {items.map((item) => (
           <RunStepCard
             key={item.key}
-            {...cardProps(steps[item.index]!, run, decisionByStep, steerable)}
+            {...cardProps(steps[item.index]!, run, decisionByStep, steerable, groupWaiting)}
             index={item.index}
             setSize={steps.length}
             measureRef={virtualizer.measureElement}
@@ -116,9 +129,16 @@ function VirtualStepList({ steps, run, decisionByStep, steerable }: RunStepListP
   );
 }
 
-function cardProps(step: Step, run: LiveRun, decisionByStep: ReadonlyMap<string, RunDecision>, steerable: boolean) {
+function cardProps(
+  step: Step,
+  run: LiveRun,
+  decisionByStep: ReadonlyMap<string, RunDecision>,
+  steerable: boolean,
+  groupWaiting?: ReadonlyMap<string, number>,
+) {
   return {
     step,
+    groupWaiting: groupWaiting?.get(step.id) ?? 0,
     state: run.steps[run.stepIndex.get(step.id) ?? -1],
     runId: run.id,
     snapshotSeq: run.snapshotSeq,

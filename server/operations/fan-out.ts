@@ -21,7 +21,7 @@ export const runGroup = defineOperation({
 });
 
 export const runDecideGroup = defineOperation({
-  name: "run.decideGroup",
+  name: "run.decide_group",
   callers: PERSON_ONLY,
   role: "approver",
   summary:
