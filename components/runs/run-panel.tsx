@@ -168,6 +168,14 @@ function RunFacts({ run, elapsed }: { run: LiveRun; elapsed: number }) {
           <Link href={`/audit?run=${run.id}`}>Audit log for this run</Link>
         </dd>
       </div>
+      {run.parent && (
+        <div>
+          <dt>Sub-plan of</dt>
+          <dd>
+            <Link href={`/runs/${run.parent.runId}`}>step {run.parent.stepId} of its parent run</Link>
+          </dd>
+        </div>
+      )}
       {run.rerunOf && (
         <div>
           <dt>Re-run of</dt>

@@ -18,9 +18,11 @@ export function isRunStatusEvent(event: StoredEvent): event is RunStatusEvent {
 
 /** What a waiting step waits for; the snapshot carries it (when the server provides it) and events update it. */
 export interface StepWaiting {
-  kind: "approval" | "input" | "agent";
+  kind: "approval" | "input" | "agent" | "child_run";
   /** The agent working on an agent task in progress. */
   agent?: string;
+  /** A sub-plan step's child run, once started. */
+  runId?: string;
   question?: string;
   choices?: string[];
   expiresAt?: string;
@@ -188,6 +190,9 @@ function applyStepEvent(step: LiveStep, event: StoredEvent): LiveStep {
     case "approval.requested":
     case "approval.expiring":
       updated.waiting = { ...step.waiting, kind: "approval", expiresAt: event.data.expiresAt };
+      return updated;
+    case "child_run.started":
+      updated.waiting = { kind: "child_run", runId: event.data.childRunId };
       return updated;
     case "input.requested":
       updated.waiting = {

@@ -144,7 +144,18 @@ function StepProgressNote({ step, state, status }: { step: Step; state: LiveStep
           {state.waiting.agent ?? "An agent"} is working on it.
         </p>
       )}
-      {status === "running" && state.waiting?.kind !== "agent" && (
+      {status === "running" && state.waiting?.kind === "child_run" && (
+        <p className="agent-note" data-testid="child-run-state">
+          {state.waiting.runId ? (
+            <>
+              Waiting for its sub-plan: <a href={`/runs/${state.waiting.runId}`}>the child run</a>.
+            </>
+          ) : (
+            "Starting its sub-plan…"
+          )}
+        </p>
+      )}
+      {status === "running" && state.waiting?.kind !== "agent" && state.waiting?.kind !== "child_run" && (
         <div className="stack-sm">
           <ProgressBar value={state.progress} label={`${step.id} progress`} />
           <span className="muted" data-testid="progress">

@@ -1,6 +1,7 @@
 import { inTransaction, isLockTimeout, lockTimeoutMs } from "../db";
 import type { StepStatus } from "../plan-schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
+import { RUN_PLAN_TOOL } from "../tools/run-plan";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn } from "./outcome";
 import { enqueueStepJobs } from "../queue/jobs";
@@ -96,11 +97,12 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
   // being written), even if its own heartbeat went stale while the database was out of reach.
   const orphans = await deps.pool.query<{ run_id: string; step_id: string; attempt: number; worker_id: string | null }>(
     `select rs.run_id, rs.step_id, rs.attempt, rs.worker_id from run_steps rs
-     where rs.status = 'running' and rs.tool <> '${AGENT_TASK_TOOL}' and rs.group_size is null
+     where rs.status = 'running' and rs.tool <> all($2::text[]) and rs.group_size is null
        and rs.worker_id is distinct from $1
        and ${TAKEN_OVER}
      order by rs.started_at`,
-    [deps.workerId ?? null],
+    // Agent tasks are held by their agents' leases, sub-plan steps by their child runs: no worker.
+    [deps.workerId ?? null, [AGENT_TASK_TOOL, RUN_PLAN_TOOL]],
   );
   for (const orphan of orphans.rows) {
     await inTransaction(deps.pool, async (client) => {

@@ -6,10 +6,18 @@ import { AppError } from "../errors";
 import { appendEventsStatement } from "../events/store";
 import type { NewEvent, StepStatusData } from "../events/types";
 import type { Step, StepStatus } from "../plan-schema";
-import type { StepResult } from "../vocabulary";
+import { FINISHED_RUN_STATUSES, type StepResult } from "../vocabulary";
 import type { EngineDeps } from "./deps";
 import type { InstanceRow, RunGraph } from "./graph";
-import { approvalTimersStatement, stepJobsStatement, type ApprovalTimerJob, type StepJob } from "../queue/jobs";
+import {
+  approvalTimersStatement,
+  CANCEL_CHILD_RUNS_TASK,
+  CHILD_RUN_FINISHED_TASK,
+  stepJobsStatement,
+  type ApprovalTimerJob,
+  type QueueJob,
+  type StepJob,
+} from "../queue/jobs";
 import { assertTransition, type RunStatus } from "./state-machine";
 
 export type Client = pg.PoolClient;
@@ -33,6 +41,9 @@ export interface RunRow {
   db_now: Date;
   /** Someone follows the run's events live (`runs.watched_until`, kept by `EventBus.watch`). */
   watched: boolean;
+  /** A sub-plan's run: the run whose `run_plan` step started it (server/engine/child-runs.ts). */
+  parent_run_id: string | null;
+  parent_step_id: string | null;
 }
 
 /**
@@ -42,7 +53,9 @@ export interface RunRow {
 export type StepWaiting =
   | { kind: "approval"; expiresAt: string }
   | { kind: "input"; question: string; choices?: string[] }
-  | { kind: "agent"; agent?: string; since?: string };
+  | { kind: "agent"; agent?: string; since?: string }
+  /** A `run_plan` step waits for its child run (its id once started): server/engine/child-runs.ts. */
+  | { kind: "child_run"; runId?: string };
 
 interface StepUpdate {
   status: StepStatus;
@@ -128,7 +141,12 @@ export class RunTransaction {
     readonly now: Date,
     /** `EngineDeps.wakeQueueIn`, for the delayed jobs this transaction queues. */
     private readonly wakeQueueIn?: (delayMs: number) => void,
-  ) {}
+  ) {
+    this.openedWithStatus = run.status;
+  }
+
+  /** The run's status when this transaction locked it: a change to a final one may concern other runs. */
+  private readonly openedWithStatus: RunStatus;
 
   setStatus(
     stepId: string,
@@ -235,7 +253,7 @@ export class RunTransaction {
   async flush(commitWith?: CommitWith): Promise<void> {
     // A wake for a job of a transaction that then rolls back finds nothing due: harmless.
     for (const job of this.jobs) if (job.runAt) this.wakeQueueIn?.(job.runAt.getTime() - this.now.getTime());
-    const jobs = stepJobsStatement(this.jobs.splice(0));
+    const jobs = stepJobsStatement(this.jobs.splice(0), runEndedJobs(this.run, this.openedWithStatus));
     const timers = approvalTimersStatement(this.timers.splice(0));
     const stepRows = this.takeStepWrites();
     const { run } = this;
@@ -342,7 +360,8 @@ export async function loadPlanSteps(
  * of the insert that creates it (`startRun`).
  */
 export const RUN_COLUMNS = `id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
-  approval_timeout_ms, approval_warning_ms, recovery_policy, fan_out_instances, now() as db_now,
+  approval_timeout_ms, approval_warning_ms, recovery_policy, fan_out_instances, parent_run_id, parent_step_id,
+  now() as db_now,
   coalesce(watched_until > now(), false) as watched`;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -417,4 +436,28 @@ export async function audit(
     stepId,
     detail,
   });
+}
+
+/**
+ * Jobs a run's end calls for, queued with the change that ends it: a sub-plan's run tells its
+ * parent step, and a run cancelled or failed stops the child runs it started (child-runs.ts).
+ */
+function runEndedJobs(run: RunRow, openedWith: RunStatus): QueueJob[] {
+  if (run.status === openedWith || !(FINISHED_RUN_STATUSES as readonly string[]).includes(run.status)) return [];
+  const jobs: QueueJob[] = [];
+  if (run.parent_run_id && run.parent_step_id) {
+    jobs.push({
+      task: CHILD_RUN_FINISHED_TASK,
+      payload: { parentRunId: run.parent_run_id, parentStepId: run.parent_step_id, childRunId: run.id },
+      key: `${CHILD_RUN_FINISHED_TASK}:${run.id}`,
+    });
+  }
+  if (run.status !== "completed") {
+    jobs.push({
+      task: CANCEL_CHILD_RUNS_TASK,
+      payload: { runId: run.id, status: run.status },
+      key: `${CANCEL_CHILD_RUNS_TASK}:${run.id}`,
+    });
+  }
+  return jobs;
 }

@@ -47,6 +47,8 @@ export interface RunView {
   workspace: { id: string | null; name: string | null; path: string };
   /** The run this one re-runs from a chosen step, if any. */
   rerunOf?: string;
+  /** A sub-plan's run: the run and `run_plan` step that started it. */
+  parent?: { runId: string; stepId: string };
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
@@ -105,6 +107,8 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
     recoveryPolicy: run.recoveryPolicy === "auto" ? "auto" : "ask",
     workspace: { id: workspace?.id ?? null, name: workspace?.name ?? null, path: run.workspaceRoot },
     ...(run.rerunOf !== null && { rerunOf: run.rerunOf }),
+    ...(run.parentRunId !== null &&
+      run.parentStepId !== null && { parent: { runId: run.parentRunId, stepId: run.parentStepId } }),
     createdAt: run.createdAt.toISOString(),
     startedAt: run.startedAt?.toISOString() ?? null,
     finishedAt: run.finishedAt?.toISOString() ?? null,

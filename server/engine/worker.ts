@@ -23,11 +23,15 @@ import {
   APPROVAL_EXPIRY_TASK,
   APPROVAL_WARNING_TASK,
   AUTO_RECOVERY_TASK,
+  CANCEL_CHILD_RUNS_TASK,
+  CHILD_RUN_FINISHED_TASK,
+  START_CHILD_RUN_TASK,
   CANCEL_CHANNEL,
   RUN_STEP_TASK,
 } from "../queue/jobs";
 import { recordQueueWorkerId } from "./queue-locks";
 import { workerName } from "./run-view";
+import { cancelChildRuns, recordChildRunFinished, startChildRun } from "./child-runs";
 
 /** A job handler on the queue: its payload, and what graphile-worker says of the job (when it was due). */
 type QueueTask = (payload: unknown, helpers: { job: { run_at: Date } }) => Promise<void>;
@@ -245,6 +249,15 @@ function stepWorkerTasks(deps: EngineDeps, state: WorkerState): Record<string, Q
     },
     [APPROVAL_EXPIRY_TASK]: async (payload) => {
       await expireApproval(deps, payload as { runId: string; stepId: string; expiresAt: string });
+    },
+    [START_CHILD_RUN_TASK]: async (payload) => {
+      await startChildRun(deps, payload as Parameters<typeof startChildRun>[1]);
+    },
+    [CHILD_RUN_FINISHED_TASK]: async (payload) => {
+      await recordChildRunFinished(deps, payload as Parameters<typeof recordChildRunFinished>[1]);
+    },
+    [CANCEL_CHILD_RUNS_TASK]: async (payload) => {
+      await cancelChildRuns(deps, payload as Parameters<typeof cancelChildRuns>[1]);
     },
   };
 }

@@ -135,6 +135,8 @@ export const eventSchema = z.discriminatedUnion("type", [
   ),
   event("input.requested", z.object({ question: z.string(), choices: z.array(z.string()).optional() })),
   event("input.answered", z.object({ actor: z.string() })),
+  /** A `run_plan` step started its child run (server/engine/child-runs.ts). */
+  event("child_run.started", z.object({ childRunId: z.string(), planId: z.string(), version: z.number().int() })),
   /** Signals of an agent session travel in its run's stream. */
   event("signal.raised", z.object({ id: z.string(), level: signalLevel, message: z.string(), raisedBy: z.string() })),
   event("signal.cleared", z.object({ id: z.string(), clearedBy: z.string() })),

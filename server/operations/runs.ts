@@ -43,6 +43,10 @@ const runViewSchema = z.looseObject({
     .object({ id: z.string().nullable(), name: z.string().nullable(), path: z.string() })
     .describe("The directory the run's tools act in"),
   rerunOf: z.string().optional(),
+  parent: z
+    .object({ runId: z.string(), stepId: z.string() })
+    .optional()
+    .describe("A sub-plan's run: the run and run_plan step that started it"),
   createdAt: z.string(),
   startedAt: when,
   finishedAt: when,

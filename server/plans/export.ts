@@ -1,3 +1,4 @@
+import { RUN_PLAN_TOOL } from "../tools/run-plan";
 import { z } from "zod";
 import type { ToolRegistry } from "../tools/registry";
 import { commentsMarkdown, type CommentView } from "./comments";
@@ -82,11 +83,24 @@ function stepMarkdown(step: Step, position: number): string[] {
   }
   if (step.contextHints.length) lines.push(`- Context hints: ${step.contextHints.map(oneLine).join("; ")}`);
   if (step.relevantFilePaths.length) lines.push(`- Files: ${step.relevantFilePaths.map((p) => `\`${p}\``).join(", ")}`);
+  const subPlan = subPlanInWords(step);
+  if (subPlan) lines.push(`- Sub-plan: ${subPlan}`);
   // A fence longer than any backtick run inside keeps arbitrary argument text from breaking out.
   const json = JSON.stringify(step.args, null, 2);
   const fence = "`".repeat(Math.max(3, ...[...json.matchAll(/`+/g)].map((m) => m[0].length + 1)));
   lines.push("", `${fence}json`, json, fence);
   return lines;
+}
+
+/** A `run_plan` step's child in words: which plan or template, and that its gates stay its own. */
+function subPlanInWords(step: Step): string | undefined {
+  if (step.tool !== RUN_PLAN_TOOL) return undefined;
+  const args = step.args as { plan_id?: unknown; version?: unknown; template_id?: unknown; params?: unknown };
+  const what =
+    typeof args.plan_id === "string"
+      ? `runs plan \`${args.plan_id}\` version ${String(args.version)}`
+      : `runs template \`${String(args.template_id)}\` with ${Object.keys((args.params as object | undefined) ?? {}).length} parameter(s)`;
+  return `${what} as a child run; its gated steps wait for their own approval`;
 }
 
 function oneLine(text: string): string {

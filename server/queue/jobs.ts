@@ -11,6 +11,21 @@ export const APPROVAL_EXPIRY_TASK = "approval_expire";
 /** Asks the planner for a recovery of a failed step and applies it (runs whose policy is `auto`). */
 export const AUTO_RECOVERY_TASK = "auto_recover";
 
+/** Sub-plans (server/engine/child-runs.ts): a `run_plan` step's child run is started … */
+export const START_CHILD_RUN_TASK = "start_child_run";
+/** … its end is recorded on the parent step … */
+export const CHILD_RUN_FINISHED_TASK = "child_run_finished";
+/** … and a parent run cancelled or failed stops its children. */
+export const CANCEL_CHILD_RUNS_TASK = "cancel_child_runs";
+
+/** Any other job a state change calls for, queued in its transaction. */
+export interface QueueJob {
+  task: string;
+  payload: Record<string, unknown>;
+  /** Graphile's job key: a second job with the same key replaces the first instead of adding one. */
+  key: string;
+}
+
 const QUEUE_ATTEMPTS = 5;
 
 export interface StepJob {
@@ -66,9 +81,12 @@ export async function enqueueStepJobs(client: Pick<pg.ClientBase, "query">, jobs
   await addJobs(client, stepJobSpecs(jobs));
 }
 
-/** `enqueueStepJobs` as a statement (undefined for no jobs). */
-export function stepJobsStatement(jobs: StepJob[]): Statement | undefined {
-  return addJobsStatement(stepJobSpecs(jobs));
+/** `enqueueStepJobs` as a statement (undefined for no jobs), with any `others` in the same statement. */
+export function stepJobsStatement(jobs: StepJob[], others: QueueJob[] = []): Statement | undefined {
+  return addJobsStatement([
+    ...stepJobSpecs(jobs),
+    ...others.map((job) => ({ task: job.task, payload: job.payload, run_at: null, job_key: job.key })),
+  ]);
 }
 
 function stepJobSpecs(jobs: StepJob[]): JobSpec[] {

@@ -11,6 +11,7 @@ export type Capability =
   | "llm.generate"
   | "user.ask"
   | "agent.work"
+  | "plan.run"
   | "time.wait"
   | "data.transform";
 
