@@ -105,6 +105,7 @@ export const FLOORS = [
       "redact.ts",
       "safe-input.ts",
       "session-cookie.ts",
+      "fan-out-instance.ts",
     ],
     holds: "shared words and pure helpers: statuses and kinds, the plan schema, identity, errors, logging",
   },

@@ -42,6 +42,15 @@ export const stepInputSchema = z.object({
   acceptance: z.array(z.string().max(2_000)).max(50).optional(),
   type: stepTypeSchema.optional(),
   skipped: z.boolean().default(false),
+  /** Run the step only when this condition on earlier outputs holds (server/plans/conditions.ts). */
+  when: z.string().trim().min(1).max(1_000).optional(),
+  /** Fan-out: run the step once per element of an earlier step's list output, `$item` in its args. */
+  forEach: z
+    .string()
+    .regex(/^\$[A-Za-z][\w-]*(?:\.[\w-]+)*$/, "forEach must be a reference to a list, like $step_2.files")
+    .optional(),
+  /** The most elements a fan-out runs; a longer list fails the step. */
+  maxItems: z.number().int().min(1).max(1_000).optional(),
 });
 export type StepInput = z.input<typeof stepInputSchema>;
 
@@ -72,8 +81,16 @@ export const stepSchema = z.object({
   type: stepTypeSchema.optional(),
   /** Skipped by the reviewer before the run: the engine marks it skipped without executing it. */
   skipped: z.boolean().default(false),
+  /** Runs only when this condition on earlier outputs holds; otherwise skipped with the reason. */
+  when: z.string().optional(),
+  /** Fan-out: one instance of the step per element of this list output (`$item` in the args). */
+  forEach: z.string().optional(),
+  /** The fan-out's cap (default `DEFAULT_MAX_ITEMS`, at most `MAX_ITEMS_LIMIT`). */
+  maxItems: z.number().optional(),
 });
 export type Step = z.output<typeof stepSchema>;
+
+export { DEFAULT_MAX_ITEMS, MAX_ITEMS_LIMIT } from "./vocabulary";
 
 export const planDraftSchema = z.object({
   goal: z.string().trim().min(1, "A plan needs a goal").max(MAX_TEXT),
@@ -141,6 +158,10 @@ export const PLAN_ISSUE_CODES = [
   "invalid_reference",
   /** A `$step` reference whose declared output type can never fit the argument it fills. */
   "reference_type_mismatch",
+  /** A `when` that does not parse, or reads a step or field that cannot be read. */
+  "invalid_condition",
+  /** A `forEach` that is not a list output of an earlier step. */
+  "invalid_for_each",
 ] as const;
 export type PlanIssueCode = (typeof PLAN_ISSUE_CODES)[number];
 

@@ -4,6 +4,7 @@ import { useSortable } from "@dnd-kit/sortable";
 import { CSS } from "@dnd-kit/utilities";
 import { createContext, memo, useContext, useState, type ReactNode } from "react";
 import type { Step } from "@/server/plan-schema";
+import { DEFAULT_MAX_ITEMS } from "@/server/vocabulary";
 import type { PlanIssue } from "@/server/plan-schema";
 import { StepComments } from "./comments";
 import { SubPlanPreview } from "./sub-plan-preview";
@@ -22,7 +23,10 @@ export interface StepActions {
  * are only "author says"). A context rather than a card prop: they arrive after the plan, and then
  * only the few elements that show them render again, not every card's whole body.
  */
-export const StepAssessmentsContext = createContext<Record<string, StepAssessment>>({});
+export const StepAssessmentsContext = createContext<Record<string, StepFacts>>({});
+
+/** The server's assessment of a step, and its condition in words (server/plans/conditions.ts). */
+export type StepFacts = StepAssessment & { conditionWords?: string };
 
 interface StepCardProps {
   step: Step;
@@ -167,6 +171,23 @@ function StepMeta({ step }: { step: Step }) {
       </dd>
       <dt>Depends on</dt>
       <dd className="mono">{step.dependsOn.length ? step.dependsOn.join(", ") : "—"}</dd>
+      {step.when && (
+        <>
+          <dt>Runs only if</dt>
+          <dd data-testid="step-condition">
+            <ConditionWords step={step} /> <span className="mono muted">({step.when})</span>; otherwise skipped
+          </dd>
+        </>
+      )}
+      {step.forEach && (
+        <>
+          <dt>For each</dt>
+          <dd data-testid="step-fan-out">
+            element of <span className="mono">{step.forEach}</span> (<span className="mono">$item</span> in the
+            arguments), one step each, at most {step.maxItems ?? DEFAULT_MAX_ITEMS}
+          </dd>
+        </>
+      )}
       <dt>Arguments</dt>
       <dd>
         <pre className="mono args">{args}</pre>
@@ -204,6 +225,12 @@ function StepMeta({ step }: { step: Step }) {
       )}
     </dl>
   );
+}
+
+/** The condition as the server words it; the expression itself until that arrives. */
+function ConditionWords({ step }: { step: Step }) {
+  const words = useContext(StepAssessmentsContext)[step.id]?.conditionWords;
+  return <>{words ?? step.when}</>;
 }
 
 function ComputedRisk({ stepId }: { stepId: string }) {

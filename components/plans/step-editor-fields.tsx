@@ -271,3 +271,55 @@ function NumberField(props: {
     </div>
   );
 }
+
+/**
+ * When the step runs (a condition on earlier outputs) and whether it runs once per element of an
+ * earlier list. The server checks both against the plan and names what is wrong (`when`, `forEach`).
+ */
+export function StepBranchingFields({ formId, state }: { formId: string; state: StepEditorState }) {
+  const issueAt = (field: string) => state.ownIssues.find((issue) => issue.path?.[0] === field)?.message;
+  const whenIssue = issueAt("when");
+  const forEachIssue = issueAt("forEach");
+  return (
+    <fieldset className="field">
+      <legend>Condition and fan-out</legend>
+      <label className="field" htmlFor={`${formId}-when`}>
+        <span>Run only if</span>
+        <input
+          id={`${formId}-when`}
+          className="mono"
+          placeholder='$step_1.exitCode != 0 · $step_2.paths.length > 0 · $step_1.status == "failed"'
+          value={state.when}
+          aria-invalid={whenIssue ? true : undefined}
+          onChange={(e) => state.setWhen(e.target.value)}
+        />
+      </label>
+      {whenIssue && <p className="error">{whenIssue}</p>}
+      <label className="field" htmlFor={`${formId}-for-each`}>
+        <span>For each element of</span>
+        <input
+          id={`${formId}-for-each`}
+          className="mono"
+          placeholder="$step_2.paths (use $item in the arguments)"
+          value={state.forEach}
+          aria-invalid={forEachIssue ? true : undefined}
+          onChange={(e) => state.setForEach(e.target.value)}
+        />
+      </label>
+      {forEachIssue && <p className="error">{forEachIssue}</p>}
+      {state.forEach.trim() && (
+        <label className="field" htmlFor={`${formId}-max-items`}>
+          <span>At most (elements; default 100, up to 1000)</span>
+          <input
+            id={`${formId}-max-items`}
+            inputMode="numeric"
+            value={state.maxItems}
+            aria-invalid={state.maxItemsError ? true : undefined}
+            onChange={(e) => state.setMaxItems(e.target.value)}
+          />
+        </label>
+      )}
+      {state.maxItemsError && <p className="error">{state.maxItemsError}</p>}
+    </fieldset>
+  );
+}

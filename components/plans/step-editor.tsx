@@ -5,6 +5,7 @@ import { ArgsForm } from "./args-form";
 import { FormActions } from "@/components/ui/form-actions";
 import {
   DependsOnPicker,
+  StepBranchingFields,
   PositionField,
   StepContextFields,
   StepEditorNotices,
@@ -51,11 +52,15 @@ export function StepEditor(props: StepEditorProps) {
       )}
 
       <DependsOnPicker state={state} />
+      <StepBranchingFields formId={formId} state={state} />
 
       <StepRunOptionsFields formId={formId} state={state} />
       <StepContextFields state={state} />
       {ownIssues
-        .filter((issue) => issue.path?.[0] !== "args" && issue.path?.[0] !== "dependsOn" && issue.code !== "cycle")
+        .filter(
+          (issue) =>
+            !["args", "dependsOn", "when", "forEach"].includes(String(issue.path?.[0])) && issue.code !== "cycle",
+        )
         .map((issue, index) => (
           <p key={index} className="issue">
             {issue.message}

@@ -55,6 +55,9 @@ function useStepFields(target: StepEditorTarget) {
   const [hints, setHints] = useState((start?.contextHints ?? []).join("\n"));
   const [paths, setPaths] = useState((start?.relevantFilePaths ?? []).join("\n"));
   const [labels, setLabels] = useState((start?.labels ?? []).join("\n"));
+  const [when, setWhen] = useState(start?.when ?? "");
+  const [forEach, setForEach] = useState(start?.forEach ?? "");
+  const [maxItems, setMaxItems] = useState(start?.maxItems ? String(start.maxItems) : "");
   const [position, setPosition] = useState(target.mode === "add" ? target.position : 0);
   return {
     step,
@@ -91,6 +94,12 @@ function useStepFields(target: StepEditorTarget) {
     setPaths,
     labels,
     setLabels,
+    when,
+    setWhen,
+    forEach,
+    setForEach,
+    maxItems,
+    setMaxItems,
     position,
     setPosition,
   };
@@ -113,6 +122,9 @@ function collectChanges(fields: StepFields, timeoutNumber: number): (StepChanges
     contextHints: lines(fields.hints),
     relevantFilePaths: lines(fields.paths),
     labels: lines(fields.labels),
+    when: fields.when.trim() || null,
+    forEach: fields.forEach.trim() || null,
+    maxItems: fields.forEach.trim() && fields.maxItems ? Number(fields.maxItems) : null,
     ...(approvalRequired !== undefined && { approvalRequired }),
     ...(timeout && { timeoutSeconds: timeoutNumber }),
     ...(risk && { risk }),
@@ -169,12 +181,17 @@ export function useStepEditorState({ target, steps, tools, onSave, onConflict, o
   const attemptsError =
     !/^\d+$/.test(attempts) || +attempts < 1 || +attempts > 20 ? "From 1 to 20 attempts" : undefined;
   const backoffError = !/^\d+$/.test(backoff) || +backoff > 600_000 ? "Milliseconds from 0 to 600000" : undefined;
+  const maxItemsError =
+    fields.maxItems && (!/^\d+$/.test(fields.maxItems) || +fields.maxItems < 1 || +fields.maxItems > 1_000)
+      ? "From 1 to 1000 elements"
+      : undefined;
 
   async function submit(event: FormEvent) {
     event.preventDefault();
     setShowChecks(true);
     if (!toolName) return;
     if (rawError || checkArgs(schema, args).size > 0 || timeoutError || attemptsError || backoffError) return;
+    if (maxItemsError) return;
     const changes = collectChanges(fields, timeoutNumber);
     if (!changes) {
       onClose();
@@ -188,7 +205,8 @@ export function useStepEditorState({ target, steps, tools, onSave, onConflict, o
     else setRefusal(outcome.refusal);
   }
 
-  const hasLocalErrors = showChecks && (argErrors.size > 0 || !!rawError || !!timeoutError || !toolName);
+  const hasLocalErrors =
+    showChecks && (argErrors.size > 0 || !!rawError || !!timeoutError || !!maxItemsError || !toolName);
 
   return {
     ...fields,
@@ -208,6 +226,7 @@ export function useStepEditorState({ target, steps, tools, onSave, onConflict, o
     timeoutError,
     attemptsError,
     backoffError,
+    maxItemsError,
     hasLocalErrors,
     submit,
   };

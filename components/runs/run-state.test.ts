@@ -313,3 +313,20 @@ describe("a change of the run's plan", () => {
     expect(live.lastSeq).toBe(6);
   });
 });
+
+describe("a fan-out's instances", () => {
+  it("ask for a fresh snapshot when a template makes them, and when an unknown instance moves", () => {
+    const made = applyEvent(
+      fromSnapshot(snapshot()),
+      event(6, "step.running", { status: "running", instances: ["step_1[0]", "step_1[1]"] }, "step_1"),
+    );
+    expect(made.planChanged).toBe(true);
+    const moved = applyEvent(
+      fromSnapshot(snapshot()),
+      event(6, "step.completed", { status: "completed", group: "step_1" }, "step_1[0]"),
+    );
+    expect(moved.planChanged).toBe(true);
+    const ordinary = applyEvent(fromSnapshot(snapshot()), event(6, "step.running", { status: "running" }, "step_1"));
+    expect(ordinary.planChanged).toBeUndefined();
+  });
+});

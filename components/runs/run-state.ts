@@ -155,6 +155,9 @@ export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
     if ("reason" in data && typeof data.reason === "string") next.reason = data.reason;
   }
   const index = event.stepId === null ? undefined : run.stepIndex.get(event.stepId);
+  // A fan-out made its instances, or an instance the snapshot did not have moved: they are rows of
+  // the run now, read with a fresh snapshot.
+  if (madeInstances(event) || (index === undefined && isInstanceEvent(event))) next.planChanged = true;
   if (index !== undefined) {
     const updated = applyStepEvent(run.steps[index]!, event);
     if (updated !== run.steps[index]) {
@@ -163,6 +166,15 @@ export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
     }
   }
   return next;
+}
+
+function madeInstances(event: StoredEvent): boolean {
+  const instances = (event.data as { instances?: unknown }).instances;
+  return Array.isArray(instances) && instances.length > 0;
+}
+
+function isInstanceEvent(event: StoredEvent): boolean {
+  return typeof (event.data as { group?: unknown }).group === "string";
 }
 
 function applyStepEvent(step: LiveStep, event: StoredEvent): LiveStep {

@@ -11,6 +11,7 @@ import { useNow } from "@/components/ui/use-now";
 import { describeValue, formatClock, formatDuration, formatTimeLeft } from "./format";
 import type { LiveStep } from "./run-state";
 import { AgentTaskActions, FailedStepActions, RerunForm } from "./step-actions";
+import { GroupDecision } from "./group-decision";
 import { StepLogs } from "./step-logs";
 import { isIn, WAITING_FOR_PERSON_STEP_STATUSES } from "@/server/vocabulary";
 
@@ -31,6 +32,8 @@ interface RunStepCardProps {
   setSize?: number;
   /** In a virtualised list: measures the rendered card so the rows below it are placed right. */
   measureRef?: (element: HTMLLIElement | null) => void;
+  /** A fan-out step: how many of its instances wait for approval. */
+  groupWaiting?: number;
 }
 
 /**
@@ -49,6 +52,7 @@ export const RunStepCard = memo(function RunStepCard({
   index,
   setSize,
   measureRef,
+  groupWaiting = 0,
 }: RunStepCardProps) {
   const status = state?.status ?? "pending";
   const decision = state?.decision ?? storedDecision;
@@ -113,6 +117,7 @@ export const RunStepCard = memo(function RunStepCard({
           {isIn(WAITING_FOR_PERSON_STEP_STATUSES, status) && steerable && (
             <DecideAbove step={step} state={state} status={status} />
           )}
+          {groupWaiting > 0 && steerable && <GroupDecision runId={runId} stepId={step.id} waiting={groupWaiting} />}
           {status === "failed" && steerable && <FailedStepActions runId={runId} stepId={step.id} />}
           {(status === "awaiting_agent" || (status === "running" && state.waiting?.kind === "agent")) && steerable && (
             <AgentTaskActions runId={runId} stepId={step.id} />

@@ -1,7 +1,7 @@
 "use client";
 
 import { useWindowVirtualizer } from "@tanstack/react-virtual";
-import { useEffect, useLayoutEffect, useRef, useState } from "react";
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "react";
 import type { RunDecision } from "@/server/engine/run-list";
 import type { Step } from "@/server/plan-schema";
 import { RunStepCard } from "./run-step-card";
@@ -18,26 +18,70 @@ interface RunStepListProps {
   run: LiveRun;
   decisionByStep: ReadonlyMap<string, RunDecision>;
   steerable: boolean;
+  /** Per fan-out step: how many of its instances wait for approval (its card offers the group decision). */
+  groupWaiting?: ReadonlyMap<string, number>;
 }
 
 /** The run's steps as cards in plan order. Links to `#step-<id>` reach every step, rendered or not. */
 export function RunStepList(props: RunStepListProps) {
-  return props.steps.length > VIRTUALISE_ABOVE ? <VirtualStepList {...props} /> : <FullStepList {...props} />;
+  const { steps, run } = props;
+  const shown = useMemo(() => withInstanceCards(steps, run.steps), [steps, run.steps]);
+  const groupWaiting = useMemo(() => waitingPerGroup(run.steps), [run.steps]);
+  const withInstances = { ...props, steps: shown, groupWaiting };
+  return withInstances.steps.length > VIRTUALISE_ABOVE ? (
+    <VirtualStepList {...withInstances} />
+  ) : (
+    <FullStepList {...withInstances} />
+  );
 }
 
-function FullStepList({ steps, run, decisionByStep, steerable }: RunStepListProps) {
+/**
+ * A fan-out step's instances are steps of the run (`step_3[0]`, …), each with its own live card,
+ * right after their template's: its definition, titled with the instance's element.
+ */
+function withInstanceCards(steps: Step[], states: LiveRun["steps"]): Step[] {
+  const groups = new Map<string, { stepId: string; item: unknown }[]>();
+  for (const state of states) {
+    if (state.group === undefined) continue;
+    const group = groups.get(state.group) ?? [];
+    group.push({ stepId: state.stepId, item: state.item });
+    groups.set(state.group, group);
+  }
+  if (groups.size === 0) return steps;
+  return steps.flatMap((step) => [
+    step,
+    ...(groups.get(step.id) ?? []).map((instance) => ({
+      ...step,
+      id: instance.stepId,
+      title: `${step.title ?? step.description} — ${JSON.stringify(instance.item)?.slice(0, 80)}`,
+      forEach: undefined,
+    })),
+  ]);
+}
+
+function waitingPerGroup(states: LiveRun["steps"]): ReadonlyMap<string, number> {
+  const waiting = new Map<string, number>();
+  for (const state of states) {
+    if (state.group !== undefined && state.status === "awaiting_approval") {
+      waiting.set(state.group, (waiting.get(state.group) ?? 0) + 1);
+    }
+  }
+  return waiting;
+}
+
+function FullStepList({ steps, run, decisionByStep, steerable, groupWaiting }: RunStepListProps) {
   // Cards appear after the run loads, so a URL's #step-… had nothing to land on at first.
   useJumpToStep(steps, () => {});
   return (
     <ol className="steps" aria-label="Steps">
       {steps.map((step) => (
-        <RunStepCard key={step.id} {...cardProps(step, run, decisionByStep, steerable)} />
+        <RunStepCard key={step.id} {...cardProps(step, run, decisionByStep, steerable, groupWaiting)} />
       ))}
     </ol>
   );
 }
 
-function VirtualStepList({ steps, run, decisionByStep, steerable }: RunStepListProps) {
+function VirtualStepList({ steps, run, decisionByStep, steerable, groupWaiting }: RunStepListProps) {
   const boxRef = useRef<HTMLDivElement>(null);
   const [scrollMargin, setScrollMargin] = useState(0);
   useLayoutEffect(() => {
@@ -74,7 +118,7 @@ function VirtualStepList({ steps, run, decisionByStep, steerable }: RunStepListP
         {items.map((item) => (
           <RunStepCard
             key={item.key}
-            {...cardProps(steps[item.index]!, run, decisionByStep, steerable)}
+            {...cardProps(steps[item.index]!, run, decisionByStep, steerable, groupWaiting)}
             index={item.index}
             setSize={steps.length}
             measureRef={virtualizer.measureElement}
@@ -85,9 +129,16 @@ function VirtualStepList({ steps, run, decisionByStep, steerable }: RunStepListP
   );
 }
 
-function cardProps(step: Step, run: LiveRun, decisionByStep: ReadonlyMap<string, RunDecision>, steerable: boolean) {
+function cardProps(
+  step: Step,
+  run: LiveRun,
+  decisionByStep: ReadonlyMap<string, RunDecision>,
+  steerable: boolean,
+  groupWaiting?: ReadonlyMap<string, number>,
+) {
   return {
     step,
+    groupWaiting: groupWaiting?.get(step.id) ?? 0,
     state: run.steps[run.stepIndex.get(step.id) ?? -1],
     runId: run.id,
     snapshotSeq: run.snapshotSeq,

@@ -7,7 +7,10 @@ import type { Step } from "../plan-schema";
  * - the tool and its arguments as written in the plan (canonical JSON, before `$step` resolution);
  * - the workspace root the run acts in (the same command in another directory is another effect);
  * - the timeout (how long it may act) and the retry policy (how many times it may run);
- * - its dependencies (what must have happened before it runs).
+ * - its dependencies (what must have happened before it runs);
+ * - its condition (`when`) and fan-out (`forEach`, `maxItems`). A fan-out instance is hashed as its
+ *   own step, its element written into its arguments (engine/graph.ts `instanceStep`), so a
+ *   decision on an instance covers exactly that element.
  * Title, description, labels and the author's risk or capability claims are not: they change what
  * a reader is told, not what runs.
  *
@@ -17,7 +20,7 @@ import type { Step } from "../plan-schema";
  * definition fixes the resolved arguments too; a re-run is a new run and is approved anew.
  */
 export function stepDefinitionHash(
-  step: Pick<Step, "tool" | "args" | "timeoutSeconds" | "retry" | "dependsOn">,
+  step: Pick<Step, "tool" | "args" | "timeoutSeconds" | "retry" | "dependsOn" | "when" | "forEach" | "maxItems">,
   workspaceRoot: string,
 ): string {
   const definition = {
@@ -28,6 +31,10 @@ export function stepDefinitionHash(
     timeoutSeconds: step.timeoutSeconds,
     retry: { maxAttempts: step.retry?.maxAttempts ?? null, backoffMs: step.retry?.backoffMs ?? null },
     dependsOn: [...new Set(step.dependsOn)].sort(),
+    // Left out when unset (canonicalJson drops undefined), so steps without them keep their hashes.
+    when: step.when,
+    forEach: step.forEach,
+    maxItems: step.maxItems,
   };
   return createHash("sha256").update(canonicalJson(definition)).digest("hex");
 }
@@ -38,7 +45,7 @@ export function stepDefinitionHash(
  * workspace, which the step's author does not choose.
  */
 export function waiverDefinitionHash(
-  step: Pick<Step, "tool" | "args" | "timeoutSeconds" | "retry" | "dependsOn">,
+  step: Pick<Step, "tool" | "args" | "timeoutSeconds" | "retry" | "dependsOn" | "when" | "forEach" | "maxItems">,
 ): string {
   return stepDefinitionHash(step, "");
 }

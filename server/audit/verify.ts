@@ -1,3 +1,4 @@
+import { instanceDefinition, parseInstanceId } from "../fan-out-instance";
 import type pg from "pg";
 import type { Step } from "../plan-schema";
 import type { ToolRegistry } from "../tools/registry";
@@ -169,12 +170,13 @@ async function loadStepEffects(db: Queryable, record: DecisionRecord): Promise<S
     plan_version: number;
     workspace_root: string;
     merged: boolean;
+    item: unknown;
   }>(
-    `select rs.run_id::text, rs.step_id, rs.tool, r.plan_id, r.plan_version, r.workspace_root, false as merged
+    `select rs.run_id::text, rs.step_id, rs.tool, r.plan_id, r.plan_version, r.workspace_root, false as merged, rs.item
        from run_steps rs join runs r on r.id = rs.run_id
       where rs.effects_started_at is not null
      union all
-     select distinct r.id::text, e.step_id, rs.tool, r.plan_id, r.plan_version, r.workspace_root, true
+     select distinct r.id::text, e.step_id, rs.tool, r.plan_id, r.plan_version, r.workspace_root, true, null::jsonb
        from events e join runs r on r.id = e.run_id
        join run_steps rs on rs.run_id = r.id and rs.step_id = e.step_id
       where e.type = 'task.merged'`,
@@ -186,10 +188,22 @@ async function loadStepEffects(db: Queryable, record: DecisionRecord): Promise<S
     "select plan_id, version, steps from plan_versions where plan_id = any($1)",
     [planIds],
   );
-  const stepOf = (planId: string, version: number, stepId: string) =>
+  const planStep = (planId: string, version: number, stepId: string) =>
     versions.rows
       .find((row) => row.plan_id === planId && row.version === version)
       ?.steps.find((step) => step.id === stepId);
+  // A fan-out instance is defined by its template in the version and its element in the run.
+  const items = new Map(steps.rows.map((row) => [`${row.run_id}/${row.step_id}`, row.item]));
+  const stepOf = (planId: string, version: number, stepId: string, runId: string): Step | undefined => {
+    const instance = parseInstanceId(stepId);
+    const template = instance && planStep(planId, version, instance.templateId);
+    if (!instance || !template?.forEach) return planStep(planId, version, stepId);
+    try {
+      return instanceDefinition(template, instance.index, items.get(`${runId}/${stepId}`));
+    } catch {
+      return undefined; // an element that does not fit: nothing of it can have been approved
+    }
+  };
   const approvals = await db.query<{
     run_id: string;
     step_id: string;
@@ -217,7 +231,7 @@ async function loadStepEffects(db: Queryable, record: DecisionRecord): Promise<S
         tool: row.tool,
         workspaceRoot: row.workspace_root,
         planVersion: row.plan_version,
-        definition: stepOf(row.plan_id, row.plan_version, row.step_id),
+        definition: stepOf(row.plan_id, row.plan_version, row.step_id, row.run_id),
         approvals: approvals.rows
           .filter((approval) => approval.run_id === row.run_id && approval.step_id === row.step_id)
           .map((approval) => ({
@@ -225,7 +239,7 @@ async function loadStepEffects(db: Queryable, record: DecisionRecord): Promise<S
             actorKind: approval.actor_kind,
             planVersion: approval.plan_version,
             definitionHash: approval.definition_hash,
-            definitionThen: stepOf(row.plan_id, approval.plan_version, row.step_id),
+            definitionThen: stepOf(row.plan_id, approval.plan_version, row.step_id, row.run_id),
           })),
         approvalEntries: record.stepApprovals.get(`${row.run_id}/${row.step_id}`) ?? [],
         planApproval: record.planApprovals.get(row.run_id),

@@ -3,6 +3,8 @@ import { FAILED_STEP_STATUSES, FINISHED_RUN_STATUSES, isIn, SETTLED_STEP_STATUSE
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK } from "../queue/jobs";
 import type { ReadyStepRow, RunTransaction } from "./run-transaction";
+import { conditionVerdict } from "./conditions";
+import { settleGroupIfDone, startFanOut } from "./fan-out";
 import { decidePending, freeSlots } from "./scheduler";
 
 /**
@@ -16,16 +18,34 @@ export async function advance(tx: RunTransaction, settled: string[], alsoConside
   while (frontier.length > 0 || extra.length > 0) {
     const candidates = [...new Set([...extra, ...frontier.flatMap((id) => tx.graph.dependents.get(id) ?? [])])];
     extra = [];
-    await tx.loadStatuses(candidates.flatMap((id) => [id, ...tx.graph.steps.get(id)!.dependsOn]));
+    await tx.loadStatuses(
+      candidates.flatMap((id) => {
+        const step = tx.graph.steps.get(id)!;
+        return [id, ...step.dependsOn, ...(step.after ?? [])];
+      }),
+    );
     const next: string[] = [];
     for (const id of candidates) {
-      if (tx.statuses.get(id) !== "pending") continue;
-      const decision = decidePending(tx.graph.steps.get(id)!, (dep) => tx.statuses.get(dep));
+      const status = tx.statuses.get(id);
+      // A fan-out template runs as its group: it settles when its last instance does.
+      if (status === "running" && tx.graph.groups?.has(id)) {
+        if (await settleGroupIfDone(tx, id)) next.push(id);
+        continue;
+      }
+      if (status !== "pending") continue;
+      const step = tx.graph.steps.get(id)!;
+      const decision = decidePending(step, (dep) => tx.statuses.get(dep));
       if (decision.kind === "wait") continue;
-      if (decision.kind === "blocked" || decision.kind === "skipped") {
-        tx.setStatus(id, decision.kind, decision.reason);
+      const verdict =
+        decision.kind === "blocked" || decision.kind === "skipped" ? decision : await conditionVerdict(tx, step);
+      if (verdict.kind === "blocked" || verdict.kind === "skipped") {
+        tx.setStatus(id, verdict.kind, verdict.reason);
         tx.run.open_steps--;
         next.push(id);
+      } else if (step.forEach !== undefined) {
+        const started = await startFanOut(tx, step);
+        if (started.settled) next.push(id);
+        extra.push(...started.instances);
       } else if (decision.kind === "awaiting_approval") {
         requestApproval(tx, id);
       } else {

@@ -1,3 +1,4 @@
+import { withInstanceSteps } from "./fan-out-steps";
 import type pg from "pg";
 import { z } from "zod";
 import { stepDefinitionHash, waiverDefinitionHash } from "../audit/definition-hash";
@@ -120,7 +121,7 @@ export async function assessApprovals(
     "select steps from plan_versions where plan_id = $1 and version = $2",
     [run.planId, run.planVersion],
   );
-  const planSteps = version.rows[0]?.steps ?? [];
+  const planSteps = await withInstanceSteps(db, run.id, version.rows[0]?.steps ?? [], stepIds);
   const ids = new Set(planSteps.map((step) => step.id));
   const wanted = planSteps.filter((step) => stepIds.includes(step.id));
   const referenced = [

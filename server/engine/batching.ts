@@ -100,7 +100,7 @@ export class RunCombiner {
       // that read only if the run turns out to still have that graph; otherwise it reads again.
       const lock = runLockStatement(runId);
       const known = this.plans.get(runId);
-      const graph = known && this.deps.graphs.peek(known.planId, known.version);
+      const graph = known && this.deps.graphs.peek(known.planId, known.version, runId);
       const openWith = lock && [
         lock,
         readyAtLockStatement(runId, ops.length),

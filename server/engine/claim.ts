@@ -9,6 +9,7 @@ import { holdStepsWithoutMatchingApproval } from "./approval-binding";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn, type Outcome } from "./outcome";
 import type { RunRow, RunTransaction, StepJobRef, StepWaiting } from "./run-transaction";
+import type { EngineStep } from "./graph";
 import type { GraphStep } from "./scheduler";
 
 export interface ClaimedStep {
@@ -155,7 +156,7 @@ export async function claimStepsIn(
       stepId: step.id,
       data: { status: "running", attempt: job.attempt, ...(deps.workerName && { worker: deps.workerName }) },
     });
-    const resolved = resolveArgs(step, outputs);
+    const resolved = resolveArgs(instanceSource(tx, step), outputs);
     if (resolved.ok) {
       const value: ClaimedStep = {
         step,
@@ -175,6 +176,17 @@ export async function claimStepsIn(
   return results;
 }
 
+/**
+ * What a step's arguments are resolved from: its own definition, or for a fan-out instance its
+ * template's with `$item` as one more reference — so an element's text is never read as a `$step`
+ * reference itself.
+ */
+function instanceSource(tx: RunTransaction, step: EngineStep): EngineStep {
+  if (!step.instance) return step;
+  const template = tx.graph.steps.get(step.instance.templateId)!;
+  return { ...step, args: template.args };
+}
+
 async function referencedOutputs(tx: RunTransaction, stepIds: string[]): Promise<Map<string, unknown>> {
   if (stepIds.length === 0) return new Map();
   // A result recorded in this transaction may not be written yet.
@@ -187,12 +199,13 @@ async function referencedOutputs(tx: RunTransaction, stepIds: string[]): Promise
 }
 
 function resolveArgs(
-  step: Step & GraphStep,
+  step: EngineStep,
   outputs: ReadonlyMap<string, unknown>,
 ): { ok: true; args: unknown } | { ok: false; error: string } {
-  if (step.references.size === 0) return { ok: true, args: step.args };
+  if (step.references.size === 0 && !step.instance) return { ok: true, args: step.args };
   try {
-    return { ok: true, args: resolveReferences(step.args, outputs) };
+    const all = step.instance ? new Map([...outputs, ["item", step.instance.item]]) : outputs;
+    return { ok: true, args: resolveReferences(step.args, all) };
   } catch (error) {
     if (!(error instanceof ReferenceError)) throw error;
     return { ok: false, error: error.message };

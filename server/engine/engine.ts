@@ -18,6 +18,7 @@ export {
   resumeRunAfterSignal,
 } from "./commands";
 export { warnApprovalExpiring, expireApproval } from "./approval-timers";
+export { decideFanOutGroup, fanOutGroupView, groupViewSchema, type GroupView } from "./fan-out-decisions";
 export { renewLeases, LeaseLostError, recoverInterruptedSteps, interruptedReason } from "./leases";
 export { MISSED_BEATS } from "./queue-locks";
 export { adoptPlanVersion, adoptPlanVersionIntoRun } from "./plan-versions";

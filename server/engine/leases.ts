@@ -99,7 +99,7 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
   // being written), even if its own heartbeat went stale while the database was out of reach.
   const orphans = await deps.pool.query<{ run_id: string; step_id: string; attempt: number; worker_id: string | null }>(
     `select rs.run_id, rs.step_id, rs.attempt, rs.worker_id from run_steps rs
-     where rs.status = 'running' and rs.tool <> all($2::text[])
+     where rs.status = 'running' and rs.tool <> all($2::text[]) and rs.group_size is null
        and rs.worker_id is distinct from $1
        and ${TAKEN_OVER}
      order by rs.started_at`,

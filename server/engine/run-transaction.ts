@@ -11,7 +11,7 @@ import type { ToolRegistry } from "../tools/registry";
 import { actsInWorkspace } from "../tools/types";
 import type { EngineDeps } from "./deps";
 import type { StepWaiting } from "./step-waiting";
-import type { RunGraph } from "./graph";
+import type { InstanceRow, RunGraph } from "./graph";
 import {
   approvalTimersStatement,
   runEndedJobs,
@@ -36,6 +36,8 @@ export interface RunRow {
   approval_timeout_ms: number;
   approval_warning_ms: number;
   recovery_policy: "ask" | "auto";
+  /** How many fan-out instances the run has made (their rows join the plan version's graph). */
+  fan_out_instances: number;
   /** The database's clock at the start of the transaction. */
   db_now: Date;
   /** Someone follows the run's events live (`runs.watched_until`, kept by `EventBus.watch`). */
@@ -160,7 +162,12 @@ export class RunTransaction {
     this.statuses.set(stepId, status);
     if (status === "ready") this.madeReadyHere.add(stepId);
     this.updates.set(stepId, { status, reason: reason ?? null, waiting });
-    this.events.push({ type: `step.${status}`, stepId, data: { status, ...(reason && { reason }), ...data } });
+    const group = this.graph.steps.get(stepId)?.instance?.templateId;
+    this.events.push({
+      type: `step.${status}`,
+      stepId,
+      data: { status, ...(reason && { reason }), ...(group && { group }), ...data },
+    });
   }
 
   /**
@@ -363,7 +370,8 @@ export async function loadPlanSteps(
  * of the insert that creates it (`startRun`).
  */
 export const RUN_COLUMNS = `id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
-  approval_timeout_ms, approval_warning_ms, recovery_policy, parent_run_id, parent_step_id, now() as db_now,
+  approval_timeout_ms, approval_warning_ms, recovery_policy, fan_out_instances, parent_run_id, parent_step_id,
+  now() as db_now,
   coalesce(watched_until > now(), false) as watched`;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -398,9 +406,19 @@ export async function openRunTransaction(
     (await client.query<RunRow>(options.skipLocked ? `${RUN_LOCK} skip locked` : RUN_LOCK, [runId]));
   const run = result.rows[0];
   if (!run) return undefined;
-  const graph = await deps.graphs.get(run.plan_id, run.plan_version, () =>
+  let graph = await deps.graphs.get(run.plan_id, run.plan_version, () =>
     loadPlanSteps(client, run.plan_id, run.plan_version),
   );
+  if (run.fan_out_instances > 0) {
+    const base = { planId: run.plan_id, version: run.plan_version, graph };
+    graph = await deps.graphs.forRun(run.id, base, run.fan_out_instances, async () => {
+      const rows = await client.query<InstanceRow>(
+        "select template_id, step_id, item from run_steps where run_id = $1 and template_id is not null order by position, step_id",
+        [run.id],
+      );
+      return rows.rows;
+    });
+  }
   return new RunTransaction(client, run, graph, deps.now?.() ?? run.db_now, deps.wakeQueueIn, deps.tools);
 }
 

@@ -29,6 +29,11 @@ export const runStepViewSchema = z.object({
   worker: z.string().nullable(),
   /** A queued step no running worker can take: "No worker serves workspace X: …" (unserved.ts). */
   unserved: z.string().optional(),
+  /** A fan-out instance: its template step (the group it belongs to) and its element of the list. */
+  group: z.string().optional(),
+  item: z.unknown().optional(),
+  /** A fan-out template that made its group: how many instances it has. */
+  groupSize: z.number().optional(),
 });
 export type RunStepView = z.output<typeof runStepViewSchema>;
 
@@ -154,6 +159,8 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
       finishedAt: step.finishedAt?.toISOString() ?? null,
       worker: (step.workerId && workers.get(step.workerId)) ?? null,
       ...(unserved?.has(step.stepId) && { unserved: unservedWords }),
+      ...(step.templateId !== null && { group: step.templateId, item: step.item }),
+      ...(step.groupSize !== null && { groupSize: step.groupSize }),
     })),
   };
 }

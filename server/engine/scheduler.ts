@@ -7,7 +7,15 @@ export interface GraphStep {
   /** Steps whose output this step's arguments reference. */
   references: ReadonlySet<string>;
   gated: boolean;
+  /**
+   * Steps this step's `when` reads that are not among its dependencies: it waits until each has
+   * settled (completed, failed, skipped, blocked or cancelled), whatever the outcome.
+   */
+  after?: readonly string[];
 }
+
+/** Statuses after which a step changes no more (unless a person retries it). */
+const SETTLED = new Set<StepStatus>(["completed", "failed", "skipped", "blocked", "cancelled"]);
 
 export type PendingDecision =
   | { kind: "wait" }
@@ -38,6 +46,7 @@ export function decidePending(step: GraphStep, statusOf: (id: string) => StepSta
   }
   if (skipReason) return { kind: "skipped", reason: skipReason };
   if (waiting) return { kind: "wait" };
+  if (step.after?.some((id) => !SETTLED.has(statusOf(id)!))) return { kind: "wait" };
   return step.gated ? { kind: "awaiting_approval" } : { kind: "ready" };
 }
 

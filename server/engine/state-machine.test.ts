@@ -176,7 +176,13 @@ describe("status changes are checked at runtime", () => {
   });
 
   // No database: setStatus and noteStatus only touch the transaction's memory.
-  const transaction = () => new RunTransaction({} as never, { id: "run" } as RunRow, {} as RunGraph, new Date(0));
+  const transaction = () =>
+    new RunTransaction(
+      {} as never,
+      { id: "run" } as RunRow,
+      { steps: new Map(), dependents: new Map() } as RunGraph,
+      new Date(0),
+    );
 
   it("the engine's setStatus refuses an illegal change and records nothing", () => {
     const tx = transaction();

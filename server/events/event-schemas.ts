@@ -41,6 +41,10 @@ export const stepStatusDataSchema = z.object({
   /** An agent task: the agent that moved it, and its note. */
   agent: z.string().optional(),
   note: z.string().optional(),
+  /** A fan-out instance's events: the template step whose group it belongs to. */
+  group: z.string().optional(),
+  /** A fan-out template starting its group: the instances made, in list order. */
+  instances: z.array(z.string()).optional(),
 });
 
 const runStatusData = z.object({

@@ -1,3 +1,4 @@
+import { conditionInWords } from "../plans/conditions";
 import { z } from "zod";
 import { AppError } from "../errors";
 import { listComments } from "../plans/comments";
@@ -57,14 +58,22 @@ export const planAssessments = defineOperation({
   input: z.object({ planId, version }),
   output: z.object({
     assessments: z
-      .record(z.string(), stepAssessmentSchema)
-      .describe("Per step id: {risk, capability, capabilityLabel}"),
+      .record(z.string(), stepAssessmentSchema.extend({ conditionWords: z.string().optional() }))
+      .describe("Per step id: {risk, capability, capabilityLabel}, and conditionWords: the step's `when` in words"),
   }),
   annotations: { readOnly: true },
   async run({ app }, input) {
     const plan = await getPlan(app.db.prisma, input.planId, input.version);
     return {
-      assessments: Object.fromEntries(plan.steps.map((step) => [step.id, assessStep(app.tools, step.tool, step.args)])),
+      assessments: Object.fromEntries(
+        plan.steps.map((step) => [
+          step.id,
+          {
+            ...assessStep(app.tools, step.tool, step.args),
+            ...(step.when && { conditionWords: conditionInWords(step.when) }),
+          },
+        ]),
+      ),
     };
   },
 });

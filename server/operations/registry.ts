@@ -3,6 +3,7 @@ import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
 import { chatOperations } from "./chat";
 import { decisionLinkOperations } from "./decision-links";
+import { fanOutOperations } from "./fan-out";
 import { peopleOperations } from "./people";
 import { planCommentOperations } from "./plan-comments";
 import { planLifecycleOperations } from "./plan-lifecycle";
@@ -37,6 +38,7 @@ export const operations: AnyOperation[] = [
   ...planReadOperations,
   ...planCommentOperations,
   ...runOperations,
+  ...fanOutOperations,
   ...workspaceOperations,
   ...auditOperations,
   ...templateOperations,

@@ -18,6 +18,19 @@ export const llmStepSchema = z.object({
   type: stepTypeSchema.optional(),
   contextHints: z.array(z.string()).optional().describe("Actionable pointers: 'Read `spec.md` section 2'"),
   relevantFilePaths: z.array(z.string()).optional().describe("Existing workspace files this step involves"),
+  when: z
+    .string()
+    .optional()
+    .describe(
+      'Run only if this holds, e.g. "$step_2.exitCode != 0", "$step_3.paths.length > 0", \'$step_1.status == "failed"\' (compare, &&, ||, !)',
+    ),
+  forEach: z
+    .string()
+    .optional()
+    .describe(
+      'Run once per element of an earlier list output, e.g. "$step_2.paths"; use "$item" in args for the element',
+    ),
+  maxItems: z.number().optional().describe("forEach: the most elements to run (default 100, at most 1000)"),
 });
 
 export const llmPlanSchema = z.object({

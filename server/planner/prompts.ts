@@ -15,6 +15,7 @@ const DEFINITION_OF_GOOD = `A good step:
 - uses exactly one tool from the catalogue, with arguments valid for that tool's input schema;
 - lists in dependsOn the ids of every step that must finish first; the graph must have no cycles;
 - passes another step's output with "$step_N" (or "$step_N.field") only when step_N is among its (transitive) dependencies, and only where that output fits the argument (see each tool's output schema: shell returns an object, so its text is "$step_N.stdout");
+- may run only when a condition on earlier outputs holds (when: "$step_N.exitCode != 0", "$step_N.paths.length > 0", '$step_N.status == "failed"') or once per element of an earlier list output (forEach: "$step_N.paths", with "$item" in its args for the element);
 - has a non-empty contextHints array of actionable pointers ("Read \`spec.md\` section 2", "Follow the pattern in \`src/api/users.ts\`");
 - lists in relevantFilePaths only files that exist in the workspace (or that an earlier step of the plan creates);
 - has a type: feature, bugfix, chore, test, docs, refactor, research or ops;

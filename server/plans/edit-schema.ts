@@ -25,6 +25,10 @@ export const stepChangesSchema = z
     labels: lines,
     contextHints: lines,
     relevantFilePaths: lines,
+    /** `null` removes the condition, the fan-out or its cap. */
+    when: z.string().trim().min(1).max(1_000).nullable(),
+    forEach: z.string().trim().min(1).max(200).nullable(),
+    maxItems: z.number().int().min(1).max(1_000).nullable(),
   })
   .partial()
   .strict();

@@ -2,7 +2,8 @@ import { RUN_PLAN_TOOL } from "../tools/run-plan";
 import { z } from "zod";
 import type { ToolRegistry } from "../tools/registry";
 import { commentsMarkdown, type CommentView } from "./comments";
-import type { Plan, Step } from "../plan-schema";
+import { DEFAULT_MAX_ITEMS, type Plan, type Step } from "../plan-schema";
+import { conditionInWords } from "./conditions";
 
 /**
  * Plans leave Stepwise as JSON (which imports back unchanged) and as Markdown (for people:
@@ -72,6 +73,11 @@ function stepMarkdown(step: Step, position: number): string[] {
     `- Depends on: ${step.dependsOn.length ? step.dependsOn.map((id) => `\`${id}\``).join(", ") : "nothing"}`,
     `- ${flags.join(", ")}; timeout ${step.timeoutSeconds} s; up to ${step.retry.maxAttempts} attempts`,
   ];
+  if (step.when) lines.push(`- Runs only if ${conditionInWords(step.when)} (\`${oneLine(step.when)}\`)`);
+  if (step.forEach) {
+    const cap = step.maxItems ?? DEFAULT_MAX_ITEMS;
+    lines.push(`- Runs once for each element of \`${step.forEach}\` (\`$item\` in its arguments), at most ${cap}`);
+  }
   if (step.contextHints.length) lines.push(`- Context hints: ${step.contextHints.map(oneLine).join("; ")}`);
   if (step.relevantFilePaths.length) lines.push(`- Files: ${step.relevantFilePaths.map((p) => `\`${p}\``).join(", ")}`);
   const subPlan = subPlanInWords(step);

@@ -1,3 +1,4 @@
+import { z } from "zod";
 import type { ToolRegistry } from "../tools/registry";
 import { argumentSchemaAt, describeType, fittingFields, outputFieldSchema, typesMayMatch } from "./reference-types";
 import type { StepReference } from "./references";
@@ -6,6 +7,7 @@ import type { PlanIssue } from "../plan-schema";
 interface StepLike {
   id: string;
   tool: string;
+  forEach?: string;
 }
 
 /**
@@ -33,7 +35,7 @@ export function referenceTypeIssue(
   });
   const produces = `${producer.id}'s ${producer.tool}`;
 
-  const lookup = outputFieldSchema(producerTool.outputSchema, ref.fieldPath);
+  const lookup = outputFieldSchema(declaredOutput(producer, producerTool.outputSchema), ref.fieldPath);
   if (!lookup.ok) {
     const reached = `$${[ref.stepId, ...lookup.walked].join(".")}`;
     const owner = lookup.walked.length ? reached : `${produces} result`;
@@ -56,4 +58,9 @@ export function referenceTypeIssue(
     ? `; use ${fields[0]}${fields.length > 1 ? ` (or ${fields.slice(1).join(", ")})` : ""}`
     : "; pass a step whose output fits, or change the argument";
   return issue("reference_type_mismatch", `${subject}, but ${takes}${fix}`);
+}
+
+/** What a step outputs: its tool's declared output, or for a fan-out the list of its instances' outputs. */
+export function declaredOutput(producer: StepLike, outputSchema: z.ZodType): z.ZodType {
+  return producer.forEach === undefined ? outputSchema : z.array(outputSchema);
 }

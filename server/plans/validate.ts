@@ -2,6 +2,7 @@ import { findUnsafeInput } from "../safe-input";
 import type { z } from "zod";
 import type { ToolRegistry } from "../tools/registry";
 import { requiresApprovalByDefault, type AnyTool } from "../tools/types";
+import { branchingIssues } from "./branching-check";
 import { referenceTypeIssue } from "./reference-check";
 import { findReferences, looksLikeStepId } from "./references";
 import {
@@ -13,7 +14,7 @@ import {
   type Step,
 } from "../plan-schema";
 
-type StepShape = Pick<Step, "id" | "tool" | "args" | "dependsOn">;
+type StepShape = Pick<Step, "id" | "tool" | "args" | "dependsOn" | "when" | "forEach">;
 
 /**
  * Checks a plan's graph and arguments and reports every problem, not only the first. Pure: the
@@ -85,6 +86,7 @@ export function validatePlan(plan: { steps: StepShape[] }, registry: ToolRegistr
   }
 
   issues.push(...referenceIssues(plan.steps, byId, registry));
+  issues.push(...branchingIssues(plan.steps, byId, registry));
   return issues;
 }
 
@@ -92,9 +94,9 @@ export function validatePlan(plan: { steps: StepShape[] }, registry: ToolRegistr
 function argumentIssues(step: StepShape, schema: z.ZodType, byId: Map<string, StepShape>): PlanIssue[] {
   const parsed = schema.safeParse(step.args);
   if (parsed.success) return [];
-  const referencePaths = findReferences(step.args, (id) => byId.has(id) || looksLikeStepId(id)).map((ref) =>
-    ref.argPath.join("\u0000"),
-  );
+  // In a fan-out step `$item` is the element, known only at run time, like a `$step` reference.
+  const isReference = (id: string) => byId.has(id) || looksLikeStepId(id) || (id === "item" && !!step.forEach);
+  const referencePaths = findReferences(step.args, isReference).map((ref) => ref.argPath.join("\u0000"));
   return parsed.error.issues
     .filter((issue) => {
       const key = issue.path.join("\u0000");
@@ -279,6 +281,9 @@ export function normalizePlan(draft: ParsedPlanDraft, registry: ToolRegistry): P
       ...(step.acceptance?.length && { acceptance: step.acceptance }),
       ...(step.type !== undefined && { type: step.type }),
       skipped: step.skipped,
+      ...(step.when !== undefined && { when: step.when }),
+      ...(step.forEach !== undefined && { forEach: step.forEach }),
+      ...(step.maxItems !== undefined && { maxItems: step.maxItems }),
     };
   });
   return {

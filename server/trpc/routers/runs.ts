@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { viaOperation } from "../../operations/operation";
 import { runApplyRecovery, runRerunFrom } from "../../operations/steering";
+import { runDecideGroup, runGroup } from "../../operations/fan-out";
 import {
   runAnswer,
   runApproval,
@@ -25,6 +26,9 @@ export const runsRouter = router({
 
   /** What approving a waiting step would let run, computed on the server (shown next to Approve). */
   approval: operationProcedure(runApproval).query(viaOperation(runApproval)),
+  /** A fan-out step's instances, and the decision on all of them as shown (server/operations/fan-out.ts). */
+  group: operationProcedure(runGroup).query(viaOperation(runGroup)),
+  decideGroup: operationProcedure(runDecideGroup).mutation(viaOperation(runDecideGroup)),
 
   listForPlan: operationProcedure(runListForPlan).query(
     async (call) => (await viaOperation(runListForPlan)(call)).runs,
