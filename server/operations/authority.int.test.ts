@@ -129,6 +129,10 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "people.set_role": P,
   "workspace.approver_policy": PA,
   "workspace.set_approver_policy": P,
+  "mcpServer.add": P,
+  "mcpServer.list": P,
+  "mcpServer.refresh": P,
+  "mcpServer.remove": P,
 };
 
 /**
@@ -243,6 +247,10 @@ const ROLE: Record<string, Role> = {
   "webhook.test": ADMIN,
   "webhook.deliveries": ADMIN,
   "webhook.redeliver": ADMIN,
+  "mcpServer.add": ADMIN,
+  "mcpServer.list": V,
+  "mcpServer.refresh": ADMIN,
+  "mcpServer.remove": ADMIN,
 };
 
 const PERSON: Identity = { kind: "person", name: "owner" };

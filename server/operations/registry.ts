@@ -3,6 +3,7 @@ import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
 import { chatOperations } from "./chat";
 import { decisionLinkOperations } from "./decision-links";
+import { mcpServerOperations } from "./mcp-servers";
 import { peopleOperations } from "./people";
 import { planCommentOperations } from "./plan-comments";
 import { planLifecycleOperations } from "./plan-lifecycle";
@@ -45,6 +46,7 @@ export const operations: AnyOperation[] = [
   ...readOperations,
   ...decisionLinkOperations,
   ...webhookOperations,
+  ...mcpServerOperations,
   ...planHttpApiOperations,
   ...chatOperations,
   ...peopleOperations,

@@ -12,7 +12,8 @@ export type Capability =
   | "user.ask"
   | "agent.work"
   | "time.wait"
-  | "data.transform";
+  | "data.transform"
+  | "mcp.call";
 
 export interface ToolContext {
   /** Fires on timeout, cancellation or shutdown; tools must stop promptly. */
