@@ -11,6 +11,7 @@ import { z } from "zod";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { invokeOperation } from "../operations/operation";
 import { mcpServerAdd } from "../operations/mcp-servers";
+import { toolCatalogue } from "../planner/prompts";
 import { sandboxAvailable } from "../tools/sandbox";
 
 /**
@@ -183,9 +184,13 @@ describe.runIf(sandboxAvailable())("a stdio MCP server, started confined through
     expect(byName.mcp__notes__read_note).toMatchObject({ readOnly: true, requiresApproval: false });
     expect(byName.mcp__notes__delete_note).toMatchObject({ destructive: true, requiresApproval: true });
 
-    // The tools are in the registry the planner and plan authors see.
-    const listed = harness.app.tools.list().map((tool) => tool.name);
-    expect(listed).toContain("mcp__notes__read_note");
+    // The planner's catalogue offers them, with their schemas and risk.
+    const catalogue = toolCatalogue(harness.app.tools.list()).split("\n- ");
+    const readNote = catalogue.find((entry) => entry.startsWith("mcp__notes__read_note "));
+    expect(readNote).toContain("(Call MCP server notes; read-only)");
+    expect(readNote).toContain('"path":{"type":"string","minLength":1}');
+    const deleteNote = catalogue.find((entry) => entry.startsWith("mcp__notes__delete_note "));
+    expect(deleteNote).toContain("destructive: set approvalRequired true; requires approval");
 
     await fs.writeFile(path.join(harness.workspace, "todo.txt"), "buy milk\n");
     const plan = await harness.caller.plans.createFromJson({
@@ -376,6 +381,10 @@ describe("a Streamable HTTP MCP server", () => {
     const run = await harness.waitForRun(runId);
     expect(run.status).toBe("failed");
     expect((await stepOf(harness, runId, "step_1")).error).toMatch(/MCP server web is not reachable/);
+    // The settings page shows it down, with the error, without anyone refreshing it.
+    const shown = (await harness.caller.mcpServers.list({})).servers.find((server) => server.name === "web")!;
+    expect(shown.status).toBe("down");
+    expect(shown.lastError).toMatch(/MCP server web is not reachable/);
   }, 120_000);
 
   it("only an admin registers a server, and the change is audited", async () => {

@@ -2,7 +2,13 @@ import type pg from "pg";
 import type { z } from "zod";
 import { logger } from "../logger";
 import { McpConnections } from "../tools/mcp-client";
-import { MCP_TOOL_NAME, mcpToolDefinition, parseMcpToolName, type McpRuntime } from "../tools/mcp-tool";
+import {
+  MCP_TOOL_NAME,
+  mcpToolDefinition,
+  parseMcpToolName,
+  type McpRuntime,
+  type McpServerChecks,
+} from "../tools/mcp-tool";
 import { isExtensible, type ServerToolSet, type ToolRegistry } from "../tools/registry";
 import {
   connectionOf,
@@ -23,15 +29,23 @@ const log = logger.child({ component: "mcp-servers" });
 /** The MCP runtime of one process over `registry` (which takes the servers' tools if it can). */
 export function createMcpRuntime(pool: pg.Pool, registry: ToolRegistry): McpRuntime {
   const connections = new McpConnections();
-  const stillConfigured = async (serverId: string) =>
-    ((await pool.query("select 1 from mcp_servers where id = $1 and removed_at is null", [serverId])).rowCount ?? 0) >
-    0;
+  const checks: McpServerChecks = {
+    stillConfigured: async (serverId) =>
+      ((await pool.query("select 1 from mcp_servers where id = $1 and removed_at is null", [serverId])).rowCount ?? 0) >
+      0,
+    async markDown(serverId, error) {
+      await pool.query("update mcp_servers set status = 'down', last_error = $2, checked_at = now() where id = $1", [
+        serverId,
+        error,
+      ]);
+    },
+  };
   let known = new Set<string>();
   return {
     connections,
     async reload() {
       const rows = await readMcpServers(pool, { removed: true });
-      if (isExtensible(registry)) registry.setServerTools(serverToolSet(rows, connections, stillConfigured));
+      if (isExtensible(registry)) registry.setServerTools(serverToolSet(rows, connections, checks));
       // Connections of servers removed since the last read are closed (their programs end).
       const live = new Set(rows.filter((row) => !row.removed_at).map((row) => row.id));
       for (const id of known) if (!live.has(id)) await connections.drop(id);
@@ -45,7 +59,7 @@ export function createMcpRuntime(pool: pg.Pool, registry: ToolRegistry): McpRunt
 export function serverToolSet(
   rows: McpServerRow[],
   connections: McpConnections,
-  stillConfigured: (serverId: string) => Promise<boolean>,
+  checks: McpServerChecks,
 ): ServerToolSet {
   const live = rows.filter((row) => !row.removed_at);
   const tools = live.flatMap((row) =>
@@ -54,7 +68,7 @@ export function serverToolSet(
         { id: row.id, name: row.name, connection: connectionOf(row), workspaceRoot: row.workspace_path },
         tool,
         connections,
-        stillConfigured,
+        checks,
       ),
     ),
   );

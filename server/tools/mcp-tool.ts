@@ -71,15 +71,20 @@ export interface McpToolServer extends McpServerRef {
   workspaceRoot: string;
 }
 
-/**
- * One of a server's tools as a Stepwise tool. `stillConfigured` is asked right before each call,
- * so a server removed in another process is not called from a stale list.
- */
+/** What a tool's call asks of the stored configuration. */
+export interface McpServerChecks {
+  /** Asked right before each call, so a server removed in another process is not called. */
+  stillConfigured(serverId: string): Promise<boolean>;
+  /** Told when the server could not be reached, so the settings page shows it down. */
+  markDown(serverId: string, error: string): Promise<void>;
+}
+
+/** One of a server's tools as a Stepwise tool. */
 export function mcpToolDefinition(
   server: McpToolServer,
   listed: ListedMcpTool,
   connections: McpConnections,
-  stillConfigured: (serverId: string) => Promise<boolean>,
+  checks: McpServerChecks,
 ): AnyTool {
   const risk = mcpToolRisk(listed.annotations);
   return defineTool<Record<string, unknown>, McpOutput>({
@@ -98,7 +103,7 @@ export function mcpToolDefinition(
           `MCP server ${server.name} is configured for the workspace ${server.workspaceRoot}; this run acts in ${context.workspaceRoot}`,
         );
       }
-      if (!(await stillConfigured(server.id))) {
+      if (!(await checks.stillConfigured(server.id))) {
         throw new Error(`tool ${mcpToolName(server.name, listed.name)}: MCP server ${server.name} was removed`);
       }
       await context.effectsStarting();
@@ -106,8 +111,9 @@ export function mcpToolDefinition(
       try {
         result = await connections.callTool(server, listed.name, input, context.signal);
       } catch (error) {
-        if (error instanceof McpServerUnreachable) throw new RetryableToolError(error.message, { cause: error });
-        throw error;
+        if (!(error instanceof McpServerUnreachable)) throw error;
+        await checks.markDown(server.id, error.message).catch(() => undefined);
+        throw new RetryableToolError(error.message, { cause: error });
       }
       const output = toOutput(result);
       if (result.isError) throw new Error(`${listed.name} on MCP server ${server.name} failed: ${output.text}`);
