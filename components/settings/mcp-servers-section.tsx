@@ -151,7 +151,7 @@ function AddMcpServerForm({ onDone }: { onDone(): void }) {
   return (
     <form className="stack-sm" onSubmit={submit} aria-label="Add an MCP server">
       <label>
-        Name <input name="name" required pattern="[a-z0-9][a-z0-9-]{0,31}" placeholder="docs" />
+        Server name <input name="name" required pattern="[a-z0-9][a-z0-9-]{0,31}" placeholder="docs" />
       </label>
       <label>
         Transport{" "}

@@ -1,14 +1,10 @@
 import fs from "node:fs/promises";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { build } from "esbuild";
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { z } from "zod";
 import { startHarness, type Harness } from "../../tests/app-harness";
+import { FIXTURE_TOKEN, startHttpMcpFixture } from "../../tests/mcp-fixture";
 import { invokeOperation } from "../operations/operation";
 import { mcpServerAdd } from "../operations/mcp-servers";
 import { toolCatalogue } from "../planner/prompts";
@@ -62,54 +58,6 @@ if (!fs.existsSync("hide-delete")) {
 }
 await server.connect(new StdioServerTransport());
 `;
-
-const TOKEN = "Bearer fixture-secret-token";
-
-/** The HTTP fixture: stateless Streamable HTTP, a bearer token required, calls counted. */
-async function startHttpServer() {
-  const calls: { tool: string; args: unknown }[] = [];
-  const server = http.createServer((request, response) => {
-    if (request.headers.authorization !== TOKEN) {
-      response.writeHead(401).end("unauthorized");
-      return;
-    }
-    const mcp = new McpServer({ name: "web", version: "1" });
-    mcp.registerTool(
-      "lookup",
-      {
-        description: "Look a word up",
-        inputSchema: { word: z.string() },
-        annotations: { readOnlyHint: true, openWorldHint: false },
-      },
-      async ({ word }) => {
-        calls.push({ tool: "lookup", args: { word } });
-        return {
-          content: [{ type: "text", text: `${word}: a word` }],
-          structuredContent: { word, length: word.length },
-        };
-      },
-    );
-    mcp.registerTool(
-      "publish",
-      { description: "Publish a page", inputSchema: { title: z.string() } },
-      async ({ title }) => {
-        calls.push({ tool: "publish", args: { title } });
-        return { content: [{ type: "text", text: `published ${title}` }] };
-      },
-    );
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-    response.on("close", () => void transport.close());
-    void mcp.connect(transport).then(() => transport.handleRequest(request, response));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
-  const close = () =>
-    new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    });
-  return { url, calls, close };
-}
 
 let harness: Harness;
 let bundle: string;
@@ -304,13 +252,13 @@ describe.runIf(sandboxAvailable())("a stdio MCP server, started confined through
 describe("a Streamable HTTP MCP server", () => {
   it("is reached with its headers, kept secret, and its tools run through plans", async () => {
     harness = await startHarness();
-    const web = await startHttpServer();
+    const web = await startHttpMcpFixture();
     closers.push(web.close);
     const { server } = await harness.caller.mcpServers.add({
       name: "web",
       transport: "http",
       url: web.url,
-      headers: { Authorization: TOKEN },
+      headers: { Authorization: FIXTURE_TOKEN },
     });
     expect(server.status).toBe("ok");
     expect(server.headerNames).toEqual(["Authorization"]);
@@ -349,7 +297,7 @@ describe("a Streamable HTTP MCP server", () => {
 
   it("shows a server it cannot reach as down, and a step on a server gone down fails saying why", async () => {
     harness = await startHarness();
-    const web = await startHttpServer();
+    const web = await startHttpMcpFixture();
     const wrong = await harness.caller.mcpServers.add({
       name: "wrong-token",
       transport: "http",
@@ -363,7 +311,7 @@ describe("a Streamable HTTP MCP server", () => {
       name: "web",
       transport: "http",
       url: web.url,
-      headers: { Authorization: TOKEN },
+      headers: { Authorization: FIXTURE_TOKEN },
     });
     await web.close();
     const plan = await harness.caller.plans.createFromJson({
