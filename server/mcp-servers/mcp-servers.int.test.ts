@@ -335,6 +335,53 @@ describe("a Streamable HTTP MCP server", () => {
     expect(shown.lastError).toMatch(/MCP server web is not reachable/);
   }, 120_000);
 
+  it("a removed server's tools leave the registry, its waiting step fails saying why, and its name is not reused", async () => {
+    harness = await startHarness();
+    const web = await startHttpMcpFixture();
+    closers.push(web.close);
+    const add = () =>
+      harness.caller.mcpServers.add({
+        name: "web",
+        transport: "http",
+        url: web.url,
+        headers: { Authorization: FIXTURE_TOKEN },
+      });
+    const { server } = await add();
+    const plan = await harness.caller.plans.createFromJson({
+      planJson: planJson([
+        {
+          id: "step_1",
+          description: "publish",
+          tool: "mcp__web__publish",
+          args: { title: "t" },
+          retry: { maxAttempts: 1 },
+        },
+      ]),
+    });
+    const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: plan.version });
+    await expect
+      .poll(async () => (await stepOf(harness, runId, "step_1")).status, { timeout: 60_000 })
+      .toBe("awaiting_approval");
+
+    await harness.caller.mcpServers.remove({ id: server.id });
+    expect(harness.app.tools.get("mcp__web__publish")).toBeUndefined();
+    await harness.caller.runs.decide({ runId, stepId: "step_1", approve: true });
+    const run = await harness.waitForRun(runId);
+    expect(run.status).toBe("failed");
+    expect((await stepOf(harness, runId, "step_1")).error).toBe("tool mcp__web__publish: MCP server web was removed");
+    expect(web.calls).toEqual([]);
+
+    // The name keeps meaning the server that was approved: another server cannot take it.
+    await expect(add()).rejects.toThrow("The name web belonged to a removed MCP server and is not reused");
+    const problems = await planProblems(
+      harness.caller.plans.createFromJson({
+        planJson: planJson([{ id: "step_1", description: "look up", tool: "mcp__web__lookup", args: { word: "x" } }]),
+      }),
+    );
+    expect(problems).toEqual(["step_1: tool mcp__web__lookup: MCP server web was removed"]);
+    expect((await harness.caller.mcpServers.list({})).servers).toEqual([]);
+  }, 120_000);
+
   it("only an admin registers a server, and the change is audited", async () => {
     harness = await startHarness({ worker: false });
     const input = { name: "by-approver", transport: "http", url: "http://127.0.0.1:9/mcp" };

@@ -24,6 +24,7 @@ import { auditSession, emitTo, type SessionFailure, type SessionPhase } from "./
 import { planningInbox } from "./messages";
 import * as store from "./session-store";
 import { snapshotWorkspace } from "./snapshot";
+import { toolsForWorkspace } from "../tools/types";
 import { getUsage } from "./usage";
 
 const log = logger.child({ component: "planner" });
@@ -263,7 +264,7 @@ async function runSession(
       await emit("planning.resumed", { phase: session.phase });
     }
     await setPhase(deps, sessionId, workerId, session.mode === "deep" ? "gathering" : "drafting");
-    const tools = deps.tools.list();
+    const tools = toolsForWorkspace(deps.tools.list(), session.workspaceRoot);
     const snapshotText = async () => {
       const snapshot = await snapshotWorkspace(session.workspaceRoot);
       await emit("planning.context", {

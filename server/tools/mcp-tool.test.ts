@@ -4,6 +4,7 @@ import { echoTool } from "./echo";
 import { McpConnections } from "./mcp-client";
 import { mcpInputSchema, mcpToolDefinition, mcpToolRisk, parseMcpToolName } from "./mcp-tool";
 import { createToolRegistry } from "./registry";
+import { toolsForWorkspace } from "./types";
 
 describe("an MCP tool's risk from its annotations", () => {
   it("runs ungated only when it says it is read-only and touches no open world", () => {
@@ -112,6 +113,14 @@ describe("the registry's server tools", () => {
     await expect(run).rejects.toThrow(
       "MCP server docs is configured for the workspace /ws; this run acts in /elsewhere",
     );
+  });
+
+  it("are offered to plans of their own workspace only", () => {
+    expect(toolsForWorkspace([echoTool, tool], "/ws").map((entry) => entry.name)).toEqual([
+      "echo",
+      "mcp__docs__search",
+    ]);
+    expect(toolsForWorkspace([echoTool, tool], "/other").map((entry) => entry.name)).toEqual(["echo"]);
   });
 
   it("describe their output for $step references", () => {

@@ -96,6 +96,7 @@ export function mcpToolDefinition(
     capabilityLabel: `Call MCP server ${server.name}`,
     ...risk,
     defaultTimeoutSeconds: 120,
+    onlyInWorkspace: server.workspaceRoot,
     marksEffectStart: true,
     async execute(input, context) {
       if (context.workspaceRoot !== server.workspaceRoot) {
