@@ -382,6 +382,30 @@ describe("a Streamable HTTP MCP server", () => {
     expect((await harness.caller.mcpServers.list({})).servers).toEqual([]);
   }, 120_000);
 
+  it("refuses a server described wrongly with the fields at fault, storing nothing", async () => {
+    harness = await startHarness({ worker: false });
+    const admin = { app: harness.app, identity: { kind: "person" as const, name: "ada", role: "admin" as const } };
+    const faults = async (input: unknown) => {
+      const refusal = (await invokeOperation(mcpServerAdd, admin, input).catch((error: unknown) => error)) as {
+        code?: string;
+        details?: { issues: { path: string[] }[] };
+      };
+      expect(refusal.code).toBe("invalid_input");
+      return refusal.details!.issues.map((issue) => issue.path.join(".")).sort();
+    };
+    expect(await faults({ name: "Bad_Name", transport: "stdio", command: "node", env: { "1X": "v" } })).toEqual([
+      "env.1X",
+      "name",
+    ]);
+    expect(await faults({ name: "good", transport: "stdio", url: "http://127.0.0.1:9/mcp" })).toEqual([
+      "command",
+      "url",
+    ]);
+    expect(await faults({ name: "good", transport: "http", url: "ftp://example.com/mcp" })).toEqual(["url"]);
+    const stored = await harness.app.db.pool.query("select count(*)::int as n from mcp_servers");
+    expect(stored.rows[0]).toEqual({ n: 0 });
+  }, 120_000);
+
   it("only an admin registers a server, and the change is audited", async () => {
     harness = await startHarness({ worker: false });
     const input = { name: "by-approver", transport: "http", url: "http://127.0.0.1:9/mcp" };

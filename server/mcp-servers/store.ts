@@ -55,12 +55,13 @@ export const addMcpServerInput = z
     if (input.transport === "http" && !input.url) {
       context.addIssue({ code: "custom", path: ["url"], message: "An HTTP server needs its URL" });
     }
-    const stray =
-      input.transport === "stdio"
-        ? input.url && "url"
-        : (input.command && "command") || (input.args.length > 0 && "args");
-    if (stray) {
-      context.addIssue({ code: "custom", path: [stray], message: `A ${input.transport} server takes no ${stray}` });
+    const stdioFields = { command: input.command, args: input.args.length > 0, env: Object.keys(input.env).length > 0 };
+    const foreign =
+      input.transport === "stdio" ? { url: input.url, headers: Object.keys(input.headers).length > 0 } : stdioFields;
+    for (const [field, present] of Object.entries(foreign)) {
+      if (present) {
+        context.addIssue({ code: "custom", path: [field], message: `A ${input.transport} server takes no ${field}` });
+      }
     }
   });
 
