@@ -123,6 +123,27 @@ describe("the registry's server tools", () => {
     expect(toolsForWorkspace([echoTool, tool], "/other").map((entry) => entry.name)).toEqual(["echo"]);
   });
 
+  it("of a stdio server wait for a person on a worker that cannot confine its program", () => {
+    const stdio = mcpToolDefinition(
+      { ...server, connection: { kind: "stdio", command: "node", args: [], env: {}, workspaceRoot: "/ws" } },
+      { name: "search", inputSchema: { type: "object" }, annotations: { readOnlyHint: true, openWorldHint: false } },
+      new McpConnections(),
+      { stillConfigured: async () => true, markDown: async () => undefined },
+    );
+    const before = process.env.STEPWISE_SANDBOX;
+    process.env.STEPWISE_SANDBOX = "off";
+    try {
+      expect(stdio.requiresApprovalFor?.({})).toBe(true);
+      expect(stdio.unapprovedRunRefusal?.({})).toMatch(/cannot confine MCP server docs/);
+      // An HTTP server's program is not Stepwise's to confine.
+      expect(tool.requiresApprovalFor?.({})).toBe(false);
+      expect(tool.unapprovedRunRefusal?.({})).toBeUndefined();
+    } finally {
+      if (before === undefined) delete process.env.STEPWISE_SANDBOX;
+      else process.env.STEPWISE_SANDBOX = before;
+    }
+  });
+
   it("describe their output for $step references", () => {
     expect(tool.outputSchema).toBeInstanceOf(z.ZodObject);
   });

@@ -3,6 +3,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { ListedMcpTool, McpConnections, McpServerRef } from "./mcp-client";
 import { RetryableToolError, defineTool, type AnyTool } from "./types";
 import { McpServerUnreachable } from "./mcp-client";
+import { noSandboxReason, sandboxAvailable } from "./sandbox";
 
 /** Tools of configured MCP servers are named `mcp__<server>__<tool>`. */
 export const MCP_TOOL_PREFIX = "mcp__";
@@ -87,6 +88,9 @@ export function mcpToolDefinition(
   checks: McpServerChecks,
 ): AnyTool {
   const risk = mcpToolRisk(listed.annotations);
+  // A stdio server's read-only tool runs unasked only where its program is confined, as a
+  // read-only shell command does: a worker without a sandbox holds the step for a person.
+  const unconfinable = () => server.connection.kind === "stdio" && !risk.requiresApproval && !sandboxAvailable();
   return defineTool<Record<string, unknown>, McpOutput>({
     name: mcpToolName(server.name, listed.name),
     description: `${listed.description ?? listed.annotations?.title ?? listed.name} (tool ${listed.name} of MCP server ${server.name})`,
@@ -95,6 +99,11 @@ export function mcpToolDefinition(
     capability: "mcp.call",
     capabilityLabel: `Call MCP server ${server.name}`,
     ...risk,
+    requiresApprovalFor: () => risk.requiresApproval || unconfinable(),
+    unapprovedRunRefusal: () =>
+      unconfinable()
+        ? `This worker cannot confine MCP server ${server.name} (${noSandboxReason()}), so the call waits for a person's approval`
+        : undefined,
     defaultTimeoutSeconds: 120,
     onlyInWorkspace: server.workspaceRoot,
     marksEffectStart: true,
