@@ -71,9 +71,9 @@ export const FLOORS = [
   { name: "operations", rooms: ["operations"], holds: "use cases: input, output, who may call" },
   {
     name: "features",
-    rooms: ["decisions", "webhooks", "inbox", "templates", "ops"],
+    rooms: ["decisions", "webhooks", "inbox", "templates", "ops", "mcp-servers"],
     holds:
-      "features over the domain: decision links, outgoing webhooks, the inbox, plan templates, readiness and backup",
+      "features over the domain: decision links, outgoing webhooks, the inbox, plan templates, readiness and backup, configured MCP servers",
   },
   { name: "agent sessions", rooms: ["agents"], holds: "agent sessions, their tasks, leases and worktrees" },
   { name: "planning", rooms: ["planner"], holds: "planning sessions and the planner" },

@@ -12,6 +12,7 @@ import { sweepIdleTodos } from "./agents/todo-durability";
 import { createStepTextGenerator } from "./planner/step-generation";
 import { createLlmGenerateTool } from "./tools/llm-generate";
 import { logger } from "./logger";
+import { createMcpRuntime } from "./mcp-servers/runtime";
 import { shippedMigrations } from "./ops/readiness";
 import { retentionWork } from "./ops/retention";
 import type { Authority } from "./policy/authority";
@@ -44,6 +45,9 @@ export async function createAppContext(options: {
   // worker starts, so a step claimed at once finds it.
   const generator = createStepTextGenerator(() => plannerFor(context));
   const tools = options.tools ?? createToolRegistry([...builtinTools, createLlmGenerateTool(generator)]);
+  // Configured MCP servers' tools join the registry (when it takes them: a test's own may not).
+  const mcp = createMcpRuntime(db.pool, tools);
+  await mcp.reload();
   const engine = createEngineDeps(db.pool, tools, options.authority);
   // Runs whose recovery policy is `auto` have the planner recover their failed steps.
   engine.autoRecover = async (job) => void (await autoRecover(plannerFor(context), job));
@@ -63,11 +67,13 @@ export async function createAppContext(options: {
     bus,
     engine,
     tools,
+    mcp,
     workspaceRoot: options.workspaceRoot,
     worker: undefined,
     shippedMigrations: await shippedMigrations().catch(() => undefined),
     async close() {
       await context.worker?.stop();
+      await mcp.close();
       await bus.close();
       await db.close();
     },
@@ -101,6 +107,8 @@ export async function createAppContext(options: {
             await planning.maintain?.();
             await sweepExpiredLeases(context);
             await sweepIdleTodos(context);
+            // MCP servers added, refreshed or removed by another process.
+            await mcp.reload();
             // Finished runs' events and step logs past STEPWISE_RETENTION_DAYS (server/ops/retention.ts).
             await retention?.maintain();
           },

@@ -2,6 +2,7 @@ import type { Database } from "./db";
 import type { EngineDeps } from "./engine/engine";
 import type { StepWorker } from "./engine/worker";
 import type { EventBus } from "./events/bus";
+import type { McpRuntime } from "./tools/mcp-tool";
 import type { ToolRegistry } from "./tools/registry";
 
 /**
@@ -15,6 +16,8 @@ export interface AppContext {
   bus: EventBus;
   engine: EngineDeps;
   tools: ToolRegistry;
+  /** Configured MCP servers: this process's connections, and their tools in `tools`. */
+  mcp: McpRuntime;
   workspaceRoot: string;
   worker: StepWorker | undefined;
   /** The migrations this code ships, for the readiness probe (undefined: the probe reads them). */

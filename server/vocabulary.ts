@@ -175,3 +175,7 @@ export type StepResult = z.infer<typeof stepResultSchema>;
 export function isIn<T extends string>(set: readonly T[], value: string): value is T {
   return (set as readonly string[]).includes(value);
 }
+
+/** Where a configured MCP server stands: never reached yet, answering, or not reachable. */
+export const MCP_SERVER_STATUSES = ["unknown", "ok", "down"] as const;
+export type McpServerStatus = (typeof MCP_SERVER_STATUSES)[number];

@@ -79,6 +79,9 @@ const ACTIONS: Record<AuditAction, string> = {
   "credential.issued": "issued a new sign-in token",
   "credential.revoked": "revoked a sign-in token",
   "workspace.approver_policy_set": "changed a workspace's approver policy",
+  "mcp_server.added": "added an MCP server",
+  "mcp_server.removed": "removed an MCP server",
+  "mcp_server.refreshed": "listed an MCP server's tools again",
 };
 
 /** Entries written before an action was named here still read as something. */

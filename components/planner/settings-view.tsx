@@ -4,6 +4,7 @@ import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
+import { McpServersSection } from "@/components/settings/mcp-servers-section";
 import { ConfigureHelp } from "./configure-help";
 
 /** What the planner is configured with, from the environment. Keys are only ever "set" or "not set". */
@@ -74,6 +75,7 @@ export function SettingsView() {
           <Link href="/settings/webhooks">configure webhooks</Link>.
         </p>
       </section>
+      <McpServersSection />
     </div>
   );
 }

@@ -60,6 +60,9 @@ export const AUDIT_ACTIONS = [
   "credential.issued",
   "credential.revoked",
   "workspace.approver_policy_set",
+  "mcp_server.added",
+  "mcp_server.removed",
+  "mcp_server.refreshed",
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

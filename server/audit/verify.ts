@@ -17,7 +17,7 @@ type Queryable = Pick<pg.ClientBase, "query">;
 
 /** A side effect the record shows, with the decisions that authorised it or why none did. */
 export interface EffectReport {
-  kind: "step" | "merge" | "people" | "credential" | "webhook" | "approver_policy";
+  kind: "step" | "merge" | "people" | "credential" | "webhook" | "approver_policy" | "mcp_server";
   /** What happened, in a few words: `run <id> step_2 (shell)`, `person.added rita`. */
   subject: string;
   runId: string | null;
@@ -53,6 +53,9 @@ const ADMIN_ACTIONS: Record<string, EffectReport["kind"]> = {
   "webhook.deleted": "webhook",
   "webhook.secret_rotated": "webhook",
   "workspace.approver_policy_set": "approver_policy",
+  "mcp_server.added": "mcp_server",
+  "mcp_server.removed": "mcp_server",
+  "mcp_server.refreshed": "mcp_server",
 };
 
 /** What the replay keeps of the chain for the authority check. */
@@ -279,6 +282,9 @@ async function adminStateWithoutEntries(db: Queryable): Promise<EffectReport[]> 
      union all
      select 'webhook', 'webhook ' || w.name from webhook_endpoints w
       where not exists (select 1 from audit_entries a where a.action = 'webhook.created' and a.plan_id = 'webhook:' || w.id::text)
+     union all
+     select 'mcp_server', 'MCP server ' || m.name from mcp_servers m
+      where not exists (select 1 from audit_entries a where a.action = 'mcp_server.added' and a.plan_id = 'mcp_server:' || m.id::text)
      union all
      select 'approver_policy', 'approver policy of workspace ' || ws.name from workspaces ws
       where ws.approval_policy is not null

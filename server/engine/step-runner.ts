@@ -75,7 +75,7 @@ async function executeAndRecord(
   let settledAfterAbort = true;
   try {
     const tool = deps.tools.get(step.tool);
-    if (!tool) throw new Error(`Unknown tool: ${step.tool}`);
+    if (!tool) throw new Error(deps.tools.missingReason?.(step.tool) ?? `Unknown tool: ${step.tool}`);
     const input = tool.inputSchema.parse(claimed.args);
     const value = await raceAbort(
       tool.execute(input, {

@@ -46,7 +46,7 @@ const decisionSchema = z.object({
 });
 
 const effectSchema = z.object({
-  kind: z.enum(["step", "merge", "people", "credential", "webhook", "approver_policy"]),
+  kind: z.enum(["step", "merge", "people", "credential", "webhook", "approver_policy", "mcp_server"]),
   subject: z.string(),
   runId: z.string().nullable(),
   stepId: z.string().nullable(),

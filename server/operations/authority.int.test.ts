@@ -141,6 +141,10 @@ const AUTHORITY: Record<string, readonly CallerKind[]> = {
   "plan_mode.get_answer": PA,
   "plan_mode.exit": PA,
   "plan_mode.submit": PA,
+  "mcpServer.add": P,
+  "mcpServer.list": P,
+  "mcpServer.refresh": P,
+  "mcpServer.remove": P,
 };
 
 /**
@@ -266,6 +270,10 @@ const ROLE: Record<string, Role> = {
   "plan_mode.get_answer": V,
   "plan_mode.exit": R,
   "plan_mode.submit": R,
+  "mcpServer.add": ADMIN,
+  "mcpServer.list": V,
+  "mcpServer.refresh": ADMIN,
+  "mcpServer.remove": ADMIN,
 };
 
 const PERSON: Identity = { kind: "person", name: "owner" };

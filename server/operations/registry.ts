@@ -4,6 +4,7 @@ import { auditOperations } from "./audit";
 import { chatOperations } from "./chat";
 import { decisionLinkOperations } from "./decision-links";
 import { fanOutOperations } from "./fan-out";
+import { mcpServerOperations } from "./mcp-servers";
 import { peopleOperations } from "./people";
 import { planCommentOperations } from "./plan-comments";
 import { planLifecycleOperations } from "./plan-lifecycle";
@@ -49,6 +50,7 @@ export const operations: AnyOperation[] = [
   ...readOperations,
   ...decisionLinkOperations,
   ...webhookOperations,
+  ...mcpServerOperations,
   ...planHttpApiOperations,
   ...chatOperations,
   ...peopleOperations,

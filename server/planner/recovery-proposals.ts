@@ -13,6 +13,7 @@ import { callModel } from "./model-call";
 import { PROVIDER_OPTIONS } from "./planning";
 import { recoveryPrompt, refinePrompt } from "./prompts";
 import { requirePlanningModel } from "./config";
+import { toolsForWorkspace } from "../tools/types";
 
 export type ProposalStatus = "proposed" | "accepted" | "rejected" | "failed";
 
@@ -126,7 +127,7 @@ export async function proposeRecovery(
         status: byId.get(candidate.id)?.status ?? "pending",
         description: candidate.title ?? candidate.description,
       })),
-    tools: deps.tools.list(),
+    tools: toolsForWorkspace(deps.tools.list(), run.workspace.path),
   });
   const messages: ModelMessage[] = [{ role: "user", content: prompt }];
   const scope = { traceId: run.traceId, runId: run.id, planId: run.planId };

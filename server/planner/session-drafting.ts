@@ -7,6 +7,7 @@ import { planWithRefinement, type PlanningContext, type PlanningOutcome } from "
 import { deepTaskPrompt, quickPlanPrompt, regeneratePrompt } from "./prompts";
 import type { SessionFailure } from "./sessions";
 import { snapshotWorkspace } from "./snapshot";
+import { toolsForWorkspace } from "../tools/types";
 
 /**
  * What a planning session's loop (session-jobs.ts) drafts with: the session row it runs from, the
@@ -40,7 +41,8 @@ export async function draftPlan(
   session: SessionRow,
   context: PlanningContext,
 ): Promise<PlanningOutcome> {
-  const tools = deps.tools.list();
+  // MCP servers' tools are offered only to plans for their own workspace.
+  const tools = toolsForWorkspace(deps.tools.list(), session.workspaceRoot);
   const snapshotText = async () => {
     const snapshot = await snapshotWorkspace(session.workspaceRoot);
     const keyFiles = snapshot.keyFiles.map((file) => file.path);

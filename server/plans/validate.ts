@@ -50,7 +50,10 @@ export function validatePlan(plan: { steps: StepShape[] }, registry: ToolRegistr
       }
     }
     const tool = registry.get(step.tool);
-    if (!tool) {
+    const missing = tool ? undefined : registry.missingReason?.(step.tool);
+    if (missing) {
+      issues.push({ code: "unknown_tool", stepId: step.id, message: `${step.id}: ${missing}`, path: ["tool"] });
+    } else if (!tool) {
       // Say what would work: the available tools, so the fix is one look away.
       const available = registry
         .list()

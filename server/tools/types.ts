@@ -14,6 +14,7 @@ export const CAPABILITIES = [
   "plan.run",
   "time.wait",
   "data.transform",
+  "mcp.call",
 ] as const;
 export type Capability = (typeof CAPABILITIES)[number];
 
@@ -91,6 +92,8 @@ export interface ToolDefinition<Input = unknown, Output = unknown> {
    */
   unapprovedRunRefusal?(input: unknown): string | undefined;
   defaultTimeoutSeconds: number;
+  /** Offered only to work acting in this workspace (an MCP server's tools); every workspace when unset. */
+  onlyInWorkspace?: string;
   /**
    * The tool calls `context.effectsStarting()` right before its side effect, so work before that
    * (validation, reading) is known to have changed nothing. Without it the engine counts the
@@ -104,6 +107,11 @@ export interface ToolDefinition<Input = unknown, Output = unknown> {
    */
   unavailableReason?(): string | undefined;
   execute(input: Input, context: ToolContext): Promise<Output>;
+}
+
+/** The tools offered to work in `workspaceRoot` (the planner's catalogue for a session there). */
+export function toolsForWorkspace(tools: AnyTool[], workspaceRoot: string): AnyTool[] {
+  return tools.filter((tool) => tool.onlyInWorkspace === undefined || tool.onlyInWorkspace === workspaceRoot);
 }
 
 /** Whether a step of this tool with these arguments needs approval unless its author decides otherwise. */

@@ -2,6 +2,7 @@ import { createCallerFactory, router } from "./init";
 import { agentsRouter } from "./routers/agents";
 import { auditRouter } from "./routers/audit";
 import { inboxRouter } from "./routers/inbox";
+import { mcpServersRouter } from "./routers/mcp-servers";
 import { peopleRouter } from "./routers/people";
 import { plannerRouter } from "./routers/planner";
 import { planningRouter } from "./routers/planning";
@@ -23,6 +24,7 @@ export const appRouter = router({
   templates: templatesRouter,
   people: peopleRouter,
   webhooks: webhooksRouter,
+  mcpServers: mcpServersRouter,
 });
 export type AppRouter = typeof appRouter;
 export const createCaller = createCallerFactory(appRouter);

@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import type { Role } from "../../server/vocabulary";
 import {
+  AddMcpServer,
   AddUngatedStep,
   ApprovePlan,
   Claim,
@@ -64,5 +65,9 @@ export const weightedCommands: fc.WeightedArbitrary<Command>[] = [
   {
     weight: 1,
     arbitrary: fc.constantFrom<PersonKey | "owner">("owner", "ann", "rev", "vic").map((who) => new ReadMetrics(who)),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom<Actor | "owner">("owner", "ann", "rev", "agent").map((who) => new AddMcpServer(who)),
   },
 ];

@@ -511,3 +511,30 @@ export class ReadMetrics implements Command {
   }
   toString = () => `readMetrics(${this.actor})`;
 }
+
+let mcpServersTried = 0;
+
+/**
+ * Configuring an MCP server (a program or service whose tools then join every plan's): an
+ * admin's change (the owner is one), nobody else's — an agent's neither. A refused call leaves
+ * no server behind; an allowed one is there even though nothing answers at its URL (shown down).
+ */
+export class AddMcpServer implements Command {
+  constructor(readonly actor: Actor | "owner") {}
+  check = () => true;
+  async run(model: Model, real: Real) {
+    const name = `model-${process.pid}-${++mcpServersTried}`;
+    const outcome = await call(real, model, this.actor, "mcpServer.add", {
+      name,
+      transport: "http",
+      url: "http://127.0.0.1:9/mcp",
+    });
+    const allowed = this.actor === "owner" || (this.actor !== "agent" && personAtLeast(model, this.actor, "admin"));
+    expectOutcome(model, this.toString(), allowed, outcome);
+    const stored = await real.app.db.pool.query("select 1 from mcp_servers where name = $1", [name]);
+    if ((stored.rowCount === 1) !== allowed) {
+      throw new Error(`${this}: a server ${allowed ? "missing" : "stored"} after the call; ${describeModel(model)}`);
+    }
+  }
+  toString = () => `addMcpServer(${this.actor})`;
+}
