@@ -7,6 +7,7 @@ import { autoRecover } from "./planner/auto-recovery";
 import { plannerFor } from "./planner/deps";
 import { planningWork } from "./planner/session-jobs";
 import { sweepExpiredLeases } from "./agents/leases";
+import { worktreeWorkSettled } from "./agents/worktrees-ahead";
 import { sweepIdleTodos } from "./agents/todo-durability";
 import { createStepTextGenerator } from "./planner/step-generation";
 import { createLlmGenerateTool } from "./tools/llm-generate";
@@ -55,6 +56,8 @@ export async function createAppContext(options: {
     shippedMigrations: await shippedMigrations().catch(() => undefined),
     async close() {
       await context.worker?.stop();
+      // Worktrees being made or removed after an agent's call finish while the database is there.
+      await worktreeWorkSettled();
       await bus.close();
       await db.close();
     },

@@ -9,7 +9,8 @@ import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { ApproverNote, TaskBrief } from "./contract";
 import { taskNumber } from "../engine/agent-signals";
 import { plannedWorkingDirectory } from "./task-working-directory";
-import { ensureTaskWorktree, workspaceRepository } from "./worktrees";
+import { workspaceRepository } from "./worktrees";
+import { claimTaskWorktree } from "./worktrees-ahead";
 
 /**
  * Several agents, one plan: the hand-out of a session's agent tasks under leases.
@@ -131,7 +132,7 @@ export async function sweepExpiredLeases(app: App): Promise<number> {
 }
 
 export type HandOut =
-  | { kind: "task"; stepId: string; brief: TaskBrief; leases: LeaseRow[] }
+  | { kind: "task"; stepId: string; brief: TaskBrief; leases: LeaseRow[]; workingDirectory?: string }
   | { kind: "none"; capReached: boolean; cap: number; leases: LeaseRow[] };
 
 const WORKABLE: ReadonlySet<StepStatus> = new Set(["awaiting_agent", "running"]);
@@ -202,9 +203,11 @@ export async function handOutTask(
     const lease = await leaseTo(app, client, session, agent, chosen, { ...plan, leaseSeconds, workingDirectory });
     return { kind: "task", stepId: chosen.id, brief: lease.brief, leases: [...leases, lease] };
   });
-  // Made (idempotently) before the agent hears of it: the hand-out names it.
-  if (handOut.kind === "task" && repo) await ensureTaskWorktree(repo, session.run_id, handOut.stepId);
-  return handOut;
+  // Made (idempotently; usually ahead, see worktrees-ahead.ts) before the agent hears of it: the hand-out names it.
+  if (handOut.kind !== "task") return handOut;
+  const step = plan.steps.find((candidate) => candidate.id === handOut.stepId);
+  const workingDirectory = step && repo ? await claimTaskWorktree(repo, session.run_id, step) : session.workspace_root;
+  return { ...handOut, workingDirectory };
 }
 
 /** Records the lease and its brief; the run's stream and the audit log say who got which task. */

@@ -10,6 +10,7 @@ import { loadSession, seen, tasksOf } from "./session-state";
 import { latestVerifications } from "./task-integration";
 import { taskWorkingDirectory } from "./task-working-directory";
 import { findingsNote } from "./verifiers";
+import { makeReadyWorktreesAhead } from "./worktrees-ahead";
 
 type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
 
@@ -30,6 +31,7 @@ export async function sessionStatus(app: App, sessionId?: string, caller?: strin
     approverNotes: loaded.approverNotes,
   };
   let response = decideNow(state);
+  let handedOut: { stepId: string; workingDirectory?: string } | undefined;
   // A task would be handed out: which one is this caller's is the lease hand-out's decision.
   if (response.now.reason === "ready_for_task" && caller !== undefined) {
     const handOut = await handOutTask(app, session, caller, {
@@ -37,6 +39,11 @@ export async function sessionStatus(app: App, sessionId?: string, caller?: strin
       approverNotes: loaded.approverNotes,
       mayStartNew: loaded.runStatus !== "paused",
     });
+    if (handOut.kind === "task") {
+      handedOut = handOut;
+      // The next ready tasks' worktrees, made while this agent works (off this call's path).
+      makeReadyWorktreesAhead(app.db.pool, session);
+    }
     const assignees = new Map(handOut.leases.map((lease) => [lease.step_id, lease.agent]));
     const tasks = state.tasks.map((task) => {
       const assignee = assignees.get(`step_${task.id}`);
@@ -52,7 +59,7 @@ export async function sessionStatus(app: App, sessionId?: string, caller?: strin
     });
   }
   // The task handed out gets its working directory (its worktree) and its last findings.
-  response = await briefCurrentTask(app.db.pool, session, response);
+  response = await briefCurrentTask(app.db.pool, session, response, handedOut);
   if (!delivered) {
     await app.db.pool.query("update agent_sessions set instructions_version = $2 where id = $1", [
       session.id,
@@ -71,16 +78,17 @@ async function briefCurrentTask(
   pool: App["db"]["pool"],
   session: SessionRow,
   response: StatusResponse,
+  handedOut: { stepId: string; workingDirectory?: string } | undefined,
 ): Promise<StatusResponse> {
   if (!("current_task" in response.now)) return response;
   const task = response.now.current_task;
   if (task.executor !== "agent") return response;
   const stepId = `step_${task.id}`;
-  const working_directory = await taskWorkingDirectory({
-    workspaceRoot: session.workspace_root,
-    runId: session.run_id,
-    stepId,
-  });
+  // The hand-out just made (or found) it: no second look at the repository.
+  const working_directory =
+    handedOut?.stepId === stepId && handedOut.workingDirectory !== undefined
+      ? handedOut.workingDirectory
+      : await taskWorkingDirectory({ workspaceRoot: session.workspace_root, runId: session.run_id, stepId });
   const last = (await latestVerifications(pool, session.run_id)).get(stepId);
   const findings = last && !last.passed ? findingsNote(last.results) : undefined;
   return {

@@ -18,6 +18,7 @@ import { findSession, type SessionRow } from "./sessions";
 import { loadSession, seen, tasksOf, type Loaded } from "./session-state";
 import { alertSession, audit, clearSignal } from "./session-signals";
 import { actorKindOf } from "../caller-context";
+import { makeReadyWorktreesAhead } from "./worktrees-ahead";
 
 type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
 
@@ -245,6 +246,8 @@ async function recordStatusChanges(
     merged: prepared.merged,
     mergedTips: prepared.mergedTips,
   });
+  // Tasks this update made ready (or added) get their worktrees before an agent asks for them.
+  if (prepared.updates.length > 0 || adoptVersion !== undefined) makeReadyWorktreesAhead(app.db.pool, session);
   for (const conflict of prepared.conflicts) {
     await alertSession(app, {
       sessionId: session.id,
