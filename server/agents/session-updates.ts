@@ -240,14 +240,15 @@ async function recordStatusChanges(
       });
     });
   }
+  // Tasks this update made ready (or added) get their worktrees before an agent asks for them:
+  // queued before the merged worktrees' removal, which nobody waits for.
+  if (prepared.updates.length > 0 || adoptVersion !== undefined) makeReadyWorktreesAhead(app.db.pool, session);
   await afterTaskUpdates(app.db.pool, {
     runId: session.run_id,
     updates: prepared.updates,
     merged: prepared.merged,
     mergedTips: prepared.mergedTips,
   });
-  // Tasks this update made ready (or added) get their worktrees before an agent asks for them.
-  if (prepared.updates.length > 0 || adoptVersion !== undefined) makeReadyWorktreesAhead(app.db.pool, session);
   for (const conflict of prepared.conflicts) {
     await alertSession(app, {
       sessionId: session.id,

@@ -283,8 +283,8 @@ export async function taskWorktreeInPlace(repo: WorkspaceRepo, runId: string, st
 }
 
 /**
- * Removes a task's worktree nobody used: only when `git status` finds nothing in it (git's own
- * check in `worktree remove` runs a second git, which its sandbox does not give it), and its
+ * Removes a task's worktree nobody used: only when `git status` finds nothing in it (a plain
+ * `worktree remove`, left to check that itself, refused clean ones in the sandbox), and its
  * branch only while it still points at `tip`.
  */
 export async function removeUnusedTaskWorktree(
