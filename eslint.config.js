@@ -32,6 +32,19 @@ const NO_SERVER_VALUES = {
 };
 
 /**
+ * Files that still break the size rules (see the block "Rooms a person can read"), each with the
+ * rules it breaks and why it is allowed to for now. Remove an entry when its file is split.
+ * @type {{ file: string; rules: ("max-lines" | "max-lines-per-function")[]; reason: string }[]}
+ */
+const OVERSIZED = [
+  {
+    file: "server/mcp/server.ts",
+    rules: ["max-lines-per-function"],
+    reason: "createMcpServer shrinks as its tools and resources become operations",
+  },
+];
+
+/**
  * The floors of the server, top to bottom: a room (a server/ folder or top-level module) may import
  * rooms on its own floor or below, never above. `npm run arch` (scripts/architecture.ts) reads the
  * same list to report the graph, the imports that run up and the cycles; docs/architecture.md
@@ -290,6 +303,25 @@ export default defineConfig([
     ignores: ["server/**/*.test.ts"],
     rules: { "no-console": "error" },
   },
+
+  // Rooms a person can read: no source file over 450 lines, and in the product (server/,
+  // components/, app/; not the benchmarks' and scripts' drivers) no function over 100, blank lines
+  // and comments aside. Tests, generated code and CSS are not held to it; OVERSIZED names the files
+  // still being split, each for the rule it still breaks.
+  {
+    files: ["server/**/*.{ts,tsx}", "components/**/*.{ts,tsx}", "app/**/*.{ts,tsx}", "bench/**/*.ts", "scripts/*.ts"],
+    ignores: ["server/generated/**", "**/*.test.ts", "**/*.test.tsx"],
+    rules: { "max-lines": ["error", { max: 450 }] },
+  },
+  {
+    files: ["server/**/*.{ts,tsx}", "components/**/*.{ts,tsx}", "app/**/*.{ts,tsx}"],
+    ignores: ["server/generated/**", "**/*.test.ts", "**/*.test.tsx"],
+    rules: { "max-lines-per-function": ["error", { max: 100, skipBlankLines: true, skipComments: true }] },
+  },
+  ...OVERSIZED.map(({ file, rules }) => ({
+    files: [file],
+    rules: Object.fromEntries(rules.map((rule) => [rule, "off"])),
+  })),
 
   // One way to start a program: server/tools/launcher.ts, which confines by default and runs
   // unconfined only what a person approved (docs/security.md, "One launcher"). The core rule

@@ -35,6 +35,41 @@ const STEPS = option("steps", 500);
 const SUBSCRIBERS = option("subscribers", 5);
 const WORKERS = option("workers", 2);
 const CONCURRENCY = Number(process.env.STEPWISE_WORKER_CONCURRENCY ?? 50);
+/** Where the result goes (bench/scale.ts runs this file many times and collects each). */
+const OUTPUT = process.argv.includes("--out")
+  ? process.argv[process.argv.indexOf("--out") + 1]!
+  : path.join(import.meta.dirname, "results", "load.json");
+
+/**
+ * The database server's connections to the bench database, sampled every 100 ms while the runs
+ * go: the peak is what this shape of deployment asks of one PostgreSQL.
+ */
+function sampleConnections(pool: import("pg").Pool, database: string): { stop(): Promise<number> } {
+  let peak = 0;
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      const { rows } = await pool
+        .query<{ n: number }>("select count(*)::int as n from pg_stat_activity where datname = $1", [database])
+        .catch(() => ({ rows: [{ n: 0 }] }));
+      peak = Math.max(peak, rows[0]!.n);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      return peak;
+    },
+  };
+}
+
+/** The server's write-ahead log position, to count the bytes a run writes (whole server). */
+async function walPosition(pool: import("pg").Pool): Promise<string> {
+  const { rows } = await pool.query<{ lsn: string }>("select pg_current_wal_lsn()::text as lsn");
+  return rows[0]!.lsn;
+}
 
 /** Spawns `stepwise worker` on the bench database and resolves once it says it started. */
 async function startWorkerProcess(databaseUrl: string, dataDir: string): Promise<ChildProcess> {
@@ -96,6 +131,9 @@ async function main() {
         createPlan(app.db.prisma, app.tools, { draft: { goal: "load", steps }, source: "template", author: "bench" }),
       ),
     );
+    const database = new URL(databaseUrl).pathname.slice(1);
+    const connections = sampleConnections(app.db.pool, database);
+    const walBefore = await walPosition(app.db.pool);
     const started = performance.now();
     const runIds = await Promise.all(
       plans.map(
@@ -115,6 +153,11 @@ async function main() {
       Array.from({ length: SUBSCRIBERS }, () => Promise.all(runIds.map((runId) => follow(app, runId)))),
     );
     const makespan = performance.now() - started;
+    const peakConnections = await connections.stop();
+    const wal = await app.db.pool.query<{ bytes: string }>("select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text as bytes", [
+      walBefore,
+    ]);
+    const walBytes = Number(wal.rows[0]!.bytes);
 
     // What the table holds is the truth each subscriber's copy is compared with.
     const stored = await app.db.pool.query<{ stream_id: string; count: string; last: number }>(
@@ -163,14 +206,17 @@ async function main() {
       delivery_p50_ms: percentile(delays, 50),
       delivery_p99_ms: percentile(delays, 99),
       steps_by_worker_pid: Object.fromEntries(perWorker.rows.map((row) => [row.pid, Number(row.steps)])),
+      wal_bytes_per_step: round(walBytes / (RUNS * steps.length)),
+      peak_connections: peakConnections,
+      load_average: os.loadavg().map((load) => round(load)),
       lost,
       duplicated,
       out_of_order: outOfOrder,
       dependencies_respected: ordered,
     };
     console.log(JSON.stringify(result, null, 2));
-    await fs.mkdir(path.join(import.meta.dirname, "results"), { recursive: true });
-    await fs.writeFile(path.join(import.meta.dirname, "results", "load.json"), JSON.stringify(result, null, 2));
+    await fs.mkdir(path.dirname(OUTPUT), { recursive: true });
+    await fs.writeFile(OUTPUT, JSON.stringify(result, null, 2));
   } finally {
     const exited = others.map((child) =>
       child.exitCode !== null ? Promise.resolve() : new Promise((resolve) => child.once("exit", resolve)),

@@ -4,6 +4,7 @@ import { startStepWorker } from "./engine/worker";
 import { EventBus } from "./events/bus";
 import { readConfig, retentionDays } from "./env";
 import { autoRecover } from "./planner/auto-recovery";
+import { instantiateTemplate } from "./templates/service";
 import { plannerFor } from "./planner/deps";
 import { planningWork } from "./planner/session-jobs";
 import { sweepExpiredLeases } from "./agents/leases";
@@ -46,6 +47,17 @@ export async function createAppContext(options: {
   const engine = createEngineDeps(db.pool, tools, options.authority);
   // Runs whose recovery policy is `auto` have the planner recover their failed steps.
   engine.autoRecover = async (job) => void (await autoRecover(plannerFor(context), job));
+  // A `run_plan` step naming a template runs it filled in, as a new plan (server/engine/child-runs.ts).
+  engine.resolveTemplatePlan = async (request) => {
+    const plan = await instantiateTemplate(db.prisma, tools, {
+      templateId: request.templateId,
+      values: request.params,
+      actor: request.actor,
+      ...(request.workspaceId && { workspaceId: request.workspaceId }),
+      workspaceRoot: request.workspaceRoot,
+    });
+    return { planId: plan.id, version: plan.version };
+  };
   const context: AppContext = {
     db,
     bus,

@@ -45,29 +45,35 @@ export const stepInputSchema = z.object({
 });
 export type StepInput = z.input<typeof stepInputSchema>;
 
-export interface Step {
-  id: string;
-  order: number;
-  title?: string;
-  description: string;
-  tool: string;
-  args: Record<string, unknown>;
-  dependsOn: string[];
-  approvalRequired: boolean;
-  capability: string;
-  capabilityLabel: string;
-  labels: string[];
-  timeoutSeconds: number;
-  risk: z.infer<typeof riskSchema>;
-  critical: boolean;
-  retry: RetryPolicy;
-  contextHints: string[];
-  relevantFilePaths: string[];
-  acceptance?: string[];
-  type?: z.infer<typeof stepTypeSchema>;
+/**
+ * A step as every interface shows it: the author's input with every field filled in. The schema is
+ * the type, so an operation's output parse and the domain agree field by field. The fields with a
+ * default in `stepInputSchema` keep it here, so a version stored before a field existed still reads.
+ */
+export const stepSchema = z.object({
+  id: z.string(),
+  order: z.number(),
+  title: z.string().optional(),
+  description: z.string().default(""),
+  tool: z.string(),
+  args: z.record(z.string(), z.unknown()).default({}),
+  dependsOn: z.array(z.string()).default([]),
+  approvalRequired: z.boolean(),
+  capability: z.string(),
+  capabilityLabel: z.string(),
+  labels: z.array(z.string()).default([]),
+  timeoutSeconds: z.number(),
+  risk: riskSchema,
+  critical: z.boolean().default(false),
+  retry: z.object({ maxAttempts: z.number(), backoffMs: z.number() }),
+  contextHints: z.array(z.string()).default([]),
+  relevantFilePaths: z.array(z.string()).default([]),
+  acceptance: z.array(z.string()).optional(),
+  type: stepTypeSchema.optional(),
   /** Skipped by the reviewer before the run: the engine marks it skipped without executing it. */
-  skipped: boolean;
-}
+  skipped: z.boolean().default(false),
+});
+export type Step = z.output<typeof stepSchema>;
 
 export const planDraftSchema = z.object({
   goal: z.string().trim().min(1, "A plan needs a goal").max(MAX_TEXT),
@@ -81,61 +87,70 @@ export const planDraftSchema = z.object({
 export type PlanDraft = z.input<typeof planDraftSchema>;
 export type ParsedPlanDraft = z.output<typeof planDraftSchema>;
 
-export interface PlanContent {
-  goal: string;
-  summary?: string;
-  steps: Step[];
-  successCriteria: string[];
-  questions: string[];
-  contextNotes?: string;
-  estimatedDuration?: number;
-}
+export const planContentSchema = z.object({
+  goal: z.string(),
+  summary: z.string().optional(),
+  steps: z.array(stepSchema),
+  successCriteria: z.array(z.string()).default([]),
+  questions: z.array(z.string()).default([]),
+  contextNotes: z.string().optional(),
+  estimatedDuration: z.number().optional(),
+});
+export type PlanContent = z.output<typeof planContentSchema>;
 
 export type PlanSource = (typeof PLAN_SOURCES)[number];
 
-/** A plan version as every interface shows it. */
 /** One finding of the quality gates kept with a version as advice for its reviewer. */
-export interface PlanAdvice {
-  code: string;
-  stepId?: string;
-  path?: (string | number)[];
-  message: string;
-}
+export const planAdviceSchema = z.object({
+  code: z.string(),
+  stepId: z.string().optional(),
+  path: z.array(z.union([z.string(), z.number()])).optional(),
+  message: z.string(),
+});
+export type PlanAdvice = z.output<typeof planAdviceSchema>;
 
-export interface Plan extends PlanContent {
-  id: string;
-  taskId: string;
-  version: number;
-  source: PlanSource;
-  model?: string;
-  usage?: { inputTokens: number; outputTokens: number };
-  traceId: string;
-  author: string;
-  createdAt: string;
+/** A plan version as every interface shows it. */
+export const planSchema = planContentSchema.extend({
+  id: z.string(),
+  taskId: z.string(),
+  version: z.number(),
+  source: z.enum(PLAN_SOURCES),
+  model: z.string().optional(),
+  usage: z.object({ inputTokens: z.number(), outputTokens: z.number() }).optional(),
+  traceId: z.string(),
+  author: z.string(),
+  createdAt: z.string(),
   /** What the quality gates found when the version was stored with advice instead of a refusal. */
-  advice?: PlanAdvice[];
-}
+  advice: z
+    .array(planAdviceSchema)
+    .optional()
+    .describe("What the quality gates found in a plan accepted with advice (an agent's plan-mode plan)"),
+});
+export type Plan = z.output<typeof planSchema>;
 
 /** What a check found wrong with a plan: schema, ids, tools, arguments, dependencies, references. */
-export type PlanIssueCode =
-  | "schema"
-  | "duplicate_step_id"
-  | "unknown_tool"
-  | "tool_unavailable"
-  | "invalid_args"
-  | "unknown_dependency"
-  | "self_dependency"
-  | "cycle"
-  | "invalid_reference"
+export const PLAN_ISSUE_CODES = [
+  "schema",
+  "duplicate_step_id",
+  "unknown_tool",
+  "tool_unavailable",
+  "invalid_args",
+  "unknown_dependency",
+  "self_dependency",
+  "cycle",
+  "invalid_reference",
   /** A `$step` reference whose declared output type can never fit the argument it fills. */
-  | "reference_type_mismatch";
+  "reference_type_mismatch",
+] as const;
+export type PlanIssueCode = (typeof PLAN_ISSUE_CODES)[number];
 
-export interface PlanIssue {
-  code: PlanIssueCode;
-  message: string;
-  stepId?: string;
+export const planIssueSchema = z.object({
+  code: z.enum(PLAN_ISSUE_CODES),
+  message: z.string(),
+  stepId: z.string().optional(),
   /** The steps on a cycle, in dependency order. */
-  steps?: string[];
+  steps: z.array(z.string()).optional(),
   /** Path inside the step (for args: ["args", ...]) or inside the plan for schema issues. */
-  path?: (string | number)[];
-}
+  path: z.array(z.union([z.string(), z.number()])).optional(),
+});
+export type PlanIssue = z.output<typeof planIssueSchema>;

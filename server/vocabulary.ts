@@ -42,6 +42,8 @@ export const SETTLED_STEP_STATUSES = [
 ] as const satisfies readonly StepStatus[];
 /** Step states that settled without failing: done, given up, or taken out. */
 export const DONE_STEP_STATUSES = ["completed", "skipped", "cancelled"] as const satisfies readonly StepStatus[];
+/** Step states that settled by failing: the step failed, or cannot run because one before it failed. */
+export const FAILED_STEP_STATUSES = ["failed", "blocked"] as const satisfies readonly StepStatus[];
 /** Step states that wait for a person: a gate to decide or a question to answer. */
 export const WAITING_FOR_PERSON_STEP_STATUSES = [
   "awaiting_approval",
@@ -147,6 +149,10 @@ export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
 /** Where a delivery stands. */
 export const WEBHOOK_DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const;
 export type WebhookDeliveryStatus = (typeof WEBHOOK_DELIVERY_STATUSES)[number];
+
+/** A plan is active, or a person set it aside: rejected (its review ended) or archived (hidden). */
+export const PLAN_LIFECYCLE_STATES = ["active", "rejected", "archived"] as const;
+export type PlanLifecycleState = (typeof PLAN_LIFECYCLE_STATES)[number];
 
 /** Where a plan came from: the planner, a person's editor, an agent, a template, an import. */
 export const PLAN_SOURCES = ["llm", "manual", "agent", "template", "import"] as const;

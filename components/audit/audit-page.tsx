@@ -39,6 +39,7 @@ const ACTIONS: Record<AuditAction, string> = {
   "step.skipped": "skipped the step",
   "step.recovered": "recovered the step",
   "run.cancelled": "cancelled the run",
+  "run.child_started": "started a sub-plan's run",
   "run.paused": "paused the run",
   "run.resumed": "resumed the run",
   "run.plan_adopted": "moved the run to a new plan version",

@@ -4,6 +4,7 @@ import Link from "next/link";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { formatCost, formatTokens, type ProgressLine } from "./planner-format";
 import type { PlanningSessionData, PlanningSubscription } from "./use-planning-session";
+import { FINISHED_RUN_STATUSES, isIn } from "@/server/vocabulary";
 
 /** What is being planned, and how: mode, model, trace and what it has cost so far. */
 export function SessionHeading({ data }: { data: PlanningSessionData }) {
@@ -33,7 +34,7 @@ export function SessionHeading({ data }: { data: PlanningSessionData }) {
 export function ExecutionLine({ execution }: { execution: NonNullable<PlanningSessionData["execution"]> }) {
   return (
     <p data-testid="planning-execution">
-      {["completed", "cancelled", "failed"].includes(execution.status)
+      {isIn(FINISHED_RUN_STATUSES, execution.status)
         ? `Planning is done: the approved plan's run is ${execution.status}.`
         : `Executing the approved plan: ${execution.settled} of ${execution.total} steps settled.`}{" "}
       <Link href={`/runs/${execution.runId}`}>Open the run</Link>

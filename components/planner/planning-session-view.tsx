@@ -19,6 +19,7 @@ import {
 } from "./planning-session-parts";
 import { UsageSummary } from "./usage-summary";
 import { usePlanningSession } from "./use-planning-session";
+import { isIn, OPEN_PLANNING_STATUSES } from "@/server/vocabulary";
 
 /** A planning session live: progress as it happens, questions to answer, cancel, and the outcome. */
 export function PlanningSessionView({ sessionId }: { sessionId: string }) {
@@ -27,7 +28,7 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
   if (session.isPending) return <p aria-busy="true">Loading the planning session…</p>;
   if (session.error) return <ErrorMessage error={session.error} />;
   const data = session.data;
-  const open = data.status === "running" || data.status === "awaiting_answer";
+  const open = isIn(OPEN_PLANNING_STATUSES, data.status);
   const question = data.questions.find((candidate) => candidate.answer === null);
 
   return (

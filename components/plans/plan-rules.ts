@@ -56,6 +56,16 @@ export function checkMove(
  * The plan as it will look once the server accepts `edit`, for edits whose result the client can
  * know; `undefined` for the rest (add, undo, import), which wait for the server.
  */
+/** `target` with an edit's changes applied as the server applies them: a null removes the field. */
+function withChanges<T extends Record<string, unknown>>(target: T, changes: Record<string, unknown>): T {
+  const next: Record<string, unknown> = { ...target };
+  for (const [key, value] of Object.entries(changes)) {
+    if (value === null) delete next[key];
+    else next[key] = value;
+  }
+  return next as T;
+}
+
 export function applyOptimisticEdit(view: PlanView, edit: PlanEdit): PlanView | undefined {
   const plan = view.plan;
   const withSteps = (steps: Step[]): PlanView => ({
@@ -67,12 +77,7 @@ export function applyOptimisticEdit(view: PlanView, edit: PlanEdit): PlanView | 
   });
   switch (edit.kind) {
     case "updatePlan": {
-      const next: Record<string, unknown> = { ...plan };
-      for (const [key, value] of Object.entries(edit.changes)) {
-        if (value === null) delete next[key];
-        else next[key] = value;
-      }
-      return { ...view, plan: next as unknown as Plan };
+      return { ...view, plan: withChanges(plan, edit.changes) };
     }
     case "updateStep": {
       // A dependency change may reorder steps on the server; wait for it rather than guess.
@@ -80,12 +85,7 @@ export function applyOptimisticEdit(view: PlanView, edit: PlanEdit): PlanView | 
       return withSteps(
         plan.steps.map((step) => {
           if (step.id !== edit.stepId) return step;
-          const next: Record<string, unknown> = { ...step };
-          for (const [key, value] of Object.entries(edit.changes)) {
-            if (value === null) delete next[key];
-            else next[key] = value;
-          }
-          return next as unknown as Step;
+          return withChanges(step, edit.changes);
         }),
       );
     }

@@ -6,6 +6,7 @@ import { createContext, memo, useContext, useState, type ReactNode } from "react
 import type { Step } from "@/server/plan-schema";
 import type { PlanIssue } from "@/server/plan-schema";
 import { StepComments } from "./comments";
+import { SubPlanPreview } from "./sub-plan-preview";
 import type { StepAssessment } from "@/server/tools/assessment";
 import { stepLabel } from "./plan-rules";
 
@@ -170,6 +171,14 @@ function StepMeta({ step }: { step: Step }) {
       <dd>
         <pre className="mono args">{args}</pre>
       </dd>
+      {step.tool === "run_plan" && (
+        <>
+          <dt>Sub-plan</dt>
+          <dd>
+            <SubPlanPreview step={step} />
+          </dd>
+        </>
+      )}
       <dt>Limits</dt>
       <dd>
         timeout {step.timeoutSeconds} s · up to {step.retry.maxAttempts} attempt

@@ -120,8 +120,9 @@ function collectChanges(fields: StepFields, timeoutNumber: number): (StepChanges
   if (!step) return { ...all, position: fields.position };
   // Send only what differs, so the history names exactly what the person changed.
   const changes: Record<string, unknown> = {};
+  const current: Record<string, unknown> = step;
   for (const [key, next] of Object.entries(all)) {
-    const before = (step as unknown as Record<string, unknown>)[key];
+    const before = current[key];
     if (JSON.stringify(before ?? null) !== JSON.stringify(next ?? null)) changes[key] = next;
   }
   return Object.keys(changes).length ? changes : null;

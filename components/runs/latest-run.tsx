@@ -4,6 +4,7 @@ import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import { useTRPC } from "@/components/trpc";
 import { StatusBadge } from "@/components/ui/status-badge";
+import { ACTIVE_RUN_STATUSES, isIn } from "@/server/vocabulary";
 
 /**
  * A plan that has run leads with its latest run: what became of it and the way to it. A reviewer
@@ -16,7 +17,7 @@ export function LatestRunBanner({ planId, currentVersion }: { planId: string; cu
   const all = runs.data ?? [];
   const latest = all[0];
   if (!latest) return null;
-  const open = latest.status === "running" || latest.status === "paused" || latest.status === "failing";
+  const open = isIn(ACTIVE_RUN_STATUSES, latest.status);
   return (
     <section className="banner latest-run" aria-label="Latest run" data-testid="latest-run">
       <p>

@@ -11,8 +11,8 @@ import { useNow } from "@/components/ui/use-now";
 import { formatDuration, humanStatus } from "./format";
 import { isFinished, type LiveRun } from "./run-state";
 import { NotificationToggle } from "./wait-notifications";
+import { isIn, SETTLED_STEP_STATUSES } from "@/server/vocabulary";
 
-const SETTLED = new Set(["completed", "failed", "skipped", "blocked", "cancelled"]);
 /** Counts are listed in the order a run moves through them. */
 const STATUS_ORDER = [
   "awaiting_approval",
@@ -54,7 +54,7 @@ export function RunPanel({ run, goal, connection }: { run: LiveRun; goal: string
     let done = 0;
     for (const step of run.steps) {
       byStatus.set(step.status, (byStatus.get(step.status) ?? 0) + 1);
-      if (SETTLED.has(step.status)) done++;
+      if (isIn(SETTLED_STEP_STATUSES, step.status)) done++;
     }
     return {
       counts: STATUS_ORDER.filter((s) => byStatus.has(s)).map((s) => [s, byStatus.get(s)!] as const),
@@ -168,6 +168,14 @@ function RunFacts({ run, elapsed }: { run: LiveRun; elapsed: number }) {
           <Link href={`/audit?run=${run.id}`}>Audit log for this run</Link>
         </dd>
       </div>
+      {run.parent && (
+        <div>
+          <dt>Sub-plan of</dt>
+          <dd>
+            <Link href={`/runs/${run.parent.runId}`}>step {run.parent.stepId} of its parent run</Link>
+          </dd>
+        </div>
+      )}
       {run.rerunOf && (
         <div>
           <dt>Re-run of</dt>

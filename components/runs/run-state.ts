@@ -1,7 +1,12 @@
 import type { RunStepView, RunView } from "@/server/engine/run-view";
 import type { StepStatus } from "@/server/plan-schema";
 import type { StoredEvent } from "@/server/events/types";
-import { FINISHED_RUN_STATUSES, SETTLED_STEP_STATUSES } from "@/server/vocabulary";
+import {
+  FINISHED_RUN_STATUSES,
+  isIn,
+  SETTLED_STEP_STATUSES,
+  WAITING_FOR_PERSON_STEP_STATUSES,
+} from "@/server/vocabulary";
 
 /** `step.<status>`: the events that change a step's status (not retrying, progress or logs). */
 export type StepStatusEvent = Extract<StoredEvent, { type: `step.${StepStatus}` }>;
@@ -18,9 +23,11 @@ export function isRunStatusEvent(event: StoredEvent): event is RunStatusEvent {
 
 /** What a waiting step waits for; the snapshot carries it (when the server provides it) and events update it. */
 export interface StepWaiting {
-  kind: "approval" | "input" | "agent";
+  kind: "approval" | "input" | "agent" | "child_run";
   /** The agent working on an agent task in progress. */
   agent?: string;
+  /** A sub-plan step's child run, once started. */
+  runId?: string;
   question?: string;
   choices?: string[];
   expiresAt?: string;
@@ -79,8 +86,6 @@ export interface LiveRun extends Omit<RunView, "steps"> {
   rerunOf?: string;
 }
 
-const FINISHED_STEP = new Set<string>(SETTLED_STEP_STATUSES);
-const FINISHED_RUN = new Set<string>(FINISHED_RUN_STATUSES);
 const MAX_LIVE_LOG_LINES = 2000;
 
 export function fromSnapshot(snapshot: RunView): LiveRun {
@@ -146,7 +151,7 @@ export function applyEvent(run: LiveRun, event: StoredEvent): LiveRun {
   if (isRunStatusEvent(event)) {
     const { data } = event;
     next.status = data.status;
-    next.finishedAt = FINISHED_RUN.has(data.status) ? event.createdAt : null;
+    next.finishedAt = isIn(FINISHED_RUN_STATUSES, data.status) ? event.createdAt : null;
     if ("reason" in data && typeof data.reason === "string") next.reason = data.reason;
   }
   const index = event.stepId === null ? undefined : run.stepIndex.get(event.stepId);
@@ -176,6 +181,9 @@ function applyStepEvent(step: LiveStep, event: StoredEvent): LiveStep {
     case "approval.requested":
     case "approval.expiring":
       updated.waiting = { ...step.waiting, kind: "approval", expiresAt: event.data.expiresAt };
+      return updated;
+    case "child_run.started":
+      updated.waiting = { kind: "child_run", runId: event.data.childRunId };
       return updated;
     case "input.requested":
       updated.waiting = {
@@ -213,7 +221,7 @@ function applyStepEvent(step: LiveStep, event: StoredEvent): LiveStep {
   // An empty reason clears it (a blocked step returning to pending).
   if (typeof data.reason === "string") updated.reason = data.reason || null;
   if (data.result) updated.result = data.result;
-  if (status !== "awaiting_approval" && status !== "awaiting_input") delete updated.waiting;
+  if (!isIn(WAITING_FOR_PERSON_STEP_STATUSES, status)) delete updated.waiting;
   // What an approval would let run is the snapshot's; once the step moves on it is asked for anew.
   if (status !== "awaiting_approval") delete updated.approval;
   if (status === "awaiting_agent") updated.waiting = { kind: "agent" };
@@ -229,15 +237,15 @@ function applyStepEvent(step: LiveStep, event: StoredEvent): LiveStep {
     delete updated.retrying;
   }
   if (status === "completed") updated.progress = 100;
-  updated.finishedAt = FINISHED_STEP.has(status) ? event.createdAt : null;
+  updated.finishedAt = isIn(SETTLED_STEP_STATUSES, status) ? event.createdAt : null;
   return updated;
 }
 
 /** Steps waiting for a person, in plan order. */
 export function waitingSteps(run: LiveRun): LiveStep[] {
-  return run.steps.filter((step) => step.status === "awaiting_approval" || step.status === "awaiting_input");
+  return run.steps.filter((step) => isIn(WAITING_FOR_PERSON_STEP_STATUSES, step.status));
 }
 
 export function isFinished(status: string): boolean {
-  return FINISHED_RUN.has(status);
+  return isIn(FINISHED_RUN_STATUSES, status);
 }

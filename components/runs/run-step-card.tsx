@@ -12,6 +12,7 @@ import { describeValue, formatClock, formatDuration, formatTimeLeft } from "./fo
 import type { LiveStep } from "./run-state";
 import { AgentTaskActions, FailedStepActions, RerunForm } from "./step-actions";
 import { StepLogs } from "./step-logs";
+import { isIn, WAITING_FOR_PERSON_STEP_STATUSES } from "@/server/vocabulary";
 
 interface RunStepCardProps {
   step: Step;
@@ -109,7 +110,7 @@ export const RunStepCard = memo(function RunStepCard({
           {step.tool === "llm_generate" && (status === "completed" || status === "failed") && (
             <StepUsage runId={runId} stepId={step.id} />
           )}
-          {(status === "awaiting_approval" || status === "awaiting_input") && steerable && (
+          {isIn(WAITING_FOR_PERSON_STEP_STATUSES, status) && steerable && (
             <DecideAbove step={step} state={state} status={status} />
           )}
           {status === "failed" && steerable && <FailedStepActions runId={runId} stepId={step.id} />}
@@ -139,7 +140,18 @@ function StepProgressNote({ step, state, status }: { step: Step; state: LiveStep
           {state.waiting.agent ?? "An agent"} is working on it.
         </p>
       )}
-      {status === "running" && state.waiting?.kind !== "agent" && (
+      {status === "running" && state.waiting?.kind === "child_run" && (
+        <p className="agent-note" data-testid="child-run-state">
+          {state.waiting.runId ? (
+            <>
+              Waiting for its sub-plan: <a href={`/runs/${state.waiting.runId}`}>the child run</a>.
+            </>
+          ) : (
+            "Starting its sub-plan…"
+          )}
+        </p>
+      )}
+      {status === "running" && state.waiting?.kind !== "agent" && state.waiting?.kind !== "child_run" && (
         <div className="stack-sm">
           <ProgressBar value={state.progress} label={`${step.id} progress`} />
           <span className="muted" data-testid="progress">

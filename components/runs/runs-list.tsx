@@ -3,7 +3,7 @@
 import { useInfiniteQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import { useState } from "react";
-import { RUN_STATUSES, type RunStatus } from "@/server/vocabulary";
+import { RUN_STATUSES, SETTLED_STEP_STATUSES, type RunStatus } from "@/server/vocabulary";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
 import { StatusBadge } from "@/components/ui/status-badge";
@@ -15,7 +15,6 @@ import type { AppRouter } from "@/server/trpc/root";
 type RunRowData = inferRouterOutputs<AppRouter>["runs"]["list"]["runs"][number];
 
 const FILTERS = RUN_STATUSES;
-const SETTLED = ["completed", "failed", "skipped", "blocked", "cancelled"] as const;
 
 /**
  * Runs newest first — of one plan (its history) or across the app — with state filters. Read when
@@ -97,7 +96,7 @@ export function RunsList({ planId, heading }: { planId?: string; heading: string
 
 /** One run: its state, plan, start, version, approver, steps settled (failed, waiting) and duration. */
 function RunRow({ run, planId }: { run: RunRowData; planId: string | undefined }) {
-  const settled = SETTLED.reduce((sum, s) => sum + (run.stepCounts[s] ?? 0), 0);
+  const settled = SETTLED_STEP_STATUSES.reduce((sum, s) => sum + (run.stepCounts[s] ?? 0), 0);
   const waiting = (run.stepCounts.awaiting_approval ?? 0) + (run.stepCounts.awaiting_input ?? 0);
   const started = run.startedAt ?? run.createdAt;
   return (

@@ -28,7 +28,7 @@ export function TemplatesPage() {
       )}
       {templates.data && templates.data.templates.length > 0 && (
         <ul className="steps" aria-label="Templates">
-          {(templates.data.templates as unknown as TemplateView[]).map((template) => (
+          {templates.data.templates.map((template) => (
             <TemplateCard key={template.id} template={template} />
           ))}
         </ul>

@@ -10,6 +10,7 @@ import { findingsNote, runVerifiers, type VerifierResult } from "./verifiers";
 import { stepApprovedUnderPolicy } from "../engine/approval-view";
 import type { ToolRegistry } from "../tools/registry";
 import { removeMergedWorktreesLater, worktreeWorkDone } from "./worktrees-ahead";
+import { FINISHED_RUN_STATUSES } from "../vocabulary";
 import {
   ensureTaskWorktree,
   integrationBranch,
@@ -282,9 +283,9 @@ export async function removeWorktreesOfFinishedRuns(pool: pg.Pool, workspaceRoot
   const shorts = await runsWithWorktrees(repo);
   if (shorts.length === 0) return [];
   const runs = await pool.query<{ id: string }>(
-    `select id from runs where status in ('cancelled', 'failed', 'completed')
+    `select id from runs where status = any($2)
        and left(replace(id::text, '-', ''), 8) = any($1)`,
-    [shorts],
+    [shorts, FINISHED_RUN_STATUSES],
   );
   const removed: string[] = [];
   for (const run of runs.rows) removed.push(...(await removeRunWorktrees(repo, run.id)));

@@ -96,7 +96,7 @@ export async function abandonTodoPlan(app: App, key: string, why: string): Promi
   const todo = rows.rows[0];
   if (!todo) return false;
   let cancelled = false;
-  if (!["completed", "failed", "cancelled"].includes(todo.run_status)) {
+  if (!isIn(FINISHED_RUN_STATUSES, todo.run_status)) {
     try {
       await cancelRun(app.engine, { runId: todo.run_id, actor: "stepwise" });
       cancelled = true;
@@ -259,7 +259,7 @@ async function reopenStep(
     [todo.run_id],
   );
   const inProgress = before.rows.filter((row) => row.status === "running").map((row) => row.step_id);
-  if (!["completed", "failed", "cancelled"].includes(before.rows[0]?.run_status ?? "completed")) {
+  if (!isIn(FINISHED_RUN_STATUSES, before.rows[0]?.run_status ?? "completed")) {
     await cancelRun(app.engine, { runId: todo.run_id, actor: input.actor });
   }
   const { runId } = await rerunFrom(app.engine, app.db.prisma, {

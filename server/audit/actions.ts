@@ -20,6 +20,7 @@ export const AUDIT_ACTIONS = [
   "step.skipped",
   "step.recovered",
   "run.cancelled",
+  "run.child_started",
   "run.paused",
   "run.resumed",
   "run.plan_adopted",

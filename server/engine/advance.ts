@@ -1,4 +1,5 @@
 import type { StepStatus } from "../plan-schema";
+import { FAILED_STEP_STATUSES, FINISHED_RUN_STATUSES, isIn, SETTLED_STEP_STATUSES } from "../vocabulary";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { APPROVAL_EXPIRY_TASK, APPROVAL_WARNING_TASK } from "../queue/jobs";
 import type { ReadyStepRow, RunTransaction } from "./run-transaction";
@@ -165,15 +166,13 @@ async function assertSameAsTable(tx: RunTransaction, slots: number, picked: { st
   }
 }
 
-/** A run with a step in one of these states has failed. */
-const ENDED_BADLY = new Set<StepStatus>(["failed", "blocked"]);
-/** Whether run $1 has a failed or blocked step among those not in $2. */
+/** Whether run $1 has a failed or blocked step ($3: FAILED_STEP_STATUSES) among those not in $2. */
 const FAILED_UNCHANGED = `select 1 from run_steps
-  where run_id = $1 and status in ('failed','blocked') and step_id <> all($2::text[]) limit 1`;
+  where run_id = $1 and status = any($3) and step_id <> all($2::text[]) limit 1`;
 
 export async function finishIfDone(tx: RunTransaction): Promise<void> {
   const { run } = tx;
-  if (run.status === "completed" || run.status === "failed" || run.status === "cancelled") return;
+  if (isIn(FINISHED_RUN_STATUSES, run.status)) return;
   if (run.status === "failing" && run.active_steps === 0) {
     await cancelOpenSteps(tx, "A critical step failed");
     run.status = "failed";
@@ -185,8 +184,8 @@ export async function finishIfDone(tx: RunTransaction): Promise<void> {
   // its write-back): those are judged here, the table is asked about the others.
   const { changed } = tx.pendingStatuses();
   const failed =
-    changed.some((id) => ENDED_BADLY.has(tx.statuses.get(id)!)) ||
-    (await tx.client.query(FAILED_UNCHANGED, [run.id, changed])).rowCount! > 0;
+    changed.some((id) => isIn(FAILED_STEP_STATUSES, tx.statuses.get(id)!)) ||
+    (await tx.client.query(FAILED_UNCHANGED, [run.id, changed, FAILED_STEP_STATUSES])).rowCount! > 0;
   run.status = failed ? "failed" : "completed";
   tx.events.push({ type: `run.${run.status}`, data: { status: run.status } });
 }
@@ -194,9 +193,8 @@ export async function finishIfDone(tx: RunTransaction): Promise<void> {
 export async function cancelOpenSteps(tx: RunTransaction, reason: string): Promise<void> {
   await tx.flushStatusesOnly();
   const open = await tx.client.query<{ step_id: string; status: StepStatus }>(
-    `select step_id, status from run_steps where run_id = $1
-       and status in ('pending','ready','awaiting_approval','awaiting_input','awaiting_agent','running') order by position`,
-    [tx.run.id],
+    `select step_id, status from run_steps where run_id = $1 and status <> all($2) order by position`,
+    [tx.run.id, SETTLED_STEP_STATUSES],
   );
   for (const row of open.rows) {
     tx.statuses.set(row.step_id, row.status);

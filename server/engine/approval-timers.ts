@@ -3,7 +3,7 @@ import type { StepStatus } from "../plan-schema";
 import { advance } from "./advance";
 import type { EngineDeps } from "./deps";
 import { audit, openRunTransaction, type RunTransaction, type StepWaiting } from "./run-transaction";
-import { FINISHED_RUN_STATUSES } from "./state-machine";
+import { FINISHED_RUN_STATUSES, isIn } from "../vocabulary";
 
 /** Loads a gated step's wait if it is still the one `expiresAt` belongs to. */
 async function currentApprovalWait(tx: RunTransaction, stepId: string, expiresAt: string): Promise<boolean> {
@@ -29,7 +29,7 @@ async function onApprovalWait(
 ): Promise<void> {
   await inTransaction(deps.pool, async (client) => {
     const tx = await openRunTransaction(deps, client, job.runId);
-    if (!tx || FINISHED_RUN_STATUSES.has(tx.run.status)) return;
+    if (!tx || isIn(FINISHED_RUN_STATUSES, tx.run.status)) return;
     if (!(await currentApprovalWait(tx, job.stepId, job.expiresAt))) return;
     await apply(tx);
     await tx.flush();

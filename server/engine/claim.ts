@@ -4,6 +4,7 @@ import { ReferenceError, resolveReferences } from "../plans/references";
 import type { StepStatus } from "../plan-schema";
 import { askUserInputSchema } from "../tools/ask-user";
 import { advance, dispatch } from "./advance";
+import { beginChildRunStep } from "./child-run-step";
 import { holdStepsWithoutMatchingApproval } from "./approval-binding";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn, type Outcome } from "./outcome";
@@ -119,6 +120,8 @@ export async function claimStepsIn(
       rows.get(entry.step.id)!.status = "awaiting_approval";
     } else if (deps.tools.get(entry.step.tool)?.capability === "user.ask") {
       await askUser(deps, tx, entry.step, entry.job.attempt);
+    } else if (deps.tools.get(entry.step.tool)?.capability === "plan.run") {
+      await beginChildRunStep(deps, tx, entry.step, entry.job.attempt, await resolveStepArgs(tx, entry.step));
     } else {
       toRun.push(entry);
     }

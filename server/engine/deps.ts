@@ -54,6 +54,11 @@ export interface EngineDeps {
    * applies it (server/planner/auto-recovery.ts). Without it the job leaves the step to a person.
    */
   autoRecover?: (job: { runId: string; stepId: string; attempt: number }) => Promise<void>;
+  /**
+   * Set by the app context: fills a template into a new plan for a `run_plan` step's child run
+   * (server/engine/child-runs.ts). Without it, template sub-plans fail with a clear reason.
+   */
+  resolveTemplatePlan?: ChildPlanResolver;
   now?: () => Date;
   random?: () => number;
 }
@@ -65,3 +70,18 @@ export function createEngineDeps(
 ): EngineDeps {
   return { pool, tools, authority, graphs: new RunGraphCache(), cancellations: new Map() };
 }
+
+/**
+ * A template sub-plan to fill: what `resolveTemplatePlan` is asked. Templates are never changed
+ * once saved (only deleted), so the step's approval, which names the template, binds its content.
+ */
+export interface ChildPlanRequest {
+  templateId: string;
+  params: Record<string, string>;
+  actor: string;
+  workspaceId: string | null;
+  workspaceRoot: string;
+}
+
+/** Resolves a template sub-plan to a new plan's first version. */
+export type ChildPlanResolver = (request: ChildPlanRequest) => Promise<{ planId: string; version: number }>;

@@ -1,11 +1,13 @@
 import { inTransaction, isLockTimeout, lockTimeoutMs } from "../db";
 import type { StepStatus } from "../plan-schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
+import { RUN_PLAN_TOOL } from "../tools/run-plan";
 import type { EngineDeps } from "./deps";
 import { recordOutcomeIn } from "./outcome";
 import { enqueueStepJobs } from "../queue/jobs";
 import { MISSED_BEATS, unlockJobsOfDeadWorkers } from "./queue-locks";
 import { openRunTransaction, type Client, type RunTransaction } from "./run-transaction";
+import { ACTIVE_RUN_STATUSES } from "../vocabulary";
 
 /** SQL: the worker owning step row `rs` has beaten within its own MISSED_BEATS intervals. */
 const OWNER_ALIVE = `exists (select 1 from workers w where w.id = rs.worker_id and w.stopped_at is null
@@ -96,11 +98,12 @@ export async function recoverInterruptedSteps(deps: EngineDeps, staleAfterMs: nu
   // being written), even if its own heartbeat went stale while the database was out of reach.
   const orphans = await deps.pool.query<{ run_id: string; step_id: string; attempt: number; worker_id: string | null }>(
     `select rs.run_id, rs.step_id, rs.attempt, rs.worker_id from run_steps rs
-     where rs.status = 'running' and rs.tool <> '${AGENT_TASK_TOOL}'
+     where rs.status = 'running' and rs.tool <> all($2::text[])
        and rs.worker_id is distinct from $1
        and ${TAKEN_OVER}
      order by rs.started_at`,
-    [deps.workerId ?? null],
+    // Agent tasks are held by their agents' leases, sub-plan steps by their child runs: no worker.
+    [deps.workerId ?? null, [AGENT_TASK_TOOL, RUN_PLAN_TOOL]],
   );
   for (const orphan of orphans.rows) {
     await inTransaction(deps.pool, async (client) => {
@@ -240,12 +243,13 @@ async function requeueStrandedJobs(deps: EngineDeps, staleAfterMs: number): Prom
 async function requeueLostJobs(deps: EngineDeps): Promise<void> {
   const lost = await deps.pool.query<{ run_id: string; step_id: string; attempt: number }>(
     `select rs.run_id, rs.step_id, rs.attempt from run_steps rs join runs r on r.id = rs.run_id
-     where rs.status = 'ready' and rs.queued and r.status in ('running', 'failing', 'paused')
+     where rs.status = 'ready' and rs.queued and r.status = any($1)
        and not exists (
          select 1 from graphile_worker.jobs j
          where j.key in (rs.run_id || ':' || rs.step_id || ':' || (rs.attempt + 1),
                          rs.run_id || ':' || rs.step_id || ':' || (rs.attempt + 1) || ':requeued')
            and (j.locked_at is not null or j.attempts < j.max_attempts))`,
+    [ACTIVE_RUN_STATUSES],
   );
   if (lost.rowCount === 0) return;
   await enqueueStepJobs(

@@ -6,7 +6,7 @@ import { revisePlan } from "../plans/versions";
 import { adoptPlanVersion, cancelRun, retryStep, skipStep, startRun, type EngineDeps } from "./engine";
 import { buildRunGraph } from "./graph";
 import type { RecoveryAction } from "./recovery-action";
-import { FINISHED_RUN_STATUSES, type RunStatus } from "./state-machine";
+import { FINISHED_RUN_STATUSES, isIn } from "../vocabulary";
 
 /**
  * Interventions that change what a run executes. A change to a step's definition is always a new
@@ -120,7 +120,7 @@ export async function rerunFrom(
   input: { runId: string; stepId: string; args?: Record<string, unknown>; actor: string },
 ): Promise<{ runId: string; planVersion: number }> {
   const run = await loadRun(prisma, input.runId);
-  if (!FINISHED_RUN_STATUSES.has(run.status as RunStatus)) {
+  if (!isIn(FINISHED_RUN_STATUSES, run.status)) {
     throw new AppError("invalid_state", `The run is still ${run.status}; cancel it or wait for it to finish first`);
   }
   const plan = await getPlan(prisma, run.planId, run.planVersion);

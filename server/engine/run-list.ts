@@ -2,9 +2,16 @@ import type pg from "pg";
 import { z } from "zod";
 import { AppError } from "../errors";
 import { toStoredEvent, type EventRow } from "../events/store";
+import { storedEventSchema } from "../events/event-schemas";
 import type { StoredEvent } from "../events/types";
 import type { StepStatus } from "../plan-schema";
-import type { IdentityKind } from "../vocabulary";
+import {
+  decisionKindSchema,
+  identityKindSchema,
+  runStatusSchema,
+  stepStatusSchema,
+  type IdentityKind,
+} from "../vocabulary";
 import { RUN_STATUSES, type RunStatus } from "./state-machine";
 
 /**
@@ -23,27 +30,29 @@ export const runListInputSchema = z.object({
 });
 export type RunListInput = z.input<typeof runListInputSchema>;
 
-export interface RunSummary {
-  id: string;
-  planId: string;
-  planVersion: number;
-  goal: string;
-  status: RunStatus;
-  approvedBy: string;
-  createdAt: string;
-  startedAt: string | null;
-  finishedAt: string | null;
-  totalSteps: number;
-  stepCounts: Partial<Record<StepStatus, number>>;
-}
+export const runSummarySchema = z.object({
+  id: z.string(),
+  planId: z.string(),
+  planVersion: z.number(),
+  goal: z.string(),
+  status: runStatusSchema,
+  approvedBy: z.string(),
+  createdAt: z.string(),
+  startedAt: z.string().nullable(),
+  finishedAt: z.string().nullable(),
+  totalSteps: z.number(),
+  stepCounts: z.partialRecord(stepStatusSchema, z.number()),
+});
+export type RunSummary = z.output<typeof runSummarySchema>;
 
-export interface RunListPage {
-  runs: RunSummary[];
+export const runListPageSchema = z.object({
+  runs: z.array(runSummarySchema),
   /** Pass back as `cursor` for the next (older) page; null when there is none. */
-  nextCursor: string | null;
+  nextCursor: z.string().nullable(),
   /** How many runs each state has under the same plan filter, ignoring the state filter. */
-  statusCounts: Partial<Record<RunStatus, number>>;
-}
+  statusCounts: z.partialRecord(runStatusSchema, z.number()),
+});
+export type RunListPage = z.output<typeof runListPageSchema>;
 
 interface RunSummaryRow {
   id: string;
@@ -145,16 +154,20 @@ export async function readRunEvents(
   };
 }
 
-export interface RunDecision {
-  stepId: string;
-  planVersion: number;
-  decision: "approved" | "denied";
-  actor: string;
+export const runDecisionSchema = z.object({
+  stepId: z.string(),
+  planVersion: z.number(),
+  decision: decisionKindSchema,
+  actor: z.string(),
   /** person, agent or system; null for decisions recorded before kinds were stored. */
-  actorKind: IdentityKind | null;
-  comment: string | null;
-  createdAt: string;
-}
+  actorKind: identityKindSchema.nullable(),
+  comment: z.string().nullable(),
+  createdAt: z.string(),
+});
+export type RunDecision = z.output<typeof runDecisionSchema>;
+
+/** A page of a run's stored events; `more` when a later page has some. */
+export const runEventsPageSchema = z.object({ events: z.array(storedEventSchema), more: z.boolean() });
 
 /** Who approved or denied which gated step of a run, oldest first. */
 export async function listRunDecisions(db: Queryable, runId: string): Promise<RunDecision[]> {

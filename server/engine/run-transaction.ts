@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { z } from "zod";
 import { preparedExecute, type CommitWith, type Statement } from "../db";
 import type { AuditAction } from "../audit/actions";
 import { recordAudit } from "../audit/audit-log";
@@ -6,10 +7,16 @@ import { AppError } from "../errors";
 import { appendEventsStatement } from "../events/store";
 import type { NewEvent, StepStatusData } from "../events/types";
 import type { Step, StepStatus } from "../plan-schema";
-import type { StepResult } from "../vocabulary";
+import { SETTLED_STEP_STATUSES, type StepResult } from "../vocabulary";
 import type { EngineDeps } from "./deps";
 import type { RunGraph } from "./graph";
-import { approvalTimersStatement, stepJobsStatement, type ApprovalTimerJob, type StepJob } from "../queue/jobs";
+import {
+  approvalTimersStatement,
+  runEndedJobs,
+  stepJobsStatement,
+  type ApprovalTimerJob,
+  type StepJob,
+} from "../queue/jobs";
 import { assertTransition, type RunStatus } from "./state-machine";
 
 export type Client = pg.PoolClient;
@@ -31,16 +38,23 @@ export interface RunRow {
   db_now: Date;
   /** Someone follows the run's events live (`runs.watched_until`, kept by `EventBus.watch`). */
   watched: boolean;
+  /** A sub-plan's run: the run whose `run_plan` step started it (server/engine/child-runs.ts). */
+  parent_run_id: string | null;
+  parent_step_id: string | null;
 }
 
 /**
  * What a step in awaiting_approval, awaiting_input or awaiting_agent waits for — or, for an agent
  * task in progress, which agent holds it. Shown to people and checked by timers.
  */
-export type StepWaiting =
-  | { kind: "approval"; expiresAt: string }
-  | { kind: "input"; question: string; choices?: string[] }
-  | { kind: "agent"; agent?: string; since?: string };
+export const stepWaitingSchema = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("approval"), expiresAt: z.string() }),
+  z.object({ kind: z.literal("input"), question: z.string(), choices: z.array(z.string()).optional() }),
+  z.object({ kind: z.literal("agent"), agent: z.string().optional(), since: z.string().optional() }),
+  /** A `run_plan` step waits for its child run (its id once started): server/engine/child-runs.ts. */
+  z.object({ kind: z.literal("child_run"), runId: z.string().optional() }),
+]);
+export type StepWaiting = z.output<typeof stepWaitingSchema>;
 
 interface StepUpdate {
   status: StepStatus;
@@ -126,7 +140,12 @@ export class RunTransaction {
     readonly now: Date,
     /** `EngineDeps.wakeQueueIn`, for the delayed jobs this transaction queues. */
     private readonly wakeQueueIn?: (delayMs: number) => void,
-  ) {}
+  ) {
+    this.openedWithStatus = run.status;
+  }
+
+  /** The run's status when this transaction locked it: a change to a final one may concern other runs. */
+  private readonly openedWithStatus: RunStatus;
 
   setStatus(
     stepId: string,
@@ -228,7 +247,7 @@ export class RunTransaction {
   async flush(commitWith?: CommitWith): Promise<void> {
     // A wake for a job of a transaction that then rolls back finds nothing due: harmless.
     for (const job of this.jobs) if (job.runAt) this.wakeQueueIn?.(job.runAt.getTime() - this.now.getTime());
-    const jobs = stepJobsStatement(this.jobs.splice(0));
+    const jobs = stepJobsStatement(this.jobs.splice(0), runEndedJobs(this.run, this.openedWithStatus));
     const timers = approvalTimersStatement(this.timers.splice(0));
     const stepRows = this.takeStepWrites();
     const { run } = this;
@@ -295,6 +314,9 @@ export class RunTransaction {
  * The step ids are also given as an array (`= any`), which PostgreSQL looks up in the primary key;
  * joined to the record set alone it reads every step of the run, whatever the statistics say.
  */
+/** SETTLED_STEP_STATUSES as an SQL array constant: the hot path's write-back binds no more parameters. */
+const SETTLED_STATUSES_SQL = `'{${SETTLED_STEP_STATUSES.join(",")}}'::text[]`;
+
 function stepWriteSql(runId: string, rows: string): string {
   return `update run_steps rs set
          result = coalesce(u.result, rs.result),
@@ -311,7 +333,7 @@ function stepWriteSql(runId: string, rows: string): string {
          status = coalesce(u.status, rs.status),
          reason = case when u.status is null then rs.reason else coalesce(u.reason, rs.reason) end,
          waiting = case when u.status is null then rs.waiting else u.waiting end,
-         finished_at = case when u.status in ('completed','failed','blocked','skipped','cancelled') then now() else rs.finished_at end
+         finished_at = case when u.status = any(${SETTLED_STATUSES_SQL}) then now() else rs.finished_at end
        from jsonb_to_recordset(${rows}::jsonb) as u(step_id text, result jsonb, status text, reason text, waiting jsonb, claim jsonb, queued boolean)
        where rs.run_id = ${runId}::uuid and rs.step_id = u.step_id
          and rs.step_id = any(array(select jsonb_array_elements(${rows}::jsonb)->>'step_id'))`;
@@ -335,7 +357,7 @@ export async function loadPlanSteps(
  * of the insert that creates it (`startRun`).
  */
 export const RUN_COLUMNS = `id, plan_id, plan_version, status, max_parallel, trace_id, workspace_root, open_steps, active_steps,
-  approval_timeout_ms, approval_warning_ms, recovery_policy, now() as db_now,
+  approval_timeout_ms, approval_warning_ms, recovery_policy, parent_run_id, parent_step_id, now() as db_now,
   coalesce(watched_until > now(), false) as watched`;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

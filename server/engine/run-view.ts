@@ -2,59 +2,84 @@ import { PRISMA_TRANSACTION_OPTIONS, prismaQueryable } from "../db";
 import type { PrismaClient } from "../generated/prisma/client";
 import { AppError } from "../errors";
 import type { ToolRegistry } from "../tools/registry";
-import { describeApprovals, type ApprovalView } from "./approval-view";
+import { z } from "zod";
+import { approvalViewSchema, describeApprovals } from "./approval-view";
 import type { StepStatus } from "../plan-schema";
-import type { StepResult } from "../vocabulary";
-import type { StepWaiting } from "./engine";
+import { runStatusSchema, stepResultSchema, stepStatusSchema, type StepResult } from "../vocabulary";
+import { stepWaitingSchema, type StepWaiting } from "./run-transaction";
 import type { RunStatus } from "./state-machine";
 
-export interface RunStepView {
-  stepId: string;
-  status: StepStatus;
-  attempt: number;
-  progress: number;
-  result: StepResult | null;
-  error: string | null;
-  reason: string | null;
+/** A step of a run as every interface shows it. The schema is the type (operations parse with it). */
+export const runStepViewSchema = z.object({
+  stepId: z.string(),
+  status: stepStatusSchema,
+  attempt: z.number(),
+  progress: z.number(),
+  result: stepResultSchema.nullable(),
+  error: z.string().nullable(),
+  reason: z.string().nullable(),
   /** What an awaiting_approval / awaiting_input step waits for (expiry, question, choices). */
-  waiting?: StepWaiting;
+  waiting: stepWaitingSchema.optional(),
   /** awaiting_approval: exactly what an approval would let run, computed (see approval-view.ts). */
-  approval?: ApprovalView;
-  startedAt: string | null;
-  finishedAt: string | null;
+  approval: approvalViewSchema.optional(),
+  startedAt: z.string().nullable(),
+  finishedAt: z.string().nullable(),
   /** The worker process that runs or ran the step's latest attempt (host · pid), when known. */
-  worker: string | null;
-}
+  worker: z.string().nullable(),
+});
+export type RunStepView = z.output<typeof runStepViewSchema>;
 
-export interface RunView {
-  id: string;
-  planId: string;
-  planVersion: number;
-  status: RunStatus;
-  traceId: string;
-  approvedBy: string;
+export const runViewSchema = z.object({
+  id: z.string(),
+  planId: z.string(),
+  planVersion: z.number(),
+  status: runStatusSchema,
+  traceId: z.string(),
+  approvedBy: z.string(),
   /** The approver's note on the plan, when they gave one (the executing agent is shown it too). */
-  approvalNote?: string;
-  maxParallel: number;
+  approvalNote: z.string().optional().describe("The approver's note on the plan, when they gave one"),
+  maxParallel: z.number(),
   /** `auto`: failed steps get a recovery proposal applied by policy (bounded); `ask`: a person decides. */
-  recoveryPolicy?: "ask" | "auto";
-  /** The directory every tool of the run acts in, and the registered workspace's name. */
-  workspace: { id: string | null; name: string | null; path: string };
+  recoveryPolicy: z.enum(["ask", "auto"]).optional(),
+  workspace: z
+    .object({ id: z.string().nullable(), name: z.string().nullable(), path: z.string() })
+    .describe("The directory the run's tools act in"),
   /** The run this one re-runs from a chosen step, if any. */
-  rerunOf?: string;
-  createdAt: string;
-  startedAt: string | null;
-  finishedAt: string | null;
+  rerunOf: z.string().optional(),
+  /** A sub-plan's run: the run and `run_plan` step that started it. */
+  parent: z
+    .object({ runId: z.string(), stepId: z.string() })
+    .optional()
+    .describe("A sub-plan's run: the run and run_plan step that started it"),
+  createdAt: z.string(),
+  startedAt: z.string().nullable(),
+  finishedAt: z.string().nullable(),
   /**
    * When retention (STEPWISE_RETENTION_DAYS) removed this run's events and step logs: its steps'
    * states and results stay, its timeline and event log are empty (a task's merge and verification
    * events are kept).
    */
-  eventsRemovedAt?: string;
-  /** Sequence number of the last event reflected in this snapshot; stream from here. */
-  lastSeq: number;
-  steps: RunStepView[];
-}
+  eventsRemovedAt: z.string().optional(),
+  lastSeq: z.number().describe("Read events after this sequence number to follow the run"),
+  steps: z
+    .array(runStepViewSchema)
+    .describe(
+      "Per step: stepId, status, attempt, progress, result, error, reason, waiting; a step awaiting approval also " +
+        "carries `approval`: the tool, its arguments as written and resolved (resolvedArgs), workspace, timeout, the " +
+        "computed risk and capability (assessment), the author's claims (authorSays) and the definitionHash to decide with",
+    ),
+});
+export type RunView = z.output<typeof runViewSchema>;
+
+/** A run in a plan's list of runs. */
+export const planRunSchema = z.object({
+  id: z.string(),
+  planVersion: z.number(),
+  status: runStatusSchema,
+  approvedBy: z.string(),
+  createdAt: z.string(),
+  finishedAt: z.string().nullable(),
+});
 
 /** With `tools`, steps awaiting approval carry what would run (`approval`): every approval surface passes them. */
 export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRegistry): Promise<RunView> {
@@ -100,6 +125,8 @@ export async function getRun(prisma: PrismaClient, runId: string, tools?: ToolRe
     recoveryPolicy: run.recoveryPolicy === "auto" ? "auto" : "ask",
     workspace: { id: workspace?.id ?? null, name: workspace?.name ?? null, path: run.workspaceRoot },
     ...(run.rerunOf !== null && { rerunOf: run.rerunOf }),
+    ...(run.parentRunId !== null &&
+      run.parentStepId !== null && { parent: { runId: run.parentRunId, stepId: run.parentStepId } }),
     createdAt: run.createdAt.toISOString(),
     startedAt: run.startedAt?.toISOString() ?? null,
     finishedAt: run.finishedAt?.toISOString() ?? null,
@@ -127,7 +154,7 @@ export function workerName(worker: { hostname: string; pid: number }): string {
   return `${worker.hostname} · pid ${worker.pid}`;
 }
 
-export async function listRuns(prisma: PrismaClient, planId: string) {
+export async function listRuns(prisma: PrismaClient, planId: string): Promise<z.output<typeof planRunSchema>[]> {
   const runs = await prisma.run.findMany({ where: { planId }, orderBy: { createdAt: "desc" }, take: 50 });
   return runs.map((run) => ({
     id: run.id,

@@ -32,6 +32,8 @@ export interface StartRunInput {
   recoveryPolicy?: RecoveryPolicy;
   /** Re-run: these steps are not executed again; their recorded results are copied from `fromRunId`. */
   reuse?: { fromRunId: string; stepIds: string[] };
+  /** A sub-plan: the run and `run_plan` step that start this run (server/engine/child-runs.ts). */
+  parent?: { runId: string; stepId: string };
 }
 
 export const RECOVERY_POLICIES = ["ask", "auto"] as const;
@@ -90,6 +92,7 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
           workspace: input.workspaceRoot,
           ...(input.note && { note: input.note }),
           ...(input.reuse && { rerunOf: input.reuse.fromRunId }),
+          ...(input.parent && { parentRunId: input.parent.runId, parentStepId: input.parent.stepId }),
         });
         tx.events.push({
           type: "run.started",
@@ -194,8 +197,8 @@ async function insertRun(
     `with run as (
     insert into runs (id, plan_id, plan_version, status, max_parallel, trace_id, approved_by, workspace_root,
                       open_steps, active_steps, started_at, approval_timeout_ms, approval_warning_ms, rerun_of,
-                      workspace_id, recovery_policy, approval_note)
-    values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12, $13, $14)
+                      workspace_id, recovery_policy, approval_note, parent_run_id, parent_step_id)
+    values ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 0, now(), $9, $10, $11, $12, $13, $14, $16, $17)
     returning ${RUN_COLUMNS}
   ),
   steps as (
@@ -234,6 +237,8 @@ async function insertRun(
               : null,
         })),
       ),
+      input.parent?.runId ?? null,
+      input.parent?.stepId ?? null,
     ],
   );
   if (input.reuse && reused.size > 0) {

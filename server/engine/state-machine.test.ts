@@ -8,11 +8,10 @@ import {
   assertTransition,
   canTransition,
   IllegalTransitionError,
-  FINISHED_RUN_STATUSES,
   RUN_STATUSES,
-  SETTLED_STATUSES,
   STEP_TRANSITIONS,
 } from "./state-machine";
+import { FINISHED_RUN_STATUSES, isIn, SETTLED_STEP_STATUSES } from "../vocabulary";
 
 /**
  * Every transition the engine may make, with the engine path that makes it. This list is the
@@ -147,7 +146,7 @@ describe("step state machine", () => {
   });
 
   it("settled statuses are the final ones plus failed and blocked, which only a person's intervention reopens", () => {
-    expect([...SETTLED_STATUSES].sort()).toEqual([...FINAL, "failed", "blocked"].sort());
+    expect([...SETTLED_STEP_STATUSES].sort()).toEqual([...FINAL, "failed", "blocked"].sort());
     // Leaving failed/blocked means a retry, recovery or skip (failed → ready/pending/skipped,
     // blocked → pending) or a cancel.
     expect([...STEP_TRANSITIONS.failed].sort()).toEqual(["pending", "ready", "skipped"]);
@@ -157,8 +156,8 @@ describe("step state machine", () => {
   it("finished run statuses are completed, failed and cancelled", () => {
     expect([...FINISHED_RUN_STATUSES].sort()).toEqual(["cancelled", "completed", "failed"]);
     for (const status of FINISHED_RUN_STATUSES) expect(RUN_STATUSES).toContain(status);
-    expect(FINISHED_RUN_STATUSES.has("paused")).toBe(false);
-    expect(FINISHED_RUN_STATUSES.has("failing")).toBe(false);
+    expect(isIn(FINISHED_RUN_STATUSES, "paused")).toBe(false);
+    expect(isIn(FINISHED_RUN_STATUSES, "failing")).toBe(false);
   });
 });
 

@@ -1,5 +1,4 @@
 import type { StepStatus } from "../plan-schema";
-import { FINISHED_RUN_STATUSES as FINISHED_RUNS, SETTLED_STEP_STATUSES, type RunStatus } from "../vocabulary";
 
 /**
  * The step state machine — the one place that says which status may follow which.
@@ -53,8 +52,6 @@ export const STEP_TRANSITIONS: Readonly<Record<StepStatus, readonly StepStatus[]
   cancelled: [],
 };
 
-export const SETTLED_STATUSES: ReadonlySet<StepStatus> = new Set(SETTLED_STEP_STATUSES);
-
 export function canTransition(from: StepStatus, to: StepStatus): boolean {
   return STEP_TRANSITIONS[from].includes(to);
 }
@@ -83,6 +80,3 @@ export function assertTransition(stepId: string, from: StepStatus | undefined, t
 }
 
 export { RUN_STATUSES, type RunStatus } from "../vocabulary";
-
-/** Run states in which no step will ever start again. */
-export const FINISHED_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(FINISHED_RUNS);

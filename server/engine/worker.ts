@@ -3,7 +3,7 @@ import { EventEmitter } from "node:events";
 import os from "node:os";
 import type pg from "pg";
 import { Logger, run as runGraphileWorker, type Runner, type WorkerEvents } from "graphile-worker";
-import { createPool, isConnectionError, isLockTimeout, retryOnConnectionLoss } from "../db";
+import { createPool, retryOnConnectionLoss } from "../db";
 import { DatabaseListener } from "../db/listener";
 import { logger } from "../logger";
 import { observeQueueLatency } from "../metrics/process-metrics";
@@ -14,8 +14,6 @@ import {
   executeStepJob,
   expireApproval,
   MISSED_BEATS,
-  recoverInterruptedSteps,
-  renewLeases,
   warnApprovalExpiring,
   type EngineDeps,
 } from "./engine";
@@ -23,14 +21,25 @@ import {
   APPROVAL_EXPIRY_TASK,
   APPROVAL_WARNING_TASK,
   AUTO_RECOVERY_TASK,
+  CANCEL_CHILD_RUNS_TASK,
+  CHILD_RUN_FINISHED_TASK,
+  START_CHILD_RUN_TASK,
   CANCEL_CHANNEL,
   RUN_STEP_TASK,
 } from "../queue/jobs";
 import { recordQueueWorkerId } from "./queue-locks";
 import { workerName } from "./run-view";
+import { cancelChildRuns, recordChildRunFinished, startChildRun } from "./child-runs";
+import {
+  startHeartbeat,
+  startLeaseRenewal,
+  startMaintenance,
+  type ExtraWork,
+  type QueueTask,
+  type WorkerState,
+} from "./worker-timers";
 
-/** A job handler on the queue: its payload, and what graphile-worker says of the job (when it was due). */
-type QueueTask = (payload: unknown, helpers: { job: { run_at: Date } }) => Promise<void>;
+export type { ExtraWork } from "./worker-timers";
 
 export interface StepWorker {
   /**
@@ -41,17 +50,6 @@ export interface StepWorker {
 }
 
 const log = logger.child({ component: "worker" });
-
-/**
- * Work other than steps that a worker also takes from the queue (the planner's sessions): its
- * task handlers, a maintenance pass on each heartbeat tick (recovering what dead workers left),
- * and an abort for what is still running when the shutdown grace period is over.
- */
-export interface ExtraWork {
-  tasks: Record<string, QueueTask>;
-  maintain?(): Promise<void>;
-  abortAll?(): void;
-}
 
 /** How long a stopping worker lets in-flight steps finish before aborting them. */
 const DEFAULT_GRACE_MS = Number(process.env.STEPWISE_SHUTDOWN_GRACE_MS ?? 10_000);
@@ -178,18 +176,6 @@ interface StepWorkerOptions {
   extra?: (worker: { workerId: string; heartbeatMs: number }) => ExtraWork;
 }
 
-/** What the worker's parts share while it runs: whether it is stopping, and how many step jobs run. */
-interface WorkerState {
-  stopping: boolean;
-  activeJobs: number;
-}
-
-/** A timer of the worker's: `clear` ends it, `running` is the tick under way, if any. */
-interface WorkerTimer {
-  clear(): void;
-  running(): Promise<void> | undefined;
-}
-
 /** The worker's row, written once the database answers (it waits for it at start). */
 async function registerWorker(deps: EngineDeps, workerId: string, heartbeatMs: number): Promise<void> {
   await retryOnConnectionLoss(
@@ -246,6 +232,15 @@ function stepWorkerTasks(deps: EngineDeps, state: WorkerState): Record<string, Q
     [APPROVAL_EXPIRY_TASK]: async (payload) => {
       await expireApproval(deps, payload as { runId: string; stepId: string; expiresAt: string });
     },
+    [START_CHILD_RUN_TASK]: async (payload) => {
+      await startChildRun(deps, payload as Parameters<typeof startChildRun>[1]);
+    },
+    [CHILD_RUN_FINISHED_TASK]: async (payload) => {
+      await recordChildRunFinished(deps, payload as Parameters<typeof recordChildRunFinished>[1]);
+    },
+    [CANCEL_CHILD_RUNS_TASK]: async (payload) => {
+      await cancelChildRuns(deps, payload as Parameters<typeof cancelChildRuns>[1]);
+    },
   };
 }
 
@@ -273,96 +268,6 @@ function startQueueRunner(
       }),
     { maxDelayMs: 5_000, shouldStop: () => state.stopping },
   );
-}
-
-/**
- * The heartbeat has a connection and a timer of its own: engine work queueing for the pool, or
- * a slow recovery pass, cannot make this worker look dead to its peers. Leases are renewed on
- * their own timer through the engine pool; a step is taken over only when both are stale (see
- * leases.ts), so a stall on one path alone costs no step. A failed beat is retried next tick.
- */
-function startHeartbeat(
-  databaseUrl: string,
-  workerId: string,
-  heartbeatMs: number,
-): { clear(): void; close(): Promise<void> } {
-  const beatPool = createPool(databaseUrl, { max: 1, applicationName: "stepwise-heartbeat" });
-  let beat: Promise<void> | undefined;
-  const heartbeat = setInterval(() => {
-    beat ??= beatPool
-      .query("update workers set last_seen = now() where id = $1", [workerId])
-      .then(
-        () => undefined,
-        (error: unknown) => {
-          if (!isConnectionError(error) && !isLockTimeout(error)) log.error({ err: String(error) }, "heartbeat failed");
-        },
-      )
-      .finally(() => (beat = undefined));
-  }, heartbeatMs);
-  return {
-    clear: () => clearInterval(heartbeat),
-    async close() {
-      await beat;
-      await beatPool.end().catch(() => undefined);
-    },
-  };
-}
-
-function startLeaseRenewal(deps: EngineDeps, heartbeatMs: number, skip: boolean): WorkerTimer {
-  let renewing: Promise<void> | undefined;
-  const leaseRenewal = setInterval(() => {
-    if (skip) return;
-    renewing ??= renewLeases(deps)
-      .catch((error: unknown) => {
-        // A lease row locked by a transaction in flight is renewed on the next tick.
-        if (!isConnectionError(error) && !isLockTimeout(error))
-          log.error({ err: String(error) }, "lease renewal failed");
-      })
-      .finally(() => (renewing = undefined));
-  }, heartbeatMs);
-  return { clear: () => clearInterval(leaseRenewal), running: () => renewing };
-}
-
-/**
- * On its own tick, recovery of steps whose workers stopped: a run whose lock is busy is skipped
- * and looked at again on the next tick, seconds later.
- */
-function startMaintenance(
-  deps: EngineDeps,
-  state: WorkerState,
-  options: {
-    heartbeatMs: number;
-    concurrency: number;
-    extra: ExtraWork | undefined;
-    restartRunner(why: string): Promise<void>;
-  },
-): WorkerTimer {
-  const { heartbeatMs, concurrency, extra, restartRunner } = options;
-  let maintaining: Promise<void> | undefined;
-  const maintenance = setInterval(() => {
-    if (maintaining) return;
-    maintaining = recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS)
-      .then(() => (state.stopping ? undefined : extra?.maintain?.()))
-      .then(async () => {
-        // A runner wedged by a connection lost inside graphile takes no jobs although it has room:
-        // due step jobs wait unlocked while this process runs fewer than it may. Replace it.
-        if (state.stopping || state.activeJobs >= concurrency) return;
-        const waiting = await deps.pool.query<{ n: number }>(
-          `select count(*)::int as n from graphile_worker.jobs
-           where task_identifier = $1 and locked_at is null and attempts < max_attempts
-             and run_at < now() - make_interval(secs => $2)`,
-          [RUN_STEP_TASK, (heartbeatMs * MISSED_BEATS) / 1000],
-        );
-        if (waiting.rows[0]!.n > 0 && state.activeJobs < concurrency && !state.stopping) {
-          await restartRunner(`${waiting.rows[0]!.n} due jobs waited while it had room`);
-        }
-      })
-      .catch((error: unknown) => {
-        if (!isConnectionError(error)) log.error({ err: String(error) }, "recovery failed");
-      })
-      .finally(() => (maintaining = undefined));
-  }, heartbeatMs);
-  return { clear: () => clearInterval(maintenance), running: () => maintaining };
 }
 
 /**

@@ -76,6 +76,7 @@ const representative: NewEvent[] = [
   { type: "approval.decided", stepId: "step_1", data: { decision: "approved", actor: "local", comment: null } },
   { type: "input.requested", stepId: "step_1", data: { question: "Which?", choices: ["a", "b"] } },
   { type: "input.answered", stepId: "step_1", data: { actor: "local" } },
+  { type: "child_run.started", stepId: "step_2", data: { childRunId: "run-2", planId: "plan-2", version: 1 } },
   {
     type: "signal.raised",
     stepId: "step_1",

@@ -131,6 +131,8 @@ export const eventSchema = z.discriminatedUnion("type", [
   ),
   event("input.requested", z.object({ question: z.string(), choices: z.array(z.string()).optional() })),
   event("input.answered", z.object({ actor: z.string() })),
+  /** A `run_plan` step started its child run (server/engine/child-runs.ts). */
+  event("child_run.started", z.object({ childRunId: z.string(), planId: z.string(), version: z.number().int() })),
   /** Signals of an agent session travel in its run's stream. */
   event("signal.raised", z.object({ id: z.string(), level: signalLevel, message: z.string(), raisedBy: z.string() })),
   event("signal.cleared", z.object({ id: z.string(), clearedBy: z.string() })),
@@ -233,6 +235,21 @@ export const eventSchema = z.discriminatedUnion("type", [
 
 /** One event as appended: its type and data (the store adds the envelope). */
 export type EventBody = z.infer<typeof eventSchema>;
+
+/** Where an event was stored: the envelope around its `{ type, data }` (`EventEnvelope` in types.ts). */
+export const eventEnvelopeSchema = z.object({
+  streamId: z.string(),
+  /** Gap-free, strictly increasing within its stream. */
+  seq: z.number(),
+  planId: z.string(),
+  runId: z.string().nullable(),
+  stepId: z.string().nullable(),
+  traceId: z.string(),
+  createdAt: z.string(),
+});
+
+/** A stored event as the doors answer it: its envelope and one member of the union (`StoredEvent`). */
+export const storedEventSchema = z.intersection(eventEnvelopeSchema, eventSchema);
 export type EventType = EventBody["type"];
 /** The data of events of type `T` (a member may cover several types, e.g. `step.<status>`). */
 export type EventData<T extends EventType> = EventBody extends infer E

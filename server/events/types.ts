@@ -1,18 +1,10 @@
-import type { EventBody } from "./event-schemas";
+import type { z } from "zod";
+import type { EventBody, eventEnvelopeSchema } from "./event-schemas";
 
 export type { EventBody, EventData, EventType, StepStatusData } from "./event-schemas";
 
 /** Where an event was stored: the envelope around its `{ type, data }`. */
-export interface EventEnvelope {
-  streamId: string;
-  /** Gap-free, strictly increasing within its stream. */
-  seq: number;
-  planId: string;
-  runId: string | null;
-  stepId: string | null;
-  traceId: string;
-  createdAt: string;
-}
+export type EventEnvelope = z.output<typeof eventEnvelopeSchema>;
 
 /**
  * Every state change of a plan, a run or a planning session, as stored and as streamed: narrow on

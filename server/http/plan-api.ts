@@ -1,6 +1,4 @@
 import type { AppContext } from "../services";
-import type { Plan } from "../plan-schema";
-import type { RunView } from "../engine/run-view";
 import { invokeOperation } from "../operations/operation";
 import { planVersions } from "../operations/plan-reads";
 import { planApprove, planGet, planMarkdown } from "../operations/plans";
@@ -38,7 +36,7 @@ export function getPlanFromApi(request: Request, app: AppContext, planId: string
     screenPlanId(planId);
     const version = versionParameter(new URL(request.url).searchParams.get("version"));
     const input = { planId, ...(version !== undefined && { version }) };
-    const plan = (await invokeOperation(planGet, { app, identity }, input)) as unknown as Plan;
+    const plan = await invokeOperation(planGet, { app, identity }, input);
     traced(span, plan);
     if ((request.headers.get("accept") ?? "").includes("text/markdown")) {
       const { markdown } = await invokeOperation(planMarkdown, { app, identity }, input);
@@ -78,7 +76,7 @@ export function runFromApi(request: Request, app: AppContext, runId: string): Pr
   return respond("GET /api/runs/:id", async (span) => {
     const identity = identityOf(request);
     screenRunId(runId);
-    const run = (await invokeOperation(runGet, { app, identity }, { runId })) as unknown as RunView;
+    const run = await invokeOperation(runGet, { app, identity }, { runId });
     traced(span, { id: run.planId, traceId: run.traceId });
     return Response.json({
       ...run,

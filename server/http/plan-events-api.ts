@@ -10,7 +10,6 @@ import {
   readSeedPlanEvents,
   planEventBatch,
   type PlanEventCursor,
-  type SeedPlanEvent,
 } from "../operations/plan-http-api";
 import { identityOf } from "./request-identity";
 import { respond, screenPlanId, traced } from "./plan-api-shared";
@@ -61,11 +60,7 @@ export function planEventsFromApi(request: Request, app: AppContext, planId: str
     const identity = identityOf(request);
     screenPlanId(planId);
     const accept = request.headers.get("accept") ?? "";
-    const plan = (await invokeOperation(planGet, { app, identity }, { planId })) as unknown as {
-      id: string;
-      traceId: string;
-      steps: Step[];
-    };
+    const plan = await invokeOperation(planGet, { app, identity }, { planId });
     traced(span, plan);
     // The live stream reads what plan.events reads: its caller is checked here, before it starts.
     authorize(planEvents, identity, { authority: app.engine.authority });
@@ -74,7 +69,7 @@ export function planEventsFromApi(request: Request, app: AppContext, planId: str
     if (accept.includes("application/json") && !accept.includes("text/event-stream")) {
       const answer = await invokeOperation(planEvents, { app, identity }, { planId, after: start });
       const cursor = { ...start };
-      const events = (answer.events as SeedPlanEvent[]).map(({ streamId, seq, name, data }) => {
+      const events = answer.events.map(({ streamId, seq, name, data }) => {
         cursor[streamId] = seq;
         return { id: encodeCursor(cursor), ...data, event: name };
       });

@@ -2,6 +2,7 @@ import type pg from "pg";
 import { describeApprovals, type ApprovalView } from "../engine/approval-view";
 import type { ToolRegistry } from "../tools/registry";
 import { awaitsPersonReview, loadReviewFacts } from "../planner/review-state";
+import { FINISHED_RUN_STATUSES, WAITING_FOR_PERSON_STEP_STATUSES } from "../vocabulary";
 
 /**
  * Everything that waits for a person, anywhere, in one list: planning questions awaiting an
@@ -163,9 +164,9 @@ async function waitingSteps(pool: pg.Pool, tools: ToolRegistry): Promise<InboxIt
        from run_steps rs
        join runs r on r.id = rs.run_id
        join plan_versions v on v.plan_id = r.plan_id and v.version = r.plan_version
-      where rs.status in ('awaiting_approval', 'awaiting_input')
-        and r.status not in ('completed', 'failed', 'cancelled')
+      where rs.status = any($1) and r.status <> all($2)
       order by since`,
+    [WAITING_FOR_PERSON_STEP_STATUSES, FINISHED_RUN_STATUSES],
   );
   // What each approval would let run, computed per run (one read of its referenced outputs).
   const approvals = new Map<string, ApprovalView>();

@@ -19,8 +19,6 @@ export interface PoolUsage {
   pool: Pick<pg.Pool, "totalCount" | "idleCount" | "waitingCount"> & { options?: { max?: number } };
 }
 
-const ACTIVE = `(${ACTIVE_RUN_STATUSES.map((status) => `'${status}'`).join(", ")})`;
-
 export async function scrapeMetrics(pool: pg.Pool, pools: readonly PoolUsage[]): Promise<Scrape> {
   const scrape = new Registry();
   const gauge = (name: string, help: string, labelNames: string[] = []) =>
@@ -31,12 +29,14 @@ export async function scrapeMetrics(pool: pg.Pool, pools: readonly PoolUsage[]):
       `select coalesce(w.name, r.workspace_root) as workspace, count(*) as waiting
          from runs r join run_steps rs on rs.run_id = r.id
          left join workspaces w on w.id = r.workspace_id
-        where r.status in ${ACTIVE} and rs.status = 'ready' and rs.queued
+        where r.status = any($1) and rs.status = 'ready' and rs.queued
         group by 1`,
+      [ACTIVE_RUN_STATUSES],
     ),
     pool.query<{ status: string; count: string }>(
       `select rs.status, count(*) as count from runs r join run_steps rs on rs.run_id = r.id
-        where r.status in ${ACTIVE} group by rs.status`,
+        where r.status = any($1) group by rs.status`,
+      [ACTIVE_RUN_STATUSES],
     ),
     // A gate opens when its step starts waiting: its expiry less the run's approval timeout.
     pool.query<{ waiting: string; oldest: number | null }>(
@@ -44,7 +44,8 @@ export async function scrapeMetrics(pool: pg.Pool, pools: readonly PoolUsage[]):
               extract(epoch from now() - min((rs.waiting->>'expiresAt')::timestamptz
                 - make_interval(secs => r.approval_timeout_ms / 1000.0)))::float8 as oldest
          from runs r join run_steps rs on rs.run_id = r.id
-        where r.status in ${ACTIVE} and rs.status = 'awaiting_approval'`,
+        where r.status = any($1) and rs.status = 'awaiting_approval'`,
+      [ACTIVE_RUN_STATUSES],
     ),
     pool.query<{ failed: string; retrying: string }>(
       `select count(*) filter (where status = 'failed') as failed,

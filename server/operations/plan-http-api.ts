@@ -7,7 +7,8 @@ import { CONFIGURATION_HELP } from "../planner/config";
 import { plannerFor } from "../planner/deps";
 import { getPlanningSession } from "../planner/sessions";
 import { writePlanArtifacts } from "../plans/artifacts";
-import type { Plan, Step } from "../plan-schema";
+import { riskSchema, type Plan, type Step } from "../plan-schema";
+import { PLAN_SOURCES } from "../vocabulary";
 import { getPlan, stepMetadata } from "../plans/service";
 import { workspaceForNewWork } from "../plans/workspaces";
 import { AppError } from "../errors";
@@ -24,7 +25,35 @@ import type { AnyOperation } from "./registry";
  */
 
 /** Seed 001's step metadata (`stepMetadata`), with the fields a client needs to run it beside it. */
-export function apiStep(step: Step) {
+export const apiStepSchema = z.object({
+  id: z.string(),
+  action: z.string(),
+  tool: z.string(),
+  capability: z.string(),
+  capabilityLabel: z.string(),
+  labels: z.array(z.string()),
+  timeoutSeconds: z.number(),
+  approvalRequired: z.boolean(),
+  description: z.string(),
+  args: z.record(z.string(), z.unknown()),
+  dependsOn: z.array(z.string()),
+  risk: riskSchema,
+});
+
+/** A plan as the plan HTTP API answers it. */
+export const apiPlanSchema = z.object({
+  id: z.string(),
+  version: z.number(),
+  goal: z.string(),
+  summary: z.string().optional(),
+  steps: z.array(apiStepSchema),
+  successCriteria: z.array(z.string()),
+  source: z.enum(PLAN_SOURCES),
+  author: z.string(),
+  createdAt: z.string(),
+});
+
+export function apiStep(step: Step): z.output<typeof apiStepSchema> {
   return {
     ...stepMetadata(step),
     description: step.description,
@@ -34,7 +63,7 @@ export function apiStep(step: Step) {
   };
 }
 
-export function apiPlan(plan: Plan) {
+export function apiPlan(plan: Plan): z.output<typeof apiPlanSchema> {
   return {
     id: plan.id,
     version: plan.version,
@@ -69,7 +98,7 @@ export const planSubmit = defineOperation({
     "A plan request: a ready plan (goal and steps) is validated and stored, a bare goal is planned by the configured LLM; the plan is written to the workspace's .plans/",
   input: createPlanInput,
   output: z.object({
-    plan: z.looseObject({ id: z.string(), version: z.number(), goal: z.string(), steps: z.array(z.unknown()) }),
+    plan: apiPlanSchema,
     traceId: z.string(),
   }),
   async run(context, input) {
@@ -212,12 +241,13 @@ function shape(event: StoredEvent, steps: Map<string, Step>) {
 export type PlanEventCursor = Record<string, number>;
 
 /** One of a plan's events in seed 001's shape, with the stream position it was read at. */
-export interface SeedPlanEvent {
-  streamId: string;
-  seq: number;
-  name: string;
-  data: Record<string, unknown>;
-}
+export const seedPlanEventSchema = z.object({
+  streamId: z.string(),
+  seq: z.number(),
+  name: z.string(),
+  data: z.record(z.string(), z.unknown()),
+});
+export type SeedPlanEvent = z.output<typeof seedPlanEventSchema>;
 
 /** At most this many events per read; a reader asks again from where the batch ended. */
 const EVENT_BATCH = 1000;
@@ -272,7 +302,7 @@ export const planEvents = defineOperation({
       .describe("The last sequence number read per stream; from the start otherwise"),
   }),
   output: z.object({
-    events: z.array(z.unknown()).describe("Per event: {streamId, seq, name, data}"),
+    events: z.array(seedPlanEventSchema),
   }),
   annotations: { readOnly: true },
   async run({ app }, input) {

@@ -1,29 +1,35 @@
 import { z } from "zod";
 import { AppError } from "../errors";
 import { listComments } from "../plans/comments";
-import { diffPlans } from "../plans/diff";
-import { describeTools, exportPlanJson, exportPlanMarkdown } from "../plans/export";
+import { diffPlans, planDiffSchema } from "../plans/diff";
+import {
+  describeTools,
+  exportPlanJson,
+  exportPlanMarkdown,
+  planExportSchema,
+  toolDescriptionSchema,
+} from "../plans/export";
 import { lifecycleStateOf } from "../plans/lifecycle";
 import { findOverlaps, overlapFixLabel, overlapMessage } from "../plans/overlap";
 import { getPlan } from "../plans/service";
 import { checkPlanDraft } from "../plans/validate";
-import { listPlanVersions } from "../plans/versions";
-import { assessStep } from "../tools/assessment";
+import { listPlanVersions, planVersionSummarySchema } from "../plans/versions";
+import { assessStep, stepAssessmentSchema } from "../tools/assessment";
+import { planIssueSchema, planSchema } from "../plan-schema";
+import { PLAN_LIFECYCLE_STATES } from "../vocabulary";
 import { defineOperation } from "./operation";
 import { PERSON_OR_AGENT } from "./policy";
-import { planOutputSchema } from "./plans";
 import type { AnyOperation } from "./registry";
 
 /**
  * The review page's reads of a plan — its checks, lifecycle, history, diff, export, the computed
  * risk of each step, and the tools a step may use — as operations, so the tRPC door is an adapter
  * like every other. None of them shows anything an agent may not read (an agent already reads
- * plans with plan.get), so both kinds of caller may. Outputs are objects of plain JSON Schema
- * types (MCP describes them; a custom zod type cannot be), with the domain's shapes passed through.
+ * plans with plan.get), so both kinds of caller may. Outputs are the domain's own schemas
+ * (plain JSON Schema types, which MCP can describe).
  */
 const planId = z.string().min(1).max(100);
 const version = z.number().int().positive();
-const passThrough = <T>() => z.custom<T>(() => true);
 
 export const planView = defineOperation({
   name: "plan.view",
@@ -32,13 +38,13 @@ export const planView = defineOperation({
   summary: "A plan version with what its checks find against today's tools and workspaces",
   input: z.object({ planId, version: version.optional() }),
   output: z.object({
-    plan: planOutputSchema,
-    issues: z.array(z.unknown()).describe("What the checks find: {stepId?, field?, message}"),
+    plan: planSchema,
+    issues: z.array(planIssueSchema).describe("What the checks find: {code, message, stepId?, path?}"),
   }),
   annotations: { readOnly: true },
   async run({ app }, input) {
     const plan = await getPlan(app.db.prisma, input.planId, input.version);
-    return { plan: plan as object as z.input<typeof planOutputSchema>, issues: checkPlanDraft(plan, app.tools).issues };
+    return { plan, issues: checkPlanDraft(plan, app.tools).issues };
   },
 });
 
@@ -50,7 +56,9 @@ export const planAssessments = defineOperation({
     "Risk and capability of each step of a version, judged from its tool and command — never the author's claims",
   input: z.object({ planId, version }),
   output: z.object({
-    assessments: z.record(z.string(), z.unknown()).describe("Per step id: {risk, capability, capabilityLabel}"),
+    assessments: z
+      .record(z.string(), stepAssessmentSchema)
+      .describe("Per step id: {risk, capability, capabilityLabel}"),
   }),
   annotations: { readOnly: true },
   async run({ app }, input) {
@@ -68,7 +76,7 @@ export const planLifecycle = defineOperation({
   summary: "Whether a person set the plan aside (rejected or archived), and how many runs it had",
   input: z.object({ planId }),
   output: z.object({
-    state: z.string(),
+    state: z.enum(PLAN_LIFECYCLE_STATES),
     rejectedVersion: z.number().nullable(),
     archivedAt: z.string().nullable(),
     runs: z.number(),
@@ -96,7 +104,7 @@ export const planVersions = defineOperation({
   summary: "A plan's versions, newest first: who made each and why",
   input: z.object({ planId }),
   output: z.object({
-    versions: z.array(z.unknown()).describe("Per version: {version, author, source, changeNote, createdAt, model}"),
+    versions: z.array(planVersionSummarySchema).describe("Newest first: who made each version, from where, and why"),
   }),
   annotations: { readOnly: true },
   run: async ({ app }, input) => ({ versions: await listPlanVersions(app.db.prisma, input.planId) }),
@@ -108,7 +116,7 @@ export const planDiff = defineOperation({
   role: "viewer",
   summary: "What changed between two versions of a plan, step by step",
   input: z.object({ planId, from: version, to: version }),
-  output: passThrough<ReturnType<typeof diffPlans>>(),
+  output: planDiffSchema,
   annotations: { readOnly: true },
   async run({ app }, input) {
     const [before, after] = await Promise.all([
@@ -125,7 +133,7 @@ export const planExport = defineOperation({
   role: "viewer",
   summary: "A plan version as a file: JSON (importable again) or Markdown with its review comments",
   input: z.object({ planId, version: version.optional(), format: z.enum(["json", "markdown"]) }),
-  output: z.object({ filename: z.string(), mimeType: z.string(), content: z.string() }),
+  output: planExportSchema,
   annotations: { readOnly: true },
   async run({ app }, input) {
     const plan = await getPlan(app.db.prisma, input.planId, input.version);
@@ -141,9 +149,7 @@ export const planTools = defineOperation({
   summary: "The tools a step may use, with their input as JSON Schema",
   input: z.object({}),
   output: z.object({
-    tools: z
-      .array(z.unknown())
-      .describe("Per tool: {name, description, capability, readOnly, destructive, inputSchema, …}"),
+    tools: z.array(toolDescriptionSchema),
   }),
   annotations: { readOnly: true },
   run: async ({ app }) => ({ tools: describeTools(app.tools) }),

@@ -5,9 +5,9 @@ import { editPlan, planEditSchema } from "../plans/edits";
 import { exportPlanMarkdown } from "../plans/export";
 import { MAX_PLAN_JSON_BYTES, parsePlanJson } from "../plans/import";
 import { PLAN_SOURCES } from "../vocabulary";
-import { createPlan, getPlan, listPlans } from "../plans/service";
+import { createPlan, getPlan, listPlans, planSummarySchema } from "../plans/service";
 import { requireWorkspace, workspaceForPlan } from "../plans/workspaces";
-import type { PlanIssue } from "../plan-schema";
+import { planSchema, type PlanIssue } from "../plan-schema";
 import { attachApprovedPlan } from "../agents/plan-mode";
 import { attachRequestedSession } from "../agents/session-requests";
 import { adoptIntoSessionRun } from "../agents/sessions";
@@ -29,30 +29,6 @@ const version = z.number().int().positive();
 /** A note given with an approval (trimmed; empty means none). */
 export const approverNote = z.string().trim().max(4_000).optional();
 
-export const planOutputSchema = z.looseObject({
-  id: z.string(),
-  version: z.number(),
-  goal: z.string(),
-  source: z.string(),
-  author: z.string(),
-  steps: z.array(z.unknown()).describe("The steps: {id, tool, args, dependsOn, description, approvalRequired, …}"),
-  advice: z
-    .array(
-      z.object({
-        code: z.string(),
-        stepId: z.string().optional(),
-        path: z.array(z.union([z.string(), z.number()])).optional(),
-        message: z.string(),
-      }),
-    )
-    .optional()
-    .describe("What the quality gates found in a plan accepted with advice (an agent's plan-mode plan)"),
-});
-
-type PlanOutput = z.input<typeof planOutputSchema>;
-/** Domain interfaces carry no index signature; the loose output schema passes their fields through. */
-const asPlanOutput = async (plan: Promise<object>) => (await plan) as PlanOutput;
-
 export const planCreate = defineOperation({
   name: "plan.create",
   callers: PERSON_OR_AGENT,
@@ -64,19 +40,17 @@ export const planCreate = defineOperation({
       .describe("A plan draft: goal, steps [{id, tool, args, dependsOn, description, …}]"),
     workspaceId: z.uuid().optional().describe("A registered workspace (workspace.list); the default one otherwise"),
   }),
-  output: planOutputSchema,
+  output: planSchema,
   async run({ app, identity }, input) {
     if (input.workspaceId) await requireWorkspace(app.db.pool, input.workspaceId);
     try {
-      return await asPlanOutput(
-        createPlan(app.db.prisma, app.tools, {
-          draft: input.draft,
-          ...(input.workspaceId && { workspaceId: input.workspaceId }),
-          source: identity.kind === "agent" ? "agent" : "manual",
-          author: identity.name,
-          workspaceRoot: app.workspaceRoot,
-        }),
-      );
+      return await createPlan(app.db.prisma, app.tools, {
+        draft: input.draft,
+        ...(input.workspaceId && { workspaceId: input.workspaceId }),
+        source: identity.kind === "agent" ? "agent" : "manual",
+        author: identity.name,
+        workspaceRoot: app.workspaceRoot,
+      });
     } catch (error) {
       // Seed 003's plan_validation_failed: one actionable sentence per problem, and the issues.
       if (error instanceof AppError && error.code === "invalid_plan" && Array.isArray(error.details)) {
@@ -108,19 +82,17 @@ export const planImport = defineOperation({
     source: z.enum(PLAN_SOURCES).default("manual"),
     workspaceId: z.uuid().optional(),
   }),
-  output: planOutputSchema,
+  output: planSchema,
   async run({ app, identity }, input) {
     if (input.workspaceId) await requireWorkspace(app.db.pool, input.workspaceId);
-    return asPlanOutput(
-      createPlan(app.db.prisma, app.tools, {
-        draft: parsePlanJson(input.planJson, input.goal),
-        // An agent's plan says so, whatever source it claims: its gates are raised to the defaults.
-        source: identity.kind === "agent" ? "agent" : input.source,
-        author: identity.name,
-        ...(input.workspaceId && { workspaceId: input.workspaceId }),
-        workspaceRoot: app.workspaceRoot,
-      }),
-    );
+    return createPlan(app.db.prisma, app.tools, {
+      draft: parsePlanJson(input.planJson, input.goal),
+      // An agent's plan says so, whatever source it claims: its gates are raised to the defaults.
+      source: identity.kind === "agent" ? "agent" : input.source,
+      author: identity.name,
+      ...(input.workspaceId && { workspaceId: input.workspaceId }),
+      workspaceRoot: app.workspaceRoot,
+    });
   },
 });
 
@@ -130,9 +102,9 @@ export const planGet = defineOperation({
   role: "viewer",
   summary: "Read a plan (the current version, or the one given)",
   input: z.object({ planId, version: version.optional() }),
-  output: planOutputSchema,
+  output: planSchema,
   annotations: { readOnly: true },
-  run: ({ app }, input) => asPlanOutput(getPlan(app.db.prisma, input.planId, input.version)),
+  run: ({ app }, input) => getPlan(app.db.prisma, input.planId, input.version),
 });
 
 export const planMarkdown = defineOperation({
@@ -157,17 +129,9 @@ export const planList = defineOperation({
     limit: z.number().int().min(1).max(200).optional().describe("At most this many (100 unless given)"),
     show: z.enum(["active", "archived"]).default("active").describe("archived: the archived and rejected plans"),
   }),
-  output: z.object({ plans: z.array(z.looseObject({ id: z.string(), goal: z.string(), version: z.number() })) }),
+  output: z.object({ plans: z.array(planSummarySchema) }),
   annotations: { readOnly: true },
-  async run({ app }, input) {
-    return {
-      plans: (await listPlans(app.db.prisma, { limit: input.limit, show: input.show })) as unknown as {
-        id: string;
-        goal: string;
-        version: number;
-      }[],
-    };
-  },
+  run: async ({ app }, input) => ({ plans: await listPlans(app.db.prisma, { limit: input.limit, show: input.show }) }),
 });
 
 export const planEdit = defineOperation({
@@ -176,7 +140,7 @@ export const planEdit = defineOperation({
   role: "reviewer",
   summary: "One edit of a plan, made on baseVersion; stores the next version (a stale base is a version_conflict)",
   input: z.object({ planId, baseVersion: version, edit: planEditSchema }),
-  output: planOutputSchema,
+  output: planSchema,
   async run({ app, identity }, input) {
     const editor = principalOf(identity);
     const { authority } = app.engine;
@@ -197,7 +161,7 @@ export const planEdit = defineOperation({
       workspaceRoot: app.workspaceRoot,
     });
     await adoptIntoSessionRun(app, plan.id, plan.version, identity.name);
-    return plan as object as PlanOutput;
+    return plan;
   },
 });
 

@@ -4,11 +4,14 @@ import {
   listRunDecisions,
   listRunSummaries,
   readRunEvents,
+  runDecisionSchema,
   runEventsInputSchema,
+  runEventsPageSchema,
   runListInputSchema,
+  runListPageSchema,
 } from "../engine/run-list";
 import { approvalViewSchema, waitingApproval } from "../engine/approval-view";
-import { getRun, listRuns } from "../engine/run-view";
+import { getRun, listRuns, planRunSchema, runViewSchema } from "../engine/run-view";
 import type { AppContext } from "../services";
 import { removeWorktreesOfRun } from "../agents/task-integration";
 import { AppError } from "../errors";
@@ -29,39 +32,6 @@ import type { AnyOperation } from "./registry";
 const runId = z.uuid();
 const stepId = z.string().min(1).max(64);
 const done = z.object({ ok: z.literal(true) });
-const when = z.string().nullable();
-const runViewSchema = z.looseObject({
-  id: z.string(),
-  planId: z.string(),
-  planVersion: z.number(),
-  status: z.string(),
-  traceId: z.string(),
-  approvedBy: z.string(),
-  approvalNote: z.string().optional().describe("The approver's note on the plan, when they gave one"),
-  maxParallel: z.number(),
-  workspace: z
-    .object({ id: z.string().nullable(), name: z.string().nullable(), path: z.string() })
-    .describe("The directory the run's tools act in"),
-  rerunOf: z.string().optional(),
-  createdAt: z.string(),
-  startedAt: when,
-  finishedAt: when,
-  lastSeq: z.number().describe("Read events after this sequence number to follow the run"),
-  steps: z
-    .array(z.unknown())
-    .describe(
-      "Per step: stepId, status, attempt, progress, result, error, reason, waiting; a step awaiting approval also " +
-        "carries `approval`: the tool, its arguments as written and resolved (resolvedArgs), workspace, timeout, the " +
-        "computed risk and capability (assessment), the author's claims (authorSays) and the definitionHash to decide with",
-    ),
-});
-const runPageSchema = z.object({
-  runs: z.array(z.unknown()),
-  nextCursor: z.string().nullable(),
-  statusCounts: z.record(z.string(), z.number()),
-});
-const eventsSchema = z.looseObject({ events: z.array(z.unknown()), more: z.boolean() });
-
 export const runGet = defineOperation({
   name: "run.get",
   callers: PERSON_OR_AGENT,
@@ -70,9 +40,7 @@ export const runGet = defineOperation({
   input: z.object({ runId }),
   output: runViewSchema,
   annotations: { readOnly: true },
-  // RunView carries no index signature; the loose output schema passes its fields through.
-  run: async ({ app }, input) =>
-    (await getRun(app.db.prisma, input.runId, app.tools)) as unknown as z.input<typeof runViewSchema>,
+  run: ({ app }, input) => getRun(app.db.prisma, input.runId, app.tools),
 });
 
 export const runList = defineOperation({
@@ -81,7 +49,7 @@ export const runList = defineOperation({
   role: "viewer",
   summary: "Runs, newest first, filtered by plan and state, paged by cursor",
   input: runListInputSchema,
-  output: runPageSchema,
+  output: runListPageSchema,
   annotations: { readOnly: true },
   run: ({ app }, input) => listRunSummaries(app.db.pool, input),
 });
@@ -92,9 +60,9 @@ export const runEvents = defineOperation({
   role: "viewer",
   summary: "A run's stored events after a sequence number, oldest first",
   input: runEventsInputSchema,
-  output: eventsSchema,
+  output: runEventsPageSchema,
   annotations: { readOnly: true },
-  run: async ({ app }, input) => (await readRunEvents(app.db.pool, input)) as z.input<typeof eventsSchema>,
+  run: ({ app }, input) => readRunEvents(app.db.pool, input),
 });
 
 /**
@@ -108,19 +76,7 @@ export const runDecisions = defineOperation({
   callers: PERSON_OR_AGENT,
   role: "viewer",
   input: z.object({ runId }),
-  output: z.object({
-    decisions: z.array(
-      z.object({
-        stepId: z.string(),
-        planVersion: z.number(),
-        decision: z.enum(["approved", "denied"]),
-        actor: z.string(),
-        actorKind: z.enum(["person", "agent", "system"]).nullable(),
-        comment: z.string().nullable(),
-        createdAt: z.string(),
-      }),
-    ),
-  }),
+  output: z.object({ decisions: z.array(runDecisionSchema) }),
   annotations: { readOnly: true },
   run: async ({ app }, input) => ({ decisions: await listRunDecisions(app.db.pool, input.runId) }),
 });
@@ -131,7 +87,7 @@ export const runListForPlan = defineOperation({
   callers: PERSON_OR_AGENT,
   role: "viewer",
   input: z.object({ planId: z.string().min(1).max(100) }),
-  output: z.object({ runs: z.array(z.looseObject({ id: z.string(), status: z.string() })) }),
+  output: z.object({ runs: z.array(planRunSchema) }),
   annotations: { readOnly: true },
   run: async ({ app }, input) => ({ runs: await listRuns(app.db.prisma, input.planId) }),
 });

@@ -6,6 +6,7 @@ import {
   instantiateTemplate,
   listTemplates,
   saveTemplate,
+  templateViewSchema,
 } from "../templates/service";
 import { TEMPLATE_LIMITS } from "../templates/placeholders";
 import { requireWorkspace } from "../plans/workspaces";
@@ -13,35 +14,12 @@ import { AppError } from "../errors";
 import { roleOf, type Identity } from "../identity";
 import { PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
-import { planOutputSchema } from "./plans";
+import { planSchema } from "../plan-schema";
 import type { AnyOperation } from "./registry";
 
 /** Plan templates as operations: save a plan version as one, list, read, start a plan from one, delete. */
 const templateId = z.string().min(1).max(100);
 const value = z.string().max(TEMPLATE_LIMITS.valueChars);
-
-const parameterOutput = z.object({
-  name: z.string(),
-  label: z.string(),
-  default: z.string().optional(),
-  required: z.boolean(),
-});
-
-export const templateOutputSchema = z.looseObject({
-  id: z.string(),
-  name: z.string(),
-  description: z.string(),
-  goal: z.string(),
-  parameters: z.array(parameterOutput),
-  steps: z.array(z.looseObject({ id: z.string(), tool: z.string() })),
-  sourcePlanId: z.string().nullable(),
-  sourceVersion: z.number().nullable(),
-  createdBy: z.string(),
-  createdByKind: z.enum(["person", "agent"]),
-  createdAt: z.string(),
-});
-
-type TemplateOutput = z.input<typeof templateOutputSchema>;
 
 export const templateDetect = defineOperation({
   name: "template.detect_parameters",
@@ -77,14 +55,10 @@ export const templateSave = defineOperation({
       .max(TEMPLATE_LIMITS.parameters)
       .optional(),
   }),
-  output: templateOutputSchema,
+  output: templateViewSchema,
   async run({ app, identity }, input) {
     if (identity.kind === "system") throw new AppError("forbidden", "Templates are saved by a person or an agent");
-    return (await saveTemplate(app.db.prisma, {
-      ...input,
-      actor: identity.name,
-      actorKind: identity.kind,
-    })) as unknown as TemplateOutput;
+    return saveTemplate(app.db.prisma, { ...input, actor: identity.name, actorKind: identity.kind });
   },
 });
 
@@ -94,10 +68,10 @@ export const templateList = defineOperation({
   role: "viewer",
   summary: "Plan templates, newest first",
   input: z.object({}),
-  output: z.object({ templates: z.array(templateOutputSchema) }),
+  output: z.object({ templates: z.array(templateViewSchema) }),
   annotations: { readOnly: true },
   async run({ app }) {
-    return { templates: (await listTemplates(app.db.prisma)) as unknown as TemplateOutput[] };
+    return { templates: await listTemplates(app.db.prisma) };
   },
 });
 
@@ -107,10 +81,10 @@ export const templateGet = defineOperation({
   role: "viewer",
   summary: "One plan template with its parameters",
   input: z.object({ templateId }),
-  output: templateOutputSchema,
+  output: templateViewSchema,
   annotations: { readOnly: true },
   async run({ app }, input) {
-    return (await getTemplate(app.db.prisma, input.templateId)) as unknown as TemplateOutput;
+    return getTemplate(app.db.prisma, input.templateId);
   },
 });
 
@@ -124,7 +98,7 @@ export const templateInstantiate = defineOperation({
     values: z.record(z.string().max(64), value).default({}),
     workspaceId: z.uuid().optional().describe("A registered workspace (workspace.list); the default one otherwise"),
   }),
-  output: planOutputSchema,
+  output: planSchema,
   async run({ app, identity }, input) {
     if (input.workspaceId) await requireWorkspace(app.db.pool, input.workspaceId);
     const plan = await instantiateTemplate(app.db.prisma, app.tools, {
@@ -134,7 +108,7 @@ export const templateInstantiate = defineOperation({
       ...(input.workspaceId && { workspaceId: input.workspaceId }),
       workspaceRoot: app.workspaceRoot,
     });
-    return plan as object as z.input<typeof planOutputSchema>;
+    return plan;
   },
 });
 

@@ -3,7 +3,7 @@ import { builtinRegistry } from "../tools/registry";
 import { sandboxAvailable } from "../tools/sandbox";
 import { readOnlyShellTool } from "../tools/shell";
 import { createTempWorkspace, createToolContext, removeTempWorkspace, runTool } from "../tools/tool-test-support";
-import { gatheringTools } from "./planning";
+import { gatheringTools } from "./deep-mode";
 
 /** Seed 002: while planning, read files and run read-only bash; no writes, no git tools. */
 

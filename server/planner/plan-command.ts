@@ -1,5 +1,6 @@
 import { AppError } from "../errors";
 import type { PlannerDeps } from "./deps";
+import { FINISHED_RUN_STATUSES, isIn, OPEN_PLANNING_STATUSES } from "../vocabulary";
 import {
   cancelPlanning,
   getPlanningSession,
@@ -109,11 +110,10 @@ async function currentSession(deps: PlannerDeps, sessionId: string | undefined, 
 
 function phaseOf(session: PlanningSessionView): PlanCommandResult["phase"] {
   const run = session.execution;
-  if (session.kind === "external" && (session.status === "running" || session.status === "awaiting_answer"))
-    return "gathering";
+  if (session.kind === "external" && isIn(OPEN_PLANNING_STATUSES, session.status)) return "gathering";
   if (session.kind === "external" && session.status === "completed" && !run) return "waiting_for_review";
   if (session.status !== "completed" || !run) return session.phase;
-  return ["completed", "cancelled", "failed"].includes(run.status) ? "done" : "executing";
+  return isIn(FINISHED_RUN_STATUSES, run.status) ? "done" : "executing";
 }
 
 function result(action: PlanCommandResult["action"], session: PlanningSessionView, message?: string) {

@@ -4,6 +4,7 @@ import { inTransaction } from "../db";
 import { AppError } from "../errors";
 import { lockPlan } from "../plans/lifecycle";
 import { endForRejectedPlan } from "./session-store";
+import { OPEN_PLANNING_STATUSES } from "../vocabulary";
 
 /*
  * Rejecting a plan is a lifecycle change of the plan (server/plans/lifecycle.ts) that also ends the
@@ -40,8 +41,8 @@ export async function rejectPlan(
     ]);
     if (ran.rowCount) throw new AppError("invalid_state", "This version was already approved and runs");
     const regenerating = await client.query(
-      "select id from planning_sessions where plan_id = $1 and kind = 'regenerate' and status in ('running', 'awaiting_answer') limit 1",
-      [input.planId],
+      "select id from planning_sessions where plan_id = $1 and kind = 'regenerate' and status = any($2) limit 1",
+      [input.planId, OPEN_PLANNING_STATUSES],
     );
     if (regenerating.rowCount) {
       throw new AppError(

@@ -10,7 +10,7 @@ import { builtinRegistry } from "../tools/registry";
 import { sandboxAvailable } from "../tools/sandbox";
 import { readPlannerConfig } from "./config";
 import { createPlannerDeps, installPlanner, type PlannerDeps } from "./deps";
-import { gatheringTools } from "./planning";
+import { gatheringTools } from "./deep-mode";
 import { settlePlanning } from "./sessions";
 
 /**

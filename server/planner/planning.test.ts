@@ -8,7 +8,8 @@ import { cyclicPlanWithUnknownTool, goodPlan, goodStep } from "../../tests/plann
 import { builtinRegistry } from "../tools/registry";
 import { readPlannerConfig } from "./config";
 import type { PlannerDeps } from "./deps";
-import { planDeep, planWithRefinement, type PlanningContext } from "./planning";
+import { planDeep } from "./deep-mode";
+import { planWithRefinement, type PlanningContext } from "./planning";
 
 let workspace: string;
 beforeAll(async () => {

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { OPEN_PLANNING_STATUSES } from "../vocabulary";
 
 /**
  * Where a planned plan's review stands — the one answer the planning list, the inbox, the plan
@@ -104,7 +105,7 @@ export async function loadReviewFacts(
             run.id as run_id, run.approved_by,
             review.action as review_action, review.actor as review_actor, review.detail as review_detail,
             exists (select 1 from planning_sessions s
-                     where s.plan_id = p.id and s.status in ('running', 'awaiting_answer')) as revising,
+                     where s.plan_id = p.id and s.status = any($3)) as revising,
             (select s.id from planning_sessions s where s.plan_id = p.id and s.status = 'completed'
               order by s.created_at desc, s.id limit 1) as review_session_id
        from unnest($1::text[], $2::int[]) as t(plan_id, version)
@@ -120,7 +121,7 @@ export async function loadReviewFacts(
             and a.action in ('plan.rejected', 'plan.changes_requested', 'plan.restored')
           order by a.id desc limit 1
        ) review on true`,
-    [targets.map((target) => target.planId), targets.map((target) => target.version ?? null)],
+    [targets.map((target) => target.planId), targets.map((target) => target.version ?? null), OPEN_PLANNING_STATUSES],
   );
   const facts = new Map<string, PlanReviewFacts>();
   for (const row of rows.rows) {

@@ -10,20 +10,17 @@ import { agentWaitTasks } from "../agents/wait-timers";
 import { inTransaction } from "../db";
 import { enqueuePlanningJob, enqueuePlanningTimeout, PLANNING_TASK, PLANNING_TIMEOUT_TASK } from "../queue/jobs";
 import type { ExtraWork } from "../engine/worker";
-import { isAppError } from "../errors";
 import type { NewEvent, StoredEvent } from "../events/types";
 import { logger } from "../logger";
-import { createPlan, getPlan } from "../plans/service";
+import { createPlan } from "../plans/service";
 import { revisePlan } from "../plans/versions";
-import { redactSecrets } from "../redact";
 import type { PlannerDeps } from "./deps";
 import { PlanningCancelled } from "./model-call";
-import { planDeep, planWithRefinement, type DeepState, type PlanningContext, type PlanningOutcome } from "./planning";
-import { deepTaskPrompt, quickPlanPrompt, regeneratePrompt } from "./prompts";
+import type { DeepState, PlanningContext, PlanningOutcome } from "./planning";
 import { auditSession, emitTo, type SessionFailure, type SessionPhase } from "./sessions";
 import { planningInbox } from "./messages";
 import * as store from "./session-store";
-import { snapshotWorkspace } from "./snapshot";
+import { draftPlan, failureOf, type SessionRow } from "./session-drafting";
 import { getUsage } from "./usage";
 
 const log = logger.child({ component: "planner" });
@@ -45,26 +42,6 @@ class PlanningReleased extends Error {
 }
 
 const { OWNER_ALIVE } = store;
-
-interface SessionRow {
-  id: string;
-  kind: string;
-  mode: string;
-  status: string;
-  phase: string;
-  goal: string;
-  model: string;
-  workspaceId: string | null;
-  workspaceRoot: string;
-  useJudge: boolean;
-  maxRefinements: number;
-  planId: string | null;
-  baseVersion: number | null;
-  feedback: string | null;
-  traceId: string;
-  actor: string;
-  loopState: unknown;
-}
 
 /** The worker's planning work: the two task handlers, recovery on each tick, abort on shutdown. */
 export function planningWork(planner: () => PlannerDeps, worker: { workerId: string; heartbeatMs: number }): ExtraWork {
@@ -263,52 +240,7 @@ async function runSession(
       await emit("planning.resumed", { phase: session.phase });
     }
     await setPhase(deps, sessionId, workerId, session.mode === "deep" ? "gathering" : "drafting");
-    const tools = deps.tools.list();
-    const snapshotText = async () => {
-      const snapshot = await snapshotWorkspace(session.workspaceRoot);
-      await emit("planning.context", {
-        message: `Workspace snapshot: ${snapshot.entries.length}${snapshot.truncated ? "+" : ""} entries, ${snapshot.keyFiles.length} key file${snapshot.keyFiles.length === 1 ? "" : "s"} (${snapshot.keyFiles.map((file) => file.path).join(", ") || "none"})`,
-        entries: snapshot.entries.length,
-        keyFiles: snapshot.keyFiles.map((file) => file.path),
-      });
-      return snapshot.text;
-    };
-    let outcome: PlanningOutcome;
-    if (session.kind === "regenerate") {
-      const current = await getPlan(deps.prisma, session.planId!, session.baseVersion!);
-      if (session.mode === "deep") {
-        outcome = await planDeep(
-          context,
-          async () =>
-            deepTaskPrompt({
-              goal: session.goal,
-              snapshot: await snapshotText(),
-              tools,
-              feedback: session.feedback ?? "",
-            }) + `\n\nThe current plan:\n${JSON.stringify({ summary: current.summary, steps: current.steps })}`,
-        );
-      } else {
-        outcome = await planWithRefinement(
-          context,
-          regeneratePrompt({
-            goal: session.goal,
-            snapshot: await snapshotText(),
-            tools,
-            currentPlan: current,
-            feedback: session.feedback ?? "",
-          }),
-        );
-      }
-    } else if (session.mode === "deep") {
-      outcome = await planDeep(context, async () =>
-        deepTaskPrompt({ goal: session.goal, snapshot: await snapshotText(), tools }),
-      );
-    } else {
-      outcome = await planWithRefinement(
-        context,
-        quickPlanPrompt({ goal: session.goal, snapshot: await snapshotText(), tools }),
-      );
-    }
+    const outcome = await draftPlan(deps, session, context);
     if (controller.signal.aborted) throw controller.signal.reason ?? new PlanningCancelled();
     if (outcome.kind === "invalid") {
       await finish(deps, session, (client) => store.markInvalid(client, sessionId, outcome.failure), {
@@ -333,22 +265,7 @@ async function runSession(
       // cancelPlanning (or the timeout) already recorded the end; a lost claim ends nothing here.
       return;
     }
-    const failure: SessionFailure = isAppError(error)
-      ? {
-          status: "error",
-          error_type: "provider_error",
-          message: redactSecrets(error.message),
-          kind: ((error.details as { kind?: string } | undefined)?.kind ?? error.code) as string,
-          retryable: (error.details as { retryable?: boolean } | undefined)?.retryable ?? true,
-        }
-      : {
-          status: "error",
-          error_type: "internal",
-          message: redactSecrets(
-            `Planning stopped on an internal error: ${error instanceof Error ? error.message : String(error)}`,
-          ),
-          retryable: true,
-        };
+    const failure = failureOf(error);
     await finish(deps, session, (client) => store.fail(client, sessionId, failure), {
       type: "planning.failed",
       data: { ...failure },

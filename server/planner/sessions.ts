@@ -5,7 +5,7 @@ import { planningDeadline } from "../agents/wait-timers";
 import { listPlanningMessages, type PlanningMessage } from "./messages";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
-import { OPEN_PLANNING_STATUSES, type PlanningSessionStatus } from "../vocabulary";
+import { DONE_STEP_STATUSES, OPEN_PLANNING_STATUSES, type PlanningSessionStatus } from "../vocabulary";
 import * as store from "./session-store";
 import { enqueuePlanningJob } from "../queue/jobs";
 import { AppError } from "../errors";
@@ -353,11 +353,11 @@ async function executionOf(
   const rows = await deps.pool.query<{ id: string; status: string; settled: number; total: number }>(
     `select r.id, r.status,
        (select count(*)::int from run_steps s where s.run_id = r.id
-          and s.status in ('completed', 'skipped', 'cancelled')) as settled,
+          and s.status = any($3)) as settled,
        (select count(*)::int from run_steps s where s.run_id = r.id) as total
      from runs r where r.plan_id = $1 and ($2::int is null or r.plan_version >= $2)
      order by r.created_at desc limit 1`,
-    [planId, version],
+    [planId, version, DONE_STEP_STATUSES],
   );
   const row = rows.rows[0];
   return row ? { runId: row.id, status: row.status, settled: row.settled, total: row.total } : null;

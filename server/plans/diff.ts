@@ -1,32 +1,36 @@
+import { z } from "zod";
 import type { PlanContent, Step } from "../plan-schema";
 
 /**
  * What changed between two plan versions, for the history view: plan fields, steps added,
  * removed and moved, and every changed step field with its old and new value.
  */
-export interface FieldChange {
+export const fieldChangeSchema = z.object({
   /** Dotted path: `goal`, `description`, `args.path`, `retry.maxAttempts`, … */
-  field: string;
-  before: unknown;
-  after: unknown;
-}
+  field: z.string(),
+  before: z.unknown(),
+  after: z.unknown(),
+});
+export type FieldChange = z.output<typeof fieldChangeSchema>;
 
-export interface StepSummary {
-  id: string;
-  title: string;
-  tool: string;
+export const stepSummarySchema = z.object({
+  id: z.string(),
+  title: z.string(),
+  tool: z.string(),
   /** 1-based position in the version it belongs to. */
-  position: number;
-}
+  position: z.number(),
+});
+export type StepSummary = z.output<typeof stepSummarySchema>;
 
-export interface PlanDiff {
-  plan: FieldChange[];
-  added: StepSummary[];
-  removed: StepSummary[];
+export const planDiffSchema = z.object({
+  plan: z.array(fieldChangeSchema),
+  added: z.array(stepSummarySchema),
+  removed: z.array(stepSummarySchema),
   /** Steps whose place relative to the others changed (not merely shifted by an insert or delete). */
-  moved: { id: string; title: string; from: number; to: number }[];
-  changed: { id: string; title: string; changes: FieldChange[] }[];
-}
+  moved: z.array(z.object({ id: z.string(), title: z.string(), from: z.number(), to: z.number() })),
+  changed: z.array(z.object({ id: z.string(), title: z.string(), changes: z.array(fieldChangeSchema) })),
+});
+export type PlanDiff = z.output<typeof planDiffSchema>;
 
 type Content = Pick<
   PlanContent,

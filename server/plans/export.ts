@@ -1,3 +1,4 @@
+import { RUN_PLAN_TOOL } from "../tools/run-plan";
 import { z } from "zod";
 import type { ToolRegistry } from "../tools/registry";
 import { commentsMarkdown, type CommentView } from "./comments";
@@ -7,11 +8,8 @@ import type { Plan, Step } from "../plan-schema";
  * Plans leave Stepwise as JSON (which imports back unchanged) and as Markdown (for people:
  * pull requests, tickets, chat).
  */
-export interface PlanExport {
-  filename: string;
-  mimeType: string;
-  content: string;
-}
+export const planExportSchema = z.object({ filename: z.string(), mimeType: z.string(), content: z.string() });
+export type PlanExport = z.output<typeof planExportSchema>;
 
 /** The plan as a draft that `plans.edit({kind: "import"})` and `createFromJson` accept, plus provenance. */
 export function exportPlanJson(plan: Plan): PlanExport {
@@ -76,6 +74,8 @@ function stepMarkdown(step: Step, position: number): string[] {
   ];
   if (step.contextHints.length) lines.push(`- Context hints: ${step.contextHints.map(oneLine).join("; ")}`);
   if (step.relevantFilePaths.length) lines.push(`- Files: ${step.relevantFilePaths.map((p) => `\`${p}\``).join(", ")}`);
+  const subPlan = subPlanInWords(step);
+  if (subPlan) lines.push(`- Sub-plan: ${subPlan}`);
   // A fence longer than any backtick run inside keeps arbitrary argument text from breaking out.
   const json = JSON.stringify(step.args, null, 2);
   const fence = "`".repeat(Math.max(3, ...[...json.matchAll(/`+/g)].map((m) => m[0].length + 1)));
@@ -83,22 +83,34 @@ function stepMarkdown(step: Step, position: number): string[] {
   return lines;
 }
 
+/** A `run_plan` step's child in words: which plan or template, and that its gates stay its own. */
+function subPlanInWords(step: Step): string | undefined {
+  if (step.tool !== RUN_PLAN_TOOL) return undefined;
+  const args = step.args as { plan_id?: unknown; version?: unknown; template_id?: unknown; params?: unknown };
+  const what =
+    typeof args.plan_id === "string"
+      ? `runs plan \`${args.plan_id}\` version ${String(args.version)}`
+      : `runs template \`${String(args.template_id)}\` with ${Object.keys((args.params as object | undefined) ?? {}).length} parameter(s)`;
+  return `${what} as a child run; its gated steps wait for their own approval`;
+}
+
 function oneLine(text: string): string {
   return text.replace(/\s+/g, " ").trim();
 }
 
-export interface ToolDescription {
-  name: string;
-  description: string;
-  capability: string;
-  capabilityLabel: string;
-  readOnly: boolean;
-  destructive: boolean;
-  requiresApproval: boolean;
-  defaultTimeoutSeconds: number;
+export const toolDescriptionSchema = z.object({
+  name: z.string(),
+  description: z.string(),
+  capability: z.string(),
+  capabilityLabel: z.string(),
+  readOnly: z.boolean(),
+  destructive: z.boolean(),
+  requiresApproval: z.boolean(),
+  defaultTimeoutSeconds: z.number(),
   /** JSON Schema of the tool's input, from which the editor generates its argument form. */
-  inputSchema: Record<string, unknown>;
-}
+  inputSchema: z.record(z.string(), z.unknown()),
+});
+export type ToolDescription = z.output<typeof toolDescriptionSchema>;
 
 /** The tool catalogue the editor needs: metadata and each input schema as JSON Schema. */
 export function describeTools(registry: ToolRegistry): ToolDescription[] {

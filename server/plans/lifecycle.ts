@@ -2,7 +2,7 @@ import type pg from "pg";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction, type Statement } from "../db";
 import { AppError } from "../errors";
-import { ACTIVE_RUN_STATUSES } from "../vocabulary";
+import { ACTIVE_RUN_STATUSES, type PlanLifecycleState } from "../vocabulary";
 
 /**
  * A plan's life beyond its versions (seed 002's Plan Approval, and discarding plans): a person may
@@ -11,7 +11,7 @@ import { ACTIVE_RUN_STATUSES } from "../vocabulary";
  * `startRun` reads the same columns under the plan row lock (`assertPlanMayRun`), and these
  * changes take that lock first, so an approval and a rejection of one plan never both succeed.
  */
-export type PlanLifecycleState = "active" | "rejected" | "archived";
+export type { PlanLifecycleState } from "../vocabulary";
 
 export interface PlanRow {
   id: string;

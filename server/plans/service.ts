@@ -6,7 +6,9 @@ import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import { inSpan } from "../telemetry";
 import type { ToolRegistry } from "../tools/registry";
+import { z } from "zod";
 import type { Plan, PlanAdvice, PlanContent, PlanSource, Step } from "../plan-schema";
+import { PLAN_LIFECYCLE_STATES } from "../vocabulary";
 import { checkPlanQuality, type QualityIssue } from "./quality-gates";
 import { checkPlanDraft } from "./validate";
 
@@ -188,17 +190,18 @@ export async function getPlan(prisma: PrismaClient, planId: string, version?: nu
   return toPlan(plan.taskId, row);
 }
 
-export interface PlanSummary {
-  id: string;
-  goal: string;
-  version: number;
-  steps: number;
-  source: string;
-  updatedAt: string;
-  lastRun: { id: string; status: string } | null;
+export const planSummarySchema = z.object({
+  id: z.string(),
+  goal: z.string(),
+  version: z.number(),
+  steps: z.number(),
+  source: z.string(),
+  updatedAt: z.string(),
+  lastRun: z.object({ id: z.string(), status: z.string() }).nullable(),
   /** active, or set aside by a person: rejected (seed 002) or archived. */
-  state: "active" | "rejected" | "archived";
-}
+  state: z.enum(PLAN_LIFECYCLE_STATES),
+});
+export type PlanSummary = z.output<typeof planSummarySchema>;
 
 /** `active` (the default list) or `archived`: the plans a person archived or rejected. */
 export type PlanListShow = "active" | "archived";

@@ -1,3 +1,4 @@
+import { z } from "zod";
 import { recordAudit } from "../audit/audit-log";
 import { DEFAULT_APPROVER_POLICY, workspacePolicy } from "../people/approver-policy";
 import { authority as productionAuthority, type Authority, type Principal } from "../policy/authority";
@@ -368,7 +369,20 @@ function renameReferences(args: unknown, renamed: ReadonlyMap<string, string>): 
 }
 
 /** Version history of a plan, newest first: who changed what, when. */
-export async function listPlanVersions(prisma: PrismaClient, planId: string) {
+/** A plan's version as its history lists it: who made it, from where, and why. */
+export const planVersionSummarySchema = z.object({
+  version: z.number(),
+  author: z.string(),
+  source: z.string(),
+  changeNote: z.string().nullable(),
+  createdAt: z.string(),
+  model: z.string().nullable(),
+});
+
+export async function listPlanVersions(
+  prisma: PrismaClient,
+  planId: string,
+): Promise<z.output<typeof planVersionSummarySchema>[]> {
   const rows = await prisma.planVersion.findMany({
     where: { planId },
     orderBy: { version: "desc" },

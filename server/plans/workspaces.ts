@@ -3,7 +3,7 @@ import path from "node:path";
 import type pg from "pg";
 import { inTransaction } from "../db";
 import { AppError } from "../errors";
-import { FINISHED_RUN_STATUSES } from "../vocabulary";
+import { FINISHED_PLANNING_STATUSES, FINISHED_RUN_STATUSES } from "../vocabulary";
 
 /** The system's own directories; project folders such as /usr/src/app or /var/lib/jenkins stay allowed. */
 const SYSTEM_DIRECTORIES = [
@@ -79,10 +79,7 @@ export interface WorkspaceView {
   openSessions: number;
 }
 
-/** Run and planning-session states after which nothing acts in the workspace any more. */
-const FINISHED_RUN = FINISHED_RUN_STATUSES;
-const FINISHED_SESSION = ["completed", "invalid", "failed", "cancelled"];
-
+/** How many runs and planning sessions still act in the workspace: not in a finished state ($2, $3). */
 const USES = `
   (select count(*)::int from runs r
     where (r.workspace_id = w.id or r.workspace_root = w.path) and r.status <> all($2::text[])) as open_runs,
@@ -113,7 +110,7 @@ export async function listWorkspaces(pool: Queryable, defaultRoot: string): Prom
     `select w.id, w.name, w.path, w.created_at, ${USES}
      from workspaces w where w.removed_at is null
      order by w.id = $1 desc, lower(w.name), w.path`,
-    [fallback.id, FINISHED_RUN, FINISHED_SESSION],
+    [fallback.id, FINISHED_RUN_STATUSES, FINISHED_PLANNING_STATUSES],
   );
   return rows.rows.map((row) => toView(row, fallback.id));
 }
@@ -214,7 +211,7 @@ export async function removeWorkspace(pool: pg.Pool, id: string, defaultRoot: st
     const row = await client.query<WorkspaceRow>(
       `select w.id, w.name, w.path, w.created_at, ${USES}
        from workspaces w where w.id = $1 and w.removed_at is null for update`,
-      [id, FINISHED_RUN, FINISHED_SESSION],
+      [id, FINISHED_RUN_STATUSES, FINISHED_PLANNING_STATUSES],
     );
     const workspace = row.rows[0];
     if (!workspace) throw new AppError("not_found", `No workspace ${id}`);

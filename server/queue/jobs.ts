@@ -1,5 +1,6 @@
 import type pg from "pg";
 import type { Statement } from "../db";
+import { FINISHED_RUN_STATUSES, isIn, type RunStatus } from "../vocabulary";
 
 /** Executes one attempt of one step. */
 export const RUN_STEP_TASK = "run_step";
@@ -10,6 +11,21 @@ export const APPROVAL_EXPIRY_TASK = "approval_expire";
 
 /** Asks the planner for a recovery of a failed step and applies it (runs whose policy is `auto`). */
 export const AUTO_RECOVERY_TASK = "auto_recover";
+
+/** Sub-plans (server/engine/child-runs.ts): a `run_plan` step's child run is started … */
+export const START_CHILD_RUN_TASK = "start_child_run";
+/** … its end is recorded on the parent step … */
+export const CHILD_RUN_FINISHED_TASK = "child_run_finished";
+/** … and a parent run cancelled or failed stops its children. */
+export const CANCEL_CHILD_RUNS_TASK = "cancel_child_runs";
+
+/** Any other job a state change calls for, queued in its transaction. */
+export interface QueueJob {
+  task: string;
+  payload: Record<string, unknown>;
+  /** Graphile's job key: a second job with the same key replaces the first instead of adding one. */
+  key: string;
+}
 
 const QUEUE_ATTEMPTS = 5;
 
@@ -66,9 +82,12 @@ export async function enqueueStepJobs(client: Pick<pg.ClientBase, "query">, jobs
   await addJobs(client, stepJobSpecs(jobs));
 }
 
-/** `enqueueStepJobs` as a statement (undefined for no jobs). */
-export function stepJobsStatement(jobs: StepJob[]): Statement | undefined {
-  return addJobsStatement(stepJobSpecs(jobs));
+/** `enqueueStepJobs` as a statement (undefined for no jobs), with any `others` in the same statement. */
+export function stepJobsStatement(jobs: StepJob[], others: QueueJob[] = []): Statement | undefined {
+  return addJobsStatement([
+    ...stepJobSpecs(jobs),
+    ...others.map((job) => ({ task: job.task, payload: job.payload, run_at: null, job_key: job.key })),
+  ]);
 }
 
 function stepJobSpecs(jobs: StepJob[]): JobSpec[] {
@@ -193,4 +212,31 @@ export function enqueueWebhookDelivery(
       job_key: `${WEBHOOK_DELIVER_TASK}:${job.deliveryId}:${job.attempt}`,
     },
   ]);
+}
+
+/**
+ * Jobs a run's end calls for, queued with the change that ends it: a sub-plan's run tells its
+ * parent step, and a run cancelled or failed stops the child runs it started (child-runs.ts).
+ */
+export function runEndedJobs(
+  run: { id: string; status: RunStatus; parent_run_id: string | null; parent_step_id: string | null },
+  openedWith: RunStatus,
+): QueueJob[] {
+  if (run.status === openedWith || !isIn(FINISHED_RUN_STATUSES, run.status)) return [];
+  const jobs: QueueJob[] = [];
+  if (run.parent_run_id && run.parent_step_id) {
+    jobs.push({
+      task: CHILD_RUN_FINISHED_TASK,
+      payload: { parentRunId: run.parent_run_id, parentStepId: run.parent_step_id, childRunId: run.id },
+      key: `${CHILD_RUN_FINISHED_TASK}:${run.id}`,
+    });
+  }
+  if (run.status !== "completed") {
+    jobs.push({
+      task: CANCEL_CHILD_RUNS_TASK,
+      payload: { runId: run.id, status: run.status },
+      key: `${CANCEL_CHILD_RUNS_TASK}:${run.id}`,
+    });
+  }
+  return jobs;
 }

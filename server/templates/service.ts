@@ -22,20 +22,23 @@ export const templateParameterSchema = z.object({
 });
 export type TemplateParameter = z.infer<typeof templateParameterSchema> & { required: boolean };
 
-export interface TemplateView {
-  id: string;
-  name: string;
-  description: string;
-  goal: string;
-  parameters: TemplateParameter[];
-  steps: { id: string; title?: string; description: string; tool: string }[];
-  sourcePlanId: string | null;
-  sourceVersion: number | null;
+export const templateViewSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  description: z.string(),
+  goal: z.string(),
+  parameters: z.array(
+    z.object({ name: z.string(), label: z.string(), default: z.string().optional(), required: z.boolean() }),
+  ),
+  steps: z.array(z.object({ id: z.string(), title: z.string().optional(), description: z.string(), tool: z.string() })),
+  sourcePlanId: z.string().nullable(),
+  sourceVersion: z.number().nullable(),
   /** The owner: who saved it (name and kind). Only they or an admin may delete or change it. */
-  createdBy: string;
-  createdByKind: "person" | "agent";
-  createdAt: string;
-}
+  createdBy: z.string(),
+  createdByKind: z.enum(["person", "agent"]),
+  createdAt: z.string(),
+});
+export type TemplateView = z.output<typeof templateViewSchema>;
 
 export interface SaveTemplateInput {
   planId: string;

@@ -1,7 +1,9 @@
 import { sandboxAvailable } from "./sandbox";
 import { analyzeShellCommand } from "./shell-read-only";
 import type { ToolRegistry } from "./registry";
-import type { Capability } from "./types";
+import { z } from "zod";
+import { RISK_LEVELS } from "../vocabulary";
+import { CAPABILITIES } from "./types";
 
 /**
  * What a person deciding about a step is told it does: computed from the tool's own metadata and,
@@ -9,13 +11,14 @@ import type { Capability } from "./types";
  * from the plan author's `risk` or `capabilityLabel`, which are claims (an author can call
  * `rm -rf build` "Read files, low risk").
  */
-export interface StepAssessment {
-  risk: "low" | "medium" | "high";
-  capability: Capability | "unknown";
-  capabilityLabel: string;
+export const stepAssessmentSchema = z.object({
+  risk: z.enum(RISK_LEVELS),
+  capability: z.union([z.enum(CAPABILITIES), z.literal("unknown")]),
+  capabilityLabel: z.string(),
   /** Why, when the tool's general label does not say it (a shell command judged not read-only). */
-  reason?: string;
-}
+  reason: z.string().optional(),
+});
+export type StepAssessment = z.output<typeof stepAssessmentSchema>;
 
 const SHELL_TOOL = "shell";
 

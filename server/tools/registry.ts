@@ -10,6 +10,7 @@ import { gitStatusTool } from "./git-status";
 import { globTool } from "./glob";
 import { listDirTool } from "./list-dir";
 import { readFileTool } from "./read-file";
+import { runPlanTool } from "./run-plan";
 import { searchTextTool } from "./search-text";
 import { shellTool } from "./shell";
 import { sleepTool } from "./sleep";
@@ -49,6 +50,7 @@ export const builtinTools: AnyTool[] = [
   echoTool,
   askUserTool,
   agentTaskTool,
+  runPlanTool,
 ];
 
 export const builtinRegistry = createToolRegistry(builtinTools);

@@ -1,18 +1,21 @@
 import { hasKind, markKind } from "../errors";
 import type { z } from "zod";
 
-export type Capability =
-  | "fs.read"
-  | "fs.write"
-  | "shell.read"
-  | "shell.exec"
-  | "git.read"
-  | "git.write"
-  | "llm.generate"
-  | "user.ask"
-  | "agent.work"
-  | "time.wait"
-  | "data.transform";
+export const CAPABILITIES = [
+  "fs.read",
+  "fs.write",
+  "shell.read",
+  "shell.exec",
+  "git.read",
+  "git.write",
+  "llm.generate",
+  "user.ask",
+  "agent.work",
+  "plan.run",
+  "time.wait",
+  "data.transform",
+] as const;
+export type Capability = (typeof CAPABILITIES)[number];
 
 export interface ToolContext {
   /** Fires on timeout, cancellation or shutdown; tools must stop promptly. */

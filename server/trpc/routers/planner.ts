@@ -1,8 +1,3 @@
-import type { describePlannerConfig } from "../../planner/config";
-import type { listRecoveryProposals } from "../../planner/recovery-proposals";
-import type { getPlanningSession, listPlanningSessions } from "../../planner/sessions";
-import type { getUsage } from "../../planner/usage";
-import type { describeSandbox } from "../../tools/sandbox";
 import {
   plannerOptions,
   plannerSession,
@@ -29,15 +24,7 @@ import { trackedEvents } from "../tracked-events";
 
 export const plannerRouter = router({
   /** What is configured (never the keys) and which workspaces a task can plan against. */
-  options: operationProcedure(plannerOptions).query(
-    async (call) =>
-      (await viaOperation(plannerOptions)(call)) as unknown as {
-        config: ReturnType<typeof describePlannerConfig>;
-        defaultWorkspace: string;
-        sandbox: ReturnType<typeof describeSandbox>;
-        workspaces: { id: string; name: string; path: string; isDefault: boolean }[];
-      },
-  ),
+  options: operationProcedure(plannerOptions).query(viaOperation(plannerOptions)),
 
   start: operationProcedure(plannerStart).mutation(viaOperation(plannerStart)),
 
@@ -46,15 +33,9 @@ export const plannerRouter = router({
   /** Seed 002: a message while the planner gathers joins its context. */
   message: operationProcedure(planningMessage).mutation(viaOperation(planningMessage)),
 
-  session: operationProcedure(plannerSession).query(
-    async (call) =>
-      (await viaOperation(plannerSession)(call)) as unknown as Awaited<ReturnType<typeof getPlanningSession>>,
-  ),
+  session: operationProcedure(plannerSession).query(viaOperation(plannerSession)),
 
-  sessions: operationProcedure(plannerSessions).query(
-    async (call) =>
-      (await viaOperation(plannerSessions)(call)) as unknown as Awaited<ReturnType<typeof listPlanningSessions>>,
-  ),
+  sessions: operationProcedure(plannerSessions).query(viaOperation(plannerSessions)),
 
   /**
    * The session's progress events after `lastEventId`, replayed then live (like runs.events). The
@@ -77,16 +58,11 @@ export const plannerRouter = router({
 
   addSuggestion: operationProcedure(plannerAddSuggestion).mutation(viaOperation(plannerAddSuggestion)),
 
-  usage: operationProcedure(plannerUsage).query(
-    async (call) => (await viaOperation(plannerUsage)(call)) as unknown as Awaited<ReturnType<typeof getUsage>>,
-  ),
+  usage: operationProcedure(plannerUsage).query(viaOperation(plannerUsage)),
 
   proposeRecovery: operationProcedure(recoveryPropose).mutation(viaOperation(recoveryPropose)),
 
-  recoveryProposals: operationProcedure(recoveryProposals).query(
-    async (call) =>
-      (await viaOperation(recoveryProposals)(call)) as unknown as Awaited<ReturnType<typeof listRecoveryProposals>>,
-  ),
+  recoveryProposals: operationProcedure(recoveryProposals).query(viaOperation(recoveryProposals)),
 
   decideRecovery: operationProcedure(recoveryDecide).mutation(viaOperation(recoveryDecide)),
 });

@@ -1,6 +1,4 @@
 import { z } from "zod";
-import type { listRuns, RunView } from "../../engine/run-view";
-import type { listRunSummaries, readRunEvents, RunDecision } from "../../engine/run-list";
 import { viaOperation } from "../../operations/operation";
 import { runApplyRecovery, runRerunFrom } from "../../operations/steering";
 import {
@@ -23,14 +21,13 @@ import { decisionLinkCreate } from "../../operations/decision-links";
 import { trackedEvents } from "../tracked-events";
 
 export const runsRouter = router({
-  get: operationProcedure(runGet).query(async (call) => (await viaOperation(runGet)(call)) as unknown as RunView),
+  get: operationProcedure(runGet).query(viaOperation(runGet)),
 
   /** What approving a waiting step would let run, computed on the server (shown next to Approve). */
   approval: operationProcedure(runApproval).query(viaOperation(runApproval)),
 
   listForPlan: operationProcedure(runListForPlan).query(
-    async (call) =>
-      ((await viaOperation(runListForPlan)(call)) as unknown as { runs: Awaited<ReturnType<typeof listRuns>> }).runs,
+    async (call) => (await viaOperation(runListForPlan)(call)).runs,
   ),
 
   /**
@@ -64,15 +61,9 @@ export const runsRouter = router({
   skipStep: operationProcedure(runSkipStep).mutation(viaOperation(runSkipStep)),
 
   /** Runs across the app or of one plan, newest first, filtered by state, paged by cursor. */
-  list: operationProcedure(runList).query(
-    async (call) => (await viaOperation(runList)(call)) as unknown as Awaited<ReturnType<typeof listRunSummaries>>,
-  ),
+  list: operationProcedure(runList).query(viaOperation(runList)),
   /** Stored events of a run (e.g. a step's log lines up to the snapshot), oldest first. */
-  history: operationProcedure(runEvents).query(
-    async (call) => (await viaOperation(runEvents)(call)) as unknown as Awaited<ReturnType<typeof readRunEvents>>,
-  ),
+  history: operationProcedure(runEvents).query(viaOperation(runEvents)),
   /** Who approved or denied which gated step. */
-  decisions: operationProcedure(runDecisions).query(
-    async (call) => ((await viaOperation(runDecisions)(call)) as unknown as { decisions: RunDecision[] }).decisions,
-  ),
+  decisions: operationProcedure(runDecisions).query(async (call) => (await viaOperation(runDecisions)(call)).decisions),
 });
