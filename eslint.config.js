@@ -38,16 +38,6 @@ const NO_SERVER_VALUES = {
  */
 const OVERSIZED = [
   {
-    file: "server/agents/sessions.ts",
-    rules: ["max-lines", "max-lines-per-function"],
-    reason: "agent sessions, their leases and worktrees are being given one home each; updateSession splits with it",
-  },
-  {
-    file: "server/agents/leases.ts",
-    rules: ["max-lines"],
-    reason: "split together with server/agents/sessions.ts",
-  },
-  {
     file: "server/mcp/server.ts",
     rules: ["max-lines-per-function"],
     reason: "createMcpServer shrinks as its tools and resources become operations",

@@ -8,6 +8,7 @@ import { instantiateTemplate } from "./templates/service";
 import { plannerFor } from "./planner/deps";
 import { planningWork } from "./planner/session-jobs";
 import { sweepExpiredLeases } from "./agents/leases";
+import { worktreeWorkSettled } from "./agents/worktrees-ahead";
 import { sweepIdleTodos } from "./agents/todo-durability";
 import { createStepTextGenerator } from "./planner/step-generation";
 import { createLlmGenerateTool } from "./tools/llm-generate";
@@ -74,6 +75,8 @@ export async function createAppContext(options: {
     async close() {
       await context.worker?.stop();
       await mcp.close();
+      // Worktrees being made or removed after an agent's call finish while the database is there.
+      await worktreeWorkSettled();
       await bus.close();
       await db.close();
     },

@@ -3,15 +3,14 @@ import type { AppContext } from "../services";
 import { recordAudit } from "../audit/audit-log";
 import { inTransaction } from "../db";
 import { returnExpiredAgentTask } from "../engine/agent-leases";
-import type { AgentTaskStatus } from "../engine/agent-tasks";
-import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { Step, StepStatus } from "../plan-schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import type { ApproverNote, TaskBrief } from "./contract";
 import { taskNumber } from "../engine/agent-signals";
-import { existingWorkingDirectory, plannedWorkingDirectory } from "./task-working-directory";
-import { ensureTaskWorktree, workspaceRepository } from "./worktrees";
+import { plannedWorkingDirectory } from "./task-working-directory";
+import { workspaceRepository } from "./worktrees";
+import { claimTaskWorktree } from "./worktrees-ahead";
 
 /**
  * Several agents, one plan: the hand-out of a session's agent tasks under leases.
@@ -23,7 +22,8 @@ import { ensureTaskWorktree, workspaceRepository } from "./worktrees";
  * `agent_concurrency` tasks are leased at once. Hand-outs of one session are serialised by a
  * transaction-scoped advisory lock, so two agents asking at the same moment never get one task.
  * The step's state stays the engine's: a handed-out task is awaiting_agent until its agent says
- * IN_PROGRESS, exactly as with a single agent.
+ * IN_PROGRESS, exactly as with a single agent. What an agent's `update` does to leases is in
+ * lease-updates.ts; the session's agents as people see them, and their cap, in session-agents.ts.
  */
 type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
 
@@ -132,7 +132,7 @@ export async function sweepExpiredLeases(app: App): Promise<number> {
 }
 
 export type HandOut =
-  | { kind: "task"; stepId: string; brief: TaskBrief; leases: LeaseRow[] }
+  | { kind: "task"; stepId: string; brief: TaskBrief; leases: LeaseRow[]; workingDirectory?: string }
   | { kind: "none"; capReached: boolean; cap: number; leases: LeaseRow[] };
 
 const WORKABLE: ReadonlySet<StepStatus> = new Set(["awaiting_agent", "running"]);
@@ -203,13 +203,15 @@ export async function handOutTask(
     const lease = await leaseTo(app, client, session, agent, chosen, { ...plan, leaseSeconds, workingDirectory });
     return { kind: "task", stepId: chosen.id, brief: lease.brief, leases: [...leases, lease] };
   });
-  // Made (idempotently) before the agent hears of it: the hand-out names it.
-  if (handOut.kind === "task" && repo) await ensureTaskWorktree(repo, session.run_id, handOut.stepId);
-  return handOut;
+  // Made (idempotently; usually ahead, see worktrees-ahead.ts) before the agent hears of it: the hand-out names it.
+  if (handOut.kind !== "task") return handOut;
+  const step = plan.steps.find((candidate) => candidate.id === handOut.stepId);
+  const workingDirectory = step && repo ? await claimTaskWorktree(repo, session.run_id, step) : session.workspace_root;
+  return { ...handOut, workingDirectory };
 }
 
 /** Records the lease and its brief; the run's stream and the audit log say who got which task. */
-async function leaseTo(
+export async function leaseTo(
   app: App,
   client: pg.PoolClient,
   session: LeaseSession,
@@ -283,173 +285,4 @@ async function buildBrief(
     assignee: agent,
     lease_expires_at: expiresAt.toISOString(),
   };
-}
-
-/**
- * Before an agent's `update` is applied: a status change on a task another agent holds under a
- * live lease is refused whole, naming the holder. Runs in the session's locked transaction, so a
- * hand-out cannot slip in between the check and the write.
- */
-export async function refuseOthersTasks(
-  client: pg.PoolClient,
-  sessionId: string,
-  agent: string,
-  stepIds: string[],
-): Promise<void> {
-  if (stepIds.length === 0) return;
-  const held = await client.query<{ step_id: string; agent: string }>(
-    `select step_id, agent from agent_task_leases
-      where session_id = $1 and step_id = any($2) and agent <> $3 and expires_at > clock_timestamp()
-      order by step_id`,
-    [sessionId, stepIds, agent],
-  );
-  if (held.rows.length === 0) return;
-  const problems = held.rows.map(
-    (row) =>
-      `Task ${taskNumber(row.step_id)} is leased to agent '${row.agent}', not to you ('${agent}'); only its holder reports on it. Run \`stepwise status --json\` for a task of your own.`,
-  );
-  throw new AppError("invalid_state", problems.join(" "), { details: problems });
-}
-
-/**
- * After an agent's `update` was applied: DONE, CANCELLED and TODO end the task's lease (the task
- * is settled, or handed back for anyone); IN_PROGRESS on a task nobody holds makes it the agent's.
- */
-export async function settleLeases(
-  app: App,
-  client: pg.PoolClient,
-  session: LeaseSession,
-  agent: string,
-  updates: { stepId: string; status: AgentTaskStatus }[],
-  plan: { steps: Step[]; approverNotes: ApproverNote[] },
-): Promise<void> {
-  const ended = updates.filter((update) => update.status !== "IN_PROGRESS").map((update) => update.stepId);
-  if (ended.length > 0) {
-    await client.query("delete from agent_task_leases where session_id = $1 and step_id = any($2)", [
-      session.id,
-      ended,
-    ]);
-  }
-  const started = updates.filter((update) => update.status === "IN_PROGRESS").map((update) => update.stepId);
-  if (started.length === 0) return;
-  const held = await client.query<{ step_id: string }>(
-    "select step_id from agent_task_leases where session_id = $1 and step_id = any($2)",
-    [session.id, started],
-  );
-  const heldIds = new Set(held.rows.map((row) => row.step_id));
-  const settings = await client.query<{ lease_seconds: number }>(
-    "select lease_seconds from agent_sessions where id = $1",
-    [session.id],
-  );
-  for (const stepId of started) {
-    const step = plan.steps.find((candidate) => candidate.id === stepId);
-    if (!step || heldIds.has(stepId)) continue;
-    const workingDirectory = await existingWorkingDirectory({
-      workspaceRoot: session.workspace_root,
-      runId: session.run_id,
-      stepId,
-    });
-    await leaseTo(app, client, session, agent, step, {
-      ...plan,
-      leaseSeconds: settings.rows[0]!.lease_seconds,
-      workingDirectory,
-    });
-  }
-}
-
-export interface SessionAgentView {
-  name: string;
-  lastSeenAt: string;
-  idleSeconds: number;
-  tasks: {
-    taskId: number;
-    stepId: string;
-    title: string;
-    leasedAt: string;
-    expiresAt: string;
-    leaseAgeSeconds: number;
-    secondsLeft: number;
-    brief: TaskBrief;
-  }[];
-}
-
-/** Who works on what, for the run's live view: each agent, its leased tasks and when it last called. */
-export async function agentsOfSession(app: Pick<App, "db">, sessionId: string): Promise<SessionAgentView[]> {
-  const [agents, leases] = await Promise.all([
-    app.db.pool.query<{ agent: string; last_seen_at: Date; idle_seconds: number }>(
-      `select agent, last_seen_at, extract(epoch from now() - last_seen_at)::int as idle_seconds
-         from session_agents where session_id = $1 order by first_seen_at, agent`,
-      [sessionId],
-    ),
-    app.db.pool.query<LeaseRow & { age_seconds: number; seconds_left: number }>(
-      `select step_id, agent, leased_at, expires_at, brief,
-              extract(epoch from now() - leased_at)::int as age_seconds,
-              greatest(0, extract(epoch from expires_at - now()))::int as seconds_left
-         from agent_task_leases where session_id = $1 order by leased_at`,
-      [sessionId],
-    ),
-  ]);
-  const views = new Map<string, SessionAgentView>(
-    agents.rows.map((row) => [
-      row.agent,
-      { name: row.agent, lastSeenAt: row.last_seen_at.toISOString(), idleSeconds: row.idle_seconds, tasks: [] },
-    ]),
-  );
-  for (const lease of leases.rows) {
-    // A person who took a task with `status` is not listed as an agent, but holds it all the same.
-    if (!views.has(lease.agent)) {
-      views.set(lease.agent, {
-        name: lease.agent,
-        lastSeenAt: lease.leased_at.toISOString(),
-        idleSeconds: 0,
-        tasks: [],
-      });
-    }
-    views.get(lease.agent)!.tasks.push({
-      taskId: taskNumber(lease.step_id) ?? 0,
-      stepId: lease.step_id,
-      title: lease.brief.title,
-      leasedAt: lease.leased_at.toISOString(),
-      expiresAt: lease.expires_at.toISOString(),
-      leaseAgeSeconds: lease.age_seconds,
-      secondsLeft: lease.seconds_left,
-      brief: lease.brief,
-    });
-  }
-  return [...views.values()];
-}
-
-/** A person's (or the session start's) cap on agent tasks in progress at once. */
-export async function setAgentConcurrency(
-  app: Pick<App, "db">,
-  input: { sessionId: string; agentConcurrency: number; actor: string },
-): Promise<void> {
-  await inTransaction(app.db.pool, async (client) => {
-    const rows = await client.query<{ run_id: string; plan_id: string; trace_id: string; plan_version: number }>(
-      `update agent_sessions s set agent_concurrency = $2 from runs r
-        where s.id = $1 and r.id = s.run_id returning s.run_id, s.plan_id, r.trace_id, r.plan_version`,
-      [input.sessionId, input.agentConcurrency],
-    );
-    const session = rows.rows[0];
-    if (!session) throw new AppError("not_found", `No session ${input.sessionId}`);
-    await appendEvents(
-      client,
-      { streamId: session.run_id, planId: session.plan_id, runId: session.run_id, traceId: session.trace_id },
-      [
-        {
-          type: "agent.concurrency_set",
-          stepId: null,
-          data: { agentConcurrency: input.agentConcurrency, actor: input.actor },
-        },
-      ],
-    );
-    await recordAudit(client, {
-      actor: input.actor,
-      action: "session.agent_concurrency_set",
-      planId: session.plan_id,
-      planVersion: session.plan_version,
-      runId: session.run_id,
-      detail: { sessionId: input.sessionId, agentConcurrency: input.agentConcurrency },
-    });
-  });
 }

@@ -5,25 +5,23 @@ import { appendEvents } from "../events/store";
 import type { Step, StepStatus } from "../plan-schema";
 import { inTransaction } from "../db";
 import { AGENT_TASK_TOOL, verifierCommands } from "../tools/agent-task";
-import { logger } from "../logger";
 import { taskNumber } from "../engine/agent-signals";
 import { findingsNote, runVerifiers, type VerifierResult } from "./verifiers";
 import { stepApprovedUnderPolicy } from "../engine/approval-view";
 import type { ToolRegistry } from "../tools/registry";
+import { removeMergedWorktreesLater, worktreeWorkDone } from "./worktrees-ahead";
 import { FINISHED_RUN_STATUSES } from "../vocabulary";
 import {
-  commitPendingWork,
   ensureTaskWorktree,
   integrationBranch,
-  mergeTaskBranch,
   removeRunWorktrees,
-  removeTaskWorktree,
   runsWithWorktrees,
   taskWorktreeExists,
   worktreeRelativePath,
   workspaceRepository,
   type WorkspaceRepo,
 } from "./worktrees";
+import { commitPendingWork, mergeTaskBranch } from "./worktree-merges";
 
 /**
  * What happens between an agent's DONE and the engine recording it (issue "Parallel agent work"):
@@ -214,10 +212,10 @@ export async function prepareTaskUpdates(
 
 /**
  * After the updates are recorded: a task just taken (IN_PROGRESS) gets its worktree (if the
- * status that handed it out did not make it already), a merged task's worktree and branch go, and
- * a run the merge completed leaves no worktree behind.
- * Cleanup is best effort — a leftover worktree is removed with the run's — and never fails the
- * agent's update, which is already recorded.
+ * status that handed it out did not make it already), and a merged task's worktree and branch
+ * go — after the call, in the background (worktrees-ahead.ts), as does a completed run's
+ * integration checkout. Cleanup is best effort — a leftover worktree is removed with the run's —
+ * and never fails the agent's update, which is already recorded.
  */
 export async function afterTaskUpdates(
   pool: pg.Pool,
@@ -226,25 +224,19 @@ export async function afterTaskUpdates(
   const starting = input.updates.filter((update) => update.status === "IN_PROGRESS");
   if (starting.length === 0 && input.merged.length === 0) return;
   const run = await runInfo(pool, input.runId);
+  if (input.merged.length > 0) {
+    // A run completed by a later tool step is swept when the next session starts in the workspace
+    // (removeWorktreesOfFinishedRuns).
+    removeMergedWorktreesLater(
+      pool,
+      run,
+      input.merged.map((stepId) => ({ stepId, tip: input.mergedTips?.[stepId] })),
+    );
+  }
+  if (starting.length === 0) return;
   const repo = await workspaceRepository(run.workspace_root);
   if (!repo) return;
   for (const update of starting) await ensureTaskWorktree(repo, run.id, update.stepId);
-  for (const stepId of input.merged) {
-    await removeTaskWorktree(repo, run.id, stepId, input.mergedTips?.[stepId]).catch((error: unknown) =>
-      logger.warn({ err: error, runId: run.id, stepId }, "could not remove a merged task's worktree"),
-    );
-  }
-  // The last task merged and the run is complete: its integration checkout goes too (the branch,
-  // which holds the merged work, stays). A run completed by a later tool step is swept when the
-  // next session starts in the workspace (removeWorktreesOfFinishedRuns).
-  if (input.merged.length > 0) {
-    const status = await pool.query<{ status: string }>("select status from runs where id = $1", [run.id]);
-    if (status.rows[0]?.status === "completed") {
-      await removeRunWorktrees(repo, run.id).catch((error: unknown) =>
-        logger.warn({ err: error, runId: run.id }, "could not remove a completed run's worktrees"),
-      );
-    }
-  }
 }
 
 /** On cancel (and on recovery of a run that ends): the run's worktrees go. Returns their paths. */
@@ -252,6 +244,7 @@ export async function removeWorktreesOfRun(pool: pg.Pool, runId: string): Promis
   const rows = await pool.query<{ workspace_root: string }>("select workspace_root from runs where id = $1", [runId]);
   const root = rows.rows[0]?.workspace_root;
   if (!root) return [];
+  await worktreeWorkDone(root);
   const repo: WorkspaceRepo | undefined = await workspaceRepository(root);
   if (!repo) return [];
   return removeRunWorktrees(repo, runId);
@@ -284,6 +277,7 @@ export async function latestVerifications(
  * either: their integration checkout goes too; the branches stay.
  */
 export async function removeWorktreesOfFinishedRuns(pool: pg.Pool, workspaceRoot: string): Promise<string[]> {
+  await worktreeWorkDone(workspaceRoot);
   const repo = await workspaceRepository(workspaceRoot);
   if (!repo) return [];
   const shorts = await runsWithWorktrees(repo);

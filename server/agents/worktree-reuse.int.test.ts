@@ -10,6 +10,7 @@ import { invokeOperation, type Operation } from "../operations/operation";
 import { programsLaunched } from "../tools/launcher";
 import { readyForTaskSchema, successSchema, type AgentTaskView } from "./contract";
 import { runShort } from "./worktrees";
+import { worktreeWorkSettled } from "./worktrees-ahead";
 
 /**
  * What a hand-out and a report in a git workspace keep between calls (issue 38, item 6): the
@@ -34,10 +35,15 @@ async function currentTask(): Promise<AgentTaskView> {
   return readyForTaskSchema.parse(await call(agentStatus, {})).now.current_task;
 }
 
-/** Programs started while `work` ran. */
+/**
+ * Programs started by `work`, with the worktree work it left for after the call (making ready
+ * tasks' worktrees ahead, removing merged ones) counted in: the earlier calls' is finished first.
+ */
 async function programsDuring(work: () => Promise<unknown>): Promise<number> {
+  await worktreeWorkSettled();
   const before = programsLaunched();
   await work();
+  await worktreeWorkSettled();
   return programsLaunched() - before;
 }
 
@@ -101,21 +107,40 @@ describe("hand-out and report in a git workspace", () => {
     ).toBe(0);
 
     // The report: nothing to commit (one `status`), the merge, the worktree and its branch
-    // removed — against 18 programs when nothing was kept.
+    // removed (after the call) — against 18 programs when nothing was kept. Task 3's worktree was
+    // made ahead when task 2 was handed out.
     const report = await programsDuring(() =>
       call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE", notes: "nothing to change" }] } }),
     );
     expect(report).toBeGreaterThan(0);
     expect(report).toBeLessThanOrEqual(4);
 
+    // Task 3's worktree, made ahead when task 2 was handed out, is handed out without any git.
+    let task3: AgentTaskView | undefined;
+    expect(await programsDuring(async () => (task3 = await currentTask()))).toBe(0);
+    expect(task3!.id).toBe(3);
+    expect(await fs.readFile(path.join(task3!.working_directory!, "src/b.txt"), "utf8")).toBe("b\n");
+
     // The repository now defines the filter its files name: a smudge that leaves a marker.
     const marker = path.join(root, "smudged");
     await fs.appendFile(path.join(root, ".git/config"), `[filter "evil"]\n\tsmudge = "touch '${marker}'; cat"\n`);
 
-    // Task 3's worktree is checked out after the change: the filter is disarmed, not run.
-    const task3 = await currentTask();
-    expect(task3.id).toBe(3);
-    expect(await fs.readFile(path.join(task3.working_directory!, "src/b.txt"), "utf8")).toBe("b\n");
+    // Task 4, added after the change, has its worktree made ahead now: the filter is disarmed, not run.
+    await call(agentUpdate, {
+      payload: {
+        add_tasks: [
+          {
+            title: "Change b again",
+            type: "chore",
+            context_hints: ["Edit `src/b.txt`."],
+            relevant_file_paths: ["src/b.txt"],
+          },
+        ],
+      },
+    });
+    await worktreeWorkSettled();
+    const wt4 = path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_4`);
+    expect(await fs.readFile(path.join(wt4, "src/b.txt"), "utf8")).toBe("b\n");
     await expect(fs.stat(marker)).rejects.toThrow();
 
     // The fixture is armed: git as a person runs it, checking out the same files.
@@ -148,5 +173,26 @@ describe("hand-out and report in a git workspace", () => {
     await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } });
     expect((await currentTask()).id).toBe(3);
     expect(git(root, "show", `stepwise/${runShort(runId)}/integration:src/a.txt`)).toBe("a from task 2\n");
+  });
+
+  it("makes a worktree made ahead again when its task gained a dependency before the hand-out", async () => {
+    const { runId, root } = await startSession();
+    const task2 = await currentTask();
+    await worktreeWorkSettled();
+    // Task 3 is ready too: its worktree was made ahead, from the integration branch as it was then.
+    const wt3 = path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_3`);
+    expect(await fs.readFile(path.join(wt3, "src/a.txt"), "utf8")).toBe("a\n");
+
+    // Now task 3 must build on task 2's work: it waits, and task 2's change is merged first.
+    successSchema.parse(await call(agentUpdate, { payload: { update_tasks: [{ id: 3, dependencies: [2] }] } }));
+    await fs.writeFile(path.join(task2.working_directory!, "src/a.txt"), "a from task 2\n");
+    successSchema.parse(await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } }));
+    await worktreeWorkSettled();
+
+    // Handed out, task 3's worktree holds its new dependency's merged work.
+    const task3 = await currentTask();
+    expect(task3).toMatchObject({ id: 3, working_directory: wt3, dependencies: [2] });
+    expect(await fs.readFile(path.join(wt3, "src/a.txt"), "utf8")).toBe("a from task 2\n");
+    expect(git(wt3, "status", "--porcelain")).toBe("");
   });
 });

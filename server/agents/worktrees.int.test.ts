@@ -10,6 +10,7 @@ import { runCancel } from "../operations/runs";
 import { cancelRun } from "../engine/engine";
 import { readyForTaskSchema, successSchema, waitingOnSignalSchema, type AgentTaskView } from "./contract";
 import { integrationBranch, runShort, taskBranch } from "./worktrees";
+import { worktreeWorkSettled } from "./worktrees-ahead";
 import { git } from "../../tests/git-fixture";
 
 /**
@@ -117,6 +118,7 @@ describe("a worktree per agent task", () => {
     // Task 2 DONE: its work is committed and merged; its worktree and branch go.
     await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE", notes: "a changed" }] } });
     expect(git(root, "show", `${integration}:src/a.txt`)).toBe("a from task 2\n");
+    await worktreeWorkSettled(); // the removal runs after the call
     expect(git(root, "worktree", "list", "--porcelain")).not.toContain(wt2);
     expect(git(root, "branch", "--list", taskBranch(runId, "step_2")).trim()).toBe("");
     const afterTask2 = git(root, "rev-parse", integration).trim();
@@ -176,6 +178,7 @@ describe("a worktree per agent task", () => {
         { timeout: 60_000 },
       )
       .toBe("completed");
+    await worktreeWorkSettled();
     const remaining = git(root, "worktree", "list", "--porcelain")
       .split("\n")
       .filter((line) => line.startsWith("worktree "));

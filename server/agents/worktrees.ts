@@ -131,7 +131,8 @@ export async function workspaceRepository(workspaceRoot: string): Promise<Worksp
   return usable ? { repository, root } : undefined;
 }
 
-async function git(
+/** Git as every worktree operation runs it: hardened, confined, as Stepwise, with a time limit. */
+export async function git(
   repo: WorkspaceRepo,
   args: string[],
   options: { cwd?: string; okExitCodes?: number[]; env?: Record<string, string> } = {},
@@ -213,24 +214,52 @@ async function excludeStepwiseDir(repo: WorkspaceRepo): Promise<void> {
 async function ensureWorktree(repo: WorkspaceRepo, relative: string, branch: string, base: string): Promise<string> {
   const absolute = path.join(repo.root, relative);
   if (await worktreeInPlace(repo, absolute)) return absolute;
-  await excludeStepwiseDir(repo);
-  await fs.mkdir(path.dirname(absolute), { recursive: true });
-  // A directory left behind by a crash between git's steps, or removed by hand: its stale registration goes.
-  await pruneOwnWorktreeRecords(repo);
-  try {
-    const add = ["worktree", "add", "--quiet", "-b", branch, "--end-of-options", absolute, base];
-    const created = await git(repo, add, { okExitCodes: [128, 255] });
-    if (created.exitCode !== 0) {
-      // The branch is there already (the task was handed out before): check it out as it is.
-      if (!/already exists/.test(created.stderr)) throw new GitCommandError(add, created);
-      await git(repo, ["worktree", "add", "--quiet", "--end-of-options", absolute, branch]);
+  // One `worktree add` per place at a time in this process: a hand-out and the making ahead
+  // (worktrees-ahead.ts) of the same task wait for one another instead of racing.
+  const pending = adding.get(absolute);
+  if (pending) return pending;
+  const added = addWorktree(repo, absolute, branch, base).finally(() => adding.delete(absolute));
+  adding.set(absolute, added);
+  return added;
+}
+
+const adding = new Map<string, Promise<string>>();
+const recordLocks = new Map<string, Promise<unknown>>();
+
+/**
+ * Git's changes to one repository's worktree records, one at a time in this process: a
+ * `worktree add` beside another fails reading the other's half-written record.
+ */
+function withWorktreeRecords<T>(repo: WorkspaceRepo, work: () => Promise<T>): Promise<T> {
+  const next = (recordLocks.get(repo.root) ?? Promise.resolve()).then(work, work);
+  const settled = next.catch(() => undefined);
+  recordLocks.set(repo.root, settled);
+  void settled.then(() => recordLocks.get(repo.root) === settled && recordLocks.delete(repo.root));
+  return next;
+}
+
+function addWorktree(repo: WorkspaceRepo, absolute: string, branch: string, base: string): Promise<string> {
+  return withWorktreeRecords(repo, async () => {
+    if (await worktreeInPlace(repo, absolute)) return absolute;
+    await excludeStepwiseDir(repo);
+    await fs.mkdir(path.dirname(absolute), { recursive: true });
+    // A directory left behind by a crash between git's steps, or removed by hand: its stale registration goes.
+    await pruneOwnWorktreeRecords(repo);
+    try {
+      const add = ["worktree", "add", "--quiet", "-b", branch, "--end-of-options", absolute, base];
+      const created = await git(repo, add, { okExitCodes: [128, 255] });
+      if (created.exitCode !== 0) {
+        // The branch is there already (the task was handed out before): check it out as it is.
+        if (!/already exists/.test(created.stderr)) throw new GitCommandError(add, created);
+        await git(repo, ["worktree", "add", "--quiet", "--end-of-options", absolute, branch]);
+      }
+    } catch (error) {
+      // Another hand-out of the same task (or the integration checkout) made it meanwhile: fine.
+      if (!(error instanceof GitCommandError)) throw error;
+      if (!(await worktreeInPlace(repo, absolute))) throw error;
     }
-  } catch (error) {
-    // Another hand-out of the same task (or the integration checkout) made it meanwhile: fine.
-    if (!(error instanceof GitCommandError)) throw error;
-    if (!(await worktreeInPlace(repo, absolute))) throw error;
-  }
-  return absolute;
+    return absolute;
+  });
 }
 
 /** The run's integration checkout, on `stepwise/<run8>/integration` (created from HEAD the first time). */
@@ -248,91 +277,33 @@ export async function ensureTaskWorktree(repo: WorkspaceRepo, runId: string, ste
   return ensureWorktree(repo, worktreeRelativePath(runId, stepId), taskBranch(runId, stepId), integrationBranch(runId));
 }
 
+/** Whether the task's worktree is registered and its checkout there (see `worktreeInPlace`). */
+export async function taskWorktreeInPlace(repo: WorkspaceRepo, runId: string, stepId: string): Promise<boolean> {
+  return worktreeInPlace(repo, path.join(repo.root, worktreeRelativePath(runId, stepId)));
+}
+
+/**
+ * Removes a task's worktree nobody used: only when `git status` finds nothing in it (a plain
+ * `worktree remove`, left to check that itself, refused clean ones in the sandbox), and its
+ * branch only while it still points at `tip`.
+ */
+export async function removeUnusedTaskWorktree(
+  repo: WorkspaceRepo,
+  runId: string,
+  stepId: string,
+  tip: string,
+): Promise<void> {
+  const cwd = path.join(repo.root, worktreeRelativePath(runId, stepId));
+  const changes = await git(repo, ["status", "--porcelain", "-z", "--untracked-files=all"], { cwd });
+  if (changes.stdout !== "") return;
+  await withWorktreeRecords(repo, () => git(repo, ["worktree", "remove", "--force", "--end-of-options", cwd]));
+  await git(repo, ["update-ref", "-d", `refs/heads/${taskBranch(runId, stepId)}`, tip], { okExitCodes: [1] });
+}
+
 /** Whether the task's worktree exists (registered with git). */
 export async function taskWorktreeExists(repo: WorkspaceRepo, runId: string, stepId: string): Promise<boolean> {
   const absolute = path.join(repo.root, worktreeRelativePath(runId, stepId));
   return (await listWorktrees(repo)).some((worktree) => worktree.path === absolute);
-}
-
-/**
- * Commits whatever the agent left uncommitted in its worktree (so DONE means the work is on the
- * branch). Returns whether a commit was made. An agent that committed itself leaves nothing here.
- */
-export async function commitPendingWork(
-  repo: WorkspaceRepo,
-  runId: string,
-  stepId: string,
-  message: string,
-  author: string,
-): Promise<boolean> {
-  const cwd = path.join(repo.root, worktreeRelativePath(runId, stepId));
-  // One git when there is nothing to commit (an agent that committed its work itself).
-  const changes = await git(repo, ["status", "--porcelain", "-z", "--untracked-files=all"], { cwd });
-  if (changes.stdout === "") return false;
-  await git(repo, ["add", "--all"], { cwd });
-  const staged = await git(repo, ["diff", "--cached", "--quiet"], { cwd, okExitCodes: [1] });
-  if (staged.exitCode === 0) return false;
-  await git(repo, ["commit", "--quiet", `--message=${message}`], {
-    cwd,
-    env: { GIT_AUTHOR_NAME: author.slice(0, 100) || "agent", GIT_AUTHOR_EMAIL: "agent@stepwise.localhost" },
-  });
-  return true;
-}
-
-export type MergeOutcome =
-  | { kind: "merged"; commit: string; fastForward: boolean; tip: string }
-  | { kind: "up_to_date"; commit: string; tip: string }
-  | { kind: "conflict"; files: string[]; message: string };
-
-/**
- * The commit a branch of Stepwise's points to: read from its loose ref file when git keeps one
- * (as it does right after writing it), else asked of git (packed refs, another ref store).
- */
-async function branchTip(repo: WorkspaceRepo, branch: string): Promise<string> {
-  const file = path.join(repo.root, ".git", "refs", "heads", ...branch.split("/"));
-  const handle = await fs.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW).catch(() => undefined);
-  const loose = handle ? await handle.readFile("utf8").finally(() => handle.close()) : "";
-  if (/^[0-9a-f]{40}([0-9a-f]{24})?\n?$/.test(loose)) return loose.trim();
-  return (
-    await git(repo, ["rev-parse", "--verify", "--end-of-options", `refs/heads/${branch}^{commit}`])
-  ).stdout.trim();
-}
-
-/**
- * Merges the task's branch into the run's integration branch, in the integration checkout, always
- * as a merge commit (`--no-ff`): the integration branch's first-parent history is then one merge
- * per task, in the order they finished — readable as the run's dependency order. A conflict is
- * aborted (`git merge --abort`) so the integration branch is exactly as before, and the
- * conflicting files are returned. Never forced, never rewritten. What is merged is the branch's
- * commit as read before (`tip`), so the branch can later be deleted only if it is still that.
- */
-export async function mergeTaskBranch(
-  repo: WorkspaceRepo,
-  runId: string,
-  stepId: string,
-  message: string,
-): Promise<MergeOutcome> {
-  const cwd = await ensureIntegration(repo, runId);
-  const before = await branchTip(repo, integrationBranch(runId));
-  const tip = await branchTip(repo, taskBranch(runId, stepId));
-  const result = await git(repo, ["merge", "--no-edit", "--no-ff", `--message=${message}`, "--end-of-options", tip], {
-    cwd,
-    okExitCodes: [1, 2, 128],
-  });
-  if (result.exitCode === 0) {
-    // `--no-ff` makes a merge commit unless the branch is merged already ("Already up to date"),
-    // which leaves the integration branch where it was: never a fast-forward.
-    const after = await branchTip(repo, integrationBranch(runId));
-    return after === before
-      ? { kind: "up_to_date", commit: before, tip }
-      : { kind: "merged", commit: after, fastForward: false, tip };
-  }
-  const unmerged = await git(repo, ["diff", "--name-only", "--diff-filter=U", "-z"], { cwd });
-  const files = unmerged.stdout.split("\0").filter(Boolean);
-  // Whatever happened, the integration checkout goes back to exactly where it was.
-  await git(repo, ["merge", "--abort"], { cwd, okExitCodes: [128] });
-  await git(repo, ["reset", "--hard", "--quiet", before], { cwd });
-  return { kind: "conflict", files, message: (result.stderr || result.stdout).trim().slice(0, 2_000) };
 }
 
 /**
@@ -348,9 +319,11 @@ export async function removeTaskWorktree(
   mergedTip?: string,
 ): Promise<void> {
   const absolute = path.join(repo.root, worktreeRelativePath(runId, stepId));
-  if ((await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) {
-    await git(repo, ["worktree", "remove", "--force", "--end-of-options", absolute]);
-  }
+  await withWorktreeRecords(repo, async () => {
+    if ((await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) {
+      await git(repo, ["worktree", "remove", "--force", "--end-of-options", absolute]);
+    }
+  });
   if (mergedTip) {
     await git(repo, ["update-ref", "-d", `refs/heads/${taskBranch(runId, stepId)}`, mergedTip], { okExitCodes: [1] });
     return;
@@ -369,7 +342,11 @@ export async function removeTaskWorktree(
  * branches stay: the integration branch is the run's result, an unmerged task branch is work a
  * person may still want, and deleting either would lose commits.
  */
-export async function removeRunWorktrees(repo: WorkspaceRepo, runId: string): Promise<string[]> {
+export function removeRunWorktrees(repo: WorkspaceRepo, runId: string): Promise<string[]> {
+  return withWorktreeRecords(repo, () => removeRunWorktreesNow(repo, runId));
+}
+
+async function removeRunWorktreesNow(repo: WorkspaceRepo, runId: string): Promise<string[]> {
   const prefix = path.join(repo.root, WORKTREES_DIR, `${runShort(runId)}-`);
   const removed: string[] = [];
   for (const worktree of await listWorktrees(repo)) {

@@ -8,15 +8,11 @@ import {
   updatePayloadSchema,
   updateResponseSchema,
 } from "../agents/contract";
-import {
-  alertSession,
-  sessionStatus,
-  startSession,
-  suggestForSession,
-  updateSession,
-  type TaskJudge,
-  type TaskSuggestion,
-} from "../agents/sessions";
+import { startSession } from "../agents/sessions";
+import { sessionStatus } from "../agents/session-status";
+import { updateSession, type TaskJudge } from "../agents/session-updates";
+import { alertSession } from "../agents/session-signals";
+import { suggestForSession, type TaskSuggestion } from "../agents/session-suggestions";
 import { AppError } from "../errors";
 import { requirePlanningModel } from "../planner/config";
 import { plannerFor } from "../planner/deps";
@@ -24,7 +20,8 @@ import { judgePlan } from "../planner/planning";
 import { suggestSteps } from "../planner/suggest";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { waitingForApprovalMessage } from "../agents/session-requests";
-import { MAX_AGENT_CONCURRENCY, setAgentConcurrency } from "../agents/leases";
+import { MAX_AGENT_CONCURRENCY } from "../agents/leases";
+import { setAgentConcurrency } from "../agents/session-agents";
 import { defineOperation } from "./operation";
 import type { AnyOperation } from "./registry";
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { clearSignal, findSession } from "../agents/sessions";
+import { findSession } from "../agents/sessions";
+import { clearSignal } from "../agents/session-signals";
 import { applyRecoveryAction, rerunFrom } from "../engine/recovery";
 import { recoveryActionSchema } from "../engine/recovery-action";
 import { removeWorktreesOfRun } from "../agents/task-integration";

@@ -5,15 +5,14 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { git } from "../../tests/git-fixture";
 import { runVerifiers } from "../agents/verifiers";
 import {
-  commitPendingWork,
   ensureTaskWorktree,
   integrationBranch,
-  mergeTaskBranch,
   removeRunWorktrees,
   removeTaskWorktree,
   worktreeRelativePath,
   workspaceRepository,
 } from "../agents/worktrees";
+import { commitPendingWork, mergeTaskBranch } from "../agents/worktree-merges";
 import type { Step } from "../plan-schema";
 import { gitCommitTool } from "./git-commit";
 import { gitDiffTool } from "./git-diff";

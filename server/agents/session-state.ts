@@ -1,0 +1,138 @@
+import type { AppContext } from "../services";
+import { adoptPlanVersionIntoRun } from "../engine/engine";
+import { AppError } from "../errors";
+import type { Step, StepStatus } from "../plan-schema";
+import { AGENT_TASK_TOOL, verifierCommands } from "../tools/agent-task";
+import type { AgentTaskView, ApproverNote } from "./contract";
+import { noteAgentCall } from "./leases";
+import { taskNumber } from "../engine/agent-signals";
+import { openSignals, type OpenSignal } from "./signal-store";
+import type { SessionRow } from "./sessions";
+import { actorKindOf } from "../caller-context";
+
+/** A session's state as an agent's call reads it, and its tasks as the agent sees them. */
+type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
+
+export interface Loaded {
+  session: SessionRow;
+  runStatus: string;
+  approverNotes: ApproverNote[];
+  steps: Step[];
+  statuses: Map<string, StepStatus>;
+  signals: OpenSignal[];
+  lastStepNumber: number;
+  planVersion: number;
+}
+
+/**
+ * Reads a session's state. A plan version newer than the run's (a person's edit in the browser,
+ * or tasks added just before a crash) is adopted into the run first, so what the agent is told
+ * always matches the plan people see.
+ */
+export async function loadSession(app: App, session: SessionRow): Promise<Loaded> {
+  const [plan, run] = await Promise.all([
+    app.db.pool.query<{ current_version: number; last_step_number: number }>(
+      "select current_version, last_step_number from plans where id = $1",
+      [session.plan_id],
+    ),
+    app.db.pool.query<{ plan_version: number }>("select plan_version from runs where id = $1", [session.run_id]),
+  ]);
+  const current = plan.rows[0]!.current_version;
+  if (current > run.rows[0]!.plan_version) {
+    await adoptPlanVersionIntoRun(app.engine, { runId: session.run_id, version: current, actor: "stepwise" }).catch(
+      (error: unknown) => {
+        // A version that cannot be adopted (it removes a step that already ran) leaves the run on its version.
+        if (!(error instanceof AppError)) throw error;
+      },
+    );
+  }
+  const [runRow, stepRows, signals, stepNotes] = await Promise.all([
+    app.db.pool.query<{ status: string; plan_version: number; approved_by: string; approval_note: string | null }>(
+      "select status, plan_version, approved_by, approval_note from runs where id = $1",
+      [session.run_id],
+    ),
+    app.db.pool.query<{ step_id: string; status: StepStatus }>(
+      "select step_id, status from run_steps where run_id = $1",
+      [session.run_id],
+    ),
+    openSignals(app.db.pool, session.id),
+    app.db.pool.query<{ step_id: string; actor: string; comment: string }>(
+      `select step_id, actor, comment from approvals
+        where run_id = $1 and comment is not null and comment <> '' order by id`,
+      [session.run_id],
+    ),
+  ]);
+  const planVersion = runRow.rows[0]!.plan_version;
+  const runInfo = runRow.rows[0]!;
+  const approverNotes: ApproverNote[] = [
+    ...(runInfo.approval_note ? [{ about: "plan", by: runInfo.approved_by, note: runInfo.approval_note }] : []),
+    ...stepNotes.rows.map((row) => ({ about: row.step_id, by: row.actor, note: row.comment })),
+  ];
+  const version = await app.db.pool.query<{ steps: Step[] }>(
+    "select steps from plan_versions where plan_id = $1 and version = $2",
+    [session.plan_id, planVersion],
+  );
+  return {
+    session,
+    runStatus: runRow.rows[0]!.status,
+    approverNotes,
+    steps: version.rows[0]!.steps,
+    statuses: new Map(stepRows.rows.map((row) => [row.step_id, row.status])),
+    signals,
+    lastStepNumber: plan.rows[0]!.last_step_number,
+    planVersion,
+  };
+}
+
+const SEED_STATUS: Record<StepStatus, AgentTaskView["status"]> = {
+  pending: "TODO",
+  blocked: "TODO",
+  ready: "TODO",
+  awaiting_approval: "TODO",
+  awaiting_input: "TODO",
+  awaiting_agent: "TODO",
+  failed: "TODO",
+  running: "IN_PROGRESS",
+  completed: "DONE",
+  skipped: "CANCELLED",
+  cancelled: "CANCELLED",
+};
+
+export function taskView(step: Step, status: StepStatus): AgentTaskView {
+  return {
+    id: taskNumber(step.id) ?? 0,
+    title: step.title ?? step.description.split("\n")[0]!.slice(0, 200),
+    ...(step.type && { type: step.type }),
+    status: SEED_STATUS[status],
+    dependencies: step.dependsOn.map((dep) => taskNumber(dep) ?? 0),
+    context_hints: step.contextHints,
+    relevant_file_paths: step.relevantFilePaths,
+    ...(step.acceptance?.length && { acceptance: step.acceptance }),
+    executor: step.tool === AGENT_TASK_TOOL ? "agent" : "stepwise",
+    state: status,
+    ...taskChecksView(step),
+  };
+}
+
+export function tasksOf(loaded: Loaded): AgentTaskView[] {
+  return loaded.steps.map((step) => taskView(step, loaded.statuses.get(step.id) ?? "pending"));
+}
+
+/** The agent called: the session's idle time starts again (the run page shows it). */
+export async function seen(app: Pick<App, "db">, session: SessionRow, caller: string | undefined): Promise<void> {
+  if (caller === undefined) return;
+  await app.db.pool.query("update agent_sessions set last_seen_at = now() where id = $1", [session.id]);
+  // Any call is the agent's heartbeat: its leases run on.
+  await noteAgentCall(app, session.id, caller, { listed: actorKindOf(caller) !== "person" });
+}
+
+/** A task's acceptance criteria and verifier commands, as the agent sees them. */
+function taskChecksView(step: Step): Pick<AgentTaskView, "acceptance" | "verify"> {
+  if (step.tool !== AGENT_TASK_TOOL) return {};
+  const args = step.args as { acceptance?: string[] };
+  const verify = verifierCommands(step.args);
+  return {
+    ...(args.acceptance?.length && { acceptance: args.acceptance }),
+    ...(verify.length > 0 && { verify }),
+  };
+}
