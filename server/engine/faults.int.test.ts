@@ -15,6 +15,7 @@ import { createEngineDeps } from "./engine";
 import { startStepWorker, type StepWorker } from "./worker";
 import { processAlive } from "../cli/connection-file";
 import { REPEATED_SIGNAL_MS } from "../cli/serve";
+import { programCommand } from "../../tests/program-command";
 
 /**
  * Database faults injected into a live engine: backends terminated mid-transaction (what a
@@ -228,7 +229,7 @@ describe("engine under database faults", () => {
       options: { clockOffset?: string } = {},
     ): { process: ChildProcess; exited: Promise<number | null>; output: () => string } {
       let output = "";
-      const command = [process.execPath, "--import", "tsx", "server/cli/main.ts", "worker"];
+      const command = programCommand("server/cli/main.ts", ["worker"]);
       // libfaketime shifts the worker's wall clock only; timers (monotonic) run normally.
       const argv = options.clockOffset ? ["faketime", "-f", options.clockOffset, ...command] : command;
       const worker = spawn(argv[0]!, argv.slice(1), {
