@@ -277,6 +277,7 @@ export default defineConfig([
     "data/",
     ".stepwise/",
     "test-results/",
+    ".test-bundles/",
     "playwright-report/",
     "bench/results/",
     "next-env.d.ts",

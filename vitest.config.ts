@@ -43,6 +43,11 @@ export default defineConfig({
           expect: { poll: { timeout: 60_000 } },
           // Each file gets its own database; two at a time keeps a 2-core machine responsive.
           maxWorkers: 2,
+          // Each of the two processes runs its files one after another and keeps its module cache
+          // between them, as the unit files do: importing the server again for every file cost
+          // about 1.5 s of CPU a file (docs/benchmarks.md, "npm test stages"). A file that changes
+          // process-wide state (environment variables, the tracer provider) restores it when it ends.
+          isolate: false,
         },
       },
     ],

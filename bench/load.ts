@@ -154,9 +154,10 @@ async function main() {
     );
     const makespan = performance.now() - started;
     const peakConnections = await connections.stop();
-    const wal = await app.db.pool.query<{ bytes: string }>("select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text as bytes", [
-      walBefore,
-    ]);
+    const wal = await app.db.pool.query<{ bytes: string }>(
+      "select pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text as bytes",
+      [walBefore],
+    );
     const walBytes = Number(wal.rows[0]!.bytes);
 
     // What the table holds is the truth each subscriber's copy is compared with.

@@ -87,7 +87,9 @@ async function main() {
     pages = code === 0 ? await readJson(path.join(results, "retention.json")) : { exit: code };
   }
 
-  console.log("\ngroup | runs × steps | workers | subscribers | steps/s | makespan ms | delivery p50/p99 ms | WAL B/step | peak conns | lost/dup");
+  console.log(
+    "\ngroup | runs × steps | workers | subscribers | steps/s | makespan ms | delivery p50/p99 ms | WAL B/step | peak conns | lost/dup",
+  );
   for (const row of load) {
     console.log(
       [
@@ -117,7 +119,9 @@ async function main() {
     pages,
   };
   await fs.writeFile(path.join(results, "scale.json"), JSON.stringify(report, null, 2));
-  console.log(`\nwrote bench/results/scale.json (load average before ${loadBefore.join(" ")}, after ${report.config.load_average.after.join(" ")})`);
+  console.log(
+    `\nwrote bench/results/scale.json (load average before ${loadBefore.join(" ")}, after ${report.config.load_average.after.join(" ")})`,
+  );
   if (load.some((row) => row.exit !== 0)) process.exit(1);
 }
 

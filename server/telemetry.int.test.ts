@@ -43,6 +43,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await harness.close();
+  // The tracer provider is the process's: integration files share a process one after another.
+  await telemetry?.shutdown();
   collector.closeAllConnections();
   await new Promise((resolve) => collector.close(resolve));
 });

@@ -1,4 +1,4 @@
-import { SpanStatusCode, trace, type Attributes, type Span } from "@opentelemetry/api";
+import { context, propagation, SpanStatusCode, trace, type Attributes, type Span } from "@opentelemetry/api";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { BatchSpanProcessor, NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
@@ -26,7 +26,15 @@ export function startTelemetry(
     spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ ...(url && { url }) }))],
   });
   provider.register();
-  return { shutdown: () => provider.shutdown() };
+  return {
+    // Flushes what is left, then gives the process's tracing back to the no-op default.
+    async shutdown() {
+      await provider.shutdown();
+      trace.disable();
+      context.disable();
+      propagation.disable();
+    },
+  };
 }
 
 const tracer = trace.getTracer("stepwise");

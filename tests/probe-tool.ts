@@ -1,4 +1,4 @@
-import { appendFile, readFile } from "node:fs/promises";
+import { access, appendFile, readFile } from "node:fs/promises";
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import type { StoredEvent } from "../server/events/types";
@@ -39,7 +39,9 @@ export interface ProbeExecution {
  * then records the execution: a kill during that first wait interrupts it before any effect.
  * With `tickMs` it leaves a side effect while it sleeps: every `tickMs` it appends a tick to
  * `<log>.ticks` and reports progress, and when aborted it appends the reason there. Attempts after
- * the first sleep `retrySleepMs` when given.
+ * the first sleep `retrySleepMs` when given. With `releaseFile` the sleep ends as soon as that file
+ * exists (`sleepMs` is then the most it waits): a test holds a step exactly as long as it needs it
+ * running, instead of a fixed length chosen to outlast a slow machine.
  */
 export function createProbeTool(
   options: { logFile?: string; name?: string; idempotent?: boolean; marksEffectStart?: boolean } = {},
@@ -53,6 +55,7 @@ export function createProbeTool(
       sleepBeforeEffectMs: z.number().int().min(0).max(600_000).default(0),
       retrySleepMs: z.number().int().min(0).max(600_000).optional(),
       tickMs: z.number().int().min(1).max(60_000).optional(),
+      releaseFile: z.string().optional(),
       value: z.unknown().optional(),
     }),
     capability: "data.transform",
@@ -63,7 +66,7 @@ export function createProbeTool(
     requiresApproval: false,
     defaultTimeoutSeconds: 600,
     marksEffectStart: options.marksEffectStart ?? false,
-    async execute({ sleepMs, sleepBeforeEffectMs, retrySleepMs, tickMs, value }, context) {
+    async execute({ sleepMs, sleepBeforeEffectMs, retrySleepMs, tickMs, releaseFile, value }, context) {
       const logFile = options.logFile ?? process.env[PROBE_LOG_ENV];
       if (!logFile) throw new Error(`The probe tool needs ${PROBE_LOG_ENV} (or a logFile) to record executions`);
       if (options.marksEffectStart) {
@@ -79,10 +82,26 @@ export function createProbeTool(
       await appendFile(logFile, `${JSON.stringify(execution)}\n`, { flag: "a" });
       const sleep = context.attempt > 1 && retrySleepMs !== undefined ? retrySleepMs : sleepMs;
       if (tickMs) await tick(`${logFile}.ticks`, execution, sleep, tickMs, context);
+      else if (releaseFile) await waitForFile(releaseFile, sleep, context.signal);
       else if (sleep > 0) await delay(sleep, undefined, { signal: context.signal });
       return { ...execution, value: value ?? null };
     },
   });
+}
+
+/** Until `file` exists, or `maxMs` has passed; honours the abort signal. */
+async function waitForFile(file: string, maxMs: number, signal: AbortSignal): Promise<void> {
+  const deadline = Date.now() + maxMs;
+  while (Date.now() < deadline) {
+    if (
+      await access(file).then(
+        () => true,
+        () => false,
+      )
+    )
+      return;
+    await delay(50, undefined, { signal });
+  }
 }
 
 /** Sleeps `sleepMs` in steps of `tickMs`, appending a tick and reporting progress after each. */

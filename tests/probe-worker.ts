@@ -5,6 +5,9 @@
  *   DATABASE_URL=… STEPWISE_PROBE_LOG=/tmp/probe.log STEPWISE_HEARTBEAT_MS=200 \
  *     node --import tsx tests/probe-worker.ts
  *
+ * (Under the integration tests' global setup it runs from the run's bundle instead:
+ * tests/program-command.ts.)
+ *
  * It prints `ready <pid>` once it has registered in `workers` and is taking jobs, so a test can
  * wait for that instead of sleeping. Tests start it with `spawnProbeWorker`.
  *
@@ -24,7 +27,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { Logger, run as runGraphileWorker } from "graphile-worker";
 import { createAppContext } from "../server/app-context";
 import { connectDatabase } from "../server/db";
@@ -32,13 +35,13 @@ import { createEngineDeps } from "../server/engine/engine";
 import { RUN_STEP_TASK } from "../server/queue/jobs";
 import { startStepWorker } from "../server/engine/worker";
 import { createProbeRegistry, PROBE_LOG_ENV } from "./probe-tool";
+import { programCommand } from "./program-command";
 
 const READY_PREFIX = "ready ";
 const FROZEN_PREFIX = "frozen ";
-const thisFile = fileURLToPath(import.meta.url);
 /** libfaketime as Debian and Ubuntu install it (package `faketime`). */
 export const LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
-const projectRoot = path.resolve(path.dirname(thisFile), "..");
+const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
 export interface ProbeWorkerProcess {
   child: ChildProcess;
@@ -73,7 +76,8 @@ export function spawnProbeWorker(options: {
   /** Shift the process's wall clock by this libfaketime offset, e.g. "+10m" or "-10m". */
   clockOffset?: string;
 }): ProbeWorkerProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", thisFile], {
+  const [command, ...args] = programCommand("tests/probe-worker.ts");
+  const child = spawn(command!, args, {
     cwd: projectRoot,
     env: {
       ...process.env,
@@ -190,7 +194,9 @@ async function main(): Promise<void> {
   process.stdout.write(`${READY_PREFIX}${process.pid}\n`);
 }
 
-if (process.argv[1] && pathToFileURL(path.resolve(process.argv[1])).href === import.meta.url) {
+/** Started as a program (from source, or as the bundle's `probe-worker.mjs`), not imported by a test. */
+const startedAsProgram = /^probe-worker\.[mc]?[jt]s$/.test(path.basename(process.argv[1] ?? ""));
+if (startedAsProgram) {
   main().catch((error: unknown) => {
     console.error(`[probe-worker] ${error instanceof Error ? error.stack : String(error)}`);
     process.exit(1);

@@ -7,12 +7,12 @@
  *
  * Left to the embedded pass alone, because the server under them does not change what they test:
  * the doors (HTTP, MCP, tRPC, CLI), the planner's conversations with the scripted model, tools and
- * git, and the process suites (kills, restarts, clean stops, the embedded server itself). A new
- * file whose subject is SQL belongs in this list.
+ * git, and the process suites (kills, restarts, clean stops, the embedded server itself). Nor does
+ * a file that starts a server of its own (the connection budget's, with its own max_connections):
+ * it would test that server a second time. A new file whose subject is SQL belongs in this list.
  */
 export const SERVICE_PASS_FILES = [
   "server/db.int.test.ts",
-  "server/db/connection-budget.int.test.ts",
   "server/engine/engine.int.test.ts",
   "server/engine/approval-binding.int.test.ts",
   "server/engine/parallel-gates.int.test.ts",

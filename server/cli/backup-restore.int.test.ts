@@ -11,6 +11,7 @@ import { verifyAuditLog } from "../audit/verify";
 import { findFreePort, startEmbeddedPostgres } from "../db/embedded";
 import { createTrpcContext } from "../trpc/init";
 import { createCaller } from "../trpc/root";
+import { programCommand } from "../../tests/program-command";
 
 /**
  * `stepwise backup` and `stepwise restore` end to end: a run waits at an approval gate while its
@@ -28,7 +29,8 @@ afterEach(async () => {
 
 function stepwise(args: string[], env: Record<string, string>): Promise<{ code: number | null; output: string }> {
   const { DATABASE_URL: _unset, ...inherited } = process.env;
-  const child = spawn(process.execPath, ["--import", "tsx", "server/cli/main.ts", ...args], {
+  const [command, ...commandArgs] = programCommand("server/cli/main.ts", args);
+  const child = spawn(command!, commandArgs, {
     cwd: projectRoot,
     env: { ...inherited, ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -30,7 +30,11 @@ interface Started {
 const running = new Set<Started>();
 
 function startCli(args: string[], env: Record<string, string>): Started {
-  const { DATABASE_URL: _unset, ...inherited } = process.env;
+  const { DATABASE_URL: _unset, STEPWISE_CLI_BUNDLE: bundle, ...inherited } = process.env;
+  // `serve --dev` from source, as a person runs it, not from the run's bundle of the CLI
+  // (tests/process-bundle.ts): the CLI's copy of the server meets the web server's own copy here,
+  // and the start is mostly Next's compile anyway.
+  if (args[0] !== "serve" && bundle) inherited.STEPWISE_CLI_BUNDLE = bundle;
   // detached: a process group of its own, like a shell job, so the group can be signalled.
   const child = spawn(process.execPath, [bin, ...args], {
     cwd: projectRoot,

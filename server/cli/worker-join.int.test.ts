@@ -8,6 +8,7 @@ import { afterEach, expect, it } from "vitest";
 import { migrateDatabase } from "./bootstrap";
 import { startEmbeddedPostgres } from "../db/embedded";
 import { writeConnectionFile } from "./connection-file";
+import { programCommand } from "../../tests/program-command";
 
 /**
  * `npm run worker` next to a running `npm start` on the embedded database: no DATABASE_URL, and no
@@ -35,7 +36,8 @@ it("a worker started without DATABASE_URL joins the running server's embedded da
   expect(connectionText).not.toMatch(/postgres(ql)?:/);
 
   const { DATABASE_URL: _unset, ...env } = process.env;
-  const child = spawn(process.execPath, ["--import", "tsx", "server/cli/main.ts", "worker"], {
+  const [command, ...args] = programCommand("server/cli/main.ts", ["worker"]);
+  const child = spawn(command!, args, {
     cwd: projectRoot,
     env: { ...env, STEPWISE_DATA_DIR: dataDir, STEPWISE_HEARTBEAT_MS: "200" },
     stdio: ["ignore", "pipe", "pipe"],

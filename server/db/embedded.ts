@@ -159,6 +159,8 @@ export async function startEmbeddedPostgres(options: {
   /** PostgreSQL's max_connections (tests of the connection budget start a smaller server). */
   maxConnections?: number;
   access?: "socket" | "tcp";
+  /** More server settings (`name=value`), after Stepwise's own. */
+  settings?: string[];
   log?: (line: string) => void;
 }): Promise<EmbeddedDatabase> {
   await hydrateNativeSymlinks();
@@ -202,6 +204,7 @@ export async function startEmbeddedPostgres(options: {
     socketDir,
     owner,
     maxConnections: options.maxConnections ?? EMBEDDED_MAX_CONNECTIONS,
+    settings: options.settings ?? [],
   });
 
   const serverUrlWith = (password: string) =>
@@ -264,6 +267,7 @@ async function spawnPostmaster(options: {
   socketDir: string;
   owner: { uid?: number; gid?: number };
   maxConnections: number;
+  settings: string[];
 }): Promise<{ pid: number; stop(): Promise<void> }> {
   const binaries = nativePackageDir();
   if (!binaries) throw new Error(`No embedded PostgreSQL for ${process.platform}-${process.arch}`);
@@ -275,6 +279,7 @@ async function spawnPostmaster(options: {
     `unix_socket_directories=${options.socketDir}`,
     "unix_socket_permissions=0700",
     "password_encryption=scram-sha-256",
+    ...options.settings,
   ];
   let child: ChildProcess;
   try {

@@ -13,6 +13,7 @@ import { spawnProbeWorker, type ProbeWorkerProcess } from "../../tests/probe-wor
 import { readEvents } from "../events/store";
 import type { RunStepView } from "./run-view";
 import { startStepWorker } from "./worker";
+import { programCommand } from "../../tests/program-command";
 
 let harness: Harness | undefined;
 let child: ChildProcess | undefined;
@@ -26,7 +27,8 @@ afterEach(async () => {
 });
 
 function startWorkerProcess(databaseUrl: string, workspace: string): ChildProcess {
-  return spawn(process.execPath, ["--import", "tsx", "server/cli/main.ts", "worker"], {
+  const [command, ...args] = programCommand("server/cli/main.ts", ["worker"]);
+  return spawn(command!, args, {
     env: { ...process.env, DATABASE_URL: databaseUrl, STEPWISE_WORKSPACE: workspace, STEPWISE_HEARTBEAT_MS: "200" },
     stdio: "ignore",
   });

@@ -20,6 +20,7 @@ const STEPS = 5;
 let harness: Harness | undefined;
 let hog: ChildProcess | undefined;
 const previousLockTimeout = process.env.STEPWISE_LOCK_TIMEOUT_MS;
+const previousProbeLog = process.env.STEPWISE_PROBE_LOG;
 
 beforeAll(async () => {
   process.env.STEPWISE_LOCK_TIMEOUT_MS = "100";
@@ -33,6 +34,9 @@ afterAll(async () => {
   await harness?.close();
   if (previousLockTimeout === undefined) delete process.env.STEPWISE_LOCK_TIMEOUT_MS;
   else process.env.STEPWISE_LOCK_TIMEOUT_MS = previousLockTimeout;
+  // Integration files share a process one after another: leave the environment as it was.
+  if (previousProbeLog === undefined) delete process.env.STEPWISE_PROBE_LOG;
+  else process.env.STEPWISE_PROBE_LOG = previousProbeLog;
 });
 
 /**

@@ -15,6 +15,7 @@ import { createEngineDeps } from "./engine";
 import { startStepWorker, type StepWorker } from "./worker";
 import { processAlive } from "../cli/connection-file";
 import { REPEATED_SIGNAL_MS } from "../cli/serve";
+import { programCommand } from "../../tests/program-command";
 
 /**
  * Database faults injected into a live engine: backends terminated mid-transaction (what a
@@ -228,7 +229,7 @@ describe("engine under database faults", () => {
       options: { clockOffset?: string } = {},
     ): { process: ChildProcess; exited: Promise<number | null>; output: () => string } {
       let output = "";
-      const command = [process.execPath, "--import", "tsx", "server/cli/main.ts", "worker"];
+      const command = programCommand("server/cli/main.ts", ["worker"]);
       // libfaketime shifts the worker's wall clock only; timers (monotonic) run normally.
       const argv = options.clockOffset ? ["faketime", "-f", options.clockOffset, ...command] : command;
       const worker = spawn(argv[0]!, argv.slice(1), {
@@ -436,8 +437,10 @@ describe("engine under database faults", () => {
     /** R1's first outcome freezes worker A holding R1's lock; R2's step was running on A too. */
     async function freezeAWorker(h: Harness, idleInTransactionMs: number) {
       const probeLog = path.join(h.workspace, "probe.log");
+      // R1's first step ends (and A freezes recording it) only once R2's step runs on A too.
+      const release = path.join(h.workspace, "release-frozen");
       const frozenRun = await createRun(h, "frozen", [
-        { id: "step_1", tool: "probe", args: { sleepMs: 500 } },
+        { id: "step_1", tool: "probe", args: { sleepMs: 300_000, releaseFile: release } },
         { id: "step_2", tool: "probe", args: {}, dependsOn: ["step_1"] },
       ]);
       const a = spawnProbeWorker({
@@ -449,7 +452,14 @@ describe("engine under database faults", () => {
       });
       probeWorkers.push(a);
       await a.ready;
-      const otherRun = await createRun(h, "other", [{ id: "step_1", tool: "probe", args: { sleepMs: 4_000 } }]);
+      // Its first attempt outlasts the test (A is frozen); the peer's retry ends at once.
+      const otherRun = await createRun(h, "other", [
+        { id: "step_1", tool: "probe", args: { sleepMs: 300_000, retrySleepMs: 0 } },
+      ]);
+      await expect
+        .poll(async () => (await h.caller.runs.get({ runId: otherRun })).steps[0]!.status, { timeout: 60_000 })
+        .toBe("running");
+      await fs.writeFile(release, "");
       await expect.poll(() => a.output(), { timeout: 15_000 }).toContain(`frozen ${frozenRun}`);
       // It prints, then stops itself: the stop lands a moment after the line.
       await expect.poll(() => processState(a.pid), { timeout: 5_000 }).toBe("T");
@@ -633,7 +643,11 @@ describe("engine under database faults", () => {
       });
       probeWorkers.push(holder);
       await holder.ready;
-      const runId = await createRun(h, "lease", [{ id: "step_1", tool: "probe_once", args: { sleepMs: 30_000 } }]);
+      // The step runs until the test has seen the peer sweep past it (the release file), at most 5 min.
+      const release = path.join(h.workspace, "release");
+      const runId = await createRun(h, "lease", [
+        { id: "step_1", tool: "probe_once", args: { sleepMs: 300_000, releaseFile: release } },
+      ]);
       await expect
         .poll(async () => (await readProbeLog(probeLog)).map((e) => e.pid), { timeout: 15_000 })
         .toEqual([holder.pid]);
@@ -659,6 +673,20 @@ describe("engine under database faults", () => {
         [runId],
       );
       expect(sweeping.rows[0]).toEqual({ status: "running", lapsed: true });
+      // The peer sweeps on each of its beats: fifteen of them (3 s) pass the lapsed lease over.
+      await expect
+        .poll(
+          async () =>
+            (
+              await h.app.db.pool.query<{ swept: boolean }>(
+                "select last_seen > started_at + interval '3 seconds' as swept from workers where pid = $1",
+                [peer.pid],
+              )
+            ).rows[0]?.swept,
+          { timeout: 60_000, interval: 100 },
+        )
+        .toBe(true);
+      await fs.writeFile(release, "");
       const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 60_000);
       expect(run.steps[0]).toMatchObject({ status: "completed", attempt: 1 });
       expect(run.steps[0]!.result).toMatchObject({ ok: true, value: { pid: holder.pid } });
@@ -683,12 +711,17 @@ describe("engine under database faults", () => {
       });
       probeWorkers.push(cutOff);
       await cutOff.ready;
+      // The steps run until the test has seen the leases renewed after the cut (the release file),
+      // however long the peer takes to start; at most 5 min.
+      const release = path.join(h.workspace, "release");
       const runId = await createRun(
         h,
         "short cut",
-        // Long enough to be running still when the peer is up and the cut comes: starting a worker
-        // process took over 10 s on a machine busy with a browser suite beside it.
-        Array.from({ length: 4 }, (_, i) => ({ id: `step_${i + 1}`, tool: "probe_once", args: { sleepMs: 30_000 } })),
+        Array.from({ length: 4 }, (_, i) => ({
+          id: `step_${i + 1}`,
+          tool: "probe_once",
+          args: { sleepMs: 300_000, releaseFile: release },
+        })),
       );
       await expect.poll(async () => (await readProbeLog(probeLog)).length, { timeout: 15_000 }).toBe(4);
       // The peer starts only now, so every step is the cut-off worker's.
@@ -697,6 +730,22 @@ describe("engine under database faults", () => {
       await peer.ready;
       expect((await h.caller.runs.get({ runId })).steps.map((s) => s.status)).toEqual(Array(4).fill("running"));
       await proxy.cut(2_000);
+      const cutEnd = (await h.app.db.pool.query<{ now: Date }>("select now()")).rows[0]!.now;
+      // Every lease renewed after the cut (a lease is five beats: 5 s), while the peer swept every
+      // 200 ms: had one lapsed in between, the peer would have taken its step by now.
+      await expect
+        .poll(
+          async () =>
+            (
+              await h.app.db.pool.query<{ renewed: string }>(
+                "select count(*) as renewed from run_steps where run_id = $1 and status = 'running' and lease_expires_at > $2::timestamptz + interval '4 seconds'",
+                [runId, cutEnd],
+              )
+            ).rows[0]!.renewed,
+          { timeout: 60_000, interval: 100 },
+        )
+        .toBe("4");
+      await fs.writeFile(release, "");
       const run = await h.waitForRun(runId, ["completed", "failed", "cancelled"], 90_000);
       const events = await readEvents(h.app.db.pool, runId, 0);
       expect(events.filter((e) => e.type === "step.interrupted").map((e) => e.stepId)).toEqual([]);

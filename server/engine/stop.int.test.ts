@@ -108,7 +108,10 @@ describe("a shell step that is stopped", () => {
 });
 
 describe("a gentle shutdown with a step still running", () => {
-  it("never fails the step: 20 workers in turn stop during a step, and each step completes under the next", async () => {
+  it("never fails the step: workers in turn stop during a step, and each step completes under the next", async () => {
+    // Five stops in a row here; the soak of 20 and more is `npm run bench:gentle-stops`, which sets
+    // STEPWISE_GENTLE_STOPS (every round is checked the same way).
+    const rounds = Math.max(5, Number(process.env.STEPWISE_GENTLE_STOPS) || 5);
     harness = await startHarness({ worker: false });
     const h = harness;
     const startWorker = () =>
@@ -119,7 +122,7 @@ describe("a gentle shutdown with a step still running", () => {
       });
     let worker = await startWorker();
     workers.push(worker);
-    for (let round = 1; round <= 20; round++) {
+    for (let round = 1; round <= rounds; round++) {
       const runId = await createRun(h, [{ id: "step_1", tool: "sleep", args: { ms: 1_500 } }]);
       await expect
         .poll(async () => (await h.caller.runs.get({ runId })).steps[0]!.status, { timeout: 30_000, interval: 20 })
@@ -135,7 +138,8 @@ describe("a gentle shutdown with a step still running", () => {
       expect(run.status, `round ${round}`).toBe("completed");
       expect(run.steps[0]!.status, `round ${round}`).toBe("completed");
     }
-  }, 180_000);
+    console.info(`gentle stops in a row: ${rounds}`);
+  }, 600_000);
 
   it("gives an approved shell step's attempt back: it runs again under the next worker, uncounted", async () => {
     harness = await startHarness({ worker: false });

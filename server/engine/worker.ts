@@ -29,13 +29,7 @@ import {
 import { recordQueueWorkerId } from "./queue-locks";
 import { workerName } from "./run-view";
 import { cancelChildRuns, recordChildRunFinished, startChildRun } from "./child-runs";
-import {
-  startHeartbeat,
-  startLeaseRenewal,
-  startMaintenance,
-  type ExtraWork,
-  type WorkerState,
-} from "./worker-timers";
+import { startHeartbeat, startLeaseRenewal, startMaintenance, type ExtraWork, type WorkerState } from "./worker-timers";
 import { ServedWorkspaces, watchServedWorkspaces, type WorkspaceChoice } from "./served-workspaces";
 import { queueAlarm, startQueueRunner, type QueueTask } from "./queue-runner";
 

@@ -9,6 +9,7 @@ import { startScriptedLlm, type ScriptedLlm } from "../../tests/scripted-llm";
 import { readEvents } from "../events/store";
 import { readPlannerConfig } from "./config";
 import { createPlannerDeps, installPlanner } from "./deps";
+import { programCommand } from "../../tests/program-command";
 
 /**
  * Durable planning sessions across real processes: `stepwise worker` processes run the loops
@@ -34,7 +35,8 @@ function llmEnv(): Record<string, string> {
 function startWorker(env: Record<string, string> = {}) {
   let output = "";
   const { DATABASE_URL: _unset, ...inherited } = process.env;
-  const child = spawn(process.execPath, ["--import", "tsx", "server/cli/main.ts", "worker"], {
+  const [command, ...args] = programCommand("server/cli/main.ts", ["worker"]);
+  const child = spawn(command!, args, {
     cwd: projectRoot,
     env: {
       ...inherited,
