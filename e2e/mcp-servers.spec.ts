@@ -24,7 +24,7 @@ test("add an HTTP MCP server, see its tools and status, and remove it", async ({
   const form = section.getByRole("form", { name: "Add an MCP server" });
   await form.getByLabel("Server name").fill(name);
   await form.getByLabel("Transport").selectOption("http");
-  await form.getByLabel("URL").fill(fixture.url);
+  await form.getByLabel("URL", { exact: true }).fill(fixture.url);
   await form.getByLabel("Headers").fill(`Authorization: ${FIXTURE_TOKEN}`);
   await form.getByRole("button", { name: "Add server" }).click();
 

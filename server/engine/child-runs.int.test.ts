@@ -115,6 +115,8 @@ describe("sub-plans (run_plan)", () => {
       { id: "step_1", description: "before", tool: "echo", args: { value: 1 } },
       subPlanStep(child.id),
     ]);
+    // The review's checks find nothing wrong with a sub-plan step's filled-in fields (its timeout included).
+    expect((await harness.caller.plans.get({ planId: parent.id, version: 1 })).issues).toEqual([]);
     const markdown = await harness.caller.plans.export({ planId: parent.id, format: "markdown" });
     expect(markdown.content).toContain(
       `- Sub-plan: runs plan \`${child.id}\` version 1 as a child run; its gated steps wait for their own approval`,

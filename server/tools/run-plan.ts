@@ -62,8 +62,9 @@ export const runPlanTool = defineTool({
   destructive: false,
   idempotent: true,
   requiresApproval: true,
-  // A child run may wait days for its own approvals.
-  defaultTimeoutSeconds: 7 * 86_400,
+  // No worker runs the step, so no timer ends it: its child run ends it. The value is the most a
+  // step may declare, so a plan holding one passes every check of a step's fields.
+  defaultTimeoutSeconds: 86_400,
   async execute() {
     throw new Error("run_plan starts a child run through the engine, it is not executed by a worker");
   },
