@@ -19,6 +19,7 @@ import type { PlanIssue } from "@/server/plan-schema";
 import { stepLabel } from "./plan-rules";
 import { useMeasuredNodes } from "@/components/ui/use-measured-nodes";
 import { PLAN_GRAPH_SHAPE, layoutGraph } from "@/components/ui/graph-layout";
+import { fanOutBadge, planGraphEdges } from "./plan-graph-edges";
 
 type StepNodeData = { step: Step; risk: string; invalid: boolean; selected: boolean };
 type StepNode = Node<StepNodeData, "step">;
@@ -28,8 +29,8 @@ const SelectContext = createContext<(stepId: string) => void>(() => undefined);
 
 interface PlanGraphProps {
   steps: readonly Step[];
-  /** Risk per step, computed on the server from the tool and the command. */
-  assessments: Record<string, StepAssessment>;
+  /** Risk per step, computed on the server from the tool and the command; a condition in words. */
+  assessments: Record<string, StepAssessment & { conditionWords?: string }>;
   issuesByStep: Map<string, PlanIssue[]>;
   selectedStepId: string | null;
   onSelect(stepId: string): void;
@@ -59,15 +60,15 @@ export function PlanGraph({ steps, assessments, issuesByStep, selectedStepId, on
   const measuredNodes = useMeasuredNodes(nodes);
   const edges: Edge[] = useMemo(
     () =>
-      steps.flatMap((step) =>
-        step.dependsOn.map((dep) => ({
-          id: `${dep}->${step.id}`,
-          source: dep,
-          target: step.id,
+      planGraphEdges(steps, (stepId) => assessments[stepId]?.conditionWords).map(
+        ({ conditional, label, ...edge }) => ({
+          ...edge,
           markerEnd: { type: MarkerType.ArrowClosed },
-        })),
+          ...(conditional && { style: { strokeDasharray: "6 4" }, className: "graph-edge-conditional" }),
+          ...(label && { label }),
+        }),
       ),
-    [steps],
+    [steps, assessments],
   );
 
   return (
@@ -98,7 +99,8 @@ export function PlanGraph({ steps, assessments, issuesByStep, selectedStepId, on
       </div>
       <p className="muted graph-legend">
         Colour shows risk (green low, amber medium, red high); <GateIcon /> marks steps that wait for approval. Arrows
-        point from a step to the steps that depend on it.
+        point from a step to the steps that depend on it; a dashed arrow leads to a step that runs only if its condition
+        holds, and “× each of” marks a step that runs once per element of a list.
       </p>
     </SelectContext.Provider>
   );
@@ -131,6 +133,7 @@ const StepNodeView = memo(function StepNodeView({ data }: NodeProps<StepNode>) {
         </span>
         <span className="graph-node-title">{stepLabel(step)}</span>
         <span className="mono muted">{step.tool}</span>
+        {step.forEach && <span className="graph-fan-out mono">{fanOutBadge(step)}</span>}
       </button>
       <Handle type="source" position={Position.Bottom} isConnectable={false} />
     </>

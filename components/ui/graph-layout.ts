@@ -22,13 +22,16 @@ export const RUN_GRAPH_SHAPE: GraphShape = {
   nodeGap: 16,
   layerGap: 60,
 };
-/** The plan's review graph: top to bottom, dependencies above their dependents, room for a title and risk. */
+/**
+ * The plan's review graph: top to bottom, dependencies above their dependents, room for a title
+ * and risk, and between layers for a condition's label on a branch's edge.
+ */
 export const PLAN_GRAPH_SHAPE: GraphShape = {
   direction: "TB",
   nodeWidth: 230,
   nodeHeight: 78,
   nodeGap: 30,
-  layerGap: 50,
+  layerGap: 70,
 };
 
 /** Above this many steps dagre's crossing minimisation takes long enough to freeze the page. */
