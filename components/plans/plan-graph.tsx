@@ -60,14 +60,12 @@ export function PlanGraph({ steps, assessments, issuesByStep, selectedStepId, on
   const measuredNodes = useMeasuredNodes(nodes);
   const edges: Edge[] = useMemo(
     () =>
-      planGraphEdges(steps, (stepId) => assessments[stepId]?.conditionWords).map(
-        ({ conditional, label, ...edge }) => ({
-          ...edge,
-          markerEnd: { type: MarkerType.ArrowClosed },
-          ...(conditional && { style: { strokeDasharray: "6 4" }, className: "graph-edge-conditional" }),
-          ...(label && { label }),
-        }),
-      ),
+      planGraphEdges(steps, (stepId) => assessments[stepId]?.conditionWords).map(({ conditional, label, ...edge }) => ({
+        ...edge,
+        markerEnd: { type: MarkerType.ArrowClosed },
+        ...(conditional && { style: { strokeDasharray: "6 4" }, className: "graph-edge-conditional" }),
+        ...(label && { label }),
+      })),
     [steps, assessments],
   );
 
