@@ -128,6 +128,8 @@ const BELONGS = {
   templates:
     "templates build plans: plan and step shapes belong in server/plan-schema.ts, plan services in server/plans",
   ops: "readiness and backup serve operators: move the shared check down to server/db or the ground floor",
+  "mcp-servers":
+    "configured MCP servers are a feature: the tool registry below reads their tools through server/tools; pass what you need in rather than calling the feature",
   agents:
     "agent sessions sit above planning: planning sessions (plan mode, its timers and state) live in server/planner, and what a session and planning share belongs in server/planner or below",
   planner:

@@ -1,6 +1,6 @@
 import type { AppContext } from "../services";
 import { recordAudit } from "../audit/audit-log";
-import { insertSession } from "./sessions";
+import { insertSession } from "./session-rows";
 
 /**
  * Seed 002's "approve → proceed to execution" for an agent's plan: the run a person started from a

@@ -3,7 +3,7 @@ import type { z } from "zod";
 import { recordAudit } from "../audit/audit-log";
 import { AppError } from "../errors";
 import type { waitingSchema } from "./contract";
-import { insertSession, sessionIdFor } from "./sessions";
+import { insertSession, sessionIdFor } from "./session-rows";
 
 /**
  * An agent's `start` in a workspace whose approver policy says the author may not approve: the

@@ -6,10 +6,10 @@ import { createPlan } from "../plans/service";
 import { workspaceForNewWork } from "../plans/workspaces";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { taskNumber } from "../engine/agent-signals";
-import { DEFAULT_AGENT_CONCURRENCY } from "./leases";
 import { agentsOfSession } from "./session-agents";
 import { openSignals } from "./signal-store";
 import { isAuthorRefusal, pendingSessionStatus, requestSession } from "./session-requests";
+import { insertSession } from "./session-rows";
 import { latestVerifications, removeWorktreesOfFinishedRuns } from "./task-integration";
 
 /**
@@ -143,63 +143,6 @@ function decompositionTask(goal: string): StepInput {
     // Decomposing reads the whole workspace.
     relevantFilePaths: ["."],
   };
-}
-
-/** Seed 003's ids read like `user-auth-1678886400`: the goal's first words and the time. */
-export function sessionIdFor(goal: string, now: Date): string {
-  const words = goal
-    .toLowerCase()
-    .normalize("NFKD")
-    .replace(/[^a-z0-9\s-]/g, " ")
-    .split(/[\s-]+/)
-    .filter(
-      (word) =>
-        word.length > 1 && !["the", "and", "for", "into", "with", "from", "in", "to", "of", "an"].includes(word),
-    )
-    .slice(0, 4);
-  return `${words.join("-") || "session"}-${Math.floor(now.getTime() / 1000)}`;
-}
-
-export async function insertSession(
-  app: Pick<App, "db">,
-  input: {
-    /** The id promised to the agent before the session existed (see session-requests.ts). */
-    id?: string;
-    goal: string;
-    workspaceRoot: string;
-    planId: string;
-    runId: string;
-    actor: string;
-    todoKey?: string;
-    /** An agent's plan-mode session whose approved plan this session executes. */
-    planningSessionId?: string;
-    agentConcurrency?: number;
-    leaseSeconds?: number;
-  },
-): Promise<string> {
-  const base = input.id ?? sessionIdFor(input.goal, new Date());
-  for (let suffix = 1; ; suffix++) {
-    const id = suffix === 1 ? base : `${base}-${suffix}`;
-    const inserted = await app.db.pool.query(
-      `insert into agent_sessions (id, goal, workspace_root, plan_id, run_id, created_by, todo_key, planning_session_id,
-         agent_concurrency, lease_seconds)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9, $11::int), coalesce($10, 600)) on conflict (id) do nothing`,
-      [
-        id,
-        input.goal,
-        input.workspaceRoot,
-        input.planId,
-        input.runId,
-        input.actor,
-        input.todoKey ?? null,
-        input.planningSessionId ?? null,
-        input.agentConcurrency ?? null,
-        input.leaseSeconds ?? null,
-        DEFAULT_AGENT_CONCURRENCY,
-      ],
-    );
-    if (inserted.rowCount) return id;
-  }
 }
 
 /**

@@ -4,7 +4,7 @@ import { startHarness, type Harness } from "../../tests/app-harness";
 import { createTrpcContext } from "../trpc/init";
 import { createCaller } from "../trpc/root";
 import { recordAudit } from "./audit-log";
-import { auditSession } from "../planner/sessions";
+import { auditSession } from "../planner/session-rules";
 import type { AuditAction } from "./actions";
 
 let harness: Harness;

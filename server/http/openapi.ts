@@ -2,7 +2,8 @@ import { z } from "zod";
 import { HTTP_STATUS } from "./problem";
 import { planApprove } from "../operations/plans";
 import { mayCall } from "../operations/operation";
-import { operations, type AnyOperation } from "../operations/registry";
+import type { AnyOperation } from "../operations/operation";
+import { operations } from "../operations/registry";
 import { chatInput } from "./chat-api";
 import { createPlanInput } from "./plan-api";
 

@@ -23,7 +23,7 @@ import { waitingForApprovalMessage } from "../agents/session-requests";
 import { MAX_AGENT_CONCURRENCY } from "../agents/leases";
 import { setAgentConcurrency } from "../agents/session-agents";
 import { defineOperation } from "./operation";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * Seed 003's agent loop as operations: `start`, `status`, `update`, `alert`, `suggest`. Each

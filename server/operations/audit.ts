@@ -4,7 +4,7 @@ import { verifyAuditLog } from "../audit/verify";
 import { identityKindSchema, roleSchema } from "../vocabulary";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 const entrySchema = z.object({
   id: z.string(),

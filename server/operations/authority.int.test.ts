@@ -12,7 +12,8 @@ import { appRouter, createCaller } from "../trpc/root";
 import { ROLES, roleAtLeast, type CallerKind, type Role } from "../vocabulary";
 import type { Identity } from "../identity";
 import { invokeOperation } from "./operation";
-import { operations, type AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
+import { operations } from "./registry";
 
 /**
  * The authority matrix, generated from the operations registry: every operation × {a person, an

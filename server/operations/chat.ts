@@ -7,7 +7,7 @@ import { plannerFor } from "../planner/deps";
 import { callModel } from "../planner/model-call";
 import { authorize, defineOperation, type OperationContext } from "./operation";
 import { PERSON_ONLY } from "./policy";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * Seed 001's `POST /api/chat`: a thin pass-through to the configured providers (through the AI

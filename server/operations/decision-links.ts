@@ -12,7 +12,7 @@ import { AppError } from "../errors";
 import type { Identity } from "../identity";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * Decisions from wherever the person is (server/decisions/decision-links.ts): a person makes a

@@ -3,7 +3,7 @@ import { decideFanOutGroup, fanOutGroupView, groupViewSchema } from "../engine/e
 import { defineOperation } from "./operation";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { approverNote } from "./plans";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 const runId = z.uuid();
 const templateId = z.string().min(1).max(64);

@@ -3,7 +3,7 @@ import { addMcpServer, listMcpServers, refreshMcpServer, removeMcpServer } from 
 import { addMcpServerInput, mcpServerViewSchema } from "../mcp-servers/store";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * MCP servers whose tools plans may use (server/mcp-servers/). Person-only, and changes are an

@@ -64,6 +64,9 @@ export interface Operation<Input extends z.ZodType, Output extends z.ZodType> {
   run(context: OperationContext, input: z.output<Input>): Promise<z.input<Output>>;
 }
 
+/** Any operation, whatever its input and output: what the registry lists and the doors adapt. */
+export type AnyOperation = Operation<z.ZodType, z.ZodType>;
+
 export function defineOperation<Input extends z.ZodType, Output extends z.ZodType>(
   operation: Operation<Input, Output>,
 ): Operation<Input, Output> {

@@ -5,7 +5,7 @@ import { roleSchema } from "../vocabulary";
 import { roleOf } from "../identity";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * People, agents and their credentials, and each workspace's approver policy: an admin's

@@ -13,7 +13,7 @@ import { AppError } from "../errors";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { planReview } from "./plans";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * Review as a conversation (server/plans/comments.ts): people and agents comment on steps, a

@@ -16,7 +16,7 @@ import { authorize, invokeOperation, defineOperation, type OperationContext } fr
 import { plannerStart } from "./planner";
 import { PERSON_OR_AGENT } from "./policy";
 import { planCreate } from "./plans";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * The plan HTTP API (seed 001's orchestrator API) as operations: `POST /api/plan` (a ready plan is validated and

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { archivePlan, restorePlan } from "../plans/lifecycle";
 import { PERSON_ONLY } from "./policy";
 import { defineOperation } from "./operation";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * Discarding and restoring plans: a person's decisions, audited (`plan.archived`, `plan.restored`).

@@ -15,7 +15,7 @@ import {
 import { currentPlanningSessionOf, planModeOwnerOf } from "../planner/plan-mode-state";
 import { defineOperation, type OperationContext } from "./operation";
 import { PERSON_OR_AGENT } from "./policy";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * Seed 002's planning mode for an agent, as operations: enter, ask the person, wait for the answer,

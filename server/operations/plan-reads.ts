@@ -20,7 +20,7 @@ import { planIssueSchema, planSchema } from "../plan-schema";
 import { PLAN_LIFECYCLE_STATES } from "../vocabulary";
 import { defineOperation } from "./operation";
 import { PERSON_OR_AGENT } from "./policy";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * The review page's reads of a plan — its checks, lifecycle, history, diff, export, the computed

@@ -9,7 +9,7 @@ import { listWorkspaces } from "../plans/workspaces";
 import { describeSandbox } from "../tools/sandbox";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * The planning page's reads — what is configured, a session with its progress, the model calls'

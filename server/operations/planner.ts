@@ -7,7 +7,7 @@ import { stepInputSchema } from "../plan-schema";
 import { requireWorkspace } from "../plans/workspaces";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * The built-in planner as operations: the browser's planning page (start, cancel, retry, answer

@@ -2,10 +2,10 @@ import { z } from "zod";
 import { plannerFor } from "../planner/deps";
 import { MAX_COMMAND_CHARS, runPlanCommand } from "../planner/plan-command";
 import { addPlanningMessage } from "../planner/messages";
-import { MAX_FEEDBACK_CHARS } from "../planner/sessions";
+import { MAX_FEEDBACK_CHARS } from "../planner/session-rules";
 import { PERSON_ONLY } from "./policy";
 import { defineOperation } from "./operation";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /** Seed 002's `/plan` commands: start deep planning of a task, ask its status, cancel it. */
 export const planningCommand = defineOperation({

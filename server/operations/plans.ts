@@ -17,7 +17,7 @@ import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { principalOf } from "../policy/authority";
 import { ACTIVE_RUN_STATUSES } from "../vocabulary";
 import { defineOperation, type OperationContext } from "./operation";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 import { loadReviewFacts, reviewStateOf } from "../planner/review-state";
 
 /**

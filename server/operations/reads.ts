@@ -5,7 +5,7 @@ import { listInbox } from "../inbox/inbox";
 import { getPlanningSessionState, listPlanningSessionStates, planningListInputSchema } from "../planner/session-list";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * The browser's reads of the inbox, planning sessions and agent sessions, as operations so their

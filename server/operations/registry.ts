@@ -1,4 +1,3 @@
-import type { z } from "zod";
 import { agentOperations } from "./agent";
 import { auditOperations } from "./audit";
 import { chatOperations } from "./chat";
@@ -22,14 +21,13 @@ import { templateOperations } from "./templates";
 import { todoPlanOperations } from "./todo-plans";
 import { webhookOperations } from "./webhooks";
 import { workspaceOperations } from "./workspaces";
-import type { Operation } from "./operation";
+import type { AnyOperation } from "./operation";
 
 /**
  * Every operation an outside caller may perform, by name. The doors derive themselves from this
  * list: `POST /api/ops/<name>` (the CLI's transport), MCP tools, and the OpenAPI document. Add an
  * operation here once and every door offers it.
  */
-export type AnyOperation = Operation<z.ZodType, z.ZodType>;
 
 /** Each operations module exports its list; spread it in here. */
 export const operations: AnyOperation[] = [

@@ -26,7 +26,7 @@ import {
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { approverNote } from "./plans";
 import { defineOperation } from "./operation";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /** Runs as operations: read, list, follow events, and steer. Decisions on gates are a person's. */
 const runId = z.uuid();

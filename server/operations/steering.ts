@@ -6,7 +6,7 @@ import { recoveryActionSchema } from "../engine/recovery-action";
 import { removeWorktreesOfRun } from "../agents/task-integration";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * Steering a run past what stopped it — re-running from a step, applying a recovery to a failed

@@ -15,7 +15,7 @@ import { roleOf, type Identity } from "../identity";
 import { PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
 import { planSchema } from "../plan-schema";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /** Plan templates as operations: save a plan version as one, list, read, start a plan from one, delete. */
 const templateId = z.string().min(1).max(100);

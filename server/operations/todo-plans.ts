@@ -16,7 +16,7 @@ import {
 import { resumeTodoPlan } from "../agents/todo-durability";
 import { defineOperation, type OperationContext } from "./operation";
 import { PERSON_OR_AGENT } from "./policy";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * Seed 000's four planning tools as operations: one todo plan per caller and connection (an MCP

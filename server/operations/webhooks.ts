@@ -15,7 +15,7 @@ import {
 } from "../webhooks/endpoints";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * Outgoing webhooks (server/webhooks/): a person's configuration of where Stepwise tells what

@@ -8,7 +8,7 @@ import {
 } from "../plans/workspaces";
 import { PERSON_ONLY, PERSON_OR_AGENT } from "./policy";
 import { defineOperation } from "./operation";
-import type { AnyOperation } from "./registry";
+import type { AnyOperation } from "./operation";
 
 /**
  * Workspaces as operations: the directories tasks, planning sessions and runs act in. Registering

@@ -1,7 +1,7 @@
 import type pg from "pg";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
-import { auditSession, MAX_FEEDBACK_CHARS, OPEN_STATUSES, type SessionStatus } from "./sessions";
+import { auditSession, MAX_FEEDBACK_CHARS, OPEN_STATUSES, type SessionStatus } from "./session-rules";
 import { inTransaction } from "../db";
 
 /**

@@ -1,14 +1,13 @@
 import { AppError } from "../errors";
 import type { PlannerDeps } from "./deps";
 import { FINISHED_RUN_STATUSES, isIn, OPEN_PLANNING_STATUSES } from "../vocabulary";
+import { OPEN_STATUSES, type SessionStatus } from "./session-rules";
 import {
   cancelPlanning,
   getPlanningSession,
-  OPEN_STATUSES,
   startPlanning,
   type PlanningSessionView,
   type SessionPhase,
-  type SessionStatus,
 } from "./sessions";
 
 /**

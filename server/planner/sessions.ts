@@ -1,11 +1,17 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
-import type { AuditAction } from "../audit/actions";
 import { planningDeadline } from "./plan-mode-timers";
 import { listPlanningMessages, type PlanningMessage } from "./messages";
-import { recordAudit } from "../audit/audit-log";
+import {
+  auditSession,
+  MAX_FEEDBACK_CHARS,
+  MAX_GOAL_CHARS,
+  OPEN_STATUSES,
+  type PlanningMode,
+  type SessionStatus,
+} from "./session-rules";
 import { inTransaction } from "../db";
-import { DONE_STEP_STATUSES, OPEN_PLANNING_STATUSES, type PlanningSessionStatus } from "../vocabulary";
+import { DONE_STEP_STATUSES } from "../vocabulary";
 import * as store from "./session-store";
 import { enqueuePlanningJob } from "../queue/jobs";
 import { AppError } from "../errors";
@@ -17,12 +23,6 @@ import type { PlannerDeps } from "./deps";
 import type { PlanValidationFailed } from "./gates";
 import { getUsage, type UsageTotals } from "./usage";
 
-export const MAX_GOAL_CHARS = 4_000;
-export const MAX_FEEDBACK_CHARS = 4_000;
-
-export type PlanningMode = "quick" | "deep";
-export type SessionStatus = PlanningSessionStatus;
-export const OPEN_STATUSES: SessionStatus[] = [...OPEN_PLANNING_STATUSES];
 /**
  * Where a session's loop is (seed 002's phases): queued (not started yet), gathering (deep mode's
  * read-only exploration), drafting (quick mode and regenerate), submitted (a plan passed the
@@ -220,20 +220,6 @@ export async function emitTo(
     { streamId: session.id, planId: session.id, runId: null, traceId: session.traceId },
     events,
   );
-}
-
-/** An audit entry about a session: under its plan when it has one, else under the session's id. */
-export async function auditSession(
-  client: Pick<pg.ClientBase, "query">,
-  session: { id: string; planId: string | null },
-  entry: { actor: string; action: AuditAction; detail?: Record<string, unknown> },
-): Promise<void> {
-  await recordAudit(client, {
-    actor: entry.actor,
-    action: entry.action,
-    planId: session.planId ?? session.id,
-    detail: { sessionId: session.id, ...entry.detail },
-  });
 }
 
 /**

@@ -5,7 +5,8 @@ import { LINK_HOLDER } from "../../server/operations/decision-links";
 import type { Identity } from "../../server/identity";
 import { metricsRead } from "../../server/operations/metrics";
 import { invokeOperation } from "../../server/operations/operation";
-import { findOperation, type AnyOperation } from "../../server/operations/registry";
+import type { AnyOperation } from "../../server/operations/operation";
+import { findOperation } from "../../server/operations/registry";
 import { currentIdentity } from "../../server/people/principals";
 import type { Role } from "../../server/vocabulary";
 import {
