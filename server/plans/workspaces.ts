@@ -63,7 +63,9 @@ export async function registerWorkspace(
        insert into workspaces (id, name, path) values (gen_random_uuid(), coalesce($3, $1), $2)
        on conflict (path) do update set removed_at = null, name = coalesce($3, workspaces.name)
        returning id, path)
-     select id, path, pg_notify($4, '') from registered`,
+     -- As text: pg_notify returns void, which Prisma's raw queries (a plan edit's transaction
+     -- registers the default workspace through them) cannot carry.
+     select id, path, pg_notify($4, '')::text as notified from registered`,
     [path.basename(real) || real, real, name ?? null, WORKSPACES_CHANNEL],
   );
   return { id: row.rows[0]!.id, path: row.rows[0]!.path };
