@@ -49,7 +49,10 @@ async function seedRun(options: { status: string; ageDays: number; finished: boo
     [
       id,
       options.finished ? "completed" : "pending",
-      options.finished ? JSON.stringify({ output: { value: 1 } }) : null,
+      // A step result as the engine records it (vocabulary.ts, stepResultSchema).
+      options.finished
+        ? JSON.stringify({ ok: true, value: { value: 1 }, duration: 5, timestamp: "2026-01-01T00:00:00.000Z" })
+        : null,
       options.finished,
     ],
   );
@@ -130,7 +133,7 @@ describe("retention", () => {
     const page = await harness.caller.runs.get({ runId: oldCompleted });
     expect(page.eventsRemovedAt).toEqual(expect.any(String));
     expect(page.lastSeq).toBe(36);
-    expect(page.steps[0]).toMatchObject({ stepId: "step_1", status: "completed", result: { output: { value: 1 } } });
+    expect(page.steps[0]).toMatchObject({ stepId: "step_1", status: "completed", result: { ok: true, value: { value: 1 } } });
     expect((await harness.caller.runs.get({ runId: recent })).eventsRemovedAt).toBeUndefined();
     expect((await harness.caller.runs.get({ runId: oldRunning })).eventsRemovedAt).toBeUndefined();
 
