@@ -92,27 +92,8 @@ export async function startStepWorker(engine: EngineDeps, options: StepWorkerOpt
     events: queueRunnerEvents(deps, workerId),
     taskList: { ...extra?.tasks, ...stepWorkerTasks(deps, state, served.stepTasks()) },
   };
-  const startRunner = () => startQueueRunner(queue, options, state);
-  let runner: Runner = await startRunner();
-  const restartRunner = async (why: string) => {
-    log.warn({ why }, "restarting the job runner");
-    const old = runner;
-    runner = await startRunner();
-    supervise(runner);
-    // The old runner may never finish stopping (that is why it is replaced); don't wait for it.
-    void old.stop().catch(() => undefined);
-  };
-  // graphile stops its pool after a long outage; a worker process restarts it rather than idling.
-  const supervise = (current: Runner) => {
-    current.promise
-      .catch(() => undefined)
-      .then(async () => {
-        if (state.stopping || current !== runner) return;
-        await restartRunner("it stopped");
-      })
-      .catch((error: unknown) => log.error({ err: String(error) }, "could not restart the job runner"));
-  };
-  supervise(runner);
+  const runners = await superviseRunners(() => startQueueRunner(queue, options, state), state);
+  const restartRunner = runners.restart;
 
   const heartbeat = startHeartbeat(options.databaseUrl, workerId, heartbeatMs);
   const leaseRenewal = startLeaseRenewal(deps, heartbeatMs, options.skipLeaseRenewal === true);
@@ -150,7 +131,7 @@ export async function startStepWorker(engine: EngineDeps, options: StepWorkerOpt
   const stop = async (graceMs: number) => {
     state.stopping = true;
     if (engine.localWorker === deps) engine.localWorker = undefined;
-    await letJobsFinish(deps, state, extra, runner, graceMs);
+    await letJobsFinish(deps, state, extra, runners.current(), graceMs);
     deps.stopping = true;
     alarm.stop();
     heartbeat.clear();
@@ -271,6 +252,45 @@ function stepWorkerTasks(deps: EngineDeps, state: WorkerState, stepTasks: string
       await cancelChildRuns(deps, payload as Parameters<typeof cancelChildRuns>[1]);
     },
   };
+}
+
+/**
+ * The worker's job runner, replaced when it stops by itself (graphile stops its pool after a long
+ * outage) or when asked (wedged, or the workspaces it serves changed). A stop under way stops the
+ * runner it found; a runner started after that would hold the queue's pool open for ever (the
+ * stop waits for that pool to end), so none is.
+ */
+async function superviseRunners(
+  startRunner: () => Promise<Runner>,
+  state: WorkerState,
+): Promise<{ current(): Runner; restart(why: string): Promise<void> }> {
+  let runner = await startRunner();
+  const restart = async (why: string) => {
+    if (state.stopping) return;
+    log.warn({ why }, "restarting the job runner");
+    const old = runner;
+    const next = await startRunner();
+    if (state.stopping) {
+      // The stop began while this one started: it never takes a job.
+      await next.stop().catch(() => undefined);
+      return;
+    }
+    runner = next;
+    supervise(runner);
+    // The old runner may never finish stopping (that is why it is replaced); don't wait for it.
+    void old.stop().catch(() => undefined);
+  };
+  const supervise = (current: Runner) => {
+    current.promise
+      .catch(() => undefined)
+      .then(async () => {
+        if (state.stopping || current !== runner) return;
+        await restart("it stopped");
+      })
+      .catch((error: unknown) => log.error({ err: String(error) }, "could not restart the job runner"));
+  };
+  supervise(runner);
+  return { current: () => runner, restart };
 }
 
 /**
