@@ -58,18 +58,23 @@ export function conditionStepIds(when: string | undefined): string[] {
   }
 }
 
+/** Makes the issues of one field of a step, each naming the step and the field. */
+function issueOn(step: StepShape, field: "when" | "forEach", code: "invalid_condition" | "invalid_for_each") {
+  return (message: string): PlanIssue => ({
+    code,
+    stepId: step.id,
+    path: [field],
+    message: `${step.id}: ${field}: ${message}`,
+  });
+}
+
 function conditionIssues(
   step: StepShape,
   byId: Map<string, StepShape>,
   registry: ToolRegistry,
   ancestors: (id: string) => Set<string>,
 ): PlanIssue[] {
-  const issue = (message: string): PlanIssue => ({
-    code: "invalid_condition",
-    stepId: step.id,
-    path: ["when"],
-    message: `${step.id}: when: ${message}`,
-  });
+  const issue = issueOn(step, "when", "invalid_condition");
   let condition: Condition;
   try {
     condition = parseCondition(step.when!);
@@ -166,12 +171,7 @@ function forEachIssues(
   registry: ToolRegistry,
   ancestors: (id: string) => Set<string>,
 ): PlanIssue[] {
-  const issue = (message: string): PlanIssue => ({
-    code: "invalid_for_each",
-    stepId: step.id,
-    path: ["forEach"],
-    message: `${step.id}: forEach: ${message}`,
-  });
+  const issue = issueOn(step, "forEach", "invalid_for_each");
   const ref = parseReference(step.forEach!);
   if (!ref) return [issue(`${step.forEach} is not a reference like $step_2.files`)];
   const producer = byId.get(ref.stepId);
