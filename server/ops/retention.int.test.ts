@@ -133,7 +133,11 @@ describe("retention", () => {
     const page = await harness.caller.runs.get({ runId: oldCompleted });
     expect(page.eventsRemovedAt).toEqual(expect.any(String));
     expect(page.lastSeq).toBe(36);
-    expect(page.steps[0]).toMatchObject({ stepId: "step_1", status: "completed", result: { ok: true, value: { value: 1 } } });
+    expect(page.steps[0]).toMatchObject({
+      stepId: "step_1",
+      status: "completed",
+      result: { ok: true, value: { value: 1 } },
+    });
     expect((await harness.caller.runs.get({ runId: recent })).eventsRemovedAt).toBeUndefined();
     expect((await harness.caller.runs.get({ runId: oldRunning })).eventsRemovedAt).toBeUndefined();
 
