@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../tests/app-harness";
-import { inTransaction, preparedExecute, preparedStatementName } from "./db";
+import { forgetPreparedStatementNames, inTransaction, preparedExecute, preparedStatementName } from "./db";
 
 let harness: Harness;
 beforeAll(async () => {
+  // Files before this one in the same process may have named as many texts as the cap allows.
+  forgetPreparedStatementNames();
   harness = await startHarness({ worker: false });
 });
 afterAll(async () => {

@@ -145,6 +145,15 @@ const MAX_PREPARED_STATEMENTS = 300;
 const preparedNames = new Map<string, string>();
 
 /** The prepared statement name for `text`, or undefined once the bound is reached. */
+/**
+ * Forgets which texts have names. Nothing prepared is lost: a name is a hash of its text, so a text
+ * gets the same name again. For a test that shares its process with many others, which together
+ * name more texts than the cap.
+ */
+export function forgetPreparedStatementNames(): void {
+  preparedNames.clear();
+}
+
 export function preparedStatementName(text: string): string | undefined {
   let name = preparedNames.get(text);
   if (name === undefined && preparedNames.size < MAX_PREPARED_STATEMENTS) {

@@ -155,6 +155,8 @@ describe("hand-out and report in a git workspace", () => {
     const task2 = await currentTask();
     const wt2 = path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_2`);
     expect(task2.working_directory).toBe(wt2);
+    // The git run by hand below must not race Stepwise's own, made ahead in the background.
+    await worktreeWorkSettled();
 
     // Deleted as a folder: git's record of it stays, and is pruned before it is added again.
     await fs.rm(wt2, { recursive: true, force: true });
@@ -164,6 +166,7 @@ describe("hand-out and report in a git workspace", () => {
 
     // Removed with git: its branch is left, and checked out again as it is.
     await fs.writeFile(path.join(wt2, "src/a.txt"), "a from task 2\n");
+    await worktreeWorkSettled();
     git(wt2, "commit", "--quiet", "--all", "--message=task 2 work");
     git(root, "worktree", "remove", "--force", wt2);
     expect((await currentTask()).working_directory).toBe(wt2);

@@ -269,10 +269,12 @@ describe("todo plans across a restart", () => {
 
     const run = await harness!.waitForRun(plan.run_id, ["cancelled", "completed", "failed"], 90_000);
     expect(run.status).toBe("cancelled");
-    const audit = await harness!.app.db.pool.query(
-      "select actor, detail from audit_entries where action = 'todo.abandoned'",
-    );
-    expect(audit.rows).toMatchObject([
+    // The abandonment is audited beside the cancel, not in its transaction: wait for it too.
+    const abandoned = async () =>
+      (await harness!.app.db.pool.query("select actor, detail from audit_entries where action = 'todo.abandoned'"))
+        .rows;
+    await expect.poll(abandoned, { timeout: 60_000 }).toHaveLength(1);
+    expect(await abandoned()).toMatchObject([
       { actor: "stepwise", detail: { runCancelled: true, reason: expect.stringContaining("server restarted") } },
     ]);
     const stored = await harness!.app.db.pool.query("select reason from runs where id = $1", [plan.run_id]);
