@@ -21,6 +21,13 @@ export interface Harness {
     statuses?: string[],
     timeoutMs?: number,
   ): Promise<Awaited<ReturnType<ReturnType<typeof createCaller>["runs"]["get"]>>>;
+  /** Waits until a step of the run has `status` (a backstop, not a speed check); returns its view. */
+  waitForStep(
+    runId: string,
+    stepId: string,
+    status: string,
+    timeoutMs?: number,
+  ): Promise<Awaited<ReturnType<ReturnType<typeof createCaller>["runs"]["get"]>>["steps"][number]>;
   close(): Promise<void>;
 }
 
@@ -53,6 +60,15 @@ export async function startHarness(
     caller,
     workspace,
     // A backstop: a busy machine (load 30 on 2 cores) can take tens of seconds over a short run.
+    async waitForStep(runId, stepId, status, timeoutMs = 60_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const step = (await caller.runs.get({ runId })).steps.find((s) => s.stepId === stepId);
+        if (step?.status === status) return step;
+        if (Date.now() > deadline) throw new Error(`${stepId} is ${step?.status ?? "absent"}, expected ${status}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    },
     async waitForRun(runId, statuses = ["completed", "failed", "cancelled"], timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {

@@ -17,18 +17,6 @@ async function approvePlan(steps: unknown[]) {
   return harness.caller.plans.approve({ planId: plan.id, version: plan.version });
 }
 
-/** The backstop only: a busy machine can take a while to move a step on. */
-async function waitForStep(runId: string, stepId: string, status: string, timeoutMs = 60_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const run = await harness.caller.runs.get({ runId });
-    const step = run.steps.find((s) => s.stepId === stepId)!;
-    if (step.status === status) return step;
-    if (Date.now() > deadline) throw new Error(`${stepId} is ${step.status}, expected ${status}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 /** The child run a `run_plan` step started, once it has one. */
 async function childOf(runId: string, stepId: string, timeoutMs = 60_000): Promise<string> {
   const deadline = Date.now() + timeoutMs;
@@ -68,7 +56,7 @@ describe("sub-plans (run_plan)", () => {
         dependsOn: ["step_2"],
       },
     ]);
-    await waitForStep(runId, "step_2", "awaiting_approval");
+    await harness.waitForStep(runId, "step_2", "awaiting_approval");
     const none = await harness.app.db.pool.query("select 1 from runs where parent_run_id = $1", [runId]);
     expect(none.rowCount).toBe(0);
 
@@ -132,10 +120,10 @@ describe("sub-plans (run_plan)", () => {
       { id: "step_1", description: "before", tool: "echo", args: { value: 1 } },
       subPlanStep(child.id),
     ]);
-    await waitForStep(runId, "step_2", "awaiting_approval");
+    await harness.waitForStep(runId, "step_2", "awaiting_approval");
     await harness.caller.runs.decide({ runId, stepId: "step_2", approve: true });
     const childRunId = await childOf(runId, "step_2");
-    const step = await waitForStep(runId, "step_2", "failed");
+    const step = await harness.waitForStep(runId, "step_2", "failed");
     expect(step.error).toContain(`Sub-plan run ${childRunId} failed`);
     expect((await harness.caller.runs.get({ runId: childRunId })).status).toBe("failed");
   });
@@ -154,11 +142,11 @@ describe("sub-plans (run_plan)", () => {
       { id: "step_1", description: "before", tool: "echo", args: { value: 1 } },
       subPlanStep(child.id),
     ]);
-    await waitForStep(runId, "step_2", "awaiting_approval");
+    await harness.waitForStep(runId, "step_2", "awaiting_approval");
     await harness.caller.runs.decide({ runId, stepId: "step_2", approve: true });
     const childRunId = await childOf(runId, "step_2");
     // The parent's approval started the child; the child's gated step waits for a decision of its own.
-    await waitForStep(childRunId, "step_1", "awaiting_approval");
+    await harness.waitForStep(childRunId, "step_1", "awaiting_approval");
     const waiting = await harness.caller.runs.get({ runId });
     expect(waiting.steps.find((s) => s.stepId === "step_2")).toMatchObject({
       status: "running",
@@ -180,10 +168,10 @@ describe("sub-plans (run_plan)", () => {
       { id: "step_1", description: "before", tool: "echo", args: { value: 1 } },
       subPlanStep(child.id),
     ]);
-    await waitForStep(runId, "step_2", "awaiting_approval");
+    await harness.waitForStep(runId, "step_2", "awaiting_approval");
     await harness.caller.runs.decide({ runId, stepId: "step_2", approve: true });
     const childRunId = await childOf(runId, "step_2");
-    await waitForStep(childRunId, "step_1", "awaiting_approval");
+    await harness.waitForStep(childRunId, "step_1", "awaiting_approval");
     await harness.caller.runs.decide({ runId: childRunId, stepId: "step_1", approve: true });
     expect((await harness.waitForRun(runId)).status).toBe("completed");
   });
@@ -203,7 +191,7 @@ describe("sub-plans (run_plan)", () => {
         dependsOn: ["step_1"],
       },
     ]);
-    await waitForStep(runId, "step_2", "awaiting_approval");
+    await harness.waitForStep(runId, "step_2", "awaiting_approval");
     await harness.caller.runs.decide({ runId, stepId: "step_2", approve: true });
     const parent = await harness.waitForRun(runId);
     expect(parent.status).toBe("completed");
@@ -215,9 +203,9 @@ describe("sub-plans (run_plan)", () => {
       { id: "step_1", description: "before", tool: "echo", args: { value: 1 } },
       subPlanStep("00000000-0000-4000-8000-000000000000"),
     ]);
-    await waitForStep(runId, "step_2", "awaiting_approval");
+    await harness.waitForStep(runId, "step_2", "awaiting_approval");
     await harness.caller.runs.decide({ runId, stepId: "step_2", approve: true });
-    const step = await waitForStep(runId, "step_2", "failed");
+    const step = await harness.waitForStep(runId, "step_2", "failed");
     expect(step.error).toMatch(/The sub-plan could not start: .*(no version|not found|No plan)/i);
   });
 

@@ -39,18 +39,6 @@ async function fireApprovalTimers(runId: string, tasks = [APPROVAL_WARNING_TASK,
   await expect.poll(async () => (await pending()).rowCount, { timeout: 45_000 }).toBe(0);
 }
 
-// The backstop only: on a busy machine the engine can take a while to reach a status.
-async function waitForStep(runId: string, stepId: string, status: string, timeoutMs = 45_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const run = await harness.caller.runs.get({ runId });
-    const step = run.steps.find((s) => s.stepId === stepId)!;
-    if (step.status === status) return step;
-    if (Date.now() > deadline) throw new Error(`${stepId} is ${step.status}, expected ${status}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 describe("approval timeouts", () => {
   it("warns before expiry, then skips the undecided step with the reason; its dependents follow the rules", async () => {
     const { runId } = await createAndApprove(
@@ -69,7 +57,7 @@ describe("approval timeouts", () => {
       // a busy worker found both due at once and the expiry could land before the warning.)
       { approvalTimeoutSeconds: 3_600, approvalWarningSeconds: 60 },
     );
-    const waiting = await waitForStep(runId, "step_1", "awaiting_approval");
+    const waiting = await harness.waitForStep(runId, "step_1", "awaiting_approval");
     expect(waiting.waiting).toMatchObject({ kind: "approval", expiresAt: expect.any(String) });
     await fireApprovalTimers(runId, [APPROVAL_WARNING_TASK]);
     expect((await harness.caller.runs.get({ runId })).steps[0]!.status).toBe("awaiting_approval");
@@ -98,7 +86,7 @@ describe("approval timeouts", () => {
       // Long enough that the decision is always in time, however busy the machine.
       { approvalTimeoutSeconds: 3_600, approvalWarningSeconds: 60 },
     );
-    await waitForStep(runId, "step_1", "awaiting_approval");
+    await harness.waitForStep(runId, "step_1", "awaiting_approval");
     await harness.caller.runs.decide({ runId, stepId: "step_1", approve: true });
     await harness.waitForRun(runId, ["completed"]);
     // The warning and expiry timers still fire; they must find the wait gone and change nothing.
@@ -122,7 +110,7 @@ describe("ask_user", () => {
       },
       { id: "step_3", description: "use", tool: "echo", args: { value: "$step_2" }, dependsOn: ["step_2"] },
     ]);
-    const waiting = await waitForStep(runId, "step_2", "awaiting_input");
+    const waiting = await harness.waitForStep(runId, "step_2", "awaiting_input");
     expect(waiting.waiting).toEqual({ kind: "input", question: "Which colour?", choices: ["red", "blue"] });
     expect((await eventsOf(runId)).find((e) => e.type === "input.requested")).toMatchObject({
       stepId: "step_2",
@@ -151,8 +139,8 @@ describe("ask_user", () => {
       { id: "step_1", description: "ask", tool: "ask_user", args: { question: "Go on?" } },
       { id: "step_2", description: "independent", tool: "echo", args: { value: 2 } },
     ]);
-    await waitForStep(runId, "step_2", "completed");
-    await waitForStep(runId, "step_1", "awaiting_input");
+    await harness.waitForStep(runId, "step_2", "completed");
+    await harness.waitForStep(runId, "step_1", "awaiting_input");
     await harness.caller.runs.cancel({ runId });
     const run = await harness.waitForRun(runId, ["cancelled"]);
     expect(run.steps.map((s) => s.status)).toEqual(["cancelled", "completed"]);
