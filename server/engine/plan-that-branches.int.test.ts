@@ -56,17 +56,6 @@ async function stepsOf(runId: string): Promise<Map<string, RunStepView>> {
   return new Map((run.steps as RunStepView[]).map((step) => [step.stepId, step]));
 }
 
-/** The backstop only: a busy machine can take a while to move a step on. */
-async function waitForStep(runId: string, stepId: string, status: string, timeoutMs = 60_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const step = (await stepsOf(runId)).get(stepId);
-    if (step?.status === status) return step;
-    if (Date.now() > deadline) throw new Error(`${stepId} is ${step?.status ?? "absent"}, expected ${status}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 async function childOf(runId: string, stepId: string, timeoutMs = 60_000): Promise<string> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -185,8 +174,8 @@ describe("a plan that branches, written by an agent and approved by a person", (
     }
     const { runId } = await harness.caller.plans.approve({ planId, version: 1 });
 
-    const first = await waitForStep(runId, "step_2[0]", "awaiting_agent");
-    const second = await waitForStep(runId, "step_2[1]", "awaiting_agent");
+    const first = await harness.waitForStep(runId, "step_2[0]", "awaiting_agent");
+    const second = await harness.waitForStep(runId, "step_2[1]", "awaiting_agent");
     expect(first).toMatchObject({ group: "step_2", item: `${FAILING}/math.test.ts` });
     expect(second).toMatchObject({ group: "step_2", item: `${FAILING}/strings.test.ts` });
     const group = await harness.caller.runs.group({ runId, stepId: "step_2" });
@@ -226,7 +215,7 @@ describe("a plan that branches, written by an agent and approved by a person", (
     const { runId } = await harness.caller.plans.approve({ planId, version: 1 });
 
     // The sub-plan step is gated: it waits for a person, and no child run exists yet.
-    await waitForStep(runId, "step_3", "awaiting_approval");
+    await harness.waitForStep(runId, "step_3", "awaiting_approval");
     const before = await stepsOf(runId);
     // A group of none: step_2 completed at once with no instances and an empty list as its output.
     expect(before.get("step_2")).toMatchObject({ status: "completed", result: { ok: true, value: [] } });
@@ -249,7 +238,7 @@ describe("a plan that branches, written by an agent and approved by a person", (
     });
     const childRunId = await childOf(runId, "step_3");
     // The child's write waits for its own decision: nothing written yet.
-    await waitForStep(childRunId, "step_1", "awaiting_approval");
+    await harness.waitForStep(childRunId, "step_1", "awaiting_approval");
     await expect(fs.access(path.join(harness.workspace, RELEASE_NOTES))).rejects.toThrow();
     expect((await stepsOf(runId)).get("step_3")).toMatchObject({
       status: "running",
