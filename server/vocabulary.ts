@@ -154,12 +154,15 @@ export type WebhookDeliveryStatus = (typeof WEBHOOK_DELIVERY_STATUSES)[number];
 export const PLAN_LIFECYCLE_STATES = ["active", "rejected", "archived"] as const;
 export type PlanLifecycleState = (typeof PLAN_LIFECYCLE_STATES)[number];
 
-/** Where a plan came from: the planner, a person's editor, an agent, a template, an import. */
 /** A fan-out (`forEach`) runs at most this many instances unless the step says otherwise… */
 export const DEFAULT_MAX_ITEMS = 100;
 /** …and never more than this. */
 export const MAX_ITEMS_LIMIT = 1_000;
 
+/** The built-in tool whose step runs another plan as a child run (a sub-plan); the review shows it. */
+export const RUN_PLAN_TOOL = "run_plan";
+
+/** Where a plan came from: the planner, a person's editor, an agent, a template, an import. */
 export const PLAN_SOURCES = ["llm", "manual", "agent", "template", "import"] as const;
 
 /** What a step's attempt returned, as the engine records it and its events carry it. */

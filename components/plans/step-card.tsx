@@ -4,7 +4,7 @@ import { useSortable } from "@dnd-kit/sortable";
 import { CSS } from "@dnd-kit/utilities";
 import { createContext, memo, useContext, useState, type ReactNode } from "react";
 import type { Step } from "@/server/plan-schema";
-import { DEFAULT_MAX_ITEMS } from "@/server/vocabulary";
+import { DEFAULT_MAX_ITEMS, RUN_PLAN_TOOL } from "@/server/vocabulary";
 import type { PlanIssue } from "@/server/plan-schema";
 import { StepComments } from "./comments";
 import { SubPlanPreview } from "./sub-plan-preview";
@@ -192,7 +192,7 @@ function StepMeta({ step }: { step: Step }) {
       <dd>
         <pre className="mono args">{args}</pre>
       </dd>
-      {step.tool === "run_plan" && (
+      {step.tool === RUN_PLAN_TOOL && (
         <>
           <dt>Sub-plan</dt>
           <dd>

@@ -1,7 +1,8 @@
 import { z } from "zod";
+import { RUN_PLAN_TOOL } from "../vocabulary";
 import { defineTool } from "./types";
 
-export const RUN_PLAN_TOOL = "run_plan";
+export { RUN_PLAN_TOOL };
 
 /** How deep runs may nest (a plan whose step runs a plan whose step runs a plan …). */
 export const MAX_PLAN_NESTING = 5;
