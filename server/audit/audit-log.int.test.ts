@@ -16,14 +16,6 @@ afterAll(() => harness.close());
 /** A caller signed in as `name`: the audit's actor must be this identity, not anyone else's. */
 const as = (name: string) => createCaller(createTrpcContext(harness.app, { kind: "person", name }));
 
-async function waitForStep(runId: string, stepId: string, status: string) {
-  await expect
-    .poll(async () => (await harness.caller.runs.get({ runId })).steps.find((s) => s.stepId === stepId)?.status, {
-      timeout: 20_000,
-    })
-    .toBe(status);
-}
-
 async function makePlan(steps: unknown[]) {
   return harness.caller.plans.createFromJson({ planJson: JSON.stringify({ goal: "Audited", steps }) });
 }
@@ -34,7 +26,7 @@ const gated = [{ id: "step_1", description: "Write", tool: "write_file", args: {
 async function runAtGate() {
   const plan = await makePlan(gated);
   const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: plan.version });
-  await waitForStep(runId, "step_1", "awaiting_approval");
+  await harness.waitForStep(runId, "step_1", "awaiting_approval");
   return { planId: plan.id, version: plan.version, runId, stepId: "step_1" };
 }
 
@@ -108,7 +100,7 @@ const decisions: { name: string; decide(actor: string): Promise<Expected> }[] = 
         { id: "step_1", description: "Ask", tool: "ask_user", args: { question: "Which one?" } },
       ]);
       const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: plan.version });
-      await waitForStep(runId, "step_1", "awaiting_input");
+      await harness.waitForStep(runId, "step_1", "awaiting_input");
       await as(actor).runs.answer({ runId, stepId: "step_1", answer: "This one" });
       return { action: "step.answered", planId: plan.id, planVersion: 1, runId, stepId: "step_1" };
     },

@@ -21,14 +21,6 @@ async function tempDir(): Promise<string> {
   return dir;
 }
 
-async function waitForStep(runId: string, stepId: string, status: string) {
-  await expect
-    .poll(async () => (await harness.caller.runs.get({ runId })).steps.find((s) => s.stepId === stepId)?.status, {
-      timeout: 20_000,
-    })
-    .toBe(status);
-}
-
 /** A plan whose one step writes `file` in its workspace (write_file is gated by default). */
 function writePlan(file: string) {
   return JSON.stringify({
@@ -97,7 +89,7 @@ describe("workspaces", () => {
       isDefault: false,
     });
     const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: plan.version });
-    await waitForStep(runId, "step_1", "awaiting_approval");
+    await harness.waitForStep(runId, "step_1", "awaiting_approval");
     await harness.caller.runs.decide({ runId, stepId: "step_1", approve: true });
     const run = await harness.waitForRun(runId);
     expect(run.status).toBe("completed");
@@ -117,7 +109,7 @@ describe("workspaces", () => {
     const workspace = await harness.caller.workspaces.register({ path: dir });
     const plan = await harness.caller.plans.createFromJson({ planJson: writePlan("w.txt"), workspaceId: workspace.id });
     const { runId } = await harness.caller.plans.approve({ planId: plan.id, version: plan.version });
-    await waitForStep(runId, "step_1", "awaiting_approval");
+    await harness.waitForStep(runId, "step_1", "awaiting_approval");
     await expect(harness.caller.workspaces.remove({ workspaceId: workspace.id })).rejects.toMatchObject({
       code: "PRECONDITION_FAILED",
       message: expect.stringContaining("1 unfinished run"),
