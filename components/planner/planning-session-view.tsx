@@ -51,6 +51,11 @@ export function PlanningSessionView({ sessionId }: { sessionId: string }) {
       </div>
       <ErrorMessage error={cancel.error} />
 
+      {data.unserved && (
+        <p role="status" className="warn-text" data-testid="planning-unserved">
+          {data.unserved}
+        </p>
+      )}
       {data.deadline && <Deadline deadline={data.deadline} />}
       {data.execution && <ExecutionLine execution={data.execution} />}
 

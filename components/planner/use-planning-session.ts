@@ -9,6 +9,7 @@ import { describePlanningEvent, type ProgressLine } from "./planner-format";
 
 /** Events after which the session's stored state (status, questions, result) has changed. */
 const REFRESHING = new Set([
+  "planning.started",
   "planning.question",
   "planning.answered",
   "planning.message",
@@ -21,13 +22,20 @@ const REFRESHING = new Set([
   "planning.usage",
 ]);
 
+const UNSERVED_RECHECK_MS = 10_000;
+
 /** The planning session, its live progress, and cancelling or retrying it. */
 export function usePlanningSession(sessionId: string) {
   const trpc = useTRPC();
   const router = useRouter();
   const queryClient = useQueryClient();
   const sessionKey = trpc.planner.session.queryKey({ sessionId });
-  const session = useQuery(trpc.planner.session.queryOptions({ sessionId }));
+  // A session queued where no running worker serves its workspace waits for a worker to start
+  // elsewhere, which no event of the session tells: while it says so, it is read again now and then.
+  const session = useQuery({
+    ...trpc.planner.session.queryOptions({ sessionId }),
+    refetchInterval: (query) => (query.state.data?.unserved ? UNSERVED_RECHECK_MS : false),
+  });
   const [lines, setLines] = useState<ProgressLine[]>([]);
   const subscription = useSubscription(
     trpc.planner.events.subscriptionOptions(

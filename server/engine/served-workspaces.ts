@@ -2,12 +2,13 @@ import { stat } from "node:fs/promises";
 import type pg from "pg";
 import { isConnectionError } from "../db";
 import { logger } from "../logger";
-import { stepTaskFor } from "../queue/jobs";
+import { RUN_STEP_TASK, workspaceTaskFor } from "../queue/jobs";
 
 /*
  * Which workspaces a worker serves. A step acting in a workspace is queued under that workspace's
- * task (server/queue/jobs.ts, `stepTaskFor`), and a worker's job runner lists the tasks of the
- * workspaces it serves, so only such a worker takes the job. The set is recorded on the worker's
+ * task (server/queue/jobs.ts, `stepTaskFor`), and so is a planning session's loop (it reads the
+ * workspace's files); a worker's job runner lists the tasks of the workspaces it serves, so only
+ * such a worker takes the job. The set is recorded on the worker's
  * row (`workers.workspaces`), which is how a step nobody can run is told apart from one waiting
  * its turn (`listUnservedSteps`, unserved.ts).
  */
@@ -91,7 +92,12 @@ export class ServedWorkspaces {
 
   /** The queue tasks of step jobs this worker takes: workspace-free steps and those of its workspaces. */
   stepTasks(): string[] {
-    return [stepTaskFor(undefined), ...[...this.paths].map((path) => stepTaskFor(path))];
+    return [RUN_STEP_TASK, ...this.tasksOf(RUN_STEP_TASK)];
+  }
+
+  /** `task` routed to each workspace this worker serves (`<task>@<key>`, see `workspaceTaskFor`). */
+  tasksOf(task: string): string[] {
+    return [...this.paths].map((path) => workspaceTaskFor(task, path));
   }
 
   /** Resolves the choice again; true when the served set changed. */

@@ -84,3 +84,21 @@ export async function listUnservedSteps(
     ];
   });
 }
+
+/**
+ * Whether a live worker serves `workspace` (a path); when none does, the workspace as a person
+ * knows it (its registered name, else its path). For work other than steps that waits in the
+ * workspace's queue — a planning session — read when someone looks, like `listUnservedSteps`.
+ */
+export async function unservedWorkspace(
+  db: Pick<pg.Pool, "query">,
+  workspace: string,
+): Promise<{ path: string; name: string | null } | null> {
+  const rows = await db.query<{ name: string | null }>(
+    `select (select ws.name from workspaces ws where ws.path = $1 and ws.removed_at is null limit 1) as name
+      where not exists (select 1 from workers w where ${liveWorkerSql(MISSED_BEATS)} and $1 = any(w.workspaces))`,
+    [workspace],
+  );
+  const row = rows.rows[0];
+  return row ? { path: workspace, name: row.name } : null;
+}

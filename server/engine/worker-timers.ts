@@ -19,6 +19,12 @@ const log = logger.child({ component: "worker" });
  */
 export interface ExtraWork {
   tasks: Record<string, QueueTask>;
+  /**
+   * Handlers of work that reads or writes a workspace (a planning session), by task name: the
+   * worker lists each once per workspace it serves (`<task>@<key>`), so only such a worker takes
+   * the job — as for steps. The plain name is not listed by this; `tasks` may handle it.
+   */
+  workspaceTasks?: Record<string, QueueTask>;
   maintain?(): Promise<void>;
   abortAll?(): void;
 }

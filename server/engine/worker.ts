@@ -87,11 +87,17 @@ export async function startStepWorker(engine: EngineDeps, options: StepWorkerOpt
     max: options.queuePoolSize ?? options.concurrency + 2,
     applicationName: "stepwise-queue",
   });
-  const queue = {
-    pool: queuePool,
-    events: queueRunnerEvents(deps, workerId),
-    taskList: { ...extra?.tasks, ...stepWorkerTasks(deps, state, served.stepTasks()) },
-  };
+  // Recomputed when the served set changes: the routed tasks are those of the workspaces served now.
+  const taskList = (): Record<string, QueueTask> => ({
+    ...extra?.tasks,
+    ...Object.fromEntries(
+      Object.entries(extra?.workspaceTasks ?? {}).flatMap(([task, handler]) =>
+        served.tasksOf(task).map((routed) => [routed, handler]),
+      ),
+    ),
+    ...stepWorkerTasks(deps, state, served.stepTasks()),
+  });
+  const queue = { pool: queuePool, events: queueRunnerEvents(deps, workerId), taskList: taskList() };
   const runners = await superviseRunners(() => startQueueRunner(queue, options, state), state);
   const restartRunner = runners.restart;
 
@@ -109,7 +115,7 @@ export async function startStepWorker(engine: EngineDeps, options: StepWorkerOpt
   const workspaceWatch = watchServedWorkspaces(served, async () => {
     if (state.stopping) return;
     await served.record(workerId);
-    queue.taskList = { ...extra?.tasks, ...stepWorkerTasks(deps, state, served.stepTasks()) };
+    queue.taskList = taskList();
     log.info({ workspaces: served.list() }, "serving a changed set of workspaces");
     await restartRunner("the workspaces it serves changed");
   });

@@ -182,7 +182,11 @@ async function planWithLlm(
       );
     }
     if (session.status === "cancelled" || Date.now() > deadline) {
-      throw new AppError("provider_error", `Planning did not finish; follow it at /tasks/${sessionId}`, { sessionId });
+      // A session no running worker can take says why it did not finish.
+      const why = session.unserved ? ` (${session.unserved})` : "";
+      throw new AppError("provider_error", `Planning did not finish${why}; follow it at /tasks/${sessionId}`, {
+        sessionId,
+      });
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }

@@ -66,6 +66,8 @@ export function describeSession(session: PlanningSessionView): string {
     case "running":
       // An agent's own planning runs in the agent, not in a worker: its session is never queued.
       if (session.kind === "external") return `${prefix}: the agent is gathering context (read-only)`;
+      // Queued where nobody can take it: say so rather than "waiting for a worker" for ever.
+      if (session.unserved) return `${prefix}: ${session.unserved}`;
       return `${prefix}: ${RUNNING_PHASES[session.phase] ?? "running"}`;
     case "completed": {
       const run = session.execution;

@@ -1,6 +1,7 @@
 /**
- * A planning session's loop as queued work (graphile-worker, like engine steps): any process with
- * a worker runs it, and a session survives the process that ran it. What a resumed loop needs is
+ * A planning session's loop as queued work (graphile-worker, like engine steps): a worker serving
+ * the session's workspace runs it (the loop reads the workspace's files: its snapshot, deep mode's
+ * read-only tools), and a session survives the process that ran it. What a resumed loop needs is
  * in the session row: its phase, deep mode's transcript (loop_state, saved after each model turn
  * and each tool result) and the questions with their answers. Waiting for a person holds no job:
  * the session parks as `awaiting_answer`, and answering it queues the loop again.
@@ -48,7 +49,8 @@ const { OWNER_ALIVE } = store;
 export function planningWork(planner: () => PlannerDeps, worker: { workerId: string; heartbeatMs: number }): ExtraWork {
   const running = new Map<string, AbortController>();
   return {
-    tasks: {
+    // Listed once per workspace the worker serves (`planning_session@<key>`, worker.ts).
+    workspaceTasks: {
       [PLANNING_TASK]: async (payload) => {
         const deps = planner();
         const work = runSessionJob(deps, (payload as { sessionId: string }).sessionId, worker.workerId, running);
@@ -58,6 +60,13 @@ export function planningWork(planner: () => PlannerDeps, worker: { workerId: str
         } finally {
           deps.background.delete(work);
         }
+      },
+    },
+    tasks: {
+      // A job queued before sessions were routed (the plain name): any worker takes it, and it
+      // only queues the session again under its workspace's task.
+      [PLANNING_TASK]: async (payload) => {
+        await routeQueuedSession(planner().pool, (payload as { sessionId: string }).sessionId);
       },
       [PLANNING_TIMEOUT_TASK]: async (payload) => {
         await timeOutQuestion(planner(), payload as { sessionId: string; questionId: string; timeoutMs?: number });
@@ -75,13 +84,28 @@ export function planningWork(planner: () => PlannerDeps, worker: { workerId: str
 }
 
 /**
+ * Queues an open session's loop again under its workspace's task. The job running this holds the
+ * session's key, so graphile adds a fresh job (and lets this one go) rather than replacing it.
+ */
+async function routeQueuedSession(pool: pg.Pool, sessionId: string): Promise<void> {
+  await inTransaction(pool, async (client) => {
+    const session = await client.query<{ workspace_root: string }>(
+      "select workspace_root from planning_sessions where id = $1 and status = 'running' and kind <> 'external'",
+      [sessionId],
+    );
+    const row = session.rows[0];
+    if (row) await enqueuePlanningJob(client, sessionId, row.workspace_root);
+  });
+}
+
+/**
  * Sessions whose loop nobody is running although it should run: the worker that ran it stopped
  * beating (killed), or it was queued but its job is held by a dead worker. Each is queued again;
  * its loop resumes from the saved state.
  */
 export async function recoverPlanningSessions(deps: PlannerDeps, workerId: string, staleMs: number): Promise<number> {
-  const orphans = await deps.pool.query<{ id: string }>(
-    `select s.id from planning_sessions s
+  const orphans = await deps.pool.query<{ id: string; workspace_root: string }>(
+    `select s.id, s.workspace_root from planning_sessions s
      where s.status = 'running' and s.kind <> 'external'
        and s.worker_id is distinct from $1
        and (
@@ -94,7 +118,9 @@ export async function recoverPlanningSessions(deps: PlannerDeps, workerId: strin
   );
   for (const orphan of orphans.rows) {
     await inTransaction(deps.pool, async (client) => {
-      if (await store.releaseOrphan(client, orphan.id)) await enqueuePlanningJob(client, orphan.id);
+      if (await store.releaseOrphan(client, orphan.id)) {
+        await enqueuePlanningJob(client, orphan.id, orphan.workspace_root);
+      }
     });
     log.warn({ sessionId: orphan.id }, "planning session's worker is gone: queued it to resume");
   }
@@ -258,7 +284,9 @@ async function runSession(
     if (error instanceof PlanningReleased || reason instanceof PlanningReleased) {
       // Shutting down: another worker (or this one's next start) resumes from the saved state.
       await inTransaction(deps.pool, async (client) => {
-        if (await store.releaseLoop(client, sessionId, workerId)) await enqueuePlanningJob(client, sessionId);
+        if (await store.releaseLoop(client, sessionId, workerId)) {
+          await enqueuePlanningJob(client, sessionId, session.workspaceRoot);
+        }
       });
       return;
     }

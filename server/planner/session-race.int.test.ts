@@ -102,7 +102,8 @@ describe("planning session ownership", () => {
           async () =>
             (
               await harness.app.db.pool.query<{ n: number }>(
-                "select count(*)::int as n from graphile_worker.jobs where task_identifier = $1",
+                // The plain name (the duplicates above) and the workspace's own (planning_session@…).
+                "select count(*)::int as n from graphile_worker.jobs where task_identifier = $1 or task_identifier like $1 || '@%'",
                 [PLANNING_TASK],
               )
             ).rows[0]!.n,

@@ -14,6 +14,7 @@ import { inTransaction } from "../db";
 import { DONE_STEP_STATUSES } from "../vocabulary";
 import * as store from "./session-store";
 import { enqueuePlanningJob } from "../queue/jobs";
+import { unservedWorkspace } from "../engine/unserved";
 import { AppError } from "../errors";
 import { appendEvents } from "../events/store";
 import type { NewEvent } from "../events/types";
@@ -72,6 +73,11 @@ export interface PlanningSessionView {
   deadline: { kind: "answer" | "review" | "idle"; at: string } | null;
   /** A person's messages while it planned, and whether the planner (or agent) has seen each. */
   messages: PlanningMessage[];
+  /**
+   * Why a session waiting for its loop to be taken does not start: no running worker serves its
+   * workspace (its job waits in that workspace's queue). Null otherwise.
+   */
+  unserved: string | null;
 }
 
 export interface StartPlanningInput {
@@ -107,7 +113,7 @@ async function workspaceRootFor(deps: PlannerDeps, workspaceId: string | null | 
 async function createQueued(deps: PlannerDeps, data: store.NewSession) {
   return inTransaction(deps.pool, async (client) => {
     const session = await store.createSession(client, data);
-    await enqueuePlanningJob(client, session.id);
+    await enqueuePlanningJob(client, session.id, data.workspaceRoot);
     return session;
   });
 }
@@ -266,7 +272,9 @@ export async function answerQuestion(
     if (updated.rowCount === 0) return "answered" as const;
     if (session.kind !== "external") {
       // Refused (and the answer with it) when the session ended meanwhile: a timeout, a cancel.
-      if ((await store.recordAnswer(client, session.id)) === "resumed") await enqueuePlanningJob(client, session.id);
+      if ((await store.recordAnswer(client, session.id)) === "resumed") {
+        await enqueuePlanningJob(client, session.id, session.workspaceRoot);
+      }
     }
     await auditSession(client, session, {
       actor: input.actor,
@@ -297,6 +305,7 @@ export async function getPlanningSession(deps: PlannerDeps, sessionId: string): 
   const execution = session.planId ? await executionOf(deps, session.planId, session.resultVersion) : null;
   return {
     execution,
+    unserved: await unservedText(deps, session),
     deadline: await planningDeadline(deps.pool, session.id),
     messages: await listPlanningMessages(deps.pool, session.id),
     id: session.id,
@@ -328,6 +337,20 @@ export async function getPlanningSession(deps: PlannerDeps, sessionId: string): 
     lastSeq: stream?.lastSeq ?? 0,
     phase: session.phase as SessionPhase,
   };
+}
+
+/**
+ * A session whose loop is queued (nobody holds it) in a workspace no live worker serves says so:
+ * its job waits in that workspace's queue until a worker serving it starts.
+ */
+async function unservedText(
+  deps: PlannerDeps,
+  session: { status: string; kind: string; workerId: string | null; workspaceRoot: string },
+): Promise<string | null> {
+  if (session.status !== "running" || session.kind === "external" || session.workerId !== null) return null;
+  const workspace = await unservedWorkspace(deps.pool, session.workspaceRoot);
+  if (!workspace) return null;
+  return `No worker serves workspace ${workspace.name ?? workspace.path}: planning waits until a worker serving it starts`;
 }
 
 /** The newest run of the session's plan (at the version it made), with how many steps are settled. */

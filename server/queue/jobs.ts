@@ -52,7 +52,12 @@ export interface StepJob {
  * worker — no check after the claim, and no job taken by a worker that would have to give it back.
  */
 export function stepTaskFor(workspace: string | undefined): string {
-  return workspace === undefined ? RUN_STEP_TASK : `${RUN_STEP_TASK}@${workspaceQueueKey(workspace)}`;
+  return workspaceTaskFor(RUN_STEP_TASK, workspace);
+}
+
+/** `task` routed to a workspace (`<task>@<key>`), or `task` itself for work that touches none. */
+export function workspaceTaskFor(task: string, workspace: string | undefined): string {
+  return workspace === undefined ? task : `${task}@${workspaceQueueKey(workspace)}`;
 }
 
 /**
@@ -167,18 +172,32 @@ export const WORKSPACES_CHANNEL = "stepwise_workspaces";
 /** NOTIFY channel carrying the id of a cancelled run, so every worker aborts its running steps. */
 export const CANCEL_CHANNEL = "stepwise_cancel";
 
-/** Runs (or resumes) one planning session's loop: server/planner/session-jobs.ts. */
+/**
+ * Runs (or resumes) one planning session's loop: server/planner/session-jobs.ts. Queued under its
+ * workspace's task (`planning_session@<key>`, like steps); the plain name is a job queued before
+ * sessions were routed, which the handler queues again under its workspace's task.
+ */
 export const PLANNING_TASK = "planning_session";
 /** Cancels a planning session whose question nobody answered in time. */
 export const PLANNING_TIMEOUT_TASK = "planning_answer_timeout";
 
 /**
- * Queues a planning session's loop. One key per session: adding it again while a job waits
- * replaces that job, and while one is running (locked) graphile queues a fresh one.
+ * Queues a planning session's loop, for a worker serving `workspace` (the session reads its files).
+ * One key per session: adding it again while a job waits replaces that job (task included), and
+ * while one is running (locked) graphile queues a fresh one.
  */
-export function enqueuePlanningJob(client: Pick<pg.ClientBase, "query">, sessionId: string): Promise<void> {
+export function enqueuePlanningJob(
+  client: Pick<pg.ClientBase, "query">,
+  sessionId: string,
+  workspace: string,
+): Promise<void> {
   return addJobs(client, [
-    { task: PLANNING_TASK, payload: { sessionId }, run_at: null, job_key: `planning:${sessionId}` },
+    {
+      task: workspaceTaskFor(PLANNING_TASK, workspace),
+      payload: { sessionId },
+      run_at: null,
+      job_key: `planning:${sessionId}`,
+    },
   ]);
 }
 
