@@ -24,13 +24,20 @@ export interface AgentTaskUpdate {
  * `update` before anything is written, and again under the run lock while writing.
  */
 export function checkAgentTaskUpdate(
-  step: Pick<Step, "id" | "tool" | "dependsOn">,
+  step: Pick<Step, "id" | "tool" | "dependsOn" | "forEach">,
   status: StepStatus,
   wanted: AgentTaskStatus,
 ): { kind: "apply" | "noop" } | { kind: "refused"; reason: string } {
   const name = taskName(step.id);
   if (step.tool !== AGENT_TASK_TOOL) {
     return { kind: "refused", reason: `${name} is run by Stepwise (tool ${step.tool}), not by an agent.` };
+  }
+  // The group settles when its instances do; reporting on it would skip them.
+  if (step.forEach !== undefined) {
+    return {
+      kind: "refused",
+      reason: `${name} runs once for each element of ${step.forEach}: report on its instances (\`instance\`), not on the task.`,
+    };
   }
   const target: Record<AgentTaskStatus, StepStatus> = {
     TODO: "awaiting_agent",
