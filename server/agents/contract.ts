@@ -210,6 +210,8 @@ export const updatePayloadSchema = z
             status: z.enum(SEED_TASK_STATUSES).optional(),
             /** Addition: what the agent did, or why it hands the task back. */
             notes: z.string().max(10_000).optional(),
+            /** Addition, with DONE: a list the task found (failing test files), which a later task's `for_each` reads. */
+            items: z.array(z.unknown()).max(1_000).optional(),
             // Any other field of the task (seed 003): checked by the same gates as an added task.
             ...newTaskSchema.omit({ dependencies: true }).shape,
             dependencies: z.array(z.number().int().positive()).max(200).optional(),

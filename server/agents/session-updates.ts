@@ -71,6 +71,7 @@ export async function updateSession(
             stepId: stepIdOfTask(update),
             status: SEED_TO_ENGINE_STATUS[update.status],
             ...(update.notes && { note: update.notes }),
+            ...(update.items && { items: update.items }),
           },
         ]
       : [],
@@ -155,13 +156,14 @@ function checkStatusChanges(loaded: Loaded, updates: AgentTaskUpdate[]): void {
   if (problems.length > 0) throw new AppError("invalid_state", problems.join(" "), { details: problems });
 }
 
-/** A fan-out instance is its task's definition with its element: its fields are edited on the task. */
+/** A fan-out instance's fields are its task's (edited there); a task's found list comes with its DONE. */
 function refuseInstanceEdits(payload: UpdatePayload): void {
-  const problems = (payload.update_tasks ?? []).flatMap((update) =>
-    update.instance !== undefined && fieldEditOf(update)
+  const problems = (payload.update_tasks ?? []).flatMap((update) => [
+    ...(update.instance !== undefined && fieldEditOf(update)
       ? [`Task ${update.id}[${update.instance}] is an instance of task ${update.id}: change its fields on task ${update.id}.`]
-      : [],
-  );
+      : []),
+    ...(update.items && update.status !== "DONE" ? [`Task ${update.id}: items come with DONE.`] : []),
+  ]);
   if (problems.length > 0) throw new AppError("invalid_input", problems.join(" "), { details: problems });
 }
 

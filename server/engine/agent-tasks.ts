@@ -16,6 +16,8 @@ export interface AgentTaskUpdate {
   status: AgentTaskStatus;
   /** The agent's notes: what it did, or why it hands the task back or drops it. */
   note?: string;
+  /** With DONE: a list the task found, recorded in its output for a later step's `forEach`. */
+  items?: unknown[];
 }
 
 /**
@@ -127,7 +129,11 @@ export async function updateAgentTasks(
       } else if (update.status === "DONE") {
         const result: StepResult = {
           ok: true,
-          value: { doneBy: input.actor, ...(update.note && { note: update.note }) },
+          value: {
+            doneBy: input.actor,
+            ...(update.note && { note: update.note }),
+            ...(update.items && { items: update.items }),
+          },
           duration: row.started_at ? tx.now.getTime() - row.started_at.getTime() : 0,
           timestamp: tx.now.toISOString(),
         };
