@@ -27,8 +27,7 @@ export interface SessionState {
    * workable task in plan order is the agent's (the single-agent rule).
    */
   assignment?:
-    | { taskId: number; instance?: number; brief: TaskBrief }
-    | { taskId: null; capReached: boolean; cap: number };
+    { taskId: number; instance?: number; brief: TaskBrief } | { taskId: null; capReached: boolean; cap: number };
 }
 
 const SETTLED: ReadonlySet<string> = new Set(DONE_STEP_STATUSES);
@@ -84,7 +83,8 @@ export function decideNow(state: SessionState): StatusResponse {
   const current = assignment
     ? agentTasks.find(
         (task) =>
-          task.id === assignment.taskId && task.instance === ("instance" in assignment ? assignment.instance : undefined),
+          task.id === assignment.taskId &&
+          task.instance === ("instance" in assignment ? assignment.instance : undefined),
       )
     : (agentTasks.find((task) => task.state === "running") ??
       (paused ? undefined : agentTasks.find((task) => task.state === "awaiting_agent")));

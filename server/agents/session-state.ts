@@ -134,7 +134,8 @@ const SEED_STATUS: Record<StepStatus, AgentTaskView["status"]> = {
 
 export function taskView(step: Step, status: StepStatus, items?: ReadonlyMap<string, unknown>): AgentTaskView {
   const ref = taskRefOf(step.id);
-  const instructions = step.tool === AGENT_TASK_TOOL ? (step.args as { instructions?: unknown }).instructions : undefined;
+  const instructions =
+    step.tool === AGENT_TASK_TOOL ? (step.args as { instructions?: unknown }).instructions : undefined;
   return {
     id: ref.id,
     ...(ref.instance !== undefined && { instance: ref.instance, item: items?.get(step.id) ?? null }),

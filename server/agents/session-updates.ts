@@ -160,7 +160,9 @@ function checkStatusChanges(loaded: Loaded, updates: AgentTaskUpdate[]): void {
 function refuseInstanceEdits(payload: UpdatePayload): void {
   const problems = (payload.update_tasks ?? []).flatMap((update) => [
     ...(update.instance !== undefined && fieldEditOf(update)
-      ? [`Task ${update.id}[${update.instance}] is an instance of task ${update.id}: change its fields on task ${update.id}.`]
+      ? [
+          `Task ${update.id}[${update.instance}] is an instance of task ${update.id}: change its fields on task ${update.id}.`,
+        ]
       : []),
     ...(update.items && update.status !== "DONE" ? [`Task ${update.id}: items come with DONE.`] : []),
   ]);
@@ -171,7 +173,8 @@ function refuseInstanceEdits(payload: UpdatePayload): void {
 function checkFinalSummary(loaded: Loaded, updates: AgentTaskUpdate[], addedCount: number): void {
   const open = tasksOf(loaded).filter((task) => !isIn(DONE_STEP_STATUSES, task.state));
   const stillOpen = open.filter(
-    (task) => !updates.some((u) => u.stepId === stepIdOfTask(task) && u.status !== "TODO" && u.status !== "IN_PROGRESS"),
+    (task) =>
+      !updates.some((u) => u.stepId === stepIdOfTask(task) && u.status !== "TODO" && u.status !== "IN_PROGRESS"),
   );
   if ((stillOpen.length > 0 || addedCount > 0) && loaded.runStatus !== "cancelled") {
     throw new AppError(

@@ -82,7 +82,9 @@ describe("submit_plan with conditions and fan-out", () => {
     const assessments = await harness.caller.plans.assessments({ planId, version: 1 });
     expect(assessments.step_3!.conditionWords).toBe("the number of step_1's items is 0");
     const markdown = (await harness.caller.plans.export({ planId, format: "markdown" })).content;
-    expect(markdown).toContain("- Runs once for each element of `$step_1.items` (`$item` in its arguments), at most 20");
+    expect(markdown).toContain(
+      "- Runs once for each element of `$step_1.items` (`$item` in its arguments), at most 20",
+    );
   });
 
   it("a resubmission keeps each branch reading the step it named", async () => {
