@@ -48,6 +48,16 @@ export const taskSchema = z.object({
   working_directory: z.string().optional(),
   /** Addition: the findings of the task's last failed verification, to fix before DONE again. */
   findings: z.string().optional(),
+  /** Addition: what the agent should do beyond the title (the agent task's `instructions`). */
+  instructions: z.string().optional(),
+  /**
+   * Addition, fan-out: a task with `for_each` runs once per element of that list, each element an
+   * instance of its own (`id` and `instance`, the element's index; `$item` in its instructions is
+   * `item`). Report on instances, never on the task that groups them.
+   */
+  for_each: z.string().optional(),
+  instance: z.number().int().nonnegative().optional(),
+  item: z.unknown().optional(),
 });
 export type AgentTaskView = z.infer<typeof taskSchema>;
 
@@ -88,6 +98,10 @@ export type ApproverNote = z.infer<typeof approverNoteSchema>;
  */
 export const taskBriefSchema = z.object({
   task_id: z.number().int(),
+  /** A fan-out instance's index and element (see `taskSchema`). */
+  instance: z.number().int().nonnegative().optional(),
+  item: z.unknown().optional(),
+  instructions: z.string().optional(),
   title: z.string(),
   type: z.string().optional(),
   description: z.string().optional(),
@@ -191,14 +205,18 @@ export const updatePayloadSchema = z
         z
           .object({
             id: z.number().int().positive(),
+            /** Addition: which instance of a fan-out task (its index); status changes only. */
+            instance: z.number().int().nonnegative().optional(),
             status: z.enum(SEED_TASK_STATUSES).optional(),
             /** Addition: what the agent did, or why it hands the task back. */
             notes: z.string().max(10_000).optional(),
+            /** Addition, with DONE: a list the task found (failing test files), which a later task's `for_each` reads. */
+            items: z.array(z.unknown()).max(1_000).optional(),
             // Any other field of the task (seed 003): checked by the same gates as an added task.
             ...newTaskSchema.omit({ dependencies: true }).shape,
             dependencies: z.array(z.number().int().positive()).max(200).optional(),
           })
-          .refine((update) => Object.keys(update).some((key) => key !== "id" && key !== "notes"), {
+          .refine((update) => Object.keys(update).some((key) => !["id", "instance", "notes"].includes(key)), {
             message: "An update_tasks item needs a status or a field of the task to change (notes go with a status)",
           }),
       )

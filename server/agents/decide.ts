@@ -26,7 +26,8 @@ export interface SessionState {
    * the others hold the ready tasks, or the cap on tasks in progress is reached. Absent, the first
    * workable task in plan order is the agent's (the single-agent rule).
    */
-  assignment?: { taskId: number; brief: TaskBrief } | { taskId: null; capReached: boolean; cap: number };
+  assignment?:
+    { taskId: number; instance?: number; brief: TaskBrief } | { taskId: null; capReached: boolean; cap: number };
 }
 
 const SETTLED: ReadonlySet<string> = new Set(DONE_STEP_STATUSES);
@@ -80,7 +81,11 @@ export function decideNow(state: SessionState): StatusResponse {
   const agentTasks = state.tasks.filter((task) => task.executor === "agent");
   const assignment = state.assignment;
   const current = assignment
-    ? agentTasks.find((task) => task.id === assignment.taskId)
+    ? agentTasks.find(
+        (task) =>
+          task.id === assignment.taskId &&
+          task.instance === ("instance" in assignment ? assignment.instance : undefined),
+      )
     : (agentTasks.find((task) => task.state === "running") ??
       (paused ? undefined : agentTasks.find((task) => task.state === "awaiting_agent")));
   if (current) {

@@ -23,6 +23,10 @@ steer it in the browser. Stepwise tells you what to do next; you do it and repor
      commits what you left uncommitted, runs the task's \`verify\` commands there (all must pass,
      and its \`acceptance\` criteria must hold), then merges the branch. A failing check hands the
      task back as TODO with \`findings\` (command, exit code, output tail): fix them, then DONE again.
+     A task with \`instance\` is one element of a task that runs once per element of a list
+     (\`for_each\`): \`item\` is its element, already written into its \`instructions\`. Report it with
+     its \`instance\` too: \`{"update_tasks": [{"id": N, "instance": K, "status": "DONE"}]}\`. The task
+     that groups them (\`executor: "stepwise"\`) settles when they do.
    - \`waiting_on_signal\`: a blocker (for example a failed test run) holds the session. Read
      \`signal.message\`, fix the cause, then clear it with \`stepwise alert --clear <signal id>\`.
      Clearing a failed step's signal runs that step again. A \`merge_conflict_N\` signal names the
@@ -39,7 +43,8 @@ steer it in the browser. Stepwise tells you what to do next; you do it and repor
 \`stepwise update --json '<payload>'\` takes any of:
 
 - \`update_tasks\`: \`[{"id": N, "status": "IN_PROGRESS" | "DONE" | "TODO" | "CANCELLED", "notes": "..."}]\`.
-  TODO hands a task back; CANCELLED drops it (tasks that depend on it still run). An item may
+  With DONE a task may report \`"items": [...]\`, a list it found (the failing test files) that a
+  later task's \`for_each\` runs over. TODO hands a task back; CANCELLED drops it (tasks that depend on it still run). An item may
   also change any other field of an open task (\`title\`, \`type\`, \`description\`,
   \`dependencies\`, \`context_hints\`, \`relevant_file_paths\`, \`acceptance\`, \`verify\`), with or
   without a status; it passes the same checks as a new task, and a task a person approved waits
@@ -93,7 +98,10 @@ leaves you unsure what is wanted, plan first (MCP \`enter_plan_mode\` with your 
 mode only read-only tools and the plan-mode tools are offered: gather context, ask the person
 with \`ask_user\` (\`get_answer\` keeps waiting), then \`submit_plan\` — \`summary\`, steps of
 \`{description, tools, risk}\`, \`questions\`, \`context_notes\`; \`context_hints\` and
-\`relevant_file_paths\` per step are welcome but optional. The plan goes to the person as written;
+\`relevant_file_paths\` per step are welcome but optional. A step may also carry \`when\` (run it
+only if this holds, like \`$step_1.items.length == 0\`) and \`for_each\` with \`max_items\` (run it once
+per element of an earlier task's \`items\`, like \`$step_1.items\`); these are checked as
+\`plan_create\` checks them, and a plan whose condition or list cannot be read is refused. The plan goes to the person as written;
 what the checks find (a vague hint, a file that does not exist) is shown to the reviewer as
 advice. When you resubmit after changes were requested, send the whole plan again: steps you
 left as they were keep their identity, so their review comments stay open. The person approves, rejects
@@ -103,6 +111,10 @@ you the plan's tasks in order; report each with \`update\` as above, and plannin
 every task is settled. \`exit_plan_mode\` leaves without a decision. A question unanswered for 30
 minutes, a plan unreviewed for 30 minutes, or an hour without any call while you gather ends
 plan mode. Simple, clear tasks need no plan: act directly.
+
+A plan of agent tasks you write yourself with \`plan_create\` comes back to you the same way once
+a person approves it: \`status\` hands you its tasks (each element of a \`for_each\` task on its own)
+and \`update\` reports them. It is yours alone — your name under the credential you wrote it with.
 
 ## Todo lists for your own multi-step work
 

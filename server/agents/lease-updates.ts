@@ -4,7 +4,7 @@ import type { AgentTaskStatus } from "../engine/agent-tasks";
 import { AppError } from "../errors";
 import type { Step } from "../plan-schema";
 import type { ApproverNote } from "./contract";
-import { taskNumber } from "../engine/agent-signals";
+import { taskLabel } from "./task-ref";
 import { leaseTo, type LeaseSession } from "./leases";
 import { existingWorkingDirectory } from "./task-working-directory";
 
@@ -32,7 +32,7 @@ export async function refuseOthersTasks(
   if (held.rows.length === 0) return;
   const problems = held.rows.map(
     (row) =>
-      `Task ${taskNumber(row.step_id)} is leased to agent '${row.agent}', not to you ('${agent}'); only its holder reports on it. Run \`stepwise status --json\` for a task of your own.`,
+      `Task ${taskLabel(row.step_id)} is leased to agent '${row.agent}', not to you ('${agent}'); only its holder reports on it. Run \`stepwise status --json\` for a task of your own.`,
   );
   throw new AppError("invalid_state", problems.join(" "), { details: problems });
 }

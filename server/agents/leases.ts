@@ -11,6 +11,7 @@ import { taskNumber } from "../engine/agent-signals";
 import { plannedWorkingDirectory } from "./task-working-directory";
 import { workspaceRepository } from "./worktrees";
 import { claimTaskWorktree } from "./worktrees-ahead";
+import { taskRefOf } from "./task-ref";
 
 /**
  * Several agents, one plan: the hand-out of a session's agent tasks under leases.
@@ -178,7 +179,8 @@ export async function handOutTask(
     }
     const leases = leaseRows.rows.filter((lease) => !stale.includes(lease));
     const leased = new Map(leases.map((lease) => [lease.step_id, lease]));
-    const agentSteps = plan.steps.filter((step) => step.tool === AGENT_TASK_TOOL);
+    // A fan-out task's group is not handed out; each of its instances is (session-state.ts lists them).
+    const agentSteps = plan.steps.filter((step) => step.tool === AGENT_TASK_TOOL && step.forEach === undefined);
 
     const mine = agentSteps.map((step) => leased.get(step.id)).find((lease) => lease?.agent === agent);
     if (mine) {
@@ -260,14 +262,22 @@ async function buildBrief(
   expiresAt: Date,
   plan: { steps: Step[]; approverNotes: ApproverNote[]; workingDirectory: string },
 ): Promise<TaskBrief> {
-  const results = await client.query<{ step_id: string; result: { value?: { note?: string } } | null }>(
-    "select step_id, result from run_steps where run_id = $1 and step_id = any($2)",
-    [session.run_id, step.dependsOn],
+  const results = await client.query<{ step_id: string; result: { value?: { note?: string } } | null; item: unknown }>(
+    "select step_id, result, item from run_steps where run_id = $1 and (step_id = any($2) or step_id = $3)",
+    [session.run_id, step.dependsOn, step.id],
   );
+  const ref = taskRefOf(step.id);
+  const instructions = (step.args as { instructions?: unknown }).instructions;
   const notes = new Map(results.rows.map((row) => [row.step_id, row.result?.value?.note ?? null]));
   const byId = new Map(plan.steps.map((other) => [other.id, other]));
   return {
-    task_id: taskNumber(step.id) ?? 0,
+    task_id: ref.id,
+    // A fan-out instance: which one, and its element (written into its instructions already).
+    ...(ref.instance !== undefined && {
+      instance: ref.instance,
+      item: results.rows.find((row) => row.step_id === step.id)?.item ?? null,
+    }),
+    ...(typeof instructions === "string" && { instructions }),
     title: step.title ?? step.description.split("\n")[0]!.slice(0, 200),
     ...(step.type && { type: step.type }),
     ...(step.description && { description: step.description }),

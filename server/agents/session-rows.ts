@@ -38,6 +38,8 @@ export async function insertSession(
     planningSessionId?: string;
     agentConcurrency?: number;
     leaseSeconds?: number;
+    /** Bound to its author (`actor`) under this credential: an agent's own approved plan. */
+    authorBound?: { credential: string | null };
   },
 ): Promise<string> {
   const base = input.id ?? sessionIdFor(input.goal, new Date());
@@ -45,8 +47,9 @@ export async function insertSession(
     const id = suffix === 1 ? base : `${base}-${suffix}`;
     const inserted = await app.db.pool.query(
       `insert into agent_sessions (id, goal, workspace_root, plan_id, run_id, created_by, todo_key, planning_session_id,
-         agent_concurrency, lease_seconds)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9, $11::int), coalesce($10, 600)) on conflict (id) do nothing`,
+         agent_concurrency, lease_seconds, author_bound, author_credential)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9, $11::int), coalesce($10, 600), $12, $13)
+       on conflict (id) do nothing`,
       [
         id,
         input.goal,
@@ -59,6 +62,8 @@ export async function insertSession(
         input.agentConcurrency ?? null,
         input.leaseSeconds ?? null,
         DEFAULT_AGENT_CONCURRENCY,
+        input.authorBound !== undefined,
+        input.authorBound?.credential ?? null,
       ],
     );
     if (inserted.rowCount) return id;

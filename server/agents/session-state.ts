@@ -9,6 +9,8 @@ import { taskNumber } from "../engine/agent-signals";
 import { openSignals, type OpenSignal } from "./signal-store";
 import type { SessionRow } from "./sessions";
 import { actorKindOf } from "../caller-context";
+import { instanceDefinition, parseInstanceId } from "../fan-out-instance";
+import { taskRefOf } from "./task-ref";
 
 /** A session's state as an agent's call reads it, and its tasks as the agent sees them. */
 type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
@@ -17,7 +19,9 @@ export interface Loaded {
   session: SessionRow;
   runStatus: string;
   approverNotes: ApproverNote[];
+  /** The version's steps, each fan-out template followed by its instances (their elements in `items`). */
   steps: Step[];
+  items: Map<string, unknown>;
   statuses: Map<string, StepStatus>;
   signals: OpenSignal[];
   lastStepNumber: number;
@@ -72,16 +76,46 @@ export async function loadSession(app: App, session: SessionRow): Promise<Loaded
     "select steps from plan_versions where plan_id = $1 and version = $2",
     [session.plan_id, planVersion],
   );
+  const { steps, items } = await withInstances(app, session.run_id, version.rows[0]!.steps, [...stepRows.rows]);
   return {
     session,
     runStatus: runRow.rows[0]!.status,
     approverNotes,
-    steps: version.rows[0]!.steps,
+    steps,
+    items,
     statuses: new Map(stepRows.rows.map((row) => [row.step_id, row.status])),
     signals,
     lastStepNumber: plan.rows[0]!.last_step_number,
     planVersion,
   };
+}
+
+/**
+ * Each fan-out instance of the run is a task of its own: its template's definition with its
+ * element written in (as the engine runs it), listed right after the template.
+ */
+async function withInstances(
+  app: Pick<App, "db">,
+  runId: string,
+  planSteps: Step[],
+  rows: { step_id: string }[],
+): Promise<{ steps: Step[]; items: Map<string, unknown> }> {
+  const items = new Map<string, unknown>();
+  if (!rows.some((row) => parseInstanceId(row.step_id))) return { steps: planSteps, items };
+  const made = await app.db.pool.query<{ step_id: string; template_id: string; item: unknown }>(
+    "select step_id, template_id, item from run_steps where run_id = $1 and template_id is not null",
+    [runId],
+  );
+  const byTemplate = new Map<string, { step_id: string; item: unknown }[]>();
+  for (const row of made.rows) byTemplate.set(row.template_id, [...(byTemplate.get(row.template_id) ?? []), row]);
+  const steps = planSteps.flatMap((template) => {
+    const instances = (byTemplate.get(template.id) ?? [])
+      .map((row) => ({ ...row, index: parseInstanceId(row.step_id)!.index }))
+      .sort((a, b) => a.index - b.index);
+    for (const row of instances) items.set(row.step_id, row.item);
+    return [template, ...instances.map((row) => instanceDefinition(template, row.index, row.item))];
+  });
+  return { steps, items };
 }
 
 const SEED_STATUS: Record<StepStatus, AgentTaskView["status"]> = {
@@ -98,9 +132,13 @@ const SEED_STATUS: Record<StepStatus, AgentTaskView["status"]> = {
   cancelled: "CANCELLED",
 };
 
-export function taskView(step: Step, status: StepStatus): AgentTaskView {
+export function taskView(step: Step, status: StepStatus, items?: ReadonlyMap<string, unknown>): AgentTaskView {
+  const ref = taskRefOf(step.id);
+  const instructions =
+    step.tool === AGENT_TASK_TOOL ? (step.args as { instructions?: unknown }).instructions : undefined;
   return {
-    id: taskNumber(step.id) ?? 0,
+    id: ref.id,
+    ...(ref.instance !== undefined && { instance: ref.instance, item: items?.get(step.id) ?? null }),
     title: step.title ?? step.description.split("\n")[0]!.slice(0, 200),
     ...(step.type && { type: step.type }),
     status: SEED_STATUS[status],
@@ -108,14 +146,17 @@ export function taskView(step: Step, status: StepStatus): AgentTaskView {
     context_hints: step.contextHints,
     relevant_file_paths: step.relevantFilePaths,
     ...(step.acceptance?.length && { acceptance: step.acceptance }),
-    executor: step.tool === AGENT_TASK_TOOL ? "agent" : "stepwise",
+    // A fan-out task's group is Stepwise's; its instances are the agent's.
+    executor: step.tool === AGENT_TASK_TOOL && step.forEach === undefined ? "agent" : "stepwise",
     state: status,
     ...taskChecksView(step),
+    ...(typeof instructions === "string" && { instructions }),
+    ...(step.forEach !== undefined && { for_each: step.forEach }),
   };
 }
 
 export function tasksOf(loaded: Loaded): AgentTaskView[] {
-  return loaded.steps.map((step) => taskView(step, loaded.statuses.get(step.id) ?? "pending"));
+  return loaded.steps.map((step) => taskView(step, loaded.statuses.get(step.id) ?? "pending", loaded.items));
 }
 
 /** The agent called: the session's idle time starts again (the run page shows it). */

@@ -3,7 +3,6 @@ import type { StatusResponse } from "./contract";
 import { decideNow } from "./decide";
 import { handOutTask } from "./leases";
 import { AGENT_INSTRUCTIONS, AGENT_INSTRUCTIONS_VERSION } from "./instructions";
-import { taskNumber } from "../engine/agent-signals";
 import { pendingSessionStatus } from "./session-requests";
 import { findSession, type SessionRow } from "./sessions";
 import { loadSession, seen, tasksOf } from "./session-state";
@@ -11,14 +10,22 @@ import { latestVerifications } from "./task-integration";
 import { taskWorkingDirectory } from "./task-working-directory";
 import { findingsNote } from "./verifiers";
 import { makeReadyWorktreesAhead } from "./worktrees-ahead";
+import { stepIdOfTask, taskRefOf } from "./task-ref";
+import { authorizeSessionWork } from "./session-authority";
 
 type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
 
 /** Seed 003's `status`. The first call of a session (or after new instructions) syncs them. */
-export async function sessionStatus(app: App, sessionId?: string, caller?: string): Promise<StatusResponse> {
+export async function sessionStatus(
+  app: App,
+  sessionId?: string,
+  caller?: string,
+  credential?: string | null,
+): Promise<StatusResponse> {
   const pending = await pendingSessionStatus(app, sessionId, caller);
   if (pending) return pending;
   const session = await findSession(app, sessionId, caller);
+  await authorizeSessionWork(app, session, caller, credential);
   await seen(app, session, caller);
   const loaded = await loadSession(app, session);
   const delivered = session.instructions_version === AGENT_INSTRUCTIONS_VERSION;
@@ -46,7 +53,7 @@ export async function sessionStatus(app: App, sessionId?: string, caller?: strin
     }
     const assignees = new Map(handOut.leases.map((lease) => [lease.step_id, lease.agent]));
     const tasks = state.tasks.map((task) => {
-      const assignee = assignees.get(`step_${task.id}`);
+      const assignee = assignees.get(stepIdOfTask(task));
       return assignee ? { ...task, assignee } : task;
     });
     response = decideNow({
@@ -54,7 +61,7 @@ export async function sessionStatus(app: App, sessionId?: string, caller?: strin
       tasks,
       assignment:
         handOut.kind === "task"
-          ? { taskId: taskNumber(handOut.stepId) ?? 0, brief: handOut.brief }
+          ? { taskId: taskRefOf(handOut.stepId).id, instance: taskRefOf(handOut.stepId).instance, brief: handOut.brief }
           : { taskId: null, capReached: handOut.capReached, cap: handOut.cap },
     });
   }
@@ -83,7 +90,7 @@ async function briefCurrentTask(
   if (!("current_task" in response.now)) return response;
   const task = response.now.current_task;
   if (task.executor !== "agent") return response;
-  const stepId = `step_${task.id}`;
+  const stepId = stepIdOfTask(task);
   // The hand-out just made (or found) it: no second look at the repository.
   const working_directory =
     handedOut?.stepId === stepId && handedOut.workingDirectory !== undefined

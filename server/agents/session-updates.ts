@@ -19,6 +19,9 @@ import { loadSession, seen, tasksOf, type Loaded } from "./session-state";
 import { alertSession, audit, clearSignal } from "./session-signals";
 import { actorKindOf } from "../caller-context";
 import { makeReadyWorktreesAhead } from "./worktrees-ahead";
+import { stepIdOfTask, taskLabel } from "./task-ref";
+import { authorizeSessionWork } from "./session-authority";
+import { fieldEditOf } from "./task-edits";
 
 type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
 
@@ -45,9 +48,10 @@ export type TaskJudge = (review: {
  */
 export async function updateSession(
   app: App,
-  input: { sessionId?: string; payload: UpdatePayload; actor: string; judge?: TaskJudge },
+  input: { sessionId?: string; payload: UpdatePayload; actor: string; credential?: string | null; judge?: TaskJudge },
 ): Promise<UpdateResponse> {
   const session = await findSession(app, input.sessionId, input.actor);
+  await authorizeSessionWork(app, session, input.actor, input.credential);
   if (session.closed_at) throw new AppError("invalid_state", `Session ${session.id} is finished; start a new one`);
   await seen(app, session, input.actor);
   const loaded = await loadSession(app, session);
@@ -64,13 +68,15 @@ export async function updateSession(
     update.status
       ? [
           {
-            stepId: `step_${update.id}`,
+            stepId: stepIdOfTask(update),
             status: SEED_TO_ENGINE_STATUS[update.status],
             ...(update.notes && { note: update.notes }),
+            ...(update.items && { items: update.items }),
           },
         ]
       : [],
   );
+  refuseInstanceEdits(payload);
   const edited = await checkTaskEdits(app, session, loaded, payload, added.length);
   if (edited.kind === "refused") return edited.response;
   checkStatusChanges(loaded, updates);
@@ -94,7 +100,7 @@ export async function updateSession(
   const notDone = updates
     .filter((update) => update.status === "DONE")
     .flatMap((update) => {
-      const number = update.stepId.slice(5);
+      const number = taskLabel(update.stepId);
       const applied = prepared.updates.find((candidate) => candidate.stepId === update.stepId);
       if (!applied)
         return [`Task ${number} is not DONE: its branch does not merge (signal ${conflictSignalKey(update.stepId)}).`];
@@ -143,18 +149,32 @@ function checkStatusChanges(loaded: Loaded, updates: AgentTaskUpdate[]): void {
   const byId = new Map(loaded.steps.map((step) => [step.id, step]));
   const problems = updates.flatMap((update) => {
     const step = byId.get(update.stepId);
-    if (!step) return [`There is no task ${update.stepId.slice(5)} in this plan.`];
+    if (!step) return [`There is no task ${taskLabel(update.stepId)} in this plan.`];
     const check = checkAgentTaskUpdate(step, loaded.statuses.get(step.id) ?? "pending", update.status);
     return check.kind === "refused" ? [check.reason] : [];
   });
   if (problems.length > 0) throw new AppError("invalid_state", problems.join(" "), { details: problems });
 }
 
+/** A fan-out instance's fields are its task's (edited there); a task's found list comes with its DONE. */
+function refuseInstanceEdits(payload: UpdatePayload): void {
+  const problems = (payload.update_tasks ?? []).flatMap((update) => [
+    ...(update.instance !== undefined && fieldEditOf(update)
+      ? [
+          `Task ${update.id}[${update.instance}] is an instance of task ${update.id}: change its fields on task ${update.id}.`,
+        ]
+      : []),
+    ...(update.items && update.status !== "DONE" ? [`Task ${update.id}: items come with DONE.`] : []),
+  ]);
+  if (problems.length > 0) throw new AppError("invalid_input", problems.join(" "), { details: problems });
+}
+
 /** A final summary comes only when every task is settled, now or by this very update. */
 function checkFinalSummary(loaded: Loaded, updates: AgentTaskUpdate[], addedCount: number): void {
   const open = tasksOf(loaded).filter((task) => !isIn(DONE_STEP_STATUSES, task.state));
   const stillOpen = open.filter(
-    (task) => !updates.some((u) => u.stepId === `step_${task.id}` && u.status !== "TODO" && u.status !== "IN_PROGRESS"),
+    (task) =>
+      !updates.some((u) => u.stepId === stepIdOfTask(task) && u.status !== "TODO" && u.status !== "IN_PROGRESS"),
   );
   if ((stillOpen.length > 0 || addedCount > 0) && loaded.runStatus !== "cancelled") {
     throw new AppError(

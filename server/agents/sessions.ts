@@ -37,6 +37,9 @@ export interface SessionRow {
   planning_session_id: string | null;
   agent_concurrency: number;
   lease_seconds: number;
+  /** Attached from an agent's own plan (plan_create): only that author, under this credential, works it. */
+  author_bound: boolean;
+  author_credential: string | null;
 }
 
 const MAX_GOAL = 4_000;
@@ -156,7 +159,8 @@ export async function findSession(app: Pick<App, "db">, sessionId?: string, call
     ? await app.db.pool.query<SessionRow>("select * from agent_sessions where id = $1", [sessionId])
     : await app.db.pool.query<SessionRow>(
         // Seed 000 todo plans belong to their MCP session, never to a caller who names none.
-        `select * from agent_sessions where todo_key is null
+        // Another agent's own plan is not the caller's to be handed when it names no session.
+        `select * from agent_sessions where todo_key is null and (not author_bound or created_by = $1)
          order by closed_at is null desc, created_by = $1 desc, created_at desc limit 1`,
         [caller ?? ""],
       );

@@ -16,6 +16,8 @@ export interface AgentTaskUpdate {
   status: AgentTaskStatus;
   /** The agent's notes: what it did, or why it hands the task back or drops it. */
   note?: string;
+  /** With DONE: a list the task found, recorded in its output for a later step's `forEach`. */
+  items?: unknown[];
 }
 
 /**
@@ -24,13 +26,20 @@ export interface AgentTaskUpdate {
  * `update` before anything is written, and again under the run lock while writing.
  */
 export function checkAgentTaskUpdate(
-  step: Pick<Step, "id" | "tool" | "dependsOn">,
+  step: Pick<Step, "id" | "tool" | "dependsOn" | "forEach">,
   status: StepStatus,
   wanted: AgentTaskStatus,
 ): { kind: "apply" | "noop" } | { kind: "refused"; reason: string } {
   const name = taskName(step.id);
   if (step.tool !== AGENT_TASK_TOOL) {
     return { kind: "refused", reason: `${name} is run by Stepwise (tool ${step.tool}), not by an agent.` };
+  }
+  // The group settles when its instances do; reporting on it would skip them.
+  if (step.forEach !== undefined) {
+    return {
+      kind: "refused",
+      reason: `${name} runs once for each element of ${step.forEach}: report on its instances (\`instance\`), not on the task.`,
+    };
   }
   const target: Record<AgentTaskStatus, StepStatus> = {
     TODO: "awaiting_agent",
@@ -120,7 +129,11 @@ export async function updateAgentTasks(
       } else if (update.status === "DONE") {
         const result: StepResult = {
           ok: true,
-          value: { doneBy: input.actor, ...(update.note && { note: update.note }) },
+          value: {
+            doneBy: input.actor,
+            ...(update.note && { note: update.note }),
+            ...(update.items && { items: update.items }),
+          },
           duration: row.started_at ? tx.now.getTime() - row.started_at.getTime() : 0,
           timestamp: tx.now.toISOString(),
         };

@@ -6,7 +6,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { startApiServer } from "../../tests/door-http-server";
 import { readEvents } from "../events/store";
-import { updateAgentTasks } from "./engine";
 import type { RunStepView } from "./run-view";
 
 /**
@@ -25,30 +24,87 @@ const AGENT_TOKEN = "branching-plan-agent-token";
 let harness: Harness;
 let api: Awaited<ReturnType<typeof startApiServer>>;
 let client: Client;
+/** The same agent's name under another credential of its own, and another agent on the shared token. */
+let sameNameOtherCredential: Client;
+let otherAgent: Client;
+
+async function mcpClient(token: string, agentName?: string): Promise<Client> {
+  const made = new Client({ name: "plan-that-branches", version: "1.0.0" });
+  await made.connect(
+    new StreamableHTTPClientTransport(new URL("/api/mcp", api.url), {
+      requestInit: {
+        headers: { authorization: `Bearer ${token}`, ...(agentName && { "x-stepwise-agent": agentName }) },
+      },
+    }),
+  );
+  return made;
+}
 
 beforeAll(async () => {
   harness = await startHarness();
-  api = await startApiServer(harness.app, { agentToken: AGENT_TOKEN });
-  client = new Client({ name: "plan-that-branches", version: "1.0.0" });
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL("/api/mcp", api.url), {
-      requestInit: { headers: { authorization: `Bearer ${AGENT_TOKEN}`, "x-stepwise-agent": "release-agent" } },
-    }),
-  );
+  // With an access token the door looks named credentials up (without one, it trusts the local user).
+  api = await startApiServer(harness.app, { agentToken: AGENT_TOKEN, accessToken: "branching-plan-access-token" });
+  // The agent is a named agent with a credential of its own: its plan is its own under that credential.
+  const agent = await harness.caller.people.add({ kind: "agent", name: "release-agent" });
+  const second = await harness.caller.people.addCredential({ principalId: agent.principalId });
+  client = await mcpClient(agent.token);
+  sameNameOtherCredential = await mcpClient(second.token);
+  otherAgent = await mcpClient(AGENT_TOKEN, "other-agent");
 }, 120_000);
 afterAll(async () => {
-  await client?.close().catch(() => undefined);
+  for (const each of [client, sameNameOtherCredential, otherAgent]) await each?.close().catch(() => undefined);
   await api?.close();
   await harness?.close();
 });
 
 /** An MCP tool call that must succeed; its answer (snake_case), read loosely. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function agentCall(name: string, args: Record<string, unknown>): Promise<Record<string, any>> {
-  const result = await client.callTool({ name, arguments: args });
+async function agentCall(name: string, args: Record<string, unknown>, by = client): Promise<Record<string, any>> {
+  const result = await by.callTool({ name, arguments: args });
   const text = (result.content as { text: string }[])[0]!.text;
   expect(result.isError, text).toBeFalsy();
   return JSON.parse(text) as Record<string, unknown>;
+}
+
+/** An MCP tool call that must be refused; the refusal's text. */
+async function refusedCall(by: Client, name: string, args: Record<string, unknown>): Promise<string> {
+  const result = await by.callTool({ name, arguments: args });
+  const text = (result.content as { text: string }[])[0]!.text;
+  expect(result.isError, text).toBe(true);
+  return text;
+}
+
+/**
+ * Seed 003's loop as the agent runs it over MCP: `status` until it hands out a task (syncing the
+ * instructions, waiting while Stepwise or a person has the turn), IN_PROGRESS, DONE — until the
+ * plan is completed; then the final summary. Returns each task as it was handed out.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function agentLoop(timeoutMs = 60_000): Promise<Record<string, any>[]> {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const handed: Record<string, any>[] = [];
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const status = await agentCall("status", {});
+    const reason = status.now.reason as string;
+    if (reason === "plan_completed") {
+      await agentCall("update", { payload: { final_summary: `Fixed ${handed.length} test files.` } });
+      return handed;
+    }
+    if (reason === "ready_for_task") {
+      const task = status.now.current_task;
+      handed.push({ ...task, brief: status.now.brief });
+      const ref = { id: task.id, ...(task.instance !== undefined && { instance: task.instance }) };
+      await agentCall("update", { payload: { update_tasks: [{ ...ref, status: "IN_PROGRESS" }] } });
+      await agentCall("update", {
+        payload: { update_tasks: [{ ...ref, status: "DONE", notes: `fixed ${String(task.item)}` }] },
+      });
+      continue;
+    }
+    expect(["sync_instructions", "waiting"]).toContain(reason);
+    if (Date.now() > deadline) throw new Error(`The agent's loop did not finish: ${JSON.stringify(status)}`);
+    if (reason === "waiting") await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 async function stepsOf(runId: string): Promise<Map<string, RunStepView>> {
@@ -112,6 +168,8 @@ describe("a plan that branches, written by an agent and approved by a person", (
             depends_on: ["step_1"],
             for_each: "$step_1.paths",
             max_items: 20,
+            // The person decides the group on the concrete list of files, once it is known.
+            approval_required: true,
           },
           {
             id: "step_3",
@@ -167,15 +225,16 @@ describe("a plan that branches, written by an agent and approved by a person", (
     );
   });
 
-  it("with failing files: one agent task per file, each in run.get with its group and file; the release notes skipped", async () => {
+  it("with failing files: the person decides the group on its list, then the agent's own loop gets one task per file", async () => {
     await fs.mkdir(path.join(harness.workspace, FAILING), { recursive: true });
     for (const file of ["math.test.ts", "strings.test.ts"]) {
       await fs.writeFile(path.join(harness.workspace, FAILING, file), "failed\n");
     }
     const { runId } = await harness.caller.plans.approve({ planId, version: 1 });
 
-    const first = await harness.waitForStep(runId, "step_2[0]", "awaiting_agent");
-    const second = await harness.waitForStep(runId, "step_2[1]", "awaiting_agent");
+    // The gated group: each instance waits for the person, who sees the concrete list.
+    const first = await harness.waitForStep(runId, "step_2[0]", "awaiting_approval");
+    const second = await harness.waitForStep(runId, "step_2[1]", "awaiting_approval");
     expect(first).toMatchObject({ group: "step_2", item: `${FAILING}/math.test.ts` });
     expect(second).toMatchObject({ group: "step_2", item: `${FAILING}/strings.test.ts` });
     const group = await harness.caller.runs.group({ runId, stepId: "step_2" });
@@ -187,19 +246,46 @@ describe("a plan that branches, written by an agent and approved by a person", (
     // The branch waits for the group: nothing decided about the release notes yet.
     expect((await stepsOf(runId)).get("step_3")!.status).toBe("pending");
 
-    // The agent reports each file fixed (what its session's `update` does); then the group is done.
-    await updateAgentTasks(harness.app.engine, {
-      runId,
-      actor: "release-agent",
-      updates: [
-        { stepId: "step_2[0]", status: "DONE", note: "fixed math" },
-        { stepId: "step_2[1]", status: "DONE", note: "fixed strings" },
-      ],
-    });
+    // The approval made the run the author's session: its status says what it waits for.
+    let status = await agentCall("status", {});
+    if (status.now.reason === "sync_instructions") status = await agentCall("status", {});
+    expect(status.now).toMatchObject({ reason: "waiting", message: "Waiting for a person to approve 2 steps." });
+    const sessionId = status.session.id as string;
+    const session = await harness.app.db.pool.query("select run_id, created_by from agent_sessions where id = $1", [
+      sessionId,
+    ]);
+    expect(session.rows[0]).toEqual({ run_id: runId, created_by: "release-agent" });
+    // Asked of the policy at each call: neither another agent nor the same name under another
+    // credential takes or reports this plan's tasks.
+    for (const intruder of [otherAgent, sameNameOtherCredential]) {
+      expect(await refusedCall(intruder, "status", { session: sessionId })).toContain("only that agent");
+      expect(
+        await refusedCall(intruder, "update", {
+          session: sessionId,
+          payload: { update_tasks: [{ id: 2, instance: 0, status: "IN_PROGRESS" }] },
+        }),
+      ).toContain("only that agent");
+    }
+
+    await harness.caller.runs.decideGroup({ runId, stepId: "step_2", approve: true, listHash: group.listHash });
+
+    // The agent's own loop: each file is its own task, `$item` written into its instructions.
+    const handed = await agentLoop();
+    expect(handed.map((task) => [task.id, task.instance, task.item, task.instructions])).toEqual([
+      [2, 0, `${FAILING}/math.test.ts`, `${FAILING}/math.test.ts`],
+      [2, 1, `${FAILING}/strings.test.ts`, `${FAILING}/strings.test.ts`],
+    ]);
+    expect(handed[0]!.brief).toMatchObject({ task_id: 2, instance: 0, item: `${FAILING}/math.test.ts` });
+    expect(handed[0]).toMatchObject({ executor: "agent", title: "Fix the failing test file" });
+
     const run = await harness.waitForRun(runId);
     expect(run.status).toBe("completed");
     const steps = await stepsOf(runId);
     expect(steps.get("step_2")!.status).toBe("completed");
+    expect(steps.get("step_2[1]")!.result).toMatchObject({
+      ok: true,
+      value: { doneBy: "release-agent", note: `fixed ${FAILING}/strings.test.ts` },
+    });
     expect(steps.get("step_3")).toMatchObject({
       status: "skipped",
       reason: "Condition not met: the number of step_1's paths is 0",

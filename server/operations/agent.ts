@@ -99,7 +99,7 @@ export const agentStatus = defineOperation({
   input: z.object(sessionField),
   output: statusResponseSchema,
   annotations: { readOnly: false, idempotent: true },
-  run: ({ app, identity }, input) => sessionStatus(app, input.session, identity.name),
+  run: ({ app, identity }, input) => sessionStatus(app, input.session, identity.name, identity.tokenId ?? null),
 });
 
 export const agentUpdate = defineOperation({
@@ -135,7 +135,13 @@ export const agentUpdate = defineOperation({
               { goal, tasks },
             )
         : undefined;
-    return updateSession(app, { sessionId: input.session, payload: input.payload, actor: identity.name, judge });
+    return updateSession(app, {
+      sessionId: input.session,
+      payload: input.payload,
+      actor: identity.name,
+      credential: identity.tokenId ?? null,
+      judge,
+    });
   },
 });
 

@@ -120,7 +120,7 @@ export const planModeSubmit = defineOperation({
   callers: PERSON_OR_AGENT,
   role: "reviewer",
   summary:
-    "Submit the plan (summary, steps with description, tools and risk, open questions, context notes) for the person's review; resubmit to revise",
+    "Submit the plan (summary, steps with description, tools and risk — optionally when, for_each and max_items — open questions, context notes) for the person's review; resubmit to revise",
   input: submitPlanInput.extend(planningSessionField),
   output: z.object({
     status: z.literal("submitted"),

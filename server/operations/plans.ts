@@ -8,7 +8,7 @@ import { PLAN_SOURCES } from "../vocabulary";
 import { createPlan, getPlan, listPlans, planSummarySchema } from "../plans/service";
 import { requireWorkspace, workspaceForPlan } from "../plans/workspaces";
 import { planSchema, type PlanIssue } from "../plan-schema";
-import { attachApprovedPlan } from "../agents/attach-approved-plan";
+import { attachApprovedPlan, attachAuthorsPlan } from "../agents/attach-approved-plan";
 import { attachRequestedSession } from "../agents/session-requests";
 import { adoptIntoSessionRun } from "../agents/sessions";
 import { AppError } from "../errors";
@@ -49,6 +49,7 @@ export const planCreate = defineOperation({
         ...(input.workspaceId && { workspaceId: input.workspaceId }),
         source: identity.kind === "agent" ? "agent" : "manual",
         author: identity.name,
+        ...(identity.kind === "agent" && { authorCredential: identity.tokenId ?? null }),
         workspaceRoot: app.workspaceRoot,
       });
     } catch (error) {
@@ -227,13 +228,16 @@ export const planApprove = defineOperation({
       approvedBy: identity.name,
     });
     // An agent's `start` that waited for someone else's approval becomes its session now.
-    await attachRequestedSession(app, {
+    const attachment = {
       planId: input.planId,
       version: input.version,
       runId: started.runId,
       workspaceRoot: workspace.path,
       approvedBy: identity.name,
-    });
+    };
+    await attachRequestedSession(app, attachment);
+    // A plan of agent tasks an agent wrote itself (plan_create) goes to that agent, as its session.
+    await attachAuthorsPlan(app, attachment);
     return started;
   },
 });

@@ -57,6 +57,22 @@ export const submitPlanInput = z.object({
           .max(50)
           .default([])
           .describe("Files the step reads or changes (a file the step creates may be named)"),
+        // Branching (issue 40), as plan_create names it: checked by the same plan-time checks,
+        // which refuse a plan whose condition or list cannot be read; the review says them in words.
+        when: z
+          .string()
+          .trim()
+          .min(1)
+          .max(1_000)
+          .optional()
+          .describe('Run the step only if this holds of earlier steps, e.g. `$step_1.status == "completed"`'),
+        for_each: z
+          .string()
+          .trim()
+          .max(200)
+          .optional()
+          .describe("Run the step once per element of an earlier step's list (`$item` in its text is the element)"),
+        max_items: z.number().int().min(1).max(1_000).optional().describe("The most elements for_each may have"),
       }),
     )
     .min(1, "A plan needs at least one step")
@@ -247,6 +263,7 @@ export async function submitPlan(app: App, input: { sessionId: string } & Caller
     contextHints: step.context_hints,
     relevantFilePaths: step.relevant_file_paths,
     dependsOn: index === 0 ? [] : [`step_${index}`],
+    ...branchingOf(step),
   }));
   const draft = {
     goal: session.goal,
@@ -265,6 +282,8 @@ export async function submitPlan(app: App, input: { sessionId: string } & Caller
       ...step,
       id: `draft_${index + 1}`,
       dependsOn: index === 0 ? [] : [`draft_${index}`],
+      ...(step.when !== undefined && { when: step.when.replace(/\$step_(\d+)\b/g, "$$draft_$1") }),
+      ...(step.forEach !== undefined && { forEach: step.forEach.replace(/^\$step_(\d+)\b/, "$$draft_$1") }),
     }));
     const { plan: saved } = await revisePlan(app.db.prisma, app.tools, {
       planId: session.plan_id,
@@ -303,6 +322,15 @@ export async function submitPlan(app: App, input: { sessionId: string } & Caller
     review_url: `/plans/${planId}`,
     agent_instructions:
       "The plan waits for the person's review. Call plan_review_status with wait_seconds to learn whether it was approved, rejected, or sent back with instructions.",
+  };
+}
+
+/** A submitted step's condition and fan-out as the plan schema names them (each instance's task shows its element). */
+function branchingOf(step: z.output<typeof submitPlanInput>["steps"][number]): Partial<StepInput> {
+  return {
+    ...(step.when !== undefined && { when: step.when }),
+    ...(step.for_each !== undefined && { forEach: step.for_each }),
+    ...(step.max_items !== undefined && { maxItems: step.max_items }),
   };
 }
 

@@ -20,6 +20,8 @@ export interface CreatePlanInput {
   draft: unknown;
   source: PlanSource;
   author: string;
+  /** The named credential that proved an agent author (an approved plan of agent tasks is its to work). */
+  authorCredential?: string | null;
   workspaceId?: string;
   model?: string;
   usage?: { inputTokens: number; outputTokens: number };
@@ -114,6 +116,7 @@ export function planVersionRow(
   meta: {
     source: PlanSource;
     author: string;
+    authorCredential?: string | null;
     traceId: string;
     changeNote: string;
     model?: string;
@@ -136,6 +139,7 @@ export function planVersionRow(
     usage: meta.usage ?? undefined,
     traceId: meta.traceId,
     author: meta.author,
+    authorCredential: meta.authorCredential ?? null,
     changeNote: meta.changeNote,
     advice: (meta.advice ?? []) as object[],
   };

@@ -334,7 +334,9 @@ function reusedStepIds(baseIds: string[], nextIds: string[], lastStepNumber: num
  * dependencies and `$step` references to match. Used for drafts written by someone who cannot
  * know which ids were handed out before (an LLM, an import, an agent).
  */
-export function renumberNewSteps<S extends { id: string; dependsOn?: string[]; args?: Record<string, unknown> }>(
+export function renumberNewSteps<
+  S extends { id: string; dependsOn?: string[]; args?: Record<string, unknown>; when?: string; forEach?: string },
+>(
   steps: S[],
   baseIds: ReadonlySet<string>,
   lastStepNumber: number,
@@ -352,7 +354,18 @@ export function renumberNewSteps<S extends { id: string; dependsOn?: string[]; a
     id: rename(step.id),
     ...(step.dependsOn && { dependsOn: step.dependsOn.map(rename) }),
     ...(step.args && { args: renameReferences(step.args, renamed) as Record<string, unknown> }),
+    // A condition or a fan-out list reads earlier steps by id too: they follow the new ids.
+    ...(step.when !== undefined && { when: renameInCondition(step.when, renamed) }),
+    ...(step.forEach !== undefined && { forEach: renameReferences(step.forEach, renamed) as string }),
   }));
+}
+
+/** `$draft_2.code == 0 && $draft_1.status == "completed"` with each renamed step's new id. */
+function renameInCondition(when: string, renamed: ReadonlyMap<string, string>): string {
+  return when.replace(/\$([A-Za-z][\w-]*)/g, (whole, id: string) => {
+    const next = renamed.get(id);
+    return next === undefined ? whole : `$${next}`;
+  });
 }
 
 function renameReferences(args: unknown, renamed: ReadonlyMap<string, string>): unknown {

@@ -126,6 +126,23 @@ describe("the authority policy", () => {
     expect(authority.authorize(namesake, "metrics.read").allowed).toBe(false);
   });
 
+  it("a session bound to its plan's author is worked by that agent under that credential only", () => {
+    const authority = createAuthority(AUTHORITY_RULES);
+    const bound: Resource = { boundTo: { name: "bot", credential: "cred-1" } };
+    expect(authority.authorize({ ...agent, credential: "cred-1" }, "session.work", bound).allowed).toBe(true);
+    for (const caller of [
+      { ...agent, credential: "cred-2" },
+      { ...agent, credential: null },
+      { kind: "agent", name: "other", credential: "cred-1" },
+      { ...agent, credential: "cred-1", revoked: true },
+    ] as Principal[]) {
+      expect(authority.authorize(caller, "session.work", bound).allowed, JSON.stringify(caller)).toBe(false);
+    }
+    // A session no plan author holds is any agent's to join (several agents, one plan).
+    expect(authority.authorize({ kind: "agent", name: "other" }, "session.work", {}).allowed).toBe(true);
+    expect(authority.authorize(system, "session.work", {}).allowed).toBe(false);
+  });
+
   it("an approval counts with the role its approver holds now", () => {
     const authority = createAuthority(AUTHORITY_RULES);
     const demoted: Resource = { decisions: [{ principal: { ...approver, role: "reviewer" }, via: "approval" }] };

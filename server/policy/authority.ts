@@ -18,8 +18,11 @@ import { roleAtLeast, type CallerKind, type RiskLevel, type Role } from "../voca
 export type Principal =
   /** `metricsCredential`: the caller presented the dedicated metrics credential (STEPWISE_METRICS_TOKEN). */
   | { kind: "person"; name: string; role: Role; revoked?: boolean; metricsCredential?: boolean }
-  /** `planMode`: the agent's planning session holds it read-only (seed 002; server/planner/plan-mode-state.ts). */
-  | { kind: "agent"; name: string; revoked?: boolean; planMode?: boolean }
+  /**
+   * `planMode`: the agent's planning session holds it read-only (seed 002; server/planner/plan-mode-state.ts).
+   * `credential`: the named credential that proved it now (null: the shared agent token), when known.
+   */
+  | { kind: "agent"; name: string; revoked?: boolean; planMode?: boolean; credential?: string | null }
   | { kind: "system"; name: string }
   /** A decision link's holder: acts with the maker's name and the role the maker holds now. */
   | { kind: "link"; name: string; role: Role; revoked?: boolean };
@@ -31,6 +34,8 @@ export const ACTIONS = [
   "plan.approve",
   /** An agent starts the run of its own session's plan (a proposal: its effects wait at their gates). */
   "session.start",
+  /** An agent takes a session's agent task (`status` hands it out) or reports on one (`update`). */
+  "session.work",
   /** Approve or deny a gated step; an approval is also what the claim counts. */
   "step.approve",
   "step.deny",
@@ -70,6 +75,11 @@ export interface Resource {
   decisions?: readonly DecisionBy[];
   /** Whether a run follows the plan (an open agent session or an unfinished run adopts new versions). */
   underWay?: boolean;
+  /**
+   * For `session.work`: the agent a session is bound to — the author of the plan it was attached
+   * from (plan_create), under the credential that wrote it (null: the shared agent token).
+   */
+  boundTo?: { name: string; credential: string | null };
   /** For `operation.call`: the operation's declaration. */
   operation?: {
     name: string;
@@ -153,9 +163,15 @@ export const AUTHORITY_RULES: readonly Rule[] = [
   {
     id: "agent-starts-its-session",
     effect: "permit",
-    actions: ["session.start"],
-    says: "An agent starts the run of its own session's plan; every effect it adds later waits at a gate.",
-    when: (principal) => principal.kind === "agent",
+    actions: ["session.start", "session.work"],
+    says:
+      "An agent starts the run of its own session's plan and works a session's tasks; every effect it adds later " +
+      "waits at a gate. A session attached from an agent's own approved plan is worked only by that agent, under " +
+      "the credential that wrote the plan.",
+    when: (principal, { boundTo }) =>
+      principal.kind === "agent" &&
+      (boundTo === undefined ||
+        (principal.name === boundTo.name && (principal.credential ?? null) === boundTo.credential)),
   },
   {
     id: "authors-may-not-approve",

@@ -58,7 +58,12 @@ export const agentTaskTool = defineTool({
     "Optional acceptance criteria (text) and verify commands, run in the task's worktree when it is reported DONE.",
   inputSchema: agentTaskInputSchema,
   /** Recorded when the agent reports DONE (`server/engine/agent-tasks.ts`): who, and their note. */
-  outputSchema: z.object({ doneBy: z.string(), note: z.string().optional() }),
+  outputSchema: z.object({
+    doneBy: z.string(),
+    note: z.string().optional(),
+    /** A list the task found (the failing test files), reported with DONE: what a later step's `forEach` reads. */
+    items: z.array(z.unknown()).optional(),
+  }),
   capability: "agent.work",
   capabilityLabel: "Agent task",
   readOnly: false,
