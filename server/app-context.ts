@@ -9,6 +9,7 @@ import { plannerFor } from "./planner/deps";
 import { planningWork } from "./planner/session-jobs";
 import { sweepExpiredLeases } from "./agents/leases";
 import { worktreeWorkSettled } from "./agents/worktrees-ahead";
+import { agentWorkspaceWork } from "./agents/workspace-work";
 import { sweepIdleTodos } from "./agents/todo-durability";
 import { createStepTextGenerator } from "./planner/step-generation";
 import { createLlmGenerateTool } from "./tools/llm-generate";
@@ -101,13 +102,18 @@ export async function createAppContext(options: {
       // Each maintenance tick also returns the tasks of agents whose leases ran out (leases.ts);
       // outgoing webhooks' fanout and delivery attempts are queue jobs beside the planner's; and,
       // when STEPWISE_RETENTION_DAYS is set, retention removes old finished runs' events.
+      // Agent workspace work asked by a process that serves none of the workspace's (worktrees,
+      // merges) is a task per served workspace (server/agents/workspace-work.ts).
       extra: (worker) => {
         const planning = planningWork(() => plannerFor(context), worker);
+        const agentWorkspace = agentWorkspaceWork(() => context, worker);
         return {
           ...planning,
           tasks: { ...planning.tasks, ...webhookWork(() => context).tasks },
+          workspaceTasks: { ...planning.workspaceTasks, ...agentWorkspace.workspaceTasks },
           maintain: async () => {
             await planning.maintain?.();
+            await agentWorkspace.maintain();
             await sweepExpiredLeases(context);
             await sweepIdleTodos(context);
             // MCP servers added, refreshed or removed by another process.

@@ -10,8 +10,9 @@ import type { ApproverNote, TaskBrief } from "./contract";
 import { taskNumber } from "../engine/agent-signals";
 import { plannedWorkingDirectory } from "./task-working-directory";
 import { workspaceRepository } from "./worktrees";
-import { claimTaskWorktree } from "./worktrees-ahead";
 import { taskRefOf } from "./task-ref";
+import { workspacePlace } from "./workspace-calls";
+import { handOutWorkingDirectory, plannedRemoteWorkingDirectory } from "./workspace-work";
 
 /**
  * Several agents, one plan: the hand-out of a session's agent tasks under leases.
@@ -150,8 +151,11 @@ export async function handOutTask(
   agent: string,
   plan: { steps: Step[]; approverNotes: ApproverNote[]; mayStartNew: boolean },
 ): Promise<HandOut> {
-  // Git runs before and after the session's transaction, never inside it (see plannedWorkingDirectory).
-  const repo = await workspaceRepository(session.workspace_root);
+  // Git runs before and after the session's transaction, never inside it (see plannedWorkingDirectory),
+  // and on a machine serving the workspace (workspace-calls.ts): here, or a worker's. When none
+  // serves it, the agent is told so before anything changed.
+  const place = await workspacePlace(app, session.workspace_root);
+  const repo = place === "here" ? await workspaceRepository(session.workspace_root) : undefined;
   const handOut = await withSessionLock(app, session.id, async (client): Promise<HandOut> => {
     await expireIn(app, client, session);
     // One client runs one query at a time: these go one after another.
@@ -197,19 +201,31 @@ export async function handOutTask(
     const chosen = unheldRunning[0] ?? (plan.mayStartNew && !capReached ? ready : undefined);
     if (!chosen) return { kind: "none", capReached: capReached && ready !== undefined, cap, leases };
 
-    const workingDirectory = plannedWorkingDirectory(repo, {
-      workspaceRoot: session.workspace_root,
-      runId: session.run_id,
-      stepId: chosen.id,
-    });
+    const workingDirectory =
+      place === "here"
+        ? plannedWorkingDirectory(repo, {
+            workspaceRoot: session.workspace_root,
+            runId: session.run_id,
+            stepId: chosen.id,
+          })
+        : plannedRemoteWorkingDirectory(session, chosen.id);
     const lease = await leaseTo(app, client, session, agent, chosen, { ...plan, leaseSeconds, workingDirectory });
     return { kind: "task", stepId: chosen.id, brief: lease.brief, leases: [...leases, lease] };
   });
   // Made (idempotently; usually ahead, see worktrees-ahead.ts) before the agent hears of it: the hand-out names it.
   if (handOut.kind !== "task") return handOut;
   const step = plan.steps.find((candidate) => candidate.id === handOut.stepId);
-  const workingDirectory = step && repo ? await claimTaskWorktree(repo, session.run_id, step) : session.workspace_root;
-  return { ...handOut, workingDirectory };
+  if (!step) return { ...handOut, workingDirectory: session.workspace_root };
+  const workingDirectory = await handOutWorkingDirectory(app, place, session, step, { repo });
+  if (handOut.brief.working_directory === workingDirectory) return { ...handOut, workingDirectory };
+  // Named before a worker made it (no worktree there, or its folder spelled otherwise): the
+  // lease's brief says where the task really is.
+  await app.db.pool.query(
+    `update agent_task_leases set brief = jsonb_set(brief, '{working_directory}', to_jsonb($3::text))
+      where session_id = $1 and step_id = $2`,
+    [session.id, step.id, workingDirectory],
+  );
+  return { ...handOut, workingDirectory, brief: { ...handOut.brief, working_directory: workingDirectory } };
 }
 
 /** Records the lease and its brief; the run's stream and the audit log say who got which task. */

@@ -7,11 +7,10 @@ import { pendingSessionStatus } from "./session-requests";
 import { findSession, type SessionRow } from "./sessions";
 import { loadSession, seen, tasksOf } from "./session-state";
 import { latestVerifications } from "./task-integration";
-import { taskWorkingDirectory } from "./task-working-directory";
 import { findingsNote } from "./verifiers";
-import { makeReadyWorktreesAhead } from "./worktrees-ahead";
 import { stepIdOfTask, taskRefOf } from "./task-ref";
 import { authorizeSessionWork } from "./session-authority";
+import { workingDirectoryOf, worktreesAhead } from "./workspace-work";
 
 type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
 
@@ -49,7 +48,7 @@ export async function sessionStatus(
     if (handOut.kind === "task") {
       handedOut = handOut;
       // The next ready tasks' worktrees, made while this agent works (off this call's path).
-      makeReadyWorktreesAhead(app.db.pool, session);
+      worktreesAhead(app, session);
     }
     const assignees = new Map(handOut.leases.map((lease) => [lease.step_id, lease.agent]));
     const tasks = state.tasks.map((task) => {
@@ -66,7 +65,7 @@ export async function sessionStatus(
     });
   }
   // The task handed out gets its working directory (its worktree) and its last findings.
-  response = await briefCurrentTask(app.db.pool, session, response, handedOut);
+  response = await briefCurrentTask(app, session, response, handedOut);
   if (!delivered) {
     await app.db.pool.query("update agent_sessions set instructions_version = $2 where id = $1", [
       session.id,
@@ -82,7 +81,7 @@ export async function sessionStatus(
  * verification.
  */
 async function briefCurrentTask(
-  pool: App["db"]["pool"],
+  app: App,
   session: SessionRow,
   response: StatusResponse,
   handedOut: { stepId: string; workingDirectory?: string } | undefined,
@@ -95,8 +94,8 @@ async function briefCurrentTask(
   const working_directory =
     handedOut?.stepId === stepId && handedOut.workingDirectory !== undefined
       ? handedOut.workingDirectory
-      : await taskWorkingDirectory({ workspaceRoot: session.workspace_root, runId: session.run_id, stepId });
-  const last = (await latestVerifications(pool, session.run_id)).get(stepId);
+      : await workingDirectoryOf(app, session, stepId);
+  const last = (await latestVerifications(app.db.pool, session.run_id)).get(stepId);
   const findings = last && !last.passed ? findingsNote(last.results) : undefined;
   return {
     ...response,

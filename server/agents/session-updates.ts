@@ -13,15 +13,16 @@ import { openSignals } from "./signal-store";
 import { checkNewTasks } from "./task-gates";
 import { checkTaskEdits, existsIn, planValidationFailed } from "./task-edit-checks";
 import { DONE_STEP_STATUSES, isIn } from "../vocabulary";
-import { afterTaskUpdates, conflictSignalKey, prepareTaskUpdates, type PreparedUpdates } from "./task-integration";
+import { conflictSignalKey, type PreparedUpdates } from "./task-integration";
 import { findSession, type SessionRow } from "./sessions";
 import { loadSession, seen, tasksOf, type Loaded } from "./session-state";
 import { alertSession, audit, clearSignal } from "./session-signals";
 import { actorKindOf } from "../caller-context";
-import { makeReadyWorktreesAhead } from "./worktrees-ahead";
 import { stepIdOfTask, taskLabel } from "./task-ref";
 import { authorizeSessionWork } from "./session-authority";
 import { fieldEditOf } from "./task-edits";
+import { workspacePlace, type WorkspacePlace } from "./workspace-calls";
+import { afterTaskUpdatesIn, integrateTaskUpdates, worktreesAhead } from "./workspace-work";
 
 type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
 
@@ -82,13 +83,23 @@ export async function updateSession(
   checkStatusChanges(loaded, updates);
   if (payload.final_summary !== undefined) checkFinalSummary(loaded, updates, added.length);
 
+  // A DONE is integrated where the workspace is: with no worker serving it, the agent hears so
+  // before anything (its added tasks included) is written.
+  const place = updates.some((update) => update.status === "DONE")
+    ? await workspacePlace(app, session.workspace_root)
+    : undefined;
   let adoptVersion: number | undefined;
   if (added.length > 0 || edited.steps.size > 0) {
     const saved = await saveTaskChanges(app, session, loaded, { added, edited: edited.steps, actor: input.actor });
     if ("status" in saved) return saved;
     adoptVersion = saved.version;
   }
-  const prepared = await recordStatusChanges(app, session, loaded, { updates, adoptVersion, actor: input.actor });
+  const prepared = await recordStatusChanges(app, session, loaded, {
+    updates,
+    adoptVersion,
+    actor: input.actor,
+    place,
+  });
   if (payload.final_summary !== undefined) {
     await app.db.pool.query(
       "update agent_sessions set final_summary = $2, closed_at = now() where id = $1 and closed_at is null",
@@ -225,7 +236,12 @@ async function recordStatusChanges(
   app: App,
   session: SessionRow,
   loaded: Loaded,
-  change: { updates: AgentTaskUpdate[]; adoptVersion: number | undefined; actor: string },
+  change: {
+    updates: AgentTaskUpdate[];
+    adoptVersion: number | undefined;
+    actor: string;
+    place: WorkspacePlace | undefined;
+  },
 ): Promise<PreparedUpdates> {
   const { updates, adoptVersion, actor } = change;
   // A task another agent holds is refused before its verifiers run or its branch merges.
@@ -235,14 +251,13 @@ async function recordStatusChanges(
     await withSessionLock(app, session.id, (client) => refuseOthersTasks(client, session.id, actor, stepIds(updates)));
   }
   // DONE runs the task's verifiers and merges its branch (server/agents/task-integration.ts); a
-  // failed check turns it into TODO with the findings, a conflict holds it behind a blocker.
-  const prepared = await prepareTaskUpdates(app.db.pool, {
-    runId: session.run_id,
+  // failed check turns it into TODO with the findings, a conflict holds it behind a blocker. It
+  // runs where the workspace is: here, or on a worker serving it (workspace-work.ts).
+  const prepared = await integrateTaskUpdates(app, change.place, session, {
     steps: loaded.steps,
     statuses: loaded.statuses,
     updates,
     actor,
-    tools: app.tools,
   });
   // A conflict the merge above resolved is cleared before the task's DONE is recorded: that DONE
   // may finish the run, and a person's live view stops following a finished run's events.
@@ -262,9 +277,8 @@ async function recordStatusChanges(
   }
   // Tasks this update made ready (or added) get their worktrees before an agent asks for them:
   // queued before the merged worktrees' removal, which nobody waits for.
-  if (prepared.updates.length > 0 || adoptVersion !== undefined) makeReadyWorktreesAhead(app.db.pool, session);
-  await afterTaskUpdates(app.db.pool, {
-    runId: session.run_id,
+  if (prepared.updates.length > 0 || adoptVersion !== undefined) worktreesAhead(app, session);
+  await afterTaskUpdatesIn(app, session, {
     updates: prepared.updates,
     merged: prepared.merged,
     mergedTips: prepared.mergedTips,

@@ -76,6 +76,29 @@ export function workspaceQueueKey(workspace: string): string {
 }
 const queueKeys = new Map<string, string>();
 
+/**
+ * Agent workspace work (a task's worktree, a DONE's verifiers and merge) asked of a worker serving
+ * the workspace by a process that serves none (server/agents/workspace-calls.ts): queued under the
+ * workspace's own task (`agent_workspace@<key>`, routed like its steps). The payload is the call's id only:
+ * the worker reads what to do from the call's row and the rows it names.
+ */
+export const AGENT_WORKSPACE_TASK = "agent_workspace";
+
+/** Queues one agent workspace call for the workers serving `workspace`. */
+export function enqueueAgentWorkspaceCall(
+  client: Pick<pg.ClientBase, "query">,
+  call: { id: string; workspace: string },
+): Promise<void> {
+  return addJobs(client, [
+    {
+      task: workspaceTaskFor(AGENT_WORKSPACE_TASK, call.workspace),
+      payload: { callId: call.id },
+      run_at: null,
+      job_key: `${AGENT_WORKSPACE_TASK}:${call.id}`,
+    },
+  ]);
+}
+
 /** A timer on a waiting approval; `expiresAt` ties it to one wait, so a stale timer does nothing. */
 export interface ApprovalTimerJob {
   task: typeof APPROVAL_WARNING_TASK | typeof APPROVAL_EXPIRY_TASK;
