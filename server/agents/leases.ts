@@ -217,7 +217,7 @@ export async function handOutTask(
   const step = plan.steps.find((candidate) => candidate.id === handOut.stepId);
   if (!step) return { ...handOut, workingDirectory: session.workspace_root };
   const workingDirectory = await handOutWorkingDirectory(app, place, session, step, { repo });
-  if (handOut.brief.working_directory === workingDirectory) return { ...handOut, workingDirectory };
+  if (place === "here" || handOut.brief.working_directory === workingDirectory) return { ...handOut, workingDirectory };
   // Named before a worker made it (no worktree there, or its folder spelled otherwise): the
   // lease's brief says where the task really is.
   await app.db.pool.query(

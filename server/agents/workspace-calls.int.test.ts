@@ -77,9 +77,8 @@ async function stepStatus(h: Harness, runId: string, stepId: string): Promise<st
 
 async function startAlphaSession(h: Harness, alpha: string): Promise<string> {
   await call(agentStart, { goal: "Change a on machine A", workspace: alpha });
-  const { runId } = (
-    await h.app.db.pool.query<{ runId: string }>('select run_id as "runId" from agent_sessions')
-  ).rows[0]!;
+  const { runId } = (await h.app.db.pool.query<{ runId: string }>('select run_id as "runId" from agent_sessions'))
+    .rows[0]!;
   // The decomposition task acts in alpha: a worker serving alpha takes it to the agent.
   await expect.poll(() => stepStatus(h, runId, "step_1"), { timeout: 60_000, interval: 100 }).toBe("awaiting_agent");
   return runId;
@@ -153,7 +152,14 @@ describe("agent workspace work goes where the workspace is", () => {
     expect(integrations).toEqual([{ kind: "integrate", worker_id: workerA.id, error: null, finished: true }]);
     // The merged worktree goes after the call, on A's worker too.
     await expect
-      .poll(() => fs.stat(worktree).then(() => "present", () => "gone"), { timeout: 60_000, interval: 100 })
+      .poll(
+        () =>
+          fs.stat(worktree).then(
+            () => "present",
+            () => "gone",
+          ),
+        { timeout: 60_000, interval: 100 },
+      )
       .toBe("gone");
     const cleanups = (await calls(h)).filter((row) => row.kind === "after_updates");
     expect(cleanups.map((row) => row.worker_id)).toEqual([workerA.id]);

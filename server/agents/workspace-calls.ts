@@ -28,6 +28,11 @@ export const AGENT_WORKSPACE_CHANNEL = "stepwise_agent_workspace";
 
 /** How long a call may wait for a worker to take it before the agent is told none serves the workspace. */
 const START_TIMEOUT_MS = Number(process.env.STEPWISE_AGENT_WORKSPACE_START_MS ?? 30_000);
+/**
+ * How long a taken call may run at all: the longest work is a DONE's verifiers (each up to
+ * 10 minutes); past this the agent is told to try again, and the worker's outcome still lands on the row.
+ */
+const RUN_TIMEOUT_MS = Number(process.env.STEPWISE_AGENT_WORKSPACE_TIMEOUT_MS ?? 3_600_000);
 /** The poll under the NOTIFY: a missed notification costs at most this. */
 const POLL_MS = 1_000;
 
@@ -138,6 +143,13 @@ export async function callOnWorker<T>(app: App, request: CallRequest): Promise<T
         }
         continue;
       }
+      if (Date.now() - since > RUN_TIMEOUT_MS) {
+        throw new AppError(
+          "unavailable",
+          `The agent work in ${request.session.workspace_root} took longer than ${Math.round(RUN_TIMEOUT_MS / 60_000)} minutes; try again.`,
+          { reason: "worker_timeout", retry: true },
+        );
+      }
       if (row.started && !row.workerAlive) {
         throw new AppError(
           "unavailable",
@@ -200,7 +212,8 @@ async function listen(databaseUrl: string): Promise<Waiter> {
   if (!shared) {
     const waiters = new Set<{ callId?: string; wake(): void }>();
     const wakeAll = (_channel?: string, callId?: string) => {
-      for (const waiter of waiters) if (!callId || waiter.callId === undefined || waiter.callId === callId) waiter.wake();
+      for (const waiter of waiters)
+        if (!callId || waiter.callId === undefined || waiter.callId === callId) waiter.wake();
     };
     const listener = new DatabaseListener({
       databaseUrl,

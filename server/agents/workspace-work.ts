@@ -2,6 +2,7 @@ import path from "node:path";
 import type pg from "pg";
 import type { AppContext } from "../services";
 import type { AgentTaskUpdate } from "../engine/engine";
+import { retryOnConnectionLoss } from "../db";
 import { AppError, isAppError } from "../errors";
 import { logger } from "../logger";
 import type { Step, StepStatus } from "../plan-schema";
@@ -182,17 +183,20 @@ export async function runAgentWorkspaceCall(app: App, workerId: string, callId: 
         : { message: error instanceof Error ? error.message : String(error) },
     };
   }
-  await app.db.pool.query(
-    `with done as (
+  // The outcome must reach the row (its caller waits for it): a dropped connection is waited out.
+  const finish = () =>
+    app.db.pool.query(
+      `with done as (
        update agent_workspace_calls set finished_at = clock_timestamp(), result = $2, error = $3 where id = $1 returning id)
      select pg_notify($4, id::text) from done`,
-    [
-      callId,
-      "result" in outcome ? JSON.stringify(outcome.result) : null,
-      "error" in outcome ? JSON.stringify(outcome.error) : null,
-      AGENT_WORKSPACE_CHANNEL,
-    ],
-  );
+      [
+        callId,
+        "result" in outcome ? JSON.stringify(outcome.result) : null,
+        "error" in outcome ? JSON.stringify(outcome.error) : null,
+        AGENT_WORKSPACE_CHANNEL,
+      ],
+    );
+  await retryOnConnectionLoss(finish, { maxDelayMs: 5_000, shouldStop: () => app.engine.stopping === true });
 }
 
 /** The call's work, from the rows it names: the session, its run and the run's plan as they are now. */
