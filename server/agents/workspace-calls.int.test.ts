@@ -20,7 +20,8 @@ import { agentWorkspaceWork } from "./workspace-work";
  * Agent workspace work goes where the workspace is (issue 41): the process answering the agent
  * here has no worker of its own (a web process); workspace "alpha" is on another "machine" (a
  * folder of its own) whose worker serves it. The task's worktree is made by that worker, its DONE
- * merged there; with no worker serving alpha the hand-out says so and nothing changes.
+ * merged there; with no worker serving alpha the hand-out says so and nothing changes. A process
+ * whose own worker serves the workspace (one machine) does all of it itself: no call is made.
  */
 
 let harness: Harness | undefined;
@@ -163,6 +164,26 @@ describe("agent workspace work goes where the workspace is", () => {
       .toBe("gone");
     const cleanups = (await calls(h)).filter((row) => row.kind === "after_updates");
     expect(cleanups.map((row) => row.worker_id)).toEqual([workerA.id]);
+  });
+
+  it("a process whose own worker serves the workspace does the work itself, asking no worker", async () => {
+    harness = await startHarness();
+    const h = harness;
+    const root = await fs.realpath(h.workspace);
+    await fs.writeFile(path.join(root, "a.txt"), "a\n");
+    git(root, "init", "--quiet", "--initial-branch=main");
+    git(root, "add", "--all");
+    git(root, "commit", "--quiet", "--message=initial");
+    await call(agentStart, { goal: "Change a here" });
+    const { runId } = (await h.app.db.pool.query<{ runId: string }>('select run_id as "runId" from agent_sessions'))
+      .rows[0]!;
+    const task = await handedOutTask();
+    expect(task.working_directory).toBe(path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_1`));
+    await fs.writeFile(path.join(task.working_directory!, "a.txt"), "a changed here\n");
+    successSchema.parse(await call(agentUpdate, { payload: { update_tasks: [{ id: 1, status: "DONE" }] } }));
+    expect(git(root, "show", `${integrationBranch(runId)}:a.txt`)).toBe("a changed here\n");
+    await worktreeWorkSettled();
+    expect(await calls(h)).toEqual([]);
   });
 
   it("with no worker serving the workspace, a hand-out answers so and changes nothing", async () => {
