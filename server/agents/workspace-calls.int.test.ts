@@ -10,6 +10,7 @@ import { startStepWorker, type StepWorker } from "../engine/worker";
 import type { Identity } from "../identity";
 import { agentStart, agentStatus, agentUpdate } from "../operations/agent";
 import { invokeOperation, type Operation } from "../operations/operation";
+import { runCancel } from "../operations/runs";
 import { registerWorkspace } from "../plans/workspaces";
 import { readyForTaskSchema, successSchema, type AgentTaskView } from "./contract";
 import { integrationBranch, runShort } from "./worktrees";
@@ -20,7 +21,8 @@ import { agentWorkspaceWork } from "./workspace-work";
  * Agent workspace work goes where the workspace is (issue 41): the process answering the agent
  * here has no worker of its own (a web process); workspace "alpha" is on another "machine" (a
  * folder of its own) whose worker serves it. The task's worktree is made by that worker, its DONE
- * merged there; with no worker serving alpha the hand-out says so and nothing changes. A process
+ * merged there, the next task's worktree made ahead there and the cancelled run's removed there;
+ * with no worker serving alpha the hand-out says so and nothing changes. A process
  * whose own worker serves the workspace (one machine) does all of it itself: no call is made.
  */
 
@@ -164,6 +166,36 @@ describe("agent workspace work goes where the workspace is", () => {
       .toBe("gone");
     const cleanups = (await calls(h)).filter((row) => row.kind === "after_updates");
     expect(cleanups.map((row) => row.worker_id)).toEqual([workerA.id]);
+
+    // Task 2, ready now, gets its worktree ahead of its hand-out — on A's worker.
+    const ahead = path.join(alpha, `.stepwise/worktrees/${runShort(runId)}-step_2`);
+    await expect
+      .poll(
+        () =>
+          fs.stat(ahead).then(
+            () => "present",
+            () => "absent",
+          ),
+        { timeout: 60_000, interval: 100 },
+      )
+      .toBe("present");
+    const aheadCalls = (await calls(h)).filter((row) => row.kind === "ahead");
+    expect(aheadCalls.length).toBeGreaterThan(0);
+    for (const row of aheadCalls) expect(row).toMatchObject({ worker_id: workerA.id, error: null });
+
+    // Cancelled: the run's worktrees go, removed by A's worker too.
+    await call(runCancel, { runId });
+    await expect
+      .poll(
+        async () =>
+          (await fs.readdir(path.join(alpha, ".stepwise/worktrees"))).filter((name) =>
+            name.startsWith(runShort(runId)),
+          ),
+        { timeout: 60_000, interval: 100 },
+      )
+      .toEqual([]);
+    const removals = (await calls(h)).filter((row) => row.kind === "remove_run");
+    expect(removals).toEqual([{ kind: "remove_run", worker_id: workerA.id, error: null, finished: true }]);
   });
 
   it("a process whose own worker serves the workspace does the work itself, asking no worker", async () => {

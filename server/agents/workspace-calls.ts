@@ -19,6 +19,8 @@ import { enqueueAgentWorkspaceCall } from "../queue/jobs";
  */
 
 type App = Pick<AppContext, "db" | "engine">;
+/** What deciding the place and sending a call need (a door's steer has the engine only). */
+type SendApp = { db: { pool: pg.Pool }; engine: Pick<AppContext["engine"], "localWorker"> };
 
 /** Here: this process's own worker serves the workspace. Worker: another process's does. */
 export type WorkspacePlace = "here" | "worker";
@@ -38,7 +40,7 @@ const POLL_MS = 1_000;
 
 const log = logger.child({ component: "agent-workspace" });
 
-export type CallKind = "hand_out" | "working_directory" | "integrate" | "after_updates" | "ahead";
+export type CallKind = "hand_out" | "working_directory" | "integrate" | "after_updates" | "ahead" | "remove_run";
 
 /** What a call names: the session (and so its run and workspace), a step, and plain input data. */
 export interface CallRequest {
@@ -53,7 +55,7 @@ export interface CallRequest {
  * query: the worker's served set is in memory); on a worker when a live one serves it (one
  * query); else the agent is answered that no worker serves the workspace, and nothing changed.
  */
-export async function workspacePlace(app: App, workspaceRoot: string): Promise<WorkspacePlace> {
+export async function workspacePlace(app: SendApp, workspaceRoot: string): Promise<WorkspacePlace> {
   if (app.engine.localWorker?.servesWorkspace?.(workspaceRoot)) return "here";
   const live = await app.db.pool.query(
     `select 1 from workers w where ${liveWorkerSql(MISSED_BEATS)} and $1 = any(w.workspaces) limit 1`,
@@ -64,7 +66,7 @@ export async function workspacePlace(app: App, workspaceRoot: string): Promise<W
 }
 
 /** Like `workspacePlace`, but undefined instead of the error: for work nobody waits for. */
-export async function workspacePlaceIfServed(app: App, workspaceRoot: string): Promise<WorkspacePlace | undefined> {
+export async function workspacePlaceIfServed(app: SendApp, workspaceRoot: string): Promise<WorkspacePlace | undefined> {
   try {
     return await workspacePlace(app, workspaceRoot);
   } catch (error) {
@@ -90,7 +92,7 @@ async function unservedError(pool: pg.Pool, workspaceRoot: string, why?: string)
 }
 
 /** Writes the call and queues its job, in one transaction; returns the call's id. */
-async function queueCall(app: App, request: CallRequest): Promise<string> {
+async function queueCall(app: SendApp, request: CallRequest): Promise<string> {
   return inTransaction(app.db.pool, async (client) => {
     const inserted = await client.query<{ id: string }>(
       `insert into agent_workspace_calls (kind, workspace_root, session_id, run_id, step_id, input)
@@ -111,7 +113,7 @@ async function queueCall(app: App, request: CallRequest): Promise<string> {
 }
 
 /** Queues work nobody waits for (worktrees made ahead, cleanup after a merge). */
-export async function sendToWorker(app: App, request: CallRequest): Promise<void> {
+export async function sendToWorker(app: SendApp, request: CallRequest): Promise<void> {
   await queueCall(app, request);
 }
 

@@ -9,7 +9,7 @@ import type { Step, StepStatus } from "../plan-schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { AGENT_WORKSPACE_TASK } from "../queue/jobs";
 import type { QueueTask } from "../engine/queue-runner";
-import { afterTaskUpdates, prepareTaskUpdates, type PreparedUpdates } from "./task-integration";
+import { afterTaskUpdates, prepareTaskUpdates, removeWorktreesOfRun, type PreparedUpdates } from "./task-integration";
 import { taskWorkingDirectory } from "./task-working-directory";
 import { worktreeRelativePath, workspaceRepository, type WorkspaceRepo } from "./worktrees";
 import { claimTaskWorktree, makeReadyWorktreesAhead } from "./worktrees-ahead";
@@ -124,6 +124,23 @@ export function worktreesAhead(app: App, session: CallSession): void {
     .catch((error: unknown) => log.warn({ err: String(error) }, "could not ask for worktrees ahead"));
 }
 
+/**
+ * A cancelled or aborted run's worktrees go, where the workspace is: here, or — not waited for,
+ * as the removal is best effort anyway — on a worker serving it. Runs without an agent session
+ * have no worktrees; their removal stays a look at this process's disk, as before.
+ */
+export async function removeWorktreesOfRunIn(engine: AppContext["engine"], runId: string): Promise<void> {
+  const rows = await engine.pool.query<CallSession>(
+    "select s.id, s.run_id, s.workspace_root from agent_sessions s where s.run_id = $1 limit 1",
+    [runId],
+  );
+  const session = rows.rows[0];
+  const app = { db: { pool: engine.pool }, engine };
+  const place = session ? await workspacePlaceIfServed(app, session.workspace_root) : "here";
+  if (place === "here") await removeWorktreesOfRun(engine.pool, runId);
+  else if (place === "worker" && session) await sendToWorker(app, { kind: "remove_run", session });
+}
+
 interface CallRow {
   kind: CallKind;
   workspace_root: string;
@@ -235,6 +252,8 @@ async function perform(app: App, call: CallRow): Promise<unknown> {
     case "ahead":
       makeReadyWorktreesAhead(app.db.pool, session);
       return null;
+    case "remove_run":
+      return removeWorktreesOfRun(app.db.pool, session.run_id);
   }
 }
 

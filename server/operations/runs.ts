@@ -13,7 +13,7 @@ import {
 import { approvalViewSchema, waitingApproval } from "../engine/approval-view";
 import { getRun, listRuns, planRunSchema, runViewSchema } from "../engine/run-view";
 import type { AppContext } from "../services";
-import { removeWorktreesOfRun } from "../agents/task-integration";
+import { removeWorktreesOfRunIn } from "../agents/workspace-work";
 import { AppError } from "../errors";
 import {
   FINISHED_RUN_STATUSES,
@@ -218,7 +218,7 @@ export const runCancel = steer(
   async (engine, input) => {
     await cancelRun(engine, input);
     // Worktrees (issue "Parallel agent work"): a cancelled run's task checkouts go; branches stay.
-    await removeWorktreesOfRun(engine.pool, input.runId);
+    await removeWorktreesOfRunIn(engine, input.runId);
   },
 );
 export const runPause = steer(

@@ -3,7 +3,7 @@ import { findSession } from "../agents/sessions";
 import { clearSignal } from "../agents/session-signals";
 import { applyRecoveryAction, rerunFrom } from "../engine/recovery";
 import { recoveryActionSchema } from "../engine/recovery-action";
-import { removeWorktreesOfRun } from "../agents/task-integration";
+import { removeWorktreesOfRunIn } from "../agents/workspace-work";
 import { defineOperation } from "./operation";
 import { PERSON_ONLY } from "./policy";
 import type { AnyOperation } from "./operation";
@@ -37,7 +37,7 @@ export const runApplyRecovery = defineOperation({
   async run({ app, identity }, input) {
     const result = await applyRecoveryAction(app.engine, app.db.prisma, { ...input, actor: identity.name });
     // Worktrees (issue "Parallel agent work"): a recovery that aborts the run removes its worktrees.
-    if (input.action.kind === "abort") await removeWorktreesOfRun(app.db.pool, input.runId);
+    if (input.action.kind === "abort") await removeWorktreesOfRunIn(app.engine, input.runId);
     return result;
   },
 });
