@@ -245,7 +245,8 @@ export async function removeWorktreesOfRun(pool: pg.Pool, runId: string): Promis
   const root = rows.rows[0]?.workspace_root;
   if (!root) return [];
   await worktreeWorkDone(root);
-  const repo: WorkspaceRepo | undefined = await workspaceRepository(root);
+  // Undecided now (a busy machine): the run's worktrees go with the next session's sweep.
+  const repo: WorkspaceRepo | undefined = await workspaceRepository(root, { whenUndecided: "none" });
   if (!repo) return [];
   return removeRunWorktrees(repo, runId);
 }
@@ -278,7 +279,7 @@ export async function latestVerifications(
  */
 export async function removeWorktreesOfFinishedRuns(pool: pg.Pool, workspaceRoot: string): Promise<string[]> {
   await worktreeWorkDone(workspaceRoot);
-  const repo = await workspaceRepository(workspaceRoot);
+  const repo = await workspaceRepository(workspaceRoot, { whenUndecided: "none" });
   if (!repo) return [];
   const shorts = await runsWithWorktrees(repo);
   if (shorts.length === 0) return [];

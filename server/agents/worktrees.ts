@@ -1,5 +1,6 @@
 import fs from "node:fs/promises";
 import path from "node:path";
+import { AppError } from "../errors";
 import { GitCommandError, runGit, type Repository } from "../tools/git";
 import { inspectRepositories } from "../tools/git-repositories";
 import { sandboxAvailable } from "../tools/sandbox";
@@ -100,16 +101,61 @@ async function headState(root: string): Promise<string> {
  * The workspace as a repository worktrees can be made in: its own top level with a `.git`
  * directory (not a linked worktree, not a directory inside a larger repository) and at least one
  * commit. Otherwise undefined, and tasks work in the workspace itself, as before.
+ *
+ * "Not such a repository" is an answer only when it is one: no `.git`, a scan that refuses
+ * (something leads outside), or git answering (exit 0 or 128). A git cut off, refused or killed
+ * on a busy machine, or a scan that could not read all configuration, says nothing: asked again
+ * briefly, then `WorkspaceUndecided` (503 `unavailable`, retryable) is thrown — a hand-out of the
+ * workspace root there would let parallel agents share one checkout. `whenUndecided: "none"`
+ * (cleanup that a later sweep repeats) takes undecided as no repository instead.
  */
-export async function workspaceRepository(workspaceRoot: string): Promise<WorkspaceRepo | undefined> {
+export async function workspaceRepository(
+  workspaceRoot: string,
+  options: { whenUndecided?: "refuse" | "none" } = {},
+): Promise<WorkspaceRepo | undefined> {
   if (!sandboxAvailable()) return undefined; // nobody approved these gits: they run confined or not at all
   const root = await fs.realpath(workspaceRoot).catch(() => undefined);
   if (!root) return undefined;
   const dotGit = await fs.lstat(path.join(root, ".git")).catch(() => undefined);
   if (!dotGit?.isDirectory()) return undefined;
+  let why = "";
+  for (const pause of UNDECIDED_PAUSES_MS) {
+    const answer = await repositoryAnswer(root);
+    if (answer.decided) return answer.repo;
+    why = answer.why;
+    if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause));
+  }
+  if (options.whenUndecided === "none") return undefined;
+  throw new WorkspaceUndecided(why);
+}
+
+/** Pauses after each undecided try (the last: none, then refused): well under a second in all. */
+const UNDECIDED_PAUSES_MS = [50, 250, 0];
+
+/** The workspace is a git repository, but whether worktrees can be made in it could not be told now. */
+export class WorkspaceUndecided extends AppError {
+  constructor(why: string) {
+    super(
+      "unavailable",
+      "The workspace's git repository could not be checked just now (the machine may be busy); " +
+        `no task was handed out or merged. Call again shortly. (${why})`,
+      { retryable: true, reason: "workspace_repository_undecided" },
+    );
+  }
+}
+
+type RepositoryAnswer = { decided: true; repo: WorkspaceRepo | undefined } | { decided: false; why: string };
+
+async function repositoryAnswer(root: string): Promise<RepositoryAnswer> {
   // What openRepository checks (`contained`), without its `rev-parse`: that answer is kept below.
-  const scan = await inspectRepositories(root, { enclosing: "refuse" }).catch(() => undefined);
-  if (!scan || scan.refusal) return undefined; // something leads outside, or unreadable: no worktrees
+  let scan: Awaited<ReturnType<typeof inspectRepositories>>;
+  try {
+    scan = await inspectRepositories(root, { enclosing: "refuse" });
+  } catch (error) {
+    return { decided: false, why: `the repository scan failed: ${String(error)}`.slice(0, 300) };
+  }
+  if (scan.refusal) return { decided: true, repo: undefined }; // something leads outside: no worktrees
+  if (scan.incomplete) return { decided: false, why: "the repository's configuration could not be read" };
   const repository: Repository = {
     cwd: root,
     prefix: "",
@@ -119,16 +165,19 @@ export async function workspaceRepository(workspaceRoot: string): Promise<Worksp
   };
   const state = await headState(root);
   const kept = topLevelAnswers.get(root);
-  if (kept?.state === state) return kept.usable ? { repository, root } : undefined;
+  if (kept?.state === state) return { decided: true, repo: kept.usable ? { repository, root } : undefined };
   // One git for both: the workspace's place in its repository (top level: an empty line) and its commit.
-  const answer = await git({ repository, root }, ["rev-parse", "--show-prefix", "HEAD^{commit}"], {
-    okExitCodes: [128],
-  }).catch(() => undefined);
-  if (!answer) return undefined; // git could not run (refused, cut off): no worktrees this time
+  let answer: Awaited<ReturnType<typeof git>>;
+  try {
+    answer = await git({ repository, root }, ["rev-parse", "--show-prefix", "HEAD^{commit}"], { okExitCodes: [128] });
+  } catch (error) {
+    // Refused, cut off, killed: git did not answer.
+    return { decided: false, why: `git could not run: ${String(error)}`.slice(0, 300) };
+  }
   const [prefix, commit] = answer.stdout.split("\n");
   const usable = answer.exitCode === 0 && prefix === "" && /^[0-9a-f]{40,64}$/.test(commit ?? "");
   topLevelAnswers.set(root, { state, usable });
-  return usable ? { repository, root } : undefined;
+  return { decided: true, repo: usable ? { repository, root } : undefined };
 }
 
 /** Git as every worktree operation runs it: hardened, confined, as Stepwise, with a time limit. */
