@@ -1,14 +1,16 @@
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { git } from "../../tests/git-fixture";
 import { AppError } from "../errors";
+import { GitCommandError } from "../tools/git";
 import type { Identity } from "../identity";
 import { agentStart, agentStatus } from "../operations/agent";
 import { invokeOperation } from "../operations/operation";
 import { readyForTaskSchema } from "./contract";
+import { answeringGit } from "./worktree-repository";
 import { runShort, workspaceRepository } from "./worktrees";
 
 /**
@@ -16,29 +18,27 @@ import { runShort, workspaceRepository } from "./worktrees";
  * refused on a busy machine): that is no answer, never "no repository". Handing the task the
  * workspace root then would let parallel agents share one checkout. The git that tells whether the
  * workspace is a repository (`rev-parse --show-prefix HEAD^{commit}`) is made to fail here as a
- * killed git does, everything else runs as always.
+ * killed git does (exit -1), everything else runs as always.
  */
-const failing = vi.hoisted(() => ({ remaining: 0 }));
+const failing = { remaining: 0 };
+const realGit = answeringGit.run;
 
-vi.mock("../tools/git", async (importOriginal) => {
-  const actual = await importOriginal<typeof import("../tools/git")>();
-  return {
-    ...actual,
-    runGit: (args: string[], options: Parameters<typeof actual.runGit>[1]) => {
-      if (failing.remaining > 0 && args.join(" ") === "rev-parse --show-prefix HEAD^{commit}") {
-        failing.remaining--;
-        const killed = { stdout: "", stderr: "", exitCode: -1, truncated: false };
-        return Promise.reject(new actual.GitCommandError(args, killed));
-      }
-      return actual.runGit(args, options);
-    },
-  };
+beforeEach(() => {
+  vi.spyOn(answeringGit, "run").mockImplementation((args, options) => {
+    if (failing.remaining > 0 && args.join(" ") === "rev-parse --show-prefix HEAD^{commit}") {
+      failing.remaining--;
+      const killed = { stdout: "", stderr: "", exitCode: -1, truncated: false };
+      return Promise.reject(new GitCommandError(args, killed));
+    }
+    return realGit(args, options);
+  });
 });
 
 let harness: Harness | undefined;
 const scratch: string[] = [];
 afterEach(async () => {
   failing.remaining = 0;
+  vi.restoreAllMocks();
   await harness?.close();
   harness = undefined;
   for (const dir of scratch.splice(0)) await fs.rm(dir, { recursive: true, force: true });
