@@ -271,13 +271,20 @@ export async function removeTaskWorktree(
   mergedTip?: string,
 ): Promise<void> {
   const absolute = path.join(repo.root, worktreeRelativePath(runId, stepId));
-  await withWorktreeRecords(repo, async () => {
-    if ((await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) {
+  const branchRef = `refs/heads/${taskBranch(runId, stepId)}`;
+  const removed = await withWorktreeRecords(repo, async () => {
+    if (!(await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) return false;
+    if (!mergedTip) {
       await git(repo, ["worktree", "remove", "--force", "--end-of-options", absolute]);
+      return false;
     }
+    // Both in one sandboxed launch: removal runs beside the agents' next hand-outs.
+    await gitScript(repo, "remove-merged-worktree", REMOVE_MERGED, [absolute, branchRef, mergedTip]);
+    return true;
   });
+  if (removed) return;
   if (mergedTip) {
-    await git(repo, ["update-ref", "-d", `refs/heads/${taskBranch(runId, stepId)}`, mergedTip], { okExitCodes: [1] });
+    await git(repo, ["update-ref", "-d", branchRef, mergedTip], { okExitCodes: [1] });
     return;
   }
   // In the integration checkout: `-d` deletes only a branch merged into HEAD, and HEAD there is the
@@ -287,6 +294,17 @@ export async function removeTaskWorktree(
     okExitCodes: [1],
   });
 }
+
+/** `worktree remove --force`, then `update-ref -d <ref> <tip>` (exit 1, moved since: kept), as one script. */
+const REMOVE_MERGED = `set -u
+git=$1 worktree=$2 ref=$3 tip=$4
+g() { "$git" --literal-pathspecs --no-pager "$@"; }
+g worktree remove --force --end-of-options "$worktree" || exit
+g update-ref -d "$ref" "$tip"
+status=$?
+[ "$status" = 1 ] && exit 0
+exit "$status"
+`;
 
 /**
  * Removes every worktree of the run (the integration checkout too) — only those at Stepwise's own
