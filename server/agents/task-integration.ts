@@ -21,7 +21,7 @@ import {
   workspaceRepository,
   type WorkspaceRepo,
 } from "./worktrees";
-import { commitPendingWork, mergeTaskBranch } from "./worktree-merges";
+import { commitAndMergeTaskBranch, commitPendingWork, mergeTaskBranch, type MergeOutcome } from "./worktree-merges";
 
 /**
  * What happens between an agent's DONE and the engine recording it (issue "Parallel agent work"):
@@ -104,6 +104,23 @@ function taskLabel(step: Step): string {
 }
 
 /**
+ * The task's branch merged into the integration branch. Its pending work was committed already
+ * when verifiers ran on it; otherwise it is committed here, in the same sandboxed launch.
+ */
+async function mergeTask(
+  repo: WorkspaceRepo,
+  runId: string,
+  step: Step,
+  committed: boolean,
+  actor: string,
+): Promise<MergeOutcome> {
+  const merge = `Merge ${taskLabel(step)}`.slice(0, 200);
+  if (committed) return mergeTaskBranch(repo, runId, step.id, merge);
+  const commit = taskLabel(step).slice(0, 200);
+  return (await commitAndMergeTaskBranch(repo, runId, step.id, { commit, merge, author: actor })).merge;
+}
+
+/**
  * Runs before the updates are recorded; `statuses` are the steps' states as loaded, `steps` the
  * run's plan version. Only DONE updates of agent tasks are touched.
  */
@@ -134,9 +151,13 @@ export async function prepareTaskUpdates(
     const step = byId.get(update.stepId)!;
     const hasWorktree = repo !== undefined && (await taskWorktreeExists(repo, run.id, step.id));
     const cwd = hasWorktree ? path.join(repo.root, worktreeRelativePath(run.id, step.id)) : run.workspace_root;
-    if (hasWorktree) await commitPendingWork(repo, run.id, step.id, `${taskLabel(step)}`.slice(0, 200), input.actor);
+    const verifying = verifierCommands(step.args).length > 0;
+    // Verifiers check the committed work; without them committing and merging is one launch (below).
+    if (hasWorktree && verifying) {
+      await commitPendingWork(repo, run.id, step.id, `${taskLabel(step)}`.slice(0, 200), input.actor);
+    }
 
-    if (verifierCommands(step.args).length > 0) {
+    if (verifying) {
       // Approved as the engine's gate counts it: the run's approver policy, this exact definition.
       const approved = await stepApprovedUnderPolicy(
         pool,
@@ -167,9 +188,7 @@ export async function prepareTaskUpdates(
     }
 
     if (!hasWorktree) continue;
-    const merge = await withRunLock(pool, run.id, () =>
-      mergeTaskBranch(repo, run.id, step.id, `Merge ${taskLabel(step)}`.slice(0, 200)),
-    );
+    const merge = await withRunLock(pool, run.id, () => mergeTask(repo, run.id, step, verifying, input.actor));
     if (merge.kind === "conflict") {
       const worktree = worktreeRelativePath(run.id, step.id);
       const files = merge.files.length > 0 ? merge.files.join(", ") : "(git named none)";
@@ -245,7 +264,8 @@ export async function removeWorktreesOfRun(pool: pg.Pool, runId: string): Promis
   const root = rows.rows[0]?.workspace_root;
   if (!root) return [];
   await worktreeWorkDone(root);
-  const repo: WorkspaceRepo | undefined = await workspaceRepository(root);
+  // Undecided now (a busy machine): the run's worktrees go with the next session's sweep.
+  const repo: WorkspaceRepo | undefined = await workspaceRepository(root, { whenUndecided: "none" });
   if (!repo) return [];
   return removeRunWorktrees(repo, runId);
 }
@@ -278,7 +298,7 @@ export async function latestVerifications(
  */
 export async function removeWorktreesOfFinishedRuns(pool: pg.Pool, workspaceRoot: string): Promise<string[]> {
   await worktreeWorkDone(workspaceRoot);
-  const repo = await workspaceRepository(workspaceRoot);
+  const repo = await workspaceRepository(workspaceRoot, { whenUndecided: "none" });
   if (!repo) return [];
   const shorts = await runsWithWorktrees(repo);
   if (shorts.length === 0) return [];

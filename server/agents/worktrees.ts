@@ -1,8 +1,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
-import { GitCommandError, runGit, type Repository } from "../tools/git";
-import { inspectRepositories } from "../tools/git-repositories";
-import { sandboxAvailable } from "../tools/sandbox";
+import { GitCommandError, runGit, runGitScript } from "../tools/git";
+import { workspaceRepository, type WorkspaceRepo } from "./worktree-repository";
 
 /**
  * A git worktree per agent task (issue "Parallel agent work"): when the workspace is a git
@@ -65,71 +64,7 @@ export function worktreeRelativePath(runId: string, stepId: string | "integratio
   return `${WORKTREES_DIR}/${runShort(runId)}-${name}`;
 }
 
-export interface WorkspaceRepo {
-  repository: Repository;
-  /** The workspace root (real path), the repository's top level. */
-  root: string;
-}
-
-/**
- * What `git rev-parse` answered for a workspace, kept while the files it depends on stay as they
- * were (`headState`): whether the workspace is its repository's top level with a commit. The
- * repository scan (overrides for every repository git can reach, refusal of anything leading
- * outside) is not kept here: it runs on every call, reading configuration again only when it
- * changed (tools/git-config-cache.ts), so a git program started with this answer is hardened for
- * the configuration as it is then.
- */
-const topLevelAnswers = new Map<string, { state: string; usable: boolean }>();
-
-/** The files `rev-parse --show-prefix HEAD^{commit}` depends on, by identity and change time. */
-async function headState(root: string): Promise<string> {
-  const dotGit = path.join(root, ".git");
-  const head = await fs.readFile(path.join(dotGit, "HEAD"), "utf8").catch(() => "");
-  const ref = /^ref: (refs\/[^\s]+)\s*$/m.exec(head)?.[1];
-  const files = ["HEAD", "config", "config.worktree", "commondir", "packed-refs", ...(ref ? [ref] : [])];
-  const stats = await Promise.all(
-    files.map(async (file) => {
-      const stat = await fs.stat(path.join(dotGit, file), { bigint: true }).catch(() => undefined);
-      return stat ? `${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}` : "-";
-    }),
-  );
-  return `${head}|${stats.join("|")}`;
-}
-
-/**
- * The workspace as a repository worktrees can be made in: its own top level with a `.git`
- * directory (not a linked worktree, not a directory inside a larger repository) and at least one
- * commit. Otherwise undefined, and tasks work in the workspace itself, as before.
- */
-export async function workspaceRepository(workspaceRoot: string): Promise<WorkspaceRepo | undefined> {
-  if (!sandboxAvailable()) return undefined; // nobody approved these gits: they run confined or not at all
-  const root = await fs.realpath(workspaceRoot).catch(() => undefined);
-  if (!root) return undefined;
-  const dotGit = await fs.lstat(path.join(root, ".git")).catch(() => undefined);
-  if (!dotGit?.isDirectory()) return undefined;
-  // What openRepository checks (`contained`), without its `rev-parse`: that answer is kept below.
-  const scan = await inspectRepositories(root, { enclosing: "refuse" }).catch(() => undefined);
-  if (!scan || scan.refusal) return undefined; // something leads outside, or unreadable: no worktrees
-  const repository: Repository = {
-    cwd: root,
-    prefix: "",
-    overrides: scan.overrides,
-    contained: true,
-    outsideMounts: [],
-  };
-  const state = await headState(root);
-  const kept = topLevelAnswers.get(root);
-  if (kept?.state === state) return kept.usable ? { repository, root } : undefined;
-  // One git for both: the workspace's place in its repository (top level: an empty line) and its commit.
-  const answer = await git({ repository, root }, ["rev-parse", "--show-prefix", "HEAD^{commit}"], {
-    okExitCodes: [128],
-  }).catch(() => undefined);
-  if (!answer) return undefined; // git could not run (refused, cut off): no worktrees this time
-  const [prefix, commit] = answer.stdout.split("\n");
-  const usable = answer.exitCode === 0 && prefix === "" && /^[0-9a-f]{40,64}$/.test(commit ?? "");
-  topLevelAnswers.set(root, { state, usable });
-  return usable ? { repository, root } : undefined;
-}
+export { workspaceRepository, WorkspaceUndecided, type WorkspaceRepo } from "./worktree-repository";
 
 /** Git as every worktree operation runs it: hardened, confined, as Stepwise, with a time limit. */
 export async function git(
@@ -143,6 +78,23 @@ export async function git(
     repository: repo.repository,
     ...(options.okExitCodes && { okExitCodes: options.okExitCodes }),
     env: { ...IDENTITY, ...(options.env ?? {}) },
+  });
+}
+
+/** A fixed script of git commands as worktree operations run each git (see `runGitScript`). */
+export async function gitScript(
+  repo: WorkspaceRepo,
+  name: string,
+  script: string,
+  args: string[],
+  options: { cwd?: string; okExitCodes?: number[] } = {},
+) {
+  return runGitScript(name, script, args, {
+    cwd: options.cwd ?? repo.root,
+    signal: AbortSignal.timeout(GIT_TIMEOUT_MS),
+    repository: repo.repository,
+    ...(options.okExitCodes && { okExitCodes: options.okExitCodes }),
+    env: IDENTITY,
   });
 }
 
@@ -319,13 +271,20 @@ export async function removeTaskWorktree(
   mergedTip?: string,
 ): Promise<void> {
   const absolute = path.join(repo.root, worktreeRelativePath(runId, stepId));
-  await withWorktreeRecords(repo, async () => {
-    if ((await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) {
+  const branchRef = `refs/heads/${taskBranch(runId, stepId)}`;
+  const removed = await withWorktreeRecords(repo, async () => {
+    if (!(await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) return false;
+    if (!mergedTip) {
       await git(repo, ["worktree", "remove", "--force", "--end-of-options", absolute]);
+      return false;
     }
+    // Both in one sandboxed launch: removal runs beside the agents' next hand-outs.
+    await gitScript(repo, "remove-merged-worktree", REMOVE_MERGED, [absolute, branchRef, mergedTip]);
+    return true;
   });
+  if (removed) return;
   if (mergedTip) {
-    await git(repo, ["update-ref", "-d", `refs/heads/${taskBranch(runId, stepId)}`, mergedTip], { okExitCodes: [1] });
+    await git(repo, ["update-ref", "-d", branchRef, mergedTip], { okExitCodes: [1] });
     return;
   }
   // In the integration checkout: `-d` deletes only a branch merged into HEAD, and HEAD there is the
@@ -335,6 +294,17 @@ export async function removeTaskWorktree(
     okExitCodes: [1],
   });
 }
+
+/** `worktree remove --force`, then `update-ref -d <ref> <tip>` (exit 1, moved since: kept), as one script. */
+const REMOVE_MERGED = `set -u
+git=$1 worktree=$2 ref=$3 tip=$4
+g() { "$git" --literal-pathspecs --no-pager "$@"; }
+g worktree remove --force --end-of-options "$worktree" || exit
+g update-ref -d "$ref" "$tip"
+status=$?
+[ "$status" = 1 ] && exit 0
+exit "$status"
+`;
 
 /**
  * Removes every worktree of the run (the integration checkout too) — only those at Stepwise's own

@@ -1,5 +1,6 @@
 import fs from "node:fs/promises";
 import path from "node:path";
+import { listDirectory } from "./git-dir-listings";
 import { cachedConfig, configFingerprint, rememberConfig, type ConfigEntry } from "./git-config-cache";
 import { gitProgram, gitHelperPaths, HARDENED_GIT_ENV, overridesFor } from "./git-hardening";
 import { launch, LaunchRefused } from "./launcher";
@@ -31,6 +32,11 @@ export interface RepositoryScan {
    * needs them mounted read-only for its git to find the repository at all.
    */
   linkedGitDirs: string[];
+  /**
+   * Some configuration could not be read (its git refused, cut off or killed): the overrides
+   * cover what was read only. The scan of a moment later may differ.
+   */
+  incomplete?: true;
 }
 
 interface FoundRepository {
@@ -73,8 +79,9 @@ export async function inspectRepositories(
       `the workspace holds more than ${REPOSITORY_SCAN_LIMIT} entries, too many to check for nested repositories`,
     );
   }
-  for (const entry of walk.entries) {
-    const repository = await describeGitEntry(path.dirname(entry), entry, false);
+  const described = await Promise.all(walk.entries.map((entry) => describeGitEntry(path.dirname(entry), entry, false)));
+  for (const [index, entry] of walk.entries.entries()) {
+    const repository = described[index];
     if (!repository) {
       problems.push(`${relative(entry)} points to a git directory that does not exist`);
       continue;
@@ -82,17 +89,7 @@ export async function inspectRepositories(
     repository.label = relative(entry);
     found.push(repository);
   }
-  // Submodules' and linked worktrees' git directories live in the common directory.
-  for (const repository of [...found]) {
-    for (const gitDir of await gitDirsBelow(repository.commonDir)) {
-      if (found.some((other) => other.gitDir === gitDir)) continue;
-      found.push({
-        ...repository,
-        label: `${repository.label} (${path.relative(repository.commonDir, gitDir)})`,
-        gitDir,
-      });
-    }
-  }
+  await addGitDirsBelow(found);
   for (const repository of found) {
     if (repository.enclosing) continue;
     if (!inside(repository.gitDir))
@@ -116,7 +113,7 @@ export async function inspectRepositories(
   ];
   // Refused already: reading the configuration of what lies outside is not needed to say so.
   const readable = options.enclosing === "refuse" && problems.length > 0 ? [] : found;
-  const configs = await readConfigs(
+  const { configs, complete } = await readConfigs(
     root,
     readable.map((repository) => repository.gitDir),
     outsideMounts,
@@ -148,7 +145,29 @@ export async function inspectRepositories(
     outsideMounts: options.enclosing === "allow" ? outsideMounts : [],
     linkedGitDirs: options.enclosing === "allow" ? [...new Set(linkedGitDirs)] : [],
     ...(refusal && { refusal }),
+    ...(!complete && { incomplete: true }),
   };
+}
+
+/**
+ * Submodules' and linked worktrees' git directories live in the common directory: added to
+ * `found`, looked for once per common directory (every linked worktree shares its repository's).
+ */
+async function addGitDirsBelow(found: FoundRepository[]): Promise<void> {
+  const below = new Map<string, Promise<string[]>>();
+  for (const repository of found) {
+    if (!below.has(repository.commonDir)) below.set(repository.commonDir, gitDirsBelow(repository.commonDir));
+  }
+  for (const repository of [...found]) {
+    for (const gitDir of await below.get(repository.commonDir)!) {
+      if (found.some((other) => other.gitDir === gitDir)) continue;
+      found.push({
+        ...repository,
+        label: `${repository.label} (${path.relative(repository.commonDir, gitDir)})`,
+        gitDir,
+      });
+    }
+  }
 }
 
 /** The nearest directory above `root` holding a `.git` entry: the repository git would find. */
@@ -159,28 +178,37 @@ async function enclosingRepository(root: string): Promise<string | undefined> {
   }
 }
 
-/** Every `.git` entry (directory, file or link) below `root`, links never followed, `.git` not entered. */
+/**
+ * Every `.git` entry (directory, file or link) below `root`, links never followed, `.git` not
+ * entered. Each level's directories are listed together; listings of unchanged directories are
+ * kept (git-dir-listings.ts), so scanning an unchanged workspace again costs a `stat` per directory.
+ */
 async function findGitEntries(root: string): Promise<{ entries: string[]; incomplete: boolean }> {
   const entries: string[] = [];
-  const queue = [root];
+  let level = [root];
   let seen = 0;
-  while (queue.length > 0) {
-    const dir = queue.pop()!;
-    let children: import("node:fs").Dirent[];
-    try {
-      children = await fs.readdir(dir, { withFileTypes: true });
-    } catch {
-      continue; // unreadable: git cannot enter it either
+  while (level.length > 0) {
+    const next: string[] = [];
+    for (let start = 0; start < level.length; start += LISTED_AT_ONCE) {
+      const dirs = level.slice(start, start + LISTED_AT_ONCE);
+      const listed = await Promise.all(dirs.map((dir) => listDirectory(dir)));
+      for (const [index, children] of listed.entries()) {
+        if (!children) continue; // unreadable: git cannot enter it either
+        for (const child of children) {
+          if (++seen > REPOSITORY_SCAN_LIMIT) return { entries, incomplete: true };
+          const full = path.join(dirs[index]!, child.name);
+          if (child.name === ".git") entries.push(full);
+          else if (child.isDirectory) next.push(full);
+        }
+      }
     }
-    for (const child of children) {
-      if (++seen > REPOSITORY_SCAN_LIMIT) return { entries, incomplete: true };
-      const full = path.join(dir, child.name);
-      if (child.name === ".git") entries.push(full);
-      else if (child.isDirectory()) queue.push(full);
-    }
+    level = next;
   }
   return { entries, incomplete: false };
 }
+
+/** Directories listed at the same time by the walk. */
+const LISTED_AT_ONCE = 64;
 
 /** Where a `.git` entry leads: its git directory, common directory and alternates (real paths). */
 async function describeGitEntry(top: string, entry: string, enclosing: boolean): Promise<FoundRepository | undefined> {
@@ -220,17 +248,16 @@ async function gitDirsBelow(commonDir: string): Promise<string[]> {
   let seen = 0;
   while (queue.length > 0 && seen < 10_000) {
     const dir = queue.pop()!;
-    let children: import("node:fs").Dirent[];
-    try {
-      children = await fs.readdir(dir, { withFileTypes: true });
-    } catch {
-      continue;
-    }
+    const children = await listDirectory(dir);
+    if (!children) continue;
     for (const child of children) {
       seen++;
-      if (!child.isDirectory() || child.name === "objects" || child.name === "refs") continue;
+      if (!child.isDirectory || child.name === "objects" || child.name === "refs") continue;
       const full = path.join(dir, child.name);
-      if (await exists(path.join(full, "HEAD"))) found.push(await fs.realpath(full).catch(() => full));
+      // Its listing names HEAD (kept for when it is walked next); unlistable, asked directly.
+      const listing = await listDirectory(full);
+      const hasHead = listing ? listing.some((entry) => entry.name === "HEAD") : await exists(path.join(full, "HEAD"));
+      if (hasHead) found.push(await fs.realpath(full).catch(() => full));
       queue.push(full);
     }
   }
@@ -248,8 +275,8 @@ async function readConfigs(
   gitDirs: string[],
   extraMounts: string[],
   approved: boolean | undefined,
-): Promise<ConfigEntry[][]> {
-  if (gitDirs.length === 0) return [];
+): Promise<{ configs: ConfigEntry[][]; complete: boolean }> {
+  if (gitDirs.length === 0) return { configs: [], complete: true };
   // Unchanged configuration is not read again (git-config-cache.ts says when an answer is kept).
   // A linked worktree without configuration of its own answers as its common directory does.
   const taken = await Promise.all(gitDirs.map((dir) => configFingerprint(dir)));
@@ -267,7 +294,10 @@ async function readConfigs(
     if (read!.complete) rememberConfig(dir, taken[index]!, entries);
     return entries;
   });
-  return own.map((entries, index) => entries ?? own[gitDirs.indexOf(taken[index]!.commonDir)] ?? []);
+  return {
+    configs: own.map((entries, index) => entries ?? own[gitDirs.indexOf(taken[index]!.commonDir)] ?? []),
+    complete: read?.complete ?? true,
+  };
 }
 
 /**

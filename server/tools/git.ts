@@ -4,7 +4,7 @@ import { AppError, hasKind, markKind } from "../errors";
 import { asConfigEnv, gitHelperPaths, gitProgram } from "./git-hardening";
 import { inspectRepositories } from "./git-repositories";
 import { launch, LaunchRefused } from "./launcher";
-import { noSandboxReason, sandboxAvailable, UNAPPROVED_WALL_SECONDS } from "./sandbox";
+import { noSandboxReason, sandboxAvailable, systemProgram, UNAPPROVED_WALL_SECONDS } from "./sandbox";
 import { shellEnvironment } from "./shell";
 import { resolveInWorkspace } from "./workspace-path";
 
@@ -86,9 +86,32 @@ const WRITE_FILE_SIZE_BYTES = 4 * 1024 ** 3;
  * program a repository still names runs confined too.
  */
 export async function runGit(args: string[], options: GitOptions): Promise<GitOutput> {
+  return launchGit([gitProgram(), "--literal-pathspecs", "--no-pager", ...args], args, options);
+}
+
+/**
+ * A fixed script of several git commands in one launch (one sandbox instead of one per git: each
+ * costs tens of milliseconds). Bash without profile or rc files runs `script` with `$1` the
+ * absolute path of git and `args` after it, never interpolated into the script. Every git it
+ * starts gets exactly what `runGit` gives one: the same environment (the hardened configuration
+ * and the repository's overrides as GIT_CONFIG_COUNT/KEY_n/VALUE_n, inherited by each), the same
+ * sandbox and mounts; the script passes `--literal-pathspecs --no-pager` to each as runGit does.
+ * `name` stands for the script in errors.
+ */
+export async function runGitScript(
+  name: string,
+  script: string,
+  args: string[],
+  options: GitOptions,
+): Promise<GitOutput> {
+  const bash = systemProgram("bash") ?? "/bin/bash";
+  const argv = [bash, "--noprofile", "--norc", "-c", script, `stepwise-${name}`, gitProgram(), ...args];
+  return launchGit(argv, [name], options);
+}
+
+async function launchGit(argv: string[], args: string[], options: GitOptions): Promise<GitOutput> {
   options.signal.throwIfAborted();
   const { repository } = options;
-  const argv = [gitProgram(), "--literal-pathspecs", "--no-pager", ...args];
   const env: Record<string, string> = {
     ...(options.env ?? {}),
     ...asConfigEnv(repository.overrides),
