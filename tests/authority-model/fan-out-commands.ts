@@ -112,8 +112,8 @@ export class DecideGroup implements Command {
     const [listHash, listSeen] =
       this.shownBefore === undefined ? [view.listHash, waiting] : earlier[this.shownBefore % earlier.length]!;
     const name = nameOf(model, this.actor);
-    // A second approval of an instance by the same person is refused as such; not what is tested here.
-    if (this.approve && waiting.some((id) => run.approvals.get(id)?.has(name))) return;
+    // A second approval of an instance by the same person is refused, and then the group's whole.
+    const again = this.approve && waiting.some((id) => run.approvals.get(id)?.has(name));
     const outcome = await call(real, model, this.actor, "run.decide_group", {
       runId: run.id,
       stepId: "t",
@@ -125,7 +125,7 @@ export class DecideGroup implements Command {
       this.actor !== "agent" &&
       (this.approve ? mayApprove(model, this.actor, authors) : personAtLeast(model, this.actor, "approver"));
     const current = sameList(listSeen, waiting);
-    expectOutcome(model, this.toString(), mayDecide && current, outcome);
+    expectOutcome(model, this.toString(), mayDecide && current && !again, outcome);
     if (mayDecide && !current && !outcome.ok && outcome.code !== "version_conflict") {
       throw new Error(
         `${this}: a changed list was refused as ${outcome.code}, not version_conflict; ${describeModel(model)}`,
@@ -135,13 +135,32 @@ export class DecideGroup implements Command {
       `group ${this.approve ? "approval" : "denial"} by ${this.actor === "agent" ? "the agent" : "a person"}` +
         `${current ? "" : " on a changed list"} ${outcome.ok ? "allowed" : "refused"}`,
     );
-    if (!outcome.ok) return;
+    if (!outcome.ok) {
+      await this.nothingRecorded(model, real, run, waiting, name);
+      return;
+    }
     const decided = (outcome.value as { decided: string[] }).decided;
     if (!sameList([...decided].sort(), waiting)) {
       throw new Error(`${this}: decided ${decided.join()}, but ${waiting.join()} waited`);
     }
     if (!this.approve) return;
     for (const id of waiting) run.approvals.set(id, new Set([...(run.approvals.get(id) ?? []), name]));
+  }
+
+  /** A refused group decision is refused whole: no instance holds an approval the model has not. */
+  private async nothingRecorded(model: Model, real: Real, run: ModelRun, waiting: string[], name: string) {
+    const rows = await real.app.db.pool.query<{ step_id: string }>(
+      `select distinct step_id from approvals
+        where run_id = $1 and actor = $2 and decision = 'approved' and step_id = any($3) order by step_id`,
+      [run.id, name, waiting],
+    );
+    const recorded = rows.rows.map((row) => row.step_id);
+    const known = waiting.filter((id) => run.approvals.get(id)?.has(name));
+    if (!sameList(recorded, known)) {
+      throw new Error(
+        `${this}: refused, yet ${name}'s approvals of ${recorded.join()} are on record (the model knows ${known.join() || "none"}); ${describeModel(model)}`,
+      );
+    }
   }
 
   /** The first run from the pick on whose fan-out has instances waiting now. */
