@@ -13,12 +13,14 @@ import {
 } from "../../tests/authority-model/commands";
 import { coverage } from "../../tests/authority-model/coverage";
 import { CreateFanOutPlan, DecideGroup } from "../../tests/authority-model/fan-out-commands";
+import { CreateSubPlanPlan, StartChild } from "../../tests/authority-model/sub-plan-commands";
 import type { Model } from "../../tests/authority-model/model";
 import { checkAuthorityModel } from "../../tests/authority-model/run";
 
 /**
  * Given sequences of the model-based authority test (authority-model.int.test.ts) for the paths
- * issue 40 added — a fan-out group's decision, an MCP server's gated tool — which random sequences
+ * issue 40 added — a fan-out group's decision, a sub-plan's child started by a job after its
+ * step's claim, an MCP server's gated tool — which random sequences
  * reach only now and then. Each is checked against the model command by command, as a random one
  * is, and must also reach the path it is about (the coverage figures), so that it cannot pass by
  * stopping short of it.
@@ -26,7 +28,8 @@ import { checkAuthorityModel } from "../../tests/authority-model/run";
 async function check(policy: Model["policy"], commands: Command[], reaches: Record<string, number>) {
   const before = new Map(coverage);
   const { details } = await checkAuthorityModel({ numRuns: 1, sequence: { policy, commands } });
-  if (details.failed) throw new Error(`${fc.defaultReportMessage(details) ?? "failed"}\n${String(details.errorInstance)}`);
+  if (details.failed)
+    throw new Error(`${fc.defaultReportMessage(details) ?? "failed"}\n${String(details.errorInstance)}`);
   for (const [what, times] of Object.entries(reaches)) {
     expect({ what, times: (coverage.get(what) ?? 0) - (before.get(what) ?? 0) }).toEqual({ what, times });
   }
@@ -40,7 +43,7 @@ const fannedOut = (approver: "ann" | "bea" = "bea") => [
   new Claim(-1, true),
 ];
 
-describe("authority model: fan-out groups and MCP tools", () => {
+describe("authority model: fan-out groups, sub-plans and MCP tools", () => {
   it("an approval of the group whose maker is demoted, or revoked, before the claim runs no instance", async () => {
     for (const undo of [new SetRole("ann", "reviewer"), new Revoke("ann")]) {
       await check(ONE, [...fannedOut(), new DecideGroup("ann", 0, true, undefined), undo, new Claim(-1, true)], {
@@ -120,6 +123,31 @@ describe("authority model: fan-out groups and MCP tools", () => {
       ],
       { "fan-out instance ran at its claim": 1 },
     );
+  }, 120_000);
+
+  it("a sub-plan whose approver is demoted, or revoked, between its claim and its job starts no child", async () => {
+    for (const undo of [new SetRole("ann", "reviewer"), new Revoke("ann")]) {
+      await check(
+        ONE,
+        [
+          new CreateSubPlanPlan("rev"),
+          new ApprovePlan("bea", 0, true),
+          new Decide("ann", 0, 0, true),
+          new Claim(0),
+          undo,
+          new StartChild(0),
+          // bea decides again: the step is claimed and its child starts, approved by her.
+          new Decide("bea", 0, 0, true),
+          new Claim(0),
+          new StartChild(0),
+        ],
+        {
+          "sub-plan step ran at its claim": 2,
+          "sub-plan child held by its job": 1,
+          "sub-plan child started by its job": 1,
+        },
+      );
+    }
   }, 120_000);
 
   it("an MCP server's gated tool: a demoted approver's approval does not run it, a current approver's does", async () => {

@@ -20,6 +20,7 @@ import {
   type Command,
 } from "./commands";
 import { CreateFanOutPlan, DecideGroup } from "./fan-out-commands";
+import { CreateSubPlanPlan, StartChild } from "./sub-plan-commands";
 import { ACTORS, type Actor, type PersonKey } from "./model";
 
 /** Decisions are mostly tried by the approvers, so that they happen often enough to be undone. */
@@ -76,6 +77,7 @@ export const weightedCommands: fc.WeightedArbitrary<Command>[] = [
   { weight: 5, arbitrary: fc.constantFrom<PersonKey>("ann", "bea", "ann", "bea", "rev").map((who) => new Revoke(who)) },
   { weight: 5, arbitrary: pick.map((run) => new Claim(run)) },
   { weight: 4, arbitrary: pick.map((run) => new Claim(run, true)) },
+  { weight: 3, arbitrary: pick.map((run) => new StartChild(run)) },
   { weight: 1, arbitrary: fc.constant(new EnterPlanMode()) },
   { weight: 1, arbitrary: fc.constant(new ExitPlanMode()) },
   { weight: 1, arbitrary: actor.map((who) => new SetUpTodoPlan(who)) },
@@ -111,5 +113,11 @@ export const scenarios: fc.WeightedArbitrary<Command[]>[] = [
     arbitrary: fc
       .tuple(writer, decider)
       .map(([who, approver]) => [new CreatePlan(who, true), new ApprovePlan(approver, 0, true)]),
+  },
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(writer, decider)
+      .map(([who, approver]) => [new CreateSubPlanPlan(who), new ApprovePlan(approver, 0, true)]),
   },
 ];

@@ -109,6 +109,7 @@ function toolOf(step: { tool: string; forEach?: string }): ModelStep["tool"] {
   if (step.forEach !== undefined) return "template";
   if (step.tool === "touch_gated" || step.tool === "touch_ungated") return step.tool;
   if (step.tool === MCP_GATED_TOOL) return "mcp_gated";
+  if (step.tool === "run_plan") return "sub_plan";
   return step.tool === "echo" ? "list" : "other";
 }
 type SavedStep = { id: string; tool: string; approvalRequired: boolean; forEach?: string };
@@ -497,11 +498,13 @@ export class Claim implements Command {
       const allowed = stepMayRun(model, run, step);
       await executeStepJob(real.app.engine, { runId: run.id, stepId: step.id, attempt: before.attempt + 1 });
       const after = await stepRow(real, run.id, step.id);
-      const ran = after?.effects === true;
-      if (ran) run.ran.add(step.id);
-      if (step.templateId || step.tool === "mcp_gated") {
-        count(`${step.templateId ? "fan-out instance" : "MCP tool step"} ${ran ? "ran" : "held"} at its claim`);
-      }
+      // A sub-plan step claimed waits running for its child, which a job starts (StartChild).
+      const ran = step.tool === "sub_plan" ? after?.status === "running" : after?.effects === true;
+      if (ran && step.tool !== "sub_plan") run.ran.add(step.id);
+      const kind = step.templateId
+        ? "fan-out instance"
+        : { mcp_gated: "MCP tool step", sub_plan: "sub-plan step" }[step.tool as string];
+      if (kind) count(`${kind} ${ran ? "ran" : "held"} at its claim`);
       if (ran !== allowed) {
         throw new Error(
           `${this}: step ${step.id} (${step.tool}, ${step.approvalRequired ? "gated" : "ungated"}) ${ran ? "ran" : "was held"}; ` +

@@ -36,9 +36,10 @@ export interface ModelStep {
    * `list`: a read-only step whose output a fan-out goes over (runs on the plan's approval);
    * `template`: a fan-out step, never claimed itself — its instances (`t[0]`, …) are gated steps
    * of their own, added to the run's steps once the list is known; `mcp_gated`: an MCP server's
-   * tool with no annotations (unknown risk, gated); `other`: a step the test does not claim.
+   * tool with no annotations (unknown risk, gated); `sub_plan`: a `run_plan` step (gated), whose
+   * child run a job starts after its claim; `other`: a step the test does not claim.
    */
-  tool: "touch_gated" | "touch_ungated" | "mcp_gated" | "list" | "template" | "other";
+  tool: "touch_gated" | "touch_ungated" | "mcp_gated" | "list" | "template" | "sub_plan" | "other";
   approvalRequired: boolean;
   /** Set on a fan-out instance: its template's id. */
   templateId?: string;
@@ -87,6 +88,8 @@ export interface Model {
   agentPlanMode?: string;
   policy: { authorMayApprove: boolean; approvals: number };
   people: Record<PersonKey, ModelPerson>;
+  /** The saved plan sub-plan steps run, and who wrote it. */
+  childPlan: { id: string; authors: string[] };
   plans: ModelPlan[];
   runs: ModelRun[];
   links: ModelLink[];

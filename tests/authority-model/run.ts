@@ -150,7 +150,20 @@ export async function checkAuthorityModel(options: ModelRunOptions) {
       };
       people[key] = { name, role: START_ROLES[key], revoked: false, ...made };
     }
-    const model: Model = { tag: suffix, agentName: `bot-${suffix}`, policy, people, plans: [], runs: [], links: [] };
+    // The saved plan this sequence's sub-plan steps run (the owner wrote it).
+    const child = (await owner("plan.create", {
+      draft: { goal: "a sub-plan", steps: [{ id: "c", description: "child work", tool: "echo", args: { value: 1 } }] },
+    })) as { id: string };
+    const model: Model = {
+      tag: suffix,
+      agentName: `bot-${suffix}`,
+      policy,
+      people,
+      plans: [],
+      runs: [],
+      links: [],
+      childPlan: { id: child.id, authors: [OWNER.name] },
+    };
     return { model, real };
   };
 
