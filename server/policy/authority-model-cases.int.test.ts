@@ -40,13 +40,13 @@ const ONE = { authorMayApprove: true, approvals: 1 };
 const fannedOut = (approver: "ann" | "bea" = "bea") => [
   new CreateFanOutPlan("rev", 1),
   new ApprovePlan(approver, 0, true),
-  new Claim(-1, true),
+  new Claim(-1, "fan-out"),
 ];
 
 describe("authority model: fan-out groups, sub-plans and MCP tools", () => {
   it("an approval of the group whose maker is demoted, or revoked, before the claim runs no instance", async () => {
     for (const undo of [new SetRole("ann", "reviewer"), new Revoke("ann")]) {
-      await check(ONE, [...fannedOut(), new DecideGroup("ann", 0, true, undefined), undo, new Claim(-1, true)], {
+      await check(ONE, [...fannedOut(), new DecideGroup("ann", 0, true, undefined), undo, new Claim(-1, "fan-out")], {
         "group approval by a person allowed": 1,
         "fan-out instance held at its claim": 2,
       });
@@ -64,7 +64,7 @@ describe("authority model: fan-out groups, sub-plans and MCP tools", () => {
         new Decide("bea", 0, 0, true),
         new DecideGroup("bea", 0, true, 0),
         new DecideGroup("bea", 0, true, undefined),
-        new Claim(-1, true),
+        new Claim(-1, "fan-out"),
       ],
       {
         "group approval by a person on a changed list refused": 1,
@@ -83,7 +83,7 @@ describe("authority model: fan-out groups, sub-plans and MCP tools", () => {
         new Decide("ann", 0, 1, true),
         new DecideGroup("ann", 0, true, undefined),
         new DecideGroup("bea", 0, true, undefined),
-        new Claim(-1, true),
+        new Claim(-1, "fan-out"),
       ],
       {
         "group approval by a person refused": 1,
@@ -119,7 +119,7 @@ describe("authority model: fan-out groups, sub-plans and MCP tools", () => {
         new UseLink(0, true),
         new SetRole("ann", "approver"),
         new UseLink(0, true),
-        new Claim(-1, true),
+        new Claim(-1, "fan-out"),
       ],
       { "fan-out instance ran at its claim": 1 },
     );

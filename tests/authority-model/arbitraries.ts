@@ -39,11 +39,11 @@ const pick = fc.nat(7);
 export const weightedCommands: fc.WeightedArbitrary<Command>[] = [
   { weight: 3, arbitrary: writer.map((who) => new CreatePlan(who)) },
   { weight: 1, arbitrary: writer.map((who) => new CreatePlan(who, true)) },
-  { weight: 4, arbitrary: fc.tuple(writer, pick).map(([who, list]) => new CreateFanOutPlan(who, list)) },
+  { weight: 1, arbitrary: fc.tuple(writer, pick).map(([who, list]) => new CreateFanOutPlan(who, list)) },
   // A fan-out group's decision, mostly an approver's on the list as shown now; sometimes on a list
   // shown earlier (changed since when an instance was decided or run meanwhile), or an agent's.
   {
-    weight: 6,
+    weight: 4,
     arbitrary: fc
       .tuple(
         fc.constantFrom<Actor>("ann", "bea", "ann", "bea", "rev", "agent"),
@@ -76,8 +76,8 @@ export const weightedCommands: fc.WeightedArbitrary<Command>[] = [
   // Mostly an approver's credential: what matters is an approval whose maker is revoked before the claim.
   { weight: 5, arbitrary: fc.constantFrom<PersonKey>("ann", "bea", "ann", "bea", "rev").map((who) => new Revoke(who)) },
   { weight: 5, arbitrary: pick.map((run) => new Claim(run)) },
-  { weight: 4, arbitrary: pick.map((run) => new Claim(run, true)) },
-  { weight: 3, arbitrary: pick.map((run) => new StartChild(run)) },
+  { weight: 2, arbitrary: pick.map((run) => new Claim(run, "fan-out")) },
+  { weight: 2, arbitrary: pick.map((run) => new StartChild(run)) },
   { weight: 1, arbitrary: fc.constant(new EnterPlanMode()) },
   { weight: 1, arbitrary: fc.constant(new ExitPlanMode()) },
   { weight: 1, arbitrary: actor.map((who) => new SetUpTodoPlan(who)) },
@@ -99,13 +99,13 @@ export const weightedCommands: fc.WeightedArbitrary<Command>[] = [
  */
 export const scenarios: fc.WeightedArbitrary<Command[]>[] = [
   {
-    weight: 5,
+    weight: 4,
     arbitrary: fc
       .tuple(writer, pick, decider)
       .map(([who, list, approver]) => [
         new CreateFanOutPlan(who, list),
         new ApprovePlan(approver, 0, true),
-        new Claim(-1, true),
+        new Claim(-1, "fan-out"),
       ]),
   },
   {
@@ -119,5 +119,28 @@ export const scenarios: fc.WeightedArbitrary<Command[]>[] = [
     arbitrary: fc
       .tuple(writer, decider)
       .map(([who, approver]) => [new CreateSubPlanPlan(who), new ApprovePlan(approver, 0, true)]),
+  },
+  // An approver's step decision undone (demoted, revoked) before the effect: before the claim, or
+  // between the claim and a sub-plan's job.
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(fc.constantFrom<PersonKey>("ann", "bea"), pick, pick, fc.boolean())
+      .map(([who, run, step, revoke]) => [
+        new Decide(who, run, step, true),
+        revoke ? new Revoke(who) : new SetRole(who, "reviewer"),
+        new Claim(0, "last-decided"),
+      ]),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(fc.constantFrom<PersonKey>("ann", "bea"), pick, pick, fc.boolean())
+      .map(([who, run, step, revoke]) => [
+        new Decide(who, run, step, true),
+        new Claim(0, "last-decided"),
+        revoke ? new Revoke(who) : new SetRole(who, "reviewer"),
+        new StartChild(run),
+      ]),
   },
 ];

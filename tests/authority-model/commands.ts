@@ -383,7 +383,10 @@ export class Decide implements Command {
       ? mayApprove(model, this.actor, authors)
       : personAtLeast(model, this.actor, "approver");
     expectOutcome(model, this.toString(), allowed, outcome);
-    if (outcome.ok && this.approve) run.approvals.set(step.id, new Set([...(run.approvals.get(step.id) ?? []), name]));
+    if (outcome.ok && this.approve) {
+      run.approvals.set(step.id, new Set([...(run.approvals.get(step.id) ?? []), name]));
+      model.lastDecidedRun = model.runs.indexOf(run);
+    }
   }
   toString = () => `${this.approve ? "approve" : "deny"}Step(${this.actor}, run ${this.runPick}, step ${this.step})`;
 }
@@ -479,14 +482,23 @@ export class Revoke implements Command {
 
 /** The engine claims every ready step of a run: it runs exactly those the model says may run now. */
 export class Claim implements Command {
-  /** `fanOut`: the pick is among the runs with a fan-out (so that their instances are reached often). */
+  /**
+   * `among`: the pick is among all runs, among the runs with a fan-out (so that their instances
+   * are reached often), or the run of the latest accepted step decision (a scenario's claim).
+   */
   constructor(
     readonly runPick: number,
-    readonly fanOut = false,
+    readonly among: "all" | "fan-out" | "last-decided" = "all",
   ) {}
   check = (model: Readonly<Model>) => this.runs(model).length > 0;
-  private runs = (model: Readonly<Model>) =>
-    this.fanOut ? model.runs.filter((run) => run.steps.some((step) => step.tool === "template")) : model.runs;
+  private runs = (model: Readonly<Model>) => {
+    if (this.among === "fan-out") return model.runs.filter((run) => run.steps.some((step) => step.tool === "template"));
+    if (this.among === "last-decided") {
+      const run = model.lastDecidedRun === undefined ? undefined : model.runs[model.lastDecidedRun];
+      return run ? [run] : [];
+    }
+    return model.runs;
+  };
   async run(model: Model, real: Real) {
     const runs = this.runs(model);
     // A negative pick counts from the newest run.
@@ -515,7 +527,10 @@ export class Claim implements Command {
     // The list step that just ran made its fan-out's instances: they are the run's steps from now on.
     await addInstances(real, run);
   }
-  toString = () => `claim(${this.fanOut ? "fan-out " : ""}run ${this.runPick})`;
+  toString = () =>
+    this.among === "last-decided"
+      ? "claim(the run just decided)"
+      : `claim(${this.among === "fan-out" ? "fan-out " : ""}run ${this.runPick})`;
 }
 
 /**

@@ -92,6 +92,8 @@ export interface Model {
   childPlan: { id: string; authors: string[] };
   plans: ModelPlan[];
   runs: ModelRun[];
+  /** The run of the latest step approval the system accepted (a scenario claims it next). */
+  lastDecidedRun?: number;
   links: ModelLink[];
 }
 
