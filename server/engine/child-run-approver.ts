@@ -13,9 +13,9 @@ import type { EngineDeps } from "./deps";
  *
  * 1. `step.run` again for the parent step: enough distinct decisions of its exact definition by
  *    people who may approve it now (the claim's question, asked again).
- * 2. `plan.approve` for the person who approves the child (the latest of those counted decisions;
- *    the parent run's approver when no decision is on record) in the run's workspace, on the
- *    child plan's authors when it names a saved plan.
+ * 2. `plan.approve` for the person who approves the child (the maker of the latest counted
+ *    approval, else of the latest counted waiver) in the run's workspace, on the child plan's
+ *    authors when it names a saved plan.
  *
  * A refusal says why, in the words the run page and the audit show; the step then waits for a new
  * decision, as a step whose approver lost the right before its claim does.
@@ -35,24 +35,22 @@ export async function childRunApprover(
   };
   const facts = (await assessApprovals(deps.pool, deps.tools, run, [parent.stepId], deps.authority)).get(parent.stepId);
   const decisions = facts?.resource.decisions ?? [];
-  if (facts && decisions.length > 0) {
-    const run = deps.authority.authorize(SYSTEM_PRINCIPAL, "step.run", facts.resource);
-    if (!run.allowed) {
-      const tally = facts.view.approvals;
-      const counted = new Set(tally?.given ?? []);
-      const lost = [...new Set(decisions.map((decision) => decision.principal.name))].filter(
-        (name) => !counted.has(name),
-      );
-      return {
-        ok: false,
-        reason:
-          `Its sub-plan did not start: it has ${counted.size} of ${tally?.required ?? 1} approvals now` +
-          (lost.length > 0
-            ? `; ${lost.join(", ")} may not approve it now and ${lost.length === 1 ? "does" : "do"} not count`
-            : "") +
-          "; it needs a new decision",
-      };
-    }
+  // A `run_plan` step always needs decisions (its tool is gated; ungated only by a waiver).
+  if (!facts || !deps.authority.authorize(SYSTEM_PRINCIPAL, "step.run", facts.resource).allowed) {
+    const tally = facts?.view.approvals;
+    const counted = new Set(tally?.given ?? []);
+    const lost = [...new Set(decisions.map((decision) => decision.principal.name))].filter(
+      (name) => !counted.has(name),
+    );
+    return {
+      ok: false,
+      reason:
+        `Its sub-plan did not start: it has ${counted.size} of ${tally?.required ?? 1} approvals now` +
+        (lost.length > 0
+          ? `; ${lost.join(", ")} may not approve it now and ${lost.length === 1 ? "does" : "do"} not count`
+          : "") +
+        "; it needs a new decision",
+    };
   }
   const counted = deps.authority.countedApprovers(facts?.resource ?? {});
   const approvals = decisions.filter((d) => d.via === "approval" && counted.includes(d.principal.name));
