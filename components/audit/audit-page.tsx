@@ -40,6 +40,7 @@ const ACTIONS: Record<AuditAction, string> = {
   "step.recovered": "recovered the step",
   "run.cancelled": "cancelled the run",
   "run.child_started": "started a sub-plan's run",
+  "run.child_held": "held a sub-plan back: its approver may not approve it now",
   "run.paused": "paused the run",
   "run.resumed": "resumed the run",
   "run.plan_adopted": "moved the run to a new plan version",

@@ -21,6 +21,7 @@ export const AUDIT_ACTIONS = [
   "step.recovered",
   "run.cancelled",
   "run.child_started",
+  "run.child_held",
   "run.paused",
   "run.resumed",
   "run.plan_adopted",

@@ -21,7 +21,8 @@ import { inTransaction } from "../db";
 import { AppError, isAppError } from "../errors";
 import { FINISHED_RUN_STATUSES, isIn } from "../vocabulary";
 import type { RunPlanArgs } from "../tools/run-plan";
-import { advance } from "./advance";
+import { advance, dispatch, requestApproval } from "./advance";
+import { childRunApprover } from "./child-run-approver";
 import { cancelRun } from "./commands";
 import type { ChildPlanRequest, ChildPlanResolver, EngineDeps } from "./deps";
 import { recordOutcomeIn } from "./outcome";
@@ -44,10 +45,12 @@ export async function startChildRun(deps: EngineDeps, job: StartChildJob): Promi
     workspace_id: string | null;
     max_parallel: number;
     approved_by: string;
+    plan_id: string;
     plan_version: number;
     child: string | null;
   }>(
-    `select rs.status, rs.attempt, r.workspace_root, r.workspace_id, r.max_parallel, r.approved_by, r.plan_version,
+    `select rs.status, rs.attempt, r.workspace_root, r.workspace_id, r.max_parallel, r.approved_by, r.plan_id,
+            r.plan_version,
             (select c.id from runs c where c.parent_run_id = r.id and c.parent_step_id = rs.step_id) as child
        from run_steps rs join runs r on r.id = rs.run_id
       where rs.run_id = $1 and rs.step_id = $2`,
@@ -56,8 +59,25 @@ export async function startChildRun(deps: EngineDeps, job: StartChildJob): Promi
   const row = parent.rows[0];
   // Already started (a job run again), or the step moved on (the run was cancelled meanwhile).
   if (!row || row.child || row.status !== "running" || row.attempt !== job.attempt) return;
-  const approval = await stepApproval(deps, job.runId, job.stepId, row.plan_version);
-  const actor = approval?.actor ?? row.approved_by;
+  // The child's start is the effect: the policy is asked now who approves it (child-run-approver.ts).
+  const approver = await childRunApprover(
+    deps,
+    {
+      runId: job.runId,
+      stepId: job.stepId,
+      planId: row.plan_id,
+      planVersion: row.plan_version,
+      workspaceRoot: row.workspace_root,
+    },
+    row.approved_by,
+    row.workspace_id,
+    job.args,
+  );
+  if (!approver.ok) {
+    await holdForNewDecision(deps, job, approver.reason);
+    return;
+  }
+  const actor = approver.actor;
   try {
     const target =
       "plan_id" in job.args
@@ -99,22 +119,6 @@ async function resolveTemplateOrFail(
   return resolve(request);
 }
 
-/** The person's decision that let the step run: they approve the child run. */
-async function stepApproval(
-  deps: EngineDeps,
-  runId: string,
-  stepId: string,
-  version: number,
-): Promise<{ actor: string; createdAt: Date } | undefined> {
-  const { rows } = await deps.pool.query<{ actor: string; created_at: Date }>(
-    `select actor, created_at from approvals
-      where run_id = $1 and step_id = $2 and plan_version = $3 and decision = 'approved'
-      order by created_at desc limit 1`,
-    [runId, stepId, version],
-  );
-  return rows[0] && { actor: rows[0].actor, createdAt: rows[0].created_at };
-}
-
 /** The parent run tells who started which child: its timeline and audit link the two runs. */
 async function noteChildStarted(
   deps: EngineDeps,
@@ -135,6 +139,29 @@ async function noteChildStarted(
       data: { childRunId: child.runId, planId: child.planId, version: child.version },
     });
     await audit(tx, actor, "run.child_started", job.stepId, { childRunId: child.runId, planId: child.planId });
+    await tx.flush();
+  });
+}
+
+/**
+ * The child did not start because its approver may not approve it now: the parent step goes back
+ * to waiting for a decision (as at a claim, approval-binding.ts), giving back the parallelism slot
+ * it held while running, with the reason on the step and in the audit.
+ */
+async function holdForNewDecision(deps: EngineDeps, job: StartChildJob, reason: string): Promise<void> {
+  await inTransaction(deps.pool, async (client) => {
+    const tx = await requireRun(deps, client, job.runId);
+    const current = await client.query(
+      "select 1 from run_steps where run_id = $1 and step_id = $2 and status = 'running' and attempt = $3 for update",
+      [job.runId, job.stepId, job.attempt],
+    );
+    if (current.rowCount === 0) return;
+    await tx.loadStatuses([job.stepId]);
+    tx.setStatus(job.stepId, "ready");
+    requestApproval(tx, job.stepId, tx.now, reason);
+    tx.run.active_steps--;
+    await audit(tx, "stepwise", "run.child_held", job.stepId, { reason });
+    await dispatch(tx);
     await tx.flush();
   });
 }

@@ -34,87 +34,97 @@ interface ApprovalDecision {
 
 /** Approve or deny a gated step. Enforced here, whatever the client: only awaiting steps can be decided. */
 export async function decideApproval(deps: EngineDeps, input: ApprovalDecision): Promise<void> {
-  await inTransaction(deps.pool, async (client) => {
-    const tx = await openRunTransaction(deps, client, input.runId);
-    if (!tx) throw new AppError("not_found", `No run ${input.runId}`);
-    await tx.loadStatuses([input.stepId]);
-    const status = tx.statuses.get(input.stepId);
-    if (status === undefined) throw new AppError("not_found", `Run has no step ${input.stepId}`);
-    if (status !== "awaiting_approval") {
-      // A repeated decision (a double click, a client retrying after a lost response) answers
-      // with the decision already recorded; only a contrary one is an error.
-      const recorded = await client.query<{ decision: string; actor: string }>(
-        `select decision, actor from approvals where run_id = $1 and step_id = $2 order by id desc limit 1`,
-        [input.runId, input.stepId],
-      );
-      const last = recorded.rows[0];
-      if (last && (last.decision === "approved") === input.approve) return;
-      throw new AppError("invalid_state", `${input.stepId} is ${status}, not awaiting approval`);
-    }
-    // The decision covers exactly the definition the step has now (see approval-binding.ts).
-    const step = tx.graph.steps.get(input.stepId);
-    if (!step) throw new AppError("not_found", `The run's plan version has no step ${input.stepId}`);
-    const definitionHash = runStepDefinitionHash(tx, step);
-    // A link is made for one definition: it denies nothing else either.
-    const bound = input.approve || input.via === "link";
-    if (bound && input.definitionHash !== undefined && input.definitionHash !== definitionHash) {
-      throw new AppError(
-        "version_conflict",
-        `${input.stepId} changed after it was shown to you; review what it will run now and decide again`,
-      );
-    }
-    const tally = input.approve ? await approvalTally(deps, client, tx, input) : undefined;
-    await client.query(
-      `insert into approvals (run_id, step_id, plan_version, decision, actor, comment, definition_hash, actor_kind)
-       values ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [
-        input.runId,
-        input.stepId,
-        tx.run.plan_version,
-        input.approve ? "approved" : "denied",
-        input.actor,
-        input.comment ?? null,
-        definitionHash,
-        actorKindOf(input.actor),
-      ],
+  await inTransaction(deps.pool, (client) => decideApprovalIn(deps, client, input));
+}
+
+/**
+ * `decideApproval` inside a transaction the caller holds: a fan-out group's decisions are all
+ * made, or none, in the one transaction that checked the list (fan-out-decisions.ts).
+ */
+export async function decideApprovalIn(
+  deps: EngineDeps,
+  client: pg.PoolClient,
+  input: ApprovalDecision,
+): Promise<void> {
+  const tx = await openRunTransaction(deps, client, input.runId);
+  if (!tx) throw new AppError("not_found", `No run ${input.runId}`);
+  await tx.loadStatuses([input.stepId]);
+  const status = tx.statuses.get(input.stepId);
+  if (status === undefined) throw new AppError("not_found", `Run has no step ${input.stepId}`);
+  if (status !== "awaiting_approval") {
+    // A repeated decision (a double click, a client retrying after a lost response) answers
+    // with the decision already recorded; only a contrary one is an error.
+    const recorded = await client.query<{ decision: string; actor: string }>(
+      `select decision, actor from approvals where run_id = $1 and step_id = $2 order by id desc limit 1`,
+      [input.runId, input.stepId],
     );
-    await audit(tx, input.actor, input.approve ? "step.approved" : "step.denied", input.stepId, {
+    const last = recorded.rows[0];
+    if (last && (last.decision === "approved") === input.approve) return;
+    throw new AppError("invalid_state", `${input.stepId} is ${status}, not awaiting approval`);
+  }
+  // The decision covers exactly the definition the step has now (see approval-binding.ts).
+  const step = tx.graph.steps.get(input.stepId);
+  if (!step) throw new AppError("not_found", `The run's plan version has no step ${input.stepId}`);
+  const definitionHash = runStepDefinitionHash(tx, step);
+  // A link is made for one definition: it denies nothing else either.
+  const bound = input.approve || input.via === "link";
+  if (bound && input.definitionHash !== undefined && input.definitionHash !== definitionHash) {
+    throw new AppError(
+      "version_conflict",
+      `${input.stepId} changed after it was shown to you; review what it will run now and decide again`,
+    );
+  }
+  const tally = input.approve ? await approvalTally(deps, client, tx, input) : undefined;
+  await client.query(
+    `insert into approvals (run_id, step_id, plan_version, decision, actor, comment, definition_hash, actor_kind)
+     values ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [
+      input.runId,
+      input.stepId,
+      tx.run.plan_version,
+      input.approve ? "approved" : "denied",
+      input.actor,
+      input.comment ?? null,
       definitionHash,
-      // The person's words with the decision (kept as `comment` on the approvals row).
-      ...(input.comment && { note: input.comment }),
-      ...(input.via && { via: input.via }),
-      // Who approved under which policy; "released" says whether this approval let the step run.
-      ...(tally && { ...tally, released: tally.approvals.length >= tally.required }),
-    });
-    tx.events.push({
-      type: "approval.decided",
-      stepId: input.stepId,
-      data: {
-        decision: input.approve ? "approved" : "denied",
-        actor: input.actor,
-        actorKind: actorKindOf(input.actor),
-        comment: input.comment ?? null,
-        ...(tally && { approvals: tally.approvals.length, required: tally.required }),
-      },
-    });
-    if (input.approve) {
-      // Short of the policy's count the approval stays recorded, bound to the definition, and the
-      // step keeps waiting for another approver.
-      if (!tally || tally.approvals.length >= tally.required) {
-        makeReady(tx, input.stepId);
-        await dispatch(tx);
-      }
-    } else {
-      tx.setStatus(
-        input.stepId,
-        "skipped",
-        `Approval denied by ${input.actor}${input.comment ? `: ${input.comment}` : ""}`,
-      );
-      tx.run.open_steps--;
-      await advance(tx, [input.stepId]);
-    }
-    await tx.flush();
+      actorKindOf(input.actor),
+    ],
+  );
+  await audit(tx, input.actor, input.approve ? "step.approved" : "step.denied", input.stepId, {
+    definitionHash,
+    // The person's words with the decision (kept as `comment` on the approvals row).
+    ...(input.comment && { note: input.comment }),
+    ...(input.via && { via: input.via }),
+    // Who approved under which policy; "released" says whether this approval let the step run.
+    ...(tally && { ...tally, released: tally.approvals.length >= tally.required }),
   });
+  tx.events.push({
+    type: "approval.decided",
+    stepId: input.stepId,
+    data: {
+      decision: input.approve ? "approved" : "denied",
+      actor: input.actor,
+      actorKind: actorKindOf(input.actor),
+      comment: input.comment ?? null,
+      ...(tally && { approvals: tally.approvals.length, required: tally.required }),
+    },
+  });
+  if (input.approve) {
+    // Short of the policy's count the approval stays recorded, bound to the definition, and the
+    // step keeps waiting for another approver.
+    if (!tally || tally.approvals.length >= tally.required) {
+      makeReady(tx, input.stepId);
+      await dispatch(tx);
+    }
+  } else {
+    tx.setStatus(
+      input.stepId,
+      "skipped",
+      `Approval denied by ${input.actor}${input.comment ? `: ${input.comment}` : ""}`,
+    );
+    tx.run.open_steps--;
+    await advance(tx, [input.stepId]);
+  }
+  await tx.flush();
 }
 
 /**

@@ -4,7 +4,8 @@ import { z } from "zod";
 import { AppError } from "../errors";
 import type { ToolRegistry } from "../tools/registry";
 import { approvalViewSchema, assessApprovals } from "./approval-view";
-import { decideApproval } from "./commands";
+import { inTransaction } from "../db";
+import { decideApprovalIn } from "./commands";
 import type { EngineDeps } from "./deps";
 
 /**
@@ -75,33 +76,39 @@ function listHash(views: { stepId: string; approval: { definitionHash: string } 
 }
 
 /**
- * Approves or denies every waiting instance of a group as the person saw it. Each instance's
- * decision binds to its own definition hash (decideApproval), so an instance that changed between
- * the view and the decision is refused even within a list that hashed the same.
+ * Approves or denies every waiting instance of a group as the person saw it, all or none: in one
+ * transaction holding the run's lock — so the list cannot change between the check of its hash
+ * and the last decision — each instance's decision binds to its own definition hash and asks the
+ * authority policy as any step decision does (decideApprovalIn: `step.approve` on the decider as
+ * they stand now); one refused rolls every other back.
  */
 export async function decideFanOutGroup(
   deps: EngineDeps,
   input: { runId: string; templateId: string; approve: boolean; actor: string; listHash: string; comment?: string },
 ): Promise<{ decided: string[] }> {
-  const view = await fanOutGroupView(deps.pool, deps.tools, input.runId, input.templateId);
-  if (view.listHash !== input.listHash) {
-    throw new AppError(
-      "version_conflict",
-      `The list of ${input.templateId} is not the one shown to you; review the instances it will run now and decide again`,
-    );
-  }
-  const decided: string[] = [];
-  for (const instance of view.instances) {
-    if (!instance.approval) continue;
-    await decideApproval(deps, {
-      runId: input.runId,
-      stepId: instance.stepId,
-      approve: input.approve,
-      actor: input.actor,
-      definitionHash: instance.approval.definitionHash,
-      ...(input.comment && { comment: input.comment }),
-    });
-    decided.push(instance.stepId);
-  }
-  return { decided };
+  return inTransaction(deps.pool, async (client) => {
+    const locked = await client.query("select 1 from runs where id = $1 for update", [input.runId]);
+    if (locked.rowCount === 0) throw new AppError("not_found", `No run ${input.runId}`);
+    const view = await fanOutGroupView(client, deps.tools, input.runId, input.templateId);
+    if (view.listHash !== input.listHash) {
+      throw new AppError(
+        "version_conflict",
+        `The list of ${input.templateId} is not the one shown to you; review the instances it will run now and decide again`,
+      );
+    }
+    const decided: string[] = [];
+    for (const instance of view.instances) {
+      if (!instance.approval) continue;
+      await decideApprovalIn(deps, client, {
+        runId: input.runId,
+        stepId: instance.stepId,
+        approve: input.approve,
+        actor: input.actor,
+        definitionHash: instance.approval.definitionHash,
+        ...(input.comment && { comment: input.comment }),
+      });
+      decided.push(instance.stepId);
+    }
+    return { decided };
+  });
 }

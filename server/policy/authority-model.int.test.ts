@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { describeCoverage } from "../../tests/authority-model/coverage";
 import { checkAuthorityModel } from "../../tests/authority-model/run";
 
 /**
@@ -21,6 +22,7 @@ describe("authority, model-based", () => {
     async () => {
       const { details, wallMs } = await checkAuthorityModel({ numRuns: runs, ...(seed !== undefined && { seed }) });
       console.info(`authority model: ${details.numRuns} sequences, seed ${details.seed}, ${wallMs} ms`);
+      console.info(`covered: ${describeCoverage()}`);
       if (details.failed) {
         throw new Error(`${fc.defaultReportMessage(details) ?? "failed"}\n${String(details.errorInstance)}`);
       }

@@ -19,6 +19,8 @@ import {
   WaiveGate,
   type Command,
 } from "./commands";
+import { CreateFanOutPlan, DecideGroup } from "./fan-out-commands";
+import { CreateSubPlanPlan, StartChild } from "./sub-plan-commands";
 import { ACTORS, type Actor, type PersonKey } from "./model";
 
 /** Decisions are mostly tried by the approvers, so that they happen often enough to be undone. */
@@ -36,6 +38,21 @@ const pick = fc.nat(7);
  */
 export const weightedCommands: fc.WeightedArbitrary<Command>[] = [
   { weight: 3, arbitrary: writer.map((who) => new CreatePlan(who)) },
+  { weight: 1, arbitrary: writer.map((who) => new CreatePlan(who, true)) },
+  { weight: 1, arbitrary: fc.tuple(writer, pick).map(([who, list]) => new CreateFanOutPlan(who, list)) },
+  // A fan-out group's decision, mostly an approver's on the list as shown now; sometimes on a list
+  // shown earlier (changed since when an instance was decided or run meanwhile), or an agent's.
+  {
+    weight: 4,
+    arbitrary: fc
+      .tuple(
+        fc.constantFrom<Actor>("ann", "bea", "ann", "bea", "rev", "agent"),
+        pick,
+        fc.constantFrom(true, true, true, false),
+        fc.option(pick, { freq: 3 }),
+      )
+      .map(([who, run, approve, before]) => new DecideGroup(who, run, approve, before ?? undefined)),
+  },
   { weight: 1, arbitrary: fc.constant(new StartSession()) },
   { weight: 2, arbitrary: fc.tuple(actor, pick).map(([who, plan]) => new AddUngatedStep(who, plan)) },
   { weight: 2, arbitrary: fc.tuple(actor, pick).map(([who, plan]) => new WaiveGate(who, plan)) },
@@ -59,6 +76,8 @@ export const weightedCommands: fc.WeightedArbitrary<Command>[] = [
   // Mostly an approver's credential: what matters is an approval whose maker is revoked before the claim.
   { weight: 5, arbitrary: fc.constantFrom<PersonKey>("ann", "bea", "ann", "bea", "rev").map((who) => new Revoke(who)) },
   { weight: 5, arbitrary: pick.map((run) => new Claim(run)) },
+  { weight: 2, arbitrary: pick.map((run) => new Claim(run, "fan-out")) },
+  { weight: 2, arbitrary: pick.map((run) => new StartChild(run)) },
   { weight: 1, arbitrary: fc.constant(new EnterPlanMode()) },
   { weight: 1, arbitrary: fc.constant(new ExitPlanMode()) },
   { weight: 1, arbitrary: actor.map((who) => new SetUpTodoPlan(who)) },
@@ -69,5 +88,59 @@ export const weightedCommands: fc.WeightedArbitrary<Command>[] = [
   {
     weight: 1,
     arbitrary: fc.constantFrom<Actor | "owner">("owner", "ann", "rev", "agent").map((who) => new AddMcpServer(who)),
+  },
+];
+
+/**
+ * Scenarios, each one chunk of a sequence: a plan of a kind written and approved by someone (who
+ * may or may not approve it) — for a fan-out, its list step claimed too, after which its instances
+ * wait for decisions that the commands around the chunk make, undo or claim. Alone, these commands
+ * would rarely fall in this order.
+ */
+export const scenarios: fc.WeightedArbitrary<Command[]>[] = [
+  {
+    weight: 4,
+    arbitrary: fc
+      .tuple(writer, pick, decider)
+      .map(([who, list, approver]) => [
+        new CreateFanOutPlan(who, list),
+        new ApprovePlan(approver, 0, true),
+        new Claim(-1, "fan-out"),
+      ]),
+  },
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(writer, decider)
+      .map(([who, approver]) => [new CreatePlan(who, true), new ApprovePlan(approver, 0, true)]),
+  },
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(writer, decider)
+      .map(([who, approver]) => [new CreateSubPlanPlan(who), new ApprovePlan(approver, 0, true)]),
+  },
+  // An approver's step decision undone (demoted, revoked) before the effect: before the claim, or
+  // between the claim and a sub-plan's job.
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(fc.constantFrom<PersonKey>("ann", "bea"), pick, pick, fc.boolean())
+      .map(([who, run, step, revoke]) => [
+        new Decide(who, run, step, true),
+        revoke ? new Revoke(who) : new SetRole(who, "reviewer"),
+        new Claim(0, "last-decided"),
+      ]),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(fc.constantFrom<PersonKey>("ann", "bea"), pick, pick, fc.boolean())
+      .map(([who, run, step, revoke]) => [
+        new Decide(who, run, step, true),
+        new Claim(0, "last-decided"),
+        revoke ? new Revoke(who) : new SetRole(who, "reviewer"),
+        new StartChild(run),
+      ]),
   },
 ];

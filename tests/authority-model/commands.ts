@@ -9,6 +9,7 @@ import type { AnyOperation } from "../../server/operations/operation";
 import { findOperation } from "../../server/operations/registry";
 import { currentIdentity } from "../../server/people/principals";
 import type { Role } from "../../server/vocabulary";
+import { count } from "./coverage";
 import {
   authorsUpTo,
   decidedAlready,
@@ -41,7 +42,7 @@ export const OWNER: Identity = { kind: "person", name: "user" };
 
 type Outcome = { ok: true; value: unknown } | { ok: false; code: string; message: string };
 
-async function call(
+export async function call(
   real: Real,
   model: Model,
   actor: Actor | "owner" | "link",
@@ -73,7 +74,7 @@ async function call(
   }
 }
 
-function expectOutcome(model: Model, what: string, expected: boolean, outcome: Outcome): void {
+export function expectOutcome(model: Model, what: string, expected: boolean, outcome: Outcome): void {
   if (outcome.ok === expected) return;
   if (!outcome.ok && expected) {
     throw new Error(
@@ -100,15 +101,56 @@ async function underWay(real: Real, planId: string): Promise<boolean> {
   return (found.rowCount ?? 0) > 0;
 }
 
-const toolOf = (tool: string): ModelStep["tool"] =>
-  tool === "touch_gated" || tool === "touch_ungated" ? tool : "other";
-const stepsOf = (plan: { steps: { id: string; tool: string; approvalRequired: boolean }[] }): ModelStep[] =>
-  plan.steps.map((step) => ({ id: step.id, tool: toolOf(step.tool), approvalRequired: step.approvalRequired }));
+/** The MCP server the test registers in every database (run.ts), and its gated tool. */
+export const MCP_SERVER = "web";
+export const MCP_GATED_TOOL = `mcp__${MCP_SERVER}__publish`;
+
+function toolOf(step: { tool: string; forEach?: string }): ModelStep["tool"] {
+  if (step.forEach !== undefined) return "template";
+  if (step.tool === "touch_gated" || step.tool === "touch_ungated") return step.tool;
+  if (step.tool === MCP_GATED_TOOL) return "mcp_gated";
+  if (step.tool === "run_plan") return "sub_plan";
+  return step.tool === "echo" ? "list" : "other";
+}
+type SavedStep = { id: string; tool: string; approvalRequired: boolean; forEach?: string };
+export const stepsOf = (plan: { steps: SavedStep[] }): ModelStep[] =>
+  plan.steps.map((step) => ({ id: step.id, tool: toolOf(step), approvalRequired: step.approvalRequired }));
+
+/** Steps the test neither decides nor claims itself: a fan-out's template (its instances it does). */
+const notClaimed = (step: ModelStep) => step.tool === "other" || step.tool === "template";
+
+/**
+ * A fan-out template whose list is now known has made its instances: each joins the run's steps
+ * in the model as a gated step of its own (a new array: the plan's steps stay the plan's).
+ */
+async function addInstances(real: Real, run: Model["runs"][number]): Promise<void> {
+  if (!run.steps.some((step) => step.tool === "template")) return;
+  const rows = await real.app.db.pool.query<{ step_id: string; template_id: string }>(
+    "select step_id, template_id from run_steps where run_id = $1 and template_id is not null order by step_id",
+    [run.id],
+  );
+  const known = new Set(run.steps.map((step) => step.id));
+  const made = rows.rows.filter((row) => !known.has(row.step_id));
+  if (made.length === 0) return;
+  run.steps = [
+    ...run.steps,
+    ...made.map((row) => ({
+      id: row.step_id,
+      tool: "touch_gated" as const,
+      approvalRequired: true,
+      templateId: row.template_id,
+    })),
+  ];
+}
 
 export type Command = fc.AsyncCommand<Model, Real>;
 
 export class CreatePlan implements Command {
-  constructor(readonly actor: Actor) {}
+  /** `mcp`: the plan also calls the MCP server's unannotated (so gated) tool. */
+  constructor(
+    readonly actor: Actor,
+    readonly mcp = false,
+  ) {}
   check = () => true;
   async run(model: Model, real: Real) {
     const draft = {
@@ -116,6 +158,9 @@ export class CreatePlan implements Command {
       steps: [
         { id: "g", description: "gated effect", tool: "touch_gated", args: { text: "g" } },
         { id: "u", description: "ungated effect", tool: "touch_ungated", args: { text: "u" }, approvalRequired: false },
+        ...(this.mcp
+          ? [{ id: "m", description: "an MCP server's effect", tool: MCP_GATED_TOOL, args: { title: model.tag } }]
+          : []),
       ],
     };
     const outcome = await call(real, model, this.actor, "plan.create", { draft });
@@ -124,6 +169,9 @@ export class CreatePlan implements Command {
     const plan = outcome.value as { id: string; steps: { id: string; tool: string; approvalRequired: boolean }[] };
     const u = plan.steps.find((step) => step.id === "u");
     if (u?.approvalRequired) throw new Error(`${this}: a draft's ungated step was gated`);
+    // An MCP tool whose server says nothing of its risk is gated, as a built-in effect is.
+    const m = plan.steps.find((step) => step.id === "m");
+    if (this.mcp && !m?.approvalRequired) throw new Error(`${this}: the MCP server's unannotated tool was not gated`);
     model.plans.push({
       id: plan.id,
       session: false,
@@ -132,7 +180,7 @@ export class CreatePlan implements Command {
       waivers: new Map(),
     });
   }
-  toString = () => `createPlan(${this.actor})`;
+  toString = () => `createPlan(${this.actor}${this.mcp ? ", with an MCP tool" : ""})`;
 }
 
 export class StartSession implements Command {
@@ -264,14 +312,17 @@ export class WaiveGate implements Command {
 }
 
 export class ApprovePlan implements Command {
+  /** `newest`: the plan written last, if it is still open (the fan-out scenario's step). */
   constructor(
     readonly actor: PersonKey,
     readonly plan: number,
+    readonly newest = false,
   ) {}
   check = (model: Readonly<Model>) => model.plans.some((plan) => !plan.session && plan.runIndex === undefined);
   async run(model: Model, real: Real) {
     const open = model.plans.filter((plan) => !plan.session && plan.runIndex === undefined);
-    const plan = open[this.plan % open.length]!;
+    const plan = this.newest ? model.plans.at(-1)! : open[this.plan % open.length]!;
+    if (!open.includes(plan)) return;
     const version = plan.versionAuthors.length;
     const outcome = await call(real, model, this.actor, "plan.approve", { planId: plan.id, version });
     expectOutcome(model, this.toString(), mayApprove(model, this.actor, authorsUpTo(plan, version)), outcome);
@@ -287,7 +338,7 @@ export class ApprovePlan implements Command {
       ran: new Set(),
     });
   }
-  toString = () => `approvePlan(${this.actor}, plan ${this.plan})`;
+  toString = () => `approvePlan(${this.actor}, ${this.newest ? "the newest plan" : `plan ${this.plan}`})`;
 }
 
 /**
@@ -302,9 +353,7 @@ async function waitingStep(model: Model, real: Real, runPick: number, stepPick: 
       "select step_id from run_steps where run_id = $1 and status = 'awaiting_approval' order by step_id",
       [run.id],
     );
-    const waiting = run.steps.filter(
-      (step) => step.tool !== "other" && rows.rows.some((row) => row.step_id === step.id),
-    );
+    const waiting = run.steps.filter((step) => !notClaimed(step) && rows.rows.some((row) => row.step_id === step.id));
     if (waiting.length > 0) return { run, step: waiting[stepPick % waiting.length]! };
   }
   return undefined;
@@ -334,7 +383,10 @@ export class Decide implements Command {
       ? mayApprove(model, this.actor, authors)
       : personAtLeast(model, this.actor, "approver");
     expectOutcome(model, this.toString(), allowed, outcome);
-    if (outcome.ok && this.approve) run.approvals.set(step.id, new Set([...(run.approvals.get(step.id) ?? []), name]));
+    if (outcome.ok && this.approve) {
+      run.approvals.set(step.id, new Set([...(run.approvals.get(step.id) ?? []), name]));
+      model.lastDecidedRun = model.runs.indexOf(run);
+    }
   }
   toString = () => `${this.approve ? "approve" : "deny"}Step(${this.actor}, run ${this.runPick}, step ${this.step})`;
 }
@@ -430,19 +482,41 @@ export class Revoke implements Command {
 
 /** The engine claims every ready step of a run: it runs exactly those the model says may run now. */
 export class Claim implements Command {
-  constructor(readonly runPick: number) {}
-  check = (model: Readonly<Model>) => model.runs.length > 0;
+  /**
+   * `among`: the pick is among all runs, among the runs with a fan-out (so that their instances
+   * are reached often), or the run of the latest accepted step decision (a scenario's claim).
+   */
+  constructor(
+    readonly runPick: number,
+    readonly among: "all" | "fan-out" | "last-decided" = "all",
+  ) {}
+  check = (model: Readonly<Model>) => this.runs(model).length > 0;
+  private runs = (model: Readonly<Model>) => {
+    if (this.among === "fan-out") return model.runs.filter((run) => run.steps.some((step) => step.tool === "template"));
+    if (this.among === "last-decided") {
+      const run = model.lastDecidedRun === undefined ? undefined : model.runs[model.lastDecidedRun];
+      return run ? [run] : [];
+    }
+    return model.runs;
+  };
   async run(model: Model, real: Real) {
-    const run = model.runs[this.runPick % model.runs.length]!;
+    const runs = this.runs(model);
+    // A negative pick counts from the newest run.
+    const run = runs[((this.runPick % runs.length) + runs.length) % runs.length]!;
     for (const step of run.steps) {
-      if (step.tool === "other" || run.ran.has(step.id)) continue;
+      if (notClaimed(step) || run.ran.has(step.id)) continue;
       const before = await stepRow(real, run.id, step.id);
       if (before?.status !== "ready") continue;
       const allowed = stepMayRun(model, run, step);
       await executeStepJob(real.app.engine, { runId: run.id, stepId: step.id, attempt: before.attempt + 1 });
       const after = await stepRow(real, run.id, step.id);
-      const ran = after?.effects === true;
-      if (ran) run.ran.add(step.id);
+      // A sub-plan step claimed waits running for its child, which a job starts (StartChild).
+      const ran = step.tool === "sub_plan" ? after?.status === "running" : after?.effects === true;
+      if (ran && step.tool !== "sub_plan") run.ran.add(step.id);
+      const kind = step.templateId
+        ? "fan-out instance"
+        : { mcp_gated: "MCP tool step", sub_plan: "sub-plan step" }[step.tool as string];
+      if (kind) count(`${kind} ${ran ? "ran" : "held"} at its claim`);
       if (ran !== allowed) {
         throw new Error(
           `${this}: step ${step.id} (${step.tool}, ${step.approvalRequired ? "gated" : "ungated"}) ${ran ? "ran" : "was held"}; ` +
@@ -450,8 +524,13 @@ export class Claim implements Command {
         );
       }
     }
+    // The list step that just ran made its fan-out's instances: they are the run's steps from now on.
+    await addInstances(real, run);
   }
-  toString = () => `claim(run ${this.runPick})`;
+  toString = () =>
+    this.among === "last-decided"
+      ? "claim(the run just decided)"
+      : `claim(${this.among === "fan-out" ? "fan-out " : ""}run ${this.runPick})`;
 }
 
 /**

@@ -32,8 +32,17 @@ export interface ModelPerson {
 
 export interface ModelStep {
   id: string;
-  tool: "touch_gated" | "touch_ungated" | "other";
+  /**
+   * `list`: a read-only step whose output a fan-out goes over (runs on the plan's approval);
+   * `template`: a fan-out step, never claimed itself — its instances (`t[0]`, …) are gated steps
+   * of their own, added to the run's steps once the list is known; `mcp_gated`: an MCP server's
+   * tool with no annotations (unknown risk, gated); `sub_plan`: a `run_plan` step (gated), whose
+   * child run a job starts after its claim; `other`: a step the test does not claim.
+   */
+  tool: "touch_gated" | "touch_ungated" | "mcp_gated" | "list" | "template" | "sub_plan" | "other";
   approvalRequired: boolean;
+  /** Set on a fan-out instance: its template's id. */
+  templateId?: string;
 }
 
 export interface ModelPlan {
@@ -56,6 +65,12 @@ export interface ModelRun {
   /** Names whose approval of each step was accepted. */
   approvals: Map<string, Set<string>>;
   ran: Set<string>;
+  /**
+   * The fan-out lists shown so far (`run.group`), by their listHash: which instances waited for a
+   * decision when it was shown. A decision with one of these hashes must pass exactly when the
+   * same instances wait now (nothing else about an instance changes within a run).
+   */
+  listsShown?: Map<string, string[]>;
 }
 
 export interface ModelLink {
@@ -73,8 +88,12 @@ export interface Model {
   agentPlanMode?: string;
   policy: { authorMayApprove: boolean; approvals: number };
   people: Record<PersonKey, ModelPerson>;
+  /** The saved plan sub-plan steps run, and who wrote it. */
+  childPlan: { id: string; authors: string[] };
   plans: ModelPlan[];
   runs: ModelRun[];
+  /** The run of the latest step approval the system accepted (a scenario claims it next). */
+  lastDecidedRun?: number;
   links: ModelLink[];
 }
 

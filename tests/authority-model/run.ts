@@ -11,9 +11,10 @@ import { findOperation } from "../../server/operations/registry";
 import type { Authority } from "../../server/policy/authority";
 import { builtinTools, createToolRegistry } from "../../server/tools/registry";
 import { defineTool } from "../../server/tools/types";
+import { FIXTURE_TOKEN, startHttpMcpFixture } from "../mcp-fixture";
 import { createTestDatabase, type TestDatabase } from "../test-database";
-import { weightedCommands } from "./arbitraries";
-import { OWNER, type Real } from "./commands";
+import { scenarios, weightedCommands } from "./arbitraries";
+import { MCP_SERVER, OWNER, type Real } from "./commands";
 import { PEOPLE, START_ROLES, type Model, type ModelPerson, type PersonKey } from "./model";
 
 /**
@@ -73,6 +74,8 @@ export async function checkAuthorityModel(options: ModelRunOptions) {
     markerTool("touch_gated", markers),
     markerTool("touch_ungated", markers),
   ]);
+  // An MCP server whose unannotated tool (gated) joins the tool pool in every database.
+  const web = await startHttpMcpFixture();
   let environment: Environment | undefined;
   let tag = 0;
   const weakened = options.authority !== undefined;
@@ -104,6 +107,12 @@ export async function checkAuthorityModel(options: ModelRunOptions) {
         planId: plan.id,
       },
     )) as { id: string };
+    const added = (await invokeOperation(
+      findOperation("mcpServer.add")!,
+      { app, identity: OWNER },
+      { name: MCP_SERVER, transport: "http", url: web.url, headers: { Authorization: FIXTURE_TOKEN } },
+    )) as { server: { status: string } };
+    if (added.server.status !== "ok") throw new Error(`The MCP fixture is ${added.server.status}`);
     return { real, database, workspaceId, sequences: 0 };
   };
   const close = async () => {
@@ -141,7 +150,20 @@ export async function checkAuthorityModel(options: ModelRunOptions) {
       };
       people[key] = { name, role: START_ROLES[key], revoked: false, ...made };
     }
-    const model: Model = { tag: suffix, agentName: `bot-${suffix}`, policy, people, plans: [], runs: [], links: [] };
+    // The saved plan this sequence's sub-plan steps run (the owner wrote it).
+    const child = (await owner("plan.create", {
+      draft: { goal: "a sub-plan", steps: [{ id: "c", description: "child work", tool: "echo", args: { value: 1 } }] },
+    })) as { id: string };
+    const model: Model = {
+      tag: suffix,
+      agentName: `bot-${suffix}`,
+      policy,
+      people,
+      plans: [],
+      runs: [],
+      links: [],
+      childPlan: { id: child.id, authors: [OWNER.name] },
+    };
     return { model, real };
   };
 
@@ -158,7 +180,18 @@ export async function checkAuthorityModel(options: ModelRunOptions) {
       ? fc.constant<Iterable<fc.AsyncCommand<Model, Real>>>(options.sequence.commands)
       : // An array rather than fc.commands: its lengths spread over the whole range from the first
         // run on (the breaches need five or six commands in order), and it shrinks alike.
-        fc.noBias(fc.array(fc.oneof(...weightedCommands), { maxLength: options.maxCommands ?? 24, size: "max" })),
+        // A scenario's commands count as one (arbitraries.ts).
+        fc
+          .noBias(
+            fc.array(
+              fc.oneof(
+                ...weightedCommands.map(({ weight, arbitrary }) => ({ weight, arbitrary: arbitrary.map((c) => [c]) })),
+                ...scenarios,
+              ),
+              { maxLength: options.maxCommands ?? 24, size: "max" },
+            ),
+          )
+          .map((chunks) => chunks.flat()),
     async (policy, commands) => {
       const { model, real } = await setup(policy);
       await fc.asyncModelRun(() => ({ model, real }), commands);
@@ -177,6 +210,7 @@ export async function checkAuthorityModel(options: ModelRunOptions) {
     try {
       await close();
     } finally {
+      await web.close();
       await fs.rm(markers, { recursive: true, force: true });
     }
   }
