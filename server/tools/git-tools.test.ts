@@ -3,12 +3,13 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AppError } from "../errors";
-import { GitCommandError } from "./git";
+import { GitCommandError, GIT_OUTPUT_LIMIT, openRepository, runGit } from "./git";
 import { gitCommitTool } from "./git-commit";
 import { gitDiffTool } from "./git-diff";
 import { gitLogTool } from "./git-log";
 import { gitStatusTool } from "./git-status";
 import { builtinRegistry } from "./registry";
+import { SANDBOX_LIMITS } from "./sandbox";
 import {
   createTempWorkspace,
   createToolContext,
@@ -351,5 +352,26 @@ describe("git_commit", () => {
     await expectAppError(run(gitCommitTool, { message: "x", paths: ["../x"] }), "forbidden");
     expect(gitCommitTool.inputSchema.safeParse({ message: "x", all: true, paths: ["a"] }).success).toBe(false);
     expect(gitCommitTool.inputSchema.safeParse({ message: "  " }).success).toBe(false);
+  });
+});
+
+describe("a git's output", () => {
+  it("is kept up to the git limit, and a git writing past the sandbox's output limit is cut off", async () => {
+    await initRepository(root);
+    // Zeros compress to almost nothing in the repository and come out whole from cat-file.
+    await fs.writeFile(path.join(root, "big.bin"), Buffer.alloc(SANDBOX_LIMITS.outputBytes + 1024 * 1024));
+    await fs.writeFile(path.join(root, "small.txt"), "x".repeat(GIT_OUTPUT_LIMIT + 10));
+    await commitAll(root, "outputs");
+    const signal = AbortSignal.timeout(60_000);
+    const repository = await openRepository(root, signal);
+    const small = await runGit(["cat-file", "blob", "HEAD:small.txt"], { cwd: root, signal, repository, readOnly: true });
+    expect(small).toMatchObject({ exitCode: 0, truncated: true });
+    expect(small.stdout).toHaveLength(GIT_OUTPUT_LIMIT);
+    // Past the sandbox's limit the pipe closes: git ends on SIGPIPE instead of writing on.
+    const error = await rejectionOf(
+      runGit(["cat-file", "blob", "HEAD:big.bin"], { cwd: root, signal, repository, readOnly: true }),
+    );
+    expect(error).toBeInstanceOf(GitCommandError);
+    expect((error as GitCommandError).output.exitCode).not.toBe(0);
   });
 });

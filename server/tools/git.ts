@@ -4,7 +4,7 @@ import { AppError, hasKind, markKind } from "../errors";
 import { asConfigEnv, gitHelperPaths, gitProgram } from "./git-hardening";
 import { inspectRepositories } from "./git-repositories";
 import { launch, LaunchRefused } from "./launcher";
-import { noSandboxReason, sandboxAvailable, systemProgram, UNAPPROVED_WALL_SECONDS } from "./sandbox";
+import { noSandboxReason, SANDBOX_LIMITS, sandboxAvailable, systemProgram, UNAPPROVED_WALL_SECONDS } from "./sandbox";
 import { shellEnvironment } from "./shell";
 import { resolveInWorkspace } from "./workspace-path";
 
@@ -136,6 +136,8 @@ async function launchGit(argv: string[], args: string[], options: GitOptions): P
             sandbox: {
               workspace: repository.cwd,
               cwd: options.cwd,
+              // Read below: at most GIT_OUTPUT_LIMIT of stdout and 20,000 characters of stderr are kept.
+              outputBoundBy: "caller",
               readOnlyPaths: [...(writes ? [] : repository.outsideMounts), ...gitHelperPaths()],
               ...(writes && {
                 writablePaths: [repository.cwd, ...repository.outsideMounts],
@@ -161,6 +163,10 @@ async function launchGit(argv: string[], args: string[], options: GitOptions): P
     let stdout = "";
     let stderr = "";
     let truncated = false;
+    // The sandbox's own cap is off for git (`outputBoundBy: "caller"`): past it, the pipe closes
+    // here and git ends on SIGPIPE, as it did when `head -c` closed it inside the sandbox.
+    capStream(child.stdout!);
+    capStream(child.stderr!);
     child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
       if (stdout.length >= GIT_OUTPUT_LIMIT) {
         truncated = true;
@@ -271,3 +277,12 @@ export const revisionSchema = z
   .min(1)
   .max(200)
   .regex(/^[^-\s\0][^\s\0]*$/, "A revision such as HEAD, main, v1.2 or a commit hash (no spaces, not starting with -)");
+
+/** Closes `stream` once it has carried more than the sandbox's output limit. */
+function capStream(stream: NodeJS.ReadableStream & { destroy(): void }): void {
+  let bytes = 0;
+  stream.on("data", (chunk: string | Buffer) => {
+    bytes += typeof chunk === "string" ? Buffer.byteLength(chunk) : chunk.length;
+    if (bytes > SANDBOX_LIMITS.outputBytes) stream.destroy();
+  });
+}

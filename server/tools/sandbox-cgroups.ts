@@ -56,15 +56,9 @@ export function commandCgroup(processes: number): string | undefined {
   if (!parent) return undefined;
   try {
     const now = Date.now();
-    for (const entry of fs.readdirSync(parent, { withFileTypes: true })) {
-      if (!entry.isDirectory()) continue;
-      const dir = path.join(parent, entry.name);
-      try {
-        if (now - fs.statSync(dir).mtimeMs < CGROUP_JOIN_GRACE_MS) continue;
-        fs.rmdirSync(dir); // fails while a command still runs in it
-      } catch {
-        // Busy (still running) or gone (another process removed it).
-      }
+    if (now - lastSweep >= SWEEP_EVERY_MS) {
+      lastSweep = now;
+      sweepFinishedCgroups(parent, now);
     }
     const dir = path.join(parent, randomUUID());
     fs.mkdirSync(dir);
@@ -72,5 +66,25 @@ export function commandCgroup(processes: number): string | undefined {
     return dir;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * Sweeping reads and stats every cgroup of the last minute: on every command that was a few
+ * milliseconds of a git's launch on a busy machine, so it runs at most this often per process.
+ */
+const SWEEP_EVERY_MS = 5_000;
+let lastSweep = 0;
+
+function sweepFinishedCgroups(parent: string, now: number): void {
+  for (const entry of fs.readdirSync(parent, { withFileTypes: true })) {
+    if (!entry.isDirectory()) continue;
+    const dir = path.join(parent, entry.name);
+    try {
+      if (now - fs.statSync(dir).mtimeMs < CGROUP_JOIN_GRACE_MS) continue;
+      fs.rmdirSync(dir); // fails while a command still runs in it
+    } catch {
+      // Busy (still running) or gone (another process removed it).
+    }
   }
 }
