@@ -24,13 +24,28 @@ export async function attachApprovedPlan(
     input.runId,
   ]);
   if (existing.rows[0]) return { sessionId: existing.rows[0].id };
+  return attachSession(
+    app,
+    input,
+    { goal: origin.goal, actor: origin.actor, planningSessionId: origin.id },
+    { planningSessionId: origin.id },
+  );
+}
+
+type AttachInput = Parameters<typeof attachApprovedPlan>[1];
+
+/** The run's session, and the audit entry saying whose approval attached it to which agent. */
+async function attachSession(
+  app: Pick<AppContext, "db">,
+  input: AttachInput,
+  session: Omit<Parameters<typeof insertSession>[1], "workspaceRoot" | "planId" | "runId">,
+  detail: Record<string, unknown>,
+): Promise<{ sessionId: string }> {
   const sessionId = await insertSession(app, {
-    goal: origin.goal,
+    ...session,
     workspaceRoot: input.workspaceRoot,
     planId: input.planId,
     runId: input.runId,
-    actor: origin.actor,
-    planningSessionId: origin.id,
   });
   await recordAudit(app.db.pool, {
     actor: input.approvedBy,
@@ -38,7 +53,7 @@ export async function attachApprovedPlan(
     planId: input.planId,
     planVersion: input.version,
     runId: input.runId,
-    detail: { sessionId, agent: origin.actor, planningSessionId: origin.id },
+    detail: { sessionId, agent: session.actor, ...detail },
   });
   return { sessionId };
 }
@@ -54,7 +69,7 @@ export async function attachApprovedPlan(
  */
 export async function attachAuthorsPlan(
   app: Pick<AppContext, "db">,
-  input: { planId: string; version: number; runId: string; workspaceRoot: string; approvedBy: string },
+  input: AttachInput,
 ): Promise<{ sessionId: string } | null> {
   const origin = await app.db.pool.query<{ author: string; author_credential: string | null; goal: string }>(
     `select first.author, first.author_credential, approved.goal
@@ -68,21 +83,10 @@ export async function attachAuthorsPlan(
   );
   const plan = origin.rows[0];
   if (!plan) return null;
-  const sessionId = await insertSession(app, {
-    goal: plan.goal,
-    workspaceRoot: input.workspaceRoot,
-    planId: input.planId,
-    runId: input.runId,
-    actor: plan.author,
-    authorBound: { credential: plan.author_credential },
-  });
-  await recordAudit(app.db.pool, {
-    actor: input.approvedBy,
-    action: "agent_session.attached",
-    planId: input.planId,
-    planVersion: input.version,
-    runId: input.runId,
-    detail: { sessionId, agent: plan.author, authorBound: true },
-  });
-  return { sessionId };
+  return attachSession(
+    app,
+    input,
+    { goal: plan.goal, actor: plan.author, authorBound: { credential: plan.author_credential } },
+    { authorBound: true },
+  );
 }
