@@ -194,8 +194,10 @@ describe("agent workspace work goes where the workspace is", () => {
         { timeout: 60_000, interval: 100 },
       )
       .toEqual([]);
-    const removals = (await calls(h)).filter((row) => row.kind === "remove_run");
-    expect(removals).toEqual([{ kind: "remove_run", worker_id: workerA.id, error: null, finished: true }]);
+    // The directory is gone a moment before the worker records the call finished.
+    await expect
+      .poll(async () => (await calls(h)).filter((row) => row.kind === "remove_run"), { timeout: 60_000, interval: 100 })
+      .toEqual([{ kind: "remove_run", worker_id: workerA.id, error: null, finished: true }]);
   });
 
   it("a process whose own worker serves the workspace does the work itself, asking no worker", async () => {
