@@ -1,10 +1,10 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Readable } from "node:stream";
 import type { AppContext } from "../server/services";
 import { chatFromApi } from "../server/http/chat-api";
 import { doorConfig } from "../server/http/door";
-import { doorHttpServer } from "../server/http/door-server";
+import { behindDoor } from "../server/http/door-server";
 import { healthResponse, metricsResponse, readyResponse } from "../server/http/health-api";
 import { attachLiveSocket } from "../server/http/live-socket";
 import { handleOperation, listOperations } from "../server/http/operations-endpoint";
@@ -90,7 +90,7 @@ export async function startApiServer(
     res.on("close", () => body.destroy());
     body.pipe(res);
   };
-  const server = doorHttpServer((req, res) => void handle(req, res), door);
+  const server = createServer(behindDoor((req, res) => void handle(req, res), door));
   const liveSocket = attachLiveSocket(server, { door, app });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;

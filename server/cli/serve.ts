@@ -3,13 +3,14 @@
  * `migrate`. Each owns its process: it starts what it needs and stops it in order on a signal.
  */
 import os from "node:os";
+import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
 import { createAppContext, installAppContext } from "../app-context";
 import { migrateDatabase, openDatabase } from "./bootstrap";
 import { assertNoOtherStepwise, runningEmbeddedDatabaseUrl, takeOverShutdownSignals } from "../db/embedded";
 import { readConfig } from "../env";
 import { doorConfig, generateAccessToken } from "../http/door";
-import { doorHttpServer } from "../http/door-server";
+import { behindDoor } from "../http/door-server";
 import { principalNameTaken, resolveCredential } from "../people/principals";
 import { attachLiveSocket } from "../http/live-socket";
 import { logger, quietForShutdown } from "../logger";
@@ -103,7 +104,7 @@ export async function serve(dev: boolean): Promise<void> {
   const app = next({ dev, dir: projectRoot, hostname: config.host, port: config.port });
   await app.prepare();
   const handle = app.getRequestHandler();
-  const server = doorHttpServer((req, res) => void handle(req, res), door);
+  const server = createServer(behindDoor((req, res) => void handle(req, res), door));
   const liveSocket = attachLiveSocket(server, {
     door,
     app: context,

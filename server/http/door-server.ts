@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { isDatabaseUnavailable } from "../db";
 import { AppError } from "../errors";
 import { RETRY_AFTER_SECONDS, toProblem } from "./problem";
@@ -19,23 +19,6 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 export const MAX_SIGN_IN_BYTES = 10_000;
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
-
-/**
- * How long an idle kept-alive connection stays open. Node's default, 5 s, is one second above the
- * 4 s undici (fetch, the MCP SDK's client) keeps an idle socket: on a busy machine an agent's next
- * call, a few seconds after its last, was sent on a socket the server was closing — ECONNRESET.
- * Clients take the server's `Keep-Alive: timeout` less a second, so a long one leaves that race to
- * connections idle for a minute. The headers timeout stays above it, as Node expects.
- */
-export const KEEP_ALIVE_MS = 65_000;
-
-/** The HTTP server every door process listens with: `handle` behind the door, connections kept. */
-export function doorHttpServer(handle: Handler, config: DoorConfig): Server {
-  const server = createServer(behindDoor(handle, config));
-  server.keepAliveTimeout = KEEP_ALIVE_MS;
-  server.headersTimeout = KEEP_ALIVE_MS + 1_000;
-  return server;
-}
 
 /**
  * Puts the door in front of a Node request handler (Next.js's): refusals answer problem+json,
