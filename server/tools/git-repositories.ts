@@ -70,7 +70,7 @@ export async function inspectRepositories(
       problems.push("the workspace lies inside a repository whose top level is outside it");
     } else {
       const repository = await describeGitEntry(enclosing, path.join(enclosing, ".git"), true);
-      if (repository) found.push(repository);
+      if (repository && repository !== REACHES_NOTHING) found.push(repository);
     }
   }
   const walk = await findGitEntries(root);
@@ -82,6 +82,7 @@ export async function inspectRepositories(
   const described = await Promise.all(walk.entries.map((entry) => describeGitEntry(path.dirname(entry), entry, false)));
   for (const [index, entry] of walk.entries.entries()) {
     const repository = described[index];
+    if (repository === REACHES_NOTHING) continue;
     if (!repository) {
       problems.push(`${relative(entry)} points to a git directory that does not exist`);
       continue;
@@ -210,21 +211,35 @@ async function findGitEntries(root: string): Promise<{ entries: string[]; incomp
 /** Directories listed at the same time by the walk. */
 const LISTED_AT_ONCE = 64;
 
+/**
+ * A `.git` entry that reaches no repository: a file without a `gitdir:` line, which git refuses
+ * ("invalid gitfile format"), or an entry gone before it could be followed. Git making a
+ * worktree writes its `.git` file empty first, and removing one deletes the checkout before its
+ * record: taken for broken pointers, these refused every git started beside it.
+ */
+const REACHES_NOTHING = "reaches nothing";
+
 /** Where a `.git` entry leads: its git directory, common directory and alternates (real paths). */
-async function describeGitEntry(top: string, entry: string, enclosing: boolean): Promise<FoundRepository | undefined> {
+async function describeGitEntry(
+  top: string,
+  entry: string,
+  enclosing: boolean,
+): Promise<FoundRepository | typeof REACHES_NOTHING | undefined> {
   let gitDir: string;
   try {
     const stat = await fs.lstat(entry);
     if (stat.isFile()) {
       const text = await readSmall(entry);
-      const pointer = /^gitdir:\s*(.+?)\s*$/m.exec(text ?? "")?.[1];
-      if (!pointer) return undefined;
+      const pointer = text === undefined ? undefined : /^gitdir:\s*(.+?)\s*$/m.exec(text)?.[1];
+      if (text !== undefined && !pointer) return REACHES_NOTHING;
+      if (!pointer) throw new Error("unreadable");
       gitDir = await fs.realpath(path.resolve(top, pointer));
     } else {
       gitDir = await fs.realpath(entry);
     }
   } catch {
-    return undefined;
+    // Gone meanwhile (a worktree being removed): nothing left to reach. Otherwise a broken pointer.
+    return (await exists(entry)) ? undefined : REACHES_NOTHING;
   }
   const commonPointer = (await readSmall(path.join(gitDir, "commondir")))?.trim();
   let commonDir = gitDir;
