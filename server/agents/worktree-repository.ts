@@ -20,8 +20,13 @@ const GIT_TIMEOUT_MS = 120_000;
  */
 export const answeringGit = { run: runGit };
 
+/**
+ * A workspace that is a repository worktrees are made in. It carries no repository scan: the
+ * overrides a git needs are read when that git starts (`repositoryForGit`), so a hand-out that
+ * finds its worktree in place reads nothing but the worktree's records, and a configuration an
+ * agent changed meanwhile is disarmed for the very git that would read it.
+ */
 export interface WorkspaceRepo {
-  repository: Repository;
   /** The workspace root (real path), the repository's top level. */
   root: string;
 }
@@ -30,9 +35,9 @@ export interface WorkspaceRepo {
  * What `git rev-parse` answered for a workspace, kept while the files it depends on stay as they
  * were (`headState`): whether the workspace is its repository's top level with a commit. The
  * repository scan (overrides for every repository git can reach, refusal of anything leading
- * outside) is not kept here: it runs on every call, reading configuration and directory listings
- * again only when they changed (tools/git-config-cache.ts, git-dir-listings.ts), so a git program started with this answer is hardened for
- * the configuration as it is then.
+ * outside) is not kept here: it runs before every git (`repositoryForGit`), reading configuration
+ * and directory listings again only when they changed (tools/git-config-cache.ts,
+ * git-dir-listings.ts), so each git is hardened for the configuration as it is when it starts.
  */
 const topLevelAnswers = new Map<string, { state: string; usable: boolean }>();
 
@@ -101,32 +106,19 @@ export class WorkspaceUndecided extends AppError {
 type RepositoryAnswer = { decided: true; repo: WorkspaceRepo | undefined } | { decided: false; why: string };
 
 async function repositoryAnswer(root: string): Promise<RepositoryAnswer> {
-  // What openRepository checks (`contained`), without its `rev-parse`: that answer is kept below.
-  let scan: Awaited<ReturnType<typeof inspectRepositories>>;
-  try {
-    scan = await inspectRepositories(root, { enclosing: "refuse" });
-  } catch (error) {
-    return { decided: false, why: `the repository scan failed: ${String(error)}`.slice(0, 300) };
-  }
-  if (scan.refusal) return { decided: true, repo: undefined }; // something leads outside: no worktrees
-  if (scan.incomplete) return { decided: false, why: "the repository's configuration could not be read" };
-  const repository: Repository = {
-    cwd: root,
-    prefix: "",
-    overrides: scan.overrides,
-    contained: true,
-    outsideMounts: [],
-  };
   const state = await headState(root);
   const kept = topLevelAnswers.get(root);
-  if (kept?.state === state) return { decided: true, repo: kept.usable ? { repository, root } : undefined };
+  if (kept?.state === state) return { decided: true, repo: kept.usable ? { root } : undefined };
+  const scanned = await scannedRepository(root);
+  if (scanned.kind === "refused") return { decided: true, repo: undefined }; // something leads outside: no worktrees
+  if (scanned.kind === "undecided") return { decided: false, why: scanned.why };
   // One git for both: the workspace's place in its repository (top level: an empty line) and its commit.
   let answer: GitOutput;
   try {
     answer = await answeringGit.run(["rev-parse", "--show-prefix", "HEAD^{commit}"], {
       cwd: root,
       signal: AbortSignal.timeout(GIT_TIMEOUT_MS),
-      repository,
+      repository: scanned.repository,
       okExitCodes: [128],
     });
   } catch (error) {
@@ -136,6 +128,42 @@ async function repositoryAnswer(root: string): Promise<RepositoryAnswer> {
   const [prefix, commit] = answer.stdout.split("\n");
   const usable = answer.exitCode === 0 && prefix === "" && /^[0-9a-f]{40,64}$/.test(commit ?? "");
   topLevelAnswers.set(root, { state, usable });
-  return { decided: true, repo: usable ? { repository, root } : undefined };
+  return { decided: true, repo: usable ? { root } : undefined };
 }
 
+type Scanned =
+  { kind: "scanned"; repository: Repository } | { kind: "refused"; why: string } | { kind: "undecided"; why: string };
+
+/** What openRepository checks (`contained`), without its `rev-parse`: that answer is kept above. */
+async function scannedRepository(root: string): Promise<Scanned> {
+  let scan: Awaited<ReturnType<typeof inspectRepositories>>;
+  try {
+    scan = await inspectRepositories(root, { enclosing: "refuse" });
+  } catch (error) {
+    return { kind: "undecided", why: `the repository scan failed: ${String(error)}`.slice(0, 300) };
+  }
+  if (scan.refusal) return { kind: "refused", why: scan.refusal };
+  if (scan.incomplete) return { kind: "undecided", why: "the repository's configuration could not be read" };
+  return {
+    kind: "scanned",
+    repository: { cwd: root, prefix: "", overrides: scan.overrides, contained: true, outsideMounts: [] },
+  };
+}
+
+/**
+ * The repository as the git about to start must see it: scanned now, its overrides covering every
+ * repository reachable as it is at this moment. Something leading outside (an agent may have made
+ * a link since the workspace was first checked) refuses the git; a scan that cannot finish is
+ * asked again briefly, then `WorkspaceUndecided`.
+ */
+export async function repositoryForGit(repo: WorkspaceRepo): Promise<Repository> {
+  let why = "";
+  for (const pause of UNDECIDED_PAUSES_MS) {
+    const scanned = await scannedRepository(repo.root);
+    if (scanned.kind === "scanned") return scanned.repository;
+    if (scanned.kind === "refused") throw new AppError("forbidden", scanned.why);
+    why = scanned.why;
+    if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause));
+  }
+  throw new WorkspaceUndecided(why);
+}

@@ -4,6 +4,7 @@ import type { Step } from "../plan-schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import {
   ensureTaskWorktree,
+  removeMergedTaskWorktrees,
   removeRunWorktrees,
   removeTaskWorktree,
   removeUnusedTaskWorktree,
@@ -121,25 +122,44 @@ export async function claimTaskWorktree(repo: WorkspaceRepo, runId: string, step
   return ensureTaskWorktree(repo, runId, step.id);
 }
 
+/** Merged tasks whose worktrees wait for removal, by workspace, then run. */
+const pendingRemovals = new Map<
+  string,
+  Map<string, { pool: pg.Pool; merged: { stepId: string; tip: string | undefined }[] }>
+>();
+
 /**
  * After merges were recorded: the merged tasks' worktrees and branches go (a branch only while it
  * still points at the commit merged), and with them, when the run is complete, its integration
- * checkout (its branch, the run's result, stays).
+ * checkout (its branch, the run's result, stays). Merges recorded while a removal waits its turn
+ * join it: one launch removes them all (worktrees.ts, `removeMergedTaskWorktrees`).
  */
 export function removeMergedWorktreesLater(
   pool: pg.Pool,
   run: { id: string; workspace_root: string },
   merged: { stepId: string; tip: string | undefined }[],
 ): void {
+  const waiting = pendingRemovals.get(run.workspace_root);
+  const runs = waiting ?? new Map<string, { pool: pg.Pool; merged: { stepId: string; tip: string | undefined }[] }>();
+  runs.set(run.id, { pool, merged: [...(runs.get(run.id)?.merged ?? []), ...merged] });
+  if (waiting) return;
+  pendingRemovals.set(run.workspace_root, runs);
   inBackground(run.workspace_root, "remove a merged task's worktree", async () => {
+    pendingRemovals.delete(run.workspace_root);
     const repo = await workspaceRepository(run.workspace_root);
     if (!repo) return;
-    for (const { stepId, tip } of merged) {
-      await removeTaskWorktree(repo, run.id, stepId, tip).catch((error: unknown) =>
-        logger.warn({ err: error, runId: run.id, stepId }, "could not remove a merged task's worktree"),
+    for (const [runId, { pool: runPool, merged: steps }] of runs) {
+      const known = steps.flatMap(({ stepId, tip }) => (tip ? [{ stepId, tip }] : []));
+      await removeMergedTaskWorktrees(repo, runId, known).catch((error: unknown) =>
+        logger.warn({ err: error, runId }, "could not remove a merged task's worktree"),
       );
+      for (const { stepId } of steps.filter((step) => !step.tip)) {
+        await removeTaskWorktree(repo, runId, stepId).catch((error: unknown) =>
+          logger.warn({ err: error, runId, stepId }, "could not remove a merged task's worktree"),
+        );
+      }
+      const status = await runPool.query<{ status: string }>("select status from runs where id = $1", [runId]);
+      if (status.rows[0]?.status === "completed") await removeRunWorktrees(repo, runId);
     }
-    const status = await pool.query<{ status: string }>("select status from runs where id = $1", [run.id]);
-    if (status.rows[0]?.status === "completed") await removeRunWorktrees(repo, run.id);
   });
 }

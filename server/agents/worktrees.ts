@@ -1,7 +1,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { GitCommandError, runGit, runGitScript } from "../tools/git";
-import { workspaceRepository, type WorkspaceRepo } from "./worktree-repository";
+import { repositoryForGit, workspaceRepository, type WorkspaceRepo } from "./worktree-repository";
 
 /**
  * A git worktree per agent task (issue "Parallel agent work"): when the workspace is a git
@@ -75,7 +75,7 @@ export async function git(
   return runGit(args, {
     cwd: options.cwd ?? repo.root,
     signal: AbortSignal.timeout(GIT_TIMEOUT_MS),
-    repository: repo.repository,
+    repository: await repositoryForGit(repo),
     ...(options.okExitCodes && { okExitCodes: options.okExitCodes }),
     env: { ...IDENTITY, ...(options.env ?? {}) },
   });
@@ -92,7 +92,7 @@ export async function gitScript(
   return runGitScript(name, script, args, {
     cwd: options.cwd ?? repo.root,
     signal: AbortSignal.timeout(GIT_TIMEOUT_MS),
-    repository: repo.repository,
+    repository: await repositoryForGit(repo),
     ...(options.okExitCodes && { okExitCodes: options.okExitCodes }),
     env: IDENTITY,
   });
@@ -138,15 +138,19 @@ async function listWorktrees(repo: WorkspaceRepo): Promise<{ path: string; recor
 
 /**
  * Whether the worktree at `absolute` is registered and really there: its directory has the `.git`
- * file leading back to its record. A checkout removed behind Stepwise's back is not, and is made again.
+ * file leading to one of the repository's worktree records, and that record leads back to it. A
+ * checkout removed behind Stepwise's back is not, and is made again. Two small reads, whatever the
+ * number of worktrees (asked on every hand-out).
  */
 async function worktreeInPlace(repo: WorkspaceRepo, absolute: string): Promise<boolean> {
-  const registered = (await listWorktrees(repo)).find((worktree) => worktree.path === absolute);
-  if (!registered) return false;
   const pointer = /^gitdir:\s*(.+?)\s*$/m.exec(
     await fs.readFile(path.join(absolute, ".git"), "utf8").catch(() => ""),
   )?.[1];
-  return pointer !== undefined && path.resolve(absolute, pointer) === registered.record;
+  if (pointer === undefined) return false;
+  const record = path.resolve(absolute, pointer);
+  if (path.dirname(record) !== path.join(repo.root, ".git", "worktrees")) return false;
+  const gitFile = (await fs.readFile(path.join(record, "gitdir"), "utf8").catch(() => "")).trim();
+  return gitFile !== "" && path.dirname(path.resolve(record, gitFile)) === absolute;
 }
 
 /** Keeps `.stepwise/` out of the person's own `git status` (and `git add -A`). */
@@ -270,23 +274,12 @@ export async function removeTaskWorktree(
   stepId: string,
   mergedTip?: string,
 ): Promise<void> {
+  if (mergedTip) return removeMergedTaskWorktrees(repo, runId, [{ stepId, tip: mergedTip }]);
   const absolute = path.join(repo.root, worktreeRelativePath(runId, stepId));
-  const branchRef = `refs/heads/${taskBranch(runId, stepId)}`;
-  const removed = await withWorktreeRecords(repo, async () => {
-    if (!(await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) return false;
-    if (!mergedTip) {
-      await git(repo, ["worktree", "remove", "--force", "--end-of-options", absolute]);
-      return false;
-    }
-    // Both in one sandboxed launch: removal runs beside the agents' next hand-outs.
-    await gitScript(repo, "remove-merged-worktree", REMOVE_MERGED, [absolute, branchRef, mergedTip]);
-    return true;
+  await withWorktreeRecords(repo, async () => {
+    if (!(await listWorktrees(repo)).some((worktree) => worktree.path === absolute)) return;
+    await git(repo, ["worktree", "remove", "--force", "--end-of-options", absolute]);
   });
-  if (removed) return;
-  if (mergedTip) {
-    await git(repo, ["update-ref", "-d", branchRef, mergedTip], { okExitCodes: [1] });
-    return;
-  }
   // In the integration checkout: `-d` deletes only a branch merged into HEAD, and HEAD there is the
   // integration branch (in the person's checkout it would be their own branch).
   await git(repo, ["branch", "-d", "--end-of-options", taskBranch(runId, stepId)], {
@@ -295,16 +288,55 @@ export async function removeTaskWorktree(
   });
 }
 
-/** `worktree remove --force`, then `update-ref -d <ref> <tip>` (exit 1, moved since: kept), as one script. */
+/**
+ * For each (worktree, ref, tip) after the git path: `worktree remove --force`, then
+ * `update-ref -d <ref> <tip>` (exit 1, moved since: kept), all in one script. It goes on past a
+ * failure and ends with 1 when any removal failed (its stderr says which).
+ */
 const REMOVE_MERGED = `set -u
-git=$1 worktree=$2 ref=$3 tip=$4
+git=$1; shift
 g() { "$git" --literal-pathspecs --no-pager "$@"; }
-g worktree remove --force --end-of-options "$worktree" || exit
-g update-ref -d "$ref" "$tip"
-status=$?
-[ "$status" = 1 ] && exit 0
-exit "$status"
+failed=0
+while [ $# -ge 3 ]; do
+  worktree=$1 ref=$2 tip=$3
+  shift 3
+  if g worktree remove --force --end-of-options "$worktree"; then
+    g update-ref -d "$ref" "$tip"
+    case $? in 0|1) ;; *) failed=1 ;; esac
+  else
+    failed=1
+  fi
+done
+exit "$failed"
 `;
+
+/**
+ * After merges: the merged tasks' worktrees, and their branches while each still points at the
+ * commit merged (a commit made after the merge keeps its branch), in one sandboxed launch for all
+ * of them (one per task made every merge queue a launch behind the next hand-out's worktree).
+ * A worktree no longer registered needs only its branch deleted.
+ */
+export async function removeMergedTaskWorktrees(
+  repo: WorkspaceRepo,
+  runId: string,
+  merged: { stepId: string; tip: string }[],
+): Promise<void> {
+  const unregistered = await withWorktreeRecords(repo, async () => {
+    const registered = new Set((await listWorktrees(repo)).map((worktree) => worktree.path));
+    const args: string[] = [];
+    const rest: { stepId: string; tip: string }[] = [];
+    for (const { stepId, tip } of merged) {
+      const absolute = path.join(repo.root, worktreeRelativePath(runId, stepId));
+      if (registered.has(absolute)) args.push(absolute, `refs/heads/${taskBranch(runId, stepId)}`, tip);
+      else rest.push({ stepId, tip });
+    }
+    if (args.length > 0) await gitScript(repo, "remove-merged-worktrees", REMOVE_MERGED, args);
+    return rest;
+  });
+  for (const { stepId, tip } of unregistered) {
+    await git(repo, ["update-ref", "-d", `refs/heads/${taskBranch(runId, stepId)}`, tip], { okExitCodes: [1] });
+  }
+}
 
 /**
  * Removes every worktree of the run (the integration checkout too) — only those at Stepwise's own
