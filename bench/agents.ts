@@ -1,6 +1,6 @@
 /**
- * `npm run bench:agents [-- --tasks 30] [-- --waves 5] [-- --agents 3] [-- --sessions 3]`: several
- * agents on one plan. A session's plan has 30 agent tasks in 5 waves (each task after two of the
+ * `npm run bench:agents [-- --tasks 30] [-- --waves 5] [-- --agents 3] [-- --sessions 3] [-- --work-ms 0]`:
+ * several agents on one plan. A session's plan has 30 agent tasks in 5 waves (each task after two of the
  * wave before); 3 agents work it at once through the operations layer (what the HTTP, MCP and CLI
  * doors call), each looping status → IN_PROGRESS → DONE. Measures Stepwise's own time per
  * hand-out (a `status` that leases a new task), per IN_PROGRESS and per DONE (`update`), and checks
@@ -8,6 +8,10 @@
  * All of it twice: in a plain directory, and in a git repository, where each task gets a worktree
  * of its own (made ahead of its hand-out) and its DONE commits and merges it into the run's
  * integration branch; the git workspace's medians are also given as a multiple of the plain one's.
+ * With `--work-ms N`, each agent works on its task between IN_PROGRESS and DONE as an agent does:
+ * it writes a file of its own in the task's working directory (so a DONE in a git workspace
+ * commits and merges real work) and takes N ms; without, it reports at once and writes nothing,
+ * so every call competes with the others' (the most Stepwise's own work can cost per call).
  * Real PostgreSQL (embedded unless DATABASE_URL), in-process worker. Prints a table and writes
  * bench/results/agents.json; it asserts nothing about time.
  */
@@ -19,7 +23,7 @@ import { readEvents } from "../server/events/store";
 import { agentStart, agentStatus, agentUpdate } from "../server/operations/agent";
 import { invokeOperation, type Operation } from "../server/operations/operation";
 import type { StatusResponse } from "../server/agents/contract";
-import { workspaceRepository } from "../server/agents/worktrees";
+import { repositoryForGit, workspaceRepository } from "../server/agents/worktree-repository";
 import { worktreeWorkSettled } from "../server/agents/worktrees-ahead";
 import { runGit } from "../server/tools/git";
 import { programsLaunched } from "../server/tools/launcher";
@@ -36,6 +40,7 @@ const TASKS = option("tasks", 30);
 const WAVES = option("waves", 5);
 const AGENTS = option("agents", 3);
 const SESSIONS = option("sessions", 3);
+const WORK_MS = option("work-ms", 0);
 
 type Call = (operation: Operation<never, never>, input: unknown) => Promise<unknown>;
 
@@ -61,7 +66,7 @@ function waveTasks() {
   });
 }
 
-async function oneSession(app: AppContext) {
+async function oneSession(app: AppContext, workspace: string) {
   const planner = caller(app, "planner");
   const created = (await planner(agentStart as never, {
     goal: "Benchmark several agents",
@@ -102,6 +107,11 @@ async function oneSession(app: AppContext) {
         await timed(started, () =>
           call(agentUpdate as never, { session, payload: { update_tasks: [{ id, status: "IN_PROGRESS" }] } }),
         );
+        if (WORK_MS > 0) {
+          const directory = status.now.current_task.working_directory ?? workspace;
+          await fs.writeFile(path.join(directory, `part-${id}.md`), `Part ${id}, by agent ${n + 1}\n`);
+          await new Promise((resolve) => setTimeout(resolve, WORK_MS));
+        }
         await timed(done, () =>
           call(agentUpdate as never, { session, payload: { update_tasks: [{ id, status: "DONE", notes: "ok" }] } }),
         );
@@ -169,7 +179,7 @@ async function workspaceRun(databaseUrl: string, workspace: string): Promise<Ret
   const app = await createAppContext({ databaseUrl, workspaceRoot: workspace, worker: { concurrency: 4 } });
   try {
     const results: SessionResult[] = [];
-    for (let i = 0; i < SESSIONS; i++) results.push(await oneSession(app));
+    for (let i = 0; i < SESSIONS; i++) results.push(await oneSession(app, workspace));
     return summarize(results);
   } finally {
     await app.close();
@@ -180,13 +190,14 @@ async function workspaceRun(databaseUrl: string, workspace: string): Promise<Ret
 async function oneGitProgram(repository: string): Promise<number> {
   const repo = await workspaceRepository(repository);
   if (!repo) return NaN;
+  const repositoryNow = await repositoryForGit(repo);
   const times: number[] = [];
   for (let i = 0; i < 20; i++) {
     const t0 = performance.now();
     await runGit(["rev-parse", "HEAD"], {
       cwd: repo.root,
       signal: AbortSignal.timeout(60_000),
-      repository: repo.repository,
+      repository: repositoryNow,
     });
     times.push(performance.now() - t0);
   }
@@ -208,6 +219,7 @@ async function main() {
     const gitProgram = await oneGitProgram(repository);
     const summary = {
       tasks: TASKS,
+      work_ms: WORK_MS,
       waves: WAVES,
       agents: AGENTS,
       sessions: SESSIONS,
