@@ -116,6 +116,29 @@ type SavedStep = { id: string; tool: string; approvalRequired: boolean; forEach?
 export const stepsOf = (plan: { steps: SavedStep[] }): ModelStep[] =>
   plan.steps.map((step) => ({ id: step.id, tool: toolOf(step), approvalRequired: step.approvalRequired }));
 
+/**
+ * A plan written through `plan.create` by `actor`: refused exactly when the actor may not write
+ * plans, and recorded in the model once saved. `unexpected` says what is wrong with the steps as
+ * saved (undefined: nothing), which fails the command.
+ */
+export async function writePlan(
+  model: Model,
+  real: Real,
+  actor: Actor,
+  what: string,
+  draft: object,
+  unexpected: (steps: ModelStep[]) => string | undefined,
+): Promise<void> {
+  const outcome = await call(real, model, actor, "plan.create", { draft });
+  expectOutcome(model, what, mayEdit(model, actor), outcome);
+  if (!outcome.ok) return;
+  const saved = outcome.value as { id: string; steps: SavedStep[] };
+  const steps = stepsOf(saved);
+  const wrong = unexpected(steps);
+  if (wrong) throw new Error(`${what}: ${wrong}: ${JSON.stringify(saved.steps)}`);
+  model.plans.push({ id: saved.id, session: false, versionAuthors: [nameOf(model, actor)], steps, waivers: new Map() });
+}
+
 /** Steps the test neither decides nor claims itself: a fan-out's template (its instances it does). */
 const notClaimed = (step: ModelStep) => step.tool === "other" || step.tool === "template";
 
@@ -163,21 +186,13 @@ export class CreatePlan implements Command {
           : []),
       ],
     };
-    const outcome = await call(real, model, this.actor, "plan.create", { draft });
-    expectOutcome(model, this.toString(), mayEdit(model, this.actor), outcome);
-    if (!outcome.ok) return;
-    const plan = outcome.value as { id: string; steps: { id: string; tool: string; approvalRequired: boolean }[] };
-    const u = plan.steps.find((step) => step.id === "u");
-    if (u?.approvalRequired) throw new Error(`${this}: a draft's ungated step was gated`);
-    // An MCP tool whose server says nothing of its risk is gated, as a built-in effect is.
-    const m = plan.steps.find((step) => step.id === "m");
-    if (this.mcp && !m?.approvalRequired) throw new Error(`${this}: the MCP server's unannotated tool was not gated`);
-    model.plans.push({
-      id: plan.id,
-      session: false,
-      versionAuthors: [nameOf(model, this.actor)],
-      steps: stepsOf(plan),
-      waivers: new Map(),
+    await writePlan(model, real, this.actor, this.toString(), draft, (saved) => {
+      if (saved.find((step) => step.id === "u")?.approvalRequired) return "a draft's ungated step was gated";
+      // An MCP tool whose server says nothing of its risk is gated, as a built-in effect is.
+      if (this.mcp && !saved.find((step) => step.id === "m")?.approvalRequired) {
+        return "the MCP server's unannotated tool was not gated";
+      }
+      return undefined;
     });
   }
   toString = () => `createPlan(${this.actor}${this.mcp ? ", with an MCP tool" : ""})`;

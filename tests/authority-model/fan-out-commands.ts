@@ -2,7 +2,6 @@ import {
   authorsUpTo,
   describeModel,
   mayApprove,
-  mayEdit,
   nameOf,
   personAtLeast,
   type Actor,
@@ -10,7 +9,7 @@ import {
   type ModelRun,
 } from "./model";
 import { count } from "./coverage";
-import { call, expectOutcome, stepsOf, type Command, type Real } from "./commands";
+import { call, expectOutcome, writePlan, type Command, type Real } from "./commands";
 
 /**
  * Fan-out in the model-based authority test (issue 40): a plan whose step `t` runs the gated
@@ -44,24 +43,9 @@ export class CreateFanOutPlan implements Command {
         },
       ],
     };
-    const outcome = await call(real, model, this.actor, "plan.create", { draft });
-    expectOutcome(model, this.toString(), mayEdit(model, this.actor), outcome);
-    if (!outcome.ok) return;
-    const plan = outcome.value as {
-      id: string;
-      steps: { id: string; tool: string; approvalRequired: boolean; forEach?: string }[];
-    };
-    const steps = stepsOf(plan);
-    if (steps.map((step) => step.tool).join() !== "list,template") {
-      throw new Error(`${this}: saved as ${JSON.stringify(plan.steps)}`);
-    }
-    model.plans.push({
-      id: plan.id,
-      session: false,
-      versionAuthors: [nameOf(model, this.actor)],
-      steps,
-      waivers: new Map(),
-    });
+    await writePlan(model, real, this.actor, this.toString(), draft, (steps) =>
+      steps.map((step) => step.tool).join() === "list,template" ? undefined : "saved otherwise",
+    );
   }
   toString = () => `createFanOutPlan(${this.actor}, ${LISTS[this.list % LISTS.length]!.length} elements)`;
 }

@@ -1,17 +1,7 @@
 import { startChildRun } from "../../server/engine/child-runs";
 import { count } from "./coverage";
-import { call, expectOutcome, stepsOf, type Command, type Real } from "./commands";
-import {
-  countedNow,
-  describeModel,
-  mayApprove,
-  mayEdit,
-  nameOf,
-  PEOPLE,
-  stepMayRun,
-  type Actor,
-  type Model,
-} from "./model";
+import { writePlan, type Command, type Real } from "./commands";
+import { countedNow, describeModel, mayApprove, PEOPLE, stepMayRun, type Actor, type Model } from "./model";
 
 /**
  * Sub-plans in the model-based authority test (issue 40): a plan whose one step `s` runs the
@@ -31,21 +21,9 @@ export class CreateSubPlanPlan implements Command {
         { id: "s", description: "the sub-plan", tool: "run_plan", args: { plan_id: model.childPlan.id, version: 1 } },
       ],
     };
-    const outcome = await call(real, model, this.actor, "plan.create", { draft });
-    expectOutcome(model, this.toString(), mayEdit(model, this.actor), outcome);
-    if (!outcome.ok) return;
-    const plan = outcome.value as { id: string; steps: { id: string; tool: string; approvalRequired: boolean }[] };
-    const steps = stepsOf(plan);
-    if (steps[0]?.tool !== "sub_plan" || !steps[0].approvalRequired) {
-      throw new Error(`${this}: the run_plan step was saved ${JSON.stringify(plan.steps)}`);
-    }
-    model.plans.push({
-      id: plan.id,
-      session: false,
-      versionAuthors: [nameOf(model, this.actor)],
-      steps,
-      waivers: new Map(),
-    });
+    await writePlan(model, real, this.actor, this.toString(), draft, (steps) =>
+      steps[0]?.tool === "sub_plan" && steps[0].approvalRequired ? undefined : "the run_plan step was saved otherwise",
+    );
   }
   toString = () => `createSubPlanPlan(${this.actor})`;
 }
