@@ -163,10 +163,12 @@ test("cancelling a running run aborts its running steps and cancels the rest; th
   page,
   request,
 }) => {
+  // Sleeps far longer than any test: with 30 s ones, a busy machine once took that long between
+  // the start and the cancel, and the run completed first.
   const runId = await startRunViaApi(request, "Long sleepers", {
     steps: [
-      { id: "step_1", description: "Sleep long", tool: "sleep", args: { ms: 30000 } },
-      { id: "step_2", description: "Sleep long too", tool: "sleep", args: { ms: 30000 } },
+      { id: "step_1", description: "Sleep long", tool: "sleep", args: { ms: 600_000 } },
+      { id: "step_2", description: "Sleep long too", tool: "sleep", args: { ms: 600_000 } },
       { id: "step_3", description: "After", tool: "echo", args: { value: 1 }, dependsOn: ["step_1"] },
     ],
   });
