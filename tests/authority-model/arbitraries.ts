@@ -21,6 +21,7 @@ import {
 } from "./commands";
 import { CreateFanOutPlan, DecideGroup } from "./fan-out-commands";
 import { CreateSubPlanPlan, StartChild } from "./sub-plan-commands";
+import { CreateAgentTaskPlan, WorkSession, type SessionCaller } from "./session-commands";
 import { ACTORS, type Actor, type PersonKey } from "./model";
 
 /** Decisions are mostly tried by the approvers, so that they happen often enough to be undone. */
@@ -29,6 +30,8 @@ const decider = fc.constantFrom<PersonKey>("ann", "bea", "ann", "bea", "rev", "v
 const writer = fc.constantFrom<Actor>("rev", "agent", "rev", "agent", "ann", "bea", "vic");
 const actor = fc.constantFrom(...ACTORS);
 const pick = fc.nat(7);
+/** Mostly the author: its calls must pass as surely as the others' must not. */
+const sessionCaller = fc.constantFrom<SessionCaller>("author", "author", "another agent", "another credential");
 
 /**
  * The command arbitraries with their weights: plan approvals, decisions, links and claims weigh
@@ -54,6 +57,13 @@ export const weightedCommands: fc.WeightedArbitrary<Command>[] = [
       .map(([who, run, approve, before]) => new DecideGroup(who, run, approve, before ?? undefined)),
   },
   { weight: 1, arbitrary: fc.constant(new StartSession()) },
+  { weight: 1, arbitrary: writer.map((who) => new CreateAgentTaskPlan(who)) },
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(sessionCaller, pick, fc.boolean())
+      .map(([who, session, report]) => new WorkSession(who, session, report)),
+  },
   { weight: 2, arbitrary: fc.tuple(actor, pick).map(([who, plan]) => new AddUngatedStep(who, plan)) },
   { weight: 2, arbitrary: fc.tuple(actor, pick).map(([who, plan]) => new WaiveGate(who, plan)) },
   { weight: 5, arbitrary: fc.tuple(decider, pick).map(([who, plan]) => new ApprovePlan(who, plan)) },
@@ -119,6 +129,17 @@ export const scenarios: fc.WeightedArbitrary<Command[]>[] = [
     arbitrary: fc
       .tuple(writer, decider)
       .map(([who, approver]) => [new CreateSubPlanPlan(who), new ApprovePlan(approver, 0, true)]),
+  },
+  // An agent's own plan with an agent task, approved: its session, worked by the author or not.
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(decider, sessionCaller, fc.boolean())
+      .map(([approver, who, report]) => [
+        new CreateAgentTaskPlan("agent"),
+        new ApprovePlan(approver, 0, true),
+        new WorkSession(who, -1, report),
+      ]),
   },
   // An approver's step decision undone (demoted, revoked) before the effect: before the claim, or
   // between the claim and a sub-plan's job.
