@@ -1,6 +1,7 @@
 import type { AppContext } from "../services";
 import { findSession } from "./sessions";
 import { loadSession } from "./session-state";
+import { workspaceTodoMarkers } from "./workspace-work";
 
 type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
 
@@ -14,7 +15,7 @@ export interface TaskSuggestion {
 
 /**
  * Seed 003's `suggest` (P-3): new tasks for the session from the workspace — the TODO/FIXME
- * markers in its files, and, with an LLM provider configured, the planner's suggestions. Nothing
+ * markers in its files (read where the workspace is), and, with an LLM provider configured, the planner's suggestions. Nothing
  * is added; the agent adds the ones worth doing with `add_tasks`. Titles already in the plan are
  * left out.
  */
@@ -24,8 +25,7 @@ export async function suggestForSession(
 ): Promise<{ status: "success"; suggestions: TaskSuggestion[] }> {
   const session = await findSession(app, input.sessionId, input.caller);
   const loaded = await loadSession(app, session);
-  const { findTodoMarkers } = await import("../planner/snapshot");
-  const markers = await findTodoMarkers(session.workspace_root, 20);
+  const markers = await workspaceTodoMarkers(app, session);
   const fromMarkers: TaskSuggestion[] = markers.map((marker) => ({
     title: `Resolve the ${marker.kind} in ${marker.path}:${marker.line}: ${marker.text}`.slice(0, 200),
     type: marker.kind === "FIXME" || marker.kind === "BUG" ? "bugfix" : "chore",

@@ -11,7 +11,7 @@ import { refuseOthersTasks, settleLeases } from "./lease-updates";
 import { taskNumber } from "../engine/agent-signals";
 import { openSignals } from "./signal-store";
 import { checkNewTasks } from "./task-gates";
-import { checkTaskEdits, existsIn, planValidationFailed } from "./task-edit-checks";
+import { checkTaskEdits, planValidationFailed } from "./task-edit-checks";
 import { DONE_STEP_STATUSES, isIn } from "../vocabulary";
 import { conflictSignalKey, type PreparedUpdates } from "./task-integration";
 import { findSession, type SessionRow } from "./sessions";
@@ -22,7 +22,7 @@ import { stepIdOfTask, taskLabel } from "./task-ref";
 import { authorizeSessionWork } from "./session-authority";
 import { fieldEditOf } from "./task-edits";
 import { workspacePlace, type WorkspacePlace } from "./workspace-calls";
-import { afterTaskUpdatesIn, integrateTaskUpdates, worktreesAhead } from "./workspace-work";
+import { afterTaskUpdatesIn, gateFileCheck, integrateTaskUpdates, worktreesAhead } from "./workspace-work";
 
 type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
 
@@ -78,7 +78,9 @@ export async function updateSession(
       : [],
   );
   refuseInstanceEdits(payload);
-  const edited = await checkTaskEdits(app, session, loaded, payload, added.length);
+  const edited = await checkTaskEdits(app, session, loaded, payload, added.length, (tasks) =>
+    gateFileCheck(app, session, tasks),
+  );
   if (edited.kind === "refused") return edited.response;
   checkStatusChanges(loaded, updates);
   if (payload.final_summary !== undefined) checkFinalSummary(loaded, updates, added.length);
@@ -138,7 +140,7 @@ async function checkAddedTasks(
   const details = await checkNewTasks(added, {
     existingTaskIds: new Set(loaded.steps.map((step) => taskNumber(step.id)).filter((id) => id !== null)),
     firstNewId: loaded.lastStepNumber + 1,
-    fileExists: (relativePath) => existsIn(session.workspace_root, relativePath),
+    fileExists: await gateFileCheck(app, session, added),
   });
   if (details.length === 0 && judge) {
     const trace = await app.db.pool.query<{ trace_id: string }>("select trace_id from runs where id = $1", [

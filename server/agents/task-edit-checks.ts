@@ -1,14 +1,12 @@
-import fs from "node:fs/promises";
 import type { AppContext } from "../services";
 import { AppError } from "../errors";
 import type { Step, StepInput } from "../plan-schema";
-import { planValidationFailedSchema, type UpdatePayload, type UpdateResponse } from "./contract";
+import { planValidationFailedSchema, type NewTask, type UpdatePayload, type UpdateResponse } from "./contract";
 import { taskNumber } from "../engine/agent-signals";
-import { checkNewTasks } from "./task-gates";
+import { checkNewTasks, type GateContext } from "./task-gates";
 import { applyTaskEdit, fieldEditOf, refuseTaskEdit, taskOfStep } from "./task-edits";
 import type { SessionRow } from "./sessions";
 import type { Loaded } from "./session-state";
-import { resolveInWorkspace } from "../tools/workspace-path";
 
 type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
 
@@ -23,6 +21,7 @@ export async function checkTaskEdits(
   loaded: Loaded,
   payload: UpdatePayload,
   addedCount: number,
+  fileCheck: (tasks: NewTask[]) => Promise<GateContext["fileExists"]>,
 ): Promise<{ kind: "ok"; steps: Map<string, StepInput> } | { kind: "refused"; response: UpdateResponse }> {
   const edits = (payload.update_tasks ?? []).flatMap((update) => {
     const edit = fieldEditOf(update);
@@ -40,7 +39,7 @@ export async function checkTaskEdits(
   const details = await checkNewTasks(tasks, {
     existingTaskIds: new Set(loaded.steps.map((step) => taskNumber(step.id)).filter((id) => id !== null)),
     firstNewId: loaded.lastStepNumber + 1 + addedCount,
-    fileExists: (relativePath) => existsIn(session.workspace_root, relativePath),
+    fileExists: await fileCheck(tasks),
   });
   if (details.length > 0) {
     return {
@@ -80,13 +79,4 @@ export function planValidationFailed(details: string[]): UpdateResponse {
     message: "The submitted plan is invalid and was rejected. You must fix the plan and resubmit.",
     details,
   });
-}
-
-export async function existsIn(root: string, relativePath: string): Promise<boolean> {
-  try {
-    await fs.stat(await resolveInWorkspace(root, relativePath.replace(/\/+$/, "") || "."));
-    return true;
-  } catch {
-    return false;
-  }
 }

@@ -16,6 +16,22 @@ export interface GateContext {
   fileExists(relativePath: string): Promise<boolean>;
 }
 
+/**
+ * Every path `checkNewTasks` may ask `fileExists` about for these tasks: the relevant paths not
+ * said to be created, and the files the hints name (a hint that creates a file excepted). Looked
+ * up in one go where the workspace is (workspace-work.ts, `gateFileCheck`).
+ */
+export function pathsTheGatesCheck(tasks: NewTask[]): string[] {
+  return tasks.flatMap((task) => {
+    const hints = (task.context_hints ?? []).filter((hint) => hint.trim());
+    const created = pathsToCreate(hints);
+    const relevant = (task.relevant_file_paths ?? []).filter(
+      (filePath) => filePath.trim() && !created.has(filePath.replace(/^\.\//, "").replace(/\/+$/, "")),
+    );
+    return [...relevant, ...hints.filter((text) => !CREATES.test(text)).flatMap((hint) => mentionedPaths(hint))];
+  });
+}
+
 export async function checkNewTasks(tasks: NewTask[], context: GateContext): Promise<string[]> {
   const details: string[] = [];
   const newIds = tasks.map((_, index) => context.firstNewId + index);

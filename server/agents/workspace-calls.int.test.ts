@@ -8,11 +8,11 @@ import { git } from "../../tests/git-fixture";
 import { createEngineDeps } from "../engine/engine";
 import { startStepWorker, type StepWorker } from "../engine/worker";
 import type { Identity } from "../identity";
-import { agentStart, agentStatus, agentUpdate } from "../operations/agent";
+import { agentStart, agentStatus, agentSuggest, agentUpdate } from "../operations/agent";
 import { invokeOperation, type Operation } from "../operations/operation";
 import { runCancel } from "../operations/runs";
 import { registerWorkspace } from "../plans/workspaces";
-import { readyForTaskSchema, successSchema, type AgentTaskView } from "./contract";
+import { planValidationFailedSchema, readyForTaskSchema, successSchema, type AgentTaskView } from "./contract";
 import { integrationBranch, runShort } from "./worktrees";
 import { worktreeWorkSettled } from "./worktrees-ahead";
 import { agentWorkspaceWork } from "./workspace-work";
@@ -199,6 +199,43 @@ describe("agent workspace work goes where the workspace is", () => {
       .poll(async () => (await calls(h)).filter((row) => row.kind === "remove_run"), { timeout: 60_000, interval: 100 })
       .toEqual([{ kind: "remove_run", worker_id: workerA.id, error: null, finished: true }]);
   });
+
+  it("an added task's files and suggest's markers are looked for by the worker serving the workspace", async () => {
+    harness = await startHarness({ worker: false });
+    const h = harness;
+    const alpha = await machineWithAlpha(h);
+    await fs.writeFile(path.join(alpha, "src/b.ts"), "// TODO: name the constant\nexport const b = 1;\n");
+    const workerA = await startWorkerServing(h, ["alpha"]);
+    await startAlphaSession(h, alpha);
+    await handedOutTask();
+
+    // The gates look for the named files where alpha is: the one there passes, the missing one is named.
+    const refused = planValidationFailedSchema.parse(
+      await call(agentUpdate, {
+        payload: {
+          add_tasks: [
+            {
+              title: "Name b's constant",
+              type: "chore",
+              context_hints: ["Read `src/b.ts` and name its constant."],
+              relevant_file_paths: ["src/b.ts", "src/missing.ts"],
+            },
+          ],
+        },
+      }),
+    );
+    expect(refused.details).toEqual([expect.stringContaining("`src/missing.ts`")]);
+    const lookups = (await calls(h)).filter((row) => row.kind === "paths_exist");
+    expect(lookups).toEqual([{ kind: "paths_exist", worker_id: workerA.id, error: null, finished: true }]);
+
+    // suggest reads the markers of alpha's files on A's worker too.
+    const { suggestions } = (await call(agentSuggest, {})) as { suggestions: { title: string }[] };
+    expect(suggestions.map((suggestion) => suggestion.title)).toContainEqual(
+      expect.stringContaining("TODO in src/b.ts:1: name the constant"),
+    );
+    const markers = (await calls(h)).filter((row) => row.kind === "todo_markers");
+    expect(markers).toEqual([{ kind: "todo_markers", worker_id: workerA.id, error: null, finished: true }]);
+  }, 120_000);
 
   it("a process whose own worker serves the workspace does the work itself, asking no worker", async () => {
     harness = await startHarness();

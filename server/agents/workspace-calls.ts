@@ -40,7 +40,15 @@ const POLL_MS = 1_000;
 
 const log = logger.child({ component: "agent-workspace" });
 
-export type CallKind = "hand_out" | "working_directory" | "integrate" | "after_updates" | "ahead" | "remove_run";
+export type CallKind =
+  | "hand_out"
+  | "working_directory"
+  | "integrate"
+  | "after_updates"
+  | "ahead"
+  | "remove_run"
+  | "paths_exist"
+  | "todo_markers";
 
 /** What a call names: the session (and so its run and workspace), a step, and plain input data. */
 export interface CallRequest {

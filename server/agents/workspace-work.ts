@@ -1,3 +1,4 @@
+import fs from "node:fs/promises";
 import path from "node:path";
 import type pg from "pg";
 import type { AppContext } from "../services";
@@ -8,6 +9,10 @@ import { logger } from "../logger";
 import type { Step, StepStatus } from "../plan-schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { AGENT_WORKSPACE_TASK } from "../queue/jobs";
+import { resolveInWorkspace } from "../tools/workspace-path";
+import type { TodoMarker } from "../planner/snapshot";
+import type { NewTask } from "./contract";
+import { pathsTheGatesCheck, type GateContext } from "./task-gates";
 import type { QueueTask } from "../engine/queue-runner";
 import { afterTaskUpdates, prepareTaskUpdates, removeWorktreesOfRun, type PreparedUpdates } from "./task-integration";
 import { taskWorkingDirectory } from "./task-working-directory";
@@ -113,6 +118,61 @@ export async function afterTaskUpdatesIn(
   if (place === "worker") await sendToWorker(app, { kind: "after_updates", session, input });
 }
 
+/**
+ * The add_tasks gates' `fileExists` for these tasks, answered where the workspace is: every path
+ * the gates look up (`pathsTheGatesCheck`) at once — here, or by a worker serving the workspace
+ * when this process serves none (the web process of a team server has no such folder, and named
+ * every file missing). With no worker serving it, this process's own look, as before.
+ */
+export async function gateFileCheck(
+  app: App,
+  session: CallSession,
+  tasks: NewTask[],
+): Promise<GateContext["fileExists"]> {
+  const paths = [...new Set(pathsTheGatesCheck(tasks))];
+  if (paths.length === 0) return async () => false;
+  const place = await workspacePlaceIfServed(app, session.workspace_root);
+  const found =
+    place === "worker"
+      ? new Set(await callOnWorker<string[]>(app, { kind: "paths_exist", session, input: { paths } }))
+      : await existingPaths(session.workspace_root, paths);
+  return async (relativePath) => found.has(relativePath);
+}
+
+/** Which of these workspace-relative paths exist in the workspace (a path leading out of it does not). */
+async function existingPaths(root: string, paths: string[]): Promise<Set<string>> {
+  const found = await Promise.all(
+    paths.map(async (relativePath) => ((await existsIn(root, relativePath)) ? [relativePath] : [])),
+  );
+  return new Set(found.flat());
+}
+
+async function existsIn(root: string, relativePath: string): Promise<boolean> {
+  try {
+    await fs.stat(await resolveInWorkspace(root, relativePath.replace(/\/+$/, "") || "."));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The TODO/FIXME markers of the workspace's files (seed 003's `suggest`), read where the workspace
+ * is: here, or by a worker serving it when this process serves none. With no worker serving it,
+ * this process's own look, as before.
+ */
+export async function workspaceTodoMarkers(app: App, session: CallSession): Promise<TodoMarker[]> {
+  if ((await workspacePlaceIfServed(app, session.workspace_root)) === "worker") {
+    return callOnWorker<TodoMarker[]>(app, { kind: "todo_markers", session });
+  }
+  return todoMarkersHere(session.workspace_root);
+}
+
+async function todoMarkersHere(root: string): Promise<TodoMarker[]> {
+  const { findTodoMarkers } = await import("../planner/snapshot");
+  return findTodoMarkers(root, 20);
+}
+
 /** The ready tasks' worktrees, made ahead of their hand-out where the workspace is (fire and forget). */
 export function worktreesAhead(app: App, session: CallSession): void {
   if (app.engine.localWorker?.servesWorkspace?.(session.workspace_root)) {
@@ -147,7 +207,13 @@ interface CallRow {
   session_id: string;
   run_id: string;
   step_id: string | null;
-  input: { updates?: AgentTaskUpdate[]; actor?: string; merged?: string[]; mergedTips?: Record<string, string> };
+  input: {
+    updates?: AgentTaskUpdate[];
+    actor?: string;
+    merged?: string[];
+    mergedTips?: Record<string, string>;
+    paths?: string[];
+  };
 }
 
 /**
@@ -254,6 +320,10 @@ async function perform(app: App, call: CallRow): Promise<unknown> {
       return null;
     case "remove_run":
       return removeWorktreesOfRun(app.db.pool, session.run_id);
+    case "todo_markers":
+      return todoMarkersHere(session.workspace_root);
+    case "paths_exist":
+      return [...(await existingPaths(session.workspace_root, call.input.paths ?? []))];
   }
 }
 
