@@ -175,7 +175,9 @@ test.beforeAll(async ({ playwright }) => {
     const runningRunId = await startRunViaApi(request, "Sleep a long time", {
       steps: [
         { id: "step_1", description: "Say hello", tool: "echo", args: { value: "hello" } },
-        { id: "step_2", description: "Sleep long", tool: "sleep", args: { ms: 600_000 }, dependsOn: ["step_1"] },
+        // An hour (the tool's most): the fixtures serve both schemes' tests, and on a slow machine
+        // the dark scheme's came more than ten minutes after this run started.
+        { id: "step_2", description: "Sleep long", tool: "sleep", args: { ms: 3_600_000 }, dependsOn: ["step_1"] },
       ],
     });
     const failedRunId = await startRunViaApi(request, `Read a missing file ${tag}`, {
