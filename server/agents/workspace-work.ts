@@ -1,4 +1,3 @@
-import fs from "node:fs/promises";
 import path from "node:path";
 import type pg from "pg";
 import type { AppContext } from "../services";
@@ -9,7 +8,7 @@ import { logger } from "../logger";
 import type { Step, StepStatus } from "../plan-schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { AGENT_WORKSPACE_TASK } from "../queue/jobs";
-import { resolveInWorkspace } from "../tools/workspace-path";
+import { existsInWorkspace } from "../tools/workspace-path";
 import type { TodoMarker } from "../planner/snapshot";
 import type { NewTask } from "./contract";
 import { pathsTheGatesCheck, type GateContext } from "./task-gates";
@@ -142,18 +141,9 @@ export async function gateFileCheck(
 /** Which of these workspace-relative paths exist in the workspace (a path leading out of it does not). */
 async function existingPaths(root: string, paths: string[]): Promise<Set<string>> {
   const found = await Promise.all(
-    paths.map(async (relativePath) => ((await existsIn(root, relativePath)) ? [relativePath] : [])),
+    paths.map(async (relativePath) => ((await existsInWorkspace(root, relativePath)) ? [relativePath] : [])),
   );
   return new Set(found.flat());
-}
-
-async function existsIn(root: string, relativePath: string): Promise<boolean> {
-  try {
-    await fs.stat(await resolveInWorkspace(root, relativePath.replace(/\/+$/, "") || "."));
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**

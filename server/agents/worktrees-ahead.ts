@@ -122,11 +122,11 @@ export async function claimTaskWorktree(repo: WorkspaceRepo, runId: string, step
   return ensureTaskWorktree(repo, runId, step.id);
 }
 
-/** Merged tasks whose worktrees wait for removal, by workspace, then run. */
-const pendingRemovals = new Map<
-  string,
-  Map<string, { pool: pg.Pool; merged: { stepId: string; tip: string | undefined }[] }>
->();
+/** A run's merged tasks whose worktrees wait for removal, by run id. */
+type RunRemovals = Map<string, { pool: pg.Pool; merged: { stepId: string; tip: string | undefined }[] }>;
+
+/** Removals waiting for their turn, by workspace. */
+const pendingRemovals = new Map<string, RunRemovals>();
 
 /**
  * After merges were recorded: the merged tasks' worktrees and branches go (a branch only while it
@@ -140,7 +140,7 @@ export function removeMergedWorktreesLater(
   merged: { stepId: string; tip: string | undefined }[],
 ): void {
   const waiting = pendingRemovals.get(run.workspace_root);
-  const runs = waiting ?? new Map<string, { pool: pg.Pool; merged: { stepId: string; tip: string | undefined }[] }>();
+  const runs: RunRemovals = waiting ?? new Map();
   runs.set(run.id, { pool, merged: [...(runs.get(run.id)?.merged ?? []), ...merged] });
   if (waiting) return;
   pendingRemovals.set(run.workspace_root, runs);

@@ -321,6 +321,7 @@ export async function removeMergedTaskWorktrees(
   runId: string,
   merged: { stepId: string; tip: string }[],
 ): Promise<void> {
+  if (merged.length === 0) return;
   const unregistered = await withWorktreeRecords(repo, async () => {
     const registered = new Set((await listWorktrees(repo)).map((worktree) => worktree.path));
     const args: string[] = [];

@@ -1,8 +1,7 @@
-import fs from "node:fs/promises";
 import { CREATES, isActionableHint, mentionedPaths, pathsToCreate } from "../hint-text";
 import type { ToolRegistry } from "../tools/registry";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
-import { resolveInWorkspace } from "../tools/workspace-path";
+import { existsInWorkspace } from "../tools/workspace-path";
 import type { PlanContent, Step } from "../plan-schema";
 import type { PlanIssue } from "../plan-schema";
 
@@ -121,13 +120,4 @@ export async function checkPlanQuality(plan: PlanContent, context: QualityContex
 
 function normalise(filePath: string): string {
   return filePath.replace(/^\.\//, "").replace(/\/+$/, "");
-}
-
-async function existsInWorkspace(root: string, filePath: string): Promise<boolean> {
-  try {
-    await fs.stat(await resolveInWorkspace(root, filePath));
-    return true;
-  } catch {
-    return false;
-  }
 }

@@ -56,6 +56,19 @@ function isInside(root: string, candidate: string): boolean {
  */
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = fsConstants;
 
+/**
+ * Whether a workspace-relative path names something in the workspace (a trailing `/` allowed); a
+ * path leading out of it, or to nothing, does not. What the plan and task gates ask of a named file.
+ */
+export async function existsInWorkspace(workspaceRoot: string, relativePath: string): Promise<boolean> {
+  try {
+    await fs.stat(await resolveInWorkspace(workspaceRoot, relativePath.replace(/\/+$/, "") || "."));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function fdPath(handle: FileHandle, name?: string): string {
   return name === undefined ? `/proc/self/fd/${handle.fd}` : `/proc/self/fd/${handle.fd}/${name}`;
 }
