@@ -1,11 +1,11 @@
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import AxeBuilder from "@axe-core/playwright";
 import { expect, test, type APIRequestContext, type Locator, type Page } from "@playwright/test";
 import { goodPlan } from "../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
 import { E2E_LLM_PORT, E2E_PORT, E2E_STATE_FILE } from "./e2e-env";
+import { axeViolations } from "./pages/accessibility";
 import { createPlanViaApi, PlanViewPage } from "./pages/plan-pages";
 import { PlanCommandBox, PlanningSessionPage } from "./pages/planner-pages";
 import { RunViewPage, startRunViaApi } from "./pages/run-pages";
@@ -22,13 +22,6 @@ import { trpc } from "./pages/trpc-api";
  */
 const SCHEMES = ["light", "dark"] as const;
 type Scheme = (typeof SCHEMES)[number];
-
-async function seriousViolations(page: Page): Promise<string[]> {
-  const results = await new AxeBuilder({ page }).analyze();
-  return results.violations
-    .filter((violation) => violation.impact === "serious" || violation.impact === "critical")
-    .map((violation) => `${violation.id}: ${violation.nodes.map((node) => node.target.join(" ")).join(", ")}`);
-}
 
 /**
  * The contrast of each element's text against what is behind it: its own background, or the
@@ -82,7 +75,7 @@ async function unreadableButtons(page: Page): Promise<string[]> {
 async function expectAccessible(page: Page) {
   // Wait for React Flow to have drawn, and for no loading placeholders.
   await expect(page.locator("[aria-busy='true']")).toHaveCount(0);
-  expect(await seriousViolations(page)).toEqual([]);
+  expect(await axeViolations(page, { seriousOnly: true })).toEqual([]);
   expect(await unreadableButtons(page)).toEqual([]);
 }
 

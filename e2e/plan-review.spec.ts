@@ -1,5 +1,5 @@
 import fs from "node:fs/promises";
-import AxeBuilder from "@axe-core/playwright";
+import { axeViolations } from "./pages/accessibility";
 import { expect, test } from "@playwright/test";
 import { createPlanViaApi, PlanViewPage } from "./pages/plan-pages";
 
@@ -310,13 +310,9 @@ test("the plan page has no serious or critical accessibility violations", async 
   await view.edit("step_2");
   await page.getByRole("button", { name: "History" }).click();
   await expect(page.locator("tr[data-version]")).toHaveCount(1);
-  const results = await new AxeBuilder({ page }).analyze();
-  const severe = results.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  expect(severe.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`)).toEqual([]);
+  expect(await axeViolations(page, { seriousOnly: true })).toEqual([]);
 
   await page.getByRole("button", { name: "Graph" }).click();
   await expect(page.locator("[data-graph-step]")).toHaveCount(4);
-  const graphResults = await new AxeBuilder({ page }).analyze();
-  const graphSevere = graphResults.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  expect(graphSevere.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`)).toEqual([]);
+  expect(await axeViolations(page, { seriousOnly: true })).toEqual([]);
 });

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import AxeBuilder from "@axe-core/playwright";
-import { expect, test, type Page } from "@playwright/test";
+import { axeViolations } from "./pages/accessibility";
+import { expect, test } from "@playwright/test";
 import { cyclicPlanWithUnknownTool, goodPlan, goodStep } from "../tests/planner-fixtures";
 import { startScriptedLlm, type ScriptedLlm } from "../tests/scripted-llm";
 import { NewTaskPage, PlanCommandBox, PlanningSessionPage, PlanPlannerTools } from "./pages/planner-pages";
@@ -18,11 +18,6 @@ test.afterAll(async () => {
   await llm?.close();
 });
 test.beforeEach(() => llm.reset());
-
-async function accessibilityViolations(page: Page): Promise<string[]> {
-  const results = await new AxeBuilder({ page }).analyze();
-  return results.violations.map((v) => `${v.impact} ${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
-}
 
 test("quick mode: a first draft with a cycle and an unknown tool is fixed by the refine loop before anyone sees it", async ({
   page,
@@ -269,7 +264,7 @@ test("the New task form, a planning session with a question, and settings have n
 }) => {
   const newTask = new NewTaskPage(page);
   await newTask.open();
-  expect(await accessibilityViolations(page)).toEqual([]);
+  expect(await axeViolations(page)).toEqual([]);
   // Keyboard only: the goal, then on to the submit button.
   await newTask.goal().focus();
   await page.keyboard.type("Show the README");
@@ -280,7 +275,7 @@ test("the New task form, a planning session with a question, and settings have n
   await page.keyboard.press("Enter");
   const session = new PlanningSessionPage(page);
   await session.expectStatus("awaiting_answer");
-  expect(await accessibilityViolations(page)).toEqual([]);
+  expect(await axeViolations(page)).toEqual([]);
   await page.getByRole("button", { name: "Cancel planning" }).click();
   await session.expectStatus("cancelled");
   await page.goto("/settings");
@@ -290,7 +285,7 @@ test("the New task form, a planning session with a question, and settings have n
   const selfTest = page.getByRole("table", { name: "Sandbox self-test" });
   await expect(selfTest.locator('[data-check="capabilities"]')).toContainText("refused, as it must be");
   await expect(selfTest.locator('[data-check="remount"]')).toContainText("refused, as it must be");
-  expect(await accessibilityViolations(page)).toEqual([]);
+  expect(await axeViolations(page)).toEqual([]);
 });
 
 test("the /plan command box starts deep planning, tells its status, refuses a second start, and cancels it", async ({
@@ -323,5 +318,5 @@ test("the /plan command box starts deep planning, tells its status, refuses a se
   await box.run("/plan cancel");
   await expect(box.result()).toContainText("Cancelled planning “Show the README”.");
   await session.expectStatus("cancelled");
-  expect(await accessibilityViolations(page)).toEqual([]);
+  expect(await axeViolations(page)).toEqual([]);
 });

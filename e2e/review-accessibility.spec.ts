@@ -1,5 +1,5 @@
-import AxeBuilder from "@axe-core/playwright";
-import { expect, test, type Page } from "@playwright/test";
+import { axeViolations } from "./pages/accessibility";
+import { expect, test } from "@playwright/test";
 import { createPlanViaApi, PlanViewPage } from "./pages/plan-pages";
 import { trpc } from "./pages/trpc-api";
 
@@ -9,14 +9,6 @@ import { trpc } from "./pages/trpc-api";
  * replies and approves with the keyboard alone.
  */
 const tag = Date.now().toString(36);
-
-async function violations(page: Page): Promise<string[]> {
-  const results = await new AxeBuilder({ page }).analyze();
-  return results.violations.map(
-    (violation) =>
-      `${violation.impact ?? "?"} ${violation.id}: ${violation.nodes.map((node) => node.target.join(" ")).join(", ")}`,
-  );
-}
 
 test("the review page with comments and the approval controls is clean under axe, and works by keyboard", async ({
   page,
@@ -77,7 +69,7 @@ test("the review page with comments and the approval controls is clean under axe
   await note.focus();
   await page.keyboard.type("Go ahead; mind the comments on step 2");
 
-  expect(await violations(page)).toEqual([]);
+  expect(await axeViolations(page)).toEqual([]);
 
   // Approve: back from the note to the button, and Enter.
   await page.keyboard.press("Shift+Tab");
