@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -9,6 +10,7 @@ import { startScriptedLlm, type ScriptedLlm } from "../../tests/scripted-llm";
 import { readEvents } from "../events/store";
 import { readPlannerConfig } from "./config";
 import { createPlannerDeps, installPlanner } from "./deps";
+import { recoverPlanningSessions } from "./session-jobs";
 import { programCommand } from "../../tests/program-command";
 
 /**
@@ -192,17 +194,56 @@ describe("durable planning sessions", () => {
     expect(llm.requests).toHaveLength(1);
   }, 120_000);
 
+  it("recovery queues a session nobody holds, never a second job for one whose job a live worker holds", async () => {
+    const pool = harness.app.db.pool;
+    const { sessionId } = await harness.caller.planner.start({ goal: "Show the README", mode: "deep" });
+    const jobs = () =>
+      pool
+        .query<{ key: string | null }>(
+          "select key from graphile_worker._private_jobs where payload->>'sessionId' = $1",
+          [sessionId],
+        )
+        .then((result) => result.rows.map((row) => row.key));
+    // A live worker locked the job a minute ago and has not claimed the session yet (a busy
+    // machine): five of its heartbeats have long passed, but it is alive.
+    const live = randomUUID();
+    await pool.query(
+      "insert into workers (id, hostname, pid, heartbeat_ms, queue_worker_ids) values ($1, 'busy', 1, 200, array['busy-runner'])",
+      [live],
+    );
+    await pool.query(
+      `update graphile_worker._private_jobs set locked_by = 'busy-runner', locked_at = now() - interval '1 minute'
+        where payload->>'sessionId' = $1`,
+      [sessionId],
+    );
+    const deps = createPlannerDeps(harness.app, readPlannerConfig(llmEnv()));
+    expect(await recoverPlanningSessions(deps, randomUUID())).toBe(0);
+    expect(await jobs()).toEqual([`planning:${sessionId}`]);
+
+    // Its job gone (say, failed for good) and nobody holding the session: queued again.
+    await pool.query("delete from graphile_worker._private_jobs where payload->>'sessionId' = $1", [sessionId]);
+    expect(await recoverPlanningSessions(deps, randomUUID())).toBe(1);
+    expect(await jobs()).toEqual([`planning:${sessionId}`]);
+    await harness.caller.planner.cancel({ sessionId });
+    await pool.query("delete from workers where id = $1", [live]);
+  });
+
   it("a cancel given here stops the loop running in a worker process at once", async () => {
     // The model call would hang for the 60 s call timeout; the cancel must end it long before.
     llm.script({ hang: true });
     const { sessionId } = await harness.caller.planner.start({ goal: "Show the README", mode: "deep" });
     startWorker();
     await expect.poll(() => llm.requests.length, { timeout: 45_000 }).toBe(1);
+    // The session's jobs by payload, not key: a second job queued while the loop runs takes the
+    // key and is skipped by this process, leaving the loop's own job without it.
     const job = () =>
       harness.app.db.pool
-        .query("select 1 from graphile_worker.jobs where key = $1", [`planning:${sessionId}`])
+        .query(
+          "select 1 from graphile_worker._private_jobs where payload->>'sessionId' = $1 and locked_at is not null",
+          [sessionId],
+        )
         .then((result) => result.rowCount);
-    expect(await job()).toBe(1); // held by the worker while its loop runs
+    expect(await job()).toBeGreaterThan(0); // held by the worker while its loop runs
     await harness.caller.planner.cancel({ sessionId });
     await expect.poll(job, { timeout: 15_000 }).toBe(0);
     expect((await session(sessionId)).status).toBe("cancelled");

@@ -46,7 +46,7 @@ class PlanningReleased extends Error {
 const { OWNER_ALIVE } = store;
 
 /** The worker's planning work: the two task handlers, recovery on each tick, abort on shutdown. */
-export function planningWork(planner: () => PlannerDeps, worker: { workerId: string; heartbeatMs: number }): ExtraWork {
+export function planningWork(planner: () => PlannerDeps, worker: { workerId: string }): ExtraWork {
   const running = new Map<string, AbortController>();
   return {
     // Listed once per workspace the worker serves (`planning_session@<key>`, worker.ts).
@@ -75,7 +75,7 @@ export function planningWork(planner: () => PlannerDeps, worker: { workerId: str
       ...agentWaitTasks(() => planner().pool),
     },
     maintain: async () => {
-      await recoverPlanningSessions(planner(), worker.workerId, worker.heartbeatMs * 5);
+      await recoverPlanningSessions(planner(), worker.workerId);
     },
     abortAll: () => {
       for (const controller of running.values()) controller.abort(new PlanningReleased("The worker is shutting down"));
@@ -100,10 +100,15 @@ async function routeQueuedSession(pool: pg.Pool, sessionId: string): Promise<voi
 
 /**
  * Sessions whose loop nobody is running although it should run: the worker that ran it stopped
- * beating (killed), or it was queued but its job is held by a dead worker. Each is queued again;
- * its loop resumes from the saved state.
+ * beating (killed), or nobody holds it and no job of its is queued or running. Each is queued
+ * again; its loop resumes from the saved state.
+ *
+ * A job locked by a dead worker is not this function's: `unlockJobsOfDeadWorkers` frees it by the
+ * same liveness rule and it runs again. Judging a lock by its age here instead queued a second
+ * job whenever a live worker took longer than five heartbeats between locking the job and
+ * claiming the session (a busy machine), which moved the session's key off the job running it.
  */
-export async function recoverPlanningSessions(deps: PlannerDeps, workerId: string, staleMs: number): Promise<number> {
+export async function recoverPlanningSessions(deps: PlannerDeps, workerId: string): Promise<number> {
   const orphans = await deps.pool.query<{ id: string; workspace_root: string }>(
     `select s.id, s.workspace_root from planning_sessions s
      where s.status = 'running' and s.kind <> 'external'
@@ -111,10 +116,9 @@ export async function recoverPlanningSessions(deps: PlannerDeps, workerId: strin
        and (
          (s.worker_id is not null and not ${OWNER_ALIVE})
          or (s.worker_id is null and not exists (
-           select 1 from graphile_worker.jobs j where j.key = 'planning:' || s.id
-             and (j.locked_at is null or j.locked_at > now() - make_interval(secs => $2::int / 1000.0))))
+           select 1 from graphile_worker.jobs j where j.key = 'planning:' || s.id))
        )`,
-    [workerId, staleMs],
+    [workerId],
   );
   for (const orphan of orphans.rows) {
     await inTransaction(deps.pool, async (client) => {
