@@ -1,9 +1,9 @@
 import type { Metadata } from "next";
-import Link from "next/link";
 import type { ReactNode } from "react";
 import { InboxNavLink } from "@/components/inbox/inbox-nav-link";
 import { SignedInAs } from "@/components/people/signed-in-as";
 import { Providers } from "@/components/trpc";
+import { IntentLink } from "@/components/ui/intent-link";
 import { THEME_CSS } from "@/components/ui/theme";
 import "./globals.css";
 
@@ -19,23 +19,23 @@ export default function RootLayout({ children }: { children: ReactNode }) {
       <body>
         <Providers>
           <header className="topbar">
-            <Link href="/" className="brand">
+            <IntentLink href="/" className="brand">
               Stepwise
-            </Link>
+            </IntentLink>
             <nav>
-              <Link href="/">Plans</Link>
-              <Link href="/runs">Runs</Link>
-              <Link href="/planning">Planning</Link>
+              <IntentLink href="/">Plans</IntentLink>
+              <IntentLink href="/runs">Runs</IntentLink>
+              <IntentLink href="/planning">Planning</IntentLink>
               <InboxNavLink />
-              <Link href="/new" title="Plan from a goal, from JSON or from a template">
+              <IntentLink href="/new" title="Plan from a goal, from JSON or from a template">
                 New
-              </Link>
-              <Link href="/templates">Templates</Link>
-              <Link href="/workspaces">Workspaces</Link>
-              <Link href="/people">People</Link>
-              <Link href="/audit">Audit</Link>
-              <Link href="/settings">Settings</Link>
-              <Link href="/docs/api">API</Link>
+              </IntentLink>
+              <IntentLink href="/templates">Templates</IntentLink>
+              <IntentLink href="/workspaces">Workspaces</IntentLink>
+              <IntentLink href="/people">People</IntentLink>
+              <IntentLink href="/audit">Audit</IntentLink>
+              <IntentLink href="/settings">Settings</IntentLink>
+              <IntentLink href="/docs/api">API</IntentLink>
             </nav>
             <SignedInAs />
           </header>

@@ -1,7 +1,7 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import Link from "next/link";
+import { IntentLink } from "@/components/ui/intent-link";
 import { useTRPC } from "@/components/trpc";
 
 /** How often the navigation re-reads the inbox; a decision made elsewhere shows within this. */
@@ -17,8 +17,8 @@ export function InboxNavLink() {
   const inbox = useQuery({ ...trpc.inbox.list.queryOptions(), refetchInterval: INBOX_POLL_MS, staleTime: 0 });
   const count = inbox.data?.count;
   return (
-    <Link href="/inbox" data-testid="inbox-nav" data-count={count ?? ""}>
+    <IntentLink href="/inbox" data-testid="inbox-nav" data-count={count ?? ""}>
       {count === undefined ? "Inbox" : `Inbox (${count})`}
-    </Link>
+    </IntentLink>
   );
 }

@@ -2,6 +2,7 @@
 
 import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
+import { IntentLink } from "@/components/ui/intent-link";
 import { useState } from "react";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
@@ -115,16 +116,16 @@ function PlanningRow({ session }: { session: PlanningSessionRow }) {
   return (
     <tr data-session-id={session.id} data-state={session.state} data-waits-on={session.waitsOn ?? "nobody"}>
       <td>
-        <Link href={`/tasks/${session.id}`}>{session.goal}</Link>
+        <IntentLink href={`/tasks/${session.id}`}>{session.goal}</IntentLink>
         {session.reason && session.reason !== session.goal && (
           <div className="muted">the agent planned because: {session.reason}</div>
         )}
         {session.planId && (
           <div className="muted">
             plan{" "}
-            <Link className="mono" href={`/plans/${session.planId}`}>
+            <IntentLink className="mono" href={`/plans/${session.planId}`}>
               {session.planId}
-            </Link>
+            </IntentLink>
             {session.planVersion !== null && ` v${session.planVersion}`}
           </div>
         )}

@@ -2,6 +2,7 @@
 
 import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
+import { IntentLink } from "@/components/ui/intent-link";
 import { useState } from "react";
 import { useTRPC } from "@/components/trpc";
 import { ErrorMessage } from "@/components/ui/error-message";
@@ -60,7 +61,7 @@ export function PlanList() {
             {plans.data.map((plan) => (
               <tr key={plan.id}>
                 <td>
-                  <Link href={`/plans/${plan.id}`}>{plan.goal}</Link>
+                  <IntentLink href={`/plans/${plan.id}`}>{plan.goal}</IntentLink>
                   <div className="muted mono">{plan.id}</div>
                 </td>
                 <td>{plan.steps}</td>

@@ -1,7 +1,7 @@
 "use client";
 
 import { useInfiniteQuery } from "@tanstack/react-query";
-import Link from "next/link";
+import { IntentLink } from "@/components/ui/intent-link";
 import { useState } from "react";
 import { RUN_STATUSES, SETTLED_STEP_STATUSES, type RunStatus } from "@/server/vocabulary";
 import { useTRPC } from "@/components/trpc";
@@ -106,12 +106,12 @@ function RunRow({ run, planId }: { run: RunRowData; planId: string | undefined }
       </td>
       {!planId && (
         <td>
-          <Link href={`/runs/${run.id}`}>{run.goal}</Link>
+          <IntentLink href={`/runs/${run.id}`}>{run.goal}</IntentLink>
         </td>
       )}
       <td>
         {planId ? (
-          <Link href={`/runs/${run.id}`}>{new Date(started).toLocaleString()}</Link>
+          <IntentLink href={`/runs/${run.id}`}>{new Date(started).toLocaleString()}</IntentLink>
         ) : (
           new Date(started).toLocaleString()
         )}
