@@ -115,13 +115,25 @@ export class PlanViewPage {
     if (!handle || !card || !target) throw new Error("Step not visible");
     const x = handle.x + handle.width / 2;
     const y = handle.y + handle.height / 2;
+    const order = await this.order();
+    const over = `${stepId} is over position ${order.indexOf(targetId) + 1} of ${order.length}.`;
     // Move the dragged card's centre onto the target card's centre (the list uses closest-centre collision).
     const dy = target.y + target.height / 2 - (card.y + card.height / 2);
     await this.page.mouse.move(x, y);
     await this.page.mouse.down();
     await this.page.mouse.move(x, y + Math.sign(dy) * 10, { steps: 3 });
     await this.page.mouse.move(x, y + dy, { steps: 15 });
-    await this.page.waitForTimeout(150);
+    // Drop only once the list says the card is over its target. On a busy machine the other cards
+    // were still sliding aside after the last move, so the drop went by their old places; a pixel's
+    // nudge makes the list measure again.
+    let nudge = 1;
+    await expect
+      .poll(async () => {
+        nudge = -nudge;
+        await this.page.mouse.move(x, y + dy + nudge);
+        return (await this.page.locator("[id^='DndLiveRegion']").textContent()) ?? "";
+      })
+      .toContain(over);
     await this.page.mouse.up();
   }
 
