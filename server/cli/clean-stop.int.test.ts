@@ -141,7 +141,10 @@ async function expectCleanStop(started: Started): Promise<void> {
   expect(Number(session[2])).not.toBe(started.child.pid);
   const { code, after } = await interrupt(started);
   expect(started.output()).not.toMatch(/^\s+at /m);
-  expect(after).toEqual(["[stepwise] SIGINT: shutting down…"]);
+  // Next.js's development server reports saving its compile cache on the way out when that took a
+  // while (24.8 s once on a busy machine): its own progress line, not an error.
+  const ownLines = after.filter((line) => !/^✓ Finished writing to filesystem cache in [\d.]+m?s$/.test(line.trim()));
+  expect(ownLines).toEqual(["[stepwise] SIGINT: shutting down…"]);
   expect(code).toBe(0);
   expect(await runningPostmaster(path.join(dataDir, "pg"))).toBeUndefined();
   expect(await postgresProcesses(dataDir)).toEqual([]);
