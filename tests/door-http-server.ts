@@ -4,7 +4,7 @@ import { Readable } from "node:stream";
 import type { AppContext } from "../server/services";
 import { chatFromApi } from "../server/http/chat-api";
 import { doorConfig } from "../server/http/door";
-import { behindDoor } from "../server/http/door-server";
+import { behindDoor, keepIdleConnections } from "../server/http/door-server";
 import { healthResponse, metricsResponse, readyResponse } from "../server/http/health-api";
 import { attachLiveSocket } from "../server/http/live-socket";
 import { handleOperation, listOperations } from "../server/http/operations-endpoint";
@@ -91,6 +91,7 @@ export async function startApiServer(
     body.pipe(res);
   };
   const server = createServer(behindDoor((req, res) => void handle(req, res), door));
+  keepIdleConnections(server);
   const liveSocket = attachLiveSocket(server, { door, app });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;

@@ -10,7 +10,7 @@ import { migrateDatabase, openDatabase } from "./bootstrap";
 import { assertNoOtherStepwise, runningEmbeddedDatabaseUrl, takeOverShutdownSignals } from "../db/embedded";
 import { readConfig } from "../env";
 import { doorConfig, generateAccessToken } from "../http/door";
-import { behindDoor } from "../http/door-server";
+import { behindDoor, keepIdleConnections } from "../http/door-server";
 import { principalNameTaken, resolveCredential } from "../people/principals";
 import { attachLiveSocket } from "../http/live-socket";
 import { logger, quietForShutdown } from "../logger";
@@ -105,6 +105,7 @@ export async function serve(dev: boolean): Promise<void> {
   await app.prepare();
   const handle = app.getRequestHandler();
   const server = createServer(behindDoor((req, res) => void handle(req, res), door));
+  keepIdleConnections(server);
   const liveSocket = attachLiveSocket(server, {
     door,
     app: context,

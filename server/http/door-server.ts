@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { isDatabaseUnavailable } from "../db";
 import { AppError } from "../errors";
 import { RETRY_AFTER_SECONDS, toProblem } from "./problem";
@@ -19,6 +19,19 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 export const MAX_SIGN_IN_BYTES = 10_000;
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * Keeps idle connections open for 65 s instead of Node's 5 s. A client reuses an idle connection
+ * until shortly before the limit the server announces; on a busy machine its timers ran late and
+ * it sent a request on a connection the server closed that moment: the call failed with
+ * ECONNRESET (an MCP call in a test run, once). Past a minute, idle gaps are rare; it is also longer than the idle limit
+ * of the usual proxies in front (60 s), as a server behind one must be. Headers still have to
+ * arrive within a little more than that.
+ */
+export function keepIdleConnections(server: Server): void {
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+}
 
 /**
  * Puts the door in front of a Node request handler (Next.js's): refusals answer problem+json,
