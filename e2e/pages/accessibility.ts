@@ -7,7 +7,7 @@ import axe from "axe-core";
  * axe is loaded into the page once, and again only when a navigation replaced the document: an
  * init script puts it into every later document, so a check is one `axe.run` (0.05–0.3 s here).
  * `@axe-core/playwright` injected the 0.5 MB script into every frame on every check and opened a
- * blank page to finish each run: 1.5–2.7 s a check, most of the browser suite's time. These pages
+ * blank page to finish each run: 1.5–2.7 s a check, most of the contrast suite's time. These pages
  * have no frames, so axe's cross-frame run has nothing to add.
  */
 export async function axeViolations(page: Page, { seriousOnly = false } = {}): Promise<string[]> {
