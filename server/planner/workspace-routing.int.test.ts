@@ -37,14 +37,34 @@ afterEach(async () => {
   await Promise.all(folders.splice(0).map((folder) => fs.rm(folder, { recursive: true, force: true })));
 });
 
-const plannerConfig = (baseUrl: string) =>
-  readPlannerConfig({
-    STEPWISE_LLM_BASE_URL: baseUrl,
-    STEPWISE_LLM_MODELS: "scripted-planner",
-    STEPWISE_LLM_NAME: "Scripted",
-    STEPWISE_PLANNER_RETRIES: "0",
-    STEPWISE_PLANNER_TIMEOUT_MS: "60000",
-  });
+const providerEnv = (baseUrl: string) => ({
+  STEPWISE_LLM_BASE_URL: baseUrl,
+  STEPWISE_LLM_MODELS: "scripted-planner",
+  STEPWISE_LLM_NAME: "Scripted",
+  STEPWISE_PLANNER_RETRIES: "0",
+  STEPWISE_PLANNER_TIMEOUT_MS: "60000",
+});
+const plannerConfig = (baseUrl: string) => readPlannerConfig(providerEnv(baseUrl));
+
+/**
+ * A machine's worker can take a waiting session the moment it starts, before `installPlanner`
+ * runs; it then plans with the planner made from the environment. So the environment names the
+ * scripted provider too while a test runs (restored after it: files share this process).
+ */
+const savedEnv = new Map<string, string | undefined>();
+function useScriptedProvider(baseUrl: string): void {
+  for (const [name, value] of Object.entries(providerEnv(baseUrl))) {
+    if (!savedEnv.has(name)) savedEnv.set(name, process.env[name]);
+    process.env[name] = value;
+  }
+}
+afterEach(() => {
+  for (const [name, value] of savedEnv) {
+    if (value === undefined) delete process.env[name];
+    else process.env[name] = value;
+  }
+  savedEnv.clear();
+});
 
 /** A machine's own disk with one workspace folder, holding a README that names it. */
 async function disk(name: string): Promise<string> {
@@ -58,6 +78,7 @@ async function disk(name: string): Promise<string> {
 
 /** A worker process on a machine: its own app context, serving the named workspaces, planner installed. */
 async function startMachine(h: Harness, baseUrl: string, names: string[]): Promise<AppContext> {
+  useScriptedProvider(baseUrl);
   const root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-machine-")));
   folders.push(root);
   const machine = await createAppContext({
@@ -150,11 +171,10 @@ describe("planning sessions go where their workspace is", () => {
     });
     await inTransaction(h.app.db.pool, async (client) => {
       await client.query("select graphile_worker.remove_job($1)", [`planning:${alphaSession}`]);
-      await client.query("select graphile_worker.add_job($1, json_build_object('sessionId', $2::text), job_key := $3)", [
-        PLANNING_TASK,
-        alphaSession,
-        `planning:${alphaSession}`,
-      ]);
+      await client.query(
+        "select graphile_worker.add_job($1, json_build_object('sessionId', $2::text), job_key := $3)",
+        [PLANNING_TASK, alphaSession, `planning:${alphaSession}`],
+      );
     });
     const alphaTask = await sqlTask(h, alphaPath);
     const betaTask = await sqlTask(h, betaPath);
