@@ -24,9 +24,10 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => void;
  * Keeps idle connections open for 65 s instead of Node's 5 s. A client reuses an idle connection
  * until shortly before the limit the server announces; on a busy machine its timers ran late and
  * it sent a request on a connection the server closed that moment: the call failed with
- * ECONNRESET (an MCP call in a test run, once). Past a minute, idle gaps are rare; it is also longer than the idle limit
- * of the usual proxies in front (60 s), as a server behind one must be. Headers still have to
- * arrive within a little more than that.
+ * ECONNRESET (MCP calls in test runs). Past a minute, idle gaps are rare; it is also longer than
+ * the idle limit of the usual proxies in front (60 s), as a server behind one must be. Headers
+ * still have to arrive within a little more than that. Authority is unaffected: the door decides
+ * every request on the credential it carries, whatever connection brings it.
  */
 export function keepIdleConnections(server: Server): void {
   server.keepAliveTimeout = 65_000;
