@@ -71,8 +71,9 @@ export const FLOORS = [
   { name: "tools", rooms: ["tools"], holds: "the tools steps run and their launcher" },
   {
     name: "infrastructure",
-    rooms: ["db", "db.ts", "queue", "metrics"],
-    holds: "the database (embedded server, migrations, LISTEN), its client, the job queue and process metrics",
+    rooms: ["db", "db.ts", "database-faults.ts", "queue", "metrics"],
+    holds:
+      "the database (embedded server, migrations, LISTEN), its client and what its failures mean, the job queue and process metrics",
   },
   {
     name: "ground",
@@ -142,6 +143,8 @@ const BELONGS = {
   tools: "tools sit above the database rooms: what a tool needs comes from its caller, through the launcher's context",
   db: "the database's server and LISTEN sit above the ground floor: take what you need as a parameter",
   "db.ts": "the database client sits above the ground floor: take a pool or a query function as a parameter",
+  "database-faults.ts":
+    "what a database failure means sits above the ground floor: classify the error where you catch it",
   queue:
     "the job queue sits above the ground floor: take the task's name from server/queue/jobs.ts's caller as a parameter",
   metrics: "process metrics sit above the ground floor: record them from the caller",

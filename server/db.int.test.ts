@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../tests/app-harness";
-import { forgetPreparedStatementNames, inTransaction, preparedExecute, preparedStatementName } from "./db";
+import { startProxyToDatabase, throughProxy } from "../tests/tcp-proxy";
+import { createPool, forgetPreparedStatementNames, inTransaction, preparedExecute, preparedStatementName } from "./db";
+import { settleLostCommit } from "./database-faults";
 
 let harness: Harness;
 beforeAll(async () => {
@@ -103,5 +105,56 @@ describe("a statement sent with others (preparedExecute)", () => {
     // The connection went back to the pool usable, not inside an aborted transaction.
     expect((await pool.query<{ one: number }>("select 1 as one")).rows).toEqual([{ one: 1 }]);
     await pool.query("drop table commit_with_test");
+  });
+});
+
+describe("a commit whose answer the network loses (settleLostCommit)", () => {
+  const table = "lost_commit_probe";
+  beforeAll(async () => {
+    await harness.app.db.pool.query(`create table if not exists ${table} (id int primary key)`);
+  });
+
+  it("is taken as committed when it was, and as failed — rolled back — when it was not", async () => {
+    const proxy = await startProxyToDatabase(harness.app.db.url);
+    const pool = createPool(throughProxy(harness.app.db.url, proxy), { max: 2, applicationName: "lost-commit test" });
+    try {
+      const insert = (id: number, settleLostCommit?: object) =>
+        inTransaction(pool, (client) => client.query(`insert into ${table} values ($1)`, [id]).then(() => id), {
+          ...(settleLostCommit && { settleLostCommit }),
+        });
+      const count = async (id: number) =>
+        (await harness.app.db.pool.query(`select 1 from ${table} where id = $1`, [id])).rowCount;
+
+      // Without settling, the caller hears of a broken connection although the row is there.
+      proxy.loseCommitReplies([0]);
+      await expect(insert(1)).rejects.toThrow();
+      expect(proxy.lostCommits()).toBe(1);
+      expect(await count(1)).toBe(1);
+
+      // Settled: the work's answer, once.
+      proxy.loseCommitReplies([0]);
+      await expect(insert(2, {})).resolves.toBe(2);
+      expect(proxy.lostCommits()).toBe(2);
+      expect(await count(2)).toBe(1);
+    } finally {
+      await pool.end();
+      await proxy.close();
+    }
+  });
+
+  it("a transaction still open (its commit never arrived) is ended and counts as rolled back", async () => {
+    const client = await harness.app.db.pool.connect();
+    try {
+      await client.query("begin");
+      const { xid } = (await client.query<{ xid: string }>("select pg_current_xact_id()::text as xid")).rows[0]!;
+      await client.query(`insert into ${table} values (3)`);
+      const pid = (client as unknown as { processID: number }).processID;
+      expect(await settleLostCommit(harness.app.db.pool, { xid, pid })).toBe("aborted");
+      expect((await harness.app.db.pool.query(`select 1 from ${table} where id = 3`)).rowCount).toBe(0);
+      // That backend is gone.
+      await expect(client.query("select 1")).rejects.toThrow();
+    } finally {
+      client.release(true);
+    }
   });
 });

@@ -1,6 +1,13 @@
 import { PrismaPg } from "@prisma/adapter-pg";
 import { createHash } from "node:crypto";
 import pg from "pg";
+import {
+  backendPid,
+  isConnectionError,
+  isLockTimeout,
+  settleLostCommit,
+  type LostCommitSubject,
+} from "./database-faults";
 import { idleInTransactionMs, intFromEnv } from "./env";
 import { PrismaClient } from "./generated/prisma/client";
 
@@ -83,57 +90,6 @@ export function connectDatabase(url: string, options: { poolSize?: number; prism
       await pool.end();
     },
   };
-}
-
-/**
- * Errors that mean the connection (not the statement) failed: the server restarted or terminated
- * the backend, the network dropped, or the pool could not connect. Work that failed this way did
- * not commit (or, for a commit in flight, may have) and is worth retrying; anything else is not.
- */
-export function isConnectionError(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const code = (error as { code?: unknown }).code;
-  if (typeof code === "string") {
-    // 57P01-03: admin shutdown, crash shutdown, cannot connect now; 57P05 and 25P03: the server
-    // ended an idle session or one idle in a transaction; 08xxx: connection exceptions.
-    if (/^(57P0[1235]|25P03|08...)$/.test(code)) return true;
-    if (["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "ENOTFOUND", "EAI_AGAIN"].includes(code)) return true;
-  }
-  return /Connection terminated|connection error|not queryable|timeout exceeded when trying to connect/i.test(
-    error.message,
-  );
-}
-
-/**
- * The database cannot serve requests right now: the connection failed (see `isConnectionError`),
- * the server refuses new connections (53300 too many clients, 57P03 starting up), or Prisma could
- * not reach it (P1001, P1017) or get a pooled connection in time (P2024). Such a request is worth
- * repeating a little later; doors answer 503 `unavailable`, never an internal error. The error
- * may be wrapped (Prisma's adapter errors, a tRPC error) — its causes are looked at too.
- */
-export function isDatabaseUnavailable(error: unknown): boolean {
-  for (let current = error, depth = 0; current instanceof Error && depth < 5; depth++) {
-    if (isConnectionError(current)) return true;
-    const code =
-      (current as { code?: unknown; errorCode?: unknown }).code ?? (current as { errorCode?: unknown }).errorCode;
-    if (typeof code === "string" && ["53300", "57P03", "P1001", "P1017", "P2024"].includes(code)) return true;
-    if (/too many clients|Can't reach database server/i.test(current.message)) return true;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return false;
-}
-
-/**
- * The server refused a new connection because it is full (53300: `max_connections`, or a role's
- * or database's CONNECTION LIMIT): nothing was sent, so any work may simply wait and try again.
- */
-export function isServerFull(error: unknown): boolean {
-  return error instanceof Error && (error as { code?: unknown }).code === "53300";
-}
-
-/** A statement gave up waiting for a lock (lock_timeout): nothing was written; try again later. */
-export function isLockTimeout(error: unknown): boolean {
-  return error instanceof Error && (error as { code?: unknown }).code === "55P03";
 }
 
 /**
@@ -303,11 +259,19 @@ export async function inTransaction<T>(
      * results are `work`'s second argument.
      */
     openWith?: Statement[];
+    /**
+     * A commit whose answer the network lost (the connection broke after the commit was sent) is
+     * settled by asking PostgreSQL whether the transaction committed (`settleLostCommit`), instead
+     * of failing as if it had rolled back: a caller that then retries its work would otherwise
+     * take a committed claim for one that never happened. `shouldStop` ends the asking early
+     * (the process is going away; the commit's fate is then recovery's to find).
+     */
+    settleLostCommit?: { shouldStop?: () => boolean };
   } = {},
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await inTransactionOnce(pool, work, options.openWith);
+      return await inTransactionOnce(pool, work, options.openWith, options.settleLostCommit);
     } catch (error) {
       if (!isLockTimeout(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 25 * 2 ** attempt)));
@@ -319,33 +283,53 @@ async function inTransactionOnce<T>(
   pool: pg.Pool,
   work: (client: pg.PoolClient, opened: pg.QueryResult[] | undefined, commitWith: CommitWith) => Promise<T>,
   openWith: Statement[] | undefined,
+  settle: { shouldStop?: () => boolean } | undefined,
 ): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
   const onError = (error: Error) => (broken = error);
   client.on("error", onError);
   let committed = false;
+  // The transaction's id and backend, known before its commit is sent (with `settle` only).
+  let transaction: LostCommitSubject | undefined;
+  const commit = async (statements: string[]): Promise<pg.QueryResult[]> => {
+    try {
+      const results = await multiStatement(client, [...statements, "commit"]);
+      committed = true;
+      return results.slice(0, -1);
+    } catch (error) {
+      if (!transaction || !isConnectionError(error)) throw error;
+      broken ??= error as Error;
+      if ((await settleLostCommit(pool, transaction, settle?.shouldStop)) !== "committed") throw error;
+      // Committed after all; what its statements answered was lost with the connection.
+      committed = true;
+      return [];
+    }
+  };
   const commitWith: CommitWith = async (statements) => {
     if (committed) throw new Error("This transaction has already committed");
-    const results = await multiStatement(client, [...statements, "commit"]);
-    committed = true;
-    return results.slice(0, -1);
+    return commit(statements);
   };
+  // Asked in the same round trip as `begin`; the transaction would take an id with its first write anyway.
+  const begin = settle ? ["begin", TRANSACTION_ID] : ["begin"];
   try {
     let opened: pg.QueryResult[] | undefined;
     const executes = openWith?.map((statement) => preparedExecute(client, statement.text, statement.values));
+    let begun: pg.QueryResult[];
     if (executes?.every((execute) => execute !== undefined)) {
-      opened = (await multiStatement(client, ["begin", ...(executes as string[])])).slice(1);
+      begun = await multiStatement(client, [...begin, ...(executes as string[])]);
+      opened = begun.slice(begin.length);
     } else {
-      await client.query("begin");
+      begun = await multiStatement(client, begin);
       // The first time on this connection: each statement on its own, which prepares it.
       if (openWith) {
         opened = [];
         for (const statement of openWith) opened.push(await client.query(statement.text, statement.values));
       }
     }
+    if (settle) transaction = { xid: (begun[1]!.rows[0] as { xid: string }).xid, pid: backendPid(client) };
     const result = await work(client, opened, commitWith);
-    if (!committed) await client.query("commit");
+    if (!committed) await commit([]);
     return result;
   } catch (error) {
     if (isConnectionError(error)) broken ??= error as Error;
@@ -358,32 +342,7 @@ async function inTransactionOnce<T>(
   }
 }
 
-/**
- * Retries `work` while it fails for connection reasons, a full server or a lock timeout, with capped exponential
- * backoff, until it succeeds, fails otherwise, or `shouldStop` says the process is going away.
- * `work` must be safe to repeat after a rollback (engine transactions re-check every state they
- * change).
- */
-export async function retryOnConnectionLoss<T>(
-  work: () => Promise<T>,
-  options: {
-    shouldStop?: () => boolean;
-    onRetry?: (error: unknown, attempt: number) => void;
-    maxDelayMs?: number;
-  } = {},
-): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await work();
-    } catch (error) {
-      if (!(isConnectionError(error) || isServerFull(error) || isLockTimeout(error)) || options.shouldStop?.()) {
-        throw error;
-      }
-      options.onRetry?.(error, attempt);
-      await new Promise((resolve) => setTimeout(resolve, Math.min(options.maxDelayMs ?? 2_000, 50 * 2 ** attempt)));
-    }
-  }
-}
+const TRANSACTION_ID = "select pg_current_xact_id()::text as xid";
 
 /**
  * Options for Prisma's interactive transactions. Its defaults (2 s to get a connection, 5 s for

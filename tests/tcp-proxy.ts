@@ -3,7 +3,8 @@ import net from "node:net";
 /**
  * A TCP proxy for fault tests, put between a worker and PostgreSQL: `cut(ms)` drops every open
  * connection and refuses new ones for that long, as a network partition or a failing switch does,
- * then lets connections through again.
+ * then lets connections through again. `loseCommitReplies` drops a connection exactly when the
+ * server has answered a commit: the transaction committed, and the client cannot know.
  */
 export interface TcpProxy {
   /** host:port clients connect to. */
@@ -15,6 +16,14 @@ export interface TcpProxy {
   cutUntilRestored(): () => void;
   /** Connections dropped by cuts so far. */
   dropped(): number;
+  /**
+   * From now on, of the simple-protocol queries ending in `commit` (a transaction's last message),
+   * the replies to those numbered in `which` (0: the next one) are withheld and the connection is
+   * reset once the server has answered in full (ReadyForQuery): each of those commits is done.
+   */
+  loseCommitReplies(which: number[]): void;
+  /** Commit replies lost so far. */
+  lostCommits(): number;
   close(): Promise<void>;
 }
 
@@ -23,6 +32,9 @@ export async function startTcpProxy(target: { host: string; port: number }, list
   const open = new Set<net.Socket>();
   let cutUntil = 0;
   let dropped = 0;
+  let commitsSeen = 0;
+  let toLose = new Set<number>();
+  let lost = 0;
   const server = net.createServer((client) => {
     if (Date.now() < cutUntil) {
       client.resetAndDestroy();
@@ -39,8 +51,28 @@ export async function startTcpProxy(target: { host: string; port: number }, list
     };
     client.on("error", close).on("close", close);
     upstream.on("error", close).on("close", close);
-    client.pipe(upstream);
-    upstream.pipe(client);
+    // The reply to a commit being lost: held back until the server is ready for the next query.
+    let losing = false;
+    const fromClient = new MessageReader(true, (type, body) => {
+      if (type !== "Q" || !COMMIT_LAST.test(body.toString("utf8").replace(/\0$/, ""))) return;
+      if (toLose.has(commitsSeen++)) losing = true;
+    });
+    const fromServer = new MessageReader(false, (type) => {
+      if (!losing || type !== "Z") return;
+      lost++;
+      client.resetAndDestroy();
+      upstream.resetAndDestroy();
+      close();
+    });
+    client.on("data", (chunk: Buffer) => {
+      fromClient.push(chunk);
+      upstream.write(chunk);
+    });
+    upstream.on("data", (chunk: Buffer) => {
+      const holding = losing;
+      fromServer.push(chunk);
+      if (!holding && !losing) client.write(chunk);
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -69,12 +101,45 @@ export async function startTcpProxy(target: { host: string; port: number }, list
       };
     },
     dropped: () => dropped,
+    loseCommitReplies(which) {
+      toLose = new Set(which.map((n) => commitsSeen + n));
+    },
+    lostCommits: () => lost,
     async close() {
       for (const socket of open) socket.destroy();
       open.clear();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** A simple-protocol query whose last statement is `commit`. */
+const COMMIT_LAST = /(^|;)\s*commit\s*;?\s*$/i;
+
+/**
+ * Splits one direction of a PostgreSQL connection into messages (a type byte, then a length that
+ * counts itself). The client's first message, the start-up, has no type byte.
+ */
+class MessageReader {
+  private buffered = Buffer.alloc(0);
+  constructor(
+    private startup: boolean,
+    private readonly onMessage: (type: string, body: Buffer) => void,
+  ) {}
+
+  push(chunk: Buffer): void {
+    this.buffered = Buffer.concat([this.buffered, chunk]);
+    for (;;) {
+      const header = this.startup ? 4 : 5;
+      if (this.buffered.length < header) return;
+      const length = this.buffered.readInt32BE(header - 4);
+      const end = header - 4 + length;
+      if (this.buffered.length < end) return;
+      if (!this.startup) this.onMessage(String.fromCharCode(this.buffered[0]!), this.buffered.subarray(5, end));
+      this.startup = false;
+      this.buffered = this.buffered.subarray(end);
+    }
+  }
 }
 
 /** `databaseUrl` with its host and port replaced by the proxy's. */

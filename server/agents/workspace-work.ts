@@ -2,7 +2,7 @@ import path from "node:path";
 import type pg from "pg";
 import type { AppContext } from "../services";
 import type { AgentTaskUpdate } from "../engine/engine";
-import { retryOnConnectionLoss } from "../db";
+import { retryOnConnectionLoss } from "../database-faults";
 import { AppError, isAppError } from "../errors";
 import { logger } from "../logger";
 import type { Step, StepStatus } from "../plan-schema";

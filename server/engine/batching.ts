@@ -1,4 +1,5 @@
-import { inTransaction, retryOnConnectionLoss, type CommitWith, type Statement } from "../db";
+import { inTransaction, type CommitWith, type Statement } from "../db";
+import { retryOnConnectionLoss } from "../database-faults";
 import type { StepStatus } from "../plan-schema";
 import { advance } from "./advance";
 import { claimContinuations, claimStepsIn, ContinuationClaims, type ClaimedStep, type OpResult } from "./claim";
@@ -66,8 +67,9 @@ export class RunCombiner {
     try {
       for (let batch = this.take(runId); batch.length > 0; batch = this.take(runId)) {
         try {
-          // A lost connection rolls the batch back; every op re-checks state, so it is retried
-          // whole until written — a finished step must not stay "running" because of a cut.
+          // A lost connection rolls the batch back (a commit that went through before it is
+          // settled as committed in `attempt`); every op re-checks state, so it is retried whole
+          // until written — a finished step must not stay "running" because of a cut.
           const { results, continuations } = await retryOnConnectionLoss(() => this.attempt(runId, batch), {
             shouldStop: () => this.deps.stopping === true,
           });
@@ -118,7 +120,9 @@ export class RunCombiner {
             commitWith,
           });
         },
-        { openWith },
+        // A claim whose commit's answer was lost is still this process's to run: were the batch
+        // tried again, it would find its steps running and start none of them.
+        { openWith, settleLostCommit: { shouldStop: () => this.deps.stopping === true } },
       );
       this.remember(runId, seen);
       return { results, continuations: claims.committed };

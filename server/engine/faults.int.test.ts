@@ -628,6 +628,58 @@ describe("engine under database faults", () => {
       }
     }, 600_000);
   });
+  describe("a commit whose answer the network loses", () => {
+    it("the work it committed stands: a claim is still run, once; an outcome is not written twice; every run completes", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      proxy = await startProxyToDatabase(h.app.db.url);
+      const probeLog = path.join(h.workspace, "probe.log");
+      const worker = spawnProbeWorker({
+        databaseUrl: throughProxy(h.app.db.url, proxy),
+        probeLog,
+        workspace: h.workspace,
+        heartbeatMs: 200,
+      });
+      probeWorkers.push(worker);
+      await worker.ready;
+      // Every other commit of the worker's from here on: claims, continuations, outcomes — and
+      // whatever else it commits meanwhile (heartbeats, the queue's own work).
+      proxy.loseCommitReplies([1, 3, 5, 7, 9, 11, 13, 15, 17, 19]);
+      const probes = (count: number, sleepMs: (i: number) => number, chained: boolean) =>
+        Array.from({ length: count }, (_, i) => ({
+          id: `step_${i + 1}`,
+          tool: "probe",
+          args: { sleepMs: sleepMs(i) },
+          dependsOn: chained && i ? [`step_${i}`] : [],
+        }));
+      const runs = await Promise.all([
+        createRun(
+          h,
+          "chain",
+          probes(8, () => 50, true),
+        ),
+        createRun(
+          h,
+          "fan",
+          probes(8, (i) => 50 * i, false),
+        ),
+      ]);
+      for (const runId of runs) {
+        expect((await h.waitForRun(runId, ["completed", "failed", "cancelled"], 60_000)).status).toBe("completed");
+      }
+      expect(proxy.lostCommits()).toBeGreaterThanOrEqual(5);
+      expect(worker.child.exitCode).toBe(null);
+      const executions = (await readProbeLog(probeLog)).map((e) => `${e.runId}/${e.stepId}`);
+      expect(executions.length).toBe(16);
+      expect(new Set(executions).size).toBe(16);
+      for (const runId of runs) {
+        const events = await readEvents(h.app.db.pool, runId, 0);
+        expect(sequenceProblems(events)).toEqual([]);
+        expect(illegalTransitions(events)).toEqual([]);
+        expect(events.filter((e) => e.type === "step.interrupted")).toEqual([]);
+      }
+    }, 120_000);
+  });
   describe("per-attempt leases", () => {
     it("a live worker whose lease renewals stall keeps its step: its heartbeat says it is alive", async () => {
       harness = await startHarness({ worker: false, tools: createProbeRegistry() });

@@ -1,4 +1,5 @@
-import { inTransaction, isLockTimeout, lockTimeoutMs } from "../db";
+import { inTransaction, lockTimeoutMs } from "../db";
+import { isLockTimeout } from "../database-faults";
 import type { StepStatus } from "../plan-schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { RUN_PLAN_TOOL } from "../tools/run-plan";

@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { Logger, run as runGraphileWorker, type Runner, type WorkerEvents } from "graphile-worker";
-import { retryOnConnectionLoss } from "../db";
+import { retryOnConnectionLoss } from "../database-faults";
 import { logger } from "../logger";
 
 /*

@@ -1,6 +1,6 @@
 import { stat } from "node:fs/promises";
 import type pg from "pg";
-import { isConnectionError } from "../db";
+import { isConnectionError } from "../database-faults";
 import { logger } from "../logger";
 import { RUN_STEP_TASK, workspaceTaskFor } from "../queue/jobs";
 

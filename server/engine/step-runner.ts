@@ -1,5 +1,5 @@
 import { hasKind, markKind } from "../errors";
-import { isDatabaseUnavailable, retryOnConnectionLoss } from "../db";
+import { isDatabaseUnavailable, retryOnConnectionLoss } from "../database-faults";
 import { logger } from "../logger";
 import { observeStepDuration } from "../metrics/process-metrics";
 import { RetryableToolError } from "../tools/types";

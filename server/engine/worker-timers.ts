@@ -1,4 +1,5 @@
-import { createPool, isConnectionError, isLockTimeout } from "../db";
+import { createPool } from "../db";
+import { isConnectionError, isLockTimeout } from "../database-faults";
 import { logger } from "../logger";
 import { MISSED_BEATS, recoverInterruptedSteps, renewLeases, type EngineDeps } from "./engine";
 import type { QueueTask } from "./queue-runner";

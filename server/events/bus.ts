@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import type pg from "pg";
-import { retryOnConnectionLoss } from "../db";
+import { retryOnConnectionLoss } from "../database-faults";
 import { DatabaseListener } from "../db/listener";
 import { readEvents } from "./store";
 import { EVENTS_CHANNEL, type EventNotification, type StoredEvent } from "./types";

@@ -1,5 +1,5 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import { isDatabaseUnavailable } from "../db";
+import { isDatabaseUnavailable } from "../database-faults";
 import { AppError } from "../errors";
 import { RETRY_AFTER_SECONDS, toProblem } from "./problem";
 import {

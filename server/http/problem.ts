@@ -1,4 +1,4 @@
-import { isDatabaseUnavailable } from "../db";
+import { isDatabaseUnavailable } from "../database-faults";
 import { isAppError, isZodError, type AppErrorCode } from "../errors";
 
 /**

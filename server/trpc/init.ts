@@ -2,7 +2,7 @@ import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
 import type { z } from "zod";
 import type { AppContext } from "../services";
-import { isDatabaseUnavailable } from "../db";
+import { isDatabaseUnavailable } from "../database-faults";
 import { AppError, isAppError, isZodError, type AppErrorCode } from "../errors";
 import type { Identity } from "../identity";
 import { authorize, authorizeNow, type Operation } from "../operations/operation";
