@@ -22,6 +22,11 @@ export interface TcpProxy {
    * reset once the server has answered in full (ReadyForQuery): each of those commits is done.
    */
   loseCommitReplies(which: number[]): void;
+  /**
+   * The reply to the commit of the next transaction that sends a statement matching `statement`
+   * (as a simple query, or parsed to be prepared) is lost as `loseCommitReplies` loses it.
+   */
+  loseCommitReplyOf(statement: RegExp): void;
   /** Commit replies lost so far. */
   lostCommits(): number;
   close(): Promise<void>;
@@ -35,6 +40,7 @@ export async function startTcpProxy(target: { host: string; port: number }, list
   let commitsSeen = 0;
   let toLose = new Set<number>();
   let lost = 0;
+  let lostOf: RegExp | undefined;
   const server = net.createServer((client) => {
     if (Date.now() < cutUntil) {
       client.resetAndDestroy();
@@ -53,9 +59,16 @@ export async function startTcpProxy(target: { host: string; port: number }, list
     upstream.on("error", close).on("close", close);
     // The reply to a commit being lost: held back until the server is ready for the next query.
     let losing = false;
+    let marked = false;
     const fromClient = new MessageReader(true, (type, body) => {
-      if (type !== "Q" || !COMMIT_LAST.test(body.toString("utf8").replace(/\0$/, ""))) return;
-      if (toLose.has(commitsSeen++)) losing = true;
+      if (type !== "Q" && type !== "P") return;
+      const text = body.toString("utf8");
+      if (lostOf?.test(text)) {
+        lostOf = undefined;
+        marked = true;
+      }
+      if (type !== "Q" || !COMMIT_LAST.test(text.replace(/\0$/, ""))) return;
+      if (toLose.has(commitsSeen++) || marked) losing = true;
     });
     const fromServer = new MessageReader(false, (type) => {
       if (!losing || type !== "Z") return;
@@ -103,6 +116,9 @@ export async function startTcpProxy(target: { host: string; port: number }, list
     dropped: () => dropped,
     loseCommitReplies(which) {
       toLose = new Set(which.map((n) => commitsSeen + n));
+    },
+    loseCommitReplyOf(statement) {
+      lostOf = statement;
     },
     lostCommits: () => lost,
     async close() {

@@ -12,6 +12,9 @@ import { readEvents } from "../events/store";
 import { builtinTools, createToolRegistry } from "../tools/registry";
 import { defineTool } from "../tools/types";
 import { createEngineDeps } from "./engine";
+import { createAppContext } from "../app-context";
+import { createTrpcContext } from "../trpc/init";
+import { createCaller } from "../trpc/root";
 import { startStepWorker, type StepWorker } from "./worker";
 import { processAlive } from "../cli/connection-file";
 import { REPEATED_SIGNAL_MS } from "../cli/serve";
@@ -677,6 +680,40 @@ describe("engine under database faults", () => {
         expect(sequenceProblems(events)).toEqual([]);
         expect(illegalTransitions(events)).toEqual([]);
         expect(events.filter((e) => e.type === "step.interrupted")).toEqual([]);
+      }
+    }, 120_000);
+
+    it("an approval whose commit's answer is lost starts its run once, and the first steps it claimed run", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      proxy = await startProxyToDatabase(h.app.db.url);
+      const probeLog = path.join(h.workspace, "probe.log");
+      // A process that approves and runs steps: the run's first steps are claimed in the approval's
+      // own transaction, to be started by this process once it commits.
+      const app = await createAppContext({
+        databaseUrl: throughProxy(h.app.db.url, proxy),
+        workspaceRoot: h.workspace,
+        worker: { concurrency: 4 },
+        tools: createProbeRegistry({ logFile: probeLog }),
+      });
+      try {
+        const caller = createCaller(createTrpcContext(app, { kind: "person", name: "tester" }));
+        const plan = await caller.plans.createFromJson({
+          planJson: JSON.stringify({
+            goal: "approved as the network drops",
+            steps: [1, 2, 3].map((n) => ({ id: `step_${n}`, tool: "probe", args: { sleepMs: 50 } })),
+          }),
+        });
+        proxy.loseCommitReplyOf(/insert into runs/i);
+        const { runId } = await caller.plans.approve({ planId: plan.id, version: plan.version });
+        expect(proxy.lostCommits()).toBe(1);
+        expect((await h.waitForRun(runId, ["completed", "failed", "cancelled"], 60_000)).status).toBe("completed");
+        const runs = await h.app.db.pool.query("select id from runs where plan_id = $1", [plan.id]);
+        expect(runs.rows.map((row: { id: string }) => row.id)).toEqual([runId]);
+        const executions = (await readProbeLog(probeLog)).map((e) => `${e.runId}/${e.stepId}`).sort();
+        expect(executions).toEqual([1, 2, 3].map((n) => `${runId}/step_${n}`));
+      } finally {
+        await app.close();
       }
     }, 120_000);
   });

@@ -121,7 +121,9 @@ export async function startRun(deps: EngineDeps, input: StartRunInput): Promise<
         if (worker) claimed.push(...(await claimContinuations(worker, tx, new Map())));
         await tx.flush(commitWith);
       },
-      { openWith },
+      // The first steps claimed here are this process's to start: a commit whose answer was lost
+      // is asked about (the run exists, its claims stand), never taken for a rollback.
+      { openWith, settleLostCommit: { shouldStop: () => deps.stopping === true } },
     );
   } catch (error) {
     local.release();
