@@ -27,6 +27,12 @@ export interface TcpProxy {
    * (as a simple query, or parsed to be prepared) is lost as `loseCommitReplies` loses it.
    */
   loseCommitReplyOf(statement: RegExp): void;
+  /**
+   * The reply to the next query naming `statement` (its text, or its prepared statement's name)
+   * that answers with at least one row (one matching `row`, when given) is withheld, and the connection reset once the server has
+   * answered in full: what the query did (a job it locked, say) is done, and the client cannot know.
+   */
+  loseRowsReplyOf(statement: RegExp, row?: RegExp): void;
   /** Commit replies lost so far. */
   lostCommits(): number;
   close(): Promise<void>;
@@ -41,6 +47,8 @@ export async function startTcpProxy(target: { host: string; port: number }, list
   let toLose = new Set<number>();
   let lost = 0;
   let lostOf: RegExp | undefined;
+  let rowsOf: RegExp | undefined;
+  let rowMatching: RegExp | undefined;
   const server = net.createServer((client) => {
     if (Date.now() < cutUntil) {
       client.resetAndDestroy();
@@ -60,7 +68,15 @@ export async function startTcpProxy(target: { host: string; port: number }, list
     // The reply to a commit being lost: held back until the server is ready for the next query.
     let losing = false;
     let marked = false;
+    // A query naming `rowsOf` was sent: its reply is held until it shows whether it has rows.
+    let watching = false;
+    let watchedRows = false;
+    let held: Buffer[] = [];
     const fromClient = new MessageReader(true, (type, body) => {
+      if (rowsOf && (type === "Q" || type === "P" || type === "B") && rowsOf.test(body.toString("utf8"))) {
+        watching = true;
+        watchedRows = false;
+      }
       if (type !== "Q" && type !== "P") return;
       const text = body.toString("utf8");
       if (lostOf?.test(text)) {
@@ -70,8 +86,15 @@ export async function startTcpProxy(target: { host: string; port: number }, list
       if (type !== "Q" || !COMMIT_LAST.test(text.replace(/\0$/, ""))) return;
       if (toLose.has(commitsSeen++) || marked) losing = true;
     });
-    const fromServer = new MessageReader(false, (type) => {
-      if (!losing || type !== "Z") return;
+    const fromServer = new MessageReader(false, (type, body) => {
+      if (watching && type === "D" && (!rowMatching || rowMatching.test(body.toString("utf8")))) watchedRows = true;
+      if (type !== "Z") return;
+      if (watching && watchedRows && rowsOf) {
+        rowsOf = undefined;
+        losing = true;
+      }
+      watching = false;
+      if (!losing) return;
       lost++;
       client.resetAndDestroy();
       upstream.resetAndDestroy();
@@ -82,9 +105,21 @@ export async function startTcpProxy(target: { host: string; port: number }, list
       upstream.write(chunk);
     });
     upstream.on("data", (chunk: Buffer) => {
-      const holding = losing;
+      const holding = losing || watching;
       fromServer.push(chunk);
-      if (!holding && !losing) client.write(chunk);
+      if (losing) return;
+      if (watching) {
+        held.push(chunk);
+        return;
+      }
+      // A watched reply that had no rows (or ended) goes on whole, in order.
+      if (holding) {
+        held.push(chunk);
+        for (const part of held) client.write(part);
+        held = [];
+        return;
+      }
+      client.write(chunk);
     });
   });
   await new Promise<void>((resolve, reject) => {
@@ -119,6 +154,10 @@ export async function startTcpProxy(target: { host: string; port: number }, list
     },
     loseCommitReplyOf(statement) {
       lostOf = statement;
+    },
+    loseRowsReplyOf(statement, row) {
+      rowsOf = statement;
+      rowMatching = row;
     },
     lostCommits: () => lost,
     async close() {

@@ -716,6 +716,63 @@ describe("engine under database faults", () => {
         await app.close();
       }
     }, 120_000);
+
+    it("a queue job locked by a live worker that never heard it was: the job is freed and its step runs, once", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      proxy = await startProxyToDatabase(h.app.db.url);
+      const probeLog = path.join(h.workspace, "probe.log");
+      const worker = spawnProbeWorker({
+        databaseUrl: throughProxy(h.app.db.url, proxy),
+        probeLog,
+        workspace: h.workspace,
+        heartbeatMs: 200,
+      });
+      probeWorkers.push(worker);
+      await worker.ready;
+      // The queue's next hand-out of a job: the job is locked to the worker's runner, the answer lost.
+      proxy.loseRowsReplyOf(/get_job/);
+      const runId = await createRun(h, "a job nobody runs", [{ id: "step_1", tool: "probe", args: { sleepMs: 50 } }]);
+      expect((await h.waitForRun(runId, ["completed", "failed", "cancelled"], 90_000)).status).toBe("completed");
+      expect(proxy.lostCommits()).toBe(1);
+      expect(worker.child.exitCode).toBe(null);
+      const executions = (await readProbeLog(probeLog)).map((e) => `${e.runId}/${e.stepId}`);
+      expect(executions).toEqual([`${runId}/step_1`]);
+    }, 150_000);
+
+    it("any other job (a sub-plan's start) locked by a live worker that never heard it was is freed and runs", async () => {
+      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+      const h = harness;
+      proxy = await startProxyToDatabase(h.app.db.url);
+      const probeLog = path.join(h.workspace, "probe.log");
+      const worker = spawnProbeWorker({
+        databaseUrl: throughProxy(h.app.db.url, proxy),
+        probeLog,
+        workspace: h.workspace,
+        heartbeatMs: 200,
+      });
+      probeWorkers.push(worker);
+      await worker.ready;
+      const child = await h.caller.plans.createFromJson({
+        planJson: JSON.stringify({
+          goal: "the child",
+          steps: [{ id: "step_1", tool: "probe", args: { sleepMs: 10 } }],
+        }),
+      });
+      const runId = await createRun(h, "a sub-plan whose start is lost", [
+        { id: "step_1", tool: "run_plan", args: { plan_id: child.id, version: child.version } },
+      ]);
+      await h.waitForStep(runId, "step_1", "awaiting_approval");
+      // The queue's hand-out of the job that starts the child run: locked to the worker, the answer lost.
+      proxy.loseRowsReplyOf(/get_job/, /start_child_run/);
+      await h.caller.runs.decide({ runId, stepId: "step_1", approve: true });
+      expect((await h.waitForRun(runId, ["completed", "failed", "cancelled"], 90_000)).status).toBe("completed");
+      expect(proxy.lostCommits()).toBe(1);
+      expect(worker.child.exitCode).toBe(null);
+      const children = await h.app.db.pool.query("select id from runs where parent_run_id = $1", [runId]);
+      expect(children.rowCount).toBe(1);
+      expect((await readProbeLog(probeLog)).map((e) => e.runId)).toEqual([children.rows[0].id]);
+    }, 150_000);
   });
   describe("per-attempt leases", () => {
     it("a live worker whose lease renewals stall keeps its step: its heartbeat says it is alive", async () => {

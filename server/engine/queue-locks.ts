@@ -62,3 +62,59 @@ export async function unlockJobsOfDeadWorkers(
   await pool.query("select graphile_worker.force_unlock_workers($1::text[])", [dead.rows.map((row) => row.id)]);
   return dead.rowCount ?? 0;
 }
+
+/**
+ * The queue jobs this process has in hand: each job id while its task runs, and a minute after,
+ * so that a job finished but not yet marked complete by the queue is not taken for one nobody runs.
+ */
+export class JobsInHand {
+  private readonly held = new Map<string, number>();
+
+  /** `task` with every job it runs counted as in hand. */
+  track<P, H extends { job: { id: string } }>(task: (payload: P, helpers: H) => Promise<void>) {
+    return async (payload: P, helpers: H): Promise<void> => {
+      const id = helpers.job.id;
+      this.held.set(id, (this.held.get(id) ?? 0) + 1);
+      try {
+        await task(payload, helpers);
+      } finally {
+        setTimeout(() => {
+          const left = (this.held.get(id) ?? 1) - 1;
+          if (left > 0) this.held.set(id, left);
+          else this.held.delete(id);
+        }, 60_000).unref();
+      }
+    };
+  }
+
+  ids(): string[] {
+    return [...this.held.keys()];
+  }
+}
+
+/**
+ * Jobs locked by this process's own runners that it does not have in hand. graphile-worker locks
+ * a job as it hands it out (`get_job`, committed on its own); a runner whose answer was lost with
+ * its connection never runs the job, and while this process lives no peer frees the lock — the
+ * queue's own expiry is 4 hours. A webhook delivery, a planning session or a sub-plan's start
+ * then waited that long (a step's job is re-queued beside it, `requeueStrandedJobs`). Such a lock
+ * older than `olderThanMs` is freed; the job runs again from the start, as a dead worker's does.
+ */
+export async function freeJobsNotInHand(
+  pool: Pick<pg.Pool, "query">,
+  runnerIds: readonly string[],
+  inHand: JobsInHand,
+  olderThanMs: number,
+): Promise<number> {
+  if (runnerIds.length === 0) return 0;
+  const freed = await pool.query<{ n: number }>(
+    `with freed as (
+       update graphile_worker._private_jobs set locked_at = null, locked_by = null
+        where locked_by = any($1::text[]) and locked_at < now() - make_interval(secs => $3)
+          and id <> all($2::bigint[])
+        returning id)
+     select count(*)::int as n from freed`,
+    [runnerIds, inHand.ids(), olderThanMs / 1000],
+  );
+  return freed.rows[0]?.n ?? 0;
+}

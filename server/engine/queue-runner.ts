@@ -9,7 +9,7 @@ import { logger } from "../logger";
  */
 
 /** A job handler on the queue: its payload, and what graphile-worker says of the job (when it was due). */
-export type QueueTask = (payload: unknown, helpers: { job: { run_at: Date } }) => Promise<void>;
+export type QueueTask = (payload: unknown, helpers: { job: { id: string; run_at: Date } }) => Promise<void>;
 
 const log = logger.child({ component: "worker" });
 

@@ -104,6 +104,8 @@ export function startMaintenance(
     restartRunner(why: string): Promise<void>;
     /** The step tasks this worker takes now: only their waiting jobs are its business. */
     stepTasks(): string[];
+    /** Frees jobs locked to this worker's runners that none of its tasks has in hand. */
+    freeJobsNotInHand?(): Promise<number>;
   },
 ): WorkerTimer {
   const { heartbeatMs, concurrency, extra, restartRunner } = options;
@@ -111,6 +113,11 @@ export function startMaintenance(
   const maintenance = setInterval(() => {
     if (maintaining) return;
     maintaining = recoverInterruptedSteps(deps, heartbeatMs * MISSED_BEATS)
+      .then(async () => {
+        if (state.stopping) return;
+        const freed = (await options.freeJobsNotInHand?.()) ?? 0;
+        if (freed > 0) log.warn({ jobs: freed }, "freed queue jobs this worker's runners locked but never ran");
+      })
       .then(() => (state.stopping ? undefined : extra?.maintain?.()))
       .then(async () => {
         // A runner wedged by a connection lost inside graphile takes no jobs although it has room:

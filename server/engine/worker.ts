@@ -27,7 +27,7 @@ import {
   CANCEL_CHANNEL,
   WORKSPACES_CHANNEL,
 } from "../queue/jobs";
-import { recordQueueWorkerId } from "./queue-locks";
+import { freeJobsNotInHand, JobsInHand, recordQueueWorkerId } from "./queue-locks";
 import { workerName } from "./run-view";
 import { cancelChildRuns, recordChildRunFinished, startChildRun } from "./child-runs";
 import { startHeartbeat, startLeaseRenewal, startMaintenance, type ExtraWork, type WorkerState } from "./worker-timers";
@@ -88,17 +88,24 @@ export async function startStepWorker(engine: EngineDeps, options: StepWorkerOpt
     max: options.queuePoolSize ?? options.concurrency + 2,
     applicationName: "stepwise-queue",
   });
+  // Every job a task of ours runs, and every runner's id: a job locked to one of our runners that
+  // none of our tasks has in hand was never heard of here (queue-locks.ts, `freeJobsNotInHand`).
+  const inHand = new JobsInHand();
+  const runnerIds: string[] = [];
   // Recomputed when the served set changes: the routed tasks are those of the workspaces served now.
-  const taskList = (): Record<string, QueueTask> => ({
-    ...extra?.tasks,
-    ...Object.fromEntries(
-      Object.entries(extra?.workspaceTasks ?? {}).flatMap(([task, handler]) =>
-        served.tasksOf(task).map((routed) => [routed, handler]),
-      ),
-    ),
-    ...stepWorkerTasks(deps, state, served.stepTasks()),
-  });
-  const queue = { pool: queuePool, events: queueRunnerEvents(deps, workerId), taskList: taskList() };
+  const taskList = (): Record<string, QueueTask> =>
+    Object.fromEntries(
+      Object.entries({
+        ...extra?.tasks,
+        ...Object.fromEntries(
+          Object.entries(extra?.workspaceTasks ?? {}).flatMap(([task, handler]) =>
+            served.tasksOf(task).map((routed) => [routed, handler]),
+          ),
+        ),
+        ...stepWorkerTasks(deps, state, served.stepTasks()),
+      }).map(([task, handler]) => [task, inHand.track(handler)]),
+    );
+  const queue = { pool: queuePool, events: queueRunnerEvents(deps, workerId, runnerIds), taskList: taskList() };
   const runners = await superviseRunners(() => startQueueRunner(queue, options, state), state);
   const restartRunner = runners.restart;
 
@@ -110,6 +117,7 @@ export async function startStepWorker(engine: EngineDeps, options: StepWorkerOpt
     extra,
     restartRunner,
     stepTasks: () => served.stepTasks(),
+    freeJobsNotInHand: () => freeJobsNotInHand(deps.pool, runnerIds, inHand, heartbeatMs * MISSED_BEATS * 4),
   });
   // A workspace registered, renamed or removed (a NOTIFY from server/plans/workspaces.ts), or a directory
   // appearing on this machine (the slow timer): serve the new set, with a runner listing its tasks.
@@ -215,9 +223,10 @@ async function registerWorker(
  * the jobs it holds when this process dies (queue-locks.ts). Recorded as the runner is created,
  * as it starts taking jobs; a lock it takes before the row names it is freed later (see there).
  */
-function queueRunnerEvents(deps: EngineDeps, workerId: string): WorkerEvents {
+function queueRunnerEvents(deps: EngineDeps, workerId: string, runnerIds: string[]): WorkerEvents {
   const queueEvents: WorkerEvents = new EventEmitter();
   queueEvents.on("pool:create", ({ workerPool }) => {
+    runnerIds.push(workerPool.id);
     retryOnConnectionLoss(() => recordQueueWorkerId(deps.pool, workerId, workerPool.id), {
       maxDelayMs: 5_000,
       shouldStop: () => deps.stopping === true,
