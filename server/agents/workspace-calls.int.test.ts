@@ -16,6 +16,8 @@ import { planValidationFailedSchema, readyForTaskSchema, successSchema, type Age
 import { integrationBranch, runShort } from "./worktrees";
 import { worktreeWorkSettled } from "./worktrees-ahead";
 import { agentWorkspaceWork } from "./workspace-work";
+import { createPool } from "../db";
+import { startProxyToDatabase, throughProxy, type TcpProxy } from "../../tests/tcp-proxy";
 
 /*
  * Agent workspace work goes where the workspace is (issue 41): the process answering the agent
@@ -29,10 +31,12 @@ import { agentWorkspaceWork } from "./workspace-work";
 let harness: Harness | undefined;
 const workers: StepWorker[] = [];
 const folders: string[] = [];
+const closing: (() => Promise<unknown>)[] = [];
 
 afterEach(async () => {
   await Promise.all(workers.splice(0).map((worker) => worker.stop({ graceMs: 2_000 })));
   await worktreeWorkSettled();
+  for (const close of closing.splice(0).reverse()) await close();
   await harness?.close();
   harness = undefined;
   await Promise.all(folders.splice(0).map((folder) => fs.rm(folder, { recursive: true, force: true })));
@@ -256,6 +260,35 @@ describe("agent workspace work goes where the workspace is", () => {
     await worktreeWorkSettled();
     expect(await calls(h)).toEqual([]);
   });
+
+  it("a call whose take's answer the network lost is taken again by the same worker, not left for an hour", async () => {
+    harness = await startHarness({ worker: false });
+    const h = harness;
+    const alpha = await machineWithAlpha(h);
+    // Machine A's worker reaches the database through a proxy that can lose an answer.
+    const proxy: TcpProxy = await startProxyToDatabase(h.app.db.url);
+    closing.push(() => proxy.close());
+    const url = throughProxy(h.app.db.url, proxy);
+    const pool = createPool(url, { max: 4, applicationName: "machine A" });
+    closing.push(() => pool.end());
+    const appOfA = { ...h.app, db: { ...h.app.db, url, pool } };
+    const workerA = await startStepWorker(createEngineDeps(pool, h.app.tools), {
+      databaseUrl: url,
+      concurrency: 2,
+      workspaces: { names: ["alpha"] },
+      extra: (identity) => ({ tasks: {}, ...agentWorkspaceWork(() => appOfA, identity) }),
+    });
+    workers.push(workerA);
+    await startAlphaSession(h, alpha);
+
+    // The take of the hand-out's call commits; the worker never hears so.
+    proxy.loseRowsReplyOf(/update agent_workspace_calls set worker_id/);
+    const task = await handedOutTask();
+    expect(proxy.lostCommits()).toBe(1);
+    expect((await fs.stat(task.working_directory!)).isDirectory()).toBe(true);
+    const handOuts = (await calls(h)).filter((row) => row.kind === "hand_out");
+    for (const row of handOuts) expect(row).toMatchObject({ worker_id: workerA.id, error: null, finished: true });
+  }, 90_000);
 
   it("with no worker serving the workspace, a hand-out answers so and changes nothing", async () => {
     harness = await startHarness({ worker: false });

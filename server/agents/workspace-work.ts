@@ -231,15 +231,31 @@ export function agentWorkspaceWork(
   };
 }
 
+/** The calls this process is doing now: a second job for one of them takes nothing. */
+const performing = new Set<string>();
+
 /**
- * Does one call, at most once: taken only while nobody took or withdrew it. Its outcome — the
- * result, or the error — is written on its row and announced; an error is not thrown, so the
- * queue never runs a merge twice.
+ * Does one call, at most once: taken only while nobody took or withdrew it — or taken again by
+ * the worker that took it, when it is not doing it: its take committed, but the answer was lost
+ * with the connection, and the queue's retry of the job finds it taken by itself. (Left alone, the
+ * caller waited an hour for a worker that never heard it had the call.) Its outcome — the result,
+ * or the error — is written on its row and announced; an error is not thrown, so the queue never
+ * runs a merge twice.
  */
 export async function runAgentWorkspaceCall(app: App, workerId: string, callId: string): Promise<void> {
+  if (performing.has(callId)) return;
+  performing.add(callId);
+  try {
+    await takeAndPerform(app, workerId, callId);
+  } finally {
+    performing.delete(callId);
+  }
+}
+
+async function takeAndPerform(app: App, workerId: string, callId: string): Promise<void> {
   const taken = await app.db.pool.query<CallRow>(
     `update agent_workspace_calls set worker_id = $2, started_at = clock_timestamp()
-      where id = $1 and started_at is null and finished_at is null
+      where id = $1 and finished_at is null and (started_at is null or worker_id = $2)
       returning kind, workspace_root, session_id, run_id, step_id, input`,
     [callId, workerId],
   );
