@@ -66,6 +66,48 @@ async function terminateBackends(databaseUrl: string): Promise<number> {
   }
 }
 
+/**
+ * A harness without a worker, and a probe worker (beating every 200 ms) that reaches the database
+ * through a TCP proxy of its own, for faults between the two.
+ */
+async function probeWorkerThroughProxy(): Promise<{
+  h: Harness;
+  proxy: TcpProxy;
+  probeLog: string;
+  worker: ProbeWorkerProcess;
+}> {
+  harness = await startHarness({ worker: false, tools: createProbeRegistry() });
+  const h = harness;
+  const started = await startProxyToDatabase(h.app.db.url);
+  proxy = started;
+  const probeLog = path.join(h.workspace, "probe.log");
+  const worker = spawnProbeWorker({
+    databaseUrl: throughProxy(h.app.db.url, started),
+    probeLog,
+    workspace: h.workspace,
+    heartbeatMs: 200,
+  });
+  probeWorkers.push(worker);
+  await worker.ready;
+  return { h, proxy: started, probeLog, worker };
+}
+
+/**
+ * Each of `runs`' steps executed exactly once (`count` in all), its events gap-free and legal, and
+ * none interrupted: nothing was recovered behind the live worker's back.
+ */
+async function expectEachStepRanOnce(h: Harness, probeLog: string, runs: string[], count: number) {
+  const executions = (await readProbeLog(probeLog)).map((e) => `${e.runId}/${e.stepId}`);
+  expect(executions.length).toBe(count);
+  expect(new Set(executions).size).toBe(count);
+  for (const runId of runs) {
+    const events = await readEvents(h.app.db.pool, runId, 0);
+    expect(sequenceProblems(events)).toEqual([]);
+    expect(illegalTransitions(events)).toEqual([]);
+    expect(events.filter((e) => e.type === "step.interrupted")).toEqual([]);
+  }
+}
+
 async function createRun(h: Harness, goal: string, steps: unknown[]): Promise<string> {
   const plan = await h.caller.plans.createFromJson({ planJson: JSON.stringify({ goal, steps }) });
   const { runId } = await h.caller.plans.approve({ planId: plan.id, version: plan.version });
@@ -560,18 +602,7 @@ describe("engine under database faults", () => {
   });
   describe("a network cut between a worker and the database", () => {
     it("the worker rides out a 4 s cut: it stays alive, every outcome is written after the cut, nothing runs twice", async () => {
-      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
-      const h = harness;
-      proxy = await startProxyToDatabase(h.app.db.url);
-      const probeLog = path.join(h.workspace, "probe.log");
-      const worker = spawnProbeWorker({
-        databaseUrl: throughProxy(h.app.db.url, proxy),
-        probeLog,
-        workspace: h.workspace,
-        heartbeatMs: 200,
-      });
-      probeWorkers.push(worker);
-      await worker.ready;
+      const { h, proxy, probeLog, worker } = await probeWorkerThroughProxy();
       const probeChain = (length: number, sleepMs: number) =>
         Array.from({ length }, (_, i) => ({
           id: `step_${i + 1}`,
@@ -619,32 +650,12 @@ describe("engine under database faults", () => {
         expect(byId.get(id)).toMatchObject({ status: "completed", attempt: 1 });
         expect(byId.get(id)!.finished_at.getTime()).toBeGreaterThanOrEqual(cutEnd.getTime() - 1_000);
       }
-      // Every step executed exactly once: nothing was recovered behind the live worker's back.
-      const executions = (await readProbeLog(probeLog)).map((e) => `${e.runId}/${e.stepId}`);
-      expect(executions.length).toBe(61);
-      expect(new Set(executions).size).toBe(61);
-      for (const runId of runs) {
-        const events = await readEvents(h.app.db.pool, runId, 0);
-        expect(sequenceProblems(events)).toEqual([]);
-        expect(illegalTransitions(events)).toEqual([]);
-        expect(events.filter((e) => e.type === "step.interrupted")).toEqual([]);
-      }
+      await expectEachStepRanOnce(h, probeLog, runs, 61);
     }, 600_000);
   });
   describe("a commit whose answer the network loses", () => {
     it("the work it committed stands: a claim is still run, once; an outcome is not written twice; every run completes", async () => {
-      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
-      const h = harness;
-      proxy = await startProxyToDatabase(h.app.db.url);
-      const probeLog = path.join(h.workspace, "probe.log");
-      const worker = spawnProbeWorker({
-        databaseUrl: throughProxy(h.app.db.url, proxy),
-        probeLog,
-        workspace: h.workspace,
-        heartbeatMs: 200,
-      });
-      probeWorkers.push(worker);
-      await worker.ready;
+      const { h, proxy, probeLog, worker } = await probeWorkerThroughProxy();
       // Every other commit of the worker's from here on: claims, continuations, outcomes — and
       // whatever else it commits meanwhile (heartbeats, the queue's own work).
       proxy.loseCommitReplies([1, 3, 5, 7, 9, 11, 13, 15, 17, 19]);
@@ -672,15 +683,7 @@ describe("engine under database faults", () => {
       }
       expect(proxy.lostCommits()).toBeGreaterThanOrEqual(5);
       expect(worker.child.exitCode).toBe(null);
-      const executions = (await readProbeLog(probeLog)).map((e) => `${e.runId}/${e.stepId}`);
-      expect(executions.length).toBe(16);
-      expect(new Set(executions).size).toBe(16);
-      for (const runId of runs) {
-        const events = await readEvents(h.app.db.pool, runId, 0);
-        expect(sequenceProblems(events)).toEqual([]);
-        expect(illegalTransitions(events)).toEqual([]);
-        expect(events.filter((e) => e.type === "step.interrupted")).toEqual([]);
-      }
+      await expectEachStepRanOnce(h, probeLog, runs, 16);
     }, 120_000);
 
     it("an approval whose commit's answer is lost starts its run once, and the first steps it claimed run", async () => {
@@ -718,18 +721,7 @@ describe("engine under database faults", () => {
     }, 120_000);
 
     it("a queue job locked by a live worker that never heard it was: the job is freed and its step runs, once", async () => {
-      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
-      const h = harness;
-      proxy = await startProxyToDatabase(h.app.db.url);
-      const probeLog = path.join(h.workspace, "probe.log");
-      const worker = spawnProbeWorker({
-        databaseUrl: throughProxy(h.app.db.url, proxy),
-        probeLog,
-        workspace: h.workspace,
-        heartbeatMs: 200,
-      });
-      probeWorkers.push(worker);
-      await worker.ready;
+      const { h, proxy, probeLog, worker } = await probeWorkerThroughProxy();
       // The queue's next hand-out of a job: the job is locked to the worker's runner, the answer lost.
       proxy.loseRowsReplyOf(/get_job/);
       const runId = await createRun(h, "a job nobody runs", [{ id: "step_1", tool: "probe", args: { sleepMs: 50 } }]);
@@ -741,18 +733,7 @@ describe("engine under database faults", () => {
     }, 150_000);
 
     it("any other job (a sub-plan's start) locked by a live worker that never heard it was is freed and runs", async () => {
-      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
-      const h = harness;
-      proxy = await startProxyToDatabase(h.app.db.url);
-      const probeLog = path.join(h.workspace, "probe.log");
-      const worker = spawnProbeWorker({
-        databaseUrl: throughProxy(h.app.db.url, proxy),
-        probeLog,
-        workspace: h.workspace,
-        heartbeatMs: 200,
-      });
-      probeWorkers.push(worker);
-      await worker.ready;
+      const { h, proxy, probeLog, worker } = await probeWorkerThroughProxy();
       const child = await h.caller.plans.createFromJson({
         planJson: JSON.stringify({
           goal: "the child",
