@@ -1,4 +1,4 @@
-import type pg from "pg";
+import pg from "pg";
 
 /*
  * What a failed database call means, and what to do about it: whether the connection (not the
@@ -98,28 +98,33 @@ export interface LostCommitSubject {
 
 /**
  * Whether the transaction whose commit's answer was lost committed, asked on a new connection
- * (waiting out the outage that broke the old one): "committed" or "aborted". PostgreSQL knows the
- * fate of every recent transaction (`pg_xact_status`). One still in progress never received its
- * commit, or its backend has not yet noticed the connection is gone: that backend is ended —
- * only while it still runs this very transaction — which rolls it back, and the fate is asked
- * again. Undecided (`shouldStop`, or an id too old to know) counts as "aborted": the caller then
- * fails as before and recovery finds what happened.
+ * made with the pool's settings (waiting out the outage that broke the old one): "committed" or
+ * "aborted". PostgreSQL knows the fate of every recent transaction (`pg_xact_status`). One still
+ * in progress never received its commit, or its backend has not yet noticed the connection is
+ * gone: that backend is ended — only while it still runs this very transaction — which rolls it
+ * back, and the fate is asked again. Undecided (`shouldStop`, or an id too old to know) counts as
+ * "aborted": the caller then fails as before and recovery finds what happened.
  */
 export async function settleLostCommit(
-  pool: pg.Pool,
+  pool: Pick<pg.Pool, "options">,
   transaction: LostCommitSubject,
   shouldStop?: () => boolean,
 ): Promise<"committed" | "aborted"> {
   for (let attempt = 1; !shouldStop?.(); attempt++) {
+    // A connection of its own, not the pool's: in a cut every pooled connection may be one whose
+    // commit's answer was lost, each held while it waits here for another.
+    const client = new pg.Client({ ...pool.options });
+    client.on("error", () => undefined);
     try {
-      const asked = await pool.query<{ status: string | null }>("select pg_xact_status($1::xid8) as status", [
+      await client.connect();
+      const asked = await client.query<{ status: string | null }>("select pg_xact_status($1::xid8) as status", [
         transaction.xid,
       ]);
       const status = asked.rows[0]?.status;
       if (status === "committed") return "committed";
       if (status !== "in progress") return "aborted";
       if (transaction.pid !== undefined) {
-        await pool.query(
+        await client.query(
           `select pg_terminate_backend(pid) from pg_stat_activity
             where pid = $1 and backend_xid is not null
               and backend_xid::text::bigint = ($2::text::numeric % 4294967296)::bigint`,
@@ -128,6 +133,8 @@ export async function settleLostCommit(
       }
     } catch (error) {
       if (!isDatabaseUnavailable(error)) throw error;
+    } finally {
+      await client.end().catch(() => undefined);
     }
     await new Promise((resolve) => setTimeout(resolve, Math.min(1_000, 25 * 2 ** attempt)));
   }

@@ -116,7 +116,8 @@ describe("a commit whose answer the network loses (settleLostCommit)", () => {
 
   it("is taken as committed when it was, and as failed — rolled back — when it was not", async () => {
     const proxy = await startProxyToDatabase(harness.app.db.url);
-    const pool = createPool(throughProxy(harness.app.db.url, proxy), { max: 2, applicationName: "lost-commit test" });
+    // One connection: the one whose answer is lost is still held while its fate is asked.
+    const pool = createPool(throughProxy(harness.app.db.url, proxy), { max: 1, applicationName: "lost-commit test" });
     try {
       const insert = (id: number, settleLostCommit?: object) =>
         inTransaction(pool, (client) => client.query(`insert into ${table} values ($1)`, [id]).then(() => id), {
@@ -140,7 +141,7 @@ describe("a commit whose answer the network loses (settleLostCommit)", () => {
       await pool.end();
       await proxy.close();
     }
-  });
+  }, 30_000);
 
   it("a transaction still open (its commit never arrived) is ended and counts as rolled back", async () => {
     const client = await harness.app.db.pool.connect();
