@@ -129,13 +129,13 @@ describe("a commit whose answer the network loses (settleLostCommit)", () => {
       // Without settling, the caller hears of a broken connection although the row is there.
       proxy.loseCommitReplies([0]);
       await expect(insert(1)).rejects.toThrow();
-      expect(proxy.lostCommits()).toBe(1);
+      expect(proxy.lostReplies()).toBe(1);
       expect(await count(1)).toBe(1);
 
       // Settled: the work's answer, once.
       proxy.loseCommitReplies([0]);
       await expect(insert(2, {})).resolves.toBe(2);
-      expect(proxy.lostCommits()).toBe(2);
+      expect(proxy.lostReplies()).toBe(2);
       expect(await count(2)).toBe(1);
     } finally {
       await pool.end();

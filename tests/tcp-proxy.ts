@@ -29,12 +29,13 @@ export interface TcpProxy {
   loseCommitReplyOf(statement: RegExp): void;
   /**
    * The reply to the next query naming `statement` (its text, or its prepared statement's name)
-   * that answers with at least one row (one matching `row`, when given) is withheld, and the connection reset once the server has
-   * answered in full: what the query did (a job it locked, say) is done, and the client cannot know.
+   * that answers with at least one row (one matching `row`, when given) is withheld, and the
+   * connection reset once the server has answered in full: what the query did (a job it locked,
+   * say) is done, and the client cannot know.
    */
   loseRowsReplyOf(statement: RegExp, row?: RegExp): void;
-  /** Commit replies lost so far. */
-  lostCommits(): number;
+  /** Replies lost so far, by any of the three. */
+  lostReplies(): number;
   close(): Promise<void>;
 }
 
@@ -71,7 +72,7 @@ export async function startTcpProxy(target: { host: string; port: number }, list
     // A query naming `rowsOf` was sent: its reply is held until it shows whether it has rows.
     let watching = false;
     let watchedRows = false;
-    let held: Buffer[] = [];
+    const held: Buffer[] = [];
     const fromClient = new MessageReader(true, (type, body) => {
       if (rowsOf && (type === "Q" || type === "P" || type === "B") && rowsOf.test(body.toString("utf8"))) {
         watching = true;
@@ -105,21 +106,11 @@ export async function startTcpProxy(target: { host: string; port: number }, list
       upstream.write(chunk);
     });
     upstream.on("data", (chunk: Buffer) => {
-      const holding = losing || watching;
       fromServer.push(chunk);
       if (losing) return;
-      if (watching) {
-        held.push(chunk);
-        return;
-      }
-      // A watched reply that had no rows (or ended) goes on whole, in order.
-      if (holding) {
-        held.push(chunk);
-        for (const part of held) client.write(part);
-        held = [];
-        return;
-      }
-      client.write(chunk);
+      held.push(chunk);
+      // A watched reply goes on whole, in order, once it ended without the row looked for.
+      if (!watching) for (const part of held.splice(0)) client.write(part);
     });
   });
   await new Promise<void>((resolve, reject) => {
@@ -159,7 +150,7 @@ export async function startTcpProxy(target: { host: string; port: number }, list
       rowsOf = statement;
       rowMatching = row;
     },
-    lostCommits: () => lost,
+    lostReplies: () => lost,
     async close() {
       for (const socket of open) socket.destroy();
       open.clear();

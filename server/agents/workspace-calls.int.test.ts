@@ -284,7 +284,7 @@ describe("agent workspace work goes where the workspace is", () => {
     // The take of the hand-out's call commits; the worker never hears so.
     proxy.loseRowsReplyOf(/update agent_workspace_calls set worker_id/);
     const task = await handedOutTask();
-    expect(proxy.lostCommits()).toBe(1);
+    expect(proxy.lostReplies()).toBe(1);
     expect((await fs.stat(task.working_directory!)).isDirectory()).toBe(true);
     const handOuts = (await calls(h)).filter((row) => row.kind === "hand_out");
     for (const row of handOuts) expect(row).toMatchObject({ worker_id: workerA.id, error: null, finished: true });

@@ -681,7 +681,7 @@ describe("engine under database faults", () => {
       for (const runId of runs) {
         expect((await h.waitForRun(runId, ["completed", "failed", "cancelled"], 60_000)).status).toBe("completed");
       }
-      expect(proxy.lostCommits()).toBeGreaterThanOrEqual(5);
+      expect(proxy.lostReplies()).toBeGreaterThanOrEqual(5);
       expect(worker.child.exitCode).toBe(null);
       await expectEachStepRanOnce(h, probeLog, runs, 16);
     }, 120_000);
@@ -709,7 +709,7 @@ describe("engine under database faults", () => {
         });
         proxy.loseCommitReplyOf(/insert into runs/i);
         const { runId } = await caller.plans.approve({ planId: plan.id, version: plan.version });
-        expect(proxy.lostCommits()).toBe(1);
+        expect(proxy.lostReplies()).toBe(1);
         expect((await h.waitForRun(runId, ["completed", "failed", "cancelled"], 60_000)).status).toBe("completed");
         const runs = await h.app.db.pool.query("select id from runs where plan_id = $1", [plan.id]);
         expect(runs.rows.map((row: { id: string }) => row.id)).toEqual([runId]);
@@ -726,7 +726,7 @@ describe("engine under database faults", () => {
       proxy.loseRowsReplyOf(/get_job/);
       const runId = await createRun(h, "a job nobody runs", [{ id: "step_1", tool: "probe", args: { sleepMs: 50 } }]);
       expect((await h.waitForRun(runId, ["completed", "failed", "cancelled"], 90_000)).status).toBe("completed");
-      expect(proxy.lostCommits()).toBe(1);
+      expect(proxy.lostReplies()).toBe(1);
       expect(worker.child.exitCode).toBe(null);
       const executions = (await readProbeLog(probeLog)).map((e) => `${e.runId}/${e.stepId}`);
       expect(executions).toEqual([`${runId}/step_1`]);
@@ -748,7 +748,7 @@ describe("engine under database faults", () => {
       proxy.loseRowsReplyOf(/get_job/, /start_child_run/);
       await h.caller.runs.decide({ runId, stepId: "step_1", approve: true });
       expect((await h.waitForRun(runId, ["completed", "failed", "cancelled"], 90_000)).status).toBe("completed");
-      expect(proxy.lostCommits()).toBe(1);
+      expect(proxy.lostReplies()).toBe(1);
       expect(worker.child.exitCode).toBe(null);
       const children = await h.app.db.pool.query("select id from runs where parent_run_id = $1", [runId]);
       expect(children.rowCount).toBe(1);
