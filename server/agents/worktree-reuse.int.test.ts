@@ -10,6 +10,7 @@ import { invokeOperation, type Operation } from "../operations/operation";
 import { programsLaunched } from "../tools/launcher";
 import { readyForTaskSchema, successSchema, type AgentTaskView } from "./contract";
 import { runShort } from "./worktrees";
+import { repositoryForGit, workspaceRepository } from "./worktree-repository";
 import { worktreeWorkSettled } from "./worktrees-ahead";
 
 /**
@@ -96,8 +97,11 @@ describe("hand-out and report in a git workspace", () => {
     const wt2 = path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_2`);
     expect(task2).toMatchObject({ id: 2, working_directory: wt2 });
 
+    // The configuration is read before a git starts, and kept only once it has settled: read it
+    // now, as the next git would. The gits so far ran within two seconds of \`git init\` on a quick
+    // machine, so nothing of theirs was kept, and the report below would read it again.
     await untilConfigSettled(root);
-    await currentTask(); // reads the settled configuration once
+    await repositoryForGit((await workspaceRepository(root))!);
     const repeated = await programsDuring(async () => {
       for (let i = 0; i < 3; i++) expect((await currentTask()).working_directory).toBe(wt2);
     });
