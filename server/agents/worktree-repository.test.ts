@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { git } from "../../tests/git-fixture";
 import { programsLaunched } from "../tools/launcher";
 import { sandboxAvailable } from "../tools/sandbox";
-import { ensureTaskWorktree, taskWorktreeExists, workspaceRepository } from "./worktrees";
+import { ensureIntegration, ensureTaskWorktree, runShort, taskWorktreeExists, workspaceRepository } from "./worktrees";
 
 /**
  * The repository scan belongs to each git Stepwise starts in an agent workspace, not to the call
@@ -58,4 +58,39 @@ describe("an agent workspace's repository scan", () => {
     expect(await ensureTaskWorktree(again!, runId, "step_2")).toBe(worktree);
     expect(programsLaunched()).toBe(before);
   });
+
+  it("answers a second ask for a worktree still being checked out only once its files are there", async () => {
+    // Enough files that git's checkout is still writing them when its `.git` file is already there.
+    for (let dir = 0; dir < 20; dir++) {
+      await fs.mkdir(path.join(root, `src/d${dir}`), { recursive: true });
+      await Promise.all(
+        Array.from({ length: 100 }, (_, file) =>
+          fs.writeFile(path.join(root, `src/d${dir}/f${file}.txt`), `${file}\n`),
+        ),
+      );
+    }
+    git(root, "add", "--all");
+    git(root, "commit", "--quiet", "--message=many files");
+    const repo = (await workspaceRepository(root))!;
+    await ensureIntegration(repo, runId);
+    const worktree = path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_2`);
+    const last = path.join(worktree, "src/d9/f99.txt");
+    const first = ensureTaskWorktree(repo, runId, "step_2");
+    // The first ask's git has written the worktree's `.git` file (so it looks in place)…
+    while (!(await exists(path.join(worktree, ".git")))) await new Promise((resolve) => setTimeout(resolve, 1));
+    const lookedInPlaceEarly = !(await exists(last));
+    // …and a second ask (a hand-out beside the making ahead) waits for the same checkout.
+    await ensureTaskWorktree(repo, runId, "step_2");
+    expect(await exists(last)).toBe(true);
+    await first;
+    // Asked while the checkout was under way, or the test proved nothing.
+    expect(lookedInPlaceEarly).toBe(true);
+  });
 });
+
+function exists(file: string): Promise<boolean> {
+  return fs.access(file).then(
+    () => true,
+    () => false,
+  );
+}

@@ -169,11 +169,15 @@ async function excludeStepwiseDir(repo: WorkspaceRepo): Promise<void> {
  */
 async function ensureWorktree(repo: WorkspaceRepo, relative: string, branch: string, base: string): Promise<string> {
   const absolute = path.join(repo.root, relative);
-  if (await worktreeInPlace(repo, absolute)) return absolute;
   // One `worktree add` per place at a time in this process: a hand-out and the making ahead
-  // (worktrees-ahead.ts) of the same task wait for one another instead of racing.
+  // (worktrees-ahead.ts) of the same task wait for one another instead of racing. A worktree
+  // being added looks in place before its files are: git writes its `.git` file and record
+  // first, then checks the files out. So an add under way (asked after the look, which may have
+  // seen its first writes) is waited for even when the worktree looks in place.
+  const inPlace = await worktreeInPlace(repo, absolute);
   const pending = adding.get(absolute);
   if (pending) return pending;
+  if (inPlace) return absolute;
   const added = addWorktree(repo, absolute, branch, base).finally(() => adding.delete(absolute));
   adding.set(absolute, added);
   return added;
