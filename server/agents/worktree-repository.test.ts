@@ -73,18 +73,30 @@ describe("an agent workspace's repository scan", () => {
     git(root, "commit", "--quiet", "--message=many files");
     const repo = (await workspaceRepository(root))!;
     await ensureIntegration(repo, runId);
-    const worktree = path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_2`);
-    const last = path.join(worktree, "src/d9/f99.txt");
-    const first = ensureTaskWorktree(repo, runId, "step_2");
-    // The first ask's git has written the worktree's `.git` file (so it looks in place)…
-    while (!(await exists(path.join(worktree, ".git")))) await new Promise((resolve) => setTimeout(resolve, 1));
-    const lookedInPlaceEarly = !(await exists(last));
-    // …and a second ask (a hand-out beside the making ahead) waits for the same checkout.
-    await ensureTaskWorktree(repo, runId, "step_2");
-    expect(await exists(last)).toBe(true);
-    await first;
-    // Asked while the checkout was under way, or the test proved nothing.
-    expect(lookedInPlaceEarly).toBe(true);
+    // The window is a checkout's length: a machine busy enough to miss it once gets more tries.
+    let caught = 0;
+    for (let task = 2; task < 7 && caught === 0; task++) {
+      const worktree = path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_${task}`);
+      // The last file in the index's order, so the last git writes.
+      const last = path.join(worktree, "src/d9/f99.txt");
+      let settled = false;
+      const first = ensureTaskWorktree(repo, runId, `step_${task}`).finally(() => (settled = true));
+      // The first ask's git has written the worktree's `.git` file (so it looks in place)…
+      while (!settled && !(await exists(path.join(worktree, ".git")))) {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+      if (settled || (await exists(last))) {
+        await first;
+        continue;
+      }
+      caught++;
+      // …and a second ask (a hand-out beside the making ahead) waits for the same checkout.
+      await ensureTaskWorktree(repo, runId, `step_${task}`);
+      expect(await exists(last)).toBe(true);
+      await first;
+    }
+    // Asked while a checkout was under way, or the test proved nothing.
+    expect(caught).toBe(1);
   });
 });
 

@@ -98,7 +98,7 @@ describe("hand-out and report in a git workspace", () => {
     expect(task2).toMatchObject({ id: 2, working_directory: wt2 });
 
     // The configuration is read before a git starts, and kept only once it has settled: read it
-    // now, as the next git would. The gits so far ran within two seconds of \`git init\` on a quick
+    // now, as the next git would. The gits so far ran within two seconds of `git init` on a quick
     // machine, so nothing of theirs was kept, and the report below would read it again.
     await untilConfigSettled(root);
     await repositoryForGit((await workspaceRepository(root))!);
