@@ -67,10 +67,10 @@ async function terminateBackends(databaseUrl: string): Promise<number> {
 }
 
 /**
- * A harness without a worker, and a probe worker (beating every 200 ms) that reaches the database
- * through a TCP proxy of its own, for faults between the two.
+ * A harness without a worker, and a probe worker (beating every 200 ms unless told otherwise)
+ * that reaches the database through a TCP proxy of its own, for faults between the two.
  */
-async function probeWorkerThroughProxy(): Promise<{
+async function probeWorkerThroughProxy(options: { heartbeatMs?: number } = {}): Promise<{
   h: Harness;
   proxy: TcpProxy;
   probeLog: string;
@@ -85,7 +85,7 @@ async function probeWorkerThroughProxy(): Promise<{
     databaseUrl: throughProxy(h.app.db.url, started),
     probeLog,
     workspace: h.workspace,
-    heartbeatMs: 200,
+    heartbeatMs: options.heartbeatMs ?? 200,
   });
   probeWorkers.push(worker);
   await worker.ready;
@@ -830,19 +830,8 @@ describe("engine under database faults", () => {
     }, 600_000);
 
     it("a cut shorter than the lease costs a worker none of its steps, though a peer watches", async () => {
-      harness = await startHarness({ worker: false, tools: createProbeRegistry() });
-      const h = harness;
-      proxy = await startProxyToDatabase(h.app.db.url);
-      const probeLog = path.join(h.workspace, "probe.log");
       // Leases of 5 s (five beats of 1 s); the cut lasts 2 s.
-      const cutOff = spawnProbeWorker({
-        databaseUrl: throughProxy(h.app.db.url, proxy),
-        probeLog,
-        workspace: h.workspace,
-        heartbeatMs: 1_000,
-      });
-      probeWorkers.push(cutOff);
-      await cutOff.ready;
+      const { h, proxy, probeLog, worker: cutOff } = await probeWorkerThroughProxy({ heartbeatMs: 1_000 });
       // The steps run until the test has seen the leases renewed after the cut (the release file),
       // however long the peer takes to start; at most 5 min.
       const release = path.join(h.workspace, "release");
