@@ -19,6 +19,23 @@ async function json(cwd: string, ...args: string[]): Promise<unknown> {
   return JSON.parse(result.stdout);
 }
 
+/**
+ * `status` as an agent following its instructions asks it after reporting DONE: while a task it
+ * reported is being merged (`waiting`, a task in state `merging`), it waits `retry_after_seconds`
+ * and asks again.
+ */
+async function statusAfterMerges(cwd: string): Promise<unknown> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const status = (await json(cwd, "status", "--json")) as {
+      now: { reason: string; retry_after_seconds?: number; waiting_for?: { state: string }[] };
+    };
+    const merging = status.now.reason === "waiting" && status.now.waiting_for?.some((t) => t.state === "merging");
+    if (!merging || Date.now() > deadline) return status;
+    await new Promise((resolve) => setTimeout(resolve, (status.now.retry_after_seconds ?? 1) * 1000));
+  }
+}
+
 const task = (title: string, file: string) => ({
   title,
   type: "feature",
@@ -73,7 +90,7 @@ test("parallel agent tasks work in their own worktrees; a merge conflict shows o
     await json(workspace, "update", "--json", JSON.stringify({ update_tasks: [{ id: 3, status: "DONE" }] }));
 
     // The conflict holds the session, and the person sees it, file named, on the run page.
-    const held = waitingOnSignalSchema.parse(await json(workspace, "status", "--json"));
+    const held = waitingOnSignalSchema.parse(await statusAfterMerges(workspace));
     expect(held.signal.id).toBe("merge_conflict_3");
     const list = await request.get("/api/trpc/agents.list");
     const sessions = (await list.json()).result.data.json as { id: string; runId: string }[];
@@ -90,7 +107,7 @@ test("parallel agent tasks work in their own worktrees; a merge conflict shows o
     git(wt3, "add", "notes.txt");
     git(wt3, "commit", "--quiet", "--no-edit");
     await json(workspace, "update", "--json", JSON.stringify({ update_tasks: [{ id: 3, status: "DONE" }] }));
-    const after = (await json(workspace, "status", "--json")) as { now: { reason: string } };
+    const after = (await statusAfterMerges(workspace)) as { now: { reason: string } };
     expect(after.now.reason).toBe("plan_completed");
     // Live, without a reload: the signal is cleared before the DONE that finishes the run.
     await expect(signal).toHaveCount(0);

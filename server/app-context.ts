@@ -9,7 +9,7 @@ import { plannerFor } from "./planner/deps";
 import { planningWork } from "./planner/session-jobs";
 import { sweepExpiredLeases } from "./agents/leases";
 import { worktreeWorkSettled } from "./agents/worktrees-ahead";
-import { agentWorkspaceWork } from "./agents/workspace-work";
+import { agentWorkspaceWork } from "./agents/workspace-call-worker";
 import { sweepIdleTodos } from "./agents/todo-durability";
 import { createStepTextGenerator } from "./planner/step-generation";
 import { createLlmGenerateTool } from "./tools/llm-generate";

@@ -1,6 +1,7 @@
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import type pg from "pg";
 import { createAppContext } from "../server/app-context";
 import type { AppContext } from "../server/services";
 import { readEvents } from "../server/events/store";
@@ -93,4 +94,24 @@ export async function startHarness(
       }
     },
   };
+}
+
+/**
+ * Resolves when every DONE reported so far has been integrated (committed, checked, merged), its
+ * outcome recorded and its worktree's removal queued (`worktreeWorkSettled` waits for that): a DONE with a worktree or verifiers is integrated off the agent's call
+ * (server/agents/task-reports.ts), by the worker, so a test that looks at the merge waits here.
+ */
+export async function reportsIntegrated(pool: pg.Pool, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    // The call's row finishes after the outcome is recorded and the merged worktree's removal queued.
+    const left = await pool.query(
+      `select 1 from agent_task_reports
+       union all select 1 from agent_workspace_calls where kind = 'finish_report' and finished_at is null
+       limit 1`,
+    );
+    if (left.rowCount === 0) return;
+    if (Date.now() > deadline) throw new Error(`reported DONEs still being integrated after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
 }

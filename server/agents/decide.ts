@@ -1,6 +1,7 @@
 import type { OpenSignal } from "./signal-store";
 import type { AgentTaskView, ApproverNote, StatusResponse, TaskBrief } from "./contract";
 import { DONE_STEP_STATUSES } from "../vocabulary";
+import { MERGING_STATE } from "./session-state";
 
 /**
  * What an agent should do now — seed 003's `status` decision, as a pure function of the session's
@@ -110,25 +111,41 @@ export function decideNow(state: SessionState): StatusResponse {
     .map((task) => ({ task_id: task.id, title: task.title, state: task.state }));
   const approvals = waitingFor.filter((task) => task.state === "awaiting_approval").length;
   const failed = waitingFor.filter((task) => task.state === "failed" || task.state === "blocked").length;
-  const message = paused
-    ? "A person paused this session's run; nothing new starts until they resume it."
-    : approvals > 0
-      ? `Waiting for a person to approve ${approvals === 1 ? "a step" : `${approvals} steps`}.`
-      : failed > 0
-        ? "A step failed and waits for a person to retry or skip it."
-        : assignment?.taskId === null && assignment.capReached
-          ? `${assignment.cap} agent task${assignment.cap === 1 ? " is" : "s are"} in progress, this session's cap; a task is handed out when one of them is done.`
-          : assignment?.taskId === null
-            ? "Other agents hold every ready task; the next one is handed out when its dependencies are done or a lease ends."
-            : "Stepwise is running steps of the plan (tests, builds); your next task depends on them.";
+  const merging = waitingFor.filter((task) => task.state === MERGING_STATE).map((task) => task.task_id);
+  const message = waitingMessage({ paused, approvals, failed, merging, assignment });
   return {
     now: {
       reason: "waiting",
       agent_instructions: "Nothing is yours to do right now. Wait, then run `stepwise status --json` again.",
       message,
-      retry_after_seconds: approvals > 0 || paused || failed > 0 ? 30 : 5,
+      // A merge takes moments; a person's decision takes longer.
+      retry_after_seconds: approvals > 0 || paused || failed > 0 ? 30 : merging.length > 0 ? 1 : 5,
       waiting_for: waitingFor,
     },
     session,
   };
+}
+
+/** Why nothing is the agent's to do, in the order that matters to it. */
+function waitingMessage(why: {
+  paused: boolean;
+  approvals: number;
+  failed: number;
+  merging: (number | null)[];
+  assignment: SessionState["assignment"];
+}): string {
+  const { paused, approvals, failed, merging, assignment } = why;
+  return paused
+    ? "A person paused this session's run; nothing new starts until they resume it."
+    : approvals > 0
+      ? `Waiting for a person to approve ${approvals === 1 ? "a step" : `${approvals} steps`}.`
+      : failed > 0
+        ? "A step failed and waits for a person to retry or skip it."
+        : merging.length > 0
+          ? `Stepwise is merging task${merging.length === 1 ? "" : "s"} ${merging.join(", ")} (reported DONE); what depends on ${merging.length === 1 ? "it" : "them"} is handed out once merged.`
+          : assignment?.taskId === null && assignment.capReached
+            ? `${assignment.cap} agent task${assignment.cap === 1 ? " is" : "s are"} in progress, this session's cap; a task is handed out when one of them is done.`
+            : assignment?.taskId === null
+              ? "Other agents hold every ready task; the next one is handed out when its dependencies are done or a lease ends."
+              : "Stepwise is running steps of the plan (tests, builds); your next task depends on them.";
 }

@@ -19,10 +19,12 @@ steer it in the browser. Stepwise tells you what to do next; you do it and repor
      \`{"update_tasks": [{"id": N, "status": "IN_PROGRESS"}]}\`, do the work, then mark it
      \`DONE\` (add \`"notes"\` with what you did).
      When the task has a \`working_directory\`, work there, and only there: it is the task's own
-     git worktree, on its own branch, holding its dependencies' merged work. On DONE Stepwise
-     commits what you left uncommitted, runs the task's \`verify\` commands there (all must pass,
-     and its \`acceptance\` criteria must hold), then merges the branch. A failing check hands the
-     task back as TODO with \`findings\` (command, exit code, output tail): fix them, then DONE again.
+     git worktree, on its own branch, holding its dependencies' merged work. After your DONE
+     Stepwise commits what you left uncommitted, runs the task's \`verify\` commands there (all
+     must pass, and its \`acceptance\` criteria must hold), then merges the branch; the answer
+     comes at once, and until then the task's \`state\` is \`merging\` — ask \`status\` for your
+     next task meanwhile. A failing check hands the task back as TODO with \`findings\` (command,
+     exit code, output tail): fix them, then DONE again.
      A task with \`instance\` is one element of a task that runs once per element of a list
      (\`for_each\`): \`item\` is its element, already written into its \`instructions\`. Report it with
      its \`instance\` too: \`{"update_tasks": [{"id": N, "instance": K, "status": "DONE"}]}\`. The task
@@ -32,8 +34,9 @@ steer it in the browser. Stepwise tells you what to do next; you do it and repor
      Clearing a failed step's signal runs that step again. A \`merge_conflict_N\` signal names the
      files: in task N's worktree merge the branch it names, resolve, commit, and report task N
      DONE again — that retries the merge and clears the signal.
-   - \`waiting\`: Stepwise is running a step (tests, a build) or a person must approve one. Wait
-     \`now.retry_after_seconds\`, then ask again. Do not work around it.
+   - \`waiting\`: Stepwise is running a step (tests, a build), merging a task reported DONE, or a
+     person must approve one. Wait \`now.retry_after_seconds\`, then ask again. Do not work
+     around it.
    - \`plan_completed\`: every task is settled. Send \`{"final_summary": "..."}\` once; after that
      the session is finished.
 2. Repeat: status → gather context → work → update.

@@ -100,9 +100,11 @@ export async function noteAgentCall(
 
 /** Returns the tasks of leases that ran out to the ready tasks, in the caller's locked transaction. */
 async function expireIn(app: App, client: pg.PoolClient, session: LeaseSession): Promise<number> {
+  // A task reported DONE keeps its lease while it is merged: it is not anyone else's to redo.
   const expired = await client.query<{ step_id: string; agent: string; leased_at: Date }>(
-    `delete from agent_task_leases where session_id = $1 and expires_at <= clock_timestamp()
-     returning step_id, agent, leased_at`,
+    `delete from agent_task_leases l where l.session_id = $1 and l.expires_at <= clock_timestamp()
+        and not exists (select 1 from agent_task_reports r where r.session_id = l.session_id and r.step_id = l.step_id)
+     returning l.step_id, l.agent, l.leased_at`,
     [session.id],
   );
   for (const lease of expired.rows) {
@@ -124,7 +126,8 @@ export async function sweepExpiredLeases(app: App): Promise<number> {
   const due = await app.db.pool.query<LeaseSession>(
     `select distinct s.id, s.goal, s.run_id, s.plan_id, s.workspace_root
        from agent_task_leases l join agent_sessions s on s.id = l.session_id
-      where l.expires_at <= clock_timestamp()`,
+      where l.expires_at <= clock_timestamp()
+        and not exists (select 1 from agent_task_reports r where r.session_id = l.session_id and r.step_id = l.step_id)`,
   );
   let count = 0;
   for (const session of due.rows) {
@@ -171,7 +174,14 @@ export async function handOutTask(
       "select step_id, agent, leased_at, expires_at, brief from agent_task_leases where session_id = $1",
       [session.id],
     );
+    const reportRows = await client.query<{ step_id: string }>(
+      "select step_id from agent_task_reports where session_id = $1",
+      [session.id],
+    );
     const { agent_concurrency: cap, lease_seconds: leaseSeconds } = settings.rows[0]!;
+    // A task reported DONE and being merged (task-reports.ts) is nobody's to take or carry on, and
+    // does not count against the cap: its agent is free for the next one.
+    const reported = new Set(reportRows.rows.map((row) => row.step_id));
     const statuses = new Map(statusRows.rows.map((row) => [row.step_id, row.status]));
     // A lease on a task that is no longer workable (done, skipped by a person) is over.
     const stale = leaseRows.rows.filter((lease) => !WORKABLE.has(statuses.get(lease.step_id) ?? "pending"));
@@ -182,11 +192,14 @@ export async function handOutTask(
       ]);
     }
     const leases = leaseRows.rows.filter((lease) => !stale.includes(lease));
+    const working = leases.filter((lease) => !reported.has(lease.step_id));
     const leased = new Map(leases.map((lease) => [lease.step_id, lease]));
     // A fan-out task's group is not handed out; each of its instances is (session-state.ts lists them).
     const agentSteps = plan.steps.filter((step) => step.tool === AGENT_TASK_TOOL && step.forEach === undefined);
 
-    const mine = agentSteps.map((step) => leased.get(step.id)).find((lease) => lease?.agent === agent);
+    const mine = agentSteps
+      .map((step) => leased.get(step.id))
+      .find((lease) => lease?.agent === agent && !reported.has(lease.step_id));
     if (mine) {
       return {
         kind: "task",
@@ -195,9 +208,10 @@ export async function handOutTask(
         leases,
       };
     }
-    const unheldRunning = agentSteps.filter((step) => statuses.get(step.id) === "running" && !leased.has(step.id));
-    const ready = agentSteps.find((step) => statuses.get(step.id) === "awaiting_agent" && !leased.has(step.id));
-    const capReached = leases.length + unheldRunning.length >= cap;
+    const free = (step: Step) => !leased.has(step.id) && !reported.has(step.id);
+    const unheldRunning = agentSteps.filter((step) => statuses.get(step.id) === "running" && free(step));
+    const ready = agentSteps.find((step) => statuses.get(step.id) === "awaiting_agent" && free(step));
+    const capReached = working.length + unheldRunning.length >= cap;
     const chosen = unheldRunning[0] ?? (plan.mayStartNew && !capReached ? ready : undefined);
     if (!chosen) return { kind: "none", capReached: capReached && ready !== undefined, cap, leases };
 

@@ -1,3 +1,4 @@
+import type pg from "pg";
 import type { AppContext } from "../services";
 import { adoptPlanVersionIntoRun } from "../engine/engine";
 import { AppError } from "../errors";
@@ -23,6 +24,8 @@ export interface Loaded {
   steps: Step[];
   items: Map<string, unknown>;
   statuses: Map<string, StepStatus>;
+  /** Tasks reported DONE whose integration runs off the call (task-reports.ts): shown as `merging`. */
+  reported: Set<string>;
   signals: OpenSignal[];
   lastStepNumber: number;
   planVersion: number;
@@ -50,7 +53,7 @@ export async function loadSession(app: App, session: SessionRow): Promise<Loaded
       },
     );
   }
-  const [runRow, stepRows, signals, stepNotes] = await Promise.all([
+  const [runRow, stepRows, signals, stepNotes, reported] = await Promise.all([
     app.db.pool.query<{ status: string; plan_version: number; approved_by: string; approval_note: string | null }>(
       "select status, plan_version, approved_by, approval_note from runs where id = $1",
       [session.run_id],
@@ -65,6 +68,7 @@ export async function loadSession(app: App, session: SessionRow): Promise<Loaded
         where run_id = $1 and comment is not null and comment <> '' order by id`,
       [session.run_id],
     ),
+    reportedSteps(app.db.pool, session.id),
   ]);
   const planVersion = runRow.rows[0]!.plan_version;
   const runInfo = runRow.rows[0]!;
@@ -84,6 +88,7 @@ export async function loadSession(app: App, session: SessionRow): Promise<Loaded
     steps,
     items,
     statuses: new Map(stepRows.rows.map((row) => [row.step_id, row.status])),
+    reported,
     signals,
     lastStepNumber: plan.rows[0]!.last_step_number,
     planVersion,
@@ -156,8 +161,23 @@ export function taskView(step: Step, status: StepStatus, items?: ReadonlyMap<str
 }
 
 export function tasksOf(loaded: Loaded): AgentTaskView[] {
-  return loaded.steps.map((step) => taskView(step, loaded.statuses.get(step.id) ?? "pending", loaded.items));
+  return loaded.steps.map((step) => {
+    const view = taskView(step, loaded.statuses.get(step.id) ?? "pending", loaded.items);
+    // Reported DONE, being merged: not the agent's to carry on, not DONE yet.
+    return loaded.reported.has(step.id) ? { ...view, state: MERGING_STATE } : view;
+  });
 }
+
+/** The steps of the session with a reported DONE being integrated (task-reports.ts). */
+export async function reportedSteps(pool: pg.Pool | pg.PoolClient, sessionId: string): Promise<Set<string>> {
+  const rows = await pool.query<{ step_id: string }>("select step_id from agent_task_reports where session_id = $1", [
+    sessionId,
+  ]);
+  return new Set(rows.rows.map((row) => row.step_id));
+}
+
+/** The state agents see of a task reported DONE while Stepwise commits, checks and merges it. */
+export const MERGING_STATE = "merging";
 
 /** The agent called: the session's idle time starts again (the run page shows it). */
 export async function seen(app: Pick<App, "db">, session: SessionRow, caller: string | undefined): Promise<void> {

@@ -1,5 +1,5 @@
 import type { AppContext } from "../services";
-import { checkAgentTaskUpdate, updateAgentTasks, type AgentTaskUpdate } from "../engine/engine";
+import { checkAgentTaskUpdate, type AgentTaskUpdate } from "../engine/engine";
 import { AppError, isAppError } from "../errors";
 import type { Step, StepInput } from "../plan-schema";
 import { getPlan } from "../plans/service";
@@ -7,22 +7,22 @@ import { savePlanVersion } from "../plans/versions";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import { type NewTask, type UpdatePayload, type UpdateResponse } from "./contract";
 import { withSessionLock } from "./leases";
-import { refuseOthersTasks, settleLeases } from "./lease-updates";
+import { refuseOthersTasks } from "./lease-updates";
 import { taskNumber } from "../engine/agent-signals";
-import { openSignals } from "./signal-store";
 import { checkNewTasks } from "./task-gates";
 import { checkTaskEdits, planValidationFailed } from "./task-edit-checks";
 import { DONE_STEP_STATUSES, isIn } from "../vocabulary";
-import { conflictSignalKey, type PreparedUpdates } from "./task-integration";
+import { conflictSignalKey, prepareTaskUpdates, type PreparedUpdates } from "./task-integration";
 import { findSession, type SessionRow } from "./sessions";
 import { loadSession, seen, tasksOf, type Loaded } from "./session-state";
-import { alertSession, audit, clearSignal } from "./session-signals";
+import { audit } from "./session-signals";
 import { actorKindOf } from "../caller-context";
 import { stepIdOfTask, taskLabel } from "./task-ref";
 import { authorizeSessionWork } from "./session-authority";
 import { fieldEditOf } from "./task-edits";
 import { workspacePlace, type WorkspacePlace } from "./workspace-calls";
-import { afterTaskUpdatesIn, gateFileCheck, integrateTaskUpdates, worktreesAhead } from "./workspace-work";
+import { gateFileCheck } from "./workspace-work";
+import { doneUpdatesToIntegrateLater, recordPrepared, recordReports } from "./task-reports";
 
 type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
 
@@ -96,10 +96,11 @@ export async function updateSession(
     if ("status" in saved) return saved;
     adoptVersion = saved.version;
   }
-  const prepared = await recordStatusChanges(app, session, loaded, {
+  const { prepared, reported } = await recordStatusChanges(app, session, loaded, {
     updates,
     adoptVersion,
     actor: input.actor,
+    credential: input.credential ?? null,
     place,
   });
   if (payload.final_summary !== undefined) {
@@ -114,6 +115,7 @@ export async function updateSession(
     .filter((update) => update.status === "DONE")
     .flatMap((update) => {
       const number = taskLabel(update.stepId);
+      if (reported.includes(update)) return [reportedMessage(number)];
       const applied = prepared.updates.find((candidate) => candidate.stepId === update.stepId);
       if (!applied)
         return [`Task ${number} is not DONE: its branch does not merge (signal ${conflictSignalKey(update.stepId)}).`];
@@ -163,6 +165,11 @@ function checkStatusChanges(loaded: Loaded, updates: AgentTaskUpdate[]): void {
   const problems = updates.flatMap((update) => {
     const step = byId.get(update.stepId);
     if (!step) return [`There is no task ${taskLabel(update.stepId)} in this plan.`];
+    if (loaded.reported.has(step.id)) {
+      return update.status === "DONE"
+        ? []
+        : [`Task ${taskLabel(step.id)} was reported DONE and is being merged; \`status\` says when it is settled.`];
+    }
     const check = checkAgentTaskUpdate(step, loaded.statuses.get(step.id) ?? "pending", update.status);
     return check.kind === "refused" ? [check.reason] : [];
   });
@@ -231,8 +238,9 @@ async function saveTaskChanges(
 }
 
 /**
- * The status changes, checked against the leases, integrated (DONE: verifiers, merge) and
- * recorded with the new plan version, if any; a merge conflict becomes a blocker signal.
+ * The status changes, checked against the leases and recorded with the new plan version, if any.
+ * A DONE with integration work behind it (a worktree to merge, verifiers) becomes a report
+ * integrated off the call (task-reports.ts); any other is integrated and recorded here.
  */
 async function recordStatusChanges(
   app: App,
@@ -242,62 +250,46 @@ async function recordStatusChanges(
     updates: AgentTaskUpdate[];
     adoptVersion: number | undefined;
     actor: string;
+    credential: string | null;
     place: WorkspacePlace | undefined;
   },
-): Promise<PreparedUpdates> {
-  const { updates, adoptVersion, actor } = change;
-  // A task another agent holds is refused before its verifiers run or its branch merges.
-  const byAgent = actorKindOf(actor) === "agent";
-  const stepIds = (list: AgentTaskUpdate[]) => list.map((update) => update.stepId);
-  if (byAgent && updates.length > 0) {
-    await withSessionLock(app, session.id, (client) => refuseOthersTasks(client, session.id, actor, stepIds(updates)));
+): Promise<{ prepared: PreparedUpdates; reported: AgentTaskUpdate[] }> {
+  const { adoptVersion, actor } = change;
+  // A task another agent holds is refused before anything is recorded.
+  if (actorKindOf(actor) === "agent" && change.updates.length > 0) {
+    await withSessionLock(app, session.id, (client) =>
+      refuseOthersTasks(
+        client,
+        session.id,
+        actor,
+        change.updates.map((update) => update.stepId),
+      ),
+    );
   }
-  // DONE runs the task's verifiers and merges its branch (server/agents/task-integration.ts); a
-  // failed check turns it into TODO with the findings, a conflict holds it behind a blocker. It
-  // runs where the workspace is: here, or on a worker serving it (workspace-work.ts).
-  const prepared = await integrateTaskUpdates(app, change.place, session, {
+  // A DONE already reported (a retry whose answer was lost) is that report.
+  const updates = change.updates.filter((update) => !(update.status === "DONE" && loaded.reported.has(update.stepId)));
+  const reported = await doneUpdatesToIntegrateLater(session, loaded, updates, change.place);
+  await recordReports(app, session, { actor, credential: change.credential }, reported);
+  const now = updates.filter((update) => !reported.includes(update));
+  // Whatever is left runs here: a DONE in a plain directory without verifiers has nothing to integrate.
+  const prepared = await prepareTaskUpdates(app.db.pool, {
+    runId: session.run_id,
     steps: loaded.steps,
     statuses: loaded.statuses,
-    updates,
+    updates: now,
     actor,
+    tools: app.tools,
   });
-  // A conflict the merge above resolved is cleared before the task's DONE is recorded: that DONE
-  // may finish the run, and a person's live view stops following a finished run's events.
-  const open = new Set((await openSignals(app.db.pool, session.id)).map((signal) => signal.id));
-  for (const key of prepared.resolved.filter((key) => open.has(key))) await clearSignal(app, session, key, "stepwise");
-  if (prepared.updates.length > 0 || adoptVersion !== undefined) {
-    // Under the session's hand-out lock: checked again (a hand-out may have come between), and the
-    // leases follow the reported states (DONE ends one, IN_PROGRESS takes an unheld task).
-    await withSessionLock(app, session.id, async (client) => {
-      if (byAgent) await refuseOthersTasks(client, session.id, actor, stepIds(prepared.updates));
-      await updateAgentTasks(app.engine, { runId: session.run_id, updates: prepared.updates, actor, adoptVersion });
-      await settleLeases(app, client, session, actor, prepared.updates, {
-        steps: loaded.steps,
-        approverNotes: loaded.approverNotes,
-      });
-    });
-  }
-  // Tasks this update made ready (or added) get their worktrees before an agent asks for them:
-  // queued before the merged worktrees' removal, which nobody waits for.
-  if (prepared.updates.length > 0 || adoptVersion !== undefined) worktreesAhead(app, session);
-  await afterTaskUpdatesIn(app, session, {
-    updates: prepared.updates,
-    merged: prepared.merged,
-    mergedTips: prepared.mergedTips,
-  });
-  for (const conflict of prepared.conflicts) {
-    await alertSession(app, {
-      sessionId: session.id,
-      alert: {
-        id: conflict.key,
-        level: "blocker",
-        message: conflict.message,
-        ...(conflict.taskId !== null && { task_id: conflict.taskId }),
-      },
-      actor: "stepwise",
-    });
-  }
-  return prepared;
+  await recordPrepared(app, session, loaded, prepared, { actor, adoptVersion });
+  return { prepared, reported: [...reported, ...change.updates.filter((update) => !updates.includes(update))] };
+}
+
+/** What the agent hears of a DONE whose integration runs off its call. */
+function reportedMessage(task: string): string {
+  return (
+    `Task ${task} is reported DONE: Stepwise is committing, checking and merging it, and it is DONE once ` +
+    "merged. A failed check sends it back as TODO with the findings, a conflict raises a blocker; `status` says which."
+  );
 }
 
 function changeNoteOf(actor: string, added: number, edited: number): string {

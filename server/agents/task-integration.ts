@@ -28,8 +28,9 @@ import { commitAndMergeTaskBranch, commitPendingWork, mergeTaskBranch, type Merg
  * the task's worktree is committed, its verifiers run there, and its branch is merged into the
  * run's integration branch. A failing verifier turns the DONE into a TODO with the findings; a
  * merge conflict holds the task (it stays IN_PROGRESS) behind a blocker signal naming the files.
- * Dependents are held either way, because the task is not DONE. sessions.ts calls this just before
- * `updateAgentTasks`, and `afterTaskUpdates` just after.
+ * Dependents are held either way, because the task is not DONE. A worker serving the workspace
+ * runs it for a reported DONE (task-reports.ts), and `updateSession` for a DONE with nothing to
+ * integrate; `updateAgentTasks` records what it decided, and `afterTaskUpdates` runs just after.
  */
 
 interface RunInfo {
@@ -120,6 +121,40 @@ async function mergeTask(
   return (await commitAndMergeTaskBranch(repo, runId, step.id, { commit, merge, author: actor })).merge;
 }
 
+/** The task's verifiers, run in `cwd` and recorded (`task.verified`): their findings when one failed. */
+async function verifyTask(
+  pool: pg.Pool,
+  run: RunInfo,
+  step: Step,
+  options: { cwd: string; actor: string; tools: ToolRegistry; authorize: () => Promise<void> },
+): Promise<string | undefined> {
+  // Approved as the engine's gate counts it: the run's approver policy, this exact definition.
+  const approved = await stepApprovedUnderPolicy(
+    pool,
+    options.tools,
+    { id: run.id, planId: run.plan_id, planVersion: run.plan_version, workspaceRoot: run.workspace_root },
+    step.id,
+  );
+  const attempt = await pool.query<{ attempt: number }>(
+    "select attempt from run_steps where run_id = $1 and step_id = $2",
+    [run.id, step.id],
+  );
+  await options.authorize();
+  const outcome = await runVerifiers({
+    step,
+    runId: run.id,
+    cwd: options.cwd,
+    attempt: attempt.rows[0]?.attempt ?? 1,
+    approvedByPerson: approved,
+  });
+  await appendTaskEvent(pool, run, {
+    type: "task.verified",
+    stepId: step.id,
+    data: { passed: outcome.passed, agent: options.actor, results: outcome.results },
+  });
+  return outcome.passed ? undefined : findingsNote(outcome.results);
+}
+
 /**
  * Runs before the updates are recorded; `statuses` are the steps' states as loaded, `steps` the
  * run's plan version. Only DONE updates of agent tasks are touched.
@@ -133,8 +168,14 @@ export async function prepareTaskUpdates(
     updates: AgentTaskUpdate[];
     actor: string;
     tools: ToolRegistry;
+    /**
+     * Asked right before each effect (the commit, the verifiers, the merge, under the run's merge
+     * lock): throws when the reporter may no longer do it. A report integrated later asks it.
+     */
+    authorize?: () => Promise<void>;
   },
 ): Promise<PreparedUpdates> {
+  const authorize = input.authorize ?? (async () => undefined);
   const prepared: PreparedUpdates = { updates: [], conflicts: [], resolved: [], merged: [], mergedTips: {} };
   const byId = new Map(input.steps.map((step) => [step.id, step]));
   const finishing = input.updates.filter(
@@ -154,41 +195,23 @@ export async function prepareTaskUpdates(
     const verifying = verifierCommands(step.args).length > 0;
     // Verifiers check the committed work; without them committing and merging is one launch (below).
     if (hasWorktree && verifying) {
+      await authorize();
       await commitPendingWork(repo, run.id, step.id, `${taskLabel(step)}`.slice(0, 200), input.actor);
     }
 
     if (verifying) {
-      // Approved as the engine's gate counts it: the run's approver policy, this exact definition.
-      const approved = await stepApprovedUnderPolicy(
-        pool,
-        input.tools,
-        { id: run.id, planId: run.plan_id, planVersion: run.plan_version, workspaceRoot: run.workspace_root },
-        step.id,
-      );
-      const attempt = await pool.query<{ attempt: number }>(
-        "select attempt from run_steps where run_id = $1 and step_id = $2",
-        [run.id, step.id],
-      );
-      const outcome = await runVerifiers({
-        step,
-        runId: run.id,
-        cwd,
-        attempt: attempt.rows[0]?.attempt ?? 1,
-        approvedByPerson: approved,
-      });
-      await appendTaskEvent(pool, run, {
-        type: "task.verified",
-        stepId: step.id,
-        data: { passed: outcome.passed, agent: input.actor, results: outcome.results },
-      });
-      if (!outcome.passed) {
-        replaced.set(step.id, { stepId: step.id, status: "TODO", note: findingsNote(outcome.results) });
+      const findings = await verifyTask(pool, run, step, { cwd, actor: input.actor, tools: input.tools, authorize });
+      if (findings !== undefined) {
+        replaced.set(step.id, { stepId: step.id, status: "TODO", note: findings });
         continue;
       }
     }
 
     if (!hasWorktree) continue;
-    const merge = await withRunLock(pool, run.id, () => mergeTask(repo, run.id, step, verifying, input.actor));
+    const merge = await withRunLock(pool, run.id, async () => {
+      await authorize();
+      return mergeTask(repo, run.id, step, verifying, input.actor);
+    });
     if (merge.kind === "conflict") {
       const worktree = worktreeRelativePath(run.id, step.id);
       const files = merge.files.length > 0 ? merge.files.join(", ") : "(git named none)";

@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { z } from "zod";
-import { startHarness, type Harness } from "../../tests/app-harness";
+import { reportsIntegrated, startHarness, type Harness } from "../../tests/app-harness";
 import { git } from "../../tests/git-fixture";
 import { createEngineDeps } from "../engine/engine";
 import { startStepWorker, type StepWorker } from "../engine/worker";
@@ -15,7 +15,7 @@ import { registerWorkspace } from "../plans/workspaces";
 import { planValidationFailedSchema, readyForTaskSchema, successSchema, type AgentTaskView } from "./contract";
 import { integrationBranch, runShort } from "./worktrees";
 import { worktreeWorkSettled } from "./worktrees-ahead";
-import { agentWorkspaceWork } from "./workspace-work";
+import { agentWorkspaceWork } from "./workspace-call-worker";
 import { createPool } from "../db";
 import { startProxyToDatabase, throughProxy, type TcpProxy } from "../../tests/tcp-proxy";
 
@@ -153,11 +153,13 @@ describe("agent workspace work goes where the workspace is", () => {
         },
       }),
     );
+    // Integrated off the call, by A's worker: the report's call names it.
+    await reportsIntegrated(h.app.db.pool);
     expect(git(alpha, "show", `${integrationBranch(runId)}:src/a.txt`)).toBe("a from machine A\n");
     expect(await stepStatus(h, runId, "step_1")).toBe("completed");
-    const integrations = (await calls(h)).filter((row) => row.kind === "integrate");
-    expect(integrations).toEqual([{ kind: "integrate", worker_id: workerA.id, error: null, finished: true }]);
-    // The merged worktree goes after the call, on A's worker too.
+    const integrations = (await calls(h)).filter((row) => row.kind === "finish_report");
+    expect(integrations).toEqual([{ kind: "finish_report", worker_id: workerA.id, error: null, finished: true }]);
+    // The merged worktree goes after the merge, on A's worker too.
     await expect
       .poll(
         () =>
@@ -256,9 +258,14 @@ describe("agent workspace work goes where the workspace is", () => {
     expect(task.working_directory).toBe(path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_1`));
     await fs.writeFile(path.join(task.working_directory!, "a.txt"), "a changed here\n");
     successSchema.parse(await call(agentUpdate, { payload: { update_tasks: [{ id: 1, status: "DONE" }] } }));
+    await reportsIntegrated(h.app.db.pool);
     expect(git(root, "show", `${integrationBranch(runId)}:a.txt`)).toBe("a changed here\n");
     await worktreeWorkSettled();
-    expect(await calls(h)).toEqual([]);
+    // The one call is the DONE's integration, queued so that it outlives this process, and taken
+    // by this process's own worker.
+    expect(await calls(h)).toEqual([
+      { kind: "finish_report", worker_id: h.app.engine.localWorker!.workerId, error: null, finished: true },
+    ]);
   });
 
   it("a call whose take's answer the network lost is taken again by the same worker, not left for an hour", async () => {

@@ -43,7 +43,7 @@ const log = logger.child({ component: "agent-workspace" });
 export type CallKind =
   | "hand_out"
   | "working_directory"
-  | "integrate"
+  | "finish_report"
   | "after_updates"
   | "ahead"
   | "remove_run"

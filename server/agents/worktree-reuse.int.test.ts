@@ -2,7 +2,7 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { z } from "zod";
-import { startHarness, type Harness } from "../../tests/app-harness";
+import { reportsIntegrated, startHarness, type Harness } from "../../tests/app-harness";
 import { git } from "../../tests/git-fixture";
 import { agentStart, agentStatus, agentUpdate } from "../operations/agent";
 import type { Identity } from "../identity";
@@ -85,6 +85,7 @@ async function startSession(): Promise<{ runId: string; root: string }> {
       },
     }),
   );
+  await reportsIntegrated(harness.app.db.pool);
   const { runId } = (await harness.app.db.pool.query<{ runId: string }>('select run_id as "runId" from agent_sessions'))
     .rows[0]!;
   return { runId, root };
@@ -110,12 +111,14 @@ describe("hand-out and report in a git workspace", () => {
       await programsDuring(() => call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } })),
     ).toBe(0);
 
-    // The report: `status` (nothing to commit) and the merge in one launch, the worktree and its
-    // branch removed (after the call) in one more — against 18 programs when nothing was kept, 4
-    // with a launch per git. Task 3's worktree was made ahead when task 2 was handed out.
-    const report = await programsDuring(() =>
-      call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE", notes: "nothing to change" }] } }),
-    );
+    // The report, integrated off the call: `status` (nothing to commit) and the merge in one
+    // launch, the worktree and its branch removed in one more — against 18 programs when nothing
+    // was kept, 4 with a launch per git. Task 3's worktree was made ahead when task 2 was handed out.
+    const report = await programsDuring(async () => {
+      await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE", notes: "nothing to change" }] } });
+      await reportsIntegrated(harness!.app.db.pool);
+      await worktreeWorkSettled();
+    });
     expect(report).toBeGreaterThan(0);
     expect(report).toBeLessThanOrEqual(2);
 
@@ -178,6 +181,7 @@ describe("hand-out and report in a git workspace", () => {
 
     // And the task reports and merges as usual.
     await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } });
+    await reportsIntegrated(harness!.app.db.pool);
     expect((await currentTask()).id).toBe(3);
     expect(git(root, "show", `stepwise/${runShort(runId)}/integration:src/a.txt`)).toBe("a from task 2\n");
   });
@@ -194,6 +198,7 @@ describe("hand-out and report in a git workspace", () => {
     successSchema.parse(await call(agentUpdate, { payload: { update_tasks: [{ id: 3, dependencies: [2] }] } }));
     await fs.writeFile(path.join(task2.working_directory!, "src/a.txt"), "a from task 2\n");
     successSchema.parse(await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } }));
+    await reportsIntegrated(harness!.app.db.pool);
     await worktreeWorkSettled();
 
     // Handed out, task 3's worktree holds its new dependency's merged work.

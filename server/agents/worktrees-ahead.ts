@@ -22,19 +22,22 @@ import { taskBranchTip } from "./worktree-merges";
  *   DONE, so merged into the integration branch) are made after each call that can make tasks
  *   ready or take one, so the hand-out finds its task's worktree in place and starts no git.
  *   A task whose dependencies change before its hand-out gets a fresh one then (`claimTaskWorktree`).
+ * - Before a DONE is recorded (task-reports.ts): the worktrees of the tasks it makes ready, made
+ *   from the merged work, so no agent is handed one of them before its worktree is there.
  * - After a merge: the task's worktree and branch go, and a completed run's integration checkout.
  *
- * The agent still learns at once of what matters to it: a verification failure or merge conflict
- * is decided in its `update`, before the DONE is recorded. Work of one repository runs one piece
- * at a time, in order; a failure is logged and leaves a worktree for the next sweep
- * (removeWorktreesOfFinishedRuns) or the next hand-out to make. `worktreeWorkSettled` waits for
- * all of it (closing the app, tests counting programs).
+ * Work of one repository runs one piece at a time, in order; a failure is logged and leaves a
+ * worktree for the next sweep (removeWorktreesOfFinishedRuns) or the next hand-out to make.
+ * `worktreeWorkSettled` waits for all of it (closing the app, tests counting programs).
  */
 
 const queues = new Map<string, Promise<void>>();
 
-/** Queues `work` behind the repository's earlier background work. */
-function inBackground(repositoryKey: string, what: string, work: () => Promise<void>): void {
+/**
+ * Queues `work` behind the repository's earlier background work; resolves when it has run (a
+ * failure is logged, not thrown).
+ */
+function inBackground(repositoryKey: string, what: string, work: () => Promise<void>): Promise<void> {
   const previous = queues.get(repositoryKey) ?? Promise.resolve();
   const next = previous
     .then(work)
@@ -43,6 +46,7 @@ function inBackground(repositoryKey: string, what: string, work: () => Promise<v
   void next.finally(() => {
     if (queues.get(repositoryKey) === next) queues.delete(repositoryKey);
   });
+  return next;
 }
 
 /**
@@ -79,7 +83,7 @@ export function makeReadyWorktreesAhead(
   // One waiting turn per session is enough: it reads the ready tasks when it runs.
   if (aheadWaiting.has(session.id)) return;
   aheadWaiting.add(session.id);
-  inBackground(session.workspace_root, "make a ready task's worktree ahead of its hand-out", async () => {
+  void inBackground(session.workspace_root, "make a ready task's worktree ahead of its hand-out", async () => {
     aheadWaiting.delete(session.id);
     const repo = await workspaceRepository(session.workspace_root);
     if (!repo) return;
@@ -99,11 +103,31 @@ export function makeReadyWorktreesAhead(
       0,
       rows.rows[0]!.cap,
     );
-    for (const step of chosen) {
-      if (await taskWorktreeInPlace(repo, session.run_id, step.id)) continue;
-      const absolute = await ensureTaskWorktree(repo, session.run_id, step.id);
-      madeAhead.set(absolute, { dependsOn: step.dependsOn, tip: await taskBranchTip(repo, session.run_id, step.id) });
-    }
+    await makeAhead(repo, session.run_id, chosen);
+  });
+}
+
+async function makeAhead(repo: WorkspaceRepo, runId: string, steps: Step[]): Promise<void> {
+  for (const step of steps) {
+    if (await taskWorktreeInPlace(repo, runId, step.id)) continue;
+    const absolute = await ensureTaskWorktree(repo, runId, step.id);
+    madeAhead.set(absolute, { dependsOn: step.dependsOn, tip: await taskBranchTip(repo, runId, step.id) });
+  }
+}
+
+/**
+ * The worktrees of the tasks a DONE is about to make ready (at most the session's agent
+ * concurrency), made now — after its merge, before it is recorded (task-reports.ts) — in the
+ * repository's turn, so no agent can be handed one of them before its worktree is there.
+ */
+export async function makeWorktreesOfTasksReadyAfter(
+  session: { run_id: string; workspace_root: string; agent_concurrency: number },
+  steps: Step[],
+): Promise<void> {
+  if (steps.length === 0) return;
+  await inBackground(session.workspace_root, "make the worktrees of the tasks a DONE makes ready", async () => {
+    const repo = await workspaceRepository(session.workspace_root);
+    if (repo) await makeAhead(repo, session.run_id, steps.slice(0, session.agent_concurrency));
   });
 }
 
@@ -144,7 +168,7 @@ export function removeMergedWorktreesLater(
   runs.set(run.id, { pool, merged: [...(runs.get(run.id)?.merged ?? []), ...merged] });
   if (waiting) return;
   pendingRemovals.set(run.workspace_root, runs);
-  inBackground(run.workspace_root, "remove a merged task's worktree", async () => {
+  void inBackground(run.workspace_root, "remove a merged task's worktree", async () => {
     pendingRemovals.delete(run.workspace_root);
     const repo = await workspaceRepository(run.workspace_root);
     if (!repo) return;

@@ -2,13 +2,22 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { z } from "zod";
-import { startHarness, type Harness } from "../../tests/app-harness";
+import { reportsIntegrated, startHarness, type Harness } from "../../tests/app-harness";
 import { agentStart, agentStatus, agentUpdate } from "../operations/agent";
 import type { Identity } from "../identity";
 import { invokeOperation, type Operation } from "../operations/operation";
 import { runCancel } from "../operations/runs";
 import { cancelRun } from "../engine/engine";
-import { readyForTaskSchema, successSchema, waitingOnSignalSchema, type AgentTaskView } from "./contract";
+import {
+  readyForTaskSchema,
+  successSchema,
+  waitingOnSignalSchema,
+  waitingSchema,
+  type AgentTaskView,
+} from "./contract";
+import { resendStalledReports } from "./task-reports";
+import { addPrincipal, revokeCredential } from "../people/principals";
+import { withCaller } from "../caller-context";
 import { integrationBranch, runShort, taskBranch } from "./worktrees";
 import { worktreeWorkSettled } from "./worktrees-ahead";
 import { git } from "../../tests/git-fixture";
@@ -77,7 +86,20 @@ async function startSessionWithTasks(tasks: object[]): Promise<{ runId: string; 
   successSchema.parse(
     await call(agentUpdate, { payload: { add_tasks: tasks, update_tasks: [{ id: 1, status: "DONE" }] } }),
   );
+  await reportsIntegrated(harness.app.db.pool);
   return { runId, root };
+}
+
+/** Holds the run's merge lock (task-integration.ts) until `release`: a DONE's merge waits for it. */
+async function holdMerges(runId: string): Promise<{ release(): Promise<void> }> {
+  const client = await harness!.app.db.pool.connect();
+  await client.query("select pg_advisory_lock(hashtext($1))", [`stepwise-worktrees:${runId}`]);
+  return {
+    async release() {
+      await client.query("select pg_advisory_unlock(hashtext($1))", [`stepwise-worktrees:${runId}`]);
+      client.release();
+    },
+  };
 }
 
 describe("a worktree per agent task", () => {
@@ -115,8 +137,9 @@ describe("a worktree per agent task", () => {
     await fs.writeFile(path.join(wt3, "src/b.txt"), "b from task 3\n");
     await fs.writeFile(path.join(wt3, "src/shared.txt"), "one\ntwo from task 3\nthree\n");
 
-    // Task 2 DONE: its work is committed and merged; its worktree and branch go.
+    // Task 2 DONE: its work is committed and merged (off the call); its worktree and branch go.
     await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE", notes: "a changed" }] } });
+    await reportsIntegrated(harness!.app.db.pool);
     expect(git(root, "show", `${integration}:src/a.txt`)).toBe("a from task 2\n");
     await worktreeWorkSettled(); // the removal runs after the call
     expect(git(root, "worktree", "list", "--porcelain")).not.toContain(wt2);
@@ -126,8 +149,9 @@ describe("a worktree per agent task", () => {
     // Task 3 DONE: the same line changed on both sides — the merge is aborted, a blocker names the file.
     expect(await call(agentUpdate, { payload: { update_tasks: [{ id: 3, status: "DONE" }] } })).toEqual({
       status: "success",
-      message: "State updated. Task 3 is not DONE: its branch does not merge (signal merge_conflict_3).",
+      message: expect.stringContaining("Task 3 is reported DONE: Stepwise is committing, checking and merging it"),
     });
+    await reportsIntegrated(harness!.app.db.pool);
     const blocked = waitingOnSignalSchema.parse(await call(agentStatus, {}));
     expect(blocked.signal).toMatchObject({ id: "merge_conflict_3", level: "blocker", task_id: 3 });
     expect(blocked.signal.message).toContain("src/shared.txt");
@@ -142,6 +166,7 @@ describe("a worktree per agent task", () => {
     git(wt3, "add", "src/shared.txt");
     git(wt3, "commit", "--quiet", "--no-edit");
     await call(agentUpdate, { payload: { update_tasks: [{ id: 3, status: "DONE" }] } });
+    await reportsIntegrated(harness!.app.db.pool);
     const task4 = await currentTask();
     expect(task4.id).toBe(4);
     expect(git(root, "show", `${integration}:src/shared.txt`)).toBe("one\ntwo from tasks 2 and 3\nthree\n");
@@ -178,6 +203,7 @@ describe("a worktree per agent task", () => {
         { timeout: 60_000 },
       )
       .toBe("completed");
+    await reportsIntegrated(harness!.app.db.pool);
     await worktreeWorkSettled();
     const remaining = git(root, "worktree", "list", "--porcelain")
       .split("\n")
@@ -204,8 +230,9 @@ describe("a worktree per agent task", () => {
     await fs.writeFile(path.join(task2.working_directory!, "src/a.txt"), "still broken\n");
 
     expect(await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } })).toMatchObject({
-      message: "State updated. Task 2 went back to TODO: its verification failed (see its findings).",
+      message: expect.stringContaining("A failed check sends it back as TODO with the findings"),
     });
+    await reportsIntegrated(harness!.app.db.pool);
     const back = await currentTask();
     expect(back).toMatchObject({ id: 2, status: "TODO" });
     expect(back.findings).toContain("`grep -q fixed src/a.txt` exited with code 1");
@@ -216,6 +243,7 @@ describe("a worktree per agent task", () => {
     await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
     await fs.writeFile(path.join(back.working_directory!, "src/a.txt"), "fixed\n");
     await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } });
+    await reportsIntegrated(harness!.app.db.pool);
     expect((await currentTask()).id).toBe(3);
     expect(git(root, "show", `${integrationBranch(runId)}:src/a.txt`)).toBe("fixed\n");
     const verified = await harness!.app.db.pool.query<{ data: { passed: boolean } }>(
@@ -223,6 +251,110 @@ describe("a worktree per agent task", () => {
       [runId],
     );
     expect(verified.rows.map((row) => row.data.passed)).toEqual([false, true]);
+  });
+
+  it("answers a DONE before its merge: the task is merging, nobody's to take, and what it makes ready has its worktree when handed out", async () => {
+    const { runId, root } = await startSessionWithTasks([
+      task("Change a", ["src/a.txt"]),
+      { ...task("Build on a", ["src/a.txt"]), dependencies: [2] },
+    ]);
+    const task2 = await currentTask();
+    expect(task2.id).toBe(2);
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
+    await fs.writeFile(path.join(task2.working_directory!, "src/a.txt"), "a from task 2\n");
+
+    // While the merge cannot run, the DONE is answered all the same: reported, not yet DONE.
+    const merges = await holdMerges(runId);
+    try {
+      expect(await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE", notes: "a" }] } })).toEqual({
+        status: "success",
+        message: expect.stringContaining("Task 2 is reported DONE"),
+      });
+      const waiting = waitingSchema.parse(await call(agentStatus, {}));
+      expect(waiting.now.waiting_for).toContainEqual({ task_id: 2, title: "Change a", state: "merging" });
+      expect(waiting.now.retry_after_seconds).toBe(1);
+      expect(waiting.now.message).toContain("merging task 2");
+      // Another agent is not handed the task being merged, nor its dependent.
+      const other = { kind: "agent", name: "agent-8" } as const;
+      const otherStatus = await invokeOperation(agentStatus, { app: harness!.app, identity: other }, {});
+      expect(waitingSchema.parse(otherStatus).now.reason).toBe("waiting");
+      // A retried DONE (its answer lost) is the same report; carrying on with the task is refused.
+      await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE", notes: "a" }] } });
+      const reports = await harness!.app.db.pool.query("select step_id from agent_task_reports");
+      expect(reports.rows).toEqual([{ step_id: "step_2" }]);
+      await expect(
+        call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } }),
+      ).rejects.toMatchObject({ code: "invalid_state" });
+      // Its lease does not run out while it is merged: nobody else could redo it.
+      await harness!.app.db.pool.query("update agent_task_leases set expires_at = now() - interval '1 second'");
+      waitingSchema.parse(await call(agentStatus, {}));
+      expect(await taskStates()).toMatchObject({ 2: "running", 3: "pending" });
+      expect(git(root, "show", `${integrationBranch(runId)}:src/a.txt`)).toBe("a\n");
+    } finally {
+      await merges.release();
+    }
+
+    await reportsIntegrated(harness!.app.db.pool);
+    expect(await taskStates()).toMatchObject({ 2: "completed", 3: "awaiting_agent" });
+    expect(git(root, "show", `${integrationBranch(runId)}:src/a.txt`)).toBe("a from task 2\n");
+    // Task 3's worktree was made from the merged work before task 3 became ready.
+    const wt3 = path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_3`);
+    expect(await fs.readFile(path.join(wt3, "src/a.txt"), "utf8")).toBe("a from task 2\n");
+    expect(await currentTask()).toMatchObject({ id: 3, working_directory: wt3 });
+  });
+
+  it("asks the reporter's authority again at the merge: an agent revoked after its DONE merges nothing", async () => {
+    const { runId, root } = await startSessionWithTasks([task("Change a", ["src/a.txt"])]);
+    const pool = harness!.app.db.pool;
+    // The people changes as an admin makes them (the audit log holds them to that).
+    const admin = { kind: "person", name: "user" } as const;
+    const agent = await withCaller(admin, () =>
+      addPrincipal(pool, { kind: "agent", name: AGENT.name, createdBy: "user" }),
+    );
+    const task2 = await currentTask();
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
+    await fs.writeFile(path.join(task2.working_directory!, "src/a.txt"), "a from task 2\n");
+
+    const merges = await holdMerges(runId);
+    try {
+      // Allowed when reported; revoked before the merge could run.
+      successSchema.parse(await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } }));
+      await withCaller(admin, () => revokeCredential(pool, agent.credentialId, "user"));
+    } finally {
+      await merges.release();
+    }
+    await reportsIntegrated(pool);
+    expect(await taskStates()).toMatchObject({ 2: "running" });
+    expect(git(root, "show", `${integrationBranch(runId)}:src/a.txt`)).toBe("a\n");
+    const signals = await pool.query<{ key: string; level: string; message: string }>(
+      "select key, level, message from signals where cleared_at is null",
+    );
+    expect(signals.rows).toEqual([expect.objectContaining({ key: "report_refused_step_2", level: "warning" })]);
+    expect(signals.rows[0]!.message).toContain("nothing was merged");
+  });
+
+  it("integrates a report whose call was lost: the worker's sweep sends it again", async () => {
+    const { runId, root } = await startSessionWithTasks([task("Change a", ["src/a.txt"])]);
+    const task2 = await currentTask();
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
+    await fs.writeFile(path.join(task2.working_directory!, "src/a.txt"), "a from task 2\n");
+    // A report written by a process that stopped before it queued its integration.
+    const { id: sessionId } = (await harness!.app.db.pool.query<{ id: string }>("select id from agent_sessions"))
+      .rows[0]!;
+    await harness!.app.db.pool.query(
+      `insert into agent_task_reports (session_id, step_id, run_id, actor, actor_kind, note, reported_at)
+       values ($1, 'step_2', $2, $3, 'agent', 'a', now() - interval '1 minute')`,
+      [sessionId, runId, AGENT.name],
+    );
+    expect(waitingSchema.parse(await call(agentStatus, {})).now.waiting_for).toContainEqual(
+      expect.objectContaining({ task_id: 2, state: "merging" }),
+    );
+    expect(await resendStalledReports(harness!.app, harness!.app.engine.localWorker!.workerId!)).toBe(1);
+    await reportsIntegrated(harness!.app.db.pool);
+    expect(await taskStates()).toMatchObject({ 2: "completed" });
+    expect(git(root, "show", `${integrationBranch(runId)}:src/a.txt`)).toBe("a from task 2\n");
+    // A report whose integration is under way is not sent twice.
+    expect(await resendStalledReports(harness!.app, harness!.app.engine.localWorker!.workerId!)).toBe(0);
   });
 
   it("removes the run's worktrees when the run is cancelled, and only those", async () => {
