@@ -1,13 +1,16 @@
 /**
- * `npm run bench:agents [-- --tasks 30] [-- --waves 5] [-- --agents 3] [-- --sessions 3] [-- --work-ms 0]`:
+ * `npm run bench:agents [-- --tasks 30] [-- --waves 5] [-- --agents 3] [-- --sessions 3] [-- --work-ms 0]
+ * [-- --poll-ms 10]`:
  * several agents on one plan. A session's plan has 30 agent tasks in 5 waves (each task after two of the
  * wave before); 3 agents work it at once through the operations layer (what the HTTP, MCP and CLI
  * doors call), each looping status → IN_PROGRESS → DONE. Measures Stepwise's own time per
  * hand-out (a `status` that leases a new task), per IN_PROGRESS and per DONE (`update`), and checks
  * that no task was handed out twice and none before its dependencies were done.
  * All of it twice: in a plain directory, and in a git repository, where each task gets a worktree
- * of its own (made ahead of its hand-out) and its DONE commits and merges it into the run's
- * integration branch; the git workspace's medians are also given as a multiple of the plain one's.
+ * of its own (made ahead of its hand-out) and its DONE is committed and merged into the run's
+ * integration branch off the call (the makespan counts it); the git workspace's medians are also
+ * given as a multiple of the plain one's. An agent told to wait asks again after `--poll-ms`: its
+ * asking competes for the machine with the merges it waits for.
  * With `--work-ms N`, each agent works on its task between IN_PROGRESS and DONE as an agent does:
  * it writes a file of its own in the task's working directory (so a DONE in a git workspace
  * commits and merges real work) and takes N ms; without, it reports at once and writes nothing,
@@ -41,6 +44,8 @@ const WAVES = option("waves", 5);
 const AGENTS = option("agents", 3);
 const SESSIONS = option("sessions", 3);
 const WORK_MS = option("work-ms", 0);
+/** How long an agent told to wait (a task merging, others' tasks) waits before it asks again. */
+const POLL_MS = option("poll-ms", 10);
 
 type Call = (operation: Operation<never, never>, input: unknown) => Promise<unknown>;
 
@@ -99,7 +104,7 @@ async function oneSession(app: AppContext, workspace: string) {
         const status = (await call(agentStatus as never, { session })) as StatusResponse;
         if (status.now.reason === "plan_completed") return;
         if (status.now.reason !== "ready_for_task") {
-          await new Promise((resolve) => setTimeout(resolve, 10));
+          await new Promise((resolve) => setTimeout(resolve, POLL_MS));
           continue;
         }
         handOut.push(performance.now() - t);
