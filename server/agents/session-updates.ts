@@ -22,7 +22,7 @@ import { authorizeSessionWork } from "./session-authority";
 import { fieldEditOf } from "./task-edits";
 import { workspacePlace, type WorkspacePlace } from "./workspace-calls";
 import { gateFileCheck } from "./workspace-work";
-import { doneUpdatesToIntegrateLater, recordPrepared, recordReports } from "./task-reports";
+import { doneUpdatesToIntegrateLater, recordPrepared, recordReports, type OperationCallers } from "./task-reports";
 
 type App = Pick<AppContext, "db" | "engine" | "tools" | "workspaceRoot">;
 
@@ -49,7 +49,15 @@ export type TaskJudge = (review: {
  */
 export async function updateSession(
   app: App,
-  input: { sessionId?: string; payload: UpdatePayload; actor: string; credential?: string | null; judge?: TaskJudge },
+  input: {
+    sessionId?: string;
+    payload: UpdatePayload;
+    actor: string;
+    credential?: string | null;
+    /** The operation this came through: a reported DONE asks it again before its merge. */
+    operation: OperationCallers;
+    judge?: TaskJudge;
+  },
 ): Promise<UpdateResponse> {
   const session = await findSession(app, input.sessionId, input.actor);
   await authorizeSessionWork(app, session, input.actor, input.credential);
@@ -101,6 +109,7 @@ export async function updateSession(
     adoptVersion,
     actor: input.actor,
     credential: input.credential ?? null,
+    operation: input.operation,
     place,
   });
   if (payload.final_summary !== undefined) {
@@ -251,6 +260,7 @@ async function recordStatusChanges(
     adoptVersion: number | undefined;
     actor: string;
     credential: string | null;
+    operation: OperationCallers;
     place: WorkspacePlace | undefined;
   },
 ): Promise<{ prepared: PreparedUpdates; reported: AgentTaskUpdate[] }> {
@@ -269,7 +279,7 @@ async function recordStatusChanges(
   // A DONE already reported (a retry whose answer was lost) is that report.
   const updates = change.updates.filter((update) => !(update.status === "DONE" && loaded.reported.has(update.stepId)));
   const reported = await doneUpdatesToIntegrateLater(session, loaded, updates, change.place);
-  await recordReports(app, session, { actor, credential: change.credential }, reported);
+  await recordReports(app, session, { actor, credential: change.credential, operation: change.operation }, reported);
   const now = updates.filter((update) => !reported.includes(update));
   // Whatever is left runs here: a DONE in a plain directory without verifiers has nothing to integrate.
   const prepared = await prepareTaskUpdates(app.db.pool, {

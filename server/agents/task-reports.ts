@@ -8,6 +8,8 @@ import { AGENT_TASK_TOOL, verifierCommands } from "../tools/agent-task";
 import { actorKindOf, withCaller } from "../caller-context";
 import type { IdentityKind } from "../vocabulary";
 import { authorizeSessionWork } from "./session-authority";
+import { principalNow } from "../policy/facts";
+import type { Resource } from "../policy/authority";
 import { MISSED_BEATS } from "../engine/queue-locks";
 import { liveWorkerSql } from "../engine/served-workspaces";
 import { withSessionLock } from "./leases";
@@ -49,6 +51,9 @@ const MAX_ATTEMPTS = 5;
 /** The reporter may no longer work the session: raised by `authorize`, at the moment of an effect. */
 class ReporterRefused extends Error {}
 
+/** The operation a report came through, as the policy's `operation.call` asks about it. */
+export type OperationCallers = Pick<NonNullable<Resource["operation"]>, "name" | "callers" | "role">;
+
 /** The DONE updates that have integration work behind them: those go off the call. */
 export async function doneUpdatesToIntegrateLater(
   session: CallSession,
@@ -83,7 +88,7 @@ export async function doneUpdatesToIntegrateLater(
 export async function recordReports(
   app: App,
   session: CallSession,
-  reporter: { actor: string; credential: string | null },
+  reporter: { actor: string; credential: string | null; operation: OperationCallers },
   reports: AgentTaskUpdate[],
 ): Promise<void> {
   const { actor } = reporter;
@@ -99,8 +104,8 @@ export async function recordReports(
     }
     for (const report of reports) {
       await client.query(
-        `insert into agent_task_reports (session_id, step_id, run_id, actor, actor_kind, credential, note, items)
-         values ($1, $2, $3, $4, $5, $6, $7, $8) on conflict (session_id, step_id) do nothing`,
+        `insert into agent_task_reports (session_id, step_id, run_id, actor, actor_kind, credential, operation, note, items)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9) on conflict (session_id, step_id) do nothing`,
         [
           session.id,
           report.stepId,
@@ -108,6 +113,7 @@ export async function recordReports(
           actor,
           actorKindOf(actor),
           reporter.credential,
+          JSON.stringify(reporter.operation),
           report.note ?? null,
           report.items === undefined ? null : JSON.stringify(report.items),
         ],
@@ -122,6 +128,7 @@ interface ReportRow {
   actor: string;
   actor_kind: IdentityKind;
   credential: string | null;
+  operation: OperationCallers;
   note: string | null;
   items: unknown[] | null;
   attempts: number;
@@ -137,7 +144,7 @@ export async function finishReport(app: App, call: CallSession, stepId: string):
   const taken = await app.db.pool.query<ReportRow>(
     `update agent_task_reports set attempts = attempts + 1
       where session_id = $1 and step_id = $2
-      returning actor, actor_kind, credential, note, items, attempts`,
+      returning actor, actor_kind, credential, operation, note, items, attempts`,
     [call.id, stepId],
   );
   const report = taken.rows[0];
@@ -171,10 +178,7 @@ async function integrateReport(app: App, call: CallSession, stepId: string, repo
       actor: report.actor,
       tools: app.tools,
       // Asked again before each effect, at its moment: a reporter revoked since merges nothing.
-      authorize: () =>
-        authorizeSessionWork(app, session, report.actor, report.credential).catch((error: unknown) => {
-          throw new ReporterRefused(error instanceof Error ? error.message : String(error));
-        }),
+      authorize: () => reporterMayStill(app, session, report),
     });
   } catch (error) {
     const refused = error instanceof ReporterRefused;
@@ -243,6 +247,24 @@ async function stepStatuses(pool: pg.Pool, runId: string): Promise<Map<string, S
     [runId],
   );
   return new Map(rows.rows.map((row) => [row.step_id, row.status]));
+}
+
+/**
+ * What the report's call was asked, asked again of the one policy with the reporter as they stand
+ * now: the operation (`operation.call`: a person demoted below its role, or anyone revoked, may no
+ * longer) and, for an agent, `session.work` under the credential that proved the report.
+ */
+async function reporterMayStill(app: App, session: SessionRow, report: ReportRow): Promise<void> {
+  const principal = await principalNow(app.db.pool, report.actor, report.actor_kind);
+  const decision = app.engine.authority.authorize(
+    principal.kind === "agent" ? { ...principal, credential: report.credential } : principal,
+    "operation.call",
+    { operation: { ...report.operation, readOnly: false, planModeConversation: false } },
+  );
+  if (!decision.allowed) throw new ReporterRefused(decision.reason);
+  await authorizeSessionWork(app, session, report.actor, report.credential).catch((error: unknown) => {
+    throw new ReporterRefused(error instanceof Error ? error.message : String(error));
+  });
 }
 
 /** The agent tasks waiting only for `stepId`: the DONE being recorded makes them ready. */

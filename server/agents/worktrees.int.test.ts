@@ -16,7 +16,7 @@ import {
   type AgentTaskView,
 } from "./contract";
 import { resendStalledReports } from "./task-reports";
-import { addPrincipal, revokeCredential } from "../people/principals";
+import { addPrincipal, revokeCredential, setRole } from "../people/principals";
 import { withCaller } from "../caller-context";
 import { integrationBranch, runShort, taskBranch } from "./worktrees";
 import { worktreeWorkSettled } from "./worktrees-ahead";
@@ -303,23 +303,38 @@ describe("a worktree per agent task", () => {
     expect(await currentTask()).toMatchObject({ id: 3, working_directory: wt3 });
   });
 
-  it("asks the reporter's authority again at the merge: an agent revoked after its DONE merges nothing", async () => {
+  it.each([
+    { who: "an agent whose credential is revoked", reporter: AGENT },
+    { who: "a reviewer demoted to viewer", reporter: { kind: "person", name: "rita", role: "reviewer" } as Identity },
+  ])("asks the reporter's authority again at the merge: $who after the DONE merges nothing", async ({ reporter }) => {
     const { runId, root } = await startSessionWithTasks([task("Change a", ["src/a.txt"])]);
     const pool = harness!.app.db.pool;
     // The people changes as an admin makes them (the audit log holds them to that).
-    const admin = { kind: "person", name: "user" } as const;
-    const agent = await withCaller(admin, () =>
-      addPrincipal(pool, { kind: "agent", name: AGENT.name, createdBy: "user" }),
+    const asAdmin = <T>(work: () => Promise<T>) => withCaller({ kind: "person", name: "user" }, work);
+    const added = await asAdmin(() =>
+      addPrincipal(pool, {
+        kind: reporter.kind === "agent" ? "agent" : "person",
+        name: reporter.name,
+        ...(reporter.role && { role: reporter.role }),
+        createdBy: "user",
+      }),
     );
+    const asReporter = <I extends z.ZodType, O extends z.ZodType>(operation: Operation<I, O>, input: unknown) =>
+      invokeOperation(operation, { app: harness!.app, identity: reporter }, input);
     const task2 = await currentTask();
-    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
+    await asReporter(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
     await fs.writeFile(path.join(task2.working_directory!, "src/a.txt"), "a from task 2\n");
 
     const merges = await holdMerges(runId);
     try {
-      // Allowed when reported; revoked before the merge could run.
-      successSchema.parse(await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } }));
-      await withCaller(admin, () => revokeCredential(pool, agent.credentialId, "user"));
+      // Allowed when reported; no longer by the time the merge could run.
+      expect(await asReporter(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } })).toMatchObject({
+        message: expect.stringContaining("Task 2 is reported DONE"),
+      });
+      await asAdmin(async () => {
+        if (reporter.kind === "agent") await revokeCredential(pool, added.credentialId, "user");
+        else await setRole(pool, added.principalId, "viewer", "user");
+      });
     } finally {
       await merges.release();
     }
@@ -342,9 +357,14 @@ describe("a worktree per agent task", () => {
     const { id: sessionId } = (await harness!.app.db.pool.query<{ id: string }>("select id from agent_sessions"))
       .rows[0]!;
     await harness!.app.db.pool.query(
-      `insert into agent_task_reports (session_id, step_id, run_id, actor, actor_kind, note, reported_at)
-       values ($1, 'step_2', $2, $3, 'agent', 'a', now() - interval '1 minute')`,
-      [sessionId, runId, AGENT.name],
+      `insert into agent_task_reports (session_id, step_id, run_id, actor, actor_kind, operation, note, reported_at)
+       values ($1, 'step_2', $2, $3, 'agent', $4, 'a', now() - interval '1 minute')`,
+      [
+        sessionId,
+        runId,
+        AGENT.name,
+        JSON.stringify({ name: agentUpdate.name, callers: agentUpdate.callers, role: agentUpdate.role }),
+      ],
     );
     expect(waitingSchema.parse(await call(agentStatus, {})).now.waiting_for).toContainEqual(
       expect.objectContaining({ task_id: 2, state: "merging" }),

@@ -102,10 +102,11 @@ export const agentStatus = defineOperation({
   run: ({ app, identity }, input) => sessionStatus(app, input.session, identity.name, identity.tokenId ?? null),
 });
 
+/** Who may call `agent.update`: asked again before a reported DONE's merge (task-reports.ts). */
+const AGENT_UPDATE_CALLERS = { name: "agent.update", callers: PERSON_OR_AGENT, role: "reviewer" } as const;
+
 export const agentUpdate = defineOperation({
-  name: "agent.update",
-  callers: PERSON_OR_AGENT,
-  role: "reviewer",
+  ...AGENT_UPDATE_CALLERS,
   summary: "Report task progress, add tasks or give the final summary",
   input: z.object({ ...sessionField, payload: updatePayloadSchema }),
   output: updateResponseSchema,
@@ -140,6 +141,7 @@ export const agentUpdate = defineOperation({
       payload: input.payload,
       actor: identity.name,
       credential: identity.tokenId ?? null,
+      operation: AGENT_UPDATE_CALLERS,
       judge,
     });
   },

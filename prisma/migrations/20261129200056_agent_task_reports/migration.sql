@@ -9,6 +9,7 @@ CREATE TABLE "agent_task_reports" (
     "actor" TEXT NOT NULL,
     "actor_kind" TEXT NOT NULL,
     "credential" TEXT,
+    "operation" JSONB NOT NULL,
     "note" TEXT,
     "items" JSONB,
     "attempts" INTEGER NOT NULL DEFAULT 0,
