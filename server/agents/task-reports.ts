@@ -22,7 +22,7 @@ import { prepareTaskUpdates, type PreparedUpdates } from "./task-integration";
 import { taskLabel } from "./task-ref";
 import { taskWorktreeInPlace, workspaceRepository } from "./worktrees";
 import { makeWorktreesOfTasksReadyAfter } from "./worktrees-ahead";
-import { sendToWorker, type WorkspacePlace } from "./workspace-calls";
+import { queueCallIn, sendToWorker, type WorkspacePlace } from "./workspace-calls";
 import { afterTaskUpdatesIn, worktreesAhead, type CallSession } from "./workspace-work";
 
 /*
@@ -103,7 +103,7 @@ export async function recordReports(
       );
     }
     for (const report of reports) {
-      await client.query(
+      const made = await client.query(
         `insert into agent_task_reports (session_id, step_id, run_id, actor, actor_kind, credential, operation, note, items)
          values ($1, $2, $3, $4, $5, $6, $7, $8, $9) on conflict (session_id, step_id) do nothing`,
         [
@@ -118,10 +118,10 @@ export async function recordReports(
           report.items === undefined ? null : JSON.stringify(report.items),
         ],
       );
+      // Its integration is queued with it: both commit, or neither. A report made already keeps its own.
+      if (made.rowCount === 1) await queueCallIn(client, { kind: "finish_report", session, stepId: report.stepId });
     }
   });
-  // Written after the report: a call lost in between is sent again by the sweep.
-  for (const report of reports) await sendToWorker(app, { kind: "finish_report", session, stepId: report.stepId });
 }
 
 interface ReportRow {
@@ -303,8 +303,11 @@ export async function recordPrepared(
   const byAgent = actorKindOf(actor) === "agent";
   // A conflict the merge resolved is cleared before the task's DONE is recorded: that DONE may
   // finish the run, and a person's live view stops following a finished run's events.
-  const open = new Set((await openSignals(app.db.pool, session.id)).map((signal) => signal.id));
-  for (const key of prepared.resolved.filter((key) => open.has(key))) await clearSignal(app, session, key, "stepwise");
+  if (prepared.resolved.length > 0) {
+    const open = new Set((await openSignals(app.db.pool, session.id)).map((signal) => signal.id));
+    for (const key of prepared.resolved.filter((key) => open.has(key)))
+      await clearSignal(app, session, key, "stepwise");
+  }
   const changes = prepared.updates.length > 0 || adoptVersion !== undefined;
   if (changes || report !== undefined) {
     // Under the session's hand-out lock: checked again (a hand-out may have come between), and the
@@ -356,7 +359,7 @@ export async function recordPrepared(
 
 /**
  * The worker's sweep (each maintenance tick): a report whose integration is not under way — its
- * call lost before it was queued, failed, or taken by a worker that stopped — is sent again, for
+ * call failed, or taken by a worker that stopped, or lost some other way — is sent again, for
  * the workspaces this worker serves (as its row lists them). After MAX_ATTEMPTS the report ends and a blocker tells the
  * agent why and to report DONE again.
  */

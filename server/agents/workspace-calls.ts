@@ -101,23 +101,29 @@ async function unservedError(pool: pg.Pool, workspaceRoot: string, why?: string)
 
 /** Writes the call and queues its job, in one transaction; returns the call's id. */
 async function queueCall(app: SendApp, request: CallRequest): Promise<string> {
-  return inTransaction(app.db.pool, async (client) => {
-    const inserted = await client.query<{ id: string }>(
-      `insert into agent_workspace_calls (kind, workspace_root, session_id, run_id, step_id, input)
-       values ($1, $2, $3, $4, $5, $6) returning id`,
-      [
-        request.kind,
-        request.session.workspace_root,
-        request.session.id,
-        request.session.run_id,
-        request.stepId ?? null,
-        JSON.stringify(request.input ?? {}),
-      ],
-    );
-    const id = inserted.rows[0]!.id;
-    await enqueueAgentWorkspaceCall(client, { id, workspace: request.session.workspace_root });
-    return id;
-  });
+  return inTransaction(app.db.pool, (client) => queueCallIn(client, request));
+}
+
+/**
+ * Writes the call and queues its job in the caller's transaction, so they commit with what the
+ * call is about (a reported DONE's row) or not at all.
+ */
+export async function queueCallIn(client: pg.PoolClient, request: CallRequest): Promise<string> {
+  const inserted = await client.query<{ id: string }>(
+    `insert into agent_workspace_calls (kind, workspace_root, session_id, run_id, step_id, input)
+     values ($1, $2, $3, $4, $5, $6) returning id`,
+    [
+      request.kind,
+      request.session.workspace_root,
+      request.session.id,
+      request.session.run_id,
+      request.stepId ?? null,
+      JSON.stringify(request.input ?? {}),
+    ],
+  );
+  const id = inserted.rows[0]!.id;
+  await enqueueAgentWorkspaceCall(client, { id, workspace: request.session.workspace_root });
+  return id;
 }
 
 /** Queues work nobody waits for (worktrees made ahead, cleanup after a merge). */

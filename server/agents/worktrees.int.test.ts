@@ -348,12 +348,12 @@ describe("a worktree per agent task", () => {
     expect(signals.rows[0]!.message).toContain("nothing was merged");
   });
 
-  it("integrates a report whose call was lost: the worker's sweep sends it again", async () => {
+  it("integrates a report with no integration under way: the worker's sweep sends it again", async () => {
     const { runId, root } = await startSessionWithTasks([task("Change a", ["src/a.txt"])]);
     const task2 = await currentTask();
     await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
     await fs.writeFile(path.join(task2.working_directory!, "src/a.txt"), "a from task 2\n");
-    // A report written by a process that stopped before it queued its integration.
+    // A report whose call is gone (failed, or its worker stopped and the row was purged): none under way.
     const { id: sessionId } = (await harness!.app.db.pool.query<{ id: string }>("select id from agent_sessions"))
       .rows[0]!;
     await harness!.app.db.pool.query(
