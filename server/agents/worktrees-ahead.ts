@@ -50,16 +50,21 @@ function inBackground(repositoryKey: string, what: string, work: () => Promise<v
 }
 
 /**
- * Resolves when the workspace's background worktree work queued so far has ended: removing a
- * run's worktrees waits for it, so a worktree being made ahead is not left behind.
+ * Resolves when the workspace's background worktree work queued so far has ended — removals
+ * waiting for their moment are queued now: removing a run's worktrees waits for it, so a worktree
+ * being made ahead is not left behind.
  */
 export async function worktreeWorkDone(workspaceRoot: string): Promise<void> {
+  removalsDue.get(workspaceRoot)?.();
   await queues.get(workspaceRoot);
 }
 
 /** Resolves when every piece of background worktree work queued so far (and after) has ended. */
 export async function worktreeWorkSettled(): Promise<void> {
-  while (queues.size > 0) await Promise.all([...queues.values()]);
+  while (queues.size > 0 || removalsDue.size > 0) {
+    for (const queueNow of [...removalsDue.values()]) queueNow();
+    await Promise.all([...queues.values()]);
+  }
 }
 
 /**
@@ -168,9 +173,29 @@ export function removeMergedWorktreesLater(
   runs.set(run.id, { pool, merged: [...(runs.get(run.id)?.merged ?? []), ...merged] });
   if (waiting) return;
   pendingRemovals.set(run.workspace_root, runs);
-  void inBackground(run.workspace_root, "remove a merged task's worktree", async () => {
-    pendingRemovals.delete(run.workspace_root);
-    const repo = await workspaceRepository(run.workspace_root);
+  // Queued a moment later, not at once: right after a merge is when agents take their next tasks,
+  // and a launch started then (forking this process) delays their hand-outs; merges recorded
+  // meanwhile join the same launch.
+  const queueNow = () => {
+    clearTimeout(timer);
+    if (removalsDue.get(run.workspace_root) === queueNow) removalsDue.delete(run.workspace_root);
+    removeLater(run.workspace_root, runs);
+  };
+  const timer = setTimeout(queueNow, REMOVAL_DELAY_MS);
+  timer.unref();
+  removalsDue.set(run.workspace_root, queueNow);
+}
+
+/** How long merged worktrees wait before their removal is queued. */
+const REMOVAL_DELAY_MS = 500;
+
+/** Per workspace: queues its waiting removals now (the timer's, `worktreeWorkDone`'s, or closing's). */
+const removalsDue = new Map<string, () => void>();
+
+function removeLater(workspaceRoot: string, runs: RunRemovals): void {
+  void inBackground(workspaceRoot, "remove a merged task's worktree", async () => {
+    pendingRemovals.delete(workspaceRoot);
+    const repo = await workspaceRepository(workspaceRoot);
     if (!repo) return;
     for (const [runId, { pool: runPool, merged: steps }] of runs) {
       const known = steps.flatMap(({ stepId, tip }) => (tip ? [{ stepId, tip }] : []));
