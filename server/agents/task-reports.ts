@@ -335,9 +335,10 @@ export async function recordPrepared(
     });
     if (!recorded) return;
   }
-  // Tasks this update made ready (or added) get their worktrees before an agent asks for them:
-  // queued before the merged worktrees' removal, which nobody waits for.
-  if (changes) worktreesAhead(app, session);
+  // Tasks this update made ready (or added) get their worktrees before an agent asks for them.
+  // A report's integration made them already, before recording it; looking again now would only
+  // compete with the hand-out that recording just allowed (the next hand-out looks anyway).
+  if (changes && report === undefined) worktreesAhead(app, session);
   await afterTaskUpdatesIn(app, session, {
     updates: prepared.updates,
     merged: prepared.merged,
