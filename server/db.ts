@@ -374,3 +374,22 @@ export function prismaQueryable(db: PrismaTransaction | PrismaClient): Pick<pg.C
   };
   return { query } as unknown as Pick<pg.ClientBase, "query">;
 }
+
+/**
+ * Runs `work` holding a session-level advisory lock named `key` on a connection of its own: one
+ * holder at a time across every process on the database, released (and the connection returned)
+ * however `work` ends. For work longer than a transaction should be, such as a merge.
+ */
+export async function withAdvisoryLock<T>(pool: pg.Pool, key: string, work: () => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query("select pg_advisory_lock(hashtext($1))", [key]);
+    try {
+      return await work();
+    } finally {
+      await client.query("select pg_advisory_unlock(hashtext($1))", [key]);
+    }
+  } finally {
+    client.release();
+  }
+}

@@ -3,7 +3,7 @@ import type pg from "pg";
 import type { AgentTaskUpdate } from "../engine/engine";
 import { appendEvents } from "../events/store";
 import type { Step, StepStatus } from "../plan-schema";
-import { inTransaction } from "../db";
+import { inTransaction, withAdvisoryLock } from "../db";
 import { AGENT_TASK_TOOL, verifierCommands } from "../tools/agent-task";
 import { taskNumber } from "../engine/agent-signals";
 import { findingsNote, runVerifiers, type VerifierResult } from "./verifiers";
@@ -73,18 +73,8 @@ async function runInfo(pool: pg.Pool, runId: string): Promise<RunInfo> {
 }
 
 /** One merge at a time per run: two tasks reported DONE together merge one after the other. */
-async function withRunLock<T>(pool: pg.Pool, runId: string, work: () => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query("select pg_advisory_lock(hashtext($1))", [`stepwise-worktrees:${runId}`]);
-    try {
-      return await work();
-    } finally {
-      await client.query("select pg_advisory_unlock(hashtext($1))", [`stepwise-worktrees:${runId}`]);
-    }
-  } finally {
-    client.release();
-  }
+function withRunLock<T>(pool: pg.Pool, runId: string, work: () => Promise<T>): Promise<T> {
+  return withAdvisoryLock(pool, `stepwise-worktrees:${runId}`, work);
 }
 
 async function appendTaskEvent(

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { withAdvisoryLock } from "../db";
 import type { AppContext } from "../services";
 import { updateAgentTasks, type AgentTaskUpdate } from "../engine/engine";
 import { isAppError } from "../errors";
@@ -209,7 +210,7 @@ async function integrateReport(app: App, call: CallSession, stepId: string, repo
   // One run's outcomes are recorded one at a time, each reading the states the one before left:
   // two DONEs integrated side by side would each see the other's task still running, and neither
   // would make the worktree of a task waiting for both.
-  await withRunRecordLock(app.db.pool, session.run_id, async () => {
+  await withAdvisoryLock(app.db.pool, `stepwise-report-record:${session.run_id}`, async () => {
     if (prepared.updates.some((applied) => applied.status === "DONE")) {
       const statuses = await stepStatuses(app.db.pool, session.run_id);
       // Worktrees of what this DONE makes ready, before it is recorded: their hand-outs find them in place.
@@ -224,21 +225,6 @@ async function integrateReport(app: App, call: CallSession, stepId: string, repo
       log.warn({ err: error.message, stepId }, "a reported DONE could not be recorded");
     }
   });
-}
-
-async function withRunRecordLock(pool: pg.Pool, runId: string, work: () => Promise<void>): Promise<void> {
-  const client = await pool.connect();
-  const key = `stepwise-report-record:${runId}`;
-  try {
-    await client.query("select pg_advisory_lock(hashtext($1))", [key]);
-    try {
-      await work();
-    } finally {
-      await client.query("select pg_advisory_unlock(hashtext($1))", [key]);
-    }
-  } finally {
-    client.release();
-  }
 }
 
 async function stepStatuses(pool: pg.Pool, runId: string): Promise<Map<string, StepStatus>> {
