@@ -60,7 +60,7 @@ export function agentWorkspaceWork(
   return {
     workspaceTasks: { [AGENT_WORKSPACE_TASK]: task },
     maintain: async () => {
-      // Reports of DONE whose integration is not under way (their call lost, failed, or its
+      // Reports of DONE whose integration is not under way (their call failed, or its
       // worker gone) are sent again, each tick.
       await resendStalledReports(app(), worker.workerId);
       // The rows are a record of recent calls, not a history: a day is plenty to look into one.
