@@ -5,12 +5,13 @@
  * Stepwise (embedded PostgreSQL unless DATABASE_URL is set; migrations apply themselves).
  * Written in plain JavaScript because it runs before dependencies exist.
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { setInterval, clearInterval } from "node:timers";
 import { Buffer } from "node:buffer";
 import { fileURLToPath } from "node:url";
+import { runInForeground } from "./foreground.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 process.chdir(root);
@@ -109,14 +110,7 @@ if (
   await step("Building the web app", "npx", ["next", "build"], "after an install or an update");
 }
 if (Date.now() - started > 1_000) console.log(`[stepwise] Prepared in ${elapsed(started)}; starting…`);
-// Ctrl-C reaches the server too (same process group) and it stops in order, the embedded database
-// (in a session of its own) last; this process only waits for it.
-process.on("SIGINT", () => undefined);
-process.on("SIGTERM", () => undefined);
 // Node directly on the CLI's entry point (bin/stepwise.mjs loads tsx itself): no npx resolving
-// packages on every start, and no extra process between the terminal and Stepwise.
-const serve = spawnSync(process.execPath, ["bin/stepwise.mjs", "serve", ...process.argv.slice(2)], {
-  stdio: "inherit",
-  env,
-});
-process.exit(serve.status ?? 0);
+// packages on every start, and no extra process between the terminal and Stepwise. A stop sent to
+// this process (or to npm) reaches the server, which stops in order, the embedded database last.
+runInForeground(process.execPath, ["bin/stepwise.mjs", "serve", ...process.argv.slice(2)], { env });
