@@ -71,4 +71,22 @@ describe("npm start's foreground step", () => {
       expect(alive(server)).toBe(false);
     },
   );
+  it("stops the server when npm and its shell are stopped and it is left orphaned", async () => {
+    const { parent } = await starter();
+    // As npm runs a script: through `sh -c`, which dies on SIGTERM without passing it on.
+    const shell = spawn("sh", ["-c", `${JSON.stringify(process.execPath)} ${JSON.stringify(parent)}; true`], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    started.push(shell.pid!);
+    let output = "";
+    shell.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    await expect.poll(() => output, { timeout: 20_000 }).toMatch(/server up as \d+/);
+    const server = Number(/server up as (\d+)/.exec(output)![1]);
+    started.push(server);
+
+    process.kill(shell.pid!, "SIGTERM");
+
+    await expect.poll(() => output, { timeout: 20_000 }).toContain(`server got SIGTERM as ${server}`);
+    await expect.poll(() => alive(server), { timeout: 20_000 }).toBe(false);
+  });
 });
