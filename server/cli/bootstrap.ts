@@ -24,7 +24,21 @@ export async function openDatabase(
     handle = { databaseUrl: config.databaseUrl, embedded: false, stop: async () => undefined };
   } else {
     log(`Starting embedded PostgreSQL (data in ${config.dataDir})…`);
-    const embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, log });
+    const embedded = await startEmbeddedPostgres({
+      dataDir: config.dataDir,
+      port: config.embeddedPgPort,
+      log,
+      // Nothing works without it, and nothing can be stopped in order either (that writes to it):
+      // this process ends at once, saying why, with a failure a process manager restarts on.
+      // Steps it had in progress are taken up by recovery at the next start.
+      onLost: (how) => {
+        log(
+          `The embedded PostgreSQL stopped (${how}) while Stepwise was running; Stepwise stops too. ` +
+            `Start it again; steps that were in progress are taken up then (its log: ${config.dataDir}/pg.log).`,
+        );
+        process.exit(1);
+      },
+    });
     handle = { databaseUrl: embedded.databaseUrl, embedded: true, stop: () => embedded.stop() };
   }
   try {

@@ -268,6 +268,30 @@ describe("Ctrl-C stops Stepwise cleanly", () => {
     await expectCleanStop(next);
   });
 
+  it(
+    "a worker whose embedded PostgreSQL is killed from outside stops too, saying why",
+    { timeout: 300_000 },
+    async () => {
+      const started = startCli(["worker"], env());
+      await waitFor(started, "Worker started");
+      const postmaster = await runningPostmaster(path.join(dataDir, "pg"));
+      expect(postmaster).toBeDefined();
+      process.kill(postmaster!.pid, "SIGKILL");
+      const deadline = new Promise<string>((resolve) =>
+        setTimeout(() => resolve("still running 60 s after its database was killed"), 60_000).unref(),
+      );
+      // Not a worker logging "heartbeat failed" every two seconds for ever: it ends, as a failure.
+      expect(await Promise.race([started.exited, deadline])).toBe(1);
+      expect(started.output()).toContain(
+        "The embedded PostgreSQL stopped (signal SIGKILL) while Stepwise was running; Stepwise stops too.",
+      );
+      // The next start finds nothing in its way.
+      const next = startCli(["worker"], env());
+      await waitFor(next, "Worker started");
+      await expectCleanStop(next);
+    },
+  );
+
   it("a worker with a step in progress", { timeout: 300_000 }, async () => {
     for (let round = 0; round < 3; round++) {
       const started = startCli(["worker"], env());

@@ -162,6 +162,11 @@ export async function startEmbeddedPostgres(options: {
   /** More server settings (`name=value`), after Stepwise's own. */
   settings?: string[];
   log?: (line: string) => void;
+  /**
+   * The server stopped by itself, or was stopped from outside, after it was ready (`how`: its
+   * exit code or signal); not called when `stop` stopped it.
+   */
+  onLost?: (how: string) => void;
 }): Promise<EmbeddedDatabase> {
   await hydrateNativeSymlinks();
   const access = options.access ?? "socket";
@@ -205,6 +210,7 @@ export async function startEmbeddedPostgres(options: {
     owner,
     maxConnections: options.maxConnections ?? EMBEDDED_MAX_CONNECTIONS,
     settings: options.settings ?? [],
+    ...(options.onLost && { onLost: options.onLost }),
   });
 
   const serverUrlWith = (password: string) =>
@@ -268,6 +274,7 @@ async function spawnPostmaster(options: {
   owner: { uid?: number; gid?: number };
   maxConnections: number;
   settings: string[];
+  onLost?: (how: string) => void;
 }): Promise<{ pid: number; stop(): Promise<void> }> {
   const binaries = nativePackageDir();
   if (!binaries) throw new Error(`No embedded PostgreSQL for ${process.platform}-${process.arch}`);
@@ -346,6 +353,10 @@ async function spawnPostmaster(options: {
     }
     await delay(50);
   }
+  // Gone without being asked to (killed from outside, crashed): whoever started it is told.
+  child.once("exit", (code, signal) => {
+    if (!stopping) options.onLost?.(signal ? `signal ${signal}` : `exit code ${code}`);
+  });
   // The server must not keep this process alive by itself; `stop` or the exit hook ends it.
   child.unref();
   return { pid, stop };
