@@ -3,6 +3,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { processAlive } from "../server/cli/connection-file";
 
 /**
  * `npm start`'s foreground step (scripts/foreground.mjs), with real processes and signals: a stop
@@ -13,7 +14,7 @@ const made: string[] = [];
 const started: number[] = [];
 afterEach(async () => {
   // Whatever a failing case left running goes too.
-  for (const pid of started.splice(0)) if (alive(pid)) process.kill(pid, "SIGKILL");
+  for (const pid of started.splice(0)) if (processAlive(pid)) process.kill(pid, "SIGKILL");
   for (const dir of made.splice(0)) await fs.rm(dir, { recursive: true, force: true });
 });
 
@@ -38,15 +39,6 @@ async function starter(): Promise<{ dir: string; parent: string }> {
   return { dir, parent };
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 describe("npm start's foreground step", () => {
   it.each(["SIGTERM", "SIGINT"] as const)(
     "passes %s sent to it alone on to the server, and exits as the server does",
@@ -68,7 +60,7 @@ describe("npm start's foreground step", () => {
       );
       expect(await Promise.race([exited, deadline])).toBe(0);
       expect(output).toContain(`server got ${signal} as ${server}`);
-      expect(alive(server)).toBe(false);
+      expect(processAlive(server)).toBe(false);
     },
   );
   it("stops the server when npm and its shell are stopped and it is left orphaned", async () => {
@@ -87,6 +79,6 @@ describe("npm start's foreground step", () => {
     process.kill(shell.pid!, "SIGTERM");
 
     await expect.poll(() => output, { timeout: 20_000 }).toContain(`server got SIGTERM as ${server}`);
-    await expect.poll(() => alive(server), { timeout: 20_000 }).toBe(false);
+    await expect.poll(() => processAlive(server), { timeout: 20_000 }).toBe(false);
   });
 });
