@@ -10,6 +10,8 @@ import { actorKindOf, withCaller } from "../caller-context";
 import type { IdentityKind } from "../vocabulary";
 import { authorizeSessionWork } from "./session-authority";
 import { principalNow } from "../policy/facts";
+import { currentIdentity } from "../people/principals";
+import { planModeOf } from "../planner/plan-mode-state";
 import type { Resource } from "../policy/authority";
 import { MISSED_BEATS } from "../engine/queue-locks";
 import { liveWorkerSql } from "../engine/served-workspaces";
@@ -237,13 +239,23 @@ async function stepStatuses(pool: pg.Pool, runId: string): Promise<Map<string, S
 
 /**
  * What the report's call was asked, asked again of the one policy with the reporter as they stand
- * now: the operation (`operation.call`: a person demoted below its role, or anyone revoked, may no
- * longer) and, for an agent, `session.work` under the credential that proved the report.
+ * now, as the door would decide the call (`authorizeCall`, `authorizeNow`): the credential that
+ * proved the report still unrevoked, the principal not revoked and in its current role
+ * (`operation.call`: a person demoted below the operation's role may no longer), an agent not held
+ * read-only by plan mode, and, for an agent, `session.work` under that credential.
  */
 async function reporterMayStill(app: App, session: SessionRow, report: ReportRow): Promise<void> {
-  const principal = await principalNow(app.db.pool, report.actor, report.actor_kind);
+  const pool = app.db.pool;
+  const reporter = { kind: report.actor_kind, name: report.actor };
+  if (report.credential && !(await currentIdentity(pool, { ...reporter, tokenId: report.credential }))) {
+    throw new ReporterRefused("the credential it reported with has been revoked");
+  }
+  const principal = await principalNow(pool, report.actor, report.actor_kind);
+  const planMode =
+    principal.kind === "agent" &&
+    (await planModeOf(pool, { name: report.actor, credential: report.credential })) !== undefined;
   const decision = app.engine.authority.authorize(
-    principal.kind === "agent" ? { ...principal, credential: report.credential } : principal,
+    principal.kind === "agent" ? { ...principal, credential: report.credential, planMode } : principal,
     "operation.call",
     { operation: { ...report.operation, readOnly: false, planModeConversation: false } },
   );

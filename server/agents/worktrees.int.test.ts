@@ -16,7 +16,7 @@ import {
   type AgentTaskView,
 } from "./contract";
 import { resendStalledReports } from "./task-reports";
-import { addPrincipal, revokeCredential, setRole } from "../people/principals";
+import { addCredential, addPrincipal, revokeCredential, setRole } from "../people/principals";
 import { withCaller } from "../caller-context";
 import { integrationBranch, runShort, taskBranch } from "./worktrees";
 import { worktreeWorkSettled } from "./worktrees-ahead";
@@ -304,21 +304,35 @@ describe("a worktree per agent task", () => {
   });
 
   it.each([
-    { who: "an agent whose credential is revoked", reporter: AGENT },
-    { who: "a reviewer demoted to viewer", reporter: { kind: "person", name: "rita", role: "reviewer" } as Identity },
-  ])("asks the reporter's authority again at the merge: $who after the DONE merges nothing", async ({ reporter }) => {
+    { who: "an agent whose credential is revoked", reporter: AGENT, ownCredential: false },
+    {
+      who: "an agent whose credential it reported with is revoked, another still live",
+      reporter: AGENT,
+      ownCredential: true,
+    },
+    {
+      who: "a reviewer demoted to viewer",
+      reporter: { kind: "person", name: "rita", role: "reviewer" } as Identity,
+      ownCredential: false,
+    },
+  ])("asks the reporter's authority again at the merge: $who after the DONE merges nothing", async (example) => {
     const { runId, root } = await startSessionWithTasks([task("Change a", ["src/a.txt"])]);
     const pool = harness!.app.db.pool;
     // The people changes as an admin makes them (the audit log holds them to that).
     const asAdmin = <T>(work: () => Promise<T>) => withCaller({ kind: "person", name: "user" }, work);
     const added = await asAdmin(() =>
       addPrincipal(pool, {
-        kind: reporter.kind === "agent" ? "agent" : "person",
-        name: reporter.name,
-        ...(reporter.role && { role: reporter.role }),
+        kind: example.reporter.kind === "agent" ? "agent" : "person",
+        name: example.reporter.name,
+        ...(example.reporter.role && { role: example.reporter.role }),
         createdBy: "user",
       }),
     );
+    // Reporting under a named credential of its own, while a second one stays live.
+    if (example.ownCredential) await asAdmin(() => addCredential(pool, added.principalId, "user"));
+    const reporter: Identity = example.ownCredential
+      ? { ...example.reporter, tokenId: added.credentialId }
+      : example.reporter;
     const asReporter = <I extends z.ZodType, O extends z.ZodType>(operation: Operation<I, O>, input: unknown) =>
       invokeOperation(operation, { app: harness!.app, identity: reporter }, input);
     const task2 = await currentTask();
