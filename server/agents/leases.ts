@@ -143,6 +143,13 @@ export type HandOut =
 const WORKABLE: ReadonlySet<StepStatus> = new Set(["awaiting_agent", "running"]);
 
 /**
+ * SQL over `run_steps r`, `$2` the session: the step has a reported DONE being integrated
+ * (task-reports.ts). Read with the steps' states, in the same query.
+ */
+export const REPORTED_SQL =
+  "exists (select 1 from agent_task_reports t where t.session_id = $2 and t.step_id = r.step_id)";
+
+/**
  * Which task is this agent's now: the one it already holds (its lease renewed), else a task in
  * progress that nobody holds (an agent's from before leases, or a person's), else — when fewer
  * than the cap are held and new work may start — the first ready task in plan order that no other
@@ -166,22 +173,18 @@ export async function handOutTask(
       "select agent_concurrency, lease_seconds from agent_sessions where id = $1",
       [session.id],
     );
-    const statusRows = await client.query<{ step_id: string; status: StepStatus }>(
-      "select step_id, status from run_steps where run_id = $1",
-      [session.run_id],
+    const statusRows = await client.query<{ step_id: string; status: StepStatus; reported: boolean }>(
+      `select r.step_id, r.status, ${REPORTED_SQL} as reported from run_steps r where r.run_id = $1`,
+      [session.run_id, session.id],
     );
     const leaseRows = await client.query<LeaseRow>(
       "select step_id, agent, leased_at, expires_at, brief from agent_task_leases where session_id = $1",
       [session.id],
     );
-    const reportRows = await client.query<{ step_id: string }>(
-      "select step_id from agent_task_reports where session_id = $1",
-      [session.id],
-    );
     const { agent_concurrency: cap, lease_seconds: leaseSeconds } = settings.rows[0]!;
     // A task reported DONE and being merged (task-reports.ts) is nobody's to take or carry on, and
     // does not count against the cap: its agent is free for the next one.
-    const reported = new Set(reportRows.rows.map((row) => row.step_id));
+    const reported = new Set(statusRows.rows.filter((row) => row.reported).map((row) => row.step_id));
     const statuses = new Map(statusRows.rows.map((row) => [row.step_id, row.status]));
     // A lease on a task that is no longer workable (done, skipped by a person) is over.
     const stale = leaseRows.rows.filter((lease) => !WORKABLE.has(statuses.get(lease.step_id) ?? "pending"));

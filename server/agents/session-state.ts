@@ -1,11 +1,10 @@
-import type pg from "pg";
 import type { AppContext } from "../services";
 import { adoptPlanVersionIntoRun } from "../engine/engine";
 import { AppError } from "../errors";
 import type { Step, StepStatus } from "../plan-schema";
 import { AGENT_TASK_TOOL, verifierCommands } from "../tools/agent-task";
 import type { AgentTaskView, ApproverNote } from "./contract";
-import { noteAgentCall } from "./leases";
+import { noteAgentCall, REPORTED_SQL } from "./leases";
 import { taskNumber } from "../engine/agent-signals";
 import { openSignals, type OpenSignal } from "./signal-store";
 import type { SessionRow } from "./sessions";
@@ -53,14 +52,14 @@ export async function loadSession(app: App, session: SessionRow): Promise<Loaded
       },
     );
   }
-  const [runRow, stepRows, signals, stepNotes, reported] = await Promise.all([
+  const [runRow, stepRows, signals, stepNotes] = await Promise.all([
     app.db.pool.query<{ status: string; plan_version: number; approved_by: string; approval_note: string | null }>(
       "select status, plan_version, approved_by, approval_note from runs where id = $1",
       [session.run_id],
     ),
-    app.db.pool.query<{ step_id: string; status: StepStatus }>(
-      "select step_id, status from run_steps where run_id = $1",
-      [session.run_id],
+    app.db.pool.query<{ step_id: string; status: StepStatus; reported: boolean }>(
+      `select r.step_id, r.status, ${REPORTED_SQL} as reported from run_steps r where r.run_id = $1`,
+      [session.run_id, session.id],
     ),
     openSignals(app.db.pool, session.id),
     app.db.pool.query<{ step_id: string; actor: string; comment: string }>(
@@ -68,7 +67,6 @@ export async function loadSession(app: App, session: SessionRow): Promise<Loaded
         where run_id = $1 and comment is not null and comment <> '' order by id`,
       [session.run_id],
     ),
-    reportedSteps(app.db.pool, session.id),
   ]);
   const planVersion = runRow.rows[0]!.plan_version;
   const runInfo = runRow.rows[0]!;
@@ -88,7 +86,7 @@ export async function loadSession(app: App, session: SessionRow): Promise<Loaded
     steps,
     items,
     statuses: new Map(stepRows.rows.map((row) => [row.step_id, row.status])),
-    reported,
+    reported: new Set(stepRows.rows.filter((row) => row.reported).map((row) => row.step_id)),
     signals,
     lastStepNumber: plan.rows[0]!.last_step_number,
     planVersion,
@@ -166,14 +164,6 @@ export function tasksOf(loaded: Loaded): AgentTaskView[] {
     // Reported DONE, being merged: not the agent's to carry on, not DONE yet.
     return loaded.reported.has(step.id) ? { ...view, state: MERGING_STATE } : view;
   });
-}
-
-/** The steps of the session with a reported DONE being integrated (task-reports.ts). */
-export async function reportedSteps(pool: pg.Pool | pg.PoolClient, sessionId: string): Promise<Set<string>> {
-  const rows = await pool.query<{ step_id: string }>("select step_id from agent_task_reports where session_id = $1", [
-    sessionId,
-  ]);
-  return new Set(rows.rows.map((row) => row.step_id));
 }
 
 /** The state agents see of a task reported DONE while Stepwise commits, checks and merges it. */
