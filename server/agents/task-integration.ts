@@ -111,6 +111,20 @@ async function mergeTask(
   return (await commitAndMergeTaskBranch(repo, runId, step.id, { commit, merge, author: actor })).merge;
 }
 
+/** The DONEs of agent tasks not completed yet: the only updates a DONE's integration touches. */
+export function finishingUpdates(
+  byId: ReadonlyMap<string, Step>,
+  statuses: ReadonlyMap<string, StepStatus>,
+  updates: AgentTaskUpdate[],
+): AgentTaskUpdate[] {
+  return updates.filter(
+    (update) =>
+      update.status === "DONE" &&
+      byId.get(update.stepId)?.tool === AGENT_TASK_TOOL &&
+      statuses.get(update.stepId) !== "completed",
+  );
+}
+
 /** The task's verifiers, run in `cwd` and recorded (`task.verified`): their findings when one failed. */
 async function verifyTask(
   pool: pg.Pool,
@@ -168,12 +182,7 @@ export async function prepareTaskUpdates(
   const authorize = input.authorize ?? (async () => undefined);
   const prepared: PreparedUpdates = { updates: [], conflicts: [], resolved: [], merged: [], mergedTips: {} };
   const byId = new Map(input.steps.map((step) => [step.id, step]));
-  const finishing = input.updates.filter(
-    (update) =>
-      update.status === "DONE" &&
-      byId.get(update.stepId)?.tool === AGENT_TASK_TOOL &&
-      input.statuses.get(update.stepId) !== "completed",
-  );
+  const finishing = finishingUpdates(byId, input.statuses, input.updates);
   if (finishing.length === 0) return { ...prepared, updates: input.updates };
   const run = await runInfo(pool, input.runId);
   const repo = await workspaceRepository(run.workspace_root);

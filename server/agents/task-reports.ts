@@ -21,7 +21,7 @@ import { openSignals } from "./signal-store";
 import { alertSession, clearSignal } from "./session-signals";
 import { findSession, type SessionRow } from "./sessions";
 import { loadSession, type Loaded } from "./session-state";
-import { prepareTaskUpdates, type PreparedUpdates } from "./task-integration";
+import { finishingUpdates, prepareTaskUpdates, type PreparedUpdates } from "./task-integration";
 import { taskLabel } from "./task-ref";
 import { taskWorktreeInPlace, workspaceRepository } from "./worktrees";
 import { makeWorktreesOfTasksReadyAfter } from "./worktrees-ahead";
@@ -65,12 +65,7 @@ export async function doneUpdatesToIntegrateLater(
   place: WorkspacePlace | undefined,
 ): Promise<AgentTaskUpdate[]> {
   const byId = new Map(loaded.steps.map((step) => [step.id, step]));
-  const finishing = updates.filter(
-    (update) =>
-      update.status === "DONE" &&
-      byId.get(update.stepId)?.tool === AGENT_TASK_TOOL &&
-      loaded.statuses.get(update.stepId) !== "completed",
-  );
+  const finishing = finishingUpdates(byId, loaded.statuses, updates);
   if (finishing.length === 0 || place === undefined) return [];
   // Where a worker has the workspace, whether a worktree is there is the worker's to find.
   if (place === "worker") return finishing;

@@ -37,7 +37,6 @@ interface CallRow {
   step_id: string | null;
   input: {
     updates?: AgentTaskUpdate[];
-    actor?: string;
     merged?: string[];
     mergedTips?: Record<string, string>;
     paths?: string[];
