@@ -356,6 +356,8 @@ export default defineConfig([
     files: ["**/*.{ts,tsx,mts,cts,js,mjs,cjs}"],
     ignores: [
       "server/tools/launcher.ts",
+      // The launcher's forker: starts the command lines the launcher finished, nothing of its own.
+      "server/tools/forker.ts",
       "server/db/embedded.ts",
       "scripts/**",
       "tests/**",

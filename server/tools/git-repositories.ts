@@ -3,7 +3,8 @@ import path from "node:path";
 import { listDirectory } from "./git-dir-listings";
 import { cachedConfig, configFingerprint, rememberConfig, type ConfigEntry } from "./git-config-cache";
 import { gitProgram, gitHelperPaths, HARDENED_GIT_ENV, overridesFor } from "./git-hardening";
-import { launch, LaunchRefused } from "./launcher";
+import type { CollectedOutput } from "./forker";
+import { launchForOutput, LaunchRefused } from "./launcher";
 import { sandboxAvailable, systemProgram } from "./sandbox";
 
 /**
@@ -334,37 +335,7 @@ async function listConfigs(
     'git=$1; shift; for dir in "$@"; do printf "\\001"; "$git" --git-dir="$dir" config --null --list 2>/dev/null; done; exit 0';
   const bash = systemProgram("bash") ?? "/bin/bash";
   const argv = [bash, "--noprofile", "--norc", "-c", script, "stepwise-config", git, ...gitDirs];
-  const { stdout, complete } = await new Promise<{ stdout: string; complete: boolean }>((resolve) => {
-    let child: ReturnType<typeof launch>;
-    try {
-      child = launch(
-        sandboxAvailable()
-          ? {
-              kind: "sandbox",
-              argv,
-              sandbox: {
-                workspace: root,
-                cwd: root,
-                readOnlyPaths: [...extraMounts, ...gitHelperPaths()],
-                wallSeconds: 30,
-              },
-            }
-          : { kind: "approved", argv, approvedByPerson: approved, why: "reading repository configuration" },
-        { cwd: root, env, stdio: ["ignore", "pipe", "ignore"] },
-      );
-    } catch (error) {
-      if (error instanceof LaunchRefused) return resolve({ stdout: "", complete: false });
-      throw error;
-    }
-    let out = "";
-    let whole = true;
-    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-      if (out.length < 8_000_000) out += chunk;
-      else whole = false;
-    });
-    child.on("error", () => resolve({ stdout: out, complete: false }));
-    child.on("close", (code) => resolve({ stdout: out, complete: whole && code === 0 }));
-  });
+  const { stdout, complete } = await runConfigListing(argv, root, env, extraMounts, approved);
   const records = stdout.split("\x01").slice(1);
   const configs = gitDirs.map((_, index) =>
     (records[index] ?? "")
@@ -378,6 +349,40 @@ async function listConfigs(
       }),
   );
   return { configs, complete: complete && records.length === gitDirs.length };
+}
+
+/** Runs the configuration listing; `complete` is false when it could not run or its output was cut. */
+async function runConfigListing(
+  argv: string[],
+  root: string,
+  env: Record<string, string>,
+  extraMounts: string[],
+  approved: boolean | undefined,
+): Promise<{ stdout: string; complete: boolean }> {
+  let running: Promise<CollectedOutput>;
+  try {
+    running = launchForOutput(
+      sandboxAvailable()
+        ? {
+            kind: "sandbox",
+            argv,
+            sandbox: {
+              workspace: root,
+              cwd: root,
+              readOnlyPaths: [...extraMounts, ...gitHelperPaths()],
+              wallSeconds: 30,
+            },
+          }
+        : { kind: "approved", argv, approvedByPerson: approved, why: "reading repository configuration" },
+      { cwd: root, env, output: { stdoutBytes: 8_000_000, stderrBytes: false, closeAfterBytes: 16_000_000 } },
+    );
+  } catch (error) {
+    if (error instanceof LaunchRefused) return { stdout: "", complete: false };
+    throw error;
+  }
+  const result = await running.catch(() => undefined);
+  if (!result) return { stdout: "", complete: false };
+  return { stdout: result.stdout.toString("utf8"), complete: !result.stdoutTruncated && result.exitCode === 0 };
 }
 
 async function readSmall(file: string): Promise<string | undefined> {

@@ -3,7 +3,8 @@ import { z } from "zod";
 import { AppError, hasKind, markKind } from "../errors";
 import { asConfigEnv, gitHelperPaths, gitProgram } from "./git-hardening";
 import { inspectRepositories } from "./git-repositories";
-import { launch, LaunchRefused } from "./launcher";
+import type { CollectedOutput } from "./forker";
+import { launchForOutput, LaunchRefused } from "./launcher";
 import { noSandboxReason, SANDBOX_LIMITS, sandboxAvailable, systemProgram, UNAPPROVED_WALL_SECONDS } from "./sandbox";
 import { shellEnvironment } from "./shell";
 import { resolveInWorkspace } from "./workspace-path";
@@ -126,9 +127,9 @@ async function launchGit(argv: string[], args: string[], options: GitOptions): P
     throw new AppError("forbidden", `Not run without approval: ${noSandboxReason()}`);
   }
   const writes = !options.readOnly;
-  let child: ReturnType<typeof launch>;
+  let running: Promise<CollectedOutput>;
   try {
-    child = launch(
+    running = launchForOutput(
       confined
         ? {
             kind: "sandbox",
@@ -136,7 +137,7 @@ async function launchGit(argv: string[], args: string[], options: GitOptions): P
             sandbox: {
               workspace: repository.cwd,
               cwd: options.cwd,
-              // Read below: at most GIT_OUTPUT_LIMIT of stdout and 20,000 characters of stderr are kept.
+              // Bounded here: at most GIT_OUTPUT_LIMIT of stdout and 20,000 characters of stderr are kept.
               outputBoundBy: "caller",
               readOnlyPaths: [...(writes ? [] : repository.outsideMounts), ...gitHelperPaths()],
               ...(writes && {
@@ -151,47 +152,33 @@ async function launchGit(argv: string[], args: string[], options: GitOptions): P
       {
         cwd: options.cwd,
         env: confined ? env : { ...shellEnvironment(process.env), ...env },
-        stdio: ["ignore", "pipe", "pipe"],
         signal: options.signal,
+        // The sandbox's own cap is off for git (`outputBoundBy: "caller"`): past it, the pipe
+        // closes and git fails to write on, as it did when `head -c` closed it inside the sandbox.
+        output: {
+          stdoutBytes: GIT_OUTPUT_LIMIT * 4, // UTF-8: at most 4 bytes a character
+          stderrBytes: 80_000,
+          closeAfterBytes: SANDBOX_LIMITS.outputBytes,
+        },
       },
     );
   } catch (error) {
     if (error instanceof LaunchRefused) throw new AppError("forbidden", error.message);
     throw error;
   }
-  return new Promise<GitOutput>((resolve, reject) => {
-    let stdout = "";
-    let stderr = "";
-    let truncated = false;
-    // The sandbox's own cap is off for git (`outputBoundBy: "caller"`): past it, the pipe closes
-    // here and git ends on SIGPIPE, as it did when `head -c` closed it inside the sandbox.
-    capStream(child.stdout!);
-    capStream(child.stderr!);
-    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-      if (stdout.length >= GIT_OUTPUT_LIMIT) {
-        truncated = true;
-        return;
-      }
-      stdout += chunk;
-      if (stdout.length > GIT_OUTPUT_LIMIT) {
-        stdout = stdout.slice(0, GIT_OUTPUT_LIMIT);
-        truncated = true;
-      }
-    });
-    child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
-      if (stderr.length < 20_000) stderr += chunk;
-    });
-    child.on("error", (error: NodeJS.ErrnoException) => {
-      if (options.signal.aborted) return reject(options.signal.reason);
-      reject(error);
-    });
-    child.on("close", (code) => {
-      if (options.signal.aborted) return reject(options.signal.reason);
-      const output = { stdout, stderr, exitCode: code ?? -1, truncated };
-      if (code === 0 || (code !== null && options.okExitCodes?.includes(code))) resolve(output);
-      else reject(new GitCommandError(args, output));
-    });
-  });
+  const result = await running;
+  let stdout = result.stdout.toString("utf8");
+  const truncated = result.stdoutTruncated || stdout.length > GIT_OUTPUT_LIMIT;
+  stdout = stdout.slice(0, GIT_OUTPUT_LIMIT);
+  const output = {
+    stdout,
+    stderr: result.stderr.toString("utf8").slice(0, 20_000),
+    exitCode: result.exitCode ?? -1,
+    truncated,
+  };
+  const code = result.exitCode;
+  if (code === 0 || (code !== null && options.okExitCodes?.includes(code))) return output;
+  throw new GitCommandError(args, output);
 }
 
 export interface Repository {
@@ -277,12 +264,3 @@ export const revisionSchema = z
   .min(1)
   .max(200)
   .regex(/^[^-\s\0][^\s\0]*$/, "A revision such as HEAD, main, v1.2 or a commit hash (no spaces, not starting with -)");
-
-/** Closes `stream` once it has carried more than the sandbox's output limit. */
-function capStream(stream: NodeJS.ReadableStream & { destroy(): void }): void {
-  let bytes = 0;
-  stream.on("data", (chunk: string | Buffer) => {
-    bytes += typeof chunk === "string" ? Buffer.byteLength(chunk) : chunk.length;
-    if (bytes > SANDBOX_LIMITS.outputBytes) stream.destroy();
-  });
-}
