@@ -66,6 +66,22 @@ describe("fromSnapshot", () => {
 });
 
 describe("applyEvent", () => {
+  it("shows an agent task reported DONE as merging until its report ends, keeping who holds it", () => {
+    let live = fromSnapshot(snapshot({ lastSeq: 0, steps: [stepView("step_2")] }));
+    live = applyEvent(live, event(1, "step.running", { status: "running", agent: "agent-7" }, "step_2"));
+    expect(live.steps[0]!.waiting).toEqual({ kind: "agent", agent: "agent-7" });
+    live = applyEvent(live, event(2, "task.reported", { agent: "agent-7" }, "step_2"));
+    expect(live.steps[0]!.waiting).toEqual({ kind: "agent", agent: "agent-7", merging: true });
+    expect(live.signalSeq).toBe(2);
+    // A conflict, or a reporter refused at the merge: the report ends and the task is the agent's again.
+    const ended = applyEvent(live, event(3, "task.report_ended", { outcome: "dropped", reason: "refused" }, "step_2"));
+    expect(ended.steps[0]!.status).toBe("running");
+    expect(ended.steps[0]!.waiting).toEqual({ kind: "agent", agent: "agent-7" });
+    // Merged: DONE, and nothing is waited for.
+    const done = applyEvent(live, event(3, "step.completed", { status: "completed" }, "step_2"));
+    expect(done.steps[0]!.waiting).toBeUndefined();
+  });
+
   it("names the worker a step runs on, and forgets the last one when an attempt starts elsewhere", () => {
     let live = fromSnapshot(snapshot({ lastSeq: 0, steps: [stepView("step_1", { worker: "old-host · pid 1" })] }));
     live = applyEvent(

@@ -26,6 +26,8 @@ export interface StepWaiting {
   kind: "approval" | "input" | "agent" | "child_run";
   /** The agent working on an agent task in progress. */
   agent?: string;
+  /** The agent reported it DONE; Stepwise is committing, checking and merging it. */
+  merging?: boolean;
   /** A sub-plan step's child run, once started. */
   runId?: string;
   question?: string;
@@ -128,6 +130,8 @@ const SESSION_EVENTS: ReadonlySet<string> = new Set([
   "task.verified",
   "task.merged",
   "task.merge_conflict",
+  "task.reported",
+  "task.report_ended",
   "step.running",
   "step.completed",
   "step.skipped",
@@ -193,6 +197,20 @@ function applyStepEvent(step: LiveStep, event: StoredEvent): LiveStep {
     case "approval.requested":
     case "approval.expiring":
       updated.waiting = { ...step.waiting, kind: "approval", expiresAt: event.data.expiresAt };
+      return updated;
+    case "task.reported":
+      updated.waiting = {
+        ...(step.waiting?.kind === "agent" && step.waiting),
+        kind: "agent",
+        agent: event.data.agent,
+        merging: true,
+      };
+      return updated;
+    case "task.report_ended":
+      if (step.waiting?.kind === "agent") {
+        const { merging: _ended, ...still } = step.waiting;
+        updated.waiting = still;
+      }
       return updated;
     case "child_run.started":
       updated.waiting = { kind: "child_run", runId: event.data.childRunId };

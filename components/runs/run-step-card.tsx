@@ -147,7 +147,9 @@ function StepProgressNote({ step, state, status }: { step: Step; state: LiveStep
       )}
       {status === "running" && state.waiting?.kind === "agent" && (
         <p className="agent-note" data-testid="agent-state">
-          {state.waiting.agent ?? "An agent"} is working on it.
+          {state.waiting.merging
+            ? `${state.waiting.agent ?? "An agent"} reported it done; Stepwise is committing, checking and merging it.`
+            : `${state.waiting.agent ?? "An agent"} is working on it.`}
         </p>
       )}
       {status === "running" && state.waiting?.kind === "child_run" && (

@@ -149,6 +149,14 @@ const WORKABLE: ReadonlySet<StepStatus> = new Set(["awaiting_agent", "running"])
 export const REPORTED_SQL =
   "exists (select 1 from agent_task_reports t where t.session_id = $2 and t.step_id = r.step_id)";
 
+/** The steps of a run reported DONE and not yet settled, with who reported each (for `run.get`; task-reports.ts). */
+export async function reportedTasks(pool: pg.Pool, runId: string): Promise<Map<string, string>> {
+  const rows = await pool.query<{ step_id: string; actor: string }>(
+    "select step_id, actor from agent_task_reports where run_id = $1",
+    [runId],
+  );
+  return new Map(rows.rows.map((row) => [row.step_id, row.actor]));
+}
 /**
  * Which task is this agent's now: the one it already holds (its lease renewed), else a task in
  * progress that nobody holds (an agent's from before leases, or a person's), else — when fewer

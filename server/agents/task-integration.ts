@@ -130,7 +130,7 @@ async function verifyTask(
   pool: pg.Pool,
   run: RunInfo,
   step: Step,
-  options: { cwd: string; actor: string; tools: ToolRegistry; authorize: () => Promise<void> },
+  options: { cwd: string; actor: string; tools: ToolRegistry; authorize: () => Promise<void>; stop?: AbortSignal },
 ): Promise<string | undefined> {
   // Approved as the engine's gate counts it: the run's approver policy, this exact definition.
   const approved = await stepApprovedUnderPolicy(
@@ -150,7 +150,10 @@ async function verifyTask(
     cwd: options.cwd,
     attempt: attempt.rows[0]?.attempt ?? 1,
     approvedByPerson: approved,
+    ...(options.stop && { stop: options.stop }),
   });
+  // Stopped under way: no finding to record, the work is not wanted any more.
+  options.stop?.throwIfAborted();
   await appendTaskEvent(pool, run, {
     type: "task.verified",
     stepId: step.id,
@@ -177,6 +180,8 @@ export async function prepareTaskUpdates(
      * lock): throws when the reporter may no longer do it. A report integrated later asks it.
      */
     authorize?: () => Promise<void>;
+    /** Aborts when the work is no longer wanted (its run cancelled): a verifier under way ends. */
+    stop?: AbortSignal;
   },
 ): Promise<PreparedUpdates> {
   const authorize = input.authorize ?? (async () => undefined);
@@ -199,7 +204,13 @@ export async function prepareTaskUpdates(
     }
 
     if (verifying) {
-      const findings = await verifyTask(pool, run, step, { cwd, actor: input.actor, tools: input.tools, authorize });
+      const findings = await verifyTask(pool, run, step, {
+        cwd,
+        actor: input.actor,
+        tools: input.tools,
+        authorize,
+        ...(input.stop && { stop: input.stop }),
+      });
       if (findings !== undefined) {
         replaced.set(step.id, { stepId: step.id, status: "TODO", note: findings });
         continue;

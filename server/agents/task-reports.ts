@@ -1,5 +1,6 @@
 import type pg from "pg";
-import { withAdvisoryLock } from "../db";
+import { inTransaction, withAdvisoryLock } from "../db";
+import { appendEvents } from "../events/store";
 import type { AppContext } from "../services";
 import { updateAgentTasks, type AgentTaskUpdate } from "../engine/engine";
 import { isAppError } from "../errors";
@@ -26,6 +27,7 @@ import { taskLabel } from "./task-ref";
 import { taskWorktreeInPlace, workspaceRepository } from "./worktrees";
 import { makeWorktreesOfTasksReadyAfter } from "./worktrees-ahead";
 import { queueCallIn, sendToWorker, type WorkspacePlace } from "./workspace-calls";
+import { ReportOutdated, reportStillWanted, watchReportStopped } from "./report-stops";
 import { afterTaskUpdatesIn, worktreesAhead, type CallSession } from "./workspace-work";
 
 /*
@@ -117,7 +119,13 @@ export async function recordReports(
         ],
       );
       // Its integration is queued with it: both commit, or neither. A report made already keeps its own.
-      if (made.rowCount === 1) await queueCallIn(client, { kind: "finish_report", session, stepId: report.stepId });
+      if (made.rowCount === 1) {
+        await queueCallIn(client, { kind: "finish_report", session, stepId: report.stepId });
+        await appendReportEvent(client, session.run_id, report.stepId, {
+          type: "task.reported",
+          data: { agent: actor },
+        });
+      }
     }
   });
 }
@@ -154,12 +162,6 @@ export async function finishReport(app: App, call: CallSession, stepId: string):
 async function integrateReport(app: App, call: CallSession, stepId: string, report: ReportRow): Promise<void> {
   const session = await findSession(app, call.id);
   const loaded = await loadSession(app, session);
-  const state = loaded.statuses.get(stepId);
-  if (loaded.runStatus === "cancelled" || !state || !["running", "awaiting_agent"].includes(state)) {
-    // Skipped or cancelled by a person meanwhile: nothing is left to integrate.
-    await dropReport(app, session, stepId);
-    return;
-  }
   const update: AgentTaskUpdate = {
     stepId,
     status: "DONE",
@@ -167,7 +169,10 @@ async function integrateReport(app: App, call: CallSession, stepId: string, repo
     ...(report.items !== null && { items: report.items }),
   };
   let prepared: PreparedUpdates;
+  // A cancel or skip meanwhile ends it: before each effect, and a verifier under way within a second.
+  const stopped = watchReportStopped(app.db.pool, session.run_id, stepId);
   try {
+    await reportStillWanted(app.db.pool, session.run_id, stepId);
     prepared = await prepareTaskUpdates(app.db.pool, {
       runId: session.run_id,
       steps: loaded.steps,
@@ -175,16 +180,26 @@ async function integrateReport(app: App, call: CallSession, stepId: string, repo
       updates: [update],
       actor: report.actor,
       tools: app.tools,
+      stop: stopped.signal,
       // Asked again before each effect, at its moment: a reporter revoked since merges nothing.
-      authorize: () => reporterMayStill(app, session, report),
+      authorize: async () => {
+        await reportStillWanted(app.db.pool, session.run_id, stepId);
+        await reporterMayStill(app, session, report);
+      },
     });
   } catch (error) {
+    if (error instanceof ReportOutdated) return dropReport(app, session, stepId, error.message);
     const refused = error instanceof ReporterRefused;
     // A refusal that trying again cannot change (the reporter's authority, the repository's scan
     // finding a way out) ends the report, said where people and agents look; anything else is
     // tried again by the sweep.
     if (!refused && !(isAppError(error) && error.code === "forbidden")) throw error;
-    await dropReport(app, session, stepId);
+    await dropReport(
+      app,
+      session,
+      stepId,
+      refused ? `the reporter was refused: ${error.message}` : (error as Error).message,
+    );
     await alertSession(app, {
       sessionId: session.id,
       alert: refused
@@ -203,6 +218,8 @@ async function integrateReport(app: App, call: CallSession, stepId: string, repo
       actor: "stepwise",
     });
     return;
+  } finally {
+    stopped.end();
   }
   // One run's outcomes are recorded one at a time, each reading the states the one before left:
   // two DONEs integrated side by side would each see the other's task still running, and neither
@@ -218,7 +235,7 @@ async function integrateReport(app: App, call: CallSession, stepId: string, repo
     } catch (error) {
       // Refused now (the run was cancelled, the task skipped since): the report ends, said so.
       if (!isAppError(error)) throw error;
-      await dropReport(app, session, stepId);
+      await dropReport(app, session, stepId, error.message);
       log.warn({ err: error.message, stepId }, "a reported DONE could not be recorded");
     }
   });
@@ -273,11 +290,38 @@ function readyAfter(steps: Step[], statuses: Map<string, StepStatus>, stepId: st
   );
 }
 
-async function dropReport(app: Pick<App, "db">, session: SessionRow, stepId: string): Promise<void> {
-  await app.db.pool.query("delete from agent_task_reports where session_id = $1 and step_id = $2", [
-    session.id,
-    stepId,
-  ]);
+async function dropReport(app: Pick<App, "db">, session: SessionRow, stepId: string, reason: string): Promise<void> {
+  await inTransaction(app.db.pool, async (client) => {
+    const ended = await client.query("delete from agent_task_reports where session_id = $1 and step_id = $2", [
+      session.id,
+      stepId,
+    ]);
+    if (ended.rowCount === 0) return;
+    await appendReportEvent(client, session.run_id, stepId, {
+      type: "task.report_ended",
+      data: { outcome: "dropped", reason },
+    });
+  });
+}
+
+/**
+ * A report's start or end in its run's stream, in the transaction that makes or ends it: a person's
+ * run page shows the task as merging from the one to the other (run-state.ts).
+ */
+async function appendReportEvent(
+  client: pg.PoolClient,
+  runId: string,
+  stepId: string,
+  event:
+    | { type: "task.reported"; data: { agent: string } }
+    | { type: "task.report_ended"; data: { outcome: "recorded" | "dropped"; reason?: string } },
+): Promise<void> {
+  const run = await client.query<{ plan_id: string; trace_id: string }>(
+    "select plan_id, trace_id from runs where id = $1",
+    [runId],
+  );
+  const { plan_id: planId, trace_id: traceId } = run.rows[0]!;
+  await appendEvents(client, { streamId: runId, planId, runId, traceId }, [{ ...event, stepId }]);
 }
 
 /**
@@ -307,13 +351,17 @@ export async function recordPrepared(
     // leases follow the reported states (DONE ends one, IN_PROGRESS takes an unheld task).
     const recorded = await withSessionLock(app, session.id, async (client) => {
       if (report !== undefined) {
-        const ended = await client.query(
+        const deleted = await client.query(
           "delete from agent_task_reports where session_id = $1 and step_id = $2 returning 1",
           [session.id, report],
         );
-        if (ended.rowCount === 0) return false;
+        if (deleted.rowCount === 0) return false;
       }
-      if (!changes) return true;
+      // Last in the transaction: the event takes the run stream's lock, which the engine's own
+      // transaction below (another connection) needs for its events while this one waits for it.
+      const ended = { type: "task.report_ended", data: { outcome: "recorded" } } as const;
+      const reportEnded = async () => report !== undefined && appendReportEvent(client, session.run_id, report, ended);
+      if (!changes) return reportEnded().then(() => true);
       if (byAgent) {
         await refuseOthersTasks(
           client,
@@ -324,14 +372,17 @@ export async function recordPrepared(
       }
       await updateAgentTasks(app.engine, { runId: session.run_id, updates: prepared.updates, actor, adoptVersion });
       await settleLeases(app, client, session, actor, prepared.updates, loaded);
+      await reportEnded();
       return true;
     });
     if (!recorded) return;
   }
   // Tasks this update made ready (or added) get their worktrees before an agent asks for them.
   // A report's integration made them already, before recording it; looking again now would only
-  // compete with the hand-out that recording just allowed (the next hand-out looks anyway).
-  if (changes && report === undefined) worktreesAhead(app, session);
+  // compete with the hand-out that recording just allowed (the next hand-out looks anyway). An
+  // IN_PROGRESS makes nothing ready: the hand-out before it already looked.
+  const mayMakeReady = adoptVersion !== undefined || prepared.updates.some((update) => update.status !== "IN_PROGRESS");
+  if (mayMakeReady && report === undefined) worktreesAhead(app, session);
   await afterTaskUpdatesIn(app, session, {
     updates: prepared.updates,
     merged: prepared.merged,
@@ -375,7 +426,7 @@ export async function resendStalledReports(app: App, workerId: string): Promise<
     const session: CallSession = { id: row.id, run_id: row.run_id, workspace_root: row.workspace_root };
     if (row.attempts >= MAX_ATTEMPTS) {
       const sessionRow = await findSession(app, row.session_id);
-      await dropReport(app, sessionRow, row.step_id);
+      await dropReport(app, sessionRow, row.step_id, `not merged after ${row.attempts} tries`);
       await alertSession(app, {
         sessionId: row.session_id,
         alert: {

@@ -53,6 +53,8 @@ export async function runVerifiers(input: {
   cwd: string;
   attempt: number;
   approvedByPerson: boolean;
+  /** Ends the verifier under way and runs no more (the run was cancelled). */
+  stop?: AbortSignal;
 }): Promise<VerificationOutcome> {
   const results: VerifierResult[] = [];
   for (const command of verifierCommands(input.step.args)) {
@@ -70,7 +72,9 @@ export async function runVerifiers(input: {
       });
       break;
     }
-    const signal = AbortSignal.timeout(VERIFIER_TIMEOUT_MS);
+    if (input.stop?.aborted) break;
+    const timeout = AbortSignal.timeout(VERIFIER_TIMEOUT_MS);
+    const signal = input.stop ? AbortSignal.any([timeout, input.stop]) : timeout;
     try {
       const result = (await shellTool.execute(
         { command, cwd: ".", allowFailure: true },
@@ -103,11 +107,13 @@ export async function runVerifiers(input: {
         exitCode: null,
         tail: "",
         level: "critical",
-        error: signal.aborted
-          ? `Timed out after ${VERIFIER_TIMEOUT_MS / 1000}s`
-          : error instanceof Error
-            ? error.message
-            : String(error),
+        error: input.stop?.aborted
+          ? "Stopped: the run or the task was stopped"
+          : timeout.aborted
+            ? `Timed out after ${VERIFIER_TIMEOUT_MS / 1000}s`
+            : error instanceof Error
+              ? error.message
+              : String(error),
         durationMs: Date.now() - started,
       });
     }

@@ -21,6 +21,7 @@ import { withCaller } from "../caller-context";
 import { integrationBranch, runShort, taskBranch } from "./worktrees";
 import { worktreeWorkSettled } from "./worktrees-ahead";
 import { git } from "../../tests/git-fixture";
+import { processesIn } from "../../tests/processes-in";
 
 /**
  * A worktree per agent task, on a real git repository as the workspace, through the operations
@@ -100,6 +101,16 @@ async function holdMerges(runId: string): Promise<{ release(): Promise<void> }> 
       client.release();
     },
   };
+}
+
+/** The report events (task-reports.ts) of the run's task 2, oldest first. */
+async function reportEvents(runId: string): Promise<{ type: string; data: unknown }[]> {
+  const rows = await harness!.app.db.pool.query<{ type: string; data: unknown }>(
+    `select type, data from events
+      where stream_id = $1 and step_id = 'step_2' and type in ('task.reported', 'task.report_ended') order by seq`,
+    [runId],
+  );
+  return rows.rows;
 }
 
 describe("a worktree per agent task", () => {
@@ -274,6 +285,10 @@ describe("a worktree per agent task", () => {
       expect(waiting.now.waiting_for).toContainEqual({ task_id: 2, title: "Change a", state: "merging" });
       expect(waiting.now.retry_after_seconds).toBe(1);
       expect(waiting.now.message).toContain("merging task 2");
+      // A person's run page says so too: the snapshot, and the event its live view follows.
+      const shown = (await harness!.caller.runs.get({ runId })).steps.find((step) => step.stepId === "step_2");
+      expect(shown).toMatchObject({ status: "running", waiting: { kind: "agent", agent: AGENT.name, merging: true } });
+      expect(await reportEvents(runId)).toEqual([{ type: "task.reported", data: { agent: AGENT.name } }]);
       // Another agent is not handed the task being merged, nor its dependent.
       const other = { kind: "agent", name: "agent-8" } as const;
       const otherStatus = await invokeOperation(agentStatus, { app: harness!.app, identity: other }, {});
@@ -296,6 +311,10 @@ describe("a worktree per agent task", () => {
 
     await reportsIntegrated(harness!.app.db.pool);
     expect(await taskStates()).toMatchObject({ 2: "completed", 3: "awaiting_agent" });
+    expect((await reportEvents(runId)).map((event) => event.data)).toEqual([
+      { agent: AGENT.name },
+      { outcome: "recorded" },
+    ]);
     expect(git(root, "show", `${integrationBranch(runId)}:src/a.txt`)).toBe("a from task 2\n");
     // Task 3's worktree was made from the merged work before task 3 became ready.
     const wt3 = path.join(root, `.stepwise/worktrees/${runShort(runId)}-step_3`);
@@ -360,6 +379,13 @@ describe("a worktree per agent task", () => {
     );
     expect(signals.rows).toEqual([expect.objectContaining({ key: "report_refused_step_2", level: "warning" })]);
     expect(signals.rows[0]!.message).toContain("nothing was merged");
+    // The run page no longer shows it merging: the report ended, dropped.
+    expect((await reportEvents(runId)).at(-1)).toEqual({
+      type: "task.report_ended",
+      data: { outcome: "dropped", reason: expect.stringContaining("the reporter was refused") },
+    });
+    const shown = (await harness!.caller.runs.get({ runId })).steps.find((step) => step.stepId === "step_2");
+    expect(shown?.waiting).not.toHaveProperty("merging");
   });
 
   it("integrates a report with no integration under way: the worker's sweep sends it again", async () => {
@@ -389,6 +415,37 @@ describe("a worktree per agent task", () => {
     expect(git(root, "show", `${integrationBranch(runId)}:src/a.txt`)).toBe("a from task 2\n");
     // A report whose integration is under way is not sent twice.
     expect(await resendStalledReports(harness!.app, harness!.app.engine.localWorker!.workerId!)).toBe(0);
+  });
+
+  it("stops a reported DONE's integration when the run is cancelled: its verifier ends, nothing is merged", async () => {
+    const { runId, root } = await startSessionWithTasks([
+      task("Change a", ["src/a.txt"], { acceptance: ["checked at length"], verify: ["sleep 300"] }),
+    ]);
+    if ((await taskStates())[2] === "awaiting_approval") {
+      await harness!.caller.runs.decide({ runId, stepId: "step_2", approve: true });
+    }
+    const task2 = await currentTask();
+    const worktree = task2.working_directory!;
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
+    await fs.writeFile(path.join(worktree, "src/a.txt"), "a from task 2\n");
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } });
+    // The verifier runs in the task's worktree; the person cancels the run meanwhile.
+    await expect.poll(() => processesIn(worktree).length, { timeout: 60_000, interval: 50 }).toBeGreaterThan(0);
+    await harness!.caller.runs.cancel({ runId });
+
+    await reportsIntegrated(harness!.app.db.pool);
+    await expect.poll(() => processesIn(worktree), { timeout: 10_000 }).toEqual([]);
+    expect(git(root, "show", `${integrationBranch(runId)}:src/a.txt`)).toBe("a\n");
+    expect((await reportEvents(runId)).at(-1)).toEqual({
+      type: "task.report_ended",
+      data: { outcome: "dropped", reason: "the run was cancelled" },
+    });
+    // Nothing of the stopped check is recorded as a finding: the task was not judged.
+    const verified = await harness!.app.db.pool.query(
+      "select 1 from events where stream_id = $1 and type = 'task.verified' and step_id = 'step_2'",
+      [runId],
+    );
+    expect(verified.rowCount).toBe(0);
   });
 
   it("removes the run's worktrees when the run is cancelled, and only those", async () => {

@@ -7,7 +7,13 @@ import { z } from "zod";
 export const stepWaitingSchema = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("approval"), expiresAt: z.string() }),
   z.object({ kind: z.literal("input"), question: z.string(), choices: z.array(z.string()).optional() }),
-  z.object({ kind: z.literal("agent"), agent: z.string().optional(), since: z.string().optional() }),
+  z.object({
+    kind: z.literal("agent"),
+    agent: z.string().optional(),
+    since: z.string().optional(),
+    /** Reported DONE, and being committed, checked and merged (as `run.get` and `task.reported` tell). */
+    merging: z.boolean().optional(),
+  }),
   /** A `run_plan` step waits for its child run (its id once started): server/engine/child-runs.ts. */
   z.object({ kind: z.literal("child_run"), runId: z.string().optional() }),
 ]);

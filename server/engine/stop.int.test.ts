@@ -3,9 +3,9 @@ import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "../../tests/app-harness";
 import { readEvents } from "../events/store";
-import { isRunning } from "../tools/process-tree";
 import { createEngineDeps } from "./engine";
 import { startStepWorker, type StepWorker } from "./worker";
+import { processesIn } from "../../tests/processes-in";
 
 /**
  * Stop means stop, through the engine: a cancelled or timed-out shell step runs nothing of its
@@ -28,20 +28,6 @@ async function createRun(h: Harness, steps: unknown[]): Promise<string> {
   return runId;
 }
 
-/** Host pids of running processes whose working directory is in `dir` (a command's). */
-function processesIn(dir: string): number[] {
-  const found: number[] = [];
-  for (const name of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const cwd = fs.readlinkSync(`/proc/${name}/cwd`);
-      if ((cwd === dir || cwd.startsWith(`${dir}/`)) && isRunning(Number(name))) found.push(Number(name));
-    } catch {
-      // Gone, or not ours to read.
-    }
-  }
-  return found;
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -107,6 +107,8 @@ const representative: NewEvent[] = [
       results: [{ command: "npm test", passed: false, exitCode: 1, tail: "1 failed", level: "major", durationMs: 900 }],
     },
   },
+  { type: "task.reported", stepId: "step_2", data: { agent: "agent-7" } },
+  { type: "task.report_ended", stepId: "step_2", data: { outcome: "dropped", reason: "the reporter was refused" } },
   {
     type: "task.merged",
     stepId: "step_2",

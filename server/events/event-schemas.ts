@@ -149,6 +149,13 @@ export const eventSchema = z.discriminatedUnion("type", [
   event("agent.lease_expired", z.object({ agent: z.string(), leasedAt: z.string(), reason: z.string() })),
   /** A person changed how many agent tasks may be in progress at once. */
   event("agent.concurrency_set", z.object({ agentConcurrency: z.number().int(), actor: z.string() })),
+  /**
+   * The agent reported the task DONE; Stepwise commits, checks and merges it off the agent's call
+   * (server/agents/task-reports.ts). The task stays running until the outcome is recorded.
+   */
+  event("task.reported", z.object({ agent: z.string() })),
+  /** That report is over: its outcome recorded (DONE, back to TODO, a conflict), or dropped (`reason`). */
+  event("task.report_ended", z.object({ outcome: z.enum(["recorded", "dropped"]), reason: z.string().optional() })),
   /** An agent task's verifiers ran in its worktree (server/agents/verifiers.ts). */
   event(
     "task.verified",

@@ -13,6 +13,7 @@ import {
 import { approvalViewSchema, waitingApproval } from "../engine/approval-view";
 import { getRun, listRuns, planRunSchema, runViewSchema } from "../engine/run-view";
 import type { AppContext } from "../services";
+import { reportedTasks } from "../agents/leases";
 import { removeWorktreesOfRunIn } from "../agents/workspace-work";
 import { AppError } from "../errors";
 import {
@@ -40,8 +41,36 @@ export const runGet = defineOperation({
   input: z.object({ runId }),
   output: runViewSchema,
   annotations: { readOnly: true },
-  run: ({ app }, input) => getRun(app.db.prisma, input.runId, app.tools),
+  run: ({ app }, input) => runView(app, input.runId),
 });
+
+/**
+ * The run as the engine sees it, with the agent tasks reported DONE and being merged marked so
+ * (the engine holds them running until the merge's outcome is recorded; task-reports.ts).
+ */
+async function runView(app: AppContext, id: string) {
+  const run = await getRun(app.db.prisma, id, app.tools);
+  if (!run.steps.some((step) => step.status === "running")) return run;
+  const reported = await reportedTasks(app.db.pool, id);
+  if (reported.size === 0) return run;
+  return {
+    ...run,
+    steps: run.steps.map((step) => {
+      const agent = reported.get(step.stepId);
+      return agent === undefined || step.status !== "running"
+        ? step
+        : {
+            ...step,
+            waiting: {
+              ...(step.waiting?.kind === "agent" && step.waiting),
+              kind: "agent" as const,
+              agent,
+              merging: true,
+            },
+          };
+    }),
+  };
+}
 
 export const runList = defineOperation({
   name: "run.list",
@@ -110,7 +139,7 @@ export const runWait = defineOperation({
     const deadline = Date.now() + input.timeoutSeconds * 1000;
     let lastReported = -1;
     for (;;) {
-      const run = await getRun(app.db.prisma, input.runId, app.tools);
+      const run = await runView(app, input.runId);
       const settled = run.steps.filter((step) => isIn(SETTLED_STEP_STATUSES, step.status)).length;
       if (settled !== lastReported) {
         lastReported = settled;

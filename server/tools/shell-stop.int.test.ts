@@ -1,10 +1,10 @@
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
-import { isRunning } from "./process-tree";
 import { sandboxAvailable } from "./sandbox";
 import { CommandStoppedError, runShell } from "./shell";
 import { createTempWorkspace, createToolContext, removeTempWorkspace } from "./tool-test-support";
+import { processesIn } from "../../tests/processes-in";
 
 /**
  * Stop means stop, at the level of the command: an aborted shell command runs nothing after the
@@ -19,20 +19,6 @@ afterEach(async () => {
   workspace = undefined;
 });
 
-/** Host pids of the processes whose working directory is inside `dir` (the command's, here). */
-function processesIn(dir: string): number[] {
-  const found: number[] = [];
-  for (const name of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const cwd = fs.readlinkSync(`/proc/${name}/cwd`);
-      if ((cwd === dir || cwd.startsWith(`${dir}/`)) && isRunning(Number(name))) found.push(Number(name));
-    } catch {
-      // Gone, or not ours to read.
-    }
-  }
-  return found;
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
