@@ -28,7 +28,6 @@ async function createRun(h: Harness, steps: unknown[]): Promise<string> {
   return runId;
 }
 
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function approveWhenAsked(h: Harness, runId: string) {

@@ -19,7 +19,6 @@ afterEach(async () => {
   workspace = undefined;
 });
 
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
