@@ -7,7 +7,9 @@ import { agentStart, agentStatus, agentUpdate } from "../operations/agent";
 import type { Identity } from "../identity";
 import { invokeOperation, type Operation } from "../operations/operation";
 import { runCancel } from "../operations/runs";
-import { cancelRun } from "../engine/engine";
+import { cancelRun, skipStep } from "../engine/engine";
+import { enterPlanMode } from "../planner/plan-mode";
+import fc from "fast-check";
 import {
   readyForTaskSchema,
   successSchema,
@@ -386,6 +388,100 @@ describe("a worktree per agent task", () => {
     });
     const shown = (await harness!.caller.runs.get({ runId })).steps.find((step) => step.stepId === "step_2");
     expect(shown?.waiting).not.toHaveProperty("merging");
+  });
+
+  it("merges a reported DONE exactly when, at the merge, its reporter, run and task still allow it, whatever changed between", async () => {
+    /*
+     * A small model of the promise for a DONE integrated off the call: random changes between the
+     * report and its merge (the merge held meanwhile), the outcome predicted from the state at the
+     * merge alone — the reporting credential live, a person still a reviewer, an agent not back in
+     * plan mode, the run not cancelled, the task not skipped — and compared with what merged.
+     */
+    const CHANGES = [
+      "revoke the reporting credential",
+      "revoke another credential",
+      "demote to viewer",
+      "promote to reviewer",
+      "enter plan mode",
+      "cancel the run",
+      "skip the task",
+    ] as const;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom("agent" as const, "person" as const),
+        fc.array(fc.constantFrom(...CHANGES), { minLength: 1, maxLength: 4 }),
+        async (kind, changes) => {
+          await harness?.close();
+          harness = undefined;
+          const { runId, root } = await startSessionWithTasks([task("Change a", ["src/a.txt"])]);
+          const app = harness!.app;
+          const pool = app.db.pool;
+          const asAdmin = <T>(work: () => Promise<T>) => withCaller({ kind: "person", name: "user" }, work);
+          const name = kind === "agent" ? AGENT.name : "rita";
+          const added = await asAdmin(() =>
+            addPrincipal(pool, {
+              kind,
+              name,
+              ...(kind === "person" && { role: "reviewer" as const }),
+              createdBy: "user",
+            }),
+          );
+          const other = await asAdmin(() => addCredential(pool, added.principalId, "user"));
+          const reporter: Identity =
+            kind === "agent"
+              ? { kind, name, tokenId: added.credentialId }
+              : { kind, name, role: "reviewer", tokenId: added.credentialId };
+          const asReporter = (input: unknown) => invokeOperation(agentUpdate, { app, identity: reporter }, input);
+          const task2 = await currentTask();
+          await asReporter({ payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
+          await fs.writeFile(path.join(task2.working_directory!, "src/a.txt"), "a from task 2\n");
+
+          const state = { credential: true, reviewer: true, planMode: false, cancelled: false, skipped: false };
+          const merges = await holdMerges(runId);
+          try {
+            await asReporter({ payload: { update_tasks: [{ id: 2, status: "DONE" }] } });
+            for (const change of changes) {
+              if (change === "revoke the reporting credential" && state.credential) {
+                await asAdmin(() => revokeCredential(pool, added.credentialId, "user"));
+                state.credential = false;
+              } else if (change === "revoke another credential") {
+                await asAdmin(() => revokeCredential(pool, other.credentialId, "user")).catch(() => undefined);
+              } else if (kind === "person" && (change === "demote to viewer" || change === "promote to reviewer")) {
+                state.reviewer = change === "promote to reviewer";
+                await asAdmin(() => setRole(pool, added.principalId, state.reviewer ? "reviewer" : "viewer", "user"));
+              } else if (kind === "agent" && change === "enter plan mode" && !state.planMode) {
+                await enterPlanMode(app, { reason: "plan first", actor: name, credential: added.credentialId });
+                state.planMode = true;
+              } else if (change === "cancel the run" && !state.cancelled && !state.skipped) {
+                // (Its one task skipped, the run is over: nothing is left to cancel.)
+                await cancelRun(app.engine, { runId, actor: "tester" });
+                state.cancelled = true;
+              } else if (change === "skip the task" && !state.cancelled && !state.skipped) {
+                await skipStep(app.engine, { runId, stepId: "step_2", actor: "tester" });
+                state.skipped = (await taskStates())[2] === "skipped";
+              }
+            }
+          } finally {
+            await merges.release();
+          }
+          await reportsIntegrated(pool);
+
+          const allowed =
+            state.credential &&
+            (kind === "person" ? state.reviewer : !state.planMode) &&
+            !state.cancelled &&
+            !state.skipped;
+          const merged = git(root, "show", `${integrationBranch(runId)}:src/a.txt`) === "a from task 2\n";
+          expect({ kind, changes, merged }).toEqual({ kind, changes, merged: allowed });
+          expect((await taskStates())[2]).toBe(
+            allowed ? "completed" : state.cancelled ? "cancelled" : state.skipped ? "skipped" : "running",
+          );
+        },
+      ),
+      // Each run is a whole session in a fresh repository (seconds): the cases named above it are
+      // the fixed ones, this looks for the combination nobody named.
+      { numRuns: 6 },
+    );
   });
 
   it("integrates a report with no integration under way: the worker's sweep sends it again", async () => {
