@@ -115,11 +115,16 @@ interface Pending {
   reject: (error: Error) => void;
 }
 
-let forker: ChildProcess | undefined;
-const pending = new Map<number, Pending>();
+/** A forker and what it was asked and has not answered (its own: a forker's end fails only those). */
+interface Forker {
+  child: ChildProcess;
+  pending: Map<number, Pending>;
+}
+
+let forker: Forker | undefined;
 let nextId = 1;
 
-function startForker(): ChildProcess {
+function startForker(): Forker {
   const child = spawn(process.execPath, ["-e", FORKER_SOURCE], {
     // Nothing of this process's environment: no NODE_OPTIONS loader, no secrets. Its programs get
     // the environment the launcher gives each.
@@ -128,6 +133,8 @@ function startForker(): ChildProcess {
     stdio: ["ignore", "ignore", "inherit", "ipc"],
     serialization: "advanced",
   });
+  const started: Forker = { child, pending: new Map() };
+  const { pending } = started;
   child.on("message", (message: FromForker) => {
     const waiting = pending.get(message.id);
     if (!waiting) return;
@@ -146,7 +153,7 @@ function startForker(): ChildProcess {
     if (pending.size === 0) idle(child);
   });
   const lost = (why: string) => {
-    if (forker === child) forker = undefined;
+    if (forker === started) forker = undefined;
     const error = new Error(`The forker ended (${why}); the program's outcome is unknown`);
     for (const [id, waiting] of pending) {
       pending.delete(id);
@@ -158,7 +165,7 @@ function startForker(): ChildProcess {
     if (pending.size > 0) logger.warn({ code, signal }, "the forker ended with programs running");
     lost(signal ?? `exit ${code}`);
   });
-  return child;
+  return started;
 }
 
 /** Nothing asked of it: it does not keep Stepwise (or a test) running. */
@@ -179,8 +186,8 @@ export function collectOutput(
   signal?: AbortSignal,
 ): Promise<CollectedOutput> {
   if (signal?.aborted) return Promise.reject(signal.reason as Error);
-  if (!forker?.connected) forker = startForker();
-  const child = forker;
+  if (!forker?.child.connected) forker = startForker();
+  const { child, pending } = forker;
   const id = nextId++;
   return new Promise<CollectedOutput>((resolve, reject) => {
     const onAbort = () => child.connected && child.send({ t: "kill", id, signal: "SIGTERM" });
