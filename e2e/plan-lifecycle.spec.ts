@@ -4,7 +4,7 @@ import { NewPlanPage, PlanViewPage } from "./pages/plan-pages";
 const fanOutFanIn = {
   steps: [
     { id: "step_1", description: "List the workspace", tool: "list_dir", args: { path: "." } },
-    { id: "step_2", description: "Slow branch", tool: "sleep", args: { ms: 1500 }, dependsOn: ["step_1"] },
+    { id: "step_2", description: "Slow branch", tool: "sleep", args: { ms: 6000 }, dependsOn: ["step_1"] },
     { id: "step_3", description: "Fast branch", tool: "echo", args: { value: "$step_1" }, dependsOn: ["step_1"] },
     { id: "step_4", description: "Join", tool: "echo", args: { value: "done" }, dependsOn: ["step_2", "step_3"] },
   ],
@@ -24,10 +24,9 @@ test("a plan is created, approved and watched live until every step completes", 
   // Live states arrive without reloads: count document loads from here on.
   const loads: string[] = [];
   page.on("load", () => loads.push(page.url()));
-  // The slow branch is seen running while the fast one has already finished: states arrive live.
-  await run.expectStepStatus("step_2", "running");
-  await run.expectStepStatus("step_3", "completed");
-  await run.expectStepStatus("step_4", "pending");
+  // The slow branch is seen running while the fast one has already finished and the join waits:
+  // states arrive live. The slow branch sleeps long enough for a busy machine to show that moment.
+  await run.expectStepStatuses({ step_2: "running", step_3: "completed", step_4: "pending" });
   for (const id of ["step_1", "step_2", "step_3", "step_4"]) await run.expectStepStatus(id, "completed");
   await expect(run.run()).toHaveAttribute("data-run-status", "completed");
   expect(loads).toEqual([]);

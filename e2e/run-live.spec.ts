@@ -48,8 +48,7 @@ test("parallel sleeping steps are seen running together, with progress moving, u
 
   // All three sleepers run at once; the join waits.
   await expect(run.count("running")).toHaveAttribute("data-count", "3");
-  for (const id of ["step_1", "step_2", "step_3"]) await run.expectStepStatus(id, "running");
-  await run.expectStepStatus("step_4", "pending");
+  await run.expectStepStatuses({ step_1: "running", step_2: "running", step_3: "running", step_4: "pending" });
   await expect(run.connection()).toHaveText("live");
 
   // Progress moves while they run: two different readings of one bar.

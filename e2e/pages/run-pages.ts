@@ -34,6 +34,21 @@ export class RunViewPage {
     await expect(this.step(stepId)).toHaveAttribute("data-status", status);
   }
 
+  /**
+   * Waits until every listed step shows its status at the same moment: checking them one after the
+   * other lets a later check see a state the run has already left on a busy machine.
+   */
+  async expectStepStatuses(statuses: Record<string, string>) {
+    const ids = Object.keys(statuses);
+    await expect
+      .poll(async () => {
+        const seen: Record<string, string | null> = {};
+        for (const id of ids) seen[id] = await this.step(id).getAttribute("data-status");
+        return seen;
+      })
+      .toEqual(statuses);
+  }
+
   run(): Locator {
     return this.page.getByRole("region", { name: "Run" });
   }
