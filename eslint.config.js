@@ -68,12 +68,17 @@ export const FLOORS = [
   { name: "people", rooms: ["people"], holds: "principals and approver policies" },
   { name: "events", rooms: ["events"], holds: "the event store, bus and streams" },
   { name: "audit", rooms: ["audit"], holds: "the audit log, its chain and the approval binding" },
-  { name: "tools", rooms: ["tools"], holds: "the tools steps run and their launcher" },
+  { name: "tools", rooms: ["tools"], holds: "the tools steps run: shell, files, git, the sandbox's policy" },
   {
     name: "infrastructure",
     rooms: ["db", "db.ts", "database-faults.ts", "queue", "metrics"],
     holds:
       "the database (embedded server, migrations, LISTEN), its client and what its failures mean, the job queue and process metrics",
+  },
+  {
+    name: "launcher",
+    rooms: ["launcher"],
+    holds: "the one place programs start: the launcher, its forker, the sandbox's command line",
   },
   {
     name: "ground",
@@ -148,6 +153,8 @@ const BELONGS = {
   queue:
     "the job queue sits above the ground floor: take the task's name from server/queue/jobs.ts's caller as a parameter",
   metrics: "process metrics sit above the ground floor: record them from the caller",
+  launcher:
+    "the launcher starts programs and decides nothing of a workspace: pass it the finished request (server/launcher/launcher.ts, Launch) from the caller",
 };
 const GENERIC_BELONGS =
   "move what both need down to your floor or below — words to server/vocabulary.ts, plan and step shapes to server/plan-schema.ts, pure helpers to the ground floor — or have the roof pass it in";
@@ -223,6 +230,7 @@ const DOMAIN_MODULES = [
   "inbox",
   "templates",
   "tools",
+  "launcher",
   "db",
   "people",
   "webhooks",
@@ -346,19 +354,16 @@ export default defineConfig([
     rules: Object.fromEntries(rules.map((rule) => [rule, "off"])),
   })),
 
-  // One way to start a program: server/tools/launcher.ts, which confines by default and runs
-  // unconfined only what a person approved (docs/security.md, "One launcher"). The core rule
-  // (not the typescript-eslint one the import boundaries below use), so the two do not override
-  // each other. Exceptions, each for a reason:
-  // - server/db/embedded.ts starts Stepwise's own PostgreSQL binary, never a workspace program;
-  // - scripts/, tests/, e2e/, bench/ and test files drive Stepwise and git fixtures from outside.
+  // One way to start a program: server/launcher/launcher.ts, which confines by default and runs
+  // unconfined only what a person approved or Stepwise's own processes (the forker, the embedded
+  // PostgreSQL) (docs/security.md, "One launcher"). The core rule (not the typescript-eslint one
+  // the import boundaries below use), so the two do not override each other, and it refuses type
+  // imports too. Exceptions: scripts/, tests/, e2e/, bench/ and test files, which drive Stepwise
+  // and git fixtures from outside.
   {
     files: ["**/*.{ts,tsx,mts,cts,js,mjs,cjs}"],
     ignores: [
-      "server/tools/launcher.ts",
-      // The launcher's forker: starts the command lines the launcher finished, nothing of its own.
-      "server/tools/forker.ts",
-      "server/db/embedded.ts",
+      "server/launcher/launcher.ts",
       "scripts/**",
       "tests/**",
       "e2e/**",
@@ -372,7 +377,7 @@ export default defineConfig([
         ...["node:child_process", "child_process"].map((name) => ({
           name,
           message:
-            "Programs start only through server/tools/launcher.ts (launch): confined in the sandbox by default, unconfined only as a person approved.",
+            "Programs start only through server/launcher/launcher.ts (launch): confined in the sandbox by default, unconfined only as a person approved.",
         })),
       ],
     },

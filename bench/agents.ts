@@ -29,7 +29,7 @@ import type { StatusResponse } from "../server/agents/contract";
 import { repositoryForGit, workspaceRepository } from "../server/agents/worktree-repository";
 import { worktreeWorkSettled } from "../server/agents/worktrees-ahead";
 import { runGit } from "../server/tools/git";
-import { programsLaunched } from "../server/tools/launcher";
+import { programsLaunched } from "../server/launcher/launcher";
 import { git } from "../tests/git-fixture";
 import { scratchDatabase } from "./scratch-database";
 import { percentile, round } from "./stats";

@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { git } from "../../tests/git-fixture";
-import { programsLaunched } from "../tools/launcher";
+import { programsLaunched } from "../launcher/launcher";
 import { sandboxAvailable } from "../tools/sandbox";
 import { ensureIntegration, ensureTaskWorktree, runShort, taskWorktreeExists, workspaceRepository } from "./worktrees";
 

@@ -7,7 +7,7 @@ import { git } from "../../tests/git-fixture";
 import { agentStart, agentStatus, agentUpdate } from "../operations/agent";
 import type { Identity } from "../identity";
 import { invokeOperation, type Operation } from "../operations/operation";
-import { programsLaunched } from "../tools/launcher";
+import { programsLaunched } from "../launcher/launcher";
 import { readyForTaskSchema, successSchema, type AgentTaskView } from "./contract";
 import { runShort } from "./worktrees";
 import { repositoryForGit, workspaceRepository } from "./worktree-repository";

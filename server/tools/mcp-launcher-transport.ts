@@ -1,7 +1,7 @@
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { launch } from "./launcher";
+import { launch } from "../launcher/launcher";
 
 /** What a person configured to start a stdio MCP server, and the workspace it is confined to. */
 export interface ConfinedServerProgram {

@@ -1,15 +1,15 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { launchSync } from "./launcher";
+import { launchSync } from "../launcher/launcher";
 import {
   SANDBOX_LIMITS,
   SYSTEM_PROGRAM_DIRS,
   systemProgram,
   UNAPPROVED_WALL_SECONDS,
   type SandboxLimits,
-} from "./sandbox-command";
-import { sandboxCgroupParent } from "./sandbox-cgroups";
+} from "../launcher/sandbox-command";
+import { sandboxCgroupParent } from "../launcher/sandbox-cgroups";
 
 /* The self-test that proves from inside that the sandbox holds, and what follows from its answer. */
 

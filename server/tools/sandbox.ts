@@ -31,7 +31,7 @@ export {
   UNAPPROVED_WALL_SECONDS,
   type SandboxLimits,
   type SandboxOptions,
-} from "./sandbox-command";
+} from "../launcher/sandbox-command";
 export {
   describeSandbox,
   noSandboxReason,

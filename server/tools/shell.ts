@@ -4,7 +4,7 @@ import { z } from "zod";
 import { AppError } from "../errors";
 import { asConfigEnv, gitHelperPaths } from "./git-hardening";
 import { shellRepositories } from "./git-repositories";
-import { launch } from "./launcher";
+import { launch } from "../launcher/launcher";
 import { CappedText, LineSplitter } from "./output-capture";
 import { killCommand, waitUntilGone } from "./process-tree";
 import { noSandboxReason, sandboxAvailable, systemProgram, UNAPPROVED_WALL_SECONDS } from "./sandbox";

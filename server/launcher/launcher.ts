@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns, type StdioOptions } from "node:child_process";
-import { collectOutput, type CollectedOutput, type CollectLimits } from "./forker";
+import { createForker, FORKER_SOURCE, type CollectedOutput, type CollectLimits } from "./forker";
 import { sandboxed, systemProgram, type SandboxOptions } from "./sandbox-command";
 
 /**
@@ -17,12 +17,20 @@ import { sandboxed, systemProgram, type SandboxOptions } from "./sandbox-command
  *   unconfined as given, wrapped only so it dies with its step (PID namespace, parent-death signal).
  * - `helper`: Stepwise's own fixed script with no input from a workspace or a repository (the
  *   group watchdog); unconfined because it must signal the step's processes.
+ * - `own`: Stepwise's own long-lived processes — the forker below and the embedded PostgreSQL
+ *   (server/db/embedded.ts) —, started from Stepwise's files with arguments no workspace names.
+ *   Only these may run as another user (`owner`: PostgreSQL refuses to run as root) or talk over a
+ *   channel (`serialization`).
  */
+
+/** A program `launch` started: Node's child process, named here so no other module imports node:child_process. */
+export type LaunchedProcess = ChildProcess;
 
 export type Launch =
   | { kind: "sandbox"; argv: string[]; sandbox: Omit<SandboxOptions, "env"> }
   | { kind: "approved"; argv: string[]; approvedByPerson: boolean | undefined; why: string }
-  | { kind: "helper"; argv: string[]; why: string };
+  | { kind: "helper"; argv: string[]; why: string }
+  | { kind: "own"; argv: string[]; why: string };
 
 export interface LaunchOptions {
   cwd?: string;
@@ -36,6 +44,10 @@ export interface LaunchOptions {
    * approved program a PID namespace of its own (`unshare`; the sandbox has bubblewrap's).
    */
   containLifetime?: boolean;
+  /** `own` only: the user and group it runs as (Stepwise's data owner when Stepwise runs as root). */
+  owner?: { uid?: number; gid?: number };
+  /** `own` only: how messages on its IPC channel are encoded (the forker sends buffers). */
+  serialization?: "advanced";
 }
 
 /** Refused launches: a program that would run unconfined without the approval that allows it. */
@@ -68,6 +80,7 @@ export function launchCommand(
           : { command: request.argv[0]!, args: request.argv.slice(1) };
       break;
     case "helper":
+    case "own":
       wrapped = { command: request.argv[0]!, args: request.argv.slice(1) };
       break;
   }
@@ -80,8 +93,9 @@ export function launchCommand(
 let launched = 0;
 
 /**
- * How many programs this process has started through `launch` so far: what a test counts to see
- * that a repeated operation stopped running git (time is no measure on a busy machine).
+ * How many programs this process has started through `launch` so far, Stepwise's own processes
+ * (`own`) not counted: what a test counts to see that a repeated operation stopped running git
+ * (time is no measure on a busy machine).
  */
 export function programsLaunched(): number {
   return launched;
@@ -89,16 +103,37 @@ export function programsLaunched(): number {
 
 /** Starts a program as `request` allows (see the module comment). */
 export function launch(request: Launch, options: LaunchOptions): ChildProcess {
+  if ((options.owner || options.serialization) && request.kind !== "own")
+    throw new LaunchRefused(`Only Stepwise's own processes run as another user or over a channel: ${request.argv[0]}`);
   const { command, args, env } = launchCommand(request, options);
-  launched++;
+  if (request.kind !== "own") launched++;
   return spawn(command, args, {
     ...(options.cwd && { cwd: options.cwd }),
     env: env as NodeJS.ProcessEnv,
     stdio: options.stdio,
     ...(options.detached && { detached: true }),
     ...(options.signal && { signal: options.signal }),
+    ...options.owner,
+    ...(options.serialization && { serialization: options.serialization }),
   });
 }
+
+/**
+ * The forker (forker.ts), started the first time a program is launched for its output and again
+ * after one ended: Node running the forker's code, with nothing of this process's environment
+ * (no NODE_OPTIONS loader, no secrets; its programs get the environment the launcher gives each).
+ */
+const collectOutput = createForker(() =>
+  launch(
+    { kind: "own", argv: [process.execPath, "-e", FORKER_SOURCE], why: "the forker" },
+    {
+      env: { PATH: "/usr/bin:/bin" },
+      cwd: "/",
+      stdio: ["ignore", "ignore", "inherit", "ipc"],
+      serialization: "advanced",
+    },
+  ),
+);
 
 /**
  * `launch` for a short program whose output is read whole (every git): the same command line, but

@@ -161,7 +161,17 @@ function limitedCommand(argv: string[], options: SandboxOptions): string[] {
     ...(options.wallSeconds ? [timeout, "--kill-after=2", String(options.wallSeconds)] : []),
     ...(options.outputBoundBy === "caller"
       ? []
-      : [bash, "--noprofile", "--norc", "-c", OUTPUT_CAP, "stepwise-output-cap", String(limits.outputBytes), stdbuf, head]),
+      : [
+          bash,
+          "--noprofile",
+          "--norc",
+          "-c",
+          OUTPUT_CAP,
+          "stepwise-output-cap",
+          String(limits.outputBytes),
+          stdbuf,
+          head,
+        ]),
     ...argv,
   ];
 }

@@ -1,9 +1,10 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { logger } from "../logger";
 
 /**
  * The forker: a small Node process of Stepwise's own that starts, on the launcher's behalf
  * (launcher.ts, `launchForOutput`), the short programs whose output is read whole — every git.
+ * The launcher starts the forker itself, like any program (`createForker`'s `start`); this module
+ * is its code and the client that talks to it.
  *
  * Why: Node starts a program by forking the process that asks, and the kernel copies that
  * process's page tables while its event loop waits. For a server of 300 MB that is 10–20 ms per
@@ -36,14 +37,14 @@ export interface CollectedOutput {
   signal: NodeJS.Signals | null;
 }
 
-interface ProgramRequest {
+export interface ProgramRequest {
   command: string;
   args: string[];
   env: Record<string, string>;
   cwd?: string;
 }
 
-type FromForker =
+export type FromForker =
   | { t: "error"; id: number; code?: string; message: string }
   | {
       t: "close";
@@ -59,7 +60,7 @@ type FromForker =
  * The forker's own code, run with `node -e` so it needs no file of its own wherever Stepwise is
  * bundled. Plain CommonJS: no loader, no project import.
  */
-const FORKER_SOURCE = String.raw`
+export const FORKER_SOURCE = String.raw`
 "use strict";
 const { spawn } = require("node:child_process");
 const running = new Map();
@@ -115,96 +116,111 @@ interface Pending {
   reject: (error: Error) => void;
 }
 
+/**
+ * What the client needs of the forker's process (a `ChildProcess` started with an IPC channel and
+ * `serialization: "advanced"`), named here so that only the launcher deals in processes.
+ */
+export interface ForkerProcess {
+  readonly connected: boolean;
+  readonly channel?: { ref?: () => void; unref?: () => void } | null;
+  send(message: unknown): boolean;
+  on(event: "message", listener: (message: FromForker) => void): this;
+  on(event: "error", listener: (error: Error) => void): this;
+  on(event: "exit", listener: (code: number | null, signal: NodeJS.Signals | null) => void): this;
+  ref(): void;
+  unref(): void;
+}
+
 /** A forker and what it was asked and has not answered (its own: a forker's end fails only those). */
 interface Forker {
-  child: ChildProcess;
+  child: ForkerProcess;
   pending: Map<number, Pending>;
 }
 
-let forker: Forker | undefined;
-let nextId = 1;
-
-function startForker(): Forker {
-  const child = spawn(process.execPath, ["-e", FORKER_SOURCE], {
-    // Nothing of this process's environment: no NODE_OPTIONS loader, no secrets. Its programs get
-    // the environment the launcher gives each.
-    env: { PATH: "/usr/bin:/bin" } as Record<string, string> as NodeJS.ProcessEnv,
-    cwd: "/",
-    stdio: ["ignore", "ignore", "inherit", "ipc"],
-    serialization: "advanced",
-  });
-  const started: Forker = { child, pending: new Map() };
-  const { pending } = started;
-  child.on("message", (message: FromForker) => {
-    const waiting = pending.get(message.id);
-    if (!waiting) return;
-    pending.delete(message.id);
-    if (message.t === "error") {
-      waiting.reject(Object.assign(new Error(message.message), { code: message.code }));
-    } else {
-      waiting.resolve({
-        stdout: Buffer.from(message.stdout.buffer, message.stdout.byteOffset, message.stdout.byteLength),
-        stderr: Buffer.from(message.stderr.buffer, message.stderr.byteOffset, message.stderr.byteLength),
-        stdoutTruncated: message.stdoutTruncated,
-        exitCode: message.code,
-        signal: message.signal,
-      });
-    }
-    if (pending.size === 0) idle(child);
-  });
-  const lost = (why: string) => {
-    if (forker === started) forker = undefined;
-    const error = new Error(`The forker ended (${why}); the program's outcome is unknown`);
-    for (const [id, waiting] of pending) {
-      pending.delete(id);
-      waiting.reject(error);
-    }
-  };
-  child.on("error", (error) => lost(error.message));
-  child.on("exit", (code, signal) => {
-    if (pending.size > 0) logger.warn({ code, signal }, "the forker ended with programs running");
-    lost(signal ?? `exit ${code}`);
-  });
-  return started;
-}
-
-/** Nothing asked of it: it does not keep Stepwise (or a test) running. */
-function idle(child: ChildProcess): void {
-  child.unref();
-  (child.channel as { unref?: () => void } | undefined)?.unref?.();
-}
-
-function busy(child: ChildProcess): void {
-  child.ref();
-  (child.channel as { ref?: () => void } | undefined)?.ref?.();
-}
-
-/** Runs the finished command line in the forker and collects its output as `limits` says. */
-export function collectOutput(
+/** Runs a finished command line in the forker and collects its output as `limits` says. */
+export type CollectOutput = (
   request: ProgramRequest,
   limits: CollectLimits,
   signal?: AbortSignal,
-): Promise<CollectedOutput> {
-  if (signal?.aborted) return Promise.reject(signal.reason as Error);
-  if (!forker?.child.connected) forker = startForker();
-  const { child, pending } = forker;
-  const id = nextId++;
-  return new Promise<CollectedOutput>((resolve, reject) => {
-    const onAbort = () => child.connected && child.send({ t: "kill", id, signal: "SIGTERM" });
-    signal?.addEventListener("abort", onAbort, { once: true });
-    const settle = () => signal?.removeEventListener("abort", onAbort);
-    pending.set(id, {
-      resolve: (output) => {
-        settle();
-        if (signal?.aborted) reject(signal.reason as Error);
-        else resolve(output);
-      },
-      reject: (error) => {
-        settle();
-        reject(signal?.aborted ? (signal.reason as Error) : error);
-      },
+) => Promise<CollectedOutput>;
+
+/**
+ * The client of one forker at a time: `start` starts a forker (the launcher does, running
+ * `FORKER_SOURCE`), the first time and again after one ended.
+ */
+export function createForker(start: () => ForkerProcess): CollectOutput {
+  let forker: Forker | undefined;
+  let nextId = 1;
+
+  function startForker(): Forker {
+    const started: Forker = { child: start(), pending: new Map() };
+    const { child, pending } = started;
+    child.on("message", (message: FromForker) => {
+      const waiting = pending.get(message.id);
+      if (!waiting) return;
+      pending.delete(message.id);
+      if (message.t === "error") {
+        waiting.reject(Object.assign(new Error(message.message), { code: message.code }));
+      } else {
+        waiting.resolve({
+          stdout: Buffer.from(message.stdout.buffer, message.stdout.byteOffset, message.stdout.byteLength),
+          stderr: Buffer.from(message.stderr.buffer, message.stderr.byteOffset, message.stderr.byteLength),
+          stdoutTruncated: message.stdoutTruncated,
+          exitCode: message.code,
+          signal: message.signal,
+        });
+      }
+      if (pending.size === 0) idle(child);
     });
-    busy(child);
-    child.send({ t: "run", id, ...request, limits });
-  });
+    const lost = (why: string) => {
+      if (forker === started) forker = undefined;
+      const error = new Error(`The forker ended (${why}); the program's outcome is unknown`);
+      for (const [id, waiting] of pending) {
+        pending.delete(id);
+        waiting.reject(error);
+      }
+    };
+    child.on("error", (error) => lost(error.message));
+    child.on("exit", (code, signal) => {
+      if (pending.size > 0) logger.warn({ code, signal }, "the forker ended with programs running");
+      lost(signal ?? `exit ${code}`);
+    });
+    return started;
+  }
+
+  return (request, limits, signal) => {
+    if (signal?.aborted) return Promise.reject(signal.reason as Error);
+    if (!forker?.child.connected) forker = startForker();
+    const { child, pending } = forker;
+    const id = nextId++;
+    return new Promise<CollectedOutput>((resolve, reject) => {
+      const onAbort = () => child.connected && child.send({ t: "kill", id, signal: "SIGTERM" });
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const settle = () => signal?.removeEventListener("abort", onAbort);
+      pending.set(id, {
+        resolve: (output) => {
+          settle();
+          if (signal?.aborted) reject(signal.reason as Error);
+          else resolve(output);
+        },
+        reject: (error) => {
+          settle();
+          reject(signal?.aborted ? (signal.reason as Error) : error);
+        },
+      });
+      busy(child);
+      child.send({ t: "run", id, ...request, limits });
+    });
+  };
+}
+
+/** Nothing asked of it: it does not keep Stepwise (or a test) running. */
+function idle(child: ForkerProcess): void {
+  child.unref();
+  child.channel?.unref?.();
+}
+
+function busy(child: ForkerProcess): void {
+  child.ref();
+  child.channel?.ref?.();
 }
