@@ -132,7 +132,23 @@ function heldReply(scripted: ScriptedLlm): () => void {
 async function planOnce(h: Harness, scripted: ScriptedLlm, sessionId: string): Promise<string | null> {
   const before = scripted.requests.length;
   const release = heldReply(scripted);
-  await expect.poll(() => scripted.requests.length, { timeout: 60_000, interval: 100 }).toBe(before + 1);
+  await expect
+    .poll(() => scripted.requests.length, { timeout: 60_000, interval: 100 })
+    .toBe(before + 1)
+    .catch(async (error: unknown) => {
+      // What the queue and the session looked like when the model call never came.
+      const seen = {
+        session: await sessionRow(h, sessionId),
+        job: await h.app.db.pool.query(
+          "select task_identifier, locked_at, locked_by, attempts, last_error, run_at from graphile_worker.jobs where key = $1",
+          [`planning:${sessionId}`],
+        ),
+        workers: await h.app.db.pool.query("select id, workspaces from workers"),
+      };
+      throw new Error(
+        `${(error as Error).message}\n${JSON.stringify({ ...seen, job: seen.job.rows, workers: seen.workers.rows })}`,
+      );
+    });
   const owner = (await sessionRow(h, sessionId)).worker_id;
   release();
   await expect
