@@ -9,10 +9,10 @@ import type { Step, StepStatus } from "../plan-schema";
 import { AGENT_TASK_TOOL, verifierCommands } from "../tools/agent-task";
 import { actorKindOf, withCaller } from "../caller-context";
 import type { IdentityKind } from "../vocabulary";
+import type { Identity } from "../identity";
 import { authorizeSessionWork } from "./session-authority";
 import { principalNow } from "../policy/facts";
-import { currentIdentity } from "../people/principals";
-import { planModeOf } from "../planner/plan-mode-state";
+import { decideCallNow } from "../policy/call-now";
 import type { Resource } from "../policy/authority";
 import { MISSED_BEATS } from "../engine/queue-locks";
 import { liveWorkerSql } from "../engine/served-workspaces";
@@ -251,27 +251,27 @@ async function stepStatuses(pool: pg.Pool, runId: string): Promise<Map<string, S
 
 /**
  * What the report's call was asked, asked again of the one policy with the reporter as they stand
- * now, as the door would decide the call (`authorizeCall`, `authorizeNow`): the credential that
- * proved the report still unrevoked, the principal not revoked and in its current role
- * (`operation.call`: a person demoted below the operation's role may no longer), an agent not held
- * read-only by plan mode, and, for an agent, `session.work` under that credential.
+ * now, by the same function the doors ask (`decideCallNow`, recheck: the credential that proved
+ * the report looked up again, the role read again, an agent's plan mode read now), after what
+ * only a stored report needs: a reporter without a named credential read by name, so a principal
+ * revoked or demoted since counts as such. Then, for an agent, `session.work` under that credential.
  */
 async function reporterMayStill(app: App, session: SessionRow, report: ReportRow): Promise<void> {
   const pool = app.db.pool;
-  const reporter = { kind: report.actor_kind, name: report.actor };
-  if (report.credential && !(await currentIdentity(pool, { ...reporter, tokenId: report.credential }))) {
-    throw new ReporterRefused("the credential it reported with has been revoked");
-  }
   const principal = await principalNow(pool, report.actor, report.actor_kind);
-  const planMode =
-    principal.kind === "agent" &&
-    (await planModeOf(pool, { name: report.actor, credential: report.credential })) !== undefined;
-  const decision = app.engine.authority.authorize(
-    principal.kind === "agent" ? { ...principal, credential: report.credential, planMode } : principal,
-    "operation.call",
-    { operation: { ...report.operation, readOnly: false, planModeConversation: false } },
+  const reporter: Identity =
+    principal.kind === "person"
+      ? { kind: "person", name: report.actor, role: principal.role }
+      : { kind: principal.kind === "agent" ? "agent" : "system", name: report.actor };
+  const decided = await decideCallNow(
+    pool,
+    app.engine.authority,
+    { ...report.operation, readOnly: false, planModeConversation: false },
+    report.credential ? { ...reporter, tokenId: report.credential } : reporter,
+    { recheck: true, revoked: principal.kind !== "system" && principal.revoked === true },
   );
-  if (!decision.allowed) throw new ReporterRefused(decision.reason);
+  if (!decided.identity) throw new ReporterRefused("the credential it reported with has been revoked");
+  if (!decided.allowed) throw new ReporterRefused(decided.decision?.reason ?? "the policy refuses it now");
   await authorizeSessionWork(app, session, report.actor, report.credential).catch((error: unknown) => {
     throw new ReporterRefused(error instanceof Error ? error.message : String(error));
   });

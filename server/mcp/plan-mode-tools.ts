@@ -15,7 +15,7 @@ import { toolName } from "./naming";
 
 /**
  * Seed 002's plan mode, enforced on Stepwise's own tools: while the agent's planning session holds
- * it in plan mode (whichever connection entered it; server/planner/plan-mode-state.ts), the server
+ * it in plan mode (whichever connection entered it; server/policy/plan-mode-fact.ts), the server
  * lists and accepts only tools that change nothing (annotated read-only) and the plan-mode
  * conversation itself (the operations annotated `planModeConversation`, which the authority policy
  * lets through too). Everything else is hidden from `tools/list` and refused with a problem saying

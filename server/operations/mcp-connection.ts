@@ -3,7 +3,7 @@ import { AppError } from "../errors";
 import { roleOf, type Identity } from "../identity";
 import { currentIdentity } from "../people/principals";
 import { markDelivered, messageForContext, undeliveredMessages } from "../planner/messages";
-import { planModeOf, planModeOwnerOf } from "../planner/plan-mode-state";
+import { planModeOf, planModeOwnerOf } from "../policy/plan-mode-fact";
 import { touchPlanMode } from "../planner/plan-mode-timers";
 import { abandonTodoPlan, todoKeyFor } from "../agents/todo-plans";
 import { touchTodoOf } from "../agents/todo-durability";
@@ -45,7 +45,7 @@ export function planModeHolderKey(identity: Pick<Identity, "name" | "tokenId">):
   return `${owner.name}\u0000${owner.credential ?? ""}`;
 }
 
-/** The planning session holding the caller in plan mode now, if any (server/planner/plan-mode-state.ts). */
+/** The planning session holding the caller in plan mode now, if any (server/policy/plan-mode-fact.ts). */
 export function planModeOfCaller(app: App, identity: Pick<Identity, "name" | "tokenId">): Promise<string | undefined> {
   return planModeOf(app.db.pool, planModeOwnerOf(identity));
 }

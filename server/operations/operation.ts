@@ -2,11 +2,15 @@ import { z } from "zod";
 import type { AppContext } from "../services";
 import { withCaller } from "../caller-context";
 import { AppError } from "../errors";
-import { authority as productionAuthority, principalOf, type Authority } from "../policy/authority";
+import {
+  authority as productionAuthority,
+  principalOf,
+  type Authority,
+  type AuthorityDecision,
+} from "../policy/authority";
+import { decideCallNow, type CallAbout } from "../policy/call-now";
 import type { CallerKind, Role } from "../vocabulary";
-import { currentIdentity } from "../people/principals";
 import { roleOf, type Identity } from "../identity";
-import { planModeOf, planModeOwnerOf } from "../planner/plan-mode-state";
 
 /**
  * The operations layer: every use case an outside caller may perform, defined once, framework-free.
@@ -82,18 +86,33 @@ export function mayCall(operation: { callers: readonly CallerKind[] }, kind: Ide
   return (operation.callers as readonly string[]).includes(kind);
 }
 
+type OperationShape = {
+  name: string;
+  callers: readonly CallerKind[];
+  role: Role;
+  annotations?: Operation<z.ZodType, z.ZodType>["annotations"];
+};
+
+/** What the policy's `operation.call` reads of an operation. */
+function callAbout(operation: OperationShape): CallAbout {
+  return {
+    name: operation.name,
+    callers: operation.callers,
+    role: operation.role,
+    readOnly: operation.annotations?.readOnly === true,
+    planModeConversation: operation.annotations?.planModeConversation === true,
+  };
+}
+
 /**
  * Refuses a missing identity, any caller the operation does not name, and a person whose role is
- * below the operation's, before anything happens. `authority` is the policy of the app context the
- * door serves (`app.engine.authority`); a door without one asks the production policy.
+ * below the operation's, before anything happens — as the identity stands, with no lookup (the
+ * doors' first check; `authorizeCall` and `authorizeNow` ask the policy with the caller as they
+ * stand now). `authority` is the policy of the app context the door serves
+ * (`app.engine.authority`); a door without one asks the production policy.
  */
 export function authorize(
-  operation: {
-    name: string;
-    callers: readonly CallerKind[];
-    role: Role;
-    annotations?: Operation<z.ZodType, z.ZodType>["annotations"];
-  },
+  operation: OperationShape,
   identity: Identity | undefined,
   options: { planMode?: boolean; authority?: Authority } = {},
 ) {
@@ -103,23 +122,26 @@ export function authorize(
   const principal = principalOf(identity);
   if (principal.kind === "agent" && options.planMode) principal.planMode = true;
   const decision = (options.authority ?? productionAuthority).authorize(principal, "operation.call", {
-    operation: {
-      ...operation,
-      readOnly: operation.annotations?.readOnly === true,
-      planModeConversation: operation.annotations?.planModeConversation === true,
-    },
+    operation: callAbout(operation),
   });
-  if (decision.allowed) return;
-  if (decision.rule === "agents-in-plan-mode-read-only") throw planModeRefusal(operation.name);
+  if (!decision.allowed) throw refusal(operation, identity, decision);
+}
+
+/** The error a door answers with for a call the policy refused, saying which rule and why. */
+function refusal(operation: OperationShape, identity: Identity, decision: AuthorityDecision): AppError {
+  if (decision.rule === "agents-in-plan-mode-read-only") return planModeRefusal(operation.name);
   if (decision.rule === "role-bounds-operations") {
-    throw new AppError(
+    return new AppError(
       "forbidden",
       `${operation.name} needs the role ${operation.role} or above; ${identity.name} is a ${roleOf(identity)}.`,
       { operation: operation.name, role: roleOf(identity), roleNeeded: operation.role },
     );
   }
+  if (decision.rule === "revoked-principals-do-nothing") {
+    return new AppError("unauthorized", `${identity.name}'s credentials have all been revoked`);
+  }
   const who = operation.callers.map((kind) => `a ${kind}`).join(" or ");
-  throw new AppError(
+  return new AppError(
     "forbidden",
     `Only ${who} may call ${operation.name}; ${identity.name} is a caller of kind ${identity.kind}.`,
     { operation: operation.name, callerKind: identity.kind },
@@ -135,48 +157,44 @@ export function planModeRefusal(name: string): AppError {
   );
 }
 
-/**
- * Whether an agent is held read-only by its plan mode, read at the moment of effect. Only asked
- * for what would change something: reads cost no lookup.
- */
-async function planModeFact(
-  app: Pick<AppContext, "db">,
-  operation: { annotations?: { readOnly?: boolean } },
-  identity: Identity,
-): Promise<{ planMode?: boolean }> {
-  if (identity.kind !== "agent" || operation.annotations?.readOnly === true) return {};
-  return { planMode: (await planModeOf(app.db.pool, planModeOwnerOf(identity))) !== undefined };
+/** `decideCallNow`'s answer as a door gives it: the caller as they stand now, or the refusal. */
+async function decidedNow(
+  app: Pick<AppContext, "db" | "engine">,
+  operation: OperationShape,
+  identity: Identity | undefined,
+  recheck: boolean,
+): Promise<Identity> {
+  if (!identity) throw new AppError("unauthorized", `${operation.name} needs a signed-in caller`);
+  const decided = await decideCallNow(app.db.pool, app.engine.authority, callAbout(operation), identity, { recheck });
+  if (!decided.identity) throw new AppError("unauthorized", "The credential this was opened with has been revoked");
+  if (!decided.allowed) throw refusal(operation, decided.identity, decided.decision!);
+  return decided.identity;
 }
 
 /**
  * `authorize` for a caller whose right was judged earlier (a live stream, a long-lived session):
  * the credential looked up again and the role read again, so a revoked credential or a lowered
- * role stops the next effect rather than the next connection. Returns the caller as they are now.
+ * role stops the next effect rather than the next connection. A delivery reads, so plan mode does
+ * not stop it. Returns the caller as they are now.
  */
 export async function authorizeNow(
   app: Pick<AppContext, "db" | "engine">,
   operation: Pick<Operation<z.ZodType, z.ZodType>, "name" | "callers" | "role">,
   identity: Identity,
 ): Promise<Identity> {
-  const now = await currentIdentity(app.db.pool, identity);
-  if (!now) throw new AppError("unauthorized", "The credential this was opened with has been revoked");
-  authorize(operation, now, { authority: app.engine.authority });
-  return now;
+  return decidedNow(app, { ...operation, annotations: { readOnly: true } }, identity, true);
 }
 
 /**
- * The check every door's call goes through, under the app context's policy: the caller's kind and
- * role first (no lookup for a caller refused anyway), then, for an agent about to change something,
- * whether its plan mode holds it read-only now.
+ * The check every door's call goes through, under the app context's policy, with the caller the
+ * door has just proven: their kind and role, and for an agent about to change something whether
+ * its plan mode holds it read-only now.
  */
 async function authorizeCall(
-  operation: Parameters<typeof authorize>[0],
+  operation: OperationShape,
   context: Pick<OperationContext, "app" | "identity">,
 ): Promise<void> {
-  const authority = context.app.engine.authority;
-  authorize(operation, context.identity, { authority });
-  const facts = await planModeFact(context.app, operation, context.identity!);
-  if (facts.planMode) authorize(operation, context.identity, { ...facts, authority });
+  await decidedNow(context.app, operation, context.identity, false);
 }
 
 /**

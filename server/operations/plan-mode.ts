@@ -12,7 +12,8 @@ import {
   submitPlan,
   submitPlanInput,
 } from "../planner/plan-mode";
-import { currentPlanningSessionOf, planModeOwnerOf } from "../planner/plan-mode-state";
+import { currentPlanningSessionOf } from "../planner/plan-mode-state";
+import { planModeOwnerOf } from "../policy/plan-mode-fact";
 import { defineOperation, type OperationContext } from "./operation";
 import { PERSON_OR_AGENT } from "./policy";
 import type { AnyOperation } from "./operation";

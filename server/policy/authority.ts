@@ -19,7 +19,7 @@ export type Principal =
   /** `metricsCredential`: the caller presented the dedicated metrics credential (STEPWISE_METRICS_TOKEN). */
   | { kind: "person"; name: string; role: Role; revoked?: boolean; metricsCredential?: boolean }
   /**
-   * `planMode`: the agent's planning session holds it read-only (seed 002; server/planner/plan-mode-state.ts).
+   * `planMode`: the agent's planning session holds it read-only (seed 002; server/policy/plan-mode-fact.ts).
    * `credential`: the named credential that proved it now (null: the shared agent token), when known.
    */
   | { kind: "agent"; name: string; revoked?: boolean; planMode?: boolean; credential?: string | null }
