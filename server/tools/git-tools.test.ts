@@ -364,7 +364,12 @@ describe("a git's output", () => {
     await commitAll(root, "outputs");
     const signal = AbortSignal.timeout(60_000);
     const repository = await openRepository(root, signal);
-    const small = await runGit(["cat-file", "blob", "HEAD:small.txt"], { cwd: root, signal, repository, readOnly: true });
+    const small = await runGit(["cat-file", "blob", "HEAD:small.txt"], {
+      cwd: root,
+      signal,
+      repository,
+      readOnly: true,
+    });
     expect(small).toMatchObject({ exitCode: 0, truncated: true });
     expect(small.stdout).toHaveLength(GIT_OUTPUT_LIMIT);
     // Past the sandbox's limit the pipe closes: git ends on SIGPIPE instead of writing on.
