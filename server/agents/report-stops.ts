@@ -29,6 +29,17 @@ export async function reportStillWanted(pool: pg.Pool, runId: string, stepId: st
   if (row.step !== "running" && row.step !== "awaiting_agent") throw new ReportOutdated(`the task was ${row.step}`);
 }
 
+/**
+ * The stop behind a failure, if the run or task was stopped since the report: whatever failed
+ * (a git whose worktree the cancel removed) is then the stop, not something to try again.
+ */
+export async function stopSince(pool: pg.Pool, runId: string, stepId: string): Promise<ReportOutdated | undefined> {
+  return reportStillWanted(pool, runId, stepId).then(
+    () => undefined,
+    (error: unknown) => (error instanceof ReportOutdated ? error : undefined),
+  );
+}
+
 /** How often a running integration looks whether its run or task was stopped. */
 const WATCH_EVERY_MS = 1_000;
 

@@ -5,8 +5,8 @@ import type { AppContext } from "../services";
 import { updateAgentTasks, type AgentTaskUpdate } from "../engine/engine";
 import { isAppError } from "../errors";
 import { logger } from "../logger";
-import type { Step, StepStatus } from "../plan-schema";
-import { AGENT_TASK_TOOL, verifierCommands } from "../tools/agent-task";
+import type { StepStatus } from "../plan-schema";
+import { verifierCommands } from "../tools/agent-task";
 import { actorKindOf, withCaller } from "../caller-context";
 import type { IdentityKind } from "../vocabulary";
 import type { Identity } from "../identity";
@@ -25,9 +25,9 @@ import { loadSession, type Loaded } from "./session-state";
 import { finishingUpdates, prepareTaskUpdates, type PreparedUpdates } from "./task-integration";
 import { taskLabel } from "./task-ref";
 import { taskWorktreeInPlace, workspaceRepository } from "./worktrees";
-import { makeWorktreesOfTasksReadyAfter } from "./worktrees-ahead";
+import { makeWorktreesOfTasksReadyAfter, tasksReadyAfter } from "./worktrees-ahead";
 import { queueCallIn, sendToWorker, type WorkspacePlace } from "./workspace-calls";
-import { ReportOutdated, reportStillWanted, watchReportStopped } from "./report-stops";
+import { ReportOutdated, reportStillWanted, stopSince, watchReportStopped } from "./report-stops";
 import { afterTaskUpdatesIn, worktreesAhead, type CallSession } from "./workspace-work";
 
 /*
@@ -188,7 +188,9 @@ async function integrateReport(app: App, call: CallSession, stepId: string, repo
       },
     });
   } catch (error) {
-    if (error instanceof ReportOutdated) return dropReport(app, session, stepId, error.message);
+    // A failure after a stop is the stop: a cancel removes the run's worktrees under a git at work.
+    const stop = error instanceof ReportOutdated ? error : await stopSince(app.db.pool, session.run_id, stepId);
+    if (stop) return dropReport(app, session, stepId, stop.message);
     const refused = error instanceof ReporterRefused;
     // A refusal that trying again cannot change (the reporter's authority, the repository's scan
     // finding a way out) ends the report, said where people and agents look; anything else is
@@ -228,7 +230,7 @@ async function integrateReport(app: App, call: CallSession, stepId: string, repo
     if (prepared.updates.some((applied) => applied.status === "DONE")) {
       const statuses = await stepStatuses(app.db.pool, session.run_id);
       // Worktrees of what this DONE makes ready, before it is recorded: their hand-outs find them in place.
-      await makeWorktreesOfTasksReadyAfter(session, readyAfter(loaded.steps, statuses, stepId));
+      await makeWorktreesOfTasksReadyAfter(session, tasksReadyAfter(loaded.steps, statuses, stepId));
     }
     try {
       await recordPrepared(app, session, loaded, prepared, { actor: report.actor, report: stepId });
@@ -275,19 +277,6 @@ async function reporterMayStill(app: App, session: SessionRow, report: ReportRow
   await authorizeSessionWork(app, session, report.actor, report.credential).catch((error: unknown) => {
     throw new ReporterRefused(error instanceof Error ? error.message : String(error));
   });
-}
-
-/** The agent tasks waiting only for `stepId`: the DONE being recorded makes them ready. */
-function readyAfter(steps: Step[], statuses: Map<string, StepStatus>, stepId: string): Step[] {
-  const done = (id: string) => id === stepId || ["completed", "skipped"].includes(statuses.get(id) ?? "");
-  return steps.filter(
-    (step) =>
-      step.tool === AGENT_TASK_TOOL &&
-      step.forEach === undefined &&
-      step.dependsOn.includes(stepId) &&
-      (statuses.get(step.id) ?? "pending") === "pending" &&
-      step.dependsOn.every(done),
-  );
 }
 
 async function dropReport(app: Pick<App, "db">, session: SessionRow, stepId: string, reason: string): Promise<void> {

@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { logger } from "../logger";
-import type { Step } from "../plan-schema";
+import type { Step, StepStatus } from "../plan-schema";
 import { AGENT_TASK_TOOL } from "../tools/agent-task";
 import {
   ensureTaskWorktree,
@@ -65,6 +65,19 @@ export async function worktreeWorkSettled(): Promise<void> {
     for (const queueNow of [...removalsDue.values()]) queueNow();
     await Promise.all([...queues.values()]);
   }
+}
+
+/** The agent tasks waiting only for `stepId`: the DONE being recorded makes them ready. */
+export function tasksReadyAfter(steps: Step[], statuses: Map<string, StepStatus>, stepId: string): Step[] {
+  const done = (id: string) => id === stepId || ["completed", "skipped"].includes(statuses.get(id) ?? "");
+  return steps.filter(
+    (step) =>
+      step.tool === AGENT_TASK_TOOL &&
+      step.forEach === undefined &&
+      step.dependsOn.includes(stepId) &&
+      (statuses.get(step.id) ?? "pending") === "pending" &&
+      step.dependsOn.every(done),
+  );
 }
 
 /**

@@ -1,3 +1,5 @@
+import { randomBytes } from "node:crypto";
+import fsSync from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -103,6 +105,26 @@ async function holdMerges(runId: string): Promise<{ release(): Promise<void> }> 
       client.release();
     },
   };
+}
+
+/** The command lines of the processes working in `dir` (a verifier's `sleep 300`, a git). */
+function commandsIn(dir: string): string[] {
+  return processesIn(dir).flatMap((pid) => {
+    try {
+      return [fsSync.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim()];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** The error each finished integration of task 2's report ended with (null: it ended the report), oldest first. */
+async function finishReportErrors(): Promise<unknown[]> {
+  const rows = await harness!.app.db.pool.query<{ error: unknown }>(
+    `select error from agent_workspace_calls
+      where kind = 'finish_report' and step_id = 'step_2' and finished_at is not null order by created_at`,
+  );
+  return rows.rows.map((row) => row.error);
 }
 
 /** The report events (task-reports.ts) of the run's task 2, oldest first. */
@@ -525,8 +547,8 @@ describe("a worktree per agent task", () => {
     await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
     await fs.writeFile(path.join(worktree, "src/a.txt"), "a from task 2\n");
     await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } });
-    // The verifier runs in the task's worktree; the person cancels the run meanwhile.
-    await expect.poll(() => processesIn(worktree).length, { timeout: 60_000, interval: 50 }).toBeGreaterThan(0);
+    // The verifier runs in the task's worktree (not the commit's git before it); the person cancels the run meanwhile.
+    await expect.poll(() => commandsIn(worktree).includes("sleep 300"), { timeout: 60_000, interval: 50 }).toBe(true);
     await harness!.caller.runs.cancel({ runId });
 
     await reportsIntegrated(harness!.app.db.pool);
@@ -536,12 +558,38 @@ describe("a worktree per agent task", () => {
       type: "task.report_ended",
       data: { outcome: "dropped", reason: "the run was cancelled" },
     });
+    // Ended by the integration the cancel stopped, not left for the sweep to send again.
+    expect(await finishReportErrors()).toEqual([null]);
     // Nothing of the stopped check is recorded as a finding: the task was not judged.
     const verified = await harness!.app.db.pool.query(
       "select 1 from events where stream_id = $1 and type = 'task.verified' and step_id = 'step_2'",
       [runId],
     );
     expect(verified.rowCount).toBe(0);
+  });
+
+  it("ends a reported DONE whose merge a cancel cut short as cancelled, at once, not as a failure to try again", async () => {
+    const { runId, root } = await startSessionWithTasks([task("Change a", ["src/a.txt"])]);
+    const task2 = await currentTask();
+    const worktree = task2.working_directory!;
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "IN_PROGRESS" }] } });
+    await fs.writeFile(path.join(worktree, "src/a.txt"), "a from task 2\n");
+    // Enough to hash that the commit and merge are still at work when the cancel removes the worktree.
+    await fs.writeFile(path.join(worktree, "src/data.bin"), randomBytes(48 * 1024 * 1024));
+    await call(agentUpdate, { payload: { update_tasks: [{ id: 2, status: "DONE" }] } });
+    await expect
+      .poll(() => commandsIn(worktree).some((line) => line.includes("git")), { timeout: 60_000, interval: 20 })
+      .toBe(true);
+    await harness!.caller.runs.cancel({ runId });
+
+    await reportsIntegrated(harness!.app.db.pool);
+    expect(git(root, "show", `${integrationBranch(runId)}:src/a.txt`)).toBe("a\n");
+    expect((await reportEvents(runId)).at(-1)).toEqual({
+      type: "task.report_ended",
+      data: { outcome: "dropped", reason: "the run was cancelled" },
+    });
+    // Whatever the removed worktree made git answer, the stop ended the report on this integration.
+    expect(await finishReportErrors()).toEqual([null]);
   });
 
   it("removes the run's worktrees when the run is cancelled, and only those", async () => {
