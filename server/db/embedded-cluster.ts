@@ -2,6 +2,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { launch } from "../launcher/launcher";
+import { systemProgram } from "../launcher/sandbox-command";
 import { SUPERUSER } from "./embedded-credentials";
 import { nativePackageDir, postgresUser } from "./embedded-host";
 
@@ -57,11 +58,15 @@ async function ensurePostgresUser(log?: (line: string) => void): Promise<void> {
   } catch {
     // Not there yet: made below.
   }
-  const passwd = await fs.readFile("/etc/group", "utf8").catch(() => "");
-  if (!passwd.split("\n").some((line) => line.startsWith("postgres:")))
-    await ownProgram(["groupadd", "--system", "postgres"], "the postgres group for the embedded PostgreSQL");
+  // From the system's own folders, never PATH: this runs as root.
+  const [groupadd, useradd] = [systemProgram("groupadd"), systemProgram("useradd")];
+  if (!groupadd || !useradd)
+    throw new Error("Running as root, but groupadd and useradd are missing to make the postgres user");
+  const groups = await fs.readFile("/etc/group", "utf8").catch(() => "");
+  if (!groups.split("\n").some((line) => line.startsWith("postgres:")))
+    await ownProgram([groupadd, "--system", "postgres"], "the postgres group for the embedded PostgreSQL");
   await ownProgram(
-    ["useradd", "--system", "--gid", "postgres", "--no-create-home", "--shell", "/usr/sbin/nologin", "postgres"],
+    [useradd, "--system", "--gid", "postgres", "--no-create-home", "--shell", "/usr/sbin/nologin", "postgres"],
     "the postgres user for the embedded PostgreSQL",
   );
   log?.('Running as root: made the system user "postgres" for the embedded database to run as');
@@ -75,8 +80,7 @@ async function ownProgram(argv: string[], why: string, owner: { uid?: number; gi
       ...(owner.uid !== undefined && { owner }),
       cwd: "/",
       stdio: ["ignore", "pipe", "pipe"],
-      // groupadd and useradd live in the sbin folders, which a non-login root shell may leave out.
-      env: { PATH: [process.env.PATH, "/usr/sbin:/usr/bin:/sbin:/bin"].filter(Boolean).join(":"), LC_MESSAGES: "C" },
+      env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", LC_MESSAGES: "C" },
     },
   );
   const output: Buffer[] = [];

